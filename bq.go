@@ -1,0 +1,327 @@
+// Package bq is a job queue that lives in your SQL database (PostgreSQL,
+// MySQL/MariaDB, or SQLite) and holds "at most N jobs per key at once"
+// across every worker of every process.
+//
+//	var Charge = bq.Define("billing.charge", charge, bq.JobOptions[ChargeArgs]{
+//		Queue: "billing",
+//		Concurrency: &bq.Concurrency[ChargeArgs]{
+//			Key: func(a ChargeArgs) string { return strconv.FormatInt(a.OrderID, 10) },
+//			To:  1,
+//		},
+//	})
+//
+//	client, _ := bq.Open(ctx, "sqlite:///var/lib/app/jobs.db")
+//	_ = client.Migrate(ctx)
+//	res, _ := Charge.Enqueue(ctx, client, ChargeArgs{OrderID: 42})
+//	_ = client.Run(ctx) // workers and dispatcher, until ctx ends
+package bq
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/bqueue/bq/drivers/postgres"
+	"github.com/bqueue/bq/drivers/sqlite"
+	"github.com/bqueue/bq/internal/driver"
+	"github.com/bqueue/bq/migrations"
+)
+
+// Driver is a database driver: postgres.New(pool), sqlite.New(db), or what
+// Open builds from a DSN.
+type Driver = driver.Driver
+
+// NoRetention, as Config.Retention, deletes jobs as they complete.
+const NoRetention time.Duration = -1
+
+// Config tunes a Client. Zero values take the documented defaults.
+type Config struct {
+	// Queues maps each queue this process works to its slots: how many of
+	// its jobs this process runs at once. Default: every queue of the
+	// jobs defined in this process, 10 slots each.
+	Queues map[string]int
+	// Prefix of bq's table names. Default "bq_".
+	Prefix string
+	// PollInterval is how often an idle queue looks for jobs another
+	// process made ready. Default 1s. Work enqueued or promoted in this
+	// process wakes its workers at once.
+	PollInterval time.Duration
+	// DispatchInterval between dispatcher passes. Default 1s.
+	DispatchInterval time.Duration
+	// HeartbeatInterval between process heartbeats. Default 5s.
+	HeartbeatInterval time.Duration
+	// ProcessDeadAfter is the heartbeat silence after which a process is
+	// dead and its claims are reaped. Default 30s.
+	ProcessDeadAfter time.Duration
+	// ShutdownTimeout is how long Run waits for running jobs once its
+	// context ends before cancelling them; claims still unfinished then
+	// go back to ready with their slots. Default 30s.
+	ShutdownTimeout time.Duration
+	// Retention keeps finished jobs this long before the dispatcher
+	// deletes them. Default 24h; NoRetention deletes at completion.
+	// Failed jobs are kept until deleted or retried.
+	Retention time.Duration
+	// Name identifies this process in status output. Default host:pid.
+	Name string
+	// Logger for every service. Default slog.Default().
+	Logger *slog.Logger
+	// Now is the clock; tests inject one. Default time.Now.
+	Now func() time.Time
+}
+
+func (c Config) withDefaults() Config {
+	c.Prefix = cmp.Or(c.Prefix, migrations.DefaultPrefix)
+	c.PollInterval = cmp.Or(c.PollInterval, time.Second)
+	c.DispatchInterval = cmp.Or(c.DispatchInterval, time.Second)
+	c.HeartbeatInterval = cmp.Or(c.HeartbeatInterval, 5*time.Second)
+	c.ProcessDeadAfter = cmp.Or(c.ProcessDeadAfter, 30*time.Second)
+	c.ShutdownTimeout = cmp.Or(c.ShutdownTimeout, 30*time.Second)
+	c.Retention = cmp.Or(c.Retention, 24*time.Hour)
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return c
+}
+
+func (c Config) validate() error {
+	var errs []error
+	if err := migrations.ValidatePrefix(c.Prefix); err != nil {
+		errs = append(errs, fmt.Errorf("Config.Prefix: %w", err))
+	}
+	for q, n := range c.Queues {
+		if n < 1 {
+			errs = append(errs, fmt.Errorf("Config.Queues[%q] is %d: give each queue 1 or more slots, or leave it out", q, n))
+		}
+		if err := validateQueue(q); err != nil {
+			errs = append(errs, fmt.Errorf("Config.Queues: %w", err))
+		}
+	}
+	for name, d := range map[string]time.Duration{
+		"PollInterval": c.PollInterval, "DispatchInterval": c.DispatchInterval,
+		"HeartbeatInterval": c.HeartbeatInterval, "ProcessDeadAfter": c.ProcessDeadAfter,
+		"ShutdownTimeout": c.ShutdownTimeout,
+	} {
+		if d < 0 {
+			errs = append(errs, fmt.Errorf("Config.%s is %s: use a positive duration, or 0 for the default", name, d))
+		}
+	}
+	if c.ProcessDeadAfter < 2*c.HeartbeatInterval {
+		errs = append(errs, fmt.Errorf("Config.ProcessDeadAfter (%s) is under two HeartbeatIntervals (%s): live processes would be reaped", c.ProcessDeadAfter, c.HeartbeatInterval))
+	}
+	if c.Retention < 0 && c.Retention != NoRetention {
+		errs = append(errs, fmt.Errorf("Config.Retention is %s: use a positive duration, 0 for the default, or bq.NoRetention", c.Retention))
+	}
+	return errors.Join(errs...)
+}
+
+// Client enqueues jobs and runs workers and the dispatcher on one database.
+type Client struct {
+	drv driver.Driver
+	cfg Config
+	log *slog.Logger
+
+	mu     sync.Mutex
+	wakers map[string][]chan struct{} // queue -> workers of this process
+	closed bool
+}
+
+// Open connects to the database dsn names and returns a client:
+//
+//	sqlite:///path/to/file.db   a SQLite file (created if missing)
+//	sqlite::memory:             an in-memory SQLite database (tests)
+//	postgres://user:pass@host:5432/db
+//
+// Call Migrate once to create bq's tables. Close the client when done.
+func Open(ctx context.Context, dsn string, cfg ...Config) (*Client, error) {
+	if len(cfg) > 1 {
+		return nil, errors.New("bq.Open: pass at most one Config")
+	}
+	var c Config
+	if len(cfg) == 1 {
+		c = cfg[0]
+	}
+	drv, err := openDriver(ctx, dsn)
+	if err != nil {
+		return nil, err
+	}
+	client, err := NewClient(drv, c)
+	if err != nil {
+		drv.Close()
+		return nil, err
+	}
+	return client, nil
+}
+
+func openDriver(ctx context.Context, dsn string) (driver.Driver, error) {
+	scheme, rest, _ := strings.Cut(dsn, ":")
+	switch {
+	case dsn == "":
+		return nil, errors.New("bq.Open: the DSN is empty: use sqlite:///path/to/file.db, sqlite::memory: or postgres://user:pass@host:5432/db")
+	case scheme == "sqlite":
+		path, _, _ := strings.Cut(strings.TrimPrefix(rest, "//"), "?")
+		return sqlite.Open(ctx, path)
+	case scheme == "postgres" || scheme == "postgresql":
+		return postgres.Open(ctx, dsn)
+	default:
+		return nil, fmt.Errorf("bq.Open: unknown DSN %q: it must start with sqlite: or postgres://", redact(dsn))
+	}
+}
+
+// redact hides a DSN's password in error messages.
+func redact(dsn string) string {
+	scheme, rest, ok := strings.Cut(dsn, "://")
+	if !ok {
+		return dsn
+	}
+	userinfo, host, ok := strings.Cut(rest, "@")
+	if !ok {
+		return dsn
+	}
+	if user, _, hasPass := strings.Cut(userinfo, ":"); hasPass {
+		return scheme + "://" + user + ":***@" + host
+	}
+	return dsn
+}
+
+// NewClient returns a client on drv, for a pool or *sql.DB you opened:
+// bq.NewClient(postgres.New(pool), cfg).
+func NewClient(drv Driver, cfg Config) (*Client, error) {
+	if drv == nil {
+		return nil, errors.New("bq.NewClient: the driver is nil: pass postgres.New(pool) or sqlite.New(db)")
+	}
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, fmt.Errorf("bq.NewClient: %w", err)
+	}
+	if cfg.Prefix != drv.Prefix() {
+		drv = drv.WithPrefix(cfg.Prefix)
+	}
+	return &Client{drv: drv, cfg: cfg, log: cfg.Logger, wakers: map[string][]chan struct{}{}}, nil
+}
+
+// Close releases the connections the client opened itself (through Open).
+func (c *Client) Close() error {
+	c.mu.Lock()
+	c.closed = true
+	c.mu.Unlock()
+	return c.drv.Close()
+}
+
+// Driver returns the client's database driver.
+func (c *Client) Driver() Driver { return c.drv }
+
+// Migrate applies every pending migration, creating bq's tables.
+func (c *Client) Migrate(ctx context.Context) error {
+	p, err := migrations.NewProvider(c.drv.SQLDB(), string(c.drv.Dialect()), c.cfg.Prefix)
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	if _, err := p.Up(ctx); err != nil {
+		return fmt.Errorf("migrate up: %w", err)
+	}
+	return nil
+}
+
+// MigrateDown rolls back the newest applied migration.
+func (c *Client) MigrateDown(ctx context.Context) error {
+	p, err := migrations.NewProvider(c.drv.SQLDB(), string(c.drv.Dialect()), c.cfg.Prefix)
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	if _, err := p.Down(ctx); err != nil {
+		return fmt.Errorf("migrate down: %w", err)
+	}
+	return nil
+}
+
+// Migration is one migration and whether it is applied.
+type Migration struct {
+	Version   int64
+	Name      string
+	Applied   bool
+	AppliedAt time.Time
+}
+
+// MigrationStatus lists every migration and whether it is applied.
+func (c *Client) MigrationStatus(ctx context.Context) ([]Migration, error) {
+	p, err := migrations.NewProvider(c.drv.SQLDB(), string(c.drv.Dialect()), c.cfg.Prefix)
+	if err != nil {
+		return nil, fmt.Errorf("migration status: %w", err)
+	}
+	st, err := p.Status(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("migration status: %w", err)
+	}
+	out := make([]Migration, len(st))
+	for i, s := range st {
+		out[i] = Migration{Version: s.Source.Version, Name: s.Source.Path, Applied: s.State == "applied", AppliedAt: s.AppliedAt}
+	}
+	return out, nil
+}
+
+// checkSchema returns ErrNotMigrated unless every migration is applied.
+func (c *Client) checkSchema(ctx context.Context) error {
+	v, err := c.drv.Exec().SchemaVersion(ctx)
+	if err != nil {
+		return fmt.Errorf("%w (%v)", ErrNotMigrated, err)
+	}
+	if want := migrations.Latest(string(c.drv.Dialect())); v < want {
+		return fmt.Errorf("%w: the database is at version %d, this bq needs %d", ErrNotMigrated, v, want)
+	}
+	return nil
+}
+
+// explainErr turns a failure on missing tables into ErrNotMigrated.
+func (c *Client) explainErr(ctx context.Context, err error) error {
+	if err == nil || ctx.Err() != nil {
+		return err
+	}
+	if schemaErr := c.checkSchema(context.WithoutCancel(ctx)); schemaErr != nil && errors.Is(schemaErr, ErrNotMigrated) {
+		return fmt.Errorf("%w: %w", schemaErr, err)
+	}
+	return err
+}
+
+// wake tells this process's workers of queue ("" for all) that jobs are
+// ready, so they claim now rather than at their next poll.
+func (c *Client) wake(queue string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for q, chans := range c.wakers {
+		if queue != "" && q != queue {
+			continue
+		}
+		for _, ch := range chans {
+			select {
+			case ch <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
+func (c *Client) addWaker(queue string, ch chan struct{}) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.wakers[queue] = append(c.wakers[queue], ch)
+}
+
+func (c *Client) removeWaker(queue string, ch chan struct{}) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	chans := c.wakers[queue]
+	for i, x := range chans {
+		if x == ch {
+			c.wakers[queue] = append(chans[:i:i], chans[i+1:]...)
+			break
+		}
+	}
+}

@@ -1,0 +1,276 @@
+// Package dispatcher runs bq's background maintenance: it admits due
+// scheduled jobs, returns the claims of dead processes, keeps semaphores
+// honest (reclaims expired ones, promotes blocked jobs beside free slots)
+// and clears finished jobs. It needs no job code, so it runs embedded in a
+// worker (client.Run) or alone (`bq dispatcher`). Several dispatchers may
+// run at once: every step locks what it changes and skips what another
+// holds.
+package dispatcher
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"log/slog"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/bqueue/bq/internal/driver"
+	"github.com/bqueue/bq/internal/lifecycle"
+	"github.com/bqueue/bq/semaphore"
+)
+
+// Config tunes a Dispatcher. Zero values take the defaults.
+type Config struct {
+	// Interval between maintenance passes. Default 1s.
+	Interval time.Duration
+	// BatchSize bounds the rows one transaction touches. Default 500.
+	BatchSize int
+	// ProcessDeadAfter is the heartbeat silence after which a process is
+	// dead and its claims are reaped. Default 30s.
+	ProcessDeadAfter time.Duration
+	// Retention keeps finished jobs this long; negative means they were
+	// deleted at completion. Default 24h.
+	Retention time.Duration
+	// CleanupInterval between clean-up passes. Default 1m.
+	CleanupInterval time.Duration
+	// OnReady is told of queues that got ready jobs (to wake local workers).
+	OnReady func(queue string)
+	// Now is the clock. Default time.Now.
+	Now func() time.Time
+	// Logger. Default slog.Default().
+	Logger *slog.Logger
+}
+
+func (c Config) withDefaults() Config {
+	c.Interval = cmp.Or(c.Interval, time.Second)
+	c.BatchSize = cmp.Or(c.BatchSize, 500)
+	c.ProcessDeadAfter = cmp.Or(c.ProcessDeadAfter, 30*time.Second)
+	c.Retention = cmp.Or(c.Retention, 24*time.Hour)
+	c.CleanupInterval = cmp.Or(c.CleanupInterval, time.Minute)
+	if c.OnReady == nil {
+		c.OnReady = func(string) {}
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	c.Logger = c.Logger.With("service", "dispatcher")
+	return c
+}
+
+// Dispatcher is one maintenance loop.
+type Dispatcher struct {
+	drv         driver.Driver
+	cfg         Config
+	lastCleanup time.Time
+}
+
+// New returns a dispatcher for drv.
+func New(drv driver.Driver, cfg Config) *Dispatcher {
+	return &Dispatcher{drv: drv, cfg: cfg.withDefaults()}
+}
+
+// Run passes every Interval until ctx ends, and returns nil then. A failed
+// pass is logged and retried at the next tick.
+func (d *Dispatcher) Run(ctx context.Context) error {
+	t := time.NewTicker(d.cfg.Interval)
+	defer t.Stop()
+	for {
+		if err := d.Pass(ctx); err != nil && ctx.Err() == nil {
+			d.cfg.Logger.Error("maintenance pass failed", "error", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// Pass runs every maintenance step once.
+func (d *Dispatcher) Pass(ctx context.Context) error {
+	errs := []error{
+		d.promoteScheduled(ctx),
+		d.reapLostClaims(ctx),
+		d.reclaimExpired(ctx),
+		d.promoteBlocked(ctx),
+	}
+	if now := d.cfg.Now(); now.Sub(d.lastCleanup) >= d.cfg.CleanupInterval {
+		d.lastCleanup = now
+		errs = append(errs, d.cleanup(ctx))
+	}
+	return errors.Join(errs...)
+}
+
+func (d *Dispatcher) inTx(ctx context.Context, fn func(ex driver.Executor) error) error {
+	return driver.InTx(ctx, d.drv, fn)
+}
+
+// promoteScheduled admits due scheduled jobs, a batch per transaction.
+func (d *Dispatcher) promoteScheduled(ctx context.Context) error {
+	for {
+		var n int
+		var queues []string
+		err := d.inTx(ctx, func(ex driver.Executor) (err error) {
+			n, queues, err = lifecycle.PromoteScheduled(ctx, ex, d.cfg.BatchSize, d.cfg.Now())
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		d.notify(queues)
+		if n > 0 {
+			d.cfg.Logger.Debug("promoted scheduled jobs", "count", n)
+		}
+		if n < d.cfg.BatchSize || ctx.Err() != nil {
+			return nil
+		}
+	}
+}
+
+// reapLostClaims returns the claims of dead processes to ready (keeping
+// their slots) or fails them once their attempts are spent.
+func (d *Dispatcher) reapLostClaims(ctx context.Context) error {
+	for {
+		var claims []*driver.Claim
+		err := d.inTx(ctx, func(ex driver.Executor) error {
+			now := d.cfg.Now()
+			var err error
+			claims, err = ex.LostClaims(ctx, now.Add(-d.cfg.ProcessDeadAfter), d.cfg.BatchSize)
+			if err != nil {
+				return err
+			}
+			return d.handleLost(ctx, ex, claims, now)
+		})
+		if err != nil {
+			return err
+		}
+		if len(claims) < d.cfg.BatchSize || ctx.Err() != nil {
+			return nil
+		}
+	}
+}
+
+func (d *Dispatcher) handleLost(ctx context.Context, ex driver.Executor, claims []*driver.Claim, now time.Time) error {
+	// A failed claim releases its key's semaphore: lock them in key order.
+	slices.SortFunc(claims, func(a, b *driver.Claim) int { return strings.Compare(a.Limit.Key, b.Limit.Key) })
+	for _, c := range claims {
+		if _, err := lifecycle.Lost(ctx, ex, c, now); err != nil {
+			return err
+		}
+		d.cfg.Logger.Warn("reaped claim of a lost process", "job_id", c.ID, "kind", c.Kind,
+			"queue", c.Queue, "attempt", c.Attempt+1, "max_attempts", c.MaxAttempts)
+		d.cfg.OnReady(c.Queue)
+	}
+	return nil
+}
+
+// reclaimExpired recounts semaphores whose expiry passed. Live holders
+// renew expiry through their process's heartbeat, so an expired semaphore
+// has no live running holder: claims of its key whose process has been
+// silent for the key's Duration are reaped, then its slots are recounted.
+func (d *Dispatcher) reclaimExpired(ctx context.Context) error {
+	after := ""
+	for {
+		keys, err := d.drv.Exec().ExpiredSemaphores(ctx, d.cfg.Now(), after, d.cfg.BatchSize)
+		if err != nil {
+			return err
+		}
+		for _, key := range keys {
+			err := d.inTx(ctx, func(ex driver.Executor) error {
+				now := d.cfg.Now()
+				s, ok, err := ex.SemaphoreLock(ctx, key)
+				if err != nil || !ok || s.ExpiresAt.After(now) {
+					return err
+				}
+				lost, err := ex.LostClaimsOfKey(ctx, key, now, s.Duration)
+				if err != nil {
+					return err
+				}
+				if err := d.handleLost(ctx, ex, lost, now); err != nil {
+					return err
+				}
+				promoted, err := semaphore.Reclaim(ctx, ex, key, now)
+				if promoted > 0 {
+					d.cfg.Logger.Debug("reclaimed expired semaphore", "promoted", promoted)
+				}
+				return err
+			})
+			if err != nil {
+				return err
+			}
+		}
+		if len(keys) < d.cfg.BatchSize || ctx.Err() != nil {
+			return nil
+		}
+		after = keys[len(keys)-1]
+	}
+}
+
+// promoteBlocked hands free slots to blocked jobs, min(free, blocked) per
+// key, paging through keys so no key is starved by a LIMIT.
+func (d *Dispatcher) promoteBlocked(ctx context.Context) error {
+	after := ""
+	for {
+		keys, err := d.drv.Exec().PromotableSemaphores(ctx, after, d.cfg.BatchSize)
+		if err != nil {
+			return err
+		}
+		for _, key := range keys {
+			err := d.inTx(ctx, func(ex driver.Executor) error {
+				_, err := semaphore.Promote(ctx, ex, key, d.cfg.Now())
+				return err
+			})
+			if err != nil {
+				return err
+			}
+		}
+		if len(keys) > 0 {
+			d.notifyAll()
+		}
+		if len(keys) < d.cfg.BatchSize || ctx.Err() != nil {
+			return nil
+		}
+		after = keys[len(keys)-1]
+	}
+}
+
+// cleanup deletes finished jobs past retention, idle semaphores and dead
+// processes that hold nothing.
+func (d *Dispatcher) cleanup(ctx context.Context) error {
+	now := d.cfg.Now()
+	ex := d.drv.Exec()
+	var errs []error
+	if d.cfg.Retention > 0 {
+		for {
+			n, err := ex.DeleteFinishedJobs(ctx, now.Add(-d.cfg.Retention), d.cfg.BatchSize)
+			if err != nil {
+				errs = append(errs, err)
+				break
+			}
+			if n < d.cfg.BatchSize || ctx.Err() != nil {
+				break
+			}
+		}
+	}
+	if _, err := ex.DeleteIdleSemaphores(ctx, now, d.cfg.BatchSize); err != nil {
+		errs = append(errs, err)
+	}
+	if _, err := ex.DeleteDeadProcesses(ctx, now.Add(-d.cfg.ProcessDeadAfter)); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+func (d *Dispatcher) notify(queues []string) {
+	for _, q := range queues {
+		d.cfg.OnReady(q)
+	}
+}
+
+// notifyAll wakes every local queue ("" stands for all).
+func (d *Dispatcher) notifyAll() { d.cfg.OnReady("") }

@@ -1,0 +1,405 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/bqueue/bq/internal/driver"
+)
+
+// dbtx is what a pool and a transaction have in common.
+type dbtx interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+type executor struct {
+	db dbtx
+	q  *queries
+}
+
+func (e *executor) InsertJobs(ctx context.Context, now time.Time, jobs []*driver.NewJob) error {
+	n := len(jobs)
+	if n == 0 {
+		return nil
+	}
+	var (
+		kinds, queues, keys        = make([]string, n), make([]string, n), make([]string, n)
+		args                       = make([]string, n)
+		prios, maxAttempts, limits = make([]int32, n), make([]int32, n), make([]int32, n)
+		durations                  = make([]int64, n)
+		conflicts, states          = make([]int16, n), make([]int16, n)
+		scheduled                  = make([]time.Time, n)
+	)
+	for i, j := range jobs {
+		kinds[i], queues[i], args[i] = j.Kind, j.Queue, string(j.Args)
+		prios[i], maxAttempts[i] = int32(j.Priority), int32(j.MaxAttempts)
+		keys[i], limits[i], durations[i] = j.Limit.Key, int32(j.Limit.To), j.Limit.Duration.Milliseconds()
+		conflicts[i], states[i] = int16(j.Limit.OnConflict), int16(j.State)
+		scheduled[i] = j.ScheduledAt
+	}
+	rows, err := e.db.Query(ctx, e.q.insertJobs, kinds, queues, args, prios, maxAttempts, keys,
+		limits, durations, conflicts, scheduled, states, now)
+	if err != nil {
+		return fmt.Errorf("insert jobs: %w", err)
+	}
+	i := 0
+	for rows.Next() {
+		if err := rows.Scan(&jobs[i].ID); err != nil {
+			rows.Close()
+			return fmt.Errorf("insert jobs: %w", err)
+		}
+		i++
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("insert jobs: %w", err)
+	}
+	if i != n {
+		return fmt.Errorf("insert jobs: %d ids returned for %d jobs", i, n)
+	}
+	return nil
+}
+
+func (e *executor) InsertExecutions(ctx context.Context, state driver.State, rows []driver.Execution) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	ids, queues, prios := make([]int64, len(rows)), make([]string, len(rows)), make([]int32, len(rows))
+	for i, r := range rows {
+		ids[i], queues[i], prios[i] = r.JobID, r.Queue, int32(r.Priority)
+	}
+	var err error
+	switch state {
+	case driver.Ready:
+		now := make([]time.Time, len(rows))
+		for i, r := range rows {
+			now[i] = r.At
+		}
+		_, err = e.db.Exec(ctx, e.q.insertReady, ids, queues, prios, now)
+	case driver.Scheduled:
+		at := make([]time.Time, len(rows))
+		for i, r := range rows {
+			at[i] = r.At
+		}
+		_, err = e.db.Exec(ctx, e.q.insertScheduled, ids, queues, prios, at)
+	case driver.Blocked:
+		keys, at := make([]string, len(rows)), make([]time.Time, len(rows))
+		for i, r := range rows {
+			keys[i], at[i] = r.Key, r.At
+		}
+		_, err = e.db.Exec(ctx, e.q.insertBlocked, ids, queues, prios, keys, at)
+	default:
+		return fmt.Errorf("insert executions: unknown state %d", state)
+	}
+	if err != nil {
+		return fmt.Errorf("insert executions: %w", err)
+	}
+	return nil
+}
+
+// scanJob reads jobColumns, then extra.
+func scanJob(row pgx.Row, j *driver.Job, extra ...any) error {
+	var durMS int64
+	var conflict int16
+	dest := append([]any{&j.ID, &j.Kind, &j.Queue, &j.Args, &j.Priority, &j.Attempt, &j.MaxAttempts,
+		&j.Limit.Key, &j.Limit.To, &durMS, &conflict, &j.ScheduledAt, &j.CreatedAt}, extra...)
+	if err := row.Scan(dest...); err != nil {
+		return err
+	}
+	j.Limit.Duration = time.Duration(durMS) * time.Millisecond
+	j.Limit.OnConflict = driver.OnConflict(conflict)
+	return nil
+}
+
+func collectClaims(rows pgx.Rows, withClaimedAt bool, now time.Time) ([]*driver.Claim, error) {
+	defer rows.Close()
+	var out []*driver.Claim
+	for rows.Next() {
+		c := &driver.Claim{ClaimedAt: now}
+		extra := []any{&c.Fence}
+		if withClaimedAt {
+			extra = append(extra, &c.ClaimedAt)
+		}
+		if err := scanJob(rows, &c.Job, extra...); err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	return out, rows.Err()
+}
+
+func (e *executor) ClaimReady(ctx context.Context, p driver.ClaimParams) ([]*driver.Claim, error) {
+	rows, err := e.db.Query(ctx, e.q.claimReady, p.Queue, p.Max, p.ProcessID, p.Now)
+	if err != nil {
+		return nil, fmt.Errorf("claim jobs of queue %q: %w", p.Queue, err)
+	}
+	claims, err := collectClaims(rows, false, p.Now)
+	if err != nil {
+		return nil, fmt.Errorf("claim jobs of queue %q: %w", p.Queue, err)
+	}
+	return claims, nil
+}
+
+func (e *executor) DeleteClaim(ctx context.Context, jobID, fence int64) (bool, error) {
+	tag, err := e.db.Exec(ctx, e.q.deleteClaim, jobID, fence)
+	if err != nil {
+		return false, fmt.Errorf("delete claim of job %d: %w", jobID, err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+func (e *executor) FinishJob(ctx context.Context, jobID int64, now time.Time, discarded bool) error {
+	if _, err := e.db.Exec(ctx, e.q.finishJob, jobID, now, discarded); err != nil {
+		return fmt.Errorf("finish job %d: %w", jobID, err)
+	}
+	return nil
+}
+
+func (e *executor) DeleteJobs(ctx context.Context, ids []int64) error {
+	if _, err := e.db.Exec(ctx, e.q.deleteJobs, ids); err != nil {
+		return fmt.Errorf("delete jobs: %w", err)
+	}
+	return nil
+}
+
+func (e *executor) RecordError(ctx context.Context, jobID int64, msg string) error {
+	if _, err := e.db.Exec(ctx, e.q.recordError, jobID, msg); err != nil {
+		return fmt.Errorf("record error of job %d: %w", jobID, err)
+	}
+	return nil
+}
+
+func (e *executor) InsertFailed(ctx context.Context, jobID int64, msg string, now time.Time) error {
+	if _, err := e.db.Exec(ctx, e.q.insertFailed, jobID, msg, now); err != nil {
+		return fmt.Errorf("move job %d to failed: %w", jobID, err)
+	}
+	return nil
+}
+
+func (e *executor) SemaphoreEnsure(ctx context.Context, l driver.Limit, now time.Time) error {
+	if _, err := e.db.Exec(ctx, e.q.semEnsure, l.Key, l.To, l.Duration.Milliseconds(), now.Add(l.Duration)); err != nil {
+		return fmt.Errorf("create semaphore %q: %w", l.Key, err)
+	}
+	return nil
+}
+
+func (e *executor) SemaphoreLock(ctx context.Context, key string) (driver.Semaphore, bool, error) {
+	s := driver.Semaphore{Key: key}
+	var durMS int64
+	err := e.db.QueryRow(ctx, e.q.semLock, key).Scan(&s.Value, &s.Limit, &s.Blocked, &durMS, &s.ExpiresAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return s, false, nil
+	}
+	if err != nil {
+		return s, false, fmt.Errorf("lock semaphore %q: %w", key, err)
+	}
+	s.Duration = time.Duration(durMS) * time.Millisecond
+	return s, true, nil
+}
+
+func (e *executor) SemaphoreSave(ctx context.Context, s driver.Semaphore) error {
+	_, err := e.db.Exec(ctx, e.q.semSave, s.Key, s.Value, s.Limit, s.Blocked, s.Duration.Milliseconds(), s.ExpiresAt)
+	if err != nil {
+		return fmt.Errorf("save semaphore %q: %w", s.Key, err)
+	}
+	return nil
+}
+
+func (e *executor) PromoteBlocked(ctx context.Context, key string, n int, now time.Time) (int, error) {
+	tag, err := e.db.Exec(ctx, e.q.promoteBlocked, key, n, now)
+	if err != nil {
+		return 0, fmt.Errorf("promote blocked jobs of %q: %w", key, err)
+	}
+	return int(tag.RowsAffected()), nil
+}
+
+func (e *executor) CountHolders(ctx context.Context, key string) (int, int, error) {
+	var holders, blocked int
+	if err := e.db.QueryRow(ctx, e.q.countHolders, key).Scan(&holders, &blocked); err != nil {
+		return 0, 0, fmt.Errorf("count holders of %q: %w", key, err)
+	}
+	return holders, blocked, nil
+}
+
+func (e *executor) TakeDueScheduled(ctx context.Context, now time.Time, max int) ([]*driver.Job, error) {
+	rows, err := e.db.Query(ctx, e.q.takeDueScheduled, now, max)
+	if err != nil {
+		return nil, fmt.Errorf("take due scheduled jobs: %w", err)
+	}
+	defer rows.Close()
+	var out []*driver.Job
+	for rows.Next() {
+		j := &driver.Job{}
+		if err := scanJob(rows, j); err != nil {
+			return nil, fmt.Errorf("take due scheduled jobs: %w", err)
+		}
+		out = append(out, j)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("take due scheduled jobs: %w", err)
+	}
+	return out, nil
+}
+
+func (e *executor) keys(ctx context.Context, what, query string, args ...any) ([]string, error) {
+	rows, err := e.db.Query(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list %s semaphores: %w", what, err)
+	}
+	keys, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("list %s semaphores: %w", what, err)
+	}
+	return keys, nil
+}
+
+func (e *executor) ExpiredSemaphores(ctx context.Context, now time.Time, after string, max int) ([]string, error) {
+	return e.keys(ctx, "expired", e.q.expiredSems, now, after, max)
+}
+
+func (e *executor) PromotableSemaphores(ctx context.Context, after string, max int) ([]string, error) {
+	return e.keys(ctx, "promotable", e.q.promotableSems, after, max)
+}
+
+func (e *executor) DeleteIdleSemaphores(ctx context.Context, now time.Time, max int) (int, error) {
+	tag, err := e.db.Exec(ctx, e.q.deleteIdleSems, now, max)
+	if err != nil {
+		return 0, fmt.Errorf("delete idle semaphores: %w", err)
+	}
+	return int(tag.RowsAffected()), nil
+}
+
+func (e *executor) LostClaims(ctx context.Context, deadBefore time.Time, max int) ([]*driver.Claim, error) {
+	rows, err := e.db.Query(ctx, e.q.lostClaims, deadBefore, max)
+	if err != nil {
+		return nil, fmt.Errorf("find claims of dead processes: %w", err)
+	}
+	claims, err := collectClaims(rows, true, time.Time{})
+	if err != nil {
+		return nil, fmt.Errorf("find claims of dead processes: %w", err)
+	}
+	return claims, nil
+}
+
+func (e *executor) LostClaimsOfKey(ctx context.Context, key string, now time.Time, silence time.Duration) ([]*driver.Claim, error) {
+	rows, err := e.db.Query(ctx, e.q.lostClaimsOfKey, key, now, silence.Milliseconds())
+	if err != nil {
+		return nil, fmt.Errorf("find lost claims of %q: %w", key, err)
+	}
+	claims, err := collectClaims(rows, true, time.Time{})
+	if err != nil {
+		return nil, fmt.Errorf("find lost claims of %q: %w", key, err)
+	}
+	return claims, nil
+}
+
+func (e *executor) DeleteFinishedJobs(ctx context.Context, before time.Time, max int) (int, error) {
+	tag, err := e.db.Exec(ctx, e.q.deleteFinished, before, max)
+	if err != nil {
+		return 0, fmt.Errorf("delete finished jobs: %w", err)
+	}
+	return int(tag.RowsAffected()), nil
+}
+
+func (e *executor) RegisterProcess(ctx context.Context, p driver.Process) (int64, error) {
+	var id int64
+	err := e.db.QueryRow(ctx, e.q.registerProcess, p.Kind, p.Name, p.Hostname, p.PID, p.Queues,
+		p.HeartbeatInterval.Milliseconds(), p.StartedAt).Scan(&id)
+	if err != nil {
+		return 0, fmt.Errorf("register process: %w", err)
+	}
+	return id, nil
+}
+
+func (e *executor) Heartbeat(ctx context.Context, processID int64, now time.Time) (bool, error) {
+	tag, err := e.db.Exec(ctx, e.q.heartbeat, processID, now)
+	if err != nil {
+		return false, fmt.Errorf("heartbeat: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return false, nil
+	}
+	if _, err := e.db.Exec(ctx, e.q.renewSems, processID, now); err != nil {
+		return true, fmt.Errorf("renew semaphores: %w", err)
+	}
+	return true, nil
+}
+
+func (e *executor) DeregisterProcess(ctx context.Context, processID int64) error {
+	if _, err := e.db.Exec(ctx, e.q.deregisterProcess, processID); err != nil {
+		return fmt.Errorf("deregister process %d: %w", processID, err)
+	}
+	return nil
+}
+
+func (e *executor) DeleteDeadProcesses(ctx context.Context, deadBefore time.Time) (int, error) {
+	tag, err := e.db.Exec(ctx, e.q.deleteDeadProcesses, deadBefore)
+	if err != nil {
+		return 0, fmt.Errorf("delete dead processes: %w", err)
+	}
+	return int(tag.RowsAffected()), nil
+}
+
+func (e *executor) ListProcesses(ctx context.Context) ([]driver.Process, error) {
+	rows, err := e.db.Query(ctx, e.q.listProcesses)
+	if err != nil {
+		return nil, fmt.Errorf("list processes: %w", err)
+	}
+	defer rows.Close()
+	var out []driver.Process
+	for rows.Next() {
+		var p driver.Process
+		var hbMS int64
+		if err := rows.Scan(&p.ID, &p.Kind, &p.Name, &p.Hostname, &p.PID, &p.Queues, &hbMS, &p.StartedAt, &p.LastHeartbeatAt); err != nil {
+			return nil, fmt.Errorf("list processes: %w", err)
+		}
+		p.HeartbeatInterval = time.Duration(hbMS) * time.Millisecond
+		out = append(out, p)
+	}
+	return out, rows.Err()
+}
+
+func (e *executor) GetJob(ctx context.Context, id int64) (*driver.JobInfo, bool, error) {
+	info := &driver.JobInfo{}
+	var state string
+	err := scanJob(e.db.QueryRow(ctx, e.q.getJob, id), &info.Job, &info.LastError, &info.FinishedAt, &state)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("get job %d: %w", id, err)
+	}
+	info.State = driver.JobState(state)
+	return info, true, nil
+}
+
+func (e *executor) CountByQueue(ctx context.Context) ([]driver.QueueCounts, error) {
+	rows, err := e.db.Query(ctx, e.q.countByQueue)
+	if err != nil {
+		return nil, fmt.Errorf("count jobs by queue: %w", err)
+	}
+	defer rows.Close()
+	var out []driver.QueueCounts
+	for rows.Next() {
+		var c driver.QueueCounts
+		if err := rows.Scan(&c.Queue, &c.Ready, &c.Running, &c.Scheduled, &c.Blocked, &c.Failed); err != nil {
+			return nil, fmt.Errorf("count jobs by queue: %w", err)
+		}
+		out = append(out, c)
+	}
+	return out, rows.Err()
+}
+
+func (e *executor) SchemaVersion(ctx context.Context) (int64, error) {
+	var v int64
+	if err := e.db.QueryRow(ctx, e.q.schemaVersion).Scan(&v); err != nil {
+		return 0, fmt.Errorf("read schema version: %w", err)
+	}
+	return v, nil
+}

@@ -1,0 +1,197 @@
+package postgres
+
+import "strings"
+
+// queries holds every statement with the table prefix spliced in once.
+type queries struct {
+	insertJobs, insertReady, insertScheduled, insertBlocked string
+
+	claimReady, deleteClaim, finishJob, deleteJobs, recordError, insertFailed string
+
+	semEnsure, semLock, semSave, promoteBlocked, countHolders string
+
+	takeDueScheduled, expiredSems, promotableSems, deleteIdleSems string
+	lostClaims, lostClaimsOfKey, deleteFinished                   string
+
+	registerProcess, heartbeat, renewSems, deregisterProcess, deleteDeadProcesses, listProcesses string
+
+	getJob, countByQueue, schemaVersion string
+}
+
+const jobColumns = `j.id, j.kind, j.queue, j.args, j.priority, j.attempt, j.max_attempts,
+	coalesce(j.concurrency_key, ''), j.concurrency_limit, j.concurrency_duration_ms, j.on_conflict,
+	j.scheduled_at, j.created_at`
+
+func newQueries(prefix string) *queries {
+	p := func(s string) string { return strings.ReplaceAll(s, "{p}", prefix) }
+	return &queries{
+		// IDs come from an identity column, so they rise in the order the
+		// ORDER BY feeds rows in; numbering them by id recovers each input
+		// row's place and with it the execution table it belongs in.
+		insertJobs: p(`
+WITH input AS (
+	SELECT * FROM unnest($1::text[], $2::text[], $3::jsonb[], $4::int[], $5::int[], $6::text[],
+		$7::int[], $8::bigint[], $9::smallint[], $10::timestamptz[], $11::smallint[])
+	WITH ORDINALITY AS t(kind, queue, args, priority, max_attempts, ckey, clim, cdur, conflict, scheduled_at, state, ord)
+), inserted AS (
+	INSERT INTO {p}jobs (kind, queue, args, priority, max_attempts, concurrency_key, concurrency_limit,
+		concurrency_duration_ms, on_conflict, scheduled_at, created_at)
+	SELECT kind, queue, args, priority, max_attempts, NULLIF(ckey, ''), clim, cdur, conflict, scheduled_at, $12
+	FROM input ORDER BY ord
+	RETURNING id
+), numbered AS (
+	SELECT id, row_number() OVER (ORDER BY id) AS ord FROM inserted
+), placed AS (
+	SELECT n.id, i.queue, i.priority, i.ckey, i.scheduled_at, i.state FROM numbered n JOIN input i ON i.ord = n.ord
+), r AS (
+	INSERT INTO {p}ready_executions (job_id, queue, priority, created_at)
+	SELECT id, queue, priority, $12 FROM placed WHERE state = 0
+), s AS (
+	INSERT INTO {p}scheduled_executions (job_id, queue, priority, scheduled_at)
+	SELECT id, queue, priority, scheduled_at FROM placed WHERE state = 1
+), b AS (
+	INSERT INTO {p}blocked_executions (job_id, queue, priority, concurrency_key, created_at)
+	SELECT id, queue, priority, ckey, $12 FROM placed WHERE state = 2
+)
+SELECT id FROM numbered ORDER BY ord`),
+
+		insertReady: p(`INSERT INTO {p}ready_executions (job_id, queue, priority, created_at)
+SELECT * FROM unnest($1::bigint[], $2::text[], $3::int[], $4::timestamptz[])`),
+		insertScheduled: p(`INSERT INTO {p}scheduled_executions (job_id, queue, priority, scheduled_at)
+SELECT * FROM unnest($1::bigint[], $2::text[], $3::int[], $4::timestamptz[])`),
+		insertBlocked: p(`INSERT INTO {p}blocked_executions (job_id, queue, priority, concurrency_key, created_at)
+SELECT * FROM unnest($1::bigint[], $2::text[], $3::int[], $4::text[], $5::timestamptz[])`),
+
+		claimReady: p(`
+WITH picked AS (
+	SELECT job_id FROM {p}ready_executions WHERE queue = $1
+	ORDER BY priority DESC, job_id LIMIT $2
+	FOR UPDATE SKIP LOCKED
+), taken AS (
+	DELETE FROM {p}ready_executions r USING picked WHERE r.job_id = picked.job_id RETURNING r.job_id
+), claimed AS (
+	INSERT INTO {p}claimed_executions (job_id, process_id, claimed_at)
+	SELECT job_id, $3, $4 FROM taken RETURNING job_id, fence
+)
+SELECT ` + jobColumns + `, c.fence
+FROM claimed c JOIN {p}jobs j ON j.id = c.job_id
+ORDER BY j.priority DESC, j.id`),
+		deleteClaim: p(`DELETE FROM {p}claimed_executions WHERE job_id = $1 AND fence = $2`),
+		finishJob: p(`UPDATE {p}jobs SET attempt = attempt + CASE WHEN $3 THEN 0 ELSE 1 END,
+	finished_at = $2, discarded = $3 WHERE id = $1`),
+		deleteJobs:  p(`DELETE FROM {p}jobs WHERE id = ANY($1::bigint[])`),
+		recordError: p(`UPDATE {p}jobs SET attempt = attempt + 1, last_error = $2 WHERE id = $1`),
+		insertFailed: p(`INSERT INTO {p}failed_executions (job_id, queue, error, failed_at)
+SELECT id, queue, $2, $3 FROM {p}jobs WHERE id = $1`),
+
+		semEnsure: p(`INSERT INTO {p}semaphores (key, value, lim, blocked, duration_ms, expires_at)
+VALUES ($1, $2, $2, 0, $3, $4) ON CONFLICT (key) DO NOTHING`),
+		semLock: p(`SELECT value, lim, blocked, duration_ms, expires_at FROM {p}semaphores WHERE key = $1 FOR UPDATE`),
+		semSave: p(`UPDATE {p}semaphores SET value = $2, lim = $3, blocked = $4, duration_ms = $5, expires_at = $6
+WHERE key = $1`),
+		promoteBlocked: p(`
+WITH picked AS (
+	SELECT job_id FROM {p}blocked_executions WHERE concurrency_key = $1
+	ORDER BY priority DESC, job_id LIMIT $2
+), moved AS (
+	DELETE FROM {p}blocked_executions b USING picked WHERE b.job_id = picked.job_id
+	RETURNING b.job_id, b.queue, b.priority
+)
+INSERT INTO {p}ready_executions (job_id, queue, priority, created_at)
+SELECT job_id, queue, priority, $3 FROM moved`),
+		countHolders: p(`
+SELECT
+	(SELECT count(*) FROM {p}jobs j JOIN {p}ready_executions r ON r.job_id = j.id
+		WHERE j.concurrency_key = $1 AND j.finished_at IS NULL)
+	+ (SELECT count(*) FROM {p}jobs j JOIN {p}claimed_executions c ON c.job_id = j.id
+		WHERE j.concurrency_key = $1 AND j.finished_at IS NULL),
+	(SELECT count(*) FROM {p}blocked_executions WHERE concurrency_key = $1)`),
+
+		takeDueScheduled: p(`
+WITH due AS (
+	SELECT job_id FROM {p}scheduled_executions WHERE scheduled_at <= $1
+	ORDER BY scheduled_at, priority DESC, job_id LIMIT $2
+	FOR UPDATE SKIP LOCKED
+), taken AS (
+	DELETE FROM {p}scheduled_executions s USING due WHERE s.job_id = due.job_id RETURNING s.job_id
+)
+SELECT ` + jobColumns + `
+FROM taken t JOIN {p}jobs j ON j.id = t.job_id
+ORDER BY j.priority DESC, j.id`),
+		expiredSems: p(`SELECT key FROM {p}semaphores WHERE expires_at < $1 AND key > $2 ORDER BY key LIMIT $3`),
+		promotableSems: p(`SELECT key FROM {p}semaphores WHERE value > 0 AND blocked > 0 AND key > $1
+ORDER BY key LIMIT $2`),
+		deleteIdleSems: p(`
+DELETE FROM {p}semaphores WHERE key IN (
+	SELECT s.key FROM {p}semaphores s
+	WHERE s.expires_at < $1 AND s.value >= s.lim AND s.blocked = 0
+		AND NOT EXISTS (SELECT 1 FROM {p}blocked_executions b WHERE b.concurrency_key = s.key)
+	ORDER BY s.key LIMIT $2
+	FOR UPDATE SKIP LOCKED)`),
+		lostClaims: p(`
+SELECT ` + jobColumns + `, c.fence, c.claimed_at
+FROM {p}claimed_executions c
+JOIN {p}jobs j ON j.id = c.job_id
+LEFT JOIN {p}processes p ON p.id = c.process_id
+WHERE p.id IS NULL OR p.last_heartbeat_at < $1
+ORDER BY c.job_id LIMIT $2
+FOR UPDATE OF c SKIP LOCKED`),
+		lostClaimsOfKey: p(`
+SELECT ` + jobColumns + `, c.fence, c.claimed_at
+FROM {p}jobs j
+JOIN {p}claimed_executions c ON c.job_id = j.id
+LEFT JOIN {p}processes p ON p.id = c.process_id
+WHERE j.concurrency_key = $1 AND j.finished_at IS NULL
+	AND (p.id IS NULL OR p.last_heartbeat_at < $2::timestamptz - greatest($3::bigint, 3 * p.heartbeat_interval_ms) * interval '1 millisecond')
+ORDER BY c.job_id
+FOR UPDATE OF c SKIP LOCKED`),
+		deleteFinished: p(`DELETE FROM {p}jobs WHERE id IN (
+	SELECT id FROM {p}jobs WHERE finished_at < $1 ORDER BY finished_at LIMIT $2)`),
+
+		registerProcess: p(`INSERT INTO {p}processes (kind, name, hostname, pid, queues, heartbeat_interval_ms, started_at, last_heartbeat_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $7) RETURNING id`),
+		heartbeat: p(`UPDATE {p}processes SET last_heartbeat_at = $2 WHERE id = $1`),
+		// Renew in key order, skipping rows someone holds: two renewals
+		// never deadlock, and a skipped key is renewed next beat.
+		renewSems: p(`
+UPDATE {p}semaphores s SET expires_at = $2::timestamptz + s.duration_ms * interval '1 millisecond'
+WHERE s.key IN (
+	SELECT s2.key FROM {p}semaphores s2
+	WHERE s2.key IN (
+		SELECT j.concurrency_key FROM {p}claimed_executions c JOIN {p}jobs j ON j.id = c.job_id
+		WHERE c.process_id = $1 AND j.concurrency_key IS NOT NULL)
+	AND s2.expires_at < $2::timestamptz + s2.duration_ms * interval '1 millisecond' / 2
+	ORDER BY s2.key
+	FOR UPDATE SKIP LOCKED)`),
+		deregisterProcess: p(`DELETE FROM {p}processes WHERE id = $1`),
+		deleteDeadProcesses: p(`DELETE FROM {p}processes p WHERE p.last_heartbeat_at < $1
+AND NOT EXISTS (SELECT 1 FROM {p}claimed_executions c WHERE c.process_id = p.id)`),
+		listProcesses: p(`SELECT id, kind, name, hostname, pid, queues, heartbeat_interval_ms, started_at, last_heartbeat_at
+FROM {p}processes ORDER BY id`),
+
+		getJob: p(`
+SELECT ` + jobColumns + `, coalesce(j.last_error, ''), j.finished_at,
+	CASE
+		WHEN EXISTS (SELECT 1 FROM {p}claimed_executions x WHERE x.job_id = j.id) THEN 'running'
+		WHEN EXISTS (SELECT 1 FROM {p}ready_executions x WHERE x.job_id = j.id) THEN 'ready'
+		WHEN EXISTS (SELECT 1 FROM {p}blocked_executions x WHERE x.job_id = j.id) THEN 'blocked'
+		WHEN EXISTS (SELECT 1 FROM {p}scheduled_executions x WHERE x.job_id = j.id) THEN 'scheduled'
+		WHEN EXISTS (SELECT 1 FROM {p}failed_executions x WHERE x.job_id = j.id) THEN 'failed'
+		WHEN j.discarded THEN 'discarded'
+		WHEN j.finished_at IS NOT NULL THEN 'completed'
+		ELSE ''
+	END
+FROM {p}jobs j WHERE j.id = $1`),
+		countByQueue: p(`
+SELECT queue, sum(ready)::int, sum(running)::int, sum(scheduled)::int, sum(blocked)::int, sum(failed)::int FROM (
+	SELECT queue, count(*) AS ready, 0 AS running, 0 AS scheduled, 0 AS blocked, 0 AS failed
+		FROM {p}ready_executions GROUP BY queue
+	UNION ALL SELECT j.queue, 0, count(*), 0, 0, 0
+		FROM {p}claimed_executions c JOIN {p}jobs j ON j.id = c.job_id GROUP BY j.queue
+	UNION ALL SELECT queue, 0, 0, count(*), 0, 0 FROM {p}scheduled_executions GROUP BY queue
+	UNION ALL SELECT queue, 0, 0, 0, count(*), 0 FROM {p}blocked_executions GROUP BY queue
+	UNION ALL SELECT queue, 0, 0, 0, 0, count(*) FROM {p}failed_executions GROUP BY queue
+) t GROUP BY queue ORDER BY queue`),
+		schemaVersion: p(`SELECT coalesce(max(version_id), 0) FROM {p}schema_migrations WHERE is_applied`),
+	}
+}

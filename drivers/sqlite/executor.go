@@ -1,0 +1,491 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/bqueue/bq/internal/driver"
+)
+
+// dbtx is what *sql.DB and *sql.Tx have in common.
+type dbtx interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+type executor struct {
+	d    *Driver
+	db   dbtx
+	q    *queries
+	inTx bool
+}
+
+func micros(t time.Time) int64 { return t.UnixMicro() }
+
+func fromMicros(us int64) time.Time { return time.UnixMicro(us) }
+
+// ids encodes a list of ids for json_each.
+func ids(list []int64) string {
+	b, _ := json.Marshal(list)
+	return string(b)
+}
+
+// atomic runs fn inside a write transaction: the current one, or a new
+// BEGIN IMMEDIATE one when the executor runs outside any.
+func (e *executor) atomic(ctx context.Context, fn func(e *executor) error) error {
+	if e.inTx {
+		return fn(e)
+	}
+	tx, err := e.d.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	if err := fn(&tx.(*txExecutor).executor); err != nil {
+		_ = tx.Rollback(ctx)
+		return err
+	}
+	return tx.Commit(ctx)
+}
+
+// exec runs one write statement; outside a transaction it still queues
+// on the process's writer, so writers never spin in the busy handler.
+func (e *executor) exec(ctx context.Context, query string, args ...any) (int64, error) {
+	var n int64
+	err := e.atomic(ctx, func(e *executor) error {
+		res, err := e.db.ExecContext(ctx, query, args...)
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	return n, err
+}
+
+func (e *executor) InsertJobs(ctx context.Context, now time.Time, jobs []*driver.NewJob) error {
+	if len(jobs) == 0 {
+		return nil
+	}
+	return e.atomic(ctx, func(e *executor) error {
+		for _, j := range jobs {
+			res, err := e.db.ExecContext(ctx, e.q.insertJob, j.Kind, j.Queue, string(j.Args), j.Priority,
+				j.MaxAttempts, j.Limit.Key, j.Limit.To, j.Limit.Duration.Milliseconds(),
+				int(j.Limit.OnConflict), micros(j.ScheduledAt), micros(now))
+			if err != nil {
+				return fmt.Errorf("insert job: %w", err)
+			}
+			if j.ID, err = res.LastInsertId(); err != nil {
+				return fmt.Errorf("insert job: %w", err)
+			}
+			if err := e.insertExecution(ctx, j.State, driver.Execution{
+				JobID: j.ID, Queue: j.Queue, Priority: j.Priority, Key: j.Limit.Key, At: j.ScheduledAt,
+			}, now); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+func (e *executor) insertExecution(ctx context.Context, state driver.State, r driver.Execution, now time.Time) error {
+	var err error
+	switch state {
+	case driver.Ready:
+		_, err = e.db.ExecContext(ctx, e.q.insertReady, r.JobID, r.Queue, r.Priority, micros(now))
+	case driver.Scheduled:
+		_, err = e.db.ExecContext(ctx, e.q.insertScheduled, r.JobID, r.Queue, r.Priority, micros(r.At))
+	case driver.Blocked:
+		_, err = e.db.ExecContext(ctx, e.q.insertBlocked, r.JobID, r.Queue, r.Priority, r.Key, micros(now))
+	default:
+		return fmt.Errorf("insert execution: unknown state %d", state)
+	}
+	if err != nil {
+		return fmt.Errorf("insert execution of job %d: %w", r.JobID, err)
+	}
+	return nil
+}
+
+func (e *executor) InsertExecutions(ctx context.Context, state driver.State, rows []driver.Execution) error {
+	return e.atomic(ctx, func(e *executor) error {
+		for _, r := range rows {
+			if err := e.insertExecution(ctx, state, r, r.At); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// scanJob reads jobColumns, then extra.
+func scanJob(scan func(...any) error, j *driver.Job, extra ...any) error {
+	var durMS, scheduled, created int64
+	var conflict int
+	var args string
+	dest := append([]any{&j.ID, &j.Kind, &j.Queue, &args, &j.Priority, &j.Attempt, &j.MaxAttempts,
+		&j.Limit.Key, &j.Limit.To, &durMS, &conflict, &scheduled, &created}, extra...)
+	if err := scan(dest...); err != nil {
+		return err
+	}
+	j.Args = []byte(args)
+	j.Limit.Duration = time.Duration(durMS) * time.Millisecond
+	j.Limit.OnConflict = driver.OnConflict(conflict)
+	j.ScheduledAt, j.CreatedAt = fromMicros(scheduled), fromMicros(created)
+	return nil
+}
+
+func (e *executor) queryClaims(ctx context.Context, query string, args ...any) ([]*driver.Claim, error) {
+	rows, err := e.db.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []*driver.Claim
+	for rows.Next() {
+		c := &driver.Claim{}
+		var claimedAt int64
+		if err := scanJob(rows.Scan, &c.Job, &c.Fence, &claimedAt); err != nil {
+			return nil, err
+		}
+		c.ClaimedAt = fromMicros(claimedAt)
+		out = append(out, c)
+	}
+	return out, rows.Err()
+}
+
+func (e *executor) queryIDs(ctx context.Context, query string, args ...any) ([]int64, error) {
+	rows, err := e.db.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		out = append(out, id)
+	}
+	return out, rows.Err()
+}
+
+func (e *executor) ClaimReady(ctx context.Context, p driver.ClaimParams) ([]*driver.Claim, error) {
+	var claims []*driver.Claim
+	err := e.atomic(ctx, func(e *executor) error {
+		picked, err := e.queryIDs(ctx, e.q.pickReady, p.Queue, p.Max)
+		if err != nil || len(picked) == 0 {
+			return err
+		}
+		list := ids(picked)
+		if _, err := e.db.ExecContext(ctx, e.q.deleteReady, list); err != nil {
+			return err
+		}
+		if _, err := e.db.ExecContext(ctx, e.q.insertClaims, p.ProcessID, micros(p.Now), list); err != nil {
+			return err
+		}
+		claims, err = e.queryClaims(ctx, e.q.selectClaims, list)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("claim jobs of queue %q: %w", p.Queue, err)
+	}
+	return claims, nil
+}
+
+func (e *executor) DeleteClaim(ctx context.Context, jobID, fence int64) (bool, error) {
+	n, err := e.exec(ctx, e.q.deleteClaim, jobID, fence)
+	if err != nil {
+		return false, fmt.Errorf("delete claim of job %d: %w", jobID, err)
+	}
+	return n == 1, nil
+}
+
+func (e *executor) FinishJob(ctx context.Context, jobID int64, now time.Time, discarded bool) error {
+	if _, err := e.exec(ctx, e.q.finishJob, discarded, micros(now), jobID); err != nil {
+		return fmt.Errorf("finish job %d: %w", jobID, err)
+	}
+	return nil
+}
+
+func (e *executor) DeleteJobs(ctx context.Context, list []int64) error {
+	if _, err := e.exec(ctx, e.q.deleteJobs, ids(list)); err != nil {
+		return fmt.Errorf("delete jobs: %w", err)
+	}
+	return nil
+}
+
+func (e *executor) RecordError(ctx context.Context, jobID int64, msg string) error {
+	if _, err := e.exec(ctx, e.q.recordError, msg, jobID); err != nil {
+		return fmt.Errorf("record error of job %d: %w", jobID, err)
+	}
+	return nil
+}
+
+func (e *executor) InsertFailed(ctx context.Context, jobID int64, msg string, now time.Time) error {
+	if _, err := e.exec(ctx, e.q.insertFailed, msg, micros(now), jobID); err != nil {
+		return fmt.Errorf("move job %d to failed: %w", jobID, err)
+	}
+	return nil
+}
+
+func (e *executor) SemaphoreEnsure(ctx context.Context, l driver.Limit, now time.Time) error {
+	if _, err := e.exec(ctx, e.q.semEnsure, l.Key, l.To, l.Duration.Milliseconds(), micros(now.Add(l.Duration))); err != nil {
+		return fmt.Errorf("create semaphore %q: %w", l.Key, err)
+	}
+	return nil
+}
+
+// SemaphoreLock reads the row; the BEGIN IMMEDIATE transaction around it
+// already holds the database's write lock, which is the lock.
+func (e *executor) SemaphoreLock(ctx context.Context, key string) (driver.Semaphore, bool, error) {
+	s := driver.Semaphore{Key: key}
+	var durMS, expires int64
+	err := e.db.QueryRowContext(ctx, e.q.semLock, key).Scan(&s.Value, &s.Limit, &s.Blocked, &durMS, &expires)
+	if errors.Is(err, sql.ErrNoRows) {
+		return s, false, nil
+	}
+	if err != nil {
+		return s, false, fmt.Errorf("lock semaphore %q: %w", key, err)
+	}
+	s.Duration = time.Duration(durMS) * time.Millisecond
+	s.ExpiresAt = fromMicros(expires)
+	return s, true, nil
+}
+
+func (e *executor) SemaphoreSave(ctx context.Context, s driver.Semaphore) error {
+	_, err := e.exec(ctx, e.q.semSave, s.Value, s.Limit, s.Blocked, s.Duration.Milliseconds(), micros(s.ExpiresAt), s.Key)
+	if err != nil {
+		return fmt.Errorf("save semaphore %q: %w", s.Key, err)
+	}
+	return nil
+}
+
+func (e *executor) PromoteBlocked(ctx context.Context, key string, n int, now time.Time) (int, error) {
+	var moved int
+	err := e.atomic(ctx, func(e *executor) error {
+		picked, err := e.queryIDs(ctx, e.q.pickBlocked, key, n)
+		if err != nil || len(picked) == 0 {
+			return err
+		}
+		list := ids(picked)
+		if _, err := e.db.ExecContext(ctx, e.q.promoteReady, micros(now), list); err != nil {
+			return err
+		}
+		_, err = e.db.ExecContext(ctx, e.q.deleteBlocked, list)
+		moved = len(picked)
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("promote blocked jobs of %q: %w", key, err)
+	}
+	return moved, nil
+}
+
+func (e *executor) CountHolders(ctx context.Context, key string) (int, int, error) {
+	var holders, blocked int
+	if err := e.db.QueryRowContext(ctx, e.q.countHolders, key).Scan(&holders, &blocked); err != nil {
+		return 0, 0, fmt.Errorf("count holders of %q: %w", key, err)
+	}
+	return holders, blocked, nil
+}
+
+func (e *executor) TakeDueScheduled(ctx context.Context, now time.Time, max int) ([]*driver.Job, error) {
+	var out []*driver.Job
+	err := e.atomic(ctx, func(e *executor) error {
+		due, err := e.queryIDs(ctx, e.q.pickDueScheduled, micros(now), max)
+		if err != nil || len(due) == 0 {
+			return err
+		}
+		list := ids(due)
+		if _, err := e.db.ExecContext(ctx, e.q.deleteScheduled, list); err != nil {
+			return err
+		}
+		rows, err := e.db.QueryContext(ctx, e.q.selectJobs, list)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			j := &driver.Job{}
+			if err := scanJob(rows.Scan, j); err != nil {
+				return err
+			}
+			out = append(out, j)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("take due scheduled jobs: %w", err)
+	}
+	return out, nil
+}
+
+func (e *executor) keys(ctx context.Context, what, query string, args ...any) ([]string, error) {
+	rows, err := e.db.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list %s semaphores: %w", what, err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var k string
+		if err := rows.Scan(&k); err != nil {
+			return nil, fmt.Errorf("list %s semaphores: %w", what, err)
+		}
+		out = append(out, k)
+	}
+	return out, rows.Err()
+}
+
+func (e *executor) ExpiredSemaphores(ctx context.Context, now time.Time, after string, max int) ([]string, error) {
+	return e.keys(ctx, "expired", e.q.expiredSems, micros(now), after, max)
+}
+
+func (e *executor) PromotableSemaphores(ctx context.Context, after string, max int) ([]string, error) {
+	return e.keys(ctx, "promotable", e.q.promotableSems, after, max)
+}
+
+func (e *executor) DeleteIdleSemaphores(ctx context.Context, now time.Time, max int) (int, error) {
+	n, err := e.exec(ctx, e.q.deleteIdleSems, micros(now), max)
+	if err != nil {
+		return 0, fmt.Errorf("delete idle semaphores: %w", err)
+	}
+	return int(n), nil
+}
+
+func (e *executor) LostClaims(ctx context.Context, deadBefore time.Time, max int) ([]*driver.Claim, error) {
+	claims, err := e.queryClaims(ctx, e.q.lostClaims, micros(deadBefore), max)
+	if err != nil {
+		return nil, fmt.Errorf("find claims of dead processes: %w", err)
+	}
+	return claims, nil
+}
+
+func (e *executor) LostClaimsOfKey(ctx context.Context, key string, now time.Time, silence time.Duration) ([]*driver.Claim, error) {
+	claims, err := e.queryClaims(ctx, e.q.lostClaimsOfKey, key, micros(now), silence.Milliseconds())
+	if err != nil {
+		return nil, fmt.Errorf("find lost claims of %q: %w", key, err)
+	}
+	return claims, nil
+}
+
+func (e *executor) DeleteFinishedJobs(ctx context.Context, before time.Time, max int) (int, error) {
+	n, err := e.exec(ctx, e.q.deleteFinished, micros(before), max)
+	if err != nil {
+		return 0, fmt.Errorf("delete finished jobs: %w", err)
+	}
+	return int(n), nil
+}
+
+func (e *executor) RegisterProcess(ctx context.Context, p driver.Process) (int64, error) {
+	var id int64
+	err := e.db.QueryRowContext(ctx, e.q.registerProcess, p.Kind, p.Name, p.Hostname, p.PID, p.Queues,
+		p.HeartbeatInterval.Milliseconds(), micros(p.StartedAt)).Scan(&id)
+	if err != nil {
+		return 0, fmt.Errorf("register process: %w", err)
+	}
+	return id, nil
+}
+
+func (e *executor) Heartbeat(ctx context.Context, processID int64, now time.Time) (bool, error) {
+	found := false
+	err := e.atomic(ctx, func(e *executor) error {
+		n, err := e.exec(ctx, e.q.heartbeat, micros(now), processID)
+		if err != nil || n == 0 {
+			return err
+		}
+		found = true
+		if _, err := e.exec(ctx, e.q.renewSems, micros(now), processID); err != nil {
+			return fmt.Errorf("renew semaphores: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return false, fmt.Errorf("heartbeat: %w", err)
+	}
+	return found, nil
+}
+
+func (e *executor) DeregisterProcess(ctx context.Context, processID int64) error {
+	if _, err := e.exec(ctx, e.q.deregisterProcess, processID); err != nil {
+		return fmt.Errorf("deregister process %d: %w", processID, err)
+	}
+	return nil
+}
+
+func (e *executor) DeleteDeadProcesses(ctx context.Context, deadBefore time.Time) (int, error) {
+	n, err := e.exec(ctx, e.q.deleteDeadProcesses, micros(deadBefore))
+	if err != nil {
+		return 0, fmt.Errorf("delete dead processes: %w", err)
+	}
+	return int(n), nil
+}
+
+func (e *executor) ListProcesses(ctx context.Context) ([]driver.Process, error) {
+	rows, err := e.db.QueryContext(ctx, e.q.listProcesses)
+	if err != nil {
+		return nil, fmt.Errorf("list processes: %w", err)
+	}
+	defer rows.Close()
+	var out []driver.Process
+	for rows.Next() {
+		var p driver.Process
+		var hbMS, started, last int64
+		if err := rows.Scan(&p.ID, &p.Kind, &p.Name, &p.Hostname, &p.PID, &p.Queues, &hbMS, &started, &last); err != nil {
+			return nil, fmt.Errorf("list processes: %w", err)
+		}
+		p.HeartbeatInterval = time.Duration(hbMS) * time.Millisecond
+		p.StartedAt, p.LastHeartbeatAt = fromMicros(started), fromMicros(last)
+		out = append(out, p)
+	}
+	return out, rows.Err()
+}
+
+func (e *executor) GetJob(ctx context.Context, id int64) (*driver.JobInfo, bool, error) {
+	info := &driver.JobInfo{}
+	var state string
+	var finished sql.NullInt64
+	err := scanJob(e.db.QueryRowContext(ctx, e.q.getJob, id).Scan, &info.Job, &info.LastError, &finished, &state)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("get job %d: %w", id, err)
+	}
+	if finished.Valid {
+		t := fromMicros(finished.Int64)
+		info.FinishedAt = &t
+	}
+	info.State = driver.JobState(state)
+	return info, true, nil
+}
+
+func (e *executor) CountByQueue(ctx context.Context) ([]driver.QueueCounts, error) {
+	rows, err := e.db.QueryContext(ctx, e.q.countByQueue)
+	if err != nil {
+		return nil, fmt.Errorf("count jobs by queue: %w", err)
+	}
+	defer rows.Close()
+	var out []driver.QueueCounts
+	for rows.Next() {
+		var c driver.QueueCounts
+		if err := rows.Scan(&c.Queue, &c.Ready, &c.Running, &c.Scheduled, &c.Blocked, &c.Failed); err != nil {
+			return nil, fmt.Errorf("count jobs by queue: %w", err)
+		}
+		out = append(out, c)
+	}
+	return out, rows.Err()
+}
+
+func (e *executor) SchemaVersion(ctx context.Context) (int64, error) {
+	var v int64
+	if err := e.db.QueryRowContext(ctx, e.q.schemaVersion).Scan(&v); err != nil {
+		return 0, fmt.Errorf("read schema version: %w", err)
+	}
+	return v, nil
+}

@@ -1,0 +1,146 @@
+package sqlite
+
+import "strings"
+
+// queries holds every statement with the table prefix spliced in once.
+// Times are Unix microseconds; id lists travel as JSON arrays read with
+// json_each, so no statement is built from data.
+type queries struct {
+	insertJob, insertReady, insertScheduled, insertBlocked string
+
+	pickReady, deleteReady, insertClaims, selectClaims            string
+	deleteClaim, finishJob, deleteJobs, recordError, insertFailed string
+
+	semEnsure, semLock, semSave, pickBlocked, promoteReady, deleteBlocked, countHolders string
+
+	pickDueScheduled, deleteScheduled, selectJobs            string
+	expiredSems, promotableSems, deleteIdleSems              string
+	lostClaims, lostClaimsOfKey, deleteFinished              string
+	registerProcess, heartbeat, renewSems, deregisterProcess string
+	deleteDeadProcesses, listProcesses, getJob, countByQueue string
+	schemaVersion                                            string
+}
+
+const jobColumns = `j.id, j.kind, j.queue, j.args, j.priority, j.attempt, j.max_attempts,
+	coalesce(j.concurrency_key, ''), j.concurrency_limit, j.concurrency_duration_ms, j.on_conflict,
+	j.scheduled_at, j.created_at`
+
+const idList = `(SELECT value FROM json_each(?))`
+
+func newQueries(prefix string) *queries {
+	p := func(s string) string { return strings.ReplaceAll(s, "{p}", prefix) }
+	return &queries{
+		insertJob: p(`INSERT INTO {p}jobs (kind, queue, args, priority, max_attempts, concurrency_key,
+	concurrency_limit, concurrency_duration_ms, on_conflict, scheduled_at, created_at)
+VALUES (?, ?, ?, ?, ?, NULLIF(?, ''), ?, ?, ?, ?, ?)`),
+		insertReady:     p(`INSERT INTO {p}ready_executions (job_id, queue, priority, created_at) VALUES (?, ?, ?, ?)`),
+		insertScheduled: p(`INSERT INTO {p}scheduled_executions (job_id, queue, priority, scheduled_at) VALUES (?, ?, ?, ?)`),
+		insertBlocked: p(`INSERT INTO {p}blocked_executions (job_id, queue, priority, concurrency_key, created_at)
+VALUES (?, ?, ?, ?, ?)`),
+
+		pickReady: p(`SELECT job_id FROM {p}ready_executions WHERE queue = ?
+ORDER BY priority DESC, job_id LIMIT ?`),
+		deleteReady: p(`DELETE FROM {p}ready_executions WHERE job_id IN ` + idList),
+		insertClaims: p(`INSERT INTO {p}claimed_executions (job_id, process_id, claimed_at)
+SELECT value, ?, ? FROM json_each(?)`),
+		selectClaims: p(`SELECT ` + jobColumns + `, c.fence, c.claimed_at
+FROM {p}claimed_executions c JOIN {p}jobs j ON j.id = c.job_id
+WHERE c.job_id IN ` + idList + ` ORDER BY j.priority DESC, j.id`),
+		deleteClaim: p(`DELETE FROM {p}claimed_executions WHERE job_id = ? AND fence = ?`),
+		finishJob: p(`UPDATE {p}jobs SET attempt = attempt + (1 - ?1), finished_at = ?2, discarded = ?1
+WHERE id = ?3`),
+		deleteJobs:  p(`DELETE FROM {p}jobs WHERE id IN ` + idList),
+		recordError: p(`UPDATE {p}jobs SET attempt = attempt + 1, last_error = ? WHERE id = ?`),
+		insertFailed: p(`INSERT INTO {p}failed_executions (job_id, queue, error, failed_at)
+SELECT id, queue, ?, ? FROM {p}jobs WHERE id = ?`),
+
+		semEnsure: p(`INSERT INTO {p}semaphores (key, value, lim, blocked, duration_ms, expires_at)
+VALUES (?1, ?2, ?2, 0, ?3, ?4) ON CONFLICT (key) DO NOTHING`),
+		semLock: p(`SELECT value, lim, blocked, duration_ms, expires_at FROM {p}semaphores WHERE key = ?`),
+		semSave: p(`UPDATE {p}semaphores SET value = ?, lim = ?, blocked = ?, duration_ms = ?, expires_at = ?
+WHERE key = ?`),
+		pickBlocked: p(`SELECT job_id FROM {p}blocked_executions WHERE concurrency_key = ?
+ORDER BY priority DESC, job_id LIMIT ?`),
+		promoteReady: p(`INSERT INTO {p}ready_executions (job_id, queue, priority, created_at)
+SELECT job_id, queue, priority, ? FROM {p}blocked_executions WHERE job_id IN ` + idList),
+		deleteBlocked: p(`DELETE FROM {p}blocked_executions WHERE job_id IN ` + idList),
+		countHolders: p(`
+SELECT
+	(SELECT count(*) FROM {p}jobs j JOIN {p}ready_executions r ON r.job_id = j.id
+		WHERE j.concurrency_key = ?1 AND j.finished_at IS NULL)
+	+ (SELECT count(*) FROM {p}jobs j JOIN {p}claimed_executions c ON c.job_id = j.id
+		WHERE j.concurrency_key = ?1 AND j.finished_at IS NULL),
+	(SELECT count(*) FROM {p}blocked_executions WHERE concurrency_key = ?1)`),
+
+		pickDueScheduled: p(`SELECT job_id FROM {p}scheduled_executions WHERE scheduled_at <= ?
+ORDER BY scheduled_at, priority DESC, job_id LIMIT ?`),
+		deleteScheduled: p(`DELETE FROM {p}scheduled_executions WHERE job_id IN ` + idList),
+		selectJobs: p(`SELECT ` + jobColumns + ` FROM {p}jobs j WHERE j.id IN ` + idList +
+			` ORDER BY j.priority DESC, j.id`),
+		expiredSems: p(`SELECT key FROM {p}semaphores WHERE expires_at < ? AND key > ? ORDER BY key LIMIT ?`),
+		promotableSems: p(`SELECT key FROM {p}semaphores WHERE value > 0 AND blocked > 0 AND key > ?
+ORDER BY key LIMIT ?`),
+		deleteIdleSems: p(`
+DELETE FROM {p}semaphores WHERE key IN (
+	SELECT s.key FROM {p}semaphores s
+	WHERE s.expires_at < ? AND s.value >= s.lim AND s.blocked = 0
+		AND NOT EXISTS (SELECT 1 FROM {p}blocked_executions b WHERE b.concurrency_key = s.key)
+	ORDER BY s.key LIMIT ?)`),
+		lostClaims: p(`
+SELECT ` + jobColumns + `, c.fence, c.claimed_at
+FROM {p}claimed_executions c
+JOIN {p}jobs j ON j.id = c.job_id
+LEFT JOIN {p}processes p ON p.id = c.process_id
+WHERE p.id IS NULL OR p.last_heartbeat_at < ?
+ORDER BY c.job_id LIMIT ?`),
+		lostClaimsOfKey: p(`
+SELECT ` + jobColumns + `, c.fence, c.claimed_at
+FROM {p}jobs j
+JOIN {p}claimed_executions c ON c.job_id = j.id
+LEFT JOIN {p}processes p ON p.id = c.process_id
+WHERE j.concurrency_key = ?1 AND j.finished_at IS NULL
+	AND (p.id IS NULL OR p.last_heartbeat_at < ?2 - max(?3, 3 * p.heartbeat_interval_ms) * 1000)
+ORDER BY c.job_id`),
+		deleteFinished: p(`DELETE FROM {p}jobs WHERE id IN (
+	SELECT id FROM {p}jobs WHERE finished_at < ? ORDER BY finished_at LIMIT ?)`),
+
+		registerProcess: p(`INSERT INTO {p}processes (kind, name, hostname, pid, queues, heartbeat_interval_ms,
+	started_at, last_heartbeat_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7) RETURNING id`),
+		heartbeat: p(`UPDATE {p}processes SET last_heartbeat_at = ? WHERE id = ?`),
+		renewSems: p(`
+UPDATE {p}semaphores SET expires_at = ?1 + duration_ms * 1000
+WHERE expires_at < ?1 + duration_ms * 500 AND key IN (
+	SELECT j.concurrency_key FROM {p}claimed_executions c JOIN {p}jobs j ON j.id = c.job_id
+	WHERE c.process_id = ?2 AND j.concurrency_key IS NOT NULL)`),
+		deregisterProcess: p(`DELETE FROM {p}processes WHERE id = ?`),
+		deleteDeadProcesses: p(`DELETE FROM {p}processes WHERE last_heartbeat_at < ?
+AND NOT EXISTS (SELECT 1 FROM {p}claimed_executions c WHERE c.process_id = {p}processes.id)`),
+		listProcesses: p(`SELECT id, kind, name, hostname, pid, queues, heartbeat_interval_ms, started_at,
+	last_heartbeat_at FROM {p}processes ORDER BY id`),
+
+		getJob: p(`
+SELECT ` + jobColumns + `, coalesce(j.last_error, ''), j.finished_at,
+	CASE
+		WHEN EXISTS (SELECT 1 FROM {p}claimed_executions x WHERE x.job_id = j.id) THEN 'running'
+		WHEN EXISTS (SELECT 1 FROM {p}ready_executions x WHERE x.job_id = j.id) THEN 'ready'
+		WHEN EXISTS (SELECT 1 FROM {p}blocked_executions x WHERE x.job_id = j.id) THEN 'blocked'
+		WHEN EXISTS (SELECT 1 FROM {p}scheduled_executions x WHERE x.job_id = j.id) THEN 'scheduled'
+		WHEN EXISTS (SELECT 1 FROM {p}failed_executions x WHERE x.job_id = j.id) THEN 'failed'
+		WHEN j.discarded THEN 'discarded'
+		WHEN j.finished_at IS NOT NULL THEN 'completed'
+		ELSE ''
+	END
+FROM {p}jobs j WHERE j.id = ?`),
+		countByQueue: p(`
+SELECT queue, sum(ready), sum(running), sum(scheduled), sum(blocked), sum(failed) FROM (
+	SELECT queue, count(*) AS ready, 0 AS running, 0 AS scheduled, 0 AS blocked, 0 AS failed
+		FROM {p}ready_executions GROUP BY queue
+	UNION ALL SELECT j.queue, 0, count(*), 0, 0, 0
+		FROM {p}claimed_executions c JOIN {p}jobs j ON j.id = c.job_id GROUP BY j.queue
+	UNION ALL SELECT queue, 0, 0, count(*), 0, 0 FROM {p}scheduled_executions GROUP BY queue
+	UNION ALL SELECT queue, 0, 0, 0, count(*), 0 FROM {p}blocked_executions GROUP BY queue
+	UNION ALL SELECT queue, 0, 0, 0, 0, count(*) FROM {p}failed_executions GROUP BY queue
+) t GROUP BY queue ORDER BY queue`),
+		schemaVersion: p(`SELECT coalesce(max(version_id), 0) FROM {p}schema_migrations WHERE is_applied`),
+	}
+}

@@ -1,0 +1,160 @@
+// Package sqlite runs bq on SQLite through modernc.org/sqlite (pure Go, no
+// cgo). SQLite has no row locks, so every write transaction starts with
+// BEGIN IMMEDIATE and takes the database's single write lock; WAL lets
+// readers go on meanwhile, and busy_timeout lets several processes share
+// one file.
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/bqueue/bq/internal/driver"
+	"github.com/bqueue/bq/migrations"
+)
+
+// Driver is bq's SQLite driver.
+type Driver struct {
+	db     *sql.DB
+	owned  bool
+	prefix string
+	q      *queries
+	// writer serialises this process's write transactions in Go, so they
+	// queue on a channel instead of spinning in SQLite's busy handler;
+	// busy_timeout still arbitrates between processes.
+	writer chan struct{}
+}
+
+// Pragmas are applied to every connection Open makes.
+const pragmas = "_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=foreign_keys(1)&_pragma=synchronous(NORMAL)&_txlock=immediate"
+
+// DSN returns the modernc.org/sqlite data source name bq uses for path:
+// WAL, foreign keys, a 10 s busy timeout and BEGIN IMMEDIATE transactions.
+// Use it when opening a *sql.DB of your own to pass to New.
+func DSN(path string) string {
+	if path == ":memory:" {
+		return "file::memory:?" + pragmas
+	}
+	return "file:" + (&url.URL{Path: path}).EscapedPath() + "?" + pragmas
+}
+
+// Open opens (creating if needed) the database file at path, or an
+// in-memory database for ":memory:".
+func Open(ctx context.Context, path string) (*Driver, error) {
+	if path == "" {
+		return nil, errors.New("open SQLite: empty path: use sqlite:///path/to/file.db or sqlite::memory:")
+	}
+	db, err := sql.Open("sqlite", DSN(path))
+	if err != nil {
+		return nil, fmt.Errorf("open SQLite database %s: %w", path, err)
+	}
+	if path == ":memory:" {
+		// Each connection to :memory: is a database of its own.
+		db.SetMaxOpenConns(1)
+	}
+	if err := db.PingContext(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open SQLite database %s: %w", path, err)
+	}
+	return newDriver(db, true, migrations.DefaultPrefix), nil
+}
+
+// New wraps a *sql.DB opened with the "sqlite" driver of modernc.org/sqlite;
+// open it with DSN(path) so transactions begin IMMEDIATE. The DB stays the
+// caller's to close.
+func New(db *sql.DB) *Driver {
+	return newDriver(db, false, migrations.DefaultPrefix)
+}
+
+func newDriver(db *sql.DB, owned bool, prefix string) *Driver {
+	return &Driver{db: db, owned: owned, prefix: prefix, q: newQueries(prefix), writer: make(chan struct{}, 1)}
+}
+
+// DB returns the underlying *sql.DB.
+func (d *Driver) DB() *sql.DB { return d.db }
+
+func (d *Driver) Dialect() driver.Dialect { return driver.SQLite }
+func (d *Driver) Prefix() string          { return d.prefix }
+
+func (d *Driver) WithPrefix(prefix string) driver.Driver {
+	return &Driver{db: d.db, owned: d.owned, prefix: prefix, q: newQueries(prefix), writer: d.writer}
+}
+
+// Exec returns an executor whose writes each run in a transaction of
+// their own.
+func (d *Driver) Exec() driver.Executor { return &executor{d: d, db: d.db, q: d.q} }
+
+func (d *Driver) Begin(ctx context.Context) (driver.Tx, error) {
+	select {
+	case d.writer <- struct{}{}:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("begin transaction: %w", ctx.Err())
+	}
+	tx, err := d.db.BeginTx(ctx, nil)
+	if err != nil {
+		<-d.writer
+		return nil, fmt.Errorf("begin transaction: %w", err)
+	}
+	return &txExecutor{executor: executor{d: d, db: tx, q: d.q, inTx: true}, tx: tx}, nil
+}
+
+func (d *Driver) WrapTx(tx any) (driver.Executor, error) {
+	t, ok := tx.(*sql.Tx)
+	if !ok {
+		return nil, fmt.Errorf("the SQLite driver enqueues inside a *sql.Tx, got %T: begin the transaction on the same *sql.DB", tx)
+	}
+	return &executor{d: d, db: t, q: d.q, inTx: true}, nil
+}
+
+// Retryable reports SQLITE_BUSY and SQLITE_LOCKED.
+func (d *Driver) Retryable(err error) bool {
+	var se *sqlite.Error
+	if errors.As(err, &se) {
+		switch se.Code() & 0xff {
+		case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED:
+			return true
+		}
+	}
+	return err != nil && strings.Contains(err.Error(), "database is locked")
+}
+
+func (d *Driver) SQLDB() *sql.DB { return d.db }
+
+func (d *Driver) Close() error {
+	if d.owned {
+		return d.db.Close()
+	}
+	return nil
+}
+
+type txExecutor struct {
+	executor
+	tx   *sql.Tx
+	done bool
+}
+
+func (t *txExecutor) Commit(ctx context.Context) error {
+	err := t.tx.Commit()
+	t.release()
+	return err
+}
+
+func (t *txExecutor) Rollback(ctx context.Context) error {
+	err := t.tx.Rollback()
+	t.release()
+	return err
+}
+
+func (t *txExecutor) release() {
+	if !t.done {
+		t.done = true
+		<-t.d.writer
+	}
+}

@@ -1,0 +1,197 @@
+package bq
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/bqueue/bq/internal/driver"
+	"github.com/bqueue/bq/internal/lifecycle"
+)
+
+// EnqueueResult says what became of one enqueued job.
+type EnqueueResult struct {
+	// ID of the stored job; 0 when Discarded.
+	ID int64
+	// Blocked: stored, waiting for a slot of its concurrency key.
+	Blocked bool
+	// Discarded: its key had no free slot and the job discards on
+	// conflict, so nothing was stored.
+	Discarded bool
+	// Scheduled: stored to run later; admitted when due.
+	Scheduled bool
+	// Reason explains a discard.
+	Reason string
+}
+
+// EnqueueOption changes one enqueue.
+type EnqueueOption func(*enqueueOptions)
+
+type enqueueOptions struct {
+	at       time.Time
+	in       time.Duration
+	priority *int
+	queue    string
+	key      *keyOption
+}
+
+type keyOption struct {
+	key        string
+	to         int
+	onConflict *OnConflict
+}
+
+// At runs the job no earlier than t. Its concurrency key is checked when
+// it becomes due, not at enqueue.
+func At(t time.Time) EnqueueOption { return func(o *enqueueOptions) { o.at = t } }
+
+// In runs the job no earlier than d from now.
+func In(d time.Duration) EnqueueOption { return func(o *enqueueOptions) { o.in = d } }
+
+// Priority overrides the definition's priority; higher runs first.
+func Priority(p int) EnqueueOption { return func(o *enqueueOptions) { o.priority = &p } }
+
+// Queue overrides the definition's queue.
+func Queue(name string) EnqueueOption { return func(o *enqueueOptions) { o.queue = name } }
+
+// WithConcurrencyKey limits this job to `to` at once among jobs of the same
+// key, replacing the definition's key and limit (the definition's Group,
+// Duration and OnConflict still apply). onConflict, if given, overrides
+// OnConflict too. An empty key means no limit for this job.
+func WithConcurrencyKey(key string, to int, onConflict ...OnConflict) EnqueueOption {
+	return func(o *enqueueOptions) {
+		k := &keyOption{key: key, to: to}
+		if len(onConflict) > 0 {
+			k.onConflict = &onConflict[0]
+		}
+		o.key = k
+	}
+}
+
+// Enqueue stores one job, admitting it through its concurrency key.
+func (j *Job[A]) Enqueue(ctx context.Context, c *Client, args A, opts ...EnqueueOption) (EnqueueResult, error) {
+	res, err := j.enqueue(ctx, c, nil, []A{args}, opts)
+	if err != nil {
+		return EnqueueResult{}, err
+	}
+	return res[0], nil
+}
+
+// EnqueueTx stores one job inside tx, the caller's transaction on the
+// client's database (a pgx.Tx for PostgreSQL, a *sql.Tx for SQLite): the
+// job exists only if tx commits. A transient conflict (deadlock,
+// serialization failure) is returned for the caller to retry the whole
+// transaction; see driver errors.
+func (j *Job[A]) EnqueueTx(ctx context.Context, c *Client, tx any, args A, opts ...EnqueueOption) (EnqueueResult, error) {
+	if tx == nil {
+		return EnqueueResult{}, errors.New("EnqueueTx: the transaction is nil: pass the pgx.Tx or *sql.Tx to enqueue in, or use Enqueue")
+	}
+	ex, err := c.drv.WrapTx(tx)
+	if err != nil {
+		return EnqueueResult{}, fmt.Errorf("EnqueueTx: %w", err)
+	}
+	res, err := j.enqueue(ctx, c, ex, []A{args}, opts)
+	if err != nil {
+		return EnqueueResult{}, err
+	}
+	return res[0], nil
+}
+
+// EnqueueMany stores many jobs in one transaction. Keyed jobs are
+// admitted key by key in sorted order; the results follow args' order.
+func (j *Job[A]) EnqueueMany(ctx context.Context, c *Client, args []A, opts ...EnqueueOption) ([]EnqueueResult, error) {
+	if len(args) == 0 {
+		return nil, nil
+	}
+	return j.enqueue(ctx, c, nil, args, opts)
+}
+
+func (j *Job[A]) enqueue(ctx context.Context, c *Client, ex driver.Executor, args []A, opts []EnqueueOption) ([]EnqueueResult, error) {
+	if j.err != nil {
+		return nil, j.err
+	}
+	if c == nil {
+		return nil, errors.New("enqueue: the client is nil: pass the *bq.Client from bq.Open or bq.NewClient")
+	}
+	var o enqueueOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	queue := j.opts.Queue
+	if o.queue != "" {
+		if err := validateQueue(o.queue); err != nil {
+			return nil, fmt.Errorf("%w: Queue option: %w", ErrInvalidJob, err)
+		}
+		queue = o.queue
+	}
+	priority := j.opts.Priority
+	if o.priority != nil {
+		priority = *o.priority
+	}
+	now := c.cfg.Now()
+	at := now
+	switch {
+	case !o.at.IsZero():
+		at = o.at
+	case o.in > 0:
+		at = now.Add(o.in)
+	}
+	jobs := make([]*driver.NewJob, len(args))
+	for i, a := range args {
+		raw, err := json.Marshal(a)
+		if err != nil {
+			return nil, fmt.Errorf("enqueue %q: encode args as JSON: %w", j.name, err)
+		}
+		limit, err := j.limit(a, &o)
+		if err != nil {
+			return nil, fmt.Errorf("enqueue %q: %w", j.name, err)
+		}
+		jobs[i] = &driver.NewJob{Kind: j.name, Queue: queue, Args: raw, Priority: priority,
+			MaxAttempts: j.opts.MaxAttempts, Limit: limit, ScheduledAt: at}
+	}
+	outcomes, err := c.insert(ctx, ex, jobs, now)
+	if err != nil {
+		return nil, fmt.Errorf("enqueue %q: %w", j.name, err)
+	}
+	results := make([]EnqueueResult, len(jobs))
+	for i, out := range outcomes {
+		r := EnqueueResult{ID: jobs[i].ID}
+		switch out {
+		case lifecycle.Blocked:
+			r.Blocked = true
+		case lifecycle.Scheduled:
+			r.Scheduled = true
+		case lifecycle.Discarded:
+			r = EnqueueResult{Discarded: true, Reason: fmt.Sprintf(
+				"concurrency key %q has no free slot (limit %d) and the job discards on conflict",
+				jobs[i].Limit.Key, jobs[i].Limit.To)}
+		}
+		results[i] = r
+	}
+	return results, nil
+}
+
+// insert admits and stores jobs, in ex when given (the caller's
+// transaction) or in a transaction of the client's own.
+func (c *Client) insert(ctx context.Context, ex driver.Executor, jobs []*driver.NewJob, now time.Time) ([]lifecycle.Outcome, error) {
+	if ex != nil {
+		out, err := lifecycle.Enqueue(ctx, ex, jobs, now)
+		return out, c.explainErr(ctx, err)
+	}
+	var outcomes []lifecycle.Outcome
+	err := driver.InTx(ctx, c.drv, func(ex driver.Executor) (err error) {
+		outcomes, err = lifecycle.Enqueue(ctx, ex, jobs, now)
+		return err
+	})
+	if err != nil {
+		return nil, c.explainErr(ctx, err)
+	}
+	for i, out := range outcomes {
+		if out == lifecycle.Admitted {
+			c.wake(jobs[i].Queue)
+		}
+	}
+	return outcomes, nil
+}

@@ -1,0 +1,40 @@
+package bq
+
+import (
+	"errors"
+
+	"github.com/bqueue/bq/internal/driver"
+)
+
+var (
+	// ErrInvalidJob wraps every problem with a job definition or an
+	// enqueue option; the message names the field and the fix.
+	ErrInvalidJob = errors.New("invalid job")
+	// ErrNotMigrated reports that bq's tables are missing or older than
+	// this version of bq.
+	ErrNotMigrated = driver.ErrNotMigrated
+	// ErrClientClosed is returned by calls on a closed client.
+	ErrClientClosed = errors.New("bq client is closed")
+)
+
+// permanentError marks an error that must not be retried.
+type permanentError struct{ err error }
+
+func (e *permanentError) Error() string { return e.err.Error() }
+func (e *permanentError) Unwrap() error { return e.err }
+
+// Permanent wraps err so the job fails at once, without the retries left
+// to it: return it from a job whose input can never succeed.
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &permanentError{err: err}
+}
+
+func permanent(err error) error { return Permanent(err) }
+
+func isPermanent(err error) bool {
+	var p *permanentError
+	return errors.As(err, &p)
+}

@@ -1,0 +1,76 @@
+package bq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/bqueue/bq/internal/driver"
+)
+
+// JobState is where a job is. Live states are read from which execution
+// table holds the job; finished jobs are completed or discarded.
+type JobState = driver.JobState
+
+const (
+	StateScheduled = driver.StateScheduled
+	StateReady     = driver.StateReady
+	StateBlocked   = driver.StateBlocked
+	StateRunning   = driver.StateRunning
+	StateCompleted = driver.StateCompleted
+	StateDiscarded = driver.StateDiscarded
+	StateFailed    = driver.StateFailed
+)
+
+// ErrJobNotFound is returned for a job id that does not exist (never
+// enqueued, or deleted after its retention).
+var ErrJobNotFound = errors.New("job not found")
+
+// JobInfo is a stored job and its state.
+type JobInfo struct {
+	ID          int64
+	Kind        string
+	Queue       string
+	Args        []byte // JSON
+	Priority    int
+	State       JobState
+	Attempts    int // attempts that have ended
+	MaxAttempts int
+	Key         string // full concurrency key; "" when unkeyed
+	Limit       int
+	ScheduledAt time.Time
+	CreatedAt   time.Time
+	FinishedAt  *time.Time
+	LastError   string
+}
+
+// Job returns the job with id and its current state.
+func (c *Client) Job(ctx context.Context, id int64) (*JobInfo, error) {
+	info, ok, err := c.drv.Exec().GetJob(ctx, id)
+	if err != nil {
+		return nil, c.explainErr(ctx, err)
+	}
+	if !ok {
+		return nil, fmt.Errorf("job %d: %w", id, ErrJobNotFound)
+	}
+	return &JobInfo{
+		ID: info.ID, Kind: info.Kind, Queue: info.Queue, Args: info.Args, Priority: info.Priority,
+		State: info.State, Attempts: info.Attempt, MaxAttempts: info.MaxAttempts,
+		Key: info.Limit.Key, Limit: info.Limit.To, ScheduledAt: info.ScheduledAt,
+		CreatedAt: info.CreatedAt, FinishedAt: info.FinishedAt, LastError: info.LastError,
+	}, nil
+}
+
+// QueueStats counts one queue's jobs in each live state.
+type QueueStats = driver.QueueCounts
+
+// QueueStats returns per-queue counts of ready, running, scheduled,
+// blocked and failed jobs.
+func (c *Client) QueueStats(ctx context.Context) ([]QueueStats, error) {
+	counts, err := c.drv.Exec().CountByQueue(ctx)
+	if err != nil {
+		return nil, c.explainErr(ctx, err)
+	}
+	return counts, nil
+}

@@ -1,0 +1,267 @@
+package conformance
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	_ "github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/bqueue/bq"
+	"github.com/bqueue/bq/drivers/postgres"
+	"github.com/bqueue/bq/drivers/sqlite"
+	"github.com/bqueue/bq/internal/driver"
+)
+
+// database is one driver the suite runs against.
+type database struct {
+	name string
+	// fresh returns the DSN of a new, empty database (a file, a schema).
+	fresh func(t *testing.T) string
+}
+
+func postgresBaseDSN() string {
+	if dsn := os.Getenv("BQ_TEST_POSTGRES_DSN"); dsn != "" {
+		return dsn
+	}
+	return "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+}
+
+var databases = []database{
+	{name: "sqlite", fresh: func(t *testing.T) string {
+		return "sqlite://" + t.TempDir() + "/bq.db"
+	}},
+	{name: "postgres", fresh: freshPostgres},
+}
+
+var pgAdmin = sync.OnceValues(func() (*pgxpool.Pool, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	pool, err := pgxpool.New(ctx, postgresBaseDSN())
+	if err != nil {
+		return nil, err
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return pool, nil
+})
+
+// freshPostgres creates a schema of the test's own and returns a DSN whose
+// search_path points at it; the schema is dropped when the test ends.
+func freshPostgres(t *testing.T) string {
+	admin, err := pgAdmin()
+	if err != nil {
+		t.Fatalf("PostgreSQL is selected (BQ_TEST_DRIVERS) but unreachable at %s: %v", postgresBaseDSN(), err)
+	}
+	schema := "t_" + randomHex(6)
+	ctx := context.Background()
+	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
+		t.Fatalf("create schema: %v", err)
+	}
+	t.Cleanup(func() {
+		if _, err := admin.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE"); err != nil {
+			t.Logf("drop schema %s: %v", schema, err)
+		}
+	})
+	sep := "?"
+	if strings.Contains(postgresBaseDSN(), "?") {
+		sep = "&"
+	}
+	return postgresBaseDSN() + sep + "search_path=" + schema
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// selected returns the databases BQ_TEST_DRIVERS names (default: all).
+func selected(t *testing.T) []database {
+	want := os.Getenv("BQ_TEST_DRIVERS")
+	if want == "" {
+		return databases
+	}
+	var out []database
+	for _, name := range strings.Split(want, ",") {
+		found := false
+		for _, db := range databases {
+			if db.name == strings.TrimSpace(name) {
+				out = append(out, db)
+				found = true
+			}
+		}
+		if !found {
+			t.Fatalf("BQ_TEST_DRIVERS names %q, which this suite does not know (known: sqlite, postgres)", name)
+		}
+	}
+	return out
+}
+
+// harness is one test's database, migrated, with a client on it.
+type harness struct {
+	t      *testing.T
+	db     string // driver name
+	dsn    string
+	client *bq.Client
+	raw    *sql.DB // for white-box checks
+	test   string  // id that routes job callbacks to this test
+}
+
+// testConfig speeds up polling and maintenance for tests.
+func testConfig() bq.Config {
+	return bq.Config{
+		PollInterval:      50 * time.Millisecond,
+		DispatchInterval:  100 * time.Millisecond,
+		HeartbeatInterval: 200 * time.Millisecond,
+		ProcessDeadAfter:  2 * time.Second,
+		ShutdownTimeout:   5 * time.Second,
+		Logger:            slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	}
+}
+
+func newHarness(t *testing.T, db database) *harness {
+	t.Helper()
+	dsn := db.fresh(t)
+	ctx := context.Background()
+	client, err := bq.Open(ctx, dsn, testConfig())
+	if err != nil {
+		t.Fatalf("open %s: %v", db.name, err)
+	}
+	t.Cleanup(func() { client.Close() })
+	if err := client.Migrate(ctx); err != nil {
+		t.Fatalf("migrate: %v", err)
+	}
+	h := &harness{t: t, db: db.name, dsn: dsn, client: client, raw: client.Driver().SQLDB(), test: randomHex(8)}
+	if _, err := h.raw.ExecContext(ctx, `CREATE TABLE test_runs (
+		job_id BIGINT NOT NULL, test TEXT NOT NULL, kind TEXT NOT NULL, jkey TEXT NOT NULL, pid BIGINT NOT NULL,
+		started_ns BIGINT NOT NULL, ended_ns BIGINT NOT NULL DEFAULT 0)`); err != nil {
+		t.Fatalf("create test_runs: %v", err)
+	}
+	return h
+}
+
+// clientWith opens a second client on the same database.
+func (h *harness) clientWith(cfg bq.Config) *bq.Client {
+	h.t.Helper()
+	c, err := bq.Open(context.Background(), h.dsn, cfg)
+	if err != nil {
+		h.t.Fatalf("open: %v", err)
+	}
+	h.t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// run starts client.Run (workers and dispatcher) until the test ends.
+func (h *harness) run(c *bq.Client) {
+	h.t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	h.t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			h.t.Errorf("Run: %v", err)
+		}
+	})
+}
+
+// count runs a COUNT(*) query.
+func (h *harness) count(query string) int {
+	h.t.Helper()
+	var n int
+	if err := h.raw.QueryRowContext(context.Background(), query).Scan(&n); err != nil {
+		h.t.Fatalf("%s: %v", query, err)
+	}
+	return n
+}
+
+// eventually polls cond until it holds, failing the test after timeout.
+func (h *harness) eventually(timeout time.Duration, what string, cond func() bool) {
+	h.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			h.t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (h *harness) state(id int64) bq.JobState {
+	h.t.Helper()
+	info, err := h.client.Job(context.Background(), id)
+	if err != nil {
+		h.t.Fatalf("job %d: %v", id, err)
+	}
+	return info.State
+}
+
+func (h *harness) waitState(id int64, want bq.JobState) {
+	h.t.Helper()
+	h.eventually(20*time.Second, fmt.Sprintf("job %d to be %s", id, want), func() bool { return h.state(id) == want })
+}
+
+// checkSemaphores asserts invariant 3: every semaphore's free value is its
+// limit minus the ready and claimed jobs of its key, and its blocked count
+// matches the blocked table.
+func (h *harness) checkSemaphores() {
+	h.t.Helper()
+	rows, err := h.raw.QueryContext(context.Background(), `
+SELECT s.key, s.value, s.lim, s.blocked,
+	(SELECT count(*) FROM bq_jobs j JOIN bq_ready_executions r ON r.job_id = j.id WHERE j.concurrency_key = s.key)
+	+ (SELECT count(*) FROM bq_jobs j JOIN bq_claimed_executions c ON c.job_id = j.id WHERE j.concurrency_key = s.key),
+	(SELECT count(*) FROM bq_blocked_executions b WHERE b.concurrency_key = s.key)
+FROM bq_semaphores s`)
+	if err != nil {
+		h.t.Fatalf("read semaphores: %v", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var key string
+		var value, lim, blocked, holders, blockedRows int
+		if err := rows.Scan(&key, &value, &lim, &blocked, &holders, &blockedRows); err != nil {
+			h.t.Fatal(err)
+		}
+		if value != lim-holders || blocked != blockedRows {
+			h.t.Errorf("semaphore %q: value %d, limit %d, holders %d, blocked %d (rows %d): want value = limit - holders",
+				key, value, lim, holders, blocked, blockedRows)
+		}
+	}
+}
+
+// driver returns the client's internal driver for white-box steps.
+func (h *harness) driver() driver.Driver { return h.client.Driver() }
+
+// beginTx starts a transaction of the caller's kind on the client's
+// database (pgx.Tx on PostgreSQL, *sql.Tx on SQLite).
+func (h *harness) beginTx(ctx context.Context) (tx any, commit func() error) {
+	h.t.Helper()
+	switch d := h.driver().(type) {
+	case *postgres.Driver:
+		tx, err := d.Pool().Begin(ctx)
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		return tx, func() error { return tx.Commit(ctx) }
+	case *sqlite.Driver:
+		tx, err := d.DB().BeginTx(ctx, nil)
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		return tx, tx.Commit
+	}
+	h.t.Fatalf("no transaction helper for %T", h.driver())
+	return nil, nil
+}

@@ -1,0 +1,186 @@
+package conformance
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/bqueue/bq"
+)
+
+// Args drive the suite's jobs: Test routes in-process runs to the test's
+// recorder, Mode picks a behaviour.
+type Args struct {
+	Test    string
+	Key     string
+	Seq     int
+	SleepMS int
+	Mode    string // "", "fail-first", "fail", "panic", "wait-ctx"
+	N       int    // for decode tests: the wrong type is written as a string
+}
+
+func keyOf(a Args) string { return a.Key }
+
+var (
+	unkeyedJob = bq.Define("c.unkeyed", behave, bq.JobOptions[Args]{})
+	limit1Job  = bq.Define("c.limit1", behave, bq.JobOptions[Args]{
+		Concurrency: &bq.Concurrency[Args]{Key: keyOf, To: 1}})
+	limit2Job = bq.Define("c.limit2", behave, bq.JobOptions[Args]{
+		Concurrency: &bq.Concurrency[Args]{Key: keyOf, To: 2}})
+	discard1Job = bq.Define("c.discard1", behave, bq.JobOptions[Args]{
+		Backoff:     func(int) time.Duration { return 0 },
+		Concurrency: &bq.Concurrency[Args]{Key: keyOf, To: 1, OnConflict: bq.Discard}})
+	groupAJob = bq.Define("c.groupA", behave, bq.JobOptions[Args]{
+		Concurrency: &bq.Concurrency[Args]{Key: keyOf, To: 1, Group: "c.shared"}})
+	groupBJob = bq.Define("c.groupB", behave, bq.JobOptions[Args]{
+		Concurrency: &bq.Concurrency[Args]{Key: keyOf, To: 1, Group: "c.shared"}})
+	retryJob = bq.Define("c.retry", behave, bq.JobOptions[Args]{
+		MaxAttempts: 2, Backoff: func(int) time.Duration { return 0 }})
+	onceJob = bq.Define("c.once", behave, bq.JobOptions[Args]{MaxAttempts: 1})
+	timeoutJob = bq.Define("c.timeout", behave, bq.JobOptions[Args]{
+		MaxAttempts: 1, Timeout: 50 * time.Millisecond})
+)
+
+// run is one execution as the job saw it.
+type run struct {
+	JobID   int64
+	Kind    string
+	Key     string
+	Seq     int
+	Attempt int
+	PID     int
+	Start   time.Time
+	End     time.Time
+}
+
+// recorder collects in-process runs of one test.
+type recorder struct {
+	mu   sync.Mutex
+	runs []run
+}
+
+var recorders sync.Map // test id -> *recorder
+
+func (h *harness) recorder() *recorder {
+	r, _ := recorders.LoadOrStore(h.test, &recorder{})
+	return r.(*recorder)
+}
+
+func (r *recorder) all() []run {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.runs)
+}
+
+// helperDB is set in helper processes: runs are written to test_runs.
+var helperDB *sql.DB
+var helperDialect string
+
+func behave(ctx context.Context, a Args) error {
+	meta, _ := bq.JobFromContext(ctx)
+	rn := run{JobID: meta.ID, Kind: meta.Kind, Key: a.Key, Seq: a.Seq, Attempt: meta.Attempt, PID: os.Getpid(), Start: time.Now()}
+	if helperDB != nil {
+		if _, err := helperDB.ExecContext(ctx, rebind(helperDialect,
+			`INSERT INTO test_runs (job_id, test, kind, jkey, pid, started_ns) VALUES (?, ?, ?, ?, ?, ?)`),
+			meta.ID, a.Test, meta.Kind, a.Key, os.Getpid(), rn.Start.UnixNano()); err != nil {
+			return fmt.Errorf("record start: %w", err)
+		}
+	}
+	err := act(ctx, a, meta)
+	rn.End = time.Now()
+	if helperDB != nil {
+		if _, werr := helperDB.ExecContext(context.WithoutCancel(ctx), rebind(helperDialect,
+			`UPDATE test_runs SET ended_ns = ? WHERE job_id = ? AND started_ns = ?`),
+			rn.End.UnixNano(), meta.ID, rn.Start.UnixNano()); werr != nil {
+			return fmt.Errorf("record end: %w", werr)
+		}
+	} else if r, ok := recorders.Load(a.Test); ok {
+		rec := r.(*recorder)
+		rec.mu.Lock()
+		rec.runs = append(rec.runs, rn)
+		rec.mu.Unlock()
+	}
+	return err
+}
+
+func act(ctx context.Context, a Args, meta bq.JobMeta) error {
+	switch a.Mode {
+	case "fail-first":
+		if meta.Attempt == 1 {
+			return errors.New("first attempt fails")
+		}
+	case "fail":
+		return errors.New("boom")
+	case "panic":
+		panic("job exploded")
+	case "wait-ctx":
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	select {
+	case <-time.After(time.Duration(a.SleepMS) * time.Millisecond):
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// rebind turns ? placeholders into $n for PostgreSQL.
+func rebind(dialect, q string) string {
+	if dialect != "postgres" {
+		return q
+	}
+	var b strings.Builder
+	n := 0
+	for _, r := range q {
+		if r == '?' {
+			n++
+			fmt.Fprintf(&b, "$%d", n)
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// maxOverlap returns, per key, the most runs that were in progress at once.
+func maxOverlap(runs []run) map[string]int {
+	type event struct {
+		at    time.Time
+		delta int
+	}
+	byKey := map[string][]event{}
+	for _, r := range runs {
+		byKey[r.Key] = append(byKey[r.Key], event{r.Start, +1}, event{r.End, -1})
+	}
+	out := map[string]int{}
+	for key, evs := range byKey {
+		// At equal instants ends go first: touching runs do not overlap.
+		slices.SortFunc(evs, func(a, b event) int {
+			if c := a.at.Compare(b.at); c != 0 {
+				return c
+			}
+			return a.delta - b.delta
+		})
+		cur := 0
+		for _, e := range evs {
+			cur += e.delta
+			out[key] = max(out[key], cur)
+		}
+	}
+	return out
+}
+
+func TestMain(m *testing.M) {
+	if os.Getenv("BQ_HELPER") == "worker" {
+		os.Exit(helperMain())
+	}
+	os.Exit(m.Run())
+}

@@ -1,0 +1,274 @@
+// Package driver is the contract between bq's engine and a database.
+//
+// A driver implements every statement bq runs, in its own dialect; the
+// engine (semaphore admission, job lifecycle, dispatcher) decides which
+// statements run, in which order, inside which transaction. State is which
+// table holds a job: ready, scheduled, blocked, claimed or failed; a job in
+// none of them is finished.
+package driver
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"time"
+)
+
+// Dialect names a database family.
+type Dialect string
+
+const (
+	Postgres Dialect = "postgres"
+	SQLite   Dialect = "sqlite"
+	MySQL    Dialect = "mysql"
+)
+
+// ErrNotMigrated reports that bq's tables are missing or out of date.
+var ErrNotMigrated = errors.New("bq tables are missing or out of date: run client.Migrate(ctx) or `bq migrate up --dsn ...`")
+
+// Driver opens transactions on one database.
+type Driver interface {
+	Dialect() Dialect
+	// Prefix is the table-name prefix every statement uses.
+	Prefix() string
+	// WithPrefix returns the driver on the same connections, naming
+	// tables with prefix. The prefix must already be validated.
+	WithPrefix(prefix string) Driver
+	// Exec runs statements outside any transaction, each on its own.
+	Exec() Executor
+	// Begin starts a write transaction owned by bq: READ COMMITTED on
+	// PostgreSQL and MySQL, BEGIN IMMEDIATE on SQLite.
+	Begin(ctx context.Context) (Tx, error)
+	// WrapTx adapts the caller's transaction (pgx.Tx, *sql.Tx) so bq can
+	// write inside it.
+	WrapTx(tx any) (Executor, error)
+	// Retryable reports whether err is a transient conflict (deadlock,
+	// serialization failure, busy database) worth running the
+	// transaction again for.
+	Retryable(err error) bool
+	// SQLDB returns a database/sql handle for migrations.
+	SQLDB() *sql.DB
+	// Close releases what the driver opened itself; a wrapped pool or
+	// *sql.DB belongs to the caller and stays open.
+	Close() error
+}
+
+// Tx is a transaction bq owns.
+type Tx interface {
+	Executor
+	Commit(ctx context.Context) error
+	Rollback(ctx context.Context) error
+}
+
+// State is the execution table a job is written to.
+type State int
+
+const (
+	Ready State = iota
+	Scheduled
+	Blocked
+)
+
+// OnConflict says what admission does with a job whose key has no slot.
+type OnConflict int
+
+const (
+	Block OnConflict = iota
+	Discard
+)
+
+// Limit is the concurrency spec a keyed job carries in its row, so the
+// dispatcher can admit it without the job's code.
+type Limit struct {
+	Key        string // full key, Group + "/" + Key(args); "" means unkeyed
+	To         int
+	Duration   time.Duration
+	OnConflict OnConflict
+}
+
+// NewJob is a job to insert together with the execution state admission
+// chose for it. InsertJobs sets ID.
+type NewJob struct {
+	ID          int64
+	Kind        string
+	Queue       string
+	Args        []byte
+	Priority    int
+	MaxAttempts int
+	Limit       Limit
+	ScheduledAt time.Time
+	State       State
+}
+
+// Job is a job row as the engine reads it back.
+type Job struct {
+	ID          int64
+	Kind        string
+	Queue       string
+	Args        []byte
+	Priority    int
+	Attempt     int // attempts that have ended (failed, lost)
+	MaxAttempts int
+	Limit       Limit
+	ScheduledAt time.Time
+	CreatedAt   time.Time
+}
+
+// Claim is a job taken by a worker; Fence identifies this claim alone, so a
+// completion from an earlier claim of the same job matches nothing.
+type Claim struct {
+	Job
+	Fence     int64
+	ClaimedAt time.Time
+}
+
+// Execution is the row that puts an existing job into a state table.
+type Execution struct {
+	JobID    int64
+	Queue    string
+	Priority int
+	Key      string    // blocked only
+	At       time.Time // scheduled only
+}
+
+// Semaphore is a key's slot count. Value is the number of free slots:
+// Limit minus the holders (ready and claimed jobs of the key). Blocked is
+// how many jobs of the key wait in the blocked table.
+type Semaphore struct {
+	Key       string
+	Value     int
+	Limit     int
+	Blocked   int
+	Duration  time.Duration
+	ExpiresAt time.Time
+}
+
+// ClaimParams asks for up to Max ready jobs of Queue.
+type ClaimParams struct {
+	Queue     string
+	Max       int
+	ProcessID int64
+	Now       time.Time
+}
+
+// Process is a registered worker or dispatcher.
+type Process struct {
+	ID                int64
+	Kind              string // "worker", "dispatcher", "worker+dispatcher"
+	Name              string
+	Hostname          string
+	PID               int
+	Queues            string
+	HeartbeatInterval time.Duration
+	StartedAt         time.Time
+	LastHeartbeatAt   time.Time
+}
+
+// JobState is where a job is, read from which table holds it.
+type JobState string
+
+const (
+	StateScheduled JobState = "scheduled"
+	StateReady     JobState = "ready"
+	StateBlocked   JobState = "blocked"
+	StateRunning   JobState = "running"
+	StateCompleted JobState = "completed"
+	StateDiscarded JobState = "discarded"
+	StateFailed    JobState = "failed"
+)
+
+// JobInfo is a job with its state, for inspection.
+type JobInfo struct {
+	Job
+	State      JobState
+	LastError  string
+	FinishedAt *time.Time
+}
+
+// QueueCounts is the number of jobs of one queue in each state.
+type QueueCounts struct {
+	Queue     string
+	Ready     int
+	Running   int
+	Scheduled int
+	Blocked   int
+	Failed    int
+}
+
+// Executor runs bq's statements, inside or outside a transaction.
+type Executor interface {
+	// InsertJobs inserts jobs and their execution rows, setting each ID.
+	InsertJobs(ctx context.Context, now time.Time, jobs []*NewJob) error
+	// InsertExecutions puts existing jobs into state's table.
+	InsertExecutions(ctx context.Context, state State, rows []Execution) error
+	// ClaimReady moves up to p.Max ready jobs of p.Queue to claimed, in
+	// priority then FIFO order, skipping rows other claimers hold.
+	ClaimReady(ctx context.Context, p ClaimParams) ([]*Claim, error)
+	// DeleteClaim removes the claim matching both jobID and fence. It
+	// reports false when the claim no longer exists (a stale fence).
+	DeleteClaim(ctx context.Context, jobID, fence int64) (bool, error)
+	// FinishJob records the job's end: attempt+1, finished_at, and
+	// discarded when admission dropped it.
+	FinishJob(ctx context.Context, jobID int64, now time.Time, discarded bool) error
+	// DeleteJobs removes jobs outright (retention 0).
+	DeleteJobs(ctx context.Context, ids []int64) error
+	// RecordError ends an attempt that failed: attempt+1 and last_error.
+	RecordError(ctx context.Context, jobID int64, msg string) error
+	// InsertFailed moves a job to the failed table.
+	InsertFailed(ctx context.Context, jobID int64, msg string, now time.Time) error
+
+	// SemaphoreEnsure creates key's semaphore with every slot free unless
+	// it exists; it never fails on a concurrent create.
+	SemaphoreEnsure(ctx context.Context, l Limit, now time.Time) error
+	// SemaphoreLock reads key's semaphore and locks it until the
+	// transaction ends. ok is false when it does not exist.
+	SemaphoreLock(ctx context.Context, key string) (s Semaphore, ok bool, err error)
+	// SemaphoreSave writes Value, Limit, Blocked, Duration and ExpiresAt.
+	SemaphoreSave(ctx context.Context, s Semaphore) error
+	// PromoteBlocked moves up to n blocked jobs of key to ready, highest
+	// priority first, FIFO among equals, and returns how many moved.
+	// Callers hold the key's semaphore lock.
+	PromoteBlocked(ctx context.Context, key string, n int, now time.Time) (int, error)
+	// CountHolders counts the key's ready and claimed jobs, and its blocked ones.
+	CountHolders(ctx context.Context, key string) (holders, blocked int, err error)
+
+	// TakeDueScheduled removes up to max scheduled executions due at now
+	// and returns their jobs.
+	TakeDueScheduled(ctx context.Context, now time.Time, max int) ([]*Job, error)
+	// ExpiredSemaphores lists keys after `after` whose semaphore expired.
+	ExpiredSemaphores(ctx context.Context, now time.Time, after string, max int) ([]string, error)
+	// PromotableSemaphores lists keys after `after` with a free slot and a
+	// blocked job.
+	PromotableSemaphores(ctx context.Context, after string, max int) ([]string, error)
+	// DeleteIdleSemaphores removes expired semaphores with every slot free
+	// and nothing blocked.
+	DeleteIdleSemaphores(ctx context.Context, now time.Time, max int) (int, error)
+	// LostClaims lists claims whose process has been silent since before
+	// deadBefore (or is gone), locking them and skipping locked ones.
+	LostClaims(ctx context.Context, deadBefore time.Time, max int) ([]*Claim, error)
+	// LostClaimsOfKey lists claims of key whose process has been silent
+	// for longer than silence (and three of its heartbeat intervals).
+	LostClaimsOfKey(ctx context.Context, key string, now time.Time, silence time.Duration) ([]*Claim, error)
+	// DeleteFinishedJobs removes up to max jobs finished before `before`.
+	DeleteFinishedJobs(ctx context.Context, before time.Time, max int) (int, error)
+
+	// RegisterProcess inserts p and returns its ID.
+	RegisterProcess(ctx context.Context, p Process) (int64, error)
+	// Heartbeat marks the process alive and renews the semaphores its
+	// claims hold. ok is false when the process row is gone.
+	Heartbeat(ctx context.Context, processID int64, now time.Time) (ok bool, err error)
+	// DeregisterProcess removes the process row.
+	DeregisterProcess(ctx context.Context, processID int64) error
+	// DeleteDeadProcesses removes processes silent since deadBefore that
+	// hold no claims.
+	DeleteDeadProcesses(ctx context.Context, deadBefore time.Time) (int, error)
+	// ListProcesses returns the registered processes.
+	ListProcesses(ctx context.Context) ([]Process, error)
+
+	// GetJob returns a job and its state; ok is false when it does not exist.
+	GetJob(ctx context.Context, id int64) (info *JobInfo, ok bool, err error)
+	// CountByQueue returns per-queue counts of every live state.
+	CountByQueue(ctx context.Context) ([]QueueCounts, error)
+	// SchemaVersion returns the newest applied migration version.
+	SchemaVersion(ctx context.Context) (int64, error)
+}

@@ -1,0 +1,51 @@
+package driver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+)
+
+// maxTxAttempts bounds how often InTx runs a transaction that keeps
+// meeting transient conflicts.
+const maxTxAttempts = 10
+
+// InTx runs fn in a transaction bq owns and commits it. A deadlock,
+// serialization failure or busy database rolls back and runs fn again,
+// with jittered backoff, up to maxTxAttempts times; fn must therefore do
+// nothing outside the database that it cannot repeat.
+func InTx(ctx context.Context, d Driver, fn func(ex Executor) error) error {
+	var err error
+	for attempt := range maxTxAttempts {
+		if attempt > 0 {
+			backoff := time.Duration(1<<min(attempt, 7)) * time.Millisecond
+			backoff += rand.N(backoff)
+			select {
+			case <-time.After(backoff):
+			case <-ctx.Done():
+				return errors.Join(err, ctx.Err())
+			}
+		}
+		if err = runTx(ctx, d, fn); err == nil || !d.Retryable(err) {
+			return err
+		}
+	}
+	return fmt.Errorf("gave up after %d conflicting attempts: %w", maxTxAttempts, err)
+}
+
+func runTx(ctx context.Context, d Driver, fn func(ex Executor) error) error {
+	tx, err := d.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback(context.WithoutCancel(ctx))
+		return err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}

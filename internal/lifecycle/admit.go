@@ -1,0 +1,162 @@
+// Package lifecycle moves jobs between states. Each function runs inside
+// the caller's transaction and changes the job's execution row and its
+// key's semaphore together, so a crash between the two cannot happen.
+package lifecycle
+
+import (
+	"cmp"
+	"context"
+	"slices"
+	"time"
+
+	"github.com/bqueue/bq/internal/driver"
+	"github.com/bqueue/bq/semaphore"
+)
+
+// Outcome is what admission did with one job.
+type Outcome int
+
+const (
+	Admitted  Outcome = iota // ready, holding a slot if keyed
+	Blocked                  // waiting for its key's slot
+	Discarded                // its key had no slot; nothing kept
+	Scheduled                // due later; admitted when due
+)
+
+type candidate struct {
+	limit    driver.Limit
+	priority int
+	outcome  Outcome
+}
+
+// admit decides each due candidate's outcome. Keys are locked in sorted
+// order, so two transactions admitting overlapping keys cannot deadlock.
+// Within a key, higher priority takes the free slots first, then input
+// order; the rest block or are discarded by their own OnConflict.
+func admit(ctx context.Context, ex driver.Executor, cands []*candidate, now time.Time) error {
+	byKey := map[string][]*candidate{}
+	for _, c := range cands {
+		if c.limit.Key == "" {
+			c.outcome = Admitted
+			continue
+		}
+		byKey[c.limit.Key] = append(byKey[c.limit.Key], c)
+	}
+	keys := make([]string, 0, len(byKey))
+	for k := range byKey {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, key := range keys {
+		group := byKey[key]
+		slices.SortStableFunc(group, func(a, b *candidate) int { return cmp.Compare(b.priority, a.priority) })
+		sem, err := semaphore.Lock(ctx, ex, group[0].limit, now)
+		if err != nil {
+			return err
+		}
+		granted := sem.Wait(len(group))
+		for i, c := range group {
+			switch {
+			case i < granted:
+				c.outcome = Admitted
+			case c.limit.OnConflict == driver.Discard:
+				c.outcome = Discarded
+			default:
+				c.outcome = Blocked
+				sem.Block(1)
+			}
+		}
+		if err := sem.Save(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Enqueue admits new jobs and inserts every one not discarded. Jobs due
+// later are stored scheduled and admitted when the dispatcher promotes
+// them.
+func Enqueue(ctx context.Context, ex driver.Executor, jobs []*driver.NewJob, now time.Time) ([]Outcome, error) {
+	cands := make([]*candidate, len(jobs))
+	var due []*candidate
+	for i, j := range jobs {
+		cands[i] = &candidate{limit: j.Limit, priority: j.Priority, outcome: Scheduled}
+		if !j.ScheduledAt.After(now) {
+			due = append(due, cands[i])
+		}
+	}
+	if err := admit(ctx, ex, due, now); err != nil {
+		return nil, err
+	}
+	outcomes := make([]Outcome, len(jobs))
+	kept := make([]*driver.NewJob, 0, len(jobs))
+	for i, c := range cands {
+		outcomes[i] = c.outcome
+		switch c.outcome {
+		case Admitted:
+			jobs[i].State = driver.Ready
+		case Blocked:
+			jobs[i].State = driver.Blocked
+		case Scheduled:
+			jobs[i].State = driver.Scheduled
+		case Discarded:
+			continue
+		}
+		kept = append(kept, jobs[i])
+	}
+	if err := ex.InsertJobs(ctx, now, kept); err != nil {
+		return nil, err
+	}
+	return outcomes, nil
+}
+
+// PromoteScheduled admits up to max scheduled jobs that are due, as if
+// they were enqueued now. It returns how many it took and the queues that
+// got ready jobs.
+func PromoteScheduled(ctx context.Context, ex driver.Executor, max int, now time.Time) (int, []string, error) {
+	jobs, err := ex.TakeDueScheduled(ctx, now, max)
+	if err != nil || len(jobs) == 0 {
+		return 0, nil, err
+	}
+	queues, err := admitExisting(ctx, ex, jobs, now)
+	return len(jobs), queues, err
+}
+
+// admitExisting admits jobs that are already stored (due scheduled jobs,
+// immediate retries) and writes their new execution rows. A discarded one
+// is finished as discarded: it was accepted once, so it is not deleted.
+func admitExisting(ctx context.Context, ex driver.Executor, jobs []*driver.Job, now time.Time) ([]string, error) {
+	cands := make([]*candidate, len(jobs))
+	for i, j := range jobs {
+		cands[i] = &candidate{limit: j.Limit, priority: j.Priority}
+	}
+	if err := admit(ctx, ex, cands, now); err != nil {
+		return nil, err
+	}
+	var ready, blocked []driver.Execution
+	var queues []string
+	for i, c := range cands {
+		j := jobs[i]
+		row := driver.Execution{JobID: j.ID, Queue: j.Queue, Priority: j.Priority, Key: j.Limit.Key, At: now}
+		switch c.outcome {
+		case Admitted:
+			ready = append(ready, row)
+			if !slices.Contains(queues, j.Queue) {
+				queues = append(queues, j.Queue)
+			}
+		case Blocked:
+			blocked = append(blocked, row)
+		case Discarded:
+			if err := ex.FinishJob(ctx, j.ID, now, true); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if err := ex.InsertExecutions(ctx, driver.Ready, ready); err != nil {
+		return nil, err
+	}
+	if err := ex.InsertExecutions(ctx, driver.Blocked, blocked); err != nil {
+		return nil, err
+	}
+	return queues, nil
+}

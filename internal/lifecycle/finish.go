@@ -1,0 +1,108 @@
+package lifecycle
+
+import (
+	"context"
+	"time"
+
+	"github.com/bqueue/bq/internal/driver"
+	"github.com/bqueue/bq/semaphore"
+)
+
+// Each function below starts by deleting the claim by job id and fence.
+// Only the transaction whose delete matched may go on: a stale worker (its
+// claim reaped, maybe claimed again by another) records nothing and
+// releases nothing, so a slot is never freed twice.
+
+// release gives back the slot a keyed job held.
+func release(ctx context.Context, ex driver.Executor, c *driver.Claim, now time.Time) error {
+	if c.Limit.Key == "" {
+		return nil
+	}
+	_, err := semaphore.Signal(ctx, ex, c.Limit.Key, now)
+	return err
+}
+
+// Complete records a successful run. With keep false the job row is
+// deleted instead of kept as finished.
+func Complete(ctx context.Context, ex driver.Executor, c *driver.Claim, keep bool, now time.Time) (bool, error) {
+	if ok, err := ex.DeleteClaim(ctx, c.ID, c.Fence); !ok || err != nil {
+		return false, err
+	}
+	var err error
+	if keep {
+		err = ex.FinishJob(ctx, c.ID, now, false)
+	} else {
+		err = ex.DeleteJobs(ctx, []int64{c.ID})
+	}
+	if err != nil {
+		return false, err
+	}
+	return true, release(ctx, ex, c, now)
+}
+
+// Retry records a failed attempt and schedules the next one at `at`. The
+// slot is released before the retry is admitted, so the retry competes
+// for it like any job and is not discarded by its own failing run; a
+// retry due now is admitted at once, after any job already blocked.
+func Retry(ctx context.Context, ex driver.Executor, c *driver.Claim, msg string, at, now time.Time) (bool, error) {
+	if ok, err := ex.DeleteClaim(ctx, c.ID, c.Fence); !ok || err != nil {
+		return false, err
+	}
+	if err := ex.RecordError(ctx, c.ID, msg); err != nil {
+		return false, err
+	}
+	if err := release(ctx, ex, c, now); err != nil {
+		return false, err
+	}
+	if at.After(now) {
+		row := driver.Execution{JobID: c.ID, Queue: c.Queue, Priority: c.Priority, At: at}
+		return true, ex.InsertExecutions(ctx, driver.Scheduled, []driver.Execution{row})
+	}
+	_, err := admitExisting(ctx, ex, []*driver.Job{&c.Job}, now)
+	return err == nil, err
+}
+
+// Fail records a last failed attempt and moves the job to failed.
+func Fail(ctx context.Context, ex driver.Executor, c *driver.Claim, msg string, now time.Time) (bool, error) {
+	if ok, err := ex.DeleteClaim(ctx, c.ID, c.Fence); !ok || err != nil {
+		return false, err
+	}
+	if err := ex.RecordError(ctx, c.ID, msg); err != nil {
+		return false, err
+	}
+	if err := ex.InsertFailed(ctx, c.ID, msg, now); err != nil {
+		return false, err
+	}
+	return true, release(ctx, ex, c, now)
+}
+
+// Return puts a claimed job back to ready without counting the attempt,
+// as a worker shuts down before the job ends. It keeps its slot: it is
+// still a holder, now waiting to be claimed again.
+func Return(ctx context.Context, ex driver.Executor, c *driver.Claim, now time.Time) (bool, error) {
+	if ok, err := ex.DeleteClaim(ctx, c.ID, c.Fence); !ok || err != nil {
+		return false, err
+	}
+	row := driver.Execution{JobID: c.ID, Queue: c.Queue, Priority: c.Priority, At: now}
+	return true, ex.InsertExecutions(ctx, driver.Ready, []driver.Execution{row})
+}
+
+// LostMessage is the error recorded for an attempt whose process died.
+const LostMessage = "process lost: the worker running this job stopped heartbeating"
+
+// Lost handles the claim of a process that stopped heartbeating: the
+// attempt counts; the job goes back to ready keeping its slot, or fails
+// once its attempts are spent.
+func Lost(ctx context.Context, ex driver.Executor, c *driver.Claim, now time.Time) (bool, error) {
+	if c.Attempt+1 >= c.MaxAttempts {
+		return Fail(ctx, ex, c, LostMessage, now)
+	}
+	if ok, err := ex.DeleteClaim(ctx, c.ID, c.Fence); !ok || err != nil {
+		return false, err
+	}
+	if err := ex.RecordError(ctx, c.ID, LostMessage); err != nil {
+		return false, err
+	}
+	row := driver.Execution{JobID: c.ID, Queue: c.Queue, Priority: c.Priority, At: now}
+	return true, ex.InsertExecutions(ctx, driver.Ready, []driver.Execution{row})
+}

@@ -1,0 +1,272 @@
+package bq
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/bqueue/bq/internal/driver"
+)
+
+// OnConflict says what happens to a job whose concurrency key has no free
+// slot when it is admitted.
+type OnConflict int
+
+const (
+	// Block stores the job blocked; it becomes ready when a slot frees,
+	// highest priority first, FIFO among equals.
+	Block OnConflict = iota
+	// Discard drops the job: nothing is inserted and the enqueue result
+	// says Discarded. A scheduled job or retry discarded when due ends in
+	// the discarded state.
+	Discard
+)
+
+func (o OnConflict) String() string {
+	if o == Discard {
+		return "discard"
+	}
+	return "block"
+}
+
+// Concurrency limits how many jobs with the same key are ready or running
+// at once, across every worker of every process.
+type Concurrency[A any] struct {
+	// Key returns the job's key; jobs whose full key (Group + "/" + Key)
+	// matches share the limit. An empty key means no limit for that job.
+	// Required.
+	Key func(args A) string
+	// To is the number of jobs of a key that may be ready or running at
+	// once. Default 1.
+	To int
+	// Duration bounds a holder's silence: a slot whose holder's process
+	// stopped heartbeating for this long is reclaimed by the dispatcher.
+	// It does not bound run time. Default 3m.
+	Duration time.Duration
+	// Group names the limit; job kinds with the same Group share keys.
+	// Default: the job's name.
+	Group string
+	// OnConflict: Block (default) or Discard.
+	OnConflict OnConflict
+}
+
+// JobOptions configures a job kind. Zero values take the defaults.
+type JobOptions[A any] struct {
+	// Queue the job runs on. Default "default".
+	Queue string
+	// Priority: higher runs first within a queue and within a key's
+	// blocked line. Default 0.
+	Priority int
+	// MaxAttempts before the job fails for good. Default 25.
+	MaxAttempts int
+	// Backoff returns the delay before retry number `attempt` (1 after
+	// the first failure). Default: exponential from 1s, capped at 1h,
+	// with ±25% jitter.
+	Backoff func(attempt int) time.Duration
+	// Timeout bounds one run through its context. Default: none.
+	Timeout time.Duration
+	// Concurrency limits simultaneous jobs per key. Default: none.
+	Concurrency *Concurrency[A]
+}
+
+const (
+	defaultQueue       = "default"
+	defaultMaxAttempts = 25
+	defaultDuration    = 3 * time.Minute
+)
+
+// DefaultBackoff waits 1s, 2s, 4s, ... up to 1h, each ±25%.
+func DefaultBackoff(attempt int) time.Duration {
+	d := min(time.Second<<min(attempt-1, 12), time.Hour)
+	return d*3/4 + rand.N(d/2+1)
+}
+
+// Job is a defined job kind with arguments of type A. Define returns it;
+// enqueue through it.
+type Job[A any] struct {
+	name string
+	fn   func(context.Context, A) error
+	opts JobOptions[A]
+	err  error
+}
+
+// Define declares a job kind: its unique name, the function that runs it,
+// and its options. The definition is registered so clients of this
+// process can run it. An invalid definition is not registered; its error
+// is returned by every enqueue and by Err.
+func Define[A any](name string, fn func(ctx context.Context, args A) error, opts ...JobOptions[A]) *Job[A] {
+	j := &Job[A]{name: name, fn: fn}
+	if len(opts) > 1 {
+		j.err = fmt.Errorf("define job %q: pass at most one JobOptions", name)
+		return j
+	}
+	if len(opts) == 1 {
+		j.opts = opts[0]
+	}
+	j.opts.Queue = cmp.Or(j.opts.Queue, defaultQueue)
+	j.opts.MaxAttempts = cmp.Or(j.opts.MaxAttempts, defaultMaxAttempts)
+	if j.opts.Backoff == nil {
+		j.opts.Backoff = DefaultBackoff
+	}
+	if c := j.opts.Concurrency; c != nil {
+		cc := *c
+		cc.To = cmp.Or(cc.To, 1)
+		cc.Duration = cmp.Or(cc.Duration, defaultDuration)
+		cc.Group = cmp.Or(cc.Group, name)
+		j.opts.Concurrency = &cc
+	}
+	if j.err = j.validate(); j.err == nil {
+		register(j)
+	}
+	return j
+}
+
+func (j *Job[A]) validate() error {
+	var errs []error
+	if j.name == "" {
+		errs = append(errs, errors.New("the name is empty: give the job a unique name, e.g. \"billing.charge\""))
+	}
+	if j.fn == nil {
+		errs = append(errs, errors.New("the function is nil: pass the func(ctx, args) error that runs the job"))
+	}
+	if err := validateQueue(j.opts.Queue); err != nil {
+		errs = append(errs, err)
+	}
+	if j.opts.MaxAttempts < 0 {
+		errs = append(errs, fmt.Errorf("MaxAttempts is %d: use 1 or more (0 means the default, %d)", j.opts.MaxAttempts, defaultMaxAttempts))
+	}
+	if j.opts.Timeout < 0 {
+		errs = append(errs, fmt.Errorf("Timeout is %s: use a positive duration, or 0 for none", j.opts.Timeout))
+	}
+	if c := j.opts.Concurrency; c != nil {
+		if c.Key == nil {
+			errs = append(errs, errors.New("Concurrency.Key is nil: set Key to a func(args) string that returns the key to limit by, or remove Concurrency"))
+		}
+		if err := validateLimit(c.To, c.Duration, c.OnConflict); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("%w: job %q: %w", ErrInvalidJob, j.name, err)
+	}
+	return nil
+}
+
+func validateLimit(to int, d time.Duration, oc OnConflict) error {
+	var errs []error
+	if to < 1 {
+		errs = append(errs, fmt.Errorf("concurrency To is %d: use 1 or more jobs at once per key", to))
+	}
+	if d < 0 {
+		errs = append(errs, fmt.Errorf("concurrency Duration is %s: use a positive duration (default %s)", d, defaultDuration))
+	}
+	if oc != Block && oc != Discard {
+		errs = append(errs, fmt.Errorf("concurrency OnConflict is %d: use bq.Block or bq.Discard", oc))
+	}
+	return errors.Join(errs...)
+}
+
+func validateQueue(q string) error {
+	if len(q) > 128 {
+		return fmt.Errorf("queue name %q is %d bytes long: use at most 128", q[:16]+"...", len(q))
+	}
+	return nil
+}
+
+// Name is the job kind's name, as stored in the database.
+func (j *Job[A]) Name() string { return j.name }
+
+// Err is the definition's error, or nil when it is valid.
+func (j *Job[A]) Err() error { return j.err }
+
+// limit returns the concurrency limit of one job: the enqueue-time key if
+// given, else the definition's.
+func (j *Job[A]) limit(args A, o *enqueueOptions) (driver.Limit, error) {
+	c := j.opts.Concurrency
+	group, dur, oc := j.name, defaultDuration, Block
+	if c != nil {
+		group, dur, oc = c.Group, c.Duration, c.OnConflict
+	}
+	if o.key != nil {
+		k := o.key
+		if k.onConflict != nil {
+			oc = *k.onConflict
+		}
+		if err := validateLimit(k.to, dur, oc); err != nil {
+			return driver.Limit{}, fmt.Errorf("%w: WithConcurrencyKey: %w", ErrInvalidJob, err)
+		}
+		if k.key == "" {
+			return driver.Limit{}, nil
+		}
+		return driver.Limit{Key: group + "/" + k.key, To: k.to, Duration: dur, OnConflict: driver.OnConflict(oc)}, nil
+	}
+	if c == nil {
+		return driver.Limit{}, nil
+	}
+	key := c.Key(args)
+	if key == "" {
+		return driver.Limit{}, nil
+	}
+	return driver.Limit{Key: group + "/" + key, To: c.To, Duration: dur, OnConflict: driver.OnConflict(oc)}, nil
+}
+
+// definition is a job kind without its type parameter, as workers see it.
+type definition interface {
+	kind() string
+	queue() string
+	run(ctx context.Context, args []byte) error
+	timeout() time.Duration
+	backoff(attempt int) time.Duration
+}
+
+func (j *Job[A]) kind() string                      { return j.name }
+func (j *Job[A]) queue() string                     { return j.opts.Queue }
+func (j *Job[A]) timeout() time.Duration            { return j.opts.Timeout }
+func (j *Job[A]) backoff(attempt int) time.Duration { return j.opts.Backoff(attempt) }
+
+func (j *Job[A]) run(ctx context.Context, raw []byte) error {
+	var args A
+	if err := json.Unmarshal(raw, &args); err != nil {
+		return permanent(fmt.Errorf("decode args of job kind %q as %T: %w (were they enqueued by an incompatible version of the job?)", j.name, args, err))
+	}
+	return j.fn(ctx, args)
+}
+
+// registry holds every valid definition of this process, by name. A later
+// Define of the same name replaces the earlier one.
+var registry = struct {
+	sync.RWMutex
+	defs map[string]definition
+}{defs: map[string]definition{}}
+
+func register(d definition) {
+	registry.Lock()
+	defer registry.Unlock()
+	registry.defs[d.kind()] = d
+}
+
+func lookup(kind string) definition {
+	registry.RLock()
+	defer registry.RUnlock()
+	return registry.defs[kind]
+}
+
+// registeredQueues lists the queues of every registered definition.
+func registeredQueues() []string {
+	registry.RLock()
+	defer registry.RUnlock()
+	seen := map[string]bool{}
+	var out []string
+	for _, d := range registry.defs {
+		if !seen[d.queue()] {
+			seen[d.queue()] = true
+			out = append(out, d.queue())
+		}
+	}
+	return out
+}

@@ -1,0 +1,115 @@
+// Package migrations holds bq's schema as goose migrations, one set per
+// dialect, and applies them with the table prefix the caller chose.
+package migrations
+
+import (
+	"database/sql"
+	"embed"
+	"fmt"
+	"hash/fnv"
+	"io/fs"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing/fstest"
+
+	"github.com/pressly/goose/v3"
+	"github.com/pressly/goose/v3/lock"
+)
+
+//go:embed postgres/*.sql sqlite/*.sql
+var files embed.FS
+
+// DefaultPrefix is the table-name prefix used when none is configured.
+const DefaultPrefix = "bq_"
+
+var prefixPattern = regexp.MustCompile(`^[a-z][a-z0-9_]{0,30}$`)
+
+// ValidatePrefix checks that prefix is safe to splice into SQL as part of
+// an identifier: lower-case letters, digits and underscores, starting with
+// a letter, at most 31 characters.
+func ValidatePrefix(prefix string) error {
+	if !prefixPattern.MatchString(prefix) {
+		return fmt.Errorf("invalid table prefix %q: use lower-case letters, digits and underscores, starting with a letter (at most 31 characters), e.g. %q", prefix, DefaultPrefix)
+	}
+	return nil
+}
+
+// NewProvider returns a goose provider for dialect ("postgres", "sqlite"
+// or "mysql") whose migrations create tables named with prefix. Its
+// version table is prefix + "schema_migrations".
+func NewProvider(db *sql.DB, dialect, prefix string) (*goose.Provider, error) {
+	if err := ValidatePrefix(prefix); err != nil {
+		return nil, err
+	}
+	var gooseDialect goose.Dialect
+	switch dialect {
+	case "postgres":
+		gooseDialect = goose.DialectPostgres
+	case "sqlite":
+		gooseDialect = goose.DialectSQLite3
+	case "mysql":
+		gooseDialect = goose.DialectMySQL
+	default:
+		return nil, fmt.Errorf("no migrations for dialect %q", dialect)
+	}
+	fsys, err := withPrefix(dialect, prefix)
+	if err != nil {
+		return nil, err
+	}
+	opts := []goose.ProviderOption{
+		goose.WithTableName(prefix + "schema_migrations"),
+		goose.WithDisableGlobalRegistry(true),
+	}
+	if dialect == "postgres" {
+		// Several processes may migrate at once on start-up; an advisory
+		// lock makes the others wait instead of failing half-way.
+		// The lock is database-wide; key it by schema and prefix so that
+		// separate bq installations in one database do not wait on each other.
+		var schema string
+		if err := db.QueryRow("SELECT current_schema()").Scan(&schema); err != nil {
+			return nil, fmt.Errorf("read current schema: %w", err)
+		}
+		h := fnv.New64a()
+		h.Write([]byte(schema + "." + prefix))
+		locker, err := lock.NewPostgresSessionLocker(
+			lock.WithLockID(int64(h.Sum64()>>1)),
+			lock.WithLockTimeout(1, 300))
+		if err != nil {
+			return nil, fmt.Errorf("create migration lock: %w", err)
+		}
+		opts = append(opts, goose.WithSessionLocker(locker))
+	}
+	return goose.NewProvider(gooseDialect, db, fsys, opts...)
+}
+
+// withPrefix reads dialect's migrations with {prefix} replaced.
+func withPrefix(dialect, prefix string) (fs.FS, error) {
+	entries, err := fs.ReadDir(files, dialect)
+	if err != nil {
+		return nil, fmt.Errorf("read %s migrations: %w", dialect, err)
+	}
+	out := fstest.MapFS{}
+	for _, e := range entries {
+		b, err := fs.ReadFile(files, dialect+"/"+e.Name())
+		if err != nil {
+			return nil, fmt.Errorf("read migration %s: %w", e.Name(), err)
+		}
+		out[e.Name()] = &fstest.MapFile{Data: []byte(strings.ReplaceAll(string(b), "{prefix}", prefix))}
+	}
+	return out, nil
+}
+
+// Latest is the newest migration version of dialect: a database below it
+// must be migrated before bq can use it.
+func Latest(dialect string) int64 {
+	entries, _ := fs.ReadDir(files, dialect)
+	var latest int64
+	for _, e := range entries {
+		v, _, _ := strings.Cut(e.Name(), "_")
+		if n, err := strconv.ParseInt(v, 10, 64); err == nil && n > latest {
+			latest = n
+		}
+	}
+	return latest
+}

@@ -1,0 +1,129 @@
+package bq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/bqueue/bq/dispatcher"
+)
+
+// Run works this client's queues and runs the dispatcher until ctx ends,
+// then stops gracefully: no new claims, running jobs get ShutdownTimeout
+// to finish, and those still running are cancelled and go back to ready
+// with their slots. It returns nil after a clean stop.
+func (c *Client) Run(ctx context.Context) error { return c.run(ctx, true, true) }
+
+// RunWorkers is Run without the dispatcher, for processes that leave
+// maintenance to `bq dispatcher` or to other workers.
+func (c *Client) RunWorkers(ctx context.Context) error { return c.run(ctx, true, false) }
+
+// RunDispatcher runs only the dispatcher; it needs no job definitions.
+func (c *Client) RunDispatcher(ctx context.Context) error { return c.run(ctx, false, true) }
+
+func (c *Client) queues() map[string]int {
+	if len(c.cfg.Queues) > 0 {
+		return c.cfg.Queues
+	}
+	qs := map[string]int{}
+	for _, q := range registeredQueues() {
+		qs[q] = 10
+	}
+	return qs
+}
+
+func (c *Client) run(ctx context.Context, work, dispatch bool) error {
+	if err := c.checkSchema(ctx); err != nil {
+		return err
+	}
+	queues := map[string]int{}
+	if work {
+		queues = c.queues()
+		if len(queues) == 0 {
+			return errors.New("run workers: no queues to work: define jobs with bq.Define or set Config.Queues")
+		}
+	}
+	kind := map[[2]bool]string{{true, true}: "worker+dispatcher", {true, false}: "worker", {false, true}: "dispatcher"}[[2]bool{work, dispatch}]
+	proc, err := c.register(ctx, kind, slices.Collect(maps.Keys(queues)))
+	if err != nil {
+		return fmt.Errorf("run: %w", err)
+	}
+	// Registration and the final clean-up outlive ctx.
+	bg := context.WithoutCancel(ctx)
+	defer proc.deregister(bg)
+
+	jobCtx, stopJobs := context.WithCancelCause(bg)
+	defer stopJobs(errShutdown)
+	workers := make([]*queueWorker, 0, len(queues))
+	for q, slots := range queues {
+		workers = append(workers, newQueueWorker(c, proc, q, slots, jobCtx))
+	}
+	proc.onLost = func(cause error) {
+		for _, w := range workers {
+			w.cancelAll(cause)
+		}
+	}
+
+	beatCtx, stopBeat := context.WithCancel(bg)
+	var services sync.WaitGroup
+	services.Go(func() { proc.heartbeat(beatCtx) })
+	if dispatch {
+		d := dispatcher.New(c.drv, dispatcher.Config{
+			Interval: c.cfg.DispatchInterval, ProcessDeadAfter: c.cfg.ProcessDeadAfter,
+			Retention: c.cfg.Retention, OnReady: c.wake, Now: c.cfg.Now, Logger: c.log,
+		})
+		services.Go(func() { _ = d.Run(ctx) })
+	}
+	var loops sync.WaitGroup
+	for _, w := range workers {
+		c.addWaker(w.queue, w.wake)
+		loops.Go(func() { w.claimLoop(ctx) })
+	}
+	c.log.Info("bq started", "process_id", proc.ID(), "kind", kind, "queues", queues)
+
+	<-ctx.Done()
+	loops.Wait()
+	for _, w := range workers {
+		c.removeWaker(w.queue, w.wake)
+	}
+	c.drain(bg, workers, stopJobs)
+	stopBeat()
+	services.Wait()
+	c.log.Info("bq stopped", "process_id", proc.ID())
+	return nil
+}
+
+// drain waits for running jobs up to ShutdownTimeout, then cancels them
+// and gives them a moment to return; claims of jobs that still have not
+// returned go back to ready.
+func (c *Client) drain(ctx context.Context, workers []*queueWorker, stopJobs context.CancelCauseFunc) {
+	all := func() <-chan struct{} {
+		ch := make(chan struct{})
+		go func() {
+			for _, w := range workers {
+				w.wg.Wait()
+			}
+			close(ch)
+		}()
+		return ch
+	}()
+	select {
+	case <-all:
+		return
+	case <-time.After(c.cfg.ShutdownTimeout):
+	}
+	c.log.Warn("shutdown timeout reached; cancelling running jobs")
+	stopJobs(errShutdown)
+	select {
+	case <-all:
+		return
+	case <-time.After(min(c.cfg.ShutdownTimeout, 5*time.Second)):
+	}
+	for _, w := range workers {
+		w.abandon(ctx)
+	}
+}

@@ -1,0 +1,251 @@
+package bq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/bqueue/bq/internal/driver"
+	"github.com/bqueue/bq/internal/lifecycle"
+)
+
+// errShutdown is the cancellation cause of jobs still running when the
+// shutdown timeout ends: they go back to ready, their attempt uncounted.
+var errShutdown = errors.New("bq: worker shutting down")
+
+// JobMeta describes the running job; read it with JobFromContext.
+type JobMeta struct {
+	ID          int64
+	Kind        string
+	Queue       string
+	Attempt     int // 1 on the first run
+	MaxAttempts int
+	Key         string // full concurrency key; "" when unkeyed
+}
+
+type jobMetaKey struct{}
+
+// JobFromContext returns the metadata of the job whose context ctx is.
+func JobFromContext(ctx context.Context) (JobMeta, bool) {
+	m, ok := ctx.Value(jobMetaKey{}).(JobMeta)
+	return m, ok
+}
+
+// execution is one claimed job running in this process.
+type execution struct {
+	claim  *driver.Claim
+	cancel context.CancelCauseFunc
+}
+
+// queueWorker runs one queue's jobs in up to slots goroutines.
+type queueWorker struct {
+	c     *Client
+	proc  *process
+	queue string
+	slots int
+	wake  chan struct{}
+	done  chan struct{}
+	// jobCtx is the parent of every job's context; it outlives Run's
+	// context so running jobs finish during a graceful stop.
+	jobCtx context.Context
+
+	mu      sync.Mutex
+	running map[int64]*execution
+	wg      sync.WaitGroup
+}
+
+func newQueueWorker(c *Client, proc *process, queue string, slots int, jobCtx context.Context) *queueWorker {
+	return &queueWorker{c: c, proc: proc, queue: queue, slots: slots, jobCtx: jobCtx,
+		wake: make(chan struct{}, 1), done: make(chan struct{}, 1), running: map[int64]*execution{}}
+}
+
+func (w *queueWorker) busy() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.running)
+}
+
+// claimLoop claims jobs into free slots until ctx ends. A claim that comes
+// back short means the queue is drained; the loop then waits for a wake-up
+// (work made ready in this process) or the poll interval (work made ready
+// elsewhere) rather than asking again after every finished job.
+func (w *queueWorker) claimLoop(ctx context.Context) {
+	poll := time.NewTimer(0)
+	defer poll.Stop()
+	drained := false
+	for {
+		if free := w.slots - w.busy(); free > 0 && !drained {
+			claims, err := w.claim(ctx, free)
+			switch {
+			case err != nil && ctx.Err() == nil:
+				w.c.log.Error("claim jobs", "queue", w.queue, "error", err)
+				drained = true
+			case len(claims) < free:
+				drained = true
+			}
+			for _, cl := range claims {
+				w.start(cl)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-w.wake:
+			drained = false
+		case <-poll.C:
+			drained = false
+			poll.Reset(w.c.cfg.PollInterval)
+		case <-w.done:
+		}
+	}
+}
+
+func (w *queueWorker) claim(ctx context.Context, n int) ([]*driver.Claim, error) {
+	return w.c.drv.Exec().ClaimReady(ctx, driver.ClaimParams{
+		Queue: w.queue, Max: n, ProcessID: w.proc.ID(), Now: w.c.cfg.Now(),
+	})
+}
+
+func (w *queueWorker) start(cl *driver.Claim) {
+	ctx, cancel := context.WithCancelCause(w.jobCtx)
+	w.mu.Lock()
+	w.running[cl.ID] = &execution{claim: cl, cancel: cancel}
+	w.mu.Unlock()
+	w.wg.Add(1)
+	go func() {
+		defer w.wg.Done()
+		defer cancel(nil)
+		w.execute(ctx, cl)
+		w.mu.Lock()
+		delete(w.running, cl.ID)
+		w.mu.Unlock()
+		select {
+		case w.done <- struct{}{}:
+		default:
+		}
+	}()
+}
+
+// cancelAll cancels every running job with cause.
+func (w *queueWorker) cancelAll(cause error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, e := range w.running {
+		e.cancel(cause)
+	}
+}
+
+// abandon returns the claims of jobs that did not stop when cancelled to
+// ready. Their runs go on in the background; when they end, their claim's
+// fence no longer matches and they record nothing.
+func (w *queueWorker) abandon(ctx context.Context) {
+	w.mu.Lock()
+	claims := make([]*driver.Claim, 0, len(w.running))
+	for _, e := range w.running {
+		claims = append(claims, e.claim)
+	}
+	w.mu.Unlock()
+	for _, cl := range claims {
+		err := driver.InTx(ctx, w.c.drv, func(ex driver.Executor) error {
+			_, err := lifecycle.Return(ctx, ex, cl, w.c.cfg.Now())
+			return err
+		})
+		if err != nil {
+			w.c.log.Error("return unfinished job to ready", "job_id", cl.ID, "error", err)
+		} else {
+			w.c.log.Warn("job did not stop when cancelled; returned it to ready", "job_id", cl.ID, "kind", cl.Kind)
+		}
+	}
+}
+
+// execute runs one claimed job and records how it ended.
+func (w *queueWorker) execute(ctx context.Context, cl *driver.Claim) {
+	meta := JobMeta{ID: cl.ID, Kind: cl.Kind, Queue: cl.Queue, Attempt: cl.Attempt + 1,
+		MaxAttempts: cl.MaxAttempts, Key: cl.Limit.Key}
+	def := lookup(cl.Kind)
+	var runErr error
+	if def == nil {
+		runErr = permanent(fmt.Errorf("unknown job kind %q: no bq.Define in this worker's binary has that name (deploy a worker that defines it, then retry the job)", cl.Kind))
+	} else {
+		runCtx := context.WithValue(ctx, jobMetaKey{}, meta)
+		if t := def.timeout(); t > 0 {
+			var cancel context.CancelFunc
+			runCtx, cancel = context.WithTimeout(runCtx, t)
+			defer cancel()
+		}
+		runErr = safeRun(runCtx, def, cl.Args)
+	}
+	w.record(ctx, cl, def, runErr)
+}
+
+// safeRun turns a panic into an error carrying its stack.
+func safeRun(ctx context.Context, def definition, args []byte) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("panic: %v\n%s", r, debug.Stack())
+		}
+	}()
+	return def.run(ctx, args)
+}
+
+// record writes the run's outcome: complete, retry, fail, or back to
+// ready when shutdown cut it short. It runs on after Run's context ends
+// (the outcome of finished work must not be lost), with retries while the
+// database is unreachable.
+func (w *queueWorker) record(ctx context.Context, cl *driver.Claim, def definition, runErr error) {
+	log := w.c.log.With("job_id", cl.ID, "kind", cl.Kind, "queue", cl.Queue, "attempt", cl.Attempt+1)
+	now := w.c.cfg.Now()
+	shutdown := ctx.Err() != nil && errors.Is(context.Cause(ctx), errShutdown)
+	ctx = context.WithoutCancel(ctx)
+	var action func(ex driver.Executor) (bool, error)
+	switch {
+	case runErr == nil:
+		keep := w.c.cfg.Retention != NoRetention
+		action = func(ex driver.Executor) (bool, error) { return lifecycle.Complete(ctx, ex, cl, keep, now) }
+	case shutdown:
+		action = func(ex driver.Executor) (bool, error) { return lifecycle.Return(ctx, ex, cl, now) }
+	case isPermanent(runErr) || cl.Attempt+1 >= cl.MaxAttempts:
+		log.Warn("job failed", "error", runErr)
+		action = func(ex driver.Executor) (bool, error) { return lifecycle.Fail(ctx, ex, cl, runErr.Error(), now) }
+	default:
+		at := now.Add(def.backoff(cl.Attempt + 1))
+		log.Info("job failed; will retry", "error", runErr, "retry_at", at)
+		action = func(ex driver.Executor) (bool, error) { return lifecycle.Retry(ctx, ex, cl, runErr.Error(), at, now) }
+	}
+	var matched bool
+	err := w.c.retryDB(ctx, func() error {
+		return driver.InTx(ctx, w.c.drv, func(ex driver.Executor) (err error) {
+			matched, err = action(ex)
+			return err
+		})
+	})
+	switch {
+	case err != nil:
+		log.Error("record job outcome; the claim will be reaped and the job run again", "error", err)
+	case !matched:
+		log.Warn("stale completion ignored: this claim was reaped (its process looked dead) and is no longer ours")
+	case cl.Limit.Key != "":
+		// The slot may have passed to a blocked job of any local queue.
+		w.c.wake("")
+	}
+}
+
+// retryDB runs fn until it succeeds, backing off while the database is
+// unreachable, for up to ProcessDeadAfter: past that the claim is reaped
+// anyway.
+func (c *Client) retryDB(ctx context.Context, fn func() error) error {
+	deadline := c.cfg.Now().Add(c.cfg.ProcessDeadAfter)
+	backoff := 50 * time.Millisecond
+	for {
+		err := fn()
+		if err == nil || c.cfg.Now().After(deadline) {
+			return err
+		}
+		c.log.Warn("database call failed; retrying", "error", err, "in", backoff)
+		time.Sleep(backoff)
+		backoff = min(backoff*2, 2*time.Second)
+	}
+}
