@@ -130,7 +130,6 @@ type Client struct {
 
 	mu     sync.Mutex
 	wakers map[string][]chan struct{} // queue -> workers of this process
-	closed bool
 }
 
 // Open connects to the database dsn names and returns a client:
@@ -209,9 +208,6 @@ func NewClient(drv Driver, cfg Config) (*Client, error) {
 
 // Close releases the connections the client opened itself (through Open).
 func (c *Client) Close() error {
-	c.mu.Lock()
-	c.closed = true
-	c.mu.Unlock()
 	return c.drv.Close()
 }
 
@@ -271,7 +267,7 @@ func (c *Client) MigrationStatus(ctx context.Context) ([]Migration, error) {
 func (c *Client) checkSchema(ctx context.Context) error {
 	v, err := c.drv.Exec().SchemaVersion(ctx)
 	if err != nil {
-		return fmt.Errorf("%w (%v)", ErrNotMigrated, err)
+		return fmt.Errorf("check bq's schema: %w", err)
 	}
 	if want := migrations.Latest(string(c.drv.Dialect())); v < want {
 		return fmt.Errorf("%w: the database is at version %d, this bq needs %d", ErrNotMigrated, v, want)
@@ -283,6 +279,9 @@ func (c *Client) checkSchema(ctx context.Context) error {
 func (c *Client) explainErr(ctx context.Context, err error) error {
 	if err == nil || ctx.Err() != nil {
 		return err
+	}
+	if c.drv.Retryable(err) {
+		return fmt.Errorf("%w: %w", ErrConflict, err)
 	}
 	if schemaErr := c.checkSchema(context.WithoutCancel(ctx)); schemaErr != nil && errors.Is(schemaErr, ErrNotMigrated) {
 		return fmt.Errorf("%w: %w", schemaErr, err)

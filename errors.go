@@ -13,8 +13,11 @@ var (
 	// ErrNotMigrated reports that bq's tables are missing or older than
 	// this version of bq.
 	ErrNotMigrated = driver.ErrNotMigrated
-	// ErrClientClosed is returned by calls on a closed client.
-	ErrClientClosed = errors.New("bq client is closed")
+	// ErrConflict wraps a transient conflict (deadlock, serialization
+	// failure, busy database) met inside the caller's transaction: roll
+	// the transaction back and run it again. Inside its own transactions
+	// bq retries these itself.
+	ErrConflict = errors.New("transient database conflict: roll back and retry the transaction")
 )
 
 // permanentError marks an error that must not be retried.

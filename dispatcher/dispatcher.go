@@ -112,6 +112,10 @@ func (d *Dispatcher) inTx(ctx context.Context, fn func(ex driver.Executor) error
 
 // promoteScheduled admits due scheduled jobs, a batch per transaction.
 func (d *Dispatcher) promoteScheduled(ctx context.Context) error {
+	// Look before taking a write lock: most passes find nothing due.
+	if due, err := d.drv.Exec().HasDueScheduled(ctx, d.cfg.Now()); err != nil || !due {
+		return err
+	}
 	for {
 		var n int
 		var queues []string
@@ -135,6 +139,10 @@ func (d *Dispatcher) promoteScheduled(ctx context.Context) error {
 // reapLostClaims returns the claims of dead processes to ready (keeping
 // their slots) or fails them once their attempts are spent.
 func (d *Dispatcher) reapLostClaims(ctx context.Context) error {
+	deadBefore := d.cfg.Now().Add(-d.cfg.ProcessDeadAfter)
+	if lost, err := d.drv.Exec().LostClaims(ctx, deadBefore, 1); err != nil || len(lost) == 0 {
+		return err
+	}
 	for {
 		var claims []*driver.Claim
 		err := d.inTx(ctx, func(ex driver.Executor) error {

@@ -227,6 +227,14 @@ func (e *executor) CountHolders(ctx context.Context, key string) (int, int, erro
 	return holders, blocked, nil
 }
 
+func (e *executor) HasDueScheduled(ctx context.Context, now time.Time) (bool, error) {
+	var due bool
+	if err := e.db.QueryRow(ctx, e.q.hasDueScheduled, now).Scan(&due); err != nil {
+		return false, fmt.Errorf("look for due scheduled jobs: %w", err)
+	}
+	return due, nil
+}
+
 func (e *executor) TakeDueScheduled(ctx context.Context, now time.Time, max int) ([]*driver.Job, error) {
 	rows, err := e.db.Query(ctx, e.q.takeDueScheduled, now, max)
 	if err != nil {
@@ -398,7 +406,11 @@ func (e *executor) CountByQueue(ctx context.Context) ([]driver.QueueCounts, erro
 
 func (e *executor) SchemaVersion(ctx context.Context) (int64, error) {
 	var v int64
-	if err := e.db.QueryRow(ctx, e.q.schemaVersion).Scan(&v); err != nil {
+	err := e.db.QueryRow(ctx, e.q.schemaVersion).Scan(&v)
+	if pgErr := (*pgconn.PgError)(nil); errors.As(err, &pgErr) && pgErr.Code == "42P01" {
+		return 0, nil // undefined_table: never migrated
+	}
+	if err != nil {
 		return 0, fmt.Errorf("read schema version: %w", err)
 	}
 	return v, nil

@@ -10,8 +10,8 @@ type queries struct {
 
 	semEnsure, semLock, semSave, promoteBlocked, countHolders string
 
-	takeDueScheduled, expiredSems, promotableSems, deleteIdleSems string
-	lostClaims, lostClaimsOfKey, deleteFinished                   string
+	hasDueScheduled, takeDueScheduled, expiredSems, promotableSems, deleteIdleSems string
+	lostClaims, lostClaimsOfKey, deleteFinished                                    string
 
 	registerProcess, heartbeat, renewSems, deregisterProcess, deleteDeadProcesses, listProcesses string
 
@@ -107,6 +107,7 @@ SELECT
 		WHERE j.concurrency_key = $1 AND j.finished_at IS NULL),
 	(SELECT count(*) FROM {p}blocked_executions WHERE concurrency_key = $1)`),
 
+		hasDueScheduled: p(`SELECT EXISTS (SELECT 1 FROM {p}scheduled_executions WHERE scheduled_at <= $1)`),
 		takeDueScheduled: p(`
 WITH due AS (
 	SELECT job_id FROM {p}scheduled_executions WHERE scheduled_at <= $1

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/bqueue/bq/internal/driver"
@@ -294,6 +295,14 @@ func (e *executor) CountHolders(ctx context.Context, key string) (int, int, erro
 	return holders, blocked, nil
 }
 
+func (e *executor) HasDueScheduled(ctx context.Context, now time.Time) (bool, error) {
+	var due bool
+	if err := e.db.QueryRowContext(ctx, e.q.hasDueScheduled, micros(now)).Scan(&due); err != nil {
+		return false, fmt.Errorf("look for due scheduled jobs: %w", err)
+	}
+	return due, nil
+}
+
 func (e *executor) TakeDueScheduled(ctx context.Context, now time.Time, max int) ([]*driver.Job, error) {
 	var out []*driver.Job
 	err := e.atomic(ctx, func(e *executor) error {
@@ -484,7 +493,11 @@ func (e *executor) CountByQueue(ctx context.Context) ([]driver.QueueCounts, erro
 
 func (e *executor) SchemaVersion(ctx context.Context) (int64, error) {
 	var v int64
-	if err := e.db.QueryRowContext(ctx, e.q.schemaVersion).Scan(&v); err != nil {
+	err := e.db.QueryRowContext(ctx, e.q.schemaVersion).Scan(&v)
+	if err != nil && strings.Contains(err.Error(), "no such table") {
+		return 0, nil // never migrated
+	}
+	if err != nil {
 		return 0, fmt.Errorf("read schema version: %w", err)
 	}
 	return v, nil

@@ -13,12 +13,12 @@ type queries struct {
 
 	semEnsure, semLock, semSave, pickBlocked, promoteReady, deleteBlocked, countHolders string
 
-	pickDueScheduled, deleteScheduled, selectJobs            string
-	expiredSems, promotableSems, deleteIdleSems              string
-	lostClaims, lostClaimsOfKey, deleteFinished              string
-	registerProcess, heartbeat, renewSems, deregisterProcess string
-	deleteDeadProcesses, listProcesses, getJob, countByQueue string
-	schemaVersion                                            string
+	hasDueScheduled, pickDueScheduled, deleteScheduled, selectJobs string
+	expiredSems, promotableSems, deleteIdleSems                    string
+	lostClaims, lostClaimsOfKey, deleteFinished                    string
+	registerProcess, heartbeat, renewSems, deregisterProcess       string
+	deleteDeadProcesses, listProcesses, getJob, countByQueue       string
+	schemaVersion                                                  string
 }
 
 const jobColumns = `j.id, j.kind, j.queue, j.args, j.priority, j.attempt, j.max_attempts,
@@ -72,6 +72,7 @@ SELECT
 		WHERE j.concurrency_key = ?1 AND j.finished_at IS NULL),
 	(SELECT count(*) FROM {p}blocked_executions WHERE concurrency_key = ?1)`),
 
+		hasDueScheduled: p(`SELECT EXISTS (SELECT 1 FROM {p}scheduled_executions WHERE scheduled_at <= ?)`),
 		pickDueScheduled: p(`SELECT job_id FROM {p}scheduled_executions WHERE scheduled_at <= ?
 ORDER BY scheduled_at, priority DESC, job_id LIMIT ?`),
 		deleteScheduled: p(`DELETE FROM {p}scheduled_executions WHERE job_id IN ` + idList),

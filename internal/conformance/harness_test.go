@@ -124,8 +124,8 @@ func testConfig() bq.Config {
 	return bq.Config{
 		PollInterval:      50 * time.Millisecond,
 		DispatchInterval:  100 * time.Millisecond,
-		HeartbeatInterval: 200 * time.Millisecond,
-		ProcessDeadAfter:  2 * time.Second,
+		HeartbeatInterval: 500 * time.Millisecond,
+		ProcessDeadAfter:  10 * time.Second,
 		ShutdownTimeout:   5 * time.Second,
 		Logger:            slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	}

@@ -22,7 +22,7 @@ type Args struct {
 	Key     string
 	Seq     int
 	SleepMS int
-	Mode    string // "", "fail-first", "fail", "panic", "wait-ctx"
+	Mode    string // "", "fail-first", "fail", "permanent", "panic", "wait-ctx", "ignore-ctx"
 	N       int    // for decode tests: the wrong type is written as a string
 }
 
@@ -43,7 +43,7 @@ var (
 		Concurrency: &bq.Concurrency[Args]{Key: keyOf, To: 1, Group: "c.shared"}})
 	retryJob = bq.Define("c.retry", behave, bq.JobOptions[Args]{
 		MaxAttempts: 2, Backoff: func(int) time.Duration { return 0 }})
-	onceJob = bq.Define("c.once", behave, bq.JobOptions[Args]{MaxAttempts: 1})
+	onceJob    = bq.Define("c.once", behave, bq.JobOptions[Args]{MaxAttempts: 1})
 	timeoutJob = bq.Define("c.timeout", behave, bq.JobOptions[Args]{
 		MaxAttempts: 1, Timeout: 50 * time.Millisecond})
 )
@@ -101,7 +101,8 @@ func behave(ctx context.Context, a Args) error {
 			rn.End.UnixNano(), meta.ID, rn.Start.UnixNano()); werr != nil {
 			return fmt.Errorf("record end: %w", werr)
 		}
-	} else if r, ok := recorders.Load(a.Test); ok {
+	} else {
+		r, _ := recorders.LoadOrStore(a.Test, &recorder{})
 		rec := r.(*recorder)
 		rec.mu.Lock()
 		rec.runs = append(rec.runs, rn)
@@ -118,6 +119,11 @@ func act(ctx context.Context, a Args, meta bq.JobMeta) error {
 		}
 	case "fail":
 		return errors.New("boom")
+	case "permanent":
+		return bq.Permanent(errors.New("bad input"))
+	case "ignore-ctx":
+		time.Sleep(time.Duration(a.SleepMS) * time.Millisecond)
+		return nil
 	case "panic":
 		panic("job exploded")
 	case "wait-ctx":

@@ -30,7 +30,7 @@ func testOverlapAcrossProcesses(t *testing.T, h *harness) {
 		if limits[key] == 1 {
 			job = limit1Job
 		}
-		res, err := job.Enqueue(ctx, h.client, Args{Test: h.test, Key: key, Seq: i, SleepMS: 5 + rand.IntN(25)})
+		res, err := job.Enqueue(ctx, h.client, Args{Test: h.test, Key: key, Seq: i, SleepMS: 20 + rand.IntN(40)})
 		if err != nil {
 			t.Fatalf("enqueue: %v", err)
 		}

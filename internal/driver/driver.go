@@ -232,6 +232,8 @@ type Executor interface {
 	// CountHolders counts the key's ready and claimed jobs, and its blocked ones.
 	CountHolders(ctx context.Context, key string) (holders, blocked int, err error)
 
+	// HasDueScheduled reports whether a scheduled job is due at now.
+	HasDueScheduled(ctx context.Context, now time.Time) (bool, error)
 	// TakeDueScheduled removes up to max scheduled executions due at now
 	// and returns their jobs.
 	TakeDueScheduled(ctx context.Context, now time.Time, max int) ([]*Job, error)
@@ -269,6 +271,7 @@ type Executor interface {
 	GetJob(ctx context.Context, id int64) (info *JobInfo, ok bool, err error)
 	// CountByQueue returns per-queue counts of every live state.
 	CountByQueue(ctx context.Context) ([]QueueCounts, error)
-	// SchemaVersion returns the newest applied migration version.
+	// SchemaVersion returns the newest applied migration version, 0 when
+	// bq's tables were never created.
 	SchemaVersion(ctx context.Context) (int64, error)
 }

@@ -1,0 +1,147 @@
+package conformance
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/bqueue/bq"
+	"github.com/bqueue/bq/dispatcher"
+	"github.com/bqueue/bq/internal/lifecycle"
+)
+
+var _ = register(
+	scenario{"ReaperReturnsLostClaims", testReaper},
+	scenario{"ReaperFailsWhenAttemptsSpent", testReaperFails},
+	scenario{"ExpiredSemaphoreReclaimsGoneHolders", testReclaimGone},
+	scenario{"ExpiredSemaphoreKeepsLiveHolders", testReclaimKeepsLive},
+	scenario{"DispatcherPromotesBesideFreeSlots", testPromoteBesideFree},
+	scenario{"RetentionClearsFinishedJobs", testRetention},
+)
+
+// exec runs a white-box statement, one text per dialect.
+func (h *harness) exec(postgres, sqlite string) {
+	h.t.Helper()
+	q := sqlite
+	if h.db == "postgres" {
+		q = postgres
+	}
+	if _, err := h.raw.ExecContext(context.Background(), q); err != nil {
+		h.t.Fatalf("%s: %v", q, err)
+	}
+}
+
+func pass(t *testing.T, h *harness, cfg dispatcher.Config) {
+	t.Helper()
+	if err := dispatcher.New(h.driver(), cfg).Pass(context.Background()); err != nil {
+		t.Fatalf("dispatcher pass: %v", err)
+	}
+}
+
+// testReaper: the claim of a process that stopped heartbeating goes back
+// to ready, keeping its slot, with the attempt counted.
+func testReaper(t *testing.T, h *harness) {
+	res := enqueue(t, h, limit1Job, Args{Key: "rp"})
+	behind := enqueue(t, h, limit1Job, Args{Key: "rp"})
+	claimOne(t, h, registerProcess(t, h, time.Now().Add(-time.Hour)))
+	live := registerProcess(t, h, time.Now())
+	other := enqueue(t, h, unkeyedJob, Args{})
+	claimOne(t, h, live)
+
+	pass(t, h, dispatcher.Config{ProcessDeadAfter: time.Minute})
+	info := jobInfo(t, h, res.ID)
+	if info.State != bq.StateReady || info.Attempts != 1 || info.LastError != lifecycle.LostMessage {
+		t.Errorf("lost claim: %s, %d attempts, error %q; want ready, 1 attempt, process lost", info.State, info.Attempts, info.LastError)
+	}
+	if st := h.state(behind.ID); st != bq.StateBlocked {
+		t.Errorf("job behind the lost one: %s, want blocked (the reaped job keeps its slot)", st)
+	}
+	if st := h.state(other.ID); st != bq.StateRunning {
+		t.Errorf("claim of a live process: %s, want still running", st)
+	}
+	h.checkSemaphores()
+}
+
+func testReaperFails(t *testing.T, h *harness) {
+	res := enqueue(t, h, onceJob, Args{Key: "rf"})
+	claimOne(t, h, registerProcess(t, h, time.Now().Add(-time.Hour)))
+	pass(t, h, dispatcher.Config{ProcessDeadAfter: time.Minute})
+	info := jobInfo(t, h, res.ID)
+	if info.State != bq.StateFailed || !strings.Contains(info.LastError, "process lost") {
+		t.Errorf("lost claim with attempts spent: %s, %q; want failed, process lost", info.State, info.LastError)
+	}
+}
+
+// testReclaimGone: a semaphore whose slot is held by nobody (its holder
+// vanished without a release) gets the slot back once expired, and the
+// blocked job takes it.
+func testReclaimGone(t *testing.T, h *harness) {
+	gone := enqueue(t, h, limit1Job, Args{Key: "ex"})
+	behind := enqueue(t, h, limit1Job, Args{Key: "ex"})
+	// The holder disappears without releasing: the slot count drifts.
+	h.exec(`DELETE FROM bq_ready_executions`, `DELETE FROM bq_ready_executions`)
+	h.exec(`UPDATE bq_jobs SET finished_at = now() WHERE id = `+itoa(gone.ID),
+		`UPDATE bq_jobs SET finished_at = 1 WHERE id = `+itoa(gone.ID))
+
+	pass(t, h, dispatcher.Config{})
+	if st := h.state(behind.ID); st != bq.StateBlocked {
+		t.Fatalf("before expiry: %s, want blocked", st)
+	}
+	pass(t, h, dispatcher.Config{Now: func() time.Time { return time.Now().Add(4 * time.Minute) }})
+	if st := h.state(behind.ID); st != bq.StateReady {
+		t.Errorf("after expiry: %s, want ready (the gone holder's slot reclaimed)", st)
+	}
+	h.checkSemaphores()
+}
+
+// testReclaimKeepsLive: an expired semaphore whose holder's process is
+// alive keeps the slot taken: no second job starts beside it.
+func testReclaimKeepsLive(t *testing.T, h *harness) {
+	enqueue(t, h, limit1Job, Args{Key: "lv"})
+	behind := enqueue(t, h, limit1Job, Args{Key: "lv"})
+	claimOne(t, h, registerProcess(t, h, time.Now()))
+	h.exec(`UPDATE bq_semaphores SET expires_at = now() - interval '1 hour'`, `UPDATE bq_semaphores SET expires_at = 0`)
+	pass(t, h, dispatcher.Config{})
+	if st := h.state(behind.ID); st != bq.StateBlocked {
+		t.Errorf("job behind a live holder of an expired semaphore: %s, want blocked", st)
+	}
+	if n := h.count(`SELECT count(*) FROM bq_claimed_executions`); n != 1 {
+		t.Errorf("%d claims, want the live one kept", n)
+	}
+	h.checkSemaphores()
+}
+
+// testPromoteBesideFree: a blocked job beside a free slot is promoted
+// within one dispatcher pass (invariant 4).
+func testPromoteBesideFree(t *testing.T, h *harness) {
+	gone := enqueue(t, h, limit1Job, Args{Key: "pf"})
+	behind := enqueue(t, h, limit1Job, Args{Key: "pf"})
+	h.exec(`DELETE FROM bq_ready_executions`, `DELETE FROM bq_ready_executions`)
+	h.exec(`UPDATE bq_jobs SET finished_at = now() WHERE id = `+itoa(gone.ID),
+		`UPDATE bq_jobs SET finished_at = 1 WHERE id = `+itoa(gone.ID))
+	h.exec(`UPDATE bq_semaphores SET value = 1`, `UPDATE bq_semaphores SET value = 1`)
+	pass(t, h, dispatcher.Config{})
+	if st := h.state(behind.ID); st != bq.StateReady {
+		t.Errorf("blocked job beside a free slot: %s after a pass, want ready", st)
+	}
+	h.checkSemaphores()
+}
+
+func testRetention(t *testing.T, h *harness) {
+	res := enqueue(t, h, unkeyedJob, Args{})
+	worker(h, 1)
+	h.waitState(res.ID, bq.StateCompleted)
+	pass(t, h, dispatcher.Config{Retention: time.Hour, Now: func() time.Time { return time.Now().Add(30 * time.Minute) }})
+	if st := h.state(res.ID); st != bq.StateCompleted {
+		t.Fatalf("within retention: %s, want completed", st)
+	}
+	pass(t, h, dispatcher.Config{Retention: time.Hour, Now: func() time.Time { return time.Now().Add(2 * time.Hour) }})
+	if _, err := h.client.Job(context.Background(), res.ID); !errors.Is(err, bq.ErrJobNotFound) {
+		t.Errorf("past retention: %v, want ErrJobNotFound", err)
+	}
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
