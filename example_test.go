@@ -1,0 +1,148 @@
+package bq_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/bqueue/bq"
+	"github.com/bqueue/bq/drivers/sqlite"
+)
+
+type ExportArgs struct {
+	Tenant string
+	Report string
+}
+
+func noop(context.Context, ExportArgs) error { return nil }
+
+// Export runs at most 2 at once per tenant; the rest wait blocked.
+var Export = bq.Define("example.export", noop, bq.JobOptions[ExportArgs]{
+	Queue: "exports",
+	Concurrency: &bq.Concurrency[ExportArgs]{
+		Key: func(a ExportArgs) string { return a.Tenant },
+		To:  2,
+	},
+})
+
+// Refresh keeps at most one per report; duplicates are discarded.
+var Refresh = bq.Define("example.refresh", noop, bq.JobOptions[ExportArgs]{
+	Concurrency: &bq.Concurrency[ExportArgs]{
+		Key:        func(a ExportArgs) string { return a.Report },
+		OnConflict: bq.Discard,
+	},
+})
+
+// Two kinds in one Group share one limit per key.
+var (
+	ChargeCard = bq.Define("example.charge-card", noop, bq.JobOptions[ExportArgs]{
+		Concurrency: &bq.Concurrency[ExportArgs]{Key: func(a ExportArgs) string { return a.Tenant }, Group: "payments"},
+	})
+	RefundCard = bq.Define("example.refund-card", noop, bq.JobOptions[ExportArgs]{
+		Concurrency: &bq.Concurrency[ExportArgs]{Key: func(a ExportArgs) string { return a.Tenant }, Group: "payments"},
+	})
+)
+
+// exampleClient opens a migrated SQLite database in a temporary directory.
+func exampleClient() (*bq.Client, func()) {
+	dir, _ := os.MkdirTemp("", "bq-example")
+	ctx := context.Background()
+	quiet := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	client, err := bq.Open(ctx, "sqlite://"+filepath.Join(dir, "jobs.db"), bq.Config{Logger: quiet})
+	if err != nil {
+		panic(err)
+	}
+	if err := client.Migrate(ctx); err != nil {
+		panic(err)
+	}
+	return client, func() { client.Close(); os.RemoveAll(dir) }
+}
+
+// A key with To: 2 admits two jobs; the third waits blocked for a slot.
+func Example_block() {
+	client, done := exampleClient()
+	defer done()
+	ctx := context.Background()
+	for range 3 {
+		res, _ := Export.Enqueue(ctx, client, ExportArgs{Tenant: "acme"})
+		fmt.Println("blocked:", res.Blocked)
+	}
+	// Output:
+	// blocked: false
+	// blocked: false
+	// blocked: true
+}
+
+// With OnConflict: Discard a duplicate is not stored at all.
+func Example_discard() {
+	client, done := exampleClient()
+	defer done()
+	ctx := context.Background()
+	first, _ := Refresh.Enqueue(ctx, client, ExportArgs{Report: "sales"})
+	second, _ := Refresh.Enqueue(ctx, client, ExportArgs{Report: "sales"})
+	fmt.Println(first.Discarded, second.Discarded, second.ID)
+	// Output: false true 0
+}
+
+// Job kinds that name the same Group share one limit per key.
+func Example_sharedGroup() {
+	client, done := exampleClient()
+	defer done()
+	ctx := context.Background()
+	charge, _ := ChargeCard.Enqueue(ctx, client, ExportArgs{Tenant: "acme"})
+	refund, _ := RefundCard.Enqueue(ctx, client, ExportArgs{Tenant: "acme"})
+	fmt.Println(charge.Blocked, refund.Blocked)
+	// Output: false true
+}
+
+// A scheduled job's key is checked when it becomes due, not at enqueue.
+func Example_scheduled() {
+	client, done := exampleClient()
+	defer done()
+	ctx := context.Background()
+	res, _ := Export.Enqueue(ctx, client, ExportArgs{Tenant: "acme"}, bq.In(time.Hour))
+	info, _ := client.Job(ctx, res.ID)
+	fmt.Println(res.Scheduled, info.State)
+	// Output: true scheduled
+}
+
+// EnqueueTx writes the job inside your transaction: it exists only if
+// the transaction commits.
+func Example_transactionalEnqueue() {
+	client, done := exampleClient()
+	defer done()
+	ctx := context.Background()
+	db := client.Driver().(*sqlite.Driver).DB()
+
+	tx, _ := db.BeginTx(ctx, nil)
+	res, _ := Export.EnqueueTx(ctx, client, tx, ExportArgs{Tenant: "acme"})
+	_ = tx.Rollback()
+	_, err := client.Job(ctx, res.ID)
+	fmt.Println("after rollback:", err != nil)
+
+	tx, _ = db.BeginTx(ctx, nil)
+	res, _ = Export.EnqueueTx(ctx, client, tx, ExportArgs{Tenant: "acme"})
+	_ = tx.Commit()
+	info, _ := client.Job(ctx, res.ID)
+	fmt.Println("after commit:", info.State)
+	// Output:
+	// after rollback: true
+	// after commit: ready
+}
+
+// Per-enqueue keys attach a limit at enqueue time.
+func Example_withConcurrencyKey() {
+	client, done := exampleClient()
+	defer done()
+	ctx := context.Background()
+	for range 2 {
+		res, _ := Refresh.Enqueue(ctx, client, ExportArgs{Report: "r"}, bq.WithConcurrencyKey("tenant:acme", 1, bq.Block))
+		fmt.Println("blocked:", res.Blocked)
+	}
+	// Output:
+	// blocked: false
+	// blocked: true
+}
