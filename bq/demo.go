@@ -1,0 +1,394 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/bqueue/bq"
+)
+
+// The demo's cast: three tenants exporting, two things being refreshed.
+var (
+	demoTenants = []string{"acme", "globex", "initech"}
+	demoTargets = []string{"dashboard", "report"}
+)
+
+const (
+	demoExportsPerTenant = 10
+	demoExportLimit      = 2 // exports of one tenant at once
+	demoRefreshes        = 3 // back-to-back refreshes of each target
+	demoWorkers          = 3
+	demoSlots            = 3 // jobs at once per worker
+	demoPrefix           = "bq_demo_"
+	demoDeadline         = 45 * time.Second
+)
+
+type exportArgs struct {
+	Tenant string `json:"tenant"`
+	N      int    `json:"n"`
+}
+
+type refreshArgs struct {
+	Target string `json:"target"`
+}
+
+// workerKey carries a worker's name into its jobs' contexts: Run's context
+// values reach every job it runs.
+type workerKey struct{}
+
+// demo is one run of `bq demo`.
+type demo struct {
+	e       *env
+	rec     *recorder
+	export  *bq.Job[exportArgs]
+	refresh *bq.Job[refreshArgs]
+	clients []*bq.Client
+	ids     []int64            // every stored job
+	admits  map[string][]int64 // admitted refreshes by target
+	dropped map[string]int     // discarded refreshes by target
+}
+
+func runDemo(ctx context.Context, e *env, args []string) error {
+	f := newFlagSet(e, "demo", "demo [--dsn DSN]",
+		`Shows the headline feature: per-key concurrency limits held across
+several workers. It defines an "export" job limited to 2 per tenant (the
+rest wait, bq.Block) and a "refresh" job limited to 1 per target (duplicates
+are dropped, bq.Discard), enqueues 30 exports and a few duplicate refreshes,
+runs 3 workers (separate clients on one database, as separate processes
+would be), and prints a timeline and how many exports of each tenant ran
+at once, measured from the jobs' own start and end instants.
+
+With no --dsn it uses a SQLite file in a new temporary directory: no server
+needed. With --dsn it uses tables prefixed bq_demo_, dropping and
+re-creating them first; bq's own tables (bq_*) are not touched.`)
+	dsn := f.String("dsn", "", "database `DSN` to run on (default: a temporary SQLite file)")
+	pos, err := f.parse(args)
+	if err != nil {
+		return err
+	}
+	if err := f.noArgs(pos); err != nil {
+		return err
+	}
+
+	cfg := bq.Config{
+		Queues:           map[string]int{"default": demoSlots},
+		PollInterval:     20 * time.Millisecond,
+		DispatchInterval: 200 * time.Millisecond,
+		ShutdownTimeout:  5 * time.Second,
+		Logger:           slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	}
+	var where string
+	if *dsn == "" {
+		dir, err := os.MkdirTemp("", "bq-demo-")
+		if err != nil {
+			return fmt.Errorf("demo: create a temporary directory: %w", err)
+		}
+		defer os.RemoveAll(dir)
+		path := filepath.Join(dir, "demo.db")
+		*dsn, where = "sqlite://"+path, "a new SQLite file, "+path
+	} else {
+		cfg.Prefix = demoPrefix
+		where = redactDSN(*dsn) + ", tables " + demoPrefix + "*"
+	}
+
+	d := &demo{e: e, rec: &recorder{}, admits: map[string][]int64{}, dropped: map[string]int{}}
+	d.define()
+	defer d.close()
+	for i := range demoWorkers {
+		c := cfg
+		c.Name = fmt.Sprintf("worker-%d", i+1)
+		client, err := bq.Open(ctx, *dsn, c)
+		if err != nil {
+			return err
+		}
+		d.clients = append(d.clients, client)
+	}
+	fmt.Fprintf(e.stdout, "bq demo: %d workers share one database (%s).\n\n", demoWorkers, where)
+	if cfg.Prefix != "" {
+		if err := resetTables(ctx, d.clients[0]); err != nil {
+			return err
+		}
+	}
+	if err := d.clients[0].Migrate(ctx); err != nil {
+		return err
+	}
+	fmt.Fprintf(e.stdout, "Jobs:\n")
+	fmt.Fprintf(e.stdout, "  export   at most %d per tenant at once; the others wait their turn (bq.Block)\n", demoExportLimit)
+	fmt.Fprintf(e.stdout, "  refresh  at most 1 per target at once; duplicates are dropped (bq.Discard)\n\n")
+	if err := d.enqueue(ctx); err != nil {
+		return err
+	}
+	return d.work(ctx)
+}
+
+// define declares the demo's two job kinds.
+func (d *demo) define() {
+	d.export = bq.Define("demo.export", func(ctx context.Context, a exportArgs) error {
+		return d.rec.run(ctx, "export", a.Tenant, fmt.Sprintf("export #%d", a.N))
+	}, bq.JobOptions[exportArgs]{
+		Concurrency: &bq.Concurrency[exportArgs]{
+			Key:        func(a exportArgs) string { return a.Tenant },
+			To:         demoExportLimit,
+			OnConflict: bq.Block,
+		},
+	})
+	d.refresh = bq.Define("demo.refresh", func(ctx context.Context, a refreshArgs) error {
+		return d.rec.run(ctx, "refresh", a.Target, "refresh")
+	}, bq.JobOptions[refreshArgs]{
+		Concurrency: &bq.Concurrency[refreshArgs]{
+			Key:        func(a refreshArgs) string { return a.Target },
+			To:         1,
+			OnConflict: bq.Discard,
+		},
+	})
+}
+
+// enqueue stores the exports in one transaction and the refreshes one by
+// one, before any worker runs, so what is admitted is deterministic.
+func (d *demo) enqueue(ctx context.Context) error {
+	c, out := d.clients[0], d.e.stdout
+	var exports []exportArgs
+	for n := 1; n <= demoExportsPerTenant; n++ {
+		for _, t := range demoTenants {
+			exports = append(exports, exportArgs{Tenant: t, N: n})
+		}
+	}
+	results, err := d.export.EnqueueMany(ctx, c, exports)
+	if err != nil {
+		return err
+	}
+	ready, blocked := map[string]int{}, map[string]int{}
+	for i, r := range results {
+		d.ids = append(d.ids, r.ID)
+		if r.Blocked {
+			blocked[exports[i].Tenant]++
+		} else {
+			ready[exports[i].Tenant]++
+		}
+	}
+	fmt.Fprintf(out, "Enqueue %d exports in one transaction (export.EnqueueMany), %d per tenant:\n", len(exports), demoExportsPerTenant)
+	for _, t := range demoTenants {
+		fmt.Fprintf(out, "  %-8s %d ready, %d blocked\n", t, ready[t], blocked[t])
+	}
+
+	fmt.Fprintf(out, "\nEnqueue %d refreshes of each target, back to back (refresh.Enqueue):\n", demoRefreshes)
+	for _, target := range demoTargets {
+		for range demoRefreshes {
+			if err := d.enqueueRefresh(ctx, target); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (d *demo) enqueueRefresh(ctx context.Context, target string) error {
+	r, err := d.refresh.Enqueue(ctx, d.clients[0], refreshArgs{Target: target})
+	if err != nil {
+		return err
+	}
+	if r.Discarded {
+		d.dropped[target]++
+		fmt.Fprintf(d.e.stdout, "  refresh %-9s -> discarded: %s\n", target, r.Reason)
+		return nil
+	}
+	d.ids = append(d.ids, r.ID)
+	d.admits[target] = append(d.admits[target], r.ID)
+	fmt.Fprintf(d.e.stdout, "  refresh %-9s -> %s, job %d\n", target, describe(r), r.ID)
+	return nil
+}
+
+func describe(r bq.EnqueueResult) string {
+	switch {
+	case r.Discarded:
+		return "discarded"
+	case r.Blocked:
+		return "blocked"
+	case r.Scheduled:
+		return "scheduled"
+	}
+	return "ready"
+}
+
+// work runs the workers until every job has finished, then reports.
+func (d *demo) work(ctx context.Context) error {
+	out := d.e.stdout
+	fmt.Fprintf(out, "\nStart %d workers (separate clients, %d slots each, polling every 20ms);\n", demoWorkers, demoSlots)
+	fmt.Fprintf(out, "each job sleeps 150-400ms and records when it started and ended.\n")
+
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	var wg sync.WaitGroup
+	errs := make(chan error, demoWorkers)
+	d.rec.start()
+	for i, c := range d.clients {
+		name := fmt.Sprintf("worker-%d", i+1)
+		wctx := context.WithValue(runCtx, workerKey{}, name)
+		wg.Go(func() {
+			if err := c.Run(wctx); err != nil {
+				errs <- fmt.Errorf("%s: %w", name, err)
+			}
+		})
+	}
+	err := d.wait(ctx, errs)
+	stop()
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		err = errors.Join(err, e)
+	}
+	if err != nil {
+		return err
+	}
+	return d.report(ctx)
+}
+
+// wait enqueues one more dashboard refresh once the first has finished
+// (its slot is free again, so this one is admitted), then waits until no
+// job is ready, running, blocked or scheduled.
+func (d *demo) wait(ctx context.Context, errs <-chan error) error {
+	c := d.clients[0]
+	var first int64
+	if ids := d.admits[demoTargets[0]]; len(ids) > 0 {
+		first = ids[0]
+	}
+	deadline := time.After(demoDeadline)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("demo interrupted: %w", ctx.Err())
+		case err := <-errs:
+			return fmt.Errorf("a worker stopped early: %w", err)
+		case <-deadline:
+			return fmt.Errorf("demo: jobs still unfinished after %s; see `bq status` and the log above", demoDeadline)
+		case <-tick.C:
+		}
+		if first != 0 {
+			info, err := c.Job(ctx, first)
+			if err != nil {
+				return err
+			}
+			if info.State == bq.StateCompleted {
+				fmt.Fprintf(d.e.stdout, "\nRefresh job %d (%s) has finished, so its slot is free: enqueue one more.\n", first, demoTargets[0])
+				if err := d.enqueueRefresh(ctx, demoTargets[0]); err != nil {
+					return err
+				}
+				first = 0
+			}
+			continue
+		}
+		stats, err := c.QueueStats(ctx)
+		if err != nil {
+			return err
+		}
+		live := 0
+		for _, s := range stats {
+			live += s.Ready + s.Running + s.Blocked + s.Scheduled
+		}
+		if live == 0 {
+			return nil
+		}
+	}
+}
+
+func (d *demo) close() {
+	for _, c := range d.clients {
+		c.Close()
+	}
+}
+
+// resetTables drops the demo's tables (prefix bq_demo_) so that a run
+// interrupted earlier leaves nothing behind to confuse this one.
+func resetTables(ctx context.Context, c *bq.Client) error {
+	for range 100 {
+		ms, err := c.MigrationStatus(ctx)
+		if err != nil {
+			return err
+		}
+		if appliedVersion(ms) == 0 {
+			return nil
+		}
+		if err := c.MigrateDown(ctx); err != nil {
+			return fmt.Errorf("reset the demo's tables: %w", err)
+		}
+	}
+	return errors.New("reset the demo's tables: migrations keep being applied")
+}
+
+// redactDSN hides a password in a DSN shown to the user.
+func redactDSN(dsn string) string {
+	scheme, rest, ok := strings.Cut(dsn, "://")
+	if !ok {
+		return dsn
+	}
+	userinfo, host, ok := strings.Cut(rest, "@")
+	if !ok {
+		return dsn
+	}
+	if user, _, hasPass := strings.Cut(userinfo, ":"); hasPass {
+		return scheme + "://" + user + ":***@" + host
+	}
+	return dsn
+}
+
+// recorder collects the runs the jobs report.
+type recorder struct {
+	mu   sync.Mutex
+	t0   time.Time
+	runs []execution
+}
+
+// execution is one run of a job, as the job itself saw it.
+type execution struct {
+	kind   string // export, refresh
+	key    string // tenant or target
+	label  string // "export #7"
+	id     int64
+	worker string
+	start  time.Duration // since the workers started
+	end    time.Duration
+}
+
+func (r *recorder) start() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.t0 = time.Now()
+}
+
+// run is the body of every demo job: sleep 150-400ms, recording the start
+// and end instants.
+func (r *recorder) run(ctx context.Context, kind, key, label string) error {
+	meta, _ := bq.JobFromContext(ctx)
+	worker, _ := ctx.Value(workerKey{}).(string)
+	r.mu.Lock()
+	t0 := r.t0
+	r.mu.Unlock()
+	start := time.Since(t0)
+	select {
+	case <-time.After(150*time.Millisecond + rand.N(250*time.Millisecond)):
+	case <-ctx.Done():
+		return ctx.Err() // not recorded: the job goes back to ready
+	}
+	end := time.Since(t0)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.runs = append(r.runs, execution{kind: kind, key: key, label: label, id: meta.ID,
+		worker: worker, start: start, end: end})
+	return nil
+}
+
+func (r *recorder) snapshot() []execution {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]execution(nil), r.runs...)
+}

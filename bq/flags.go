@@ -1,0 +1,122 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/bqueue/bq"
+	"github.com/bqueue/bq/migrations"
+)
+
+var (
+	// errHelp is returned when -h was asked for: usage printed, exit 0.
+	errHelp = errors.New("help requested")
+	// errUsage is returned for bad usage, already reported: exit 2.
+	errUsage = errors.New("bad usage")
+)
+
+// flagSet is a subcommand's flags and the usage line that goes with them.
+type flagSet struct {
+	*flag.FlagSet
+	name, usage, about string
+	e                  *env
+}
+
+// newFlagSet returns the flags of subcommand name; usage is its synopsis
+// and about a paragraph on what it does.
+func newFlagSet(e *env, name, usage, about string) *flagSet {
+	fs := flag.NewFlagSet("bq "+name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {} // printed by parse and fail, to the right stream
+	return &flagSet{FlagSet: fs, name: name, usage: usage, about: about, e: e}
+}
+
+func (f *flagSet) printUsage(w io.Writer) {
+	fmt.Fprintf(w, "Usage: bq %s\n\n%s\n\nFlags:\n", f.usage, f.about)
+	f.SetOutput(w)
+	f.PrintDefaults()
+	f.SetOutput(io.Discard)
+}
+
+// parse parses args, allowing flags before, between and after the
+// positional arguments (`bq migrate up --dsn X` and `bq migrate --dsn X up`
+// both work), and returns the positional arguments.
+func (f *flagSet) parse(args []string) ([]string, error) {
+	var positional []string
+	for {
+		if err := f.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				f.printUsage(f.e.stdout)
+				return nil, errHelp
+			}
+			return nil, f.fail("%v", err)
+		}
+		args = f.Args()
+		if len(args) == 0 {
+			return positional, nil
+		}
+		if args[0] == "--" {
+			return append(positional, args[1:]...), nil
+		}
+		positional = append(positional, args[0])
+		args = args[1:]
+	}
+}
+
+// fail reports bad usage: the message, then the usage. run exits 2.
+func (f *flagSet) fail(format string, args ...any) error {
+	fmt.Fprintf(f.e.stderr, "bq %s: %s\n\n", f.name, fmt.Sprintf(format, args...))
+	f.printUsage(f.e.stderr)
+	return errUsage
+}
+
+// dbFlags are the flags of every subcommand that opens the database.
+type dbFlags struct {
+	dsn    string
+	prefix string
+}
+
+func (d *dbFlags) register(f *flagSet) {
+	f.StringVar(&d.dsn, "dsn", os.Getenv("BQ_DSN"),
+		"database `DSN`: sqlite:///path/to/file.db or postgres://user:pass@host:5432/db (default $BQ_DSN)")
+	f.StringVar(&d.prefix, "prefix", migrations.DefaultPrefix, "table-name `prefix` of bq's tables")
+}
+
+func (d *dbFlags) validate(f *flagSet) error {
+	if d.dsn == "" {
+		return f.fail("--dsn is required (or set BQ_DSN)")
+	}
+	if err := migrations.ValidatePrefix(d.prefix); err != nil {
+		return f.fail("--prefix: %v", err)
+	}
+	return nil
+}
+
+// open opens a client on the flags' database.
+func (d *dbFlags) open(ctx context.Context, cfg bq.Config) (*bq.Client, error) {
+	cfg.Prefix = d.prefix
+	return bq.Open(ctx, d.dsn, cfg)
+}
+
+// parseLevel reads a --log-level value.
+func (f *flagSet) parseLevel(s string) (slog.Level, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(s)); err != nil {
+		return 0, f.fail("--log-level %q: use debug, info, warn or error", s)
+	}
+	return l, nil
+}
+
+// noArgs rejects positional arguments a subcommand does not take.
+func (f *flagSet) noArgs(args []string) error {
+	if len(args) > 0 {
+		return f.fail("unexpected argument %q", strings.Join(args, " "))
+	}
+	return nil
+}

@@ -1,0 +1,101 @@
+// Command bq manages a bq job queue from the shell: it migrates the
+// database, runs the dispatcher on its own, shows queue status, and runs a
+// self-contained demo of per-key concurrency limits.
+//
+//	bq migrate up|down|status --dsn DSN [--prefix bq_]
+//	bq dispatcher --dsn DSN
+//	bq status --dsn DSN [--json]
+//	bq demo [--dsn DSN]
+//
+// --dsn defaults to $BQ_DSN. Exit status: 0 on success, 1 on a runtime
+// error, 2 on bad usage.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// command is one subcommand.
+type command struct {
+	name    string
+	summary string
+	run     func(ctx context.Context, env *env, args []string) error
+}
+
+var commands = []command{
+	{"migrate", "apply, roll back or list bq's database migrations", runMigrate},
+	{"dispatcher", "run the dispatcher (scheduled jobs, blocked jobs, reaping) until interrupted", runDispatcher},
+	{"status", "show jobs per queue and state", runStatus},
+	{"demo", "run a self-contained demo of per-key concurrency limits", runDemo},
+}
+
+// env is what a subcommand writes to.
+type env struct {
+	stdout, stderr io.Writer
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], &env{stdout: os.Stdout, stderr: os.Stderr})
+	stop()
+	os.Exit(code)
+}
+
+// run executes one command line and returns the exit status.
+func run(ctx context.Context, args []string, e *env) int {
+	if len(args) == 0 {
+		printUsage(e.stderr)
+		return 2
+	}
+	name := args[0]
+	switch name {
+	case "help", "-h", "-help", "--help":
+		printUsage(e.stdout)
+		return 0
+	}
+	for _, c := range commands {
+		if c.name != name {
+			continue
+		}
+		err := c.run(ctx, e, args[1:])
+		switch {
+		case err == nil, errors.Is(err, errHelp):
+			return 0
+		case errors.Is(err, errUsage):
+			return 2
+		default:
+			fmt.Fprintf(e.stderr, "bq: %v\n", err)
+			return 1
+		}
+	}
+	fmt.Fprintf(e.stderr, "bq: unknown command %q\n\n", name)
+	printUsage(e.stderr)
+	return 2
+}
+
+func printUsage(w io.Writer) {
+	fmt.Fprint(w, `bq is the command-line tool of the bq job queue.
+
+Usage:
+
+	bq <command> [arguments]
+
+Commands:
+
+`)
+	for _, c := range commands {
+		fmt.Fprintf(w, "	%-11s %s\n", c.name, c.summary)
+	}
+	fmt.Fprint(w, `
+DSNs: sqlite:///path/to/file.db or postgres://user:pass@host:5432/db
+(--dsn defaults to $BQ_DSN).
+
+Run 'bq <command> -h' for a command's flags. Try 'bq demo': it needs no server.
+`)
+}

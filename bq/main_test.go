@@ -1,0 +1,249 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/bqueue/bq"
+)
+
+// bqCmd runs one command line and returns its exit status and output.
+func bqCmd(t *testing.T, ctx context.Context, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code = run(ctx, args, &env{stdout: &out, stderr: &errOut})
+	return code, out.String(), errOut.String()
+}
+
+func TestUsage(t *testing.T) {
+	t.Setenv("BQ_DSN", "")
+	ctx := context.Background()
+	cases := []struct {
+		args     []string
+		code     int
+		inStdout string
+		inStderr string
+	}{
+		{nil, 2, "", "Commands:"},
+		{[]string{"help"}, 0, "dispatcher", ""},
+		{[]string{"frobnicate"}, 2, "", `unknown command "frobnicate"`},
+		{[]string{"status"}, 2, "", "--dsn is required"},
+		{[]string{"dispatcher"}, 2, "", "--dsn is required"},
+		{[]string{"migrate", "up"}, 2, "", "--dsn is required"},
+		{[]string{"migrate", "--dsn", "sqlite::memory:"}, 2, "", "want exactly one action"},
+		{[]string{"migrate", "sideways", "--dsn", "sqlite::memory:"}, 2, "", `unknown action "sideways"`},
+		{[]string{"migrate", "up", "--dsn", "sqlite::memory:", "--prefix", "Bad-Prefix"}, 2, "", "--prefix"},
+		{[]string{"status", "--bogus"}, 2, "", "flag provided but not defined: -bogus"},
+		{[]string{"status", "--dsn", "sqlite::memory:", "extra"}, 2, "", `unexpected argument "extra"`},
+		{[]string{"dispatcher", "--dsn", "sqlite::memory:", "--log-level", "loud"}, 2, "", "--log-level"},
+		{[]string{"demo", "-h"}, 0, "Usage: bq demo", ""},
+		{[]string{"status", "--dsn", "mysql://nowhere"}, 1, "", "bq: "},
+	}
+	for _, c := range cases {
+		code, stdout, stderr := bqCmd(t, ctx, c.args...)
+		if code != c.code || !strings.Contains(stdout, c.inStdout) || !strings.Contains(stderr, c.inStderr) {
+			t.Errorf("bq %s: exit %d, want %d (stdout %q must contain %q, stderr %q must contain %q)",
+				strings.Join(c.args, " "), code, c.code, stdout, c.inStdout, stderr, c.inStderr)
+		}
+	}
+}
+
+type noteArgs struct{ Text string }
+
+var note = bq.Define("cli_test.note", func(context.Context, noteArgs) error { return nil },
+	bq.JobOptions[noteArgs]{Queue: "notes"})
+
+func TestMigrateAndStatus(t *testing.T) {
+	for _, db := range testDatabases(t) {
+		t.Run(db.name, func(t *testing.T) {
+			ctx := context.Background()
+			dsn := db.fresh(t)
+
+			code, _, stderr := bqCmd(t, ctx, "status", "--dsn", dsn)
+			if code != 1 || !strings.Contains(stderr, "missing or out of date") {
+				t.Fatalf("status before migrating: exit %d, stderr %q; want exit 1 naming the missing migration", code, stderr)
+			}
+			if code, stdout, stderr := bqCmd(t, ctx, "migrate", "up", "--dsn", dsn); code != 0 || !strings.Contains(stdout, "version 1") {
+				t.Fatalf("migrate up: exit %d\n%s%s", code, stdout, stderr)
+			}
+			code, stdout, _ := bqCmd(t, ctx, "migrate", "status", "--dsn", dsn)
+			if code != 0 || !strings.Contains(stdout, "00001_init.sql") || !strings.Contains(stdout, "yes") {
+				t.Fatalf("migrate status: exit %d\n%s", code, stdout)
+			}
+			if code, stdout, _ := bqCmd(t, ctx, "status", "--dsn", dsn); code != 0 || !strings.Contains(stdout, "No jobs") {
+				t.Fatalf("status of an empty database: exit %d\n%s", code, stdout)
+			}
+
+			client, err := bq.Open(ctx, dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer client.Close()
+			for range 3 {
+				if _, err := note.Enqueue(ctx, client, noteArgs{"hi"}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := note.Enqueue(ctx, client, noteArgs{"later"}, bq.In(time.Hour)); err != nil {
+				t.Fatal(err)
+			}
+			code, stdout, _ = bqCmd(t, ctx, "status", "--dsn", dsn)
+			if code != 0 || !strings.Contains(stdout, "QUEUE") || !strings.Contains(stdout, "notes") {
+				t.Fatalf("status: exit %d\n%s", code, stdout)
+			}
+			code, stdout, _ = bqCmd(t, ctx, "status", "--json", "--dsn", dsn)
+			var got statusReport
+			if err := json.Unmarshal([]byte(stdout), &got); code != 0 || err != nil {
+				t.Fatalf("status --json: exit %d, %v\n%s", code, err, stdout)
+			}
+			want := statusReport{Queues: []queueStatus{{Queue: "notes", Ready: 3, Scheduled: 1}}}
+			if len(got.Queues) != 1 || got.Queues[0] != want.Queues[0] {
+				t.Fatalf("status --json = %+v, want %+v", got, want)
+			}
+
+			if code, stdout, stderr := bqCmd(t, ctx, "migrate", "down", "--dsn", dsn); code != 0 || !strings.Contains(stdout, "version 0") {
+				t.Fatalf("migrate down: exit %d\n%s%s", code, stdout, stderr)
+			}
+			if code, stdout, _ := bqCmd(t, ctx, "migrate", "down", "--dsn", dsn); code != 0 || !strings.Contains(stdout, "nothing to roll back") {
+				t.Fatalf("second migrate down: exit %d\n%s", code, stdout)
+			}
+		})
+	}
+}
+
+func TestDispatcherStopsOnCancel(t *testing.T) {
+	ctx := context.Background()
+	dsn := "sqlite://" + t.TempDir() + "/bq.db"
+	if code, _, stderr := bqCmd(t, ctx, "migrate", "up", "--dsn", dsn); code != 0 {
+		t.Fatalf("migrate up: %s", stderr)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	defer cancel()
+	code, _, stderr := bqCmd(t, ctx, "dispatcher", "--dsn", dsn, "--interval", "50ms")
+	if code != 0 || !strings.Contains(stderr, "bq stopped") {
+		t.Fatalf("dispatcher: exit %d\n%s", code, stderr)
+	}
+}
+
+func TestDemo(t *testing.T) {
+	for _, db := range testDatabases(t) {
+		t.Run(db.name, func(t *testing.T) {
+			args := []string{"demo"}
+			if db.name != "sqlite" {
+				args = append(args, "--dsn", db.fresh(t))
+			}
+			code, stdout, stderr := bqCmd(t, context.Background(), args...)
+			if code != 0 {
+				t.Fatalf("bq demo: exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+			}
+			for _, want := range []string{
+				"2 ready, 8 blocked",
+				"discarded",
+				"acme 2, globex 2, initech 2",
+				"Every limit held",
+			} {
+				if !strings.Contains(stdout, want) {
+					t.Errorf("bq demo output lacks %q:\n%s", want, stdout)
+				}
+			}
+		})
+	}
+}
+
+func TestMaxOverlap(t *testing.T) {
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+	cases := []struct {
+		ivs  []interval
+		want int
+	}{
+		{nil, 0},
+		{[]interval{{ms(0), ms(10)}}, 1},
+		{[]interval{{ms(0), ms(10)}, {ms(10), ms(20)}}, 1}, // back to back
+		{[]interval{{ms(0), ms(10)}, {ms(5), ms(20)}, {ms(9), ms(12)}}, 3},
+		{[]interval{{ms(0), ms(10)}, {ms(5), ms(20)}, {ms(10), ms(12)}}, 2},
+	}
+	for _, c := range cases {
+		if got := maxOverlap(c.ivs); got != c.want {
+			t.Errorf("maxOverlap(%v) = %d, want %d", c.ivs, got, c.want)
+		}
+	}
+	ivs := []interval{{ms(0), ms(25)}, {ms(5), ms(15)}, {ms(15), ms(30)}}
+	if got, want := lane(ivs, ms(10), 4), "222."; got != want {
+		t.Errorf("lane = %q, want %q", got, want)
+	}
+}
+
+// testDatabase is a database the tests of this package run against.
+type testDatabase struct {
+	name  string
+	fresh func(t *testing.T) string // DSN of a new, empty database
+}
+
+// testDatabases returns the databases BQ_TEST_DRIVERS selects (default:
+// all). A selected database that is unreachable fails the test.
+func testDatabases(t *testing.T) []testDatabase {
+	all := []testDatabase{
+		{"sqlite", func(t *testing.T) string { return "sqlite://" + t.TempDir() + "/bq.db" }},
+		{"postgres", freshPostgres},
+	}
+	want := os.Getenv("BQ_TEST_DRIVERS")
+	if want == "" {
+		return all
+	}
+	var out []testDatabase
+	for _, name := range strings.Split(want, ",") {
+		for _, db := range all {
+			if db.name == strings.TrimSpace(name) {
+				out = append(out, db)
+			}
+		}
+	}
+	return out
+}
+
+func postgresDSN() string {
+	if dsn := os.Getenv("BQ_TEST_POSTGRES_DSN"); dsn != "" {
+		return dsn
+	}
+	return "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+}
+
+// freshPostgres creates a schema of the test's own and returns a DSN whose
+// search_path points at it.
+func freshPostgres(t *testing.T) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	pool, err := pgxpool.New(ctx, postgresDSN())
+	if err == nil {
+		err = pool.Ping(ctx)
+	}
+	if err != nil {
+		t.Fatalf("PostgreSQL is selected (BQ_TEST_DRIVERS) but unreachable at %s: %v", postgresDSN(), err)
+	}
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	schema := "cli_" + hex.EncodeToString(b)
+	if _, err := pool.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
+		t.Fatalf("create schema: %v", err)
+	}
+	t.Cleanup(func() {
+		if _, err := pool.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE"); err != nil {
+			t.Logf("drop schema %s: %v", schema, err)
+		}
+		pool.Close()
+	})
+	sep := "?"
+	if strings.Contains(postgresDSN(), "?") {
+		sep = "&"
+	}
+	return postgresDSN() + sep + "search_path=" + schema
+}

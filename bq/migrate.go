@@ -1,0 +1,105 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"text/tabwriter"
+	"time"
+
+	"github.com/bqueue/bq"
+)
+
+func runMigrate(ctx context.Context, e *env, args []string) error {
+	f := newFlagSet(e, "migrate", "migrate up|down|status --dsn DSN [--prefix bq_]",
+		`Manages bq's tables. "up" applies every pending migration, "down" rolls
+back the newest applied one, "status" lists every migration and whether it
+is applied.`)
+	var db dbFlags
+	db.register(f)
+	pos, err := f.parse(args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return f.fail("want exactly one action (up, down or status), got %d", len(pos))
+	}
+	action := pos[0]
+	if action != "up" && action != "down" && action != "status" {
+		return f.fail("unknown action %q: use up, down or status", action)
+	}
+	if err := db.validate(f); err != nil {
+		return err
+	}
+	client, err := db.open(ctx, bq.Config{})
+	if err != nil {
+		return err
+	}
+	defer client.Close()
+
+	switch action {
+	case "status":
+		ms, err := client.MigrationStatus(ctx)
+		if err != nil {
+			return err
+		}
+		return printMigrations(e, ms)
+	case "up":
+		if err := client.Migrate(ctx); err != nil {
+			return err
+		}
+	case "down":
+		ms, err := client.MigrationStatus(ctx)
+		if err != nil {
+			return err
+		}
+		if appliedVersion(ms) == 0 {
+			fmt.Fprintf(e.stdout, "migrate down: nothing to roll back; no migration of tables %s* is applied\n", db.prefix)
+			return nil
+		}
+		if err := client.MigrateDown(ctx); err != nil {
+			return err
+		}
+	}
+	ms, err := client.MigrationStatus(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(e.stdout, "migrate %s: done; tables %s* are at version %d (latest %d)\n",
+		action, db.prefix, appliedVersion(ms), latestVersion(ms))
+	return nil
+}
+
+// appliedVersion is the newest applied migration's version, 0 for none.
+func appliedVersion(ms []bq.Migration) int64 {
+	var v int64
+	for _, m := range ms {
+		if m.Applied {
+			v = max(v, m.Version)
+		}
+	}
+	return v
+}
+
+func latestVersion(ms []bq.Migration) int64 {
+	var v int64
+	for _, m := range ms {
+		v = max(v, m.Version)
+	}
+	return v
+}
+
+func printMigrations(e *env, ms []bq.Migration) error {
+	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "VERSION\tNAME\tAPPLIED\tAPPLIED AT")
+	for _, m := range ms {
+		applied, at := "no", "-"
+		if m.Applied {
+			applied = "yes"
+			if !m.AppliedAt.IsZero() {
+				at = m.AppliedAt.Local().Format(time.DateTime)
+			}
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\n", m.Version, m.Name, applied, at)
+	}
+	return tw.Flush()
+}
