@@ -52,33 +52,30 @@ func (p *process) ID() int64 {
 }
 
 // heartbeat beats every HeartbeatInterval until ctx ends. When the row is
-// gone (another dispatcher declared this process dead and reaped its
-// claims), or beats have failed for so long that it soon will be, the
-// jobs running here are no longer this process's to finish: onLost
-// cancels them, so none runs beside its own re-run elsewhere.
+// gone (a dispatcher declared this process dead and reaped its claims),
+// the jobs running here are no longer this process's to finish: onLost
+// cancels them, so none runs on beside its own re-run elsewhere.
 func (p *process) heartbeat(ctx context.Context) {
 	cfg := p.c.cfg
 	t := time.NewTicker(cfg.HeartbeatInterval)
 	defer t.Stop()
-	// Give up well before others may reap us.
-	deadline := max(cfg.ProcessDeadAfter-2*cfg.HeartbeatInterval, cfg.HeartbeatInterval)
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
+		// A beat that cannot land within two intervals is as good as lost.
+		beatCtx, cancel := context.WithTimeout(ctx, 2*cfg.HeartbeatInterval)
 		now := cfg.Now()
-		ok, err := p.c.drv.Exec().Heartbeat(ctx, p.ID(), now)
+		ok, err := p.c.drv.Exec().Heartbeat(beatCtx, p.ID(), now)
+		cancel()
 		switch {
 		case err != nil:
 			if ctx.Err() != nil {
 				return
 			}
 			p.c.log.Warn("heartbeat failed", "process_id", p.ID(), "error", err)
-			if now.Sub(p.lastBeatAt()) > deadline {
-				p.onLost(fmt.Errorf("no heartbeat landed for %s: %w", now.Sub(p.lastBeatAt()).Round(time.Second), err))
-			}
 		case !ok:
 			p.c.log.Error("process was declared dead and its claims reaped; cancelling its running jobs and registering again", "process_id", p.ID())
 			p.onLost(fmt.Errorf("process %d was declared dead", p.ID()))
@@ -91,6 +88,39 @@ func (p *process) heartbeat(ctx context.Context) {
 			p.mu.Unlock()
 		}
 	}
+}
+
+// watchdog cancels this process's running jobs once its last heartbeat is
+// so old that a dispatcher may declare it dead at any moment (two beats
+// before ProcessDeadAfter). Beats may be failing (database unreachable)
+// or stuck (the process was paused, the database is locked); either way
+// its claims may soon be reaped and run elsewhere, so its own runs stop.
+func (p *process) watchdog(ctx context.Context) {
+	cfg := p.c.cfg
+	t := time.NewTicker(max(cfg.HeartbeatInterval/4, 10*time.Millisecond))
+	defer t.Stop()
+	fenced := time.Time{}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if last := p.lastBeatAt(); p.silent() && !last.Equal(fenced) {
+			fenced = last
+			silence := cfg.Now().Sub(last)
+			p.c.log.Error("no heartbeat has landed for too long; cancelling running jobs before they are reaped",
+				"process_id", p.ID(), "silence", silence.Round(time.Millisecond), "dead_after", cfg.ProcessDeadAfter)
+			p.onLost(fmt.Errorf("no heartbeat landed for %s", silence.Round(time.Millisecond)))
+		}
+	}
+}
+
+// silent reports whether the last heartbeat is so old that this process
+// must stop claiming: a dispatcher may declare it dead at any moment.
+func (p *process) silent() bool {
+	cfg := p.c.cfg
+	return cfg.Now().Sub(p.lastBeatAt()) > max(cfg.ProcessDeadAfter-2*cfg.HeartbeatInterval, cfg.HeartbeatInterval)
 }
 
 func (p *process) lastBeatAt() time.Time {

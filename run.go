@@ -15,7 +15,8 @@ import (
 // Run works this client's queues and runs the dispatcher until ctx ends,
 // then stops gracefully: no new claims, running jobs get ShutdownTimeout
 // to finish, and those still running are cancelled and go back to ready
-// with their slots. It returns nil after a clean stop.
+// with their slots. It returns nil after a clean stop. Jobs' contexts
+// carry ctx's values (not its cancellation: a stop lets them finish).
 func (c *Client) Run(ctx context.Context) error { return c.run(ctx, true, true) }
 
 // RunWorkers is Run without the dispatcher, for processes that leave
@@ -71,6 +72,7 @@ func (c *Client) run(ctx context.Context, work, dispatch bool) error {
 	beatCtx, stopBeat := context.WithCancel(bg)
 	var services sync.WaitGroup
 	services.Go(func() { proc.heartbeat(beatCtx) })
+	services.Go(func() { proc.watchdog(beatCtx) })
 	if dispatch {
 		d := dispatcher.New(c.drv, dispatcher.Config{
 			Interval: c.cfg.DispatchInterval, ProcessDeadAfter: c.cfg.ProcessDeadAfter,

@@ -77,7 +77,7 @@ func (w *queueWorker) claimLoop(ctx context.Context) {
 	defer poll.Stop()
 	drained := false
 	for {
-		if free := w.slots - w.busy(); free > 0 && !drained {
+		if free := w.slots - w.busy(); free > 0 && !drained && !w.proc.silent() {
 			claims, err := w.claim(ctx, free)
 			switch {
 			case err != nil && ctx.Err() == nil:

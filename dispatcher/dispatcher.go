@@ -158,9 +158,13 @@ func (d *Dispatcher) reapLostClaims(ctx context.Context) error {
 			return err
 		}
 		if len(claims) < d.cfg.BatchSize || ctx.Err() != nil {
-			return nil
+			break
 		}
 	}
+	// Remove the dead processes now their claims are gone: if one was only
+	// paused, its next heartbeat finds no row and it cancels its runs.
+	_, err := d.drv.Exec().DeleteDeadProcesses(ctx, deadBefore)
+	return err
 }
 
 func (d *Dispatcher) handleLost(ctx context.Context, ex driver.Executor, claims []*driver.Claim, now time.Time) error {

@@ -265,3 +265,25 @@ func (h *harness) beginTx(ctx context.Context) (tx any, commit func() error) {
 	h.t.Fatalf("no transaction helper for %T", h.driver())
 	return nil, nil
 }
+
+// dumpState logs what is where, for a test that is stuck.
+func (h *harness) dumpState() {
+	h.t.Helper()
+	for _, table := range []string{"bq_ready_executions", "bq_blocked_executions", "bq_claimed_executions",
+		"bq_scheduled_executions", "bq_failed_executions", "bq_processes"} {
+		h.t.Logf("%s: %d rows", table, h.count("SELECT count(*) FROM "+table))
+	}
+	rows, err := h.raw.QueryContext(context.Background(), `SELECT key, value, lim, blocked FROM bq_semaphores ORDER BY key`)
+	if err != nil {
+		h.t.Logf("semaphores: %v", err)
+		return
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var key string
+		var value, lim, blocked int
+		_ = rows.Scan(&key, &value, &lim, &blocked)
+		h.t.Logf("semaphore %s: value %d limit %d blocked %d", key, value, lim, blocked)
+	}
+	h.checkSemaphores()
+}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"os/signal"
 	"strconv"
 	"strings"
 	"syscall"
@@ -17,13 +16,15 @@ import (
 	"github.com/bqueue/bq/drivers/sqlite"
 )
 
-// helperMain is a worker process: the test binary re-executed with
-// BQ_HELPER=worker. It works the default queue of BQ_DSN with BQ_SLOTS
-// slots, recording each run in test_runs, until SIGTERM.
+// helperMain is a bq process: the test binary re-executed with BQ_HELPER
+// set to "worker" (workers and dispatcher), "workers" (workers only) or
+// "dispatcher". It works the default queue of BQ_DSN with BQ_SLOTS slots,
+// recording each run in test_runs, until SIGTERM (a second one exits at
+// once). BQ_DEAD_AFTER and BQ_HEARTBEAT override the test timings.
 func helperMain() int {
 	dsn := os.Getenv("BQ_DSN")
 	slots, _ := strconv.Atoi(os.Getenv("BQ_SLOTS"))
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	ctx, stop := bq.SignalContext(context.Background())
 	defer stop()
 
 	var err error
@@ -39,18 +40,43 @@ func helperMain() int {
 		return 1
 	}
 	cfg := testConfig()
-	cfg.Queues = map[string]int{"default": slots}
+	if slots > 0 {
+		cfg.Queues = map[string]int{"default": slots}
+	}
+	if d, err := time.ParseDuration(os.Getenv("BQ_DEAD_AFTER")); err == nil {
+		cfg.ProcessDeadAfter = d
+	}
+	if d, err := time.ParseDuration(os.Getenv("BQ_HEARTBEAT")); err == nil {
+		cfg.HeartbeatInterval = d
+	}
 	client, err := bq.Open(ctx, dsn, cfg)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "helper: open client:", err)
 		return 1
 	}
 	defer client.Close()
-	if err := client.Run(ctx); err != nil {
+	run := map[string]func(context.Context) error{
+		"worker": client.Run, "workers": client.RunWorkers, "dispatcher": client.RunDispatcher,
+	}[os.Getenv("BQ_HELPER")]
+	if err := run(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "helper: run:", err)
 		return 1
 	}
 	return 0
+}
+
+// spawn starts one helper process of mode (see helperMain); extra env
+// entries override its settings. The caller stops it.
+func (h *harness) spawn(mode string, slots int, env ...string) *exec.Cmd {
+	h.t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "BQ_HELPER="+mode, "BQ_DSN="+h.dsn, "BQ_SLOTS="+strconv.Itoa(slots))
+	cmd.Env = append(cmd.Env, env...)
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Start(); err != nil {
+		h.t.Fatalf("start %s process: %v", mode, err)
+	}
+	return cmd
 }
 
 // spawnWorkers starts n worker processes; they are stopped with SIGTERM
@@ -59,13 +85,7 @@ func (h *harness) spawnWorkers(n, slots int) (stop func()) {
 	h.t.Helper()
 	var cmds []*exec.Cmd
 	for range n {
-		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), "BQ_HELPER=worker", "BQ_DSN="+h.dsn, "BQ_SLOTS="+strconv.Itoa(slots))
-		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-		if err := cmd.Start(); err != nil {
-			h.t.Fatalf("start worker process: %v", err)
-		}
-		cmds = append(cmds, cmd)
+		cmds = append(cmds, h.spawn("worker", slots))
 	}
 	stopped := false
 	stop = func() {

@@ -187,12 +187,12 @@ type JobInfo struct {
 
 // QueueCounts is the number of jobs of one queue in each state.
 type QueueCounts struct {
-	Queue     string
-	Ready     int
-	Running   int
-	Scheduled int
-	Blocked   int
-	Failed    int
+	Queue     string `json:"queue"`
+	Ready     int    `json:"ready"`
+	Running   int    `json:"running"`
+	Scheduled int    `json:"scheduled"`
+	Blocked   int    `json:"blocked"`
+	Failed    int    `json:"failed"`
 }
 
 // Executor runs bq's statements, inside or outside a transaction.

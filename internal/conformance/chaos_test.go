@@ -1,0 +1,230 @@
+package conformance
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/bqueue/bq"
+	"github.com/bqueue/bq/dispatcher"
+)
+
+var _ = register(
+	scenario{"ChaosKill9", testChaos},
+	scenario{"StaleCompletionAfterPause", testStaleAfterPause},
+	scenario{"SecondSignalStopsAtOnce", testSecondSignal},
+)
+
+// Chaos timings: processes are declared dead after chaosDeadAfter of
+// silence; BQ_CHAOS_DURATION (default 20s) sets how long the killing goes on.
+const (
+	chaosHeartbeat = 250 * time.Millisecond
+	chaosDeadAfter = 3 * time.Second
+)
+
+func chaosEnv() []string {
+	return []string{"BQ_HEARTBEAT=" + chaosHeartbeat.String(), "BQ_DEAD_AFTER=" + chaosDeadAfter.String()}
+}
+
+// testChaos: three worker processes and a dispatcher process drain jobs
+// over To=1 and To=2 keys while a supervisor kills a random worker with
+// SIGKILL every ~2s and starts a replacement. Afterwards every job is
+// completed exactly once, runs of a key never overlapped beyond its limit
+// (a killed run ends at its kill), nothing is left blocked or claimed and
+// every semaphore is whole again.
+func testChaos(t *testing.T, h *harness) {
+	duration := 20 * time.Second
+	if d, err := time.ParseDuration(os.Getenv("BQ_CHAOS_DURATION")); err == nil {
+		duration = d
+	}
+	ctx := context.Background()
+	limits := map[string]int{}
+	for i := range 12 {
+		limits[fmt.Sprintf("c%d", i)] = 1 + i%2
+	}
+	disp := h.spawn("dispatcher", 0, chaosEnv()...)
+	var mu sync.Mutex
+	workers := map[int]*exec.Cmd{}
+	killedAt := map[int]time.Time{}
+	startWorker := func() {
+		cmd := h.spawn("workers", 4, chaosEnv()...)
+		mu.Lock()
+		workers[cmd.Process.Pid] = cmd
+		mu.Unlock()
+	}
+	for range 3 {
+		startWorker()
+	}
+	defer func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range append([]*exec.Cmd{disp}, values(workers)...) {
+			_ = c.Process.Signal(syscall.SIGTERM)
+		}
+		for _, c := range append([]*exec.Cmd{disp}, values(workers)...) {
+			_ = c.Wait()
+		}
+	}()
+
+	// Enqueue steadily while the supervisor kills.
+	var ids []int64
+	enqueued := make(chan struct{})
+	go func() {
+		defer close(enqueued)
+		for start := time.Now(); time.Since(start) < duration; time.Sleep(100 * time.Millisecond) {
+			for range 3 {
+				key := fmt.Sprintf("c%d", rand.IntN(12))
+				job := limit1Job
+				if limits[key] == 2 {
+					job = limit2Job
+				}
+				res, err := job.Enqueue(ctx, h.client, Args{Test: h.test, Key: key, SleepMS: 10 + rand.IntN(190)})
+				if err != nil {
+					t.Errorf("enqueue: %v", err)
+					return
+				}
+				ids = append(ids, res.ID)
+			}
+		}
+	}()
+	kills := 0
+	var lastKill time.Time
+	for deadline := time.Now().Add(duration); time.Now().Before(deadline); {
+		time.Sleep(1500*time.Millisecond + rand.N(time.Second))
+		mu.Lock()
+		victim := values(workers)[rand.IntN(len(workers))]
+		_ = victim.Process.Kill()
+		_ = victim.Wait()
+		lastKill = time.Now()
+		killedAt[victim.Process.Pid] = lastKill
+		delete(workers, victim.Process.Pid)
+		kills++
+		mu.Unlock()
+		startWorker()
+	}
+	<-enqueued
+	h.eventually(3*time.Minute, fmt.Sprintf("%d jobs to complete", len(ids)), func() bool {
+		done := h.count(`SELECT count(*) FROM bq_jobs WHERE finished_at IS NOT NULL`) == len(ids)
+		if !done && time.Since(lastKill) > 20*time.Second && time.Since(lastKill) < 20*time.Second+50*time.Millisecond {
+			h.dumpState()
+		}
+		return done
+	})
+	drain := time.Since(lastKill)
+
+	for _, id := range ids {
+		if st := h.state(id); st != bq.StateCompleted {
+			t.Errorf("job %d is %s, want completed", id, st)
+		}
+	}
+	runs := h.dbRuns(t)
+	var alive []run
+	for _, r := range runs {
+		if r.End.Before(r.Start) { // its process died mid-run
+			at, ok := killedAt[r.PID]
+			if !ok {
+				t.Errorf("job %d: run in live process %d never ended", r.JobID, r.PID)
+				continue
+			}
+			r.End = at
+		}
+		alive = append(alive, r)
+	}
+	overlap := maxOverlap(alive)
+	for key, n := range overlap {
+		if n > limits[key] {
+			t.Errorf("key %s: %d runs overlapped, limit %d", key, n, limits[key])
+		}
+	}
+	for _, table := range []string{"bq_ready_executions", "bq_blocked_executions", "bq_claimed_executions", "bq_scheduled_executions", "bq_failed_executions"} {
+		if n := h.count(`SELECT count(*) FROM ` + table); n != 0 {
+			t.Errorf("%d rows left in %s after the drain", n, table)
+		}
+	}
+	if n := h.count(`SELECT count(*) FROM bq_semaphores WHERE value <> lim OR blocked <> 0`); n != 0 {
+		t.Errorf("%d semaphores not whole after the drain", n)
+	}
+	h.checkSemaphores()
+	reaped := h.count(`SELECT count(*) FROM bq_jobs WHERE last_error LIKE 'process lost%'`)
+	t.Logf("chaos on %s: %d jobs, %d runs, %d kills, %d jobs reaped, max overlap per key %v, drain %s after the last kill",
+		h.db, len(ids), len(runs), kills, reaped, overlap, drain.Round(time.Millisecond))
+}
+
+func values(m map[int]*exec.Cmd) []*exec.Cmd {
+	out := make([]*exec.Cmd, 0, len(m))
+	for _, c := range m {
+		out = append(out, c)
+	}
+	return out
+}
+
+// testStaleAfterPause: a worker paused (SIGSTOP) past its lease has its
+// claim reaped and run again elsewhere; when it resumes, its completion
+// matches no claim and changes nothing.
+func testStaleAfterPause(t *testing.T, h *harness) {
+	ctx := context.Background()
+	res := enqueue(t, h, limit1Job, Args{Key: "st", SleepMS: 1500})
+	paused := h.spawn("workers", 1, chaosEnv()...)
+	defer func() { _ = paused.Process.Kill(); _ = paused.Wait() }()
+	h.waitState(res.ID, bq.StateRunning)
+	if err := paused.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	reaper, stopReaper := context.WithCancel(ctx)
+	defer stopReaper()
+	go func() {
+		_ = dispatcher.New(h.driver(), dispatcher.Config{Interval: 100 * time.Millisecond, ProcessDeadAfter: chaosDeadAfter}).Run(reaper)
+	}()
+	second := h.spawn("workers", 1, chaosEnv()...)
+	defer func() { _ = second.Process.Signal(syscall.SIGTERM); _ = second.Wait() }()
+	h.waitState(res.ID, bq.StateCompleted)
+	before := jobInfo(t, h, res.ID)
+	if err := paused.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2500 * time.Millisecond) // the resumed run ends and tries to complete
+	after := jobInfo(t, h, res.ID)
+	if after.State != bq.StateCompleted || after.Attempts != before.Attempts || !after.FinishedAt.Equal(*before.FinishedAt) {
+		t.Errorf("the paused worker's late completion changed the job: before %+v, after %+v", before, after)
+	}
+	if before.Attempts != 2 {
+		t.Errorf("attempts %d, want 2 (one lost to the pause, one completed)", before.Attempts)
+	}
+	h.checkSemaphores()
+}
+
+// testSecondSignalStopsAtOnce: SIGTERM starts a graceful stop; a second
+// one exits at once, and the dispatcher later reaps the claim.
+func testSecondSignal(t *testing.T, h *harness) {
+	res := enqueue(t, h, limit1Job, Args{Key: "sig", Mode: "ignore-ctx", SleepMS: 20000})
+	w := h.spawn("workers", 1, chaosEnv()...)
+	h.waitState(res.ID, bq.StateRunning)
+	_ = w.Process.Signal(syscall.SIGTERM)
+	time.Sleep(300 * time.Millisecond)
+	_ = w.Process.Signal(syscall.SIGTERM)
+	exited := make(chan error, 1)
+	go func() { exited <- w.Wait() }()
+	select {
+	case err := <-exited:
+		if err == nil {
+			t.Errorf("the process exited cleanly; want status 1 after the second signal")
+		}
+	case <-time.After(5 * time.Second):
+		_ = w.Process.Kill()
+		t.Fatal("the process did not exit within 5s of the second signal")
+	}
+	if st := h.state(res.ID); st != bq.StateRunning {
+		t.Fatalf("after the hard stop: %s, want still claimed until reaped", st)
+	}
+	pass(t, h, dispatcher.Config{ProcessDeadAfter: time.Nanosecond})
+	if info := jobInfo(t, h, res.ID); info.State != bq.StateReady || info.Attempts != 1 {
+		t.Errorf("after reaping: %s with %d attempts, want ready with 1", info.State, info.Attempts)
+	}
+	h.checkSemaphores()
+}
