@@ -20,10 +20,19 @@ STATICCHECK := $(GOBIN_DIR)/staticcheck
 export BQ_TEST_DRIVERS ?= sqlite,postgres
 export BQ_TEST_POSTGRES_DSN ?= postgres://postgres@127.0.0.1:5432/test?sslmode=disable
 
-.PHONY: test lint demo build ensure-databases staticcheck
+.PHONY: test soak lint demo build ensure-databases staticcheck
 
 test: ensure-databases
 	$(GO) test -race -count=1 -timeout 20m ./...
+	@# Last, on its own: restarting PostgreSQL would disturb any test beside it.
+	@if [[ ",$(BQ_TEST_DRIVERS)," == *",postgres,"* ]]; then \
+		echo "BQ_TEST_PG_RESTART=1 $(GO) test -race -count=1 -run TestPostgresRestart ./internal/pgrestart"; \
+		BQ_TEST_PG_RESTART=1 $(GO) test -race -count=1 -run TestPostgresRestart -v ./internal/pgrestart | grep -v '^=== '; \
+	fi
+
+# The chaos test for ten minutes per database (CI runs it for 20 s).
+soak: ensure-databases
+	BQ_CHAOS_DURATION=10m $(GO) test -count=1 -timeout 60m -run 'TestConformance/.*/ChaosKill9' -v ./internal/conformance
 
 ensure-databases:
 	scripts/ensure-databases.sh

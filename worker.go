@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"runtime/debug"
 	"sync"
 	"time"
@@ -244,8 +245,9 @@ func (c *Client) retryDB(ctx context.Context, fn func() error) error {
 		if err == nil || c.cfg.Now().After(deadline) {
 			return err
 		}
-		c.log.Warn("database call failed; retrying", "error", err, "in", backoff)
-		time.Sleep(backoff)
+		wait := backoff/2 + rand.N(backoff)
+		c.log.Warn("database call failed; retrying", "error", err, "in", wait)
+		time.Sleep(wait)
 		backoff = min(backoff*2, 2*time.Second)
 	}
 }
