@@ -151,22 +151,20 @@ func (j *Job[A]) enqueue(ctx context.Context, c *Client, ex driver.Executor, arg
 		jobs[i] = &driver.NewJob{Kind: j.name, Queue: queue, Args: raw, Priority: priority,
 			MaxAttempts: j.opts.MaxAttempts, Limit: limit, ScheduledAt: at}
 	}
-	outcomes, err := c.insert(ctx, ex, jobs, now)
+	verdicts, err := c.insert(ctx, ex, jobs, now)
 	if err != nil {
 		return nil, fmt.Errorf("enqueue %q: %w", j.name, err)
 	}
 	results := make([]EnqueueResult, len(jobs))
-	for i, out := range outcomes {
+	for i, v := range verdicts {
 		r := EnqueueResult{ID: jobs[i].ID}
-		switch out {
+		switch v.Outcome {
 		case lifecycle.Blocked:
 			r.Blocked = true
 		case lifecycle.Scheduled:
 			r.Scheduled = true
 		case lifecycle.Discarded:
-			r = EnqueueResult{Discarded: true, Reason: fmt.Sprintf(
-				"concurrency key %q has no free slot (limit %d) and the job discards on conflict",
-				jobs[i].Limit.Key, jobs[i].Limit.To)}
+			r = EnqueueResult{Discarded: true, Reason: v.Reason}
 		}
 		results[i] = r
 	}
@@ -175,23 +173,25 @@ func (j *Job[A]) enqueue(ctx context.Context, c *Client, ex driver.Executor, arg
 
 // insert admits and stores jobs, in ex when given (the caller's
 // transaction) or in a transaction of the client's own.
-func (c *Client) insert(ctx context.Context, ex driver.Executor, jobs []*driver.NewJob, now time.Time) ([]lifecycle.Outcome, error) {
+func (c *Client) insert(ctx context.Context, ex driver.Executor, jobs []*driver.NewJob, now time.Time) ([]lifecycle.Result, error) {
 	if ex != nil {
 		out, err := lifecycle.Enqueue(ctx, ex, jobs, now)
 		return out, c.explainErr(ctx, err)
 	}
-	var outcomes []lifecycle.Outcome
+	var verdicts []lifecycle.Result
 	err := driver.InTx(ctx, c.drv, func(ex driver.Executor) (err error) {
-		outcomes, err = lifecycle.Enqueue(ctx, ex, jobs, now)
+		verdicts, err = lifecycle.Enqueue(ctx, ex, jobs, now)
 		return err
 	})
 	if err != nil {
 		return nil, c.explainErr(ctx, err)
 	}
-	for i, out := range outcomes {
-		if out == lifecycle.Admitted {
-			c.wake(jobs[i].Queue)
+	woken := map[string]bool{}
+	for i, v := range verdicts {
+		if q := jobs[i].Queue; v.Outcome == lifecycle.Admitted && !woken[q] {
+			woken[q] = true
+			c.wake(q)
 		}
 	}
-	return outcomes, nil
+	return verdicts, nil
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/bqueue/bq/internal/driver"
+	"github.com/bqueue/bq/semaphore"
 )
 
 // OnConflict says what happens to a job whose concurrency key has no free
@@ -42,7 +43,8 @@ type Concurrency[A any] struct {
 	// Required.
 	Key func(args A) string
 	// To is the number of jobs of a key that may be ready or running at
-	// once. Default 1.
+	// once. Default: the queue policy's MaxActivePerKey (SyncPolicies),
+	// else 1. A runtime override (SetKeyLimit) beats it.
 	To int
 	// Duration bounds a holder's silence: a slot whose holder's process
 	// stopped heartbeating for this long is reclaimed by the dispatcher.
@@ -53,6 +55,10 @@ type Concurrency[A any] struct {
 	Group string
 	// OnConflict: Block (default) or Discard.
 	OnConflict OnConflict
+	// MaxBlocked caps a key's backlog: once that many of its jobs wait,
+	// further enqueues of the key are discarded (the result says why).
+	// Default: the queue policy's MaxBlocked, else unbounded.
+	MaxBlocked int
 }
 
 // JobOptions configures a job kind. Zero values take the defaults.
@@ -77,7 +83,7 @@ type JobOptions[A any] struct {
 const (
 	defaultQueue       = "default"
 	defaultMaxAttempts = 25
-	defaultDuration    = 3 * time.Minute
+	defaultDuration    = semaphore.DefaultDuration
 )
 
 // DefaultBackoff waits 1s, 2s, 4s, ... up to 1h, each ±25%.
@@ -115,7 +121,6 @@ func Define[A any](name string, fn func(ctx context.Context, args A) error, opts
 	}
 	if c := j.opts.Concurrency; c != nil {
 		cc := *c
-		cc.To = cmp.Or(cc.To, 1)
 		cc.Duration = cmp.Or(cc.Duration, defaultDuration)
 		cc.Group = cmp.Or(cc.Group, name)
 		j.opts.Concurrency = &cc
@@ -147,7 +152,13 @@ func (j *Job[A]) validate() error {
 		if c.Key == nil {
 			errs = append(errs, errors.New("Concurrency.Key is nil: set Key to a func(args) string that returns the key to limit by, or remove Concurrency"))
 		}
-		if err := validateLimit(c.To, c.Duration, c.OnConflict); err != nil {
+		if c.To < 0 {
+			errs = append(errs, fmt.Errorf("concurrency To is %d: use 1 or more jobs at once per key (0 means the default)", c.To))
+		}
+		if c.MaxBlocked < 0 {
+			errs = append(errs, fmt.Errorf("concurrency MaxBlocked is %d: use 1 or more, or 0 for no cap", c.MaxBlocked))
+		}
+		if err := validateSpec(c.Duration, c.OnConflict); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -157,11 +168,8 @@ func (j *Job[A]) validate() error {
 	return nil
 }
 
-func validateLimit(to int, d time.Duration, oc OnConflict) error {
+func validateSpec(d time.Duration, oc OnConflict) error {
 	var errs []error
-	if to < 1 {
-		errs = append(errs, fmt.Errorf("concurrency To is %d: use 1 or more jobs at once per key", to))
-	}
 	if d < 0 {
 		errs = append(errs, fmt.Errorf("concurrency Duration is %s: use a positive duration (default %s)", d, defaultDuration))
 	}
@@ -188,31 +196,32 @@ func (j *Job[A]) Err() error { return j.err }
 // given, else the definition's.
 func (j *Job[A]) limit(args A, o *enqueueOptions) (driver.Limit, error) {
 	c := j.opts.Concurrency
-	group, dur, oc := j.name, defaultDuration, Block
+	l := driver.Limit{Duration: defaultDuration}
+	group := j.name
 	if c != nil {
-		group, dur, oc = c.Group, c.Duration, c.OnConflict
+		group, l.To, l.Duration, l.OnConflict, l.MaxBlocked = c.Group, c.To, c.Duration, driver.OnConflict(c.OnConflict), c.MaxBlocked
 	}
-	if o.key != nil {
-		k := o.key
+	key := ""
+	switch k := o.key; {
+	case k != nil:
+		if k.to < 1 {
+			return driver.Limit{}, fmt.Errorf("%w: WithConcurrencyKey(%q, %d): use a limit of 1 or more", ErrInvalidJob, k.key, k.to)
+		}
 		if k.onConflict != nil {
-			oc = *k.onConflict
+			if err := validateSpec(l.Duration, *k.onConflict); err != nil {
+				return driver.Limit{}, fmt.Errorf("%w: WithConcurrencyKey: %w", ErrInvalidJob, err)
+			}
+			l.OnConflict = driver.OnConflict(*k.onConflict)
 		}
-		if err := validateLimit(k.to, dur, oc); err != nil {
-			return driver.Limit{}, fmt.Errorf("%w: WithConcurrencyKey: %w", ErrInvalidJob, err)
-		}
-		if k.key == "" {
-			return driver.Limit{}, nil
-		}
-		return driver.Limit{Key: group + "/" + k.key, To: k.to, Duration: dur, OnConflict: driver.OnConflict(oc)}, nil
+		key, l.To = k.key, k.to
+	case c != nil:
+		key = c.Key(args)
 	}
-	if c == nil {
-		return driver.Limit{}, nil
-	}
-	key := c.Key(args)
 	if key == "" {
 		return driver.Limit{}, nil
 	}
-	return driver.Limit{Key: group + "/" + key, To: c.To, Duration: dur, OnConflict: driver.OnConflict(oc)}, nil
+	l.Key = group + "/" + key
+	return l, nil
 }
 
 // definition is a job kind without its type parameter, as workers see it.

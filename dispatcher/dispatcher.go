@@ -195,7 +195,7 @@ func (d *Dispatcher) reclaimExpired(ctx context.Context) error {
 		for _, key := range keys {
 			err := d.inTx(ctx, func(ex driver.Executor) error {
 				now := d.cfg.Now()
-				s, ok, err := ex.SemaphoreLock(ctx, key)
+				s, ok, err := ex.SemaphoreLock(ctx, key, "")
 				if err != nil || !ok || s.ExpiresAt.After(now) {
 					return err
 				}

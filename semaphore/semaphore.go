@@ -10,6 +10,7 @@
 package semaphore
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"time"
@@ -19,46 +20,105 @@ import (
 
 // Semaphore is one key's slot count, locked until the transaction ends.
 type Semaphore struct {
-	ex  driver.Executor
-	row driver.Semaphore
-	now time.Time
+	ex         driver.Executor
+	row        driver.Semaphore
+	now        time.Time
+	maxBlocked int
 }
 
-// Lock creates the key's semaphore if it is missing and locks it. The
-// stored limit follows l.To: a changed limit moves the free slots by the
-// difference, so the holders already admitted stay counted. Jobs already
-// blocked on the key take any free slot before Lock returns, so a fresh
-// enqueue never overtakes them.
-func Lock(ctx context.Context, ex driver.Executor, l driver.Limit, now time.Time) (*Semaphore, error) {
+// Limit resolves a key's limit: a key override (SetKeyLimit) beats the
+// job's own To, which beats its queue policy's MaxActivePerKey; the
+// default is 1.
+func Limit(l driver.Limit, override int, policy driver.Policy) int {
+	switch {
+	case override > 0:
+		return override
+	case l.To > 0:
+		return l.To
+	case policy.MaxActivePerKey > 0:
+		return policy.MaxActivePerKey
+	default:
+		return 1
+	}
+}
+
+// lock reads the key's semaphore, creating it if missing.
+func lock(ctx context.Context, ex driver.Executor, l driver.Limit, queue string, now time.Time) (*Semaphore, error) {
 	// The dispatcher deletes idle semaphores; one may vanish between the
 	// create and the lock, so try again.
 	for range 3 {
-		row, ok, err := ex.SemaphoreLock(ctx, l.Key)
+		row, ok, err := ex.SemaphoreLock(ctx, l.Key, queue)
 		if err != nil {
 			return nil, err
 		}
-		if !ok {
-			if err := ex.SemaphoreEnsure(ctx, l, now); err != nil {
-				return nil, err
-			}
-			continue
+		if ok {
+			s := &Semaphore{ex: ex, row: row, now: now}
+			s.setLimit(Limit(l, row.Override, row.Policy))
+			return s, nil
 		}
-		s := &Semaphore{ex: ex, row: row, now: now}
-		if row.Limit != l.To {
-			s.row.Value += l.To - row.Limit
-			s.row.Limit = l.To
-		}
-		s.row.Duration = l.Duration
-		if _, err := s.promote(ctx); err != nil {
+		if err := ex.SemaphoreEnsure(ctx, l, now); err != nil {
 			return nil, err
 		}
-		return s, nil
 	}
 	return nil, fmt.Errorf("lock semaphore %q: it keeps disappearing", l.Key)
 }
 
+// Lock creates the key's semaphore if it is missing and locks it for
+// admitting jobs of queue. The stored limit follows the resolved limit
+// (see Limit): a changed limit moves the free slots by the difference, so
+// the holders already admitted stay counted. Jobs already blocked on the
+// key take any free slot before Lock returns, so a fresh enqueue never
+// overtakes them.
+func Lock(ctx context.Context, ex driver.Executor, l driver.Limit, queue string, now time.Time) (*Semaphore, error) {
+	s, err := lock(ctx, ex, l, queue, now)
+	if err != nil {
+		return nil, err
+	}
+	s.row.Duration = l.Duration
+	s.maxBlocked = cmp.Or(l.MaxBlocked, s.row.Policy.MaxBlocked)
+	if _, err := s.promote(ctx); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// setLimit moves the free slots by the change of limit.
+func (s *Semaphore) setLimit(limit int) {
+	s.row.Value += limit - s.row.Limit
+	s.row.Limit = limit
+}
+
+// Resolve applies the key's limit now, after an override or a policy
+// changed: raising it promotes blocked jobs at once; lowering it admits
+// nothing until the holders drain below it (running jobs finish). l is the
+// key's job spec and queue their queue (for the policy); a key never seen
+// gets a semaphore.
+func Resolve(ctx context.Context, ex driver.Executor, l driver.Limit, queue string, now time.Time) (promoted int, err error) {
+	l.Duration = cmp.Or(l.Duration, DefaultDuration)
+	s, err := lock(ctx, ex, l, queue, now)
+	if err != nil {
+		return 0, err
+	}
+	if promoted, err = s.promote(ctx); err != nil {
+		return 0, err
+	}
+	return promoted, s.Save(ctx)
+}
+
+// DefaultDuration is the failsafe of a semaphore created without a job.
+const DefaultDuration = 3 * time.Minute
+
 // Free is the number of slots no holder has.
 func (s *Semaphore) Free() int { return max(s.row.Value, 0) }
+
+// BacklogFull reports whether the key's MaxBlocked jobs already wait.
+func (s *Semaphore) BacklogFull() bool { return s.maxBlocked > 0 && s.row.Blocked >= s.maxBlocked }
+
+// Limit is the key's current limit.
+func (s *Semaphore) Limit() int { return s.row.Limit }
+
+// MaxBlocked is the key's backlog cap; 0 when unbounded.
+func (s *Semaphore) MaxBlocked() int { return s.maxBlocked }
 
 // Wait takes up to n free slots and returns how many it took.
 func (s *Semaphore) Wait(n int) int {
@@ -113,7 +173,7 @@ func (s *Semaphore) promote(ctx context.Context) (int, error) {
 // holder cannot create a slot. Callers release only after deleting the
 // holder's claim (fence matched) in the same transaction.
 func Signal(ctx context.Context, ex driver.Executor, key string, now time.Time) (promoted int, err error) {
-	row, ok, err := ex.SemaphoreLock(ctx, key)
+	row, ok, err := ex.SemaphoreLock(ctx, key, "")
 	if err != nil || !ok {
 		return 0, err
 	}
@@ -129,7 +189,7 @@ func Signal(ctx context.Context, ex driver.Executor, key string, now time.Time) 
 // runs it for keys that have both, so nothing waits beside a free slot
 // for longer than one dispatcher interval.
 func Promote(ctx context.Context, ex driver.Executor, key string, now time.Time) (promoted int, err error) {
-	row, ok, err := ex.SemaphoreLock(ctx, key)
+	row, ok, err := ex.SemaphoreLock(ctx, key, "")
 	if err != nil || !ok {
 		return 0, err
 	}
@@ -147,7 +207,7 @@ func Promote(ctx context.Context, ex driver.Executor, key string, now time.Time)
 // a job start beside one that still runs. Callers first return the claims
 // of dead processes to ready (they keep their slots) or fail them.
 func Reclaim(ctx context.Context, ex driver.Executor, key string, now time.Time) (promoted int, err error) {
-	row, ok, err := ex.SemaphoreLock(ctx, key)
+	row, ok, err := ex.SemaphoreLock(ctx, key, "")
 	if err != nil || !ok {
 		return 0, err
 	}

@@ -17,6 +17,7 @@ type dbtx interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	Begin(ctx context.Context) (pgx.Tx, error)
 }
 
 type executor struct {
@@ -36,16 +37,18 @@ func (e *executor) InsertJobs(ctx context.Context, now time.Time, jobs []*driver
 		durations                  = make([]int64, n)
 		conflicts, states          = make([]int16, n), make([]int16, n)
 		scheduled                  = make([]time.Time, n)
+		maxBlocked                 = make([]int32, n)
 	)
 	for i, j := range jobs {
 		kinds[i], queues[i], args[i] = j.Kind, j.Queue, string(j.Args)
 		prios[i], maxAttempts[i] = int32(j.Priority), int32(j.MaxAttempts)
 		keys[i], limits[i], durations[i] = j.Limit.Key, int32(j.Limit.To), j.Limit.Duration.Milliseconds()
 		conflicts[i], states[i] = int16(j.Limit.OnConflict), int16(j.State)
+		maxBlocked[i] = int32(j.Limit.MaxBlocked)
 		scheduled[i] = j.ScheduledAt
 	}
 	rows, err := e.db.Query(ctx, e.q.insertJobs, kinds, queues, args, prios, maxAttempts, keys,
-		limits, durations, conflicts, scheduled, states, now)
+		limits, durations, conflicts, scheduled, states, now, maxBlocked)
 	if err != nil {
 		return fmt.Errorf("insert jobs: %w", err)
 	}
@@ -108,7 +111,7 @@ func scanJob(row pgx.Row, j *driver.Job, extra ...any) error {
 	var durMS int64
 	var conflict int16
 	dest := append([]any{&j.ID, &j.Kind, &j.Queue, &j.Args, &j.Priority, &j.Attempt, &j.MaxAttempts,
-		&j.Limit.Key, &j.Limit.To, &durMS, &conflict, &j.ScheduledAt, &j.CreatedAt}, extra...)
+		&j.Limit.Key, &j.Limit.To, &durMS, &conflict, &j.Limit.MaxBlocked, &j.ScheduledAt, &j.CreatedAt}, extra...)
 	if err := row.Scan(dest...); err != nil {
 		return err
 	}
@@ -135,13 +138,65 @@ func collectClaims(rows pgx.Rows, withClaimedAt bool, now time.Time) ([]*driver.
 }
 
 func (e *executor) ClaimReady(ctx context.Context, p driver.ClaimParams) ([]*driver.Claim, error) {
-	rows, err := e.db.Query(ctx, e.q.claimReady, p.Queue, p.Max, p.ProcessID, p.Now)
+	claims, err := e.claim(ctx, e.db, e.q.claimReady, p.Max, p)
+	if err != nil || len(claims) > 0 {
+		return claims, err
+	}
+	// Nothing claimed: the queue is empty, or capped by a policy.
+	var limit int
+	if err := e.db.QueryRow(ctx, e.q.policyCap, p.Queue).Scan(&limit); err != nil {
+		return nil, fmt.Errorf("read the cap of queue %q: %w", p.Queue, err)
+	}
+	if limit == 0 {
+		return nil, nil
+	}
+	return e.claimCapped(ctx, p)
+}
+
+func (e *executor) claim(ctx context.Context, db dbtx, query string, max int, p driver.ClaimParams) ([]*driver.Claim, error) {
+	rows, err := db.Query(ctx, query, p.Queue, max, p.ProcessID, p.Now)
 	if err != nil {
 		return nil, fmt.Errorf("claim jobs of queue %q: %w", p.Queue, err)
 	}
 	claims, err := collectClaims(rows, false, p.Now)
 	if err != nil {
 		return nil, fmt.Errorf("claim jobs of queue %q: %w", p.Queue, err)
+	}
+	return claims, nil
+}
+
+// claimCapped claims within the queue's MaxActive. Claimers of the queue
+// take turns on its policy row; the count of claimed jobs is read after
+// the lock, in a statement of its own, so it sees every claim committed
+// before this one's turn.
+func (e *executor) claimCapped(ctx context.Context, p driver.ClaimParams) (claims []*driver.Claim, err error) {
+	tx, err := e.db.Begin(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("claim jobs of capped queue %q: %w", p.Queue, err)
+	}
+	defer func() {
+		if err != nil {
+			_ = tx.Rollback(context.WithoutCancel(ctx))
+		}
+	}()
+	var limit, active int
+	err = tx.QueryRow(ctx, e.q.lockPolicyCap, p.Queue).Scan(&limit)
+	if errors.Is(err, pgx.ErrNoRows) {
+		limit, err = p.Max, nil // the policy went away meanwhile
+	}
+	if err != nil {
+		return nil, fmt.Errorf("lock the cap of queue %q: %w", p.Queue, err)
+	}
+	if err := tx.QueryRow(ctx, e.q.countClaimed, p.Queue).Scan(&active); err != nil {
+		return nil, fmt.Errorf("count running jobs of queue %q: %w", p.Queue, err)
+	}
+	if n := min(p.Max, limit-active); n > 0 {
+		if claims, err = e.claim(ctx, tx, e.q.claimCapped, n, p); err != nil {
+			return nil, err
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return nil, fmt.Errorf("claim jobs of capped queue %q: %w", p.Queue, err)
 	}
 	return claims, nil
 }
@@ -183,16 +238,17 @@ func (e *executor) InsertFailed(ctx context.Context, jobID int64, msg string, no
 }
 
 func (e *executor) SemaphoreEnsure(ctx context.Context, l driver.Limit, now time.Time) error {
-	if _, err := e.db.Exec(ctx, e.q.semEnsure, l.Key, l.To, l.Duration.Milliseconds(), now.Add(l.Duration)); err != nil {
+	if _, err := e.db.Exec(ctx, e.q.semEnsure, l.Key, max(l.To, 1), l.Duration.Milliseconds(), now.Add(l.Duration)); err != nil {
 		return fmt.Errorf("create semaphore %q: %w", l.Key, err)
 	}
 	return nil
 }
 
-func (e *executor) SemaphoreLock(ctx context.Context, key string) (driver.Semaphore, bool, error) {
+func (e *executor) SemaphoreLock(ctx context.Context, key, queue string) (driver.Semaphore, bool, error) {
 	s := driver.Semaphore{Key: key}
 	var durMS int64
-	err := e.db.QueryRow(ctx, e.q.semLock, key).Scan(&s.Value, &s.Limit, &s.Blocked, &durMS, &s.ExpiresAt)
+	err := e.db.QueryRow(ctx, e.q.semLock, key, queue).Scan(&s.Value, &s.Limit, &s.Blocked, &durMS, &s.ExpiresAt,
+		&s.Override, &s.Policy.Queue, &s.Policy.MaxActivePerKey, &s.Policy.MaxBlocked)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return s, false, nil
 	}
@@ -414,4 +470,96 @@ func (e *executor) SchemaVersion(ctx context.Context) (int64, error) {
 		return 0, fmt.Errorf("read schema version: %w", err)
 	}
 	return v, nil
+}
+
+func scanPolicy(row pgx.Row) (driver.Policy, error) {
+	var p driver.Policy
+	err := row.Scan(&p.Queue, &p.Namespace, &p.MaxActive, &p.MaxActivePerKey, &p.MaxBlocked, &p.CreatedAt, &p.UpdatedAt)
+	return p, err
+}
+
+func (e *executor) policies(ctx context.Context, query string, args ...any) ([]driver.Policy, error) {
+	rows, err := e.db.Query(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []driver.Policy
+	for rows.Next() {
+		p, err := scanPolicy(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, p)
+	}
+	return out, rows.Err()
+}
+
+func (e *executor) LockPolicies(ctx context.Context, namespace string, queues []string) ([]driver.Policy, error) {
+	out, err := e.policies(ctx, e.q.lockPolicies, namespace, queues)
+	if err != nil {
+		return nil, fmt.Errorf("lock policies: %w", err)
+	}
+	return out, nil
+}
+
+func (e *executor) ListPolicies(ctx context.Context) ([]driver.Policy, error) {
+	out, err := e.policies(ctx, e.q.listPolicies)
+	if err != nil {
+		return nil, fmt.Errorf("list policies: %w", err)
+	}
+	return out, nil
+}
+
+func (e *executor) InsertPolicy(ctx context.Context, p driver.Policy) (bool, error) {
+	tag, err := e.db.Exec(ctx, e.q.insertPolicy, p.Queue, p.Namespace, p.MaxActive, p.MaxActivePerKey, p.MaxBlocked, p.UpdatedAt)
+	if err != nil {
+		return false, fmt.Errorf("insert policy of queue %q: %w", p.Queue, err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+func (e *executor) UpdatePolicy(ctx context.Context, p driver.Policy) error {
+	if _, err := e.db.Exec(ctx, e.q.updatePolicy, p.Queue, p.MaxActive, p.MaxActivePerKey, p.MaxBlocked, p.UpdatedAt); err != nil {
+		return fmt.Errorf("update policy of queue %q: %w", p.Queue, err)
+	}
+	return nil
+}
+
+func (e *executor) DeletePolicy(ctx context.Context, queue string) error {
+	if _, err := e.db.Exec(ctx, e.q.deletePolicy, queue); err != nil {
+		return fmt.Errorf("delete policy of queue %q: %w", queue, err)
+	}
+	return nil
+}
+
+func (e *executor) PolicyKeys(ctx context.Context, queue string) ([]string, error) {
+	return e.keys(ctx, "policy-limited", e.q.policyKeys, queue)
+}
+
+func (e *executor) SetKeyLimit(ctx context.Context, key string, limit int, now time.Time) error {
+	if _, err := e.db.Exec(ctx, e.q.setKeyLimit, key, limit, now); err != nil {
+		return fmt.Errorf("set limit of key %q: %w", key, err)
+	}
+	return nil
+}
+
+func (e *executor) DeleteKeyLimit(ctx context.Context, key string) (bool, error) {
+	tag, err := e.db.Exec(ctx, e.q.deleteKeyLimit, key)
+	if err != nil {
+		return false, fmt.Errorf("clear limit of key %q: %w", key, err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+func (e *executor) LatestJobLimit(ctx context.Context, key string) (driver.Limit, string, bool, error) {
+	var j driver.Job
+	err := scanJob(e.db.QueryRow(ctx, e.q.latestJobLimit, key), &j)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return driver.Limit{}, "", false, nil
+	}
+	if err != nil {
+		return driver.Limit{}, "", false, fmt.Errorf("read the newest job of key %q: %w", key, err)
+	}
+	return j.Limit, j.Queue, true, nil
 }

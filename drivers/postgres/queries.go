@@ -16,11 +16,36 @@ type queries struct {
 	registerProcess, heartbeat, renewSems, deregisterProcess, deleteDeadProcesses, listProcesses string
 
 	getJob, countByQueue, schemaVersion string
+
+	claimCapped, policyCap, lockPolicyCap, countClaimed                              string
+	lockPolicies, insertPolicy, updatePolicy, deletePolicy, listPolicies, policyKeys string
+	setKeyLimit, deleteKeyLimit, latestJobLimit                                      string
 }
 
 const jobColumns = `j.id, j.kind, j.queue, j.args, j.priority, j.attempt, j.max_attempts,
 	coalesce(j.concurrency_key, ''), j.concurrency_limit, j.concurrency_duration_ms, j.on_conflict,
-	j.scheduled_at, j.created_at`
+	j.max_blocked, j.scheduled_at, j.created_at`
+
+const policyColumns = `queue, namespace, max_active, max_active_per_key, max_blocked, created_at, updated_at`
+
+// claimFrom is the claim of up to $2 ready jobs of queue $1 for process $3
+// at $4; guard filters the ready rows.
+func claimFrom(guard string) string {
+	return `
+WITH picked AS (
+	SELECT job_id FROM {p}ready_executions WHERE queue = $1` + guard + `
+	ORDER BY priority DESC, job_id LIMIT $2
+	FOR UPDATE SKIP LOCKED
+), taken AS (
+	DELETE FROM {p}ready_executions r USING picked WHERE r.job_id = picked.job_id RETURNING r.job_id
+), claimed AS (
+	INSERT INTO {p}claimed_executions (job_id, queue, process_id, claimed_at)
+	SELECT job_id, $1, $3, $4 FROM taken RETURNING job_id, fence
+)
+SELECT ` + jobColumns + `, c.fence
+FROM claimed c JOIN {p}jobs j ON j.id = c.job_id
+ORDER BY j.priority DESC, j.id`
+}
 
 func newQueries(prefix string) *queries {
 	p := func(s string) string { return strings.ReplaceAll(s, "{p}", prefix) }
@@ -31,12 +56,12 @@ func newQueries(prefix string) *queries {
 		insertJobs: p(`
 WITH input AS (
 	SELECT * FROM unnest($1::text[], $2::text[], $3::jsonb[], $4::int[], $5::int[], $6::text[],
-		$7::int[], $8::bigint[], $9::smallint[], $10::timestamptz[], $11::smallint[])
-	WITH ORDINALITY AS t(kind, queue, args, priority, max_attempts, ckey, clim, cdur, conflict, scheduled_at, state, ord)
+		$7::int[], $8::bigint[], $9::smallint[], $10::timestamptz[], $11::smallint[], $13::int[])
+	WITH ORDINALITY AS t(kind, queue, args, priority, max_attempts, ckey, clim, cdur, conflict, scheduled_at, state, mblocked, ord)
 ), inserted AS (
 	INSERT INTO {p}jobs (kind, queue, args, priority, max_attempts, concurrency_key, concurrency_limit,
-		concurrency_duration_ms, on_conflict, scheduled_at, created_at)
-	SELECT kind, queue, args, priority, max_attempts, NULLIF(ckey, ''), clim, cdur, conflict, scheduled_at, $12
+		concurrency_duration_ms, on_conflict, max_blocked, scheduled_at, created_at)
+	SELECT kind, queue, args, priority, max_attempts, NULLIF(ckey, ''), clim, cdur, conflict, mblocked, scheduled_at, $12
 	FROM input ORDER BY ord
 	RETURNING id
 ), numbered AS (
@@ -62,21 +87,16 @@ SELECT * FROM unnest($1::bigint[], $2::text[], $3::int[], $4::timestamptz[])`),
 		insertBlocked: p(`INSERT INTO {p}blocked_executions (job_id, queue, priority, concurrency_key, created_at)
 SELECT * FROM unnest($1::bigint[], $2::text[], $3::int[], $4::text[], $5::timestamptz[])`),
 
-		claimReady: p(`
-WITH picked AS (
-	SELECT job_id FROM {p}ready_executions WHERE queue = $1
-	ORDER BY priority DESC, job_id LIMIT $2
-	FOR UPDATE SKIP LOCKED
-), taken AS (
-	DELETE FROM {p}ready_executions r USING picked WHERE r.job_id = picked.job_id RETURNING r.job_id
-), claimed AS (
-	INSERT INTO {p}claimed_executions (job_id, process_id, claimed_at)
-	SELECT job_id, $3, $4 FROM taken RETURNING job_id, fence
-)
-SELECT ` + jobColumns + `, c.fence
-FROM claimed c JOIN {p}jobs j ON j.id = c.job_id
-ORDER BY j.priority DESC, j.id`),
-		deleteClaim: p(`DELETE FROM {p}claimed_executions WHERE job_id = $1 AND fence = $2`),
+		// Queues with a MaxActive policy are claimed by claimCapped; this
+		// one-statement claim leaves them alone, so uncapped queues pay
+		// one index probe for the feature.
+		claimReady: p(claimFrom(`
+		AND NOT EXISTS (SELECT 1 FROM {p}policies WHERE queue = $1 AND max_active > 0)`)),
+		claimCapped:   p(claimFrom("")),
+		policyCap:     p(`SELECT coalesce(max(max_active), 0) FROM {p}policies WHERE queue = $1`),
+		lockPolicyCap: p(`SELECT max_active FROM {p}policies WHERE queue = $1 FOR UPDATE`),
+		countClaimed:  p(`SELECT count(*) FROM {p}claimed_executions WHERE queue = $1`),
+		deleteClaim:   p(`DELETE FROM {p}claimed_executions WHERE job_id = $1 AND fence = $2`),
 		finishJob: p(`UPDATE {p}jobs SET attempt = attempt + CASE WHEN $3 THEN 0 ELSE 1 END,
 	finished_at = $2, discarded = $3 WHERE id = $1`),
 		deleteJobs:  p(`DELETE FROM {p}jobs WHERE id = ANY($1::bigint[])`),
@@ -86,7 +106,14 @@ SELECT id, queue, $2, $3 FROM {p}jobs WHERE id = $1`),
 
 		semEnsure: p(`INSERT INTO {p}semaphores (key, value, lim, blocked, duration_ms, expires_at)
 VALUES ($1, $2, $2, 0, $3, $4) ON CONFLICT (key) DO NOTHING`),
-		semLock: p(`SELECT value, lim, blocked, duration_ms, expires_at FROM {p}semaphores WHERE key = $1 FOR UPDATE`),
+		semLock: p(`
+SELECT s.value, s.lim, s.blocked, s.duration_ms, s.expires_at,
+	coalesce(k.lim, 0), coalesce(p.queue, ''), coalesce(p.max_active_per_key, 0), coalesce(p.max_blocked, 0)
+FROM {p}semaphores s
+LEFT JOIN {p}key_limits k ON k.key = s.key
+LEFT JOIN {p}policies p ON p.queue = $2
+WHERE s.key = $1
+FOR UPDATE OF s`),
 		semSave: p(`UPDATE {p}semaphores SET value = $2, lim = $3, blocked = $4, duration_ms = $5, expires_at = $6
 WHERE key = $1`),
 		promoteBlocked: p(`
@@ -194,5 +221,21 @@ SELECT queue, sum(ready)::int, sum(running)::int, sum(scheduled)::int, sum(block
 	UNION ALL SELECT queue, 0, 0, 0, 0, count(*) FROM {p}failed_executions GROUP BY queue
 ) t GROUP BY queue ORDER BY queue`),
 		schemaVersion: p(`SELECT coalesce(max(version_id), 0) FROM {p}schema_migrations WHERE is_applied`),
+
+		lockPolicies: p(`SELECT ` + policyColumns + ` FROM {p}policies
+WHERE namespace = $1 OR queue = ANY($2::text[]) ORDER BY queue FOR UPDATE`),
+		insertPolicy: p(`INSERT INTO {p}policies (queue, namespace, max_active, max_active_per_key, max_blocked,
+	created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $6) ON CONFLICT (queue) DO NOTHING`),
+		updatePolicy: p(`UPDATE {p}policies SET max_active = $2, max_active_per_key = $3, max_blocked = $4,
+	updated_at = $5 WHERE queue = $1`),
+		deletePolicy: p(`DELETE FROM {p}policies WHERE queue = $1`),
+		listPolicies: p(`SELECT ` + policyColumns + ` FROM {p}policies ORDER BY queue`),
+		policyKeys: p(`SELECT DISTINCT concurrency_key FROM {p}jobs WHERE queue = $1 AND concurrency_limit = 0
+AND concurrency_key IS NOT NULL AND finished_at IS NULL ORDER BY 1`),
+		setKeyLimit: p(`INSERT INTO {p}key_limits (key, lim, updated_at) VALUES ($1, $2, $3)
+ON CONFLICT (key) DO UPDATE SET lim = EXCLUDED.lim, updated_at = EXCLUDED.updated_at`),
+		deleteKeyLimit: p(`DELETE FROM {p}key_limits WHERE key = $1`),
+		latestJobLimit: p(`SELECT ` + jobColumns + ` FROM {p}jobs j
+WHERE j.concurrency_key = $1 AND j.finished_at IS NULL ORDER BY j.id DESC LIMIT 1`),
 	}
 }

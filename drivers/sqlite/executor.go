@@ -76,7 +76,7 @@ func (e *executor) InsertJobs(ctx context.Context, now time.Time, jobs []*driver
 		for _, j := range jobs {
 			res, err := e.db.ExecContext(ctx, e.q.insertJob, j.Kind, j.Queue, string(j.Args), j.Priority,
 				j.MaxAttempts, j.Limit.Key, j.Limit.To, j.Limit.Duration.Milliseconds(),
-				int(j.Limit.OnConflict), micros(j.ScheduledAt), micros(now))
+				int(j.Limit.OnConflict), j.Limit.MaxBlocked, micros(j.ScheduledAt), micros(now))
 			if err != nil {
 				return fmt.Errorf("insert job: %w", err)
 			}
@@ -128,7 +128,7 @@ func scanJob(scan func(...any) error, j *driver.Job, extra ...any) error {
 	var conflict int
 	var args string
 	dest := append([]any{&j.ID, &j.Kind, &j.Queue, &args, &j.Priority, &j.Attempt, &j.MaxAttempts,
-		&j.Limit.Key, &j.Limit.To, &durMS, &conflict, &scheduled, &created}, extra...)
+		&j.Limit.Key, &j.Limit.To, &durMS, &conflict, &j.Limit.MaxBlocked, &scheduled, &created}, extra...)
 	if err := scan(dest...); err != nil {
 		return err
 	}
@@ -178,7 +178,22 @@ func (e *executor) queryIDs(ctx context.Context, query string, args ...any) ([]i
 func (e *executor) ClaimReady(ctx context.Context, p driver.ClaimParams) ([]*driver.Claim, error) {
 	var claims []*driver.Claim
 	err := e.atomic(ctx, func(e *executor) error {
-		picked, err := e.queryIDs(ctx, e.q.pickReady, p.Queue, p.Max)
+		// The write lock serialises claimers, so a queue's MaxActive holds
+		// by counting its claims here.
+		max := p.Max
+		var limit, active int
+		if err := e.db.QueryRowContext(ctx, e.q.policyCap, p.Queue).Scan(&limit); err != nil {
+			return err
+		}
+		if limit > 0 {
+			if err := e.db.QueryRowContext(ctx, e.q.countClaimed, p.Queue).Scan(&active); err != nil {
+				return err
+			}
+			if max = min(max, limit-active); max <= 0 {
+				return nil
+			}
+		}
+		picked, err := e.queryIDs(ctx, e.q.pickReady, p.Queue, max)
 		if err != nil || len(picked) == 0 {
 			return err
 		}
@@ -186,7 +201,7 @@ func (e *executor) ClaimReady(ctx context.Context, p driver.ClaimParams) ([]*dri
 		if _, err := e.db.ExecContext(ctx, e.q.deleteReady, list); err != nil {
 			return err
 		}
-		if _, err := e.db.ExecContext(ctx, e.q.insertClaims, p.ProcessID, micros(p.Now), list); err != nil {
+		if _, err := e.db.ExecContext(ctx, e.q.insertClaims, p.Queue, p.ProcessID, micros(p.Now), list); err != nil {
 			return err
 		}
 		claims, err = e.queryClaims(ctx, e.q.selectClaims, list)
@@ -235,7 +250,7 @@ func (e *executor) InsertFailed(ctx context.Context, jobID int64, msg string, no
 }
 
 func (e *executor) SemaphoreEnsure(ctx context.Context, l driver.Limit, now time.Time) error {
-	if _, err := e.exec(ctx, e.q.semEnsure, l.Key, l.To, l.Duration.Milliseconds(), micros(now.Add(l.Duration))); err != nil {
+	if _, err := e.exec(ctx, e.q.semEnsure, l.Key, max(l.To, 1), l.Duration.Milliseconds(), micros(now.Add(l.Duration))); err != nil {
 		return fmt.Errorf("create semaphore %q: %w", l.Key, err)
 	}
 	return nil
@@ -243,10 +258,11 @@ func (e *executor) SemaphoreEnsure(ctx context.Context, l driver.Limit, now time
 
 // SemaphoreLock reads the row; the BEGIN IMMEDIATE transaction around it
 // already holds the database's write lock, which is the lock.
-func (e *executor) SemaphoreLock(ctx context.Context, key string) (driver.Semaphore, bool, error) {
+func (e *executor) SemaphoreLock(ctx context.Context, key, queue string) (driver.Semaphore, bool, error) {
 	s := driver.Semaphore{Key: key}
 	var durMS, expires int64
-	err := e.db.QueryRowContext(ctx, e.q.semLock, key).Scan(&s.Value, &s.Limit, &s.Blocked, &durMS, &expires)
+	err := e.db.QueryRowContext(ctx, e.q.semLock, key, queue).Scan(&s.Value, &s.Limit, &s.Blocked, &durMS, &expires,
+		&s.Override, &s.Policy.Queue, &s.Policy.MaxActivePerKey, &s.Policy.MaxBlocked)
 	if errors.Is(err, sql.ErrNoRows) {
 		return s, false, nil
 	}
@@ -501,4 +517,94 @@ func (e *executor) SchemaVersion(ctx context.Context) (int64, error) {
 		return 0, fmt.Errorf("read schema version: %w", err)
 	}
 	return v, nil
+}
+
+func (e *executor) policies(ctx context.Context, query string, args ...any) ([]driver.Policy, error) {
+	rows, err := e.db.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []driver.Policy
+	for rows.Next() {
+		var p driver.Policy
+		var created, updated int64
+		if err := rows.Scan(&p.Queue, &p.Namespace, &p.MaxActive, &p.MaxActivePerKey, &p.MaxBlocked, &created, &updated); err != nil {
+			return nil, err
+		}
+		p.CreatedAt, p.UpdatedAt = fromMicros(created), fromMicros(updated)
+		out = append(out, p)
+	}
+	return out, rows.Err()
+}
+
+// LockPolicies reads the policies; the write transaction is the lock.
+func (e *executor) LockPolicies(ctx context.Context, namespace string, queues []string) ([]driver.Policy, error) {
+	list, _ := json.Marshal(queues)
+	out, err := e.policies(ctx, e.q.lockPolicies, namespace, string(list))
+	if err != nil {
+		return nil, fmt.Errorf("lock policies: %w", err)
+	}
+	return out, nil
+}
+
+func (e *executor) ListPolicies(ctx context.Context) ([]driver.Policy, error) {
+	out, err := e.policies(ctx, e.q.listPolicies)
+	if err != nil {
+		return nil, fmt.Errorf("list policies: %w", err)
+	}
+	return out, nil
+}
+
+func (e *executor) InsertPolicy(ctx context.Context, p driver.Policy) (bool, error) {
+	n, err := e.exec(ctx, e.q.insertPolicy, p.Queue, p.Namespace, p.MaxActive, p.MaxActivePerKey, p.MaxBlocked, micros(p.UpdatedAt))
+	if err != nil {
+		return false, fmt.Errorf("insert policy of queue %q: %w", p.Queue, err)
+	}
+	return n == 1, nil
+}
+
+func (e *executor) UpdatePolicy(ctx context.Context, p driver.Policy) error {
+	if _, err := e.exec(ctx, e.q.updatePolicy, p.MaxActive, p.MaxActivePerKey, p.MaxBlocked, micros(p.UpdatedAt), p.Queue); err != nil {
+		return fmt.Errorf("update policy of queue %q: %w", p.Queue, err)
+	}
+	return nil
+}
+
+func (e *executor) DeletePolicy(ctx context.Context, queue string) error {
+	if _, err := e.exec(ctx, e.q.deletePolicy, queue); err != nil {
+		return fmt.Errorf("delete policy of queue %q: %w", queue, err)
+	}
+	return nil
+}
+
+func (e *executor) PolicyKeys(ctx context.Context, queue string) ([]string, error) {
+	return e.keys(ctx, "policy-limited", e.q.policyKeys, queue)
+}
+
+func (e *executor) SetKeyLimit(ctx context.Context, key string, limit int, now time.Time) error {
+	if _, err := e.exec(ctx, e.q.setKeyLimit, key, limit, micros(now)); err != nil {
+		return fmt.Errorf("set limit of key %q: %w", key, err)
+	}
+	return nil
+}
+
+func (e *executor) DeleteKeyLimit(ctx context.Context, key string) (bool, error) {
+	n, err := e.exec(ctx, e.q.deleteKeyLimit, key)
+	if err != nil {
+		return false, fmt.Errorf("clear limit of key %q: %w", key, err)
+	}
+	return n == 1, nil
+}
+
+func (e *executor) LatestJobLimit(ctx context.Context, key string) (driver.Limit, string, bool, error) {
+	var j driver.Job
+	err := scanJob(e.db.QueryRowContext(ctx, e.q.latestJobLimit, key).Scan, &j)
+	if errors.Is(err, sql.ErrNoRows) {
+		return driver.Limit{}, "", false, nil
+	}
+	if err != nil {
+		return driver.Limit{}, "", false, fmt.Errorf("read the newest job of key %q: %w", key, err)
+	}
+	return j.Limit, j.Queue, true, nil
 }

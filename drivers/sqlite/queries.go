@@ -19,11 +19,17 @@ type queries struct {
 	registerProcess, heartbeat, renewSems, deregisterProcess       string
 	deleteDeadProcesses, listProcesses, getJob, countByQueue       string
 	schemaVersion                                                  string
+
+	policyCap, countClaimed                                                          string
+	lockPolicies, insertPolicy, updatePolicy, deletePolicy, listPolicies, policyKeys string
+	setKeyLimit, deleteKeyLimit, latestJobLimit                                      string
 }
+
+const policyColumns = `queue, namespace, max_active, max_active_per_key, max_blocked, created_at, updated_at`
 
 const jobColumns = `j.id, j.kind, j.queue, j.args, j.priority, j.attempt, j.max_attempts,
 	coalesce(j.concurrency_key, ''), j.concurrency_limit, j.concurrency_duration_ms, j.on_conflict,
-	j.scheduled_at, j.created_at`
+	j.max_blocked, j.scheduled_at, j.created_at`
 
 const idList = `(SELECT value FROM json_each(?))`
 
@@ -31,8 +37,8 @@ func newQueries(prefix string) *queries {
 	p := func(s string) string { return strings.ReplaceAll(s, "{p}", prefix) }
 	return &queries{
 		insertJob: p(`INSERT INTO {p}jobs (kind, queue, args, priority, max_attempts, concurrency_key,
-	concurrency_limit, concurrency_duration_ms, on_conflict, scheduled_at, created_at)
-VALUES (?, ?, ?, ?, ?, NULLIF(?, ''), ?, ?, ?, ?, ?)`),
+	concurrency_limit, concurrency_duration_ms, on_conflict, max_blocked, scheduled_at, created_at)
+VALUES (?, ?, ?, ?, ?, NULLIF(?, ''), ?, ?, ?, ?, ?, ?)`),
 		insertReady:     p(`INSERT INTO {p}ready_executions (job_id, queue, priority, created_at) VALUES (?, ?, ?, ?)`),
 		insertScheduled: p(`INSERT INTO {p}scheduled_executions (job_id, queue, priority, scheduled_at) VALUES (?, ?, ?, ?)`),
 		insertBlocked: p(`INSERT INTO {p}blocked_executions (job_id, queue, priority, concurrency_key, created_at)
@@ -41,8 +47,8 @@ VALUES (?, ?, ?, ?, ?)`),
 		pickReady: p(`SELECT job_id FROM {p}ready_executions WHERE queue = ?
 ORDER BY priority DESC, job_id LIMIT ?`),
 		deleteReady: p(`DELETE FROM {p}ready_executions WHERE job_id IN ` + idList),
-		insertClaims: p(`INSERT INTO {p}claimed_executions (job_id, process_id, claimed_at)
-SELECT value, ?, ? FROM json_each(?)`),
+		insertClaims: p(`INSERT INTO {p}claimed_executions (job_id, queue, process_id, claimed_at)
+SELECT value, ?, ?, ? FROM json_each(?)`),
 		selectClaims: p(`SELECT ` + jobColumns + `, c.fence, c.claimed_at
 FROM {p}claimed_executions c JOIN {p}jobs j ON j.id = c.job_id
 WHERE c.job_id IN ` + idList + ` ORDER BY j.priority DESC, j.id`),
@@ -56,7 +62,13 @@ SELECT id, queue, ?, ? FROM {p}jobs WHERE id = ?`),
 
 		semEnsure: p(`INSERT INTO {p}semaphores (key, value, lim, blocked, duration_ms, expires_at)
 VALUES (?1, ?2, ?2, 0, ?3, ?4) ON CONFLICT (key) DO NOTHING`),
-		semLock: p(`SELECT value, lim, blocked, duration_ms, expires_at FROM {p}semaphores WHERE key = ?`),
+		semLock: p(`
+SELECT s.value, s.lim, s.blocked, s.duration_ms, s.expires_at,
+	coalesce(k.lim, 0), coalesce(p.queue, ''), coalesce(p.max_active_per_key, 0), coalesce(p.max_blocked, 0)
+FROM {p}semaphores s
+LEFT JOIN {p}key_limits k ON k.key = s.key
+LEFT JOIN {p}policies p ON p.queue = ?2
+WHERE s.key = ?1`),
 		semSave: p(`UPDATE {p}semaphores SET value = ?, lim = ?, blocked = ?, duration_ms = ?, expires_at = ?
 WHERE key = ?`),
 		pickBlocked: p(`SELECT job_id FROM {p}blocked_executions WHERE concurrency_key = ?
@@ -143,5 +155,23 @@ SELECT queue, sum(ready), sum(running), sum(scheduled), sum(blocked), sum(failed
 	UNION ALL SELECT queue, 0, 0, 0, 0, count(*) FROM {p}failed_executions GROUP BY queue
 ) t GROUP BY queue ORDER BY queue`),
 		schemaVersion: p(`SELECT coalesce(max(version_id), 0) FROM {p}schema_migrations WHERE is_applied`),
+
+		policyCap:    p(`SELECT coalesce(max(max_active), 0) FROM {p}policies WHERE queue = ?`),
+		countClaimed: p(`SELECT count(*) FROM {p}claimed_executions WHERE queue = ?`),
+		lockPolicies: p(`SELECT ` + policyColumns + ` FROM {p}policies
+WHERE namespace = ? OR queue IN (SELECT value FROM json_each(?)) ORDER BY queue`),
+		insertPolicy: p(`INSERT INTO {p}policies (queue, namespace, max_active, max_active_per_key, max_blocked,
+	created_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6) ON CONFLICT (queue) DO NOTHING`),
+		updatePolicy: p(`UPDATE {p}policies SET max_active = ?, max_active_per_key = ?, max_blocked = ?,
+	updated_at = ? WHERE queue = ?`),
+		deletePolicy: p(`DELETE FROM {p}policies WHERE queue = ?`),
+		listPolicies: p(`SELECT ` + policyColumns + ` FROM {p}policies ORDER BY queue`),
+		policyKeys: p(`SELECT DISTINCT concurrency_key FROM {p}jobs WHERE queue = ? AND concurrency_limit = 0
+AND concurrency_key IS NOT NULL AND finished_at IS NULL ORDER BY 1`),
+		setKeyLimit: p(`INSERT INTO {p}key_limits (key, lim, updated_at) VALUES (?, ?, ?)
+ON CONFLICT (key) DO UPDATE SET lim = excluded.lim, updated_at = excluded.updated_at`),
+		deleteKeyLimit: p(`DELETE FROM {p}key_limits WHERE key = ?`),
+		latestJobLimit: p(`SELECT ` + jobColumns + ` FROM {p}jobs j
+WHERE j.concurrency_key = ? AND j.finished_at IS NULL ORDER BY j.id DESC LIMIT 1`),
 	}
 }

@@ -258,7 +258,7 @@ func (e errorString) Error() string { return string(e) }
 func testCappedIncrements(t *testing.T, h *harness) {
 	ctx := context.Background()
 	err := driver.InTx(ctx, h.driver(), func(ex driver.Executor) error {
-		s, err := semaphore.Lock(ctx, ex, driver.Limit{Key: "cap", To: 2, Duration: time.Minute}, time.Now())
+		s, err := semaphore.Lock(ctx, ex, driver.Limit{Key: "cap", To: 2, Duration: time.Minute}, "default", time.Now())
 		if err != nil {
 			return err
 		}

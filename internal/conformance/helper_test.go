@@ -1,6 +1,7 @@
 package conformance
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"fmt"
@@ -18,7 +19,8 @@ import (
 
 // helperMain is a bq process: the test binary re-executed with BQ_HELPER
 // set to "worker" (workers and dispatcher), "workers" (workers only) or
-// "dispatcher". It works the default queue of BQ_DSN with BQ_SLOTS slots,
+// "dispatcher". It works queue BQ_QUEUE (default "default") of BQ_DSN with
+// BQ_SLOTS slots,
 // recording each run in test_runs, until SIGTERM (a second one exits at
 // once). BQ_DEAD_AFTER and BQ_HEARTBEAT override the test timings.
 func helperMain() int {
@@ -41,7 +43,7 @@ func helperMain() int {
 	}
 	cfg := testConfig()
 	if slots > 0 {
-		cfg.Queues = map[string]int{"default": slots}
+		cfg.Queues = map[string]int{cmp.Or(os.Getenv("BQ_QUEUE"), "default"): slots}
 	}
 	if d, err := time.ParseDuration(os.Getenv("BQ_DEAD_AFTER")); err == nil {
 		cfg.ProcessDeadAfter = d
@@ -89,29 +91,34 @@ func (h *harness) spawnWorkers(n, slots int) (stop func()) {
 	}
 	stopped := false
 	stop = func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		for _, c := range cmds {
-			_ = c.Process.Signal(syscall.SIGTERM)
-		}
-		for _, c := range cmds {
-			done := make(chan error, 1)
-			go func() { done <- c.Wait() }()
-			select {
-			case err := <-done:
-				if err != nil {
-					h.t.Errorf("worker process %d: %v", c.Process.Pid, err)
-				}
-			case <-time.After(30 * time.Second):
-				_ = c.Process.Kill()
-				h.t.Errorf("worker process %d did not stop within 30s of SIGTERM", c.Process.Pid)
-			}
+		if !stopped {
+			stopped = true
+			h.stop(cmds...)
 		}
 	}
 	h.t.Cleanup(stop)
 	return stop
+}
+
+// stop ends helper processes with SIGTERM and checks they exit cleanly.
+func (h *harness) stop(cmds ...*exec.Cmd) {
+	h.t.Helper()
+	for _, c := range cmds {
+		_ = c.Process.Signal(syscall.SIGTERM)
+	}
+	for _, c := range cmds {
+		done := make(chan error, 1)
+		go func() { done <- c.Wait() }()
+		select {
+		case err := <-done:
+			if err != nil {
+				h.t.Errorf("process %d: %v", c.Process.Pid, err)
+			}
+		case <-time.After(30 * time.Second):
+			_ = c.Process.Kill()
+			h.t.Errorf("process %d did not stop within 30s of SIGTERM", c.Process.Pid)
+		}
+	}
 }
 
 // dbRuns reads the runs helper processes recorded.

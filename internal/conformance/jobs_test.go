@@ -46,6 +46,11 @@ var (
 	onceJob    = bq.Define("c.once", behave, bq.JobOptions[Args]{MaxAttempts: 1})
 	timeoutJob = bq.Define("c.timeout", behave, bq.JobOptions[Args]{
 		MaxAttempts: 1, Timeout: 50 * time.Millisecond})
+	// policyKeyedJob sets no To: its queue's policy decides.
+	policyKeyedJob = bq.Define("c.policykeyed", behave, bq.JobOptions[Args]{
+		Queue: "pq", Concurrency: &bq.Concurrency[Args]{Key: keyOf}})
+	backlogJob = bq.Define("c.backlog", behave, bq.JobOptions[Args]{
+		Concurrency: &bq.Concurrency[Args]{Key: keyOf, To: 1, MaxBlocked: 2}})
 )
 
 // run is one execution as the job saw it.

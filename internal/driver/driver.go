@@ -80,10 +80,15 @@ const (
 // Limit is the concurrency spec a keyed job carries in its row, so the
 // dispatcher can admit it without the job's code.
 type Limit struct {
-	Key        string // full key, Group + "/" + Key(args); "" means unkeyed
+	Key string // full key, Group + "/" + Key(args); "" means unkeyed
+	// To is the job's own limit; 0 leaves it to its queue's policy
+	// (MaxActivePerKey), else 1. A key override (SetKeyLimit) beats both.
 	To         int
 	Duration   time.Duration
 	OnConflict OnConflict
+	// MaxBlocked caps the key's backlog; 0 leaves it to the queue's
+	// policy, else unbounded.
+	MaxBlocked int
 }
 
 // NewJob is a job to insert together with the execution state admission
@@ -141,6 +146,21 @@ type Semaphore struct {
 	Blocked   int
 	Duration  time.Duration
 	ExpiresAt time.Time
+
+	// Read by SemaphoreLock, never saved:
+	Override int    // the key's SetKeyLimit override; 0 when none
+	Policy   Policy // the policy of the queue named to SemaphoreLock
+}
+
+// Policy is a queue's stored operations policy; zero fields mean none.
+type Policy struct {
+	Queue           string
+	Namespace       string
+	MaxActive       int
+	MaxActivePerKey int
+	MaxBlocked      int
+	CreatedAt       time.Time
+	UpdatedAt       time.Time
 }
 
 // ClaimParams asks for up to Max ready jobs of Queue.
@@ -202,7 +222,9 @@ type Executor interface {
 	// InsertExecutions puts existing jobs into state's table.
 	InsertExecutions(ctx context.Context, state State, rows []Execution) error
 	// ClaimReady moves up to p.Max ready jobs of p.Queue to claimed, in
-	// priority then FIFO order, skipping rows other claimers hold.
+	// priority then FIFO order, skipping rows other claimers hold. When the
+	// queue's policy has MaxActive, claimers of the queue take turns and
+	// claim only what keeps its claimed jobs within it.
 	ClaimReady(ctx context.Context, p ClaimParams) ([]*Claim, error)
 	// DeleteClaim removes the claim matching both jobID and fence. It
 	// reports false when the claim no longer exists (a stale fence).
@@ -217,12 +239,13 @@ type Executor interface {
 	// InsertFailed moves a job to the failed table.
 	InsertFailed(ctx context.Context, jobID int64, msg string, now time.Time) error
 
-	// SemaphoreEnsure creates key's semaphore with every slot free unless
-	// it exists; it never fails on a concurrent create.
+	// SemaphoreEnsure creates key's semaphore with every slot free (limit
+	// max(l.To, 1)) unless it exists; it never fails on a concurrent create.
 	SemaphoreEnsure(ctx context.Context, l Limit, now time.Time) error
-	// SemaphoreLock reads key's semaphore and locks it until the
-	// transaction ends. ok is false when it does not exist.
-	SemaphoreLock(ctx context.Context, key string) (s Semaphore, ok bool, err error)
+	// SemaphoreLock reads key's semaphore, its override and the policy of
+	// queue ("" for none), and locks the semaphore until the transaction
+	// ends. ok is false when it does not exist.
+	SemaphoreLock(ctx context.Context, key, queue string) (s Semaphore, ok bool, err error)
 	// SemaphoreSave writes Value, Limit, Blocked, Duration and ExpiresAt.
 	SemaphoreSave(ctx context.Context, s Semaphore) error
 	// PromoteBlocked moves up to n blocked jobs of key to ready, highest
@@ -253,6 +276,28 @@ type Executor interface {
 	LostClaimsOfKey(ctx context.Context, key string, now time.Time, silence time.Duration) ([]*Claim, error)
 	// DeleteFinishedJobs removes up to max jobs finished before `before`.
 	DeleteFinishedJobs(ctx context.Context, before time.Time, max int) (int, error)
+
+	// LockPolicies returns, locked and ordered by queue, the policies of
+	// namespace and of the named queues.
+	LockPolicies(ctx context.Context, namespace string, queues []string) ([]Policy, error)
+	// InsertPolicy stores a new policy; false when its queue already has one.
+	InsertPolicy(ctx context.Context, p Policy) (bool, error)
+	// UpdatePolicy rewrites a policy's limits and UpdatedAt.
+	UpdatePolicy(ctx context.Context, p Policy) error
+	// DeletePolicy removes a queue's policy.
+	DeletePolicy(ctx context.Context, queue string) error
+	// ListPolicies returns every policy, ordered by queue.
+	ListPolicies(ctx context.Context) ([]Policy, error)
+	// PolicyKeys lists, in key order, the keys of the queue's unfinished
+	// jobs that leave their limit to the queue's policy (To 0).
+	PolicyKeys(ctx context.Context, queue string) ([]string, error)
+	// SetKeyLimit stores (or replaces) key's override.
+	SetKeyLimit(ctx context.Context, key string, limit int, now time.Time) error
+	// DeleteKeyLimit removes key's override; false when it had none.
+	DeleteKeyLimit(ctx context.Context, key string) (bool, error)
+	// LatestJobLimit returns the limit and queue of key's newest unfinished
+	// job; ok is false when it has none.
+	LatestJobLimit(ctx context.Context, key string) (l Limit, queue string, ok bool, err error)
 
 	// RegisterProcess inserts p and returns its ID.
 	RegisterProcess(ctx context.Context, p Process) (int64, error)

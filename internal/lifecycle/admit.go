@@ -6,6 +6,7 @@ package lifecycle
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"slices"
 	"time"
 
@@ -25,8 +26,10 @@ const (
 
 type candidate struct {
 	limit    driver.Limit
+	queue    string
 	priority int
 	outcome  Outcome
+	reason   string // why it was discarded
 }
 
 // admit decides each due candidate's outcome. Keys are locked in sorted
@@ -50,7 +53,7 @@ func admit(ctx context.Context, ex driver.Executor, cands []*candidate, now time
 	for _, key := range keys {
 		group := byKey[key]
 		slices.SortStableFunc(group, func(a, b *candidate) int { return cmp.Compare(b.priority, a.priority) })
-		sem, err := semaphore.Lock(ctx, ex, group[0].limit, now)
+		sem, err := semaphore.Lock(ctx, ex, group[0].limit, group[0].queue, now)
 		if err != nil {
 			return err
 		}
@@ -61,6 +64,10 @@ func admit(ctx context.Context, ex driver.Executor, cands []*candidate, now time
 				c.outcome = Admitted
 			case c.limit.OnConflict == driver.Discard:
 				c.outcome = Discarded
+				c.reason = fmt.Sprintf("concurrency key %q has no free slot (limit %d) and the job discards on conflict", key, sem.Limit())
+			case sem.BacklogFull():
+				c.outcome = Discarded
+				c.reason = fmt.Sprintf("concurrency key %q already has %d jobs waiting, its MaxBlocked", key, sem.MaxBlocked())
 			default:
 				c.outcome = Blocked
 				sem.Block(1)
@@ -73,14 +80,20 @@ func admit(ctx context.Context, ex driver.Executor, cands []*candidate, now time
 	return nil
 }
 
+// Result is admission's verdict on one job.
+type Result struct {
+	Outcome Outcome
+	Reason  string // why it was discarded
+}
+
 // Enqueue admits new jobs and inserts every one not discarded. Jobs due
 // later are stored scheduled and admitted when the dispatcher promotes
 // them.
-func Enqueue(ctx context.Context, ex driver.Executor, jobs []*driver.NewJob, now time.Time) ([]Outcome, error) {
+func Enqueue(ctx context.Context, ex driver.Executor, jobs []*driver.NewJob, now time.Time) ([]Result, error) {
 	cands := make([]*candidate, len(jobs))
 	var due []*candidate
 	for i, j := range jobs {
-		cands[i] = &candidate{limit: j.Limit, priority: j.Priority, outcome: Scheduled}
+		cands[i] = &candidate{limit: j.Limit, queue: j.Queue, priority: j.Priority, outcome: Scheduled}
 		if !j.ScheduledAt.After(now) {
 			due = append(due, cands[i])
 		}
@@ -88,10 +101,10 @@ func Enqueue(ctx context.Context, ex driver.Executor, jobs []*driver.NewJob, now
 	if err := admit(ctx, ex, due, now); err != nil {
 		return nil, err
 	}
-	outcomes := make([]Outcome, len(jobs))
+	results := make([]Result, len(jobs))
 	kept := make([]*driver.NewJob, 0, len(jobs))
 	for i, c := range cands {
-		outcomes[i] = c.outcome
+		results[i] = Result{Outcome: c.outcome, Reason: c.reason}
 		switch c.outcome {
 		case Admitted:
 			jobs[i].State = driver.Ready
@@ -107,7 +120,7 @@ func Enqueue(ctx context.Context, ex driver.Executor, jobs []*driver.NewJob, now
 	if err := ex.InsertJobs(ctx, now, kept); err != nil {
 		return nil, err
 	}
-	return outcomes, nil
+	return results, nil
 }
 
 // PromoteScheduled admits up to max scheduled jobs that are due, as if
@@ -128,7 +141,7 @@ func PromoteScheduled(ctx context.Context, ex driver.Executor, max int, now time
 func admitExisting(ctx context.Context, ex driver.Executor, jobs []*driver.Job, now time.Time) ([]string, error) {
 	cands := make([]*candidate, len(jobs))
 	for i, j := range jobs {
-		cands[i] = &candidate{limit: j.Limit, priority: j.Priority}
+		cands[i] = &candidate{limit: j.Limit, queue: j.Queue, priority: j.Priority}
 	}
 	if err := admit(ctx, ex, cands, now); err != nil {
 		return nil, err

@@ -15,6 +15,7 @@ CREATE TABLE {prefix}jobs (
     concurrency_limit       INTEGER     NOT NULL DEFAULT 0,
     concurrency_duration_ms BIGINT      NOT NULL DEFAULT 0,
     on_conflict             INTEGER     NOT NULL DEFAULT 0,
+    max_blocked             INTEGER     NOT NULL DEFAULT 0,
     scheduled_at            INTEGER     NOT NULL,
     created_at              INTEGER     NOT NULL,
     finished_at             INTEGER,
@@ -69,10 +70,12 @@ CREATE INDEX {prefix}processes_heartbeat ON {prefix}processes (last_heartbeat_at
 CREATE TABLE {prefix}claimed_executions (
     fence      INTEGER     PRIMARY KEY AUTOINCREMENT,
     job_id     BIGINT      NOT NULL UNIQUE REFERENCES {prefix}jobs (id) ON DELETE CASCADE,
+    queue      TEXT        NOT NULL,
     process_id BIGINT      NOT NULL,
     claimed_at INTEGER     NOT NULL
 );
 CREATE INDEX {prefix}claimed_process ON {prefix}claimed_executions (process_id);
+CREATE INDEX {prefix}claimed_queue ON {prefix}claimed_executions (queue);
 
 CREATE TABLE {prefix}failed_executions (
     job_id    BIGINT      PRIMARY KEY REFERENCES {prefix}jobs (id) ON DELETE CASCADE,
@@ -93,7 +96,29 @@ CREATE TABLE {prefix}semaphores (
 );
 CREATE INDEX {prefix}semaphores_expires ON {prefix}semaphores (expires_at);
 
+-- Operations policy per queue, owned by one namespace (SyncPolicies).
+-- Zero means no limit.
+CREATE TABLE {prefix}policies (
+    queue              TEXT        PRIMARY KEY,
+    namespace          TEXT        NOT NULL,
+    max_active         INTEGER     NOT NULL DEFAULT 0,
+    max_active_per_key INTEGER     NOT NULL DEFAULT 0,
+    max_blocked        INTEGER     NOT NULL DEFAULT 0,
+    created_at         INTEGER     NOT NULL,
+    updated_at         INTEGER     NOT NULL
+);
+CREATE INDEX {prefix}policies_namespace ON {prefix}policies (namespace);
+
+-- Runtime limit overrides by full key (SetKeyLimit); they beat the job's.
+CREATE TABLE {prefix}key_limits (
+    key        TEXT        PRIMARY KEY,
+    lim        INTEGER     NOT NULL,
+    updated_at INTEGER     NOT NULL
+);
+
 -- +goose Down
+DROP TABLE {prefix}key_limits;
+DROP TABLE {prefix}policies;
 DROP TABLE {prefix}semaphores;
 DROP TABLE {prefix}failed_executions;
 DROP TABLE {prefix}claimed_executions;

@@ -1,0 +1,225 @@
+package bq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/bqueue/bq/internal/driver"
+	"github.com/bqueue/bq/semaphore"
+)
+
+// Policy is an operations limit for one queue, stored in the database so
+// that a change takes effect without redeploying workers. Zero fields set
+// no limit.
+type Policy struct {
+	Queue string
+	// MaxActive caps the queue's running jobs across every process. It is
+	// enforced while claiming, in the database, so adding processes never
+	// raises the total.
+	MaxActive int
+	// MaxActivePerKey is the limit of keyed jobs of the queue whose
+	// definition sets no Concurrency.To.
+	MaxActivePerKey int
+	// MaxBlocked caps each key's backlog for keyed jobs of the queue whose
+	// definition sets no Concurrency.MaxBlocked: further enqueues of a key
+	// with that many jobs waiting are discarded.
+	MaxBlocked int
+}
+
+// StoredPolicy is a policy as the database holds it.
+type StoredPolicy struct {
+	Policy
+	Namespace string
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+// ErrPolicyConflict is returned by SyncPolicies for a queue whose policy
+// another namespace owns.
+var ErrPolicyConflict = errors.New("queue policy owned by another namespace")
+
+// Key returns the full concurrency key of a job: its limit Group (by
+// default the job's name) and the key its Concurrency.Key returned. Full
+// keys name keys in SetKeyLimit, Health and the blocked table.
+func Key(group, key string) string { return group + "/" + key }
+
+// SyncPolicies makes the database's policies of namespace exactly
+// policies, in one transaction: new ones are created, changed ones
+// updated, and those of namespace not listed deleted. A queue whose policy
+// belongs to another namespace is refused with ErrPolicyConflict. Syncing
+// the same set again writes nothing. A changed MaxActivePerKey applies at
+// once to the keys of the queue's waiting and running jobs.
+func (c *Client) SyncPolicies(ctx context.Context, namespace string, policies []Policy) error {
+	if err := validatePolicies(namespace, policies); err != nil {
+		return fmt.Errorf("sync policies: %w", err)
+	}
+	queues := make([]string, len(policies))
+	for i, p := range policies {
+		queues[i] = p.Queue
+	}
+	err := driver.InTx(ctx, c.drv, func(ex driver.Executor) error {
+		now := c.cfg.Now()
+		stored, err := ex.LockPolicies(ctx, namespace, queues)
+		if err != nil {
+			return err
+		}
+		byQueue := map[string]driver.Policy{}
+		for _, s := range stored {
+			byQueue[s.Queue] = s
+		}
+		var relimit []string
+		for _, p := range policies {
+			want := driver.Policy{Queue: p.Queue, Namespace: namespace, MaxActive: p.MaxActive,
+				MaxActivePerKey: p.MaxActivePerKey, MaxBlocked: p.MaxBlocked, UpdatedAt: now}
+			have, exists := byQueue[p.Queue]
+			switch {
+			case exists && have.Namespace != namespace:
+				return fmt.Errorf("%w: queue %q belongs to namespace %q, so namespace %q cannot set it: remove it from %q's policies first",
+					ErrPolicyConflict, p.Queue, have.Namespace, namespace, have.Namespace)
+			case exists && have.MaxActive == p.MaxActive && have.MaxActivePerKey == p.MaxActivePerKey && have.MaxBlocked == p.MaxBlocked:
+				continue
+			case exists:
+				err = ex.UpdatePolicy(ctx, want)
+			default:
+				var inserted bool
+				if inserted, err = ex.InsertPolicy(ctx, want); err == nil && !inserted {
+					err = fmt.Errorf("%w: queue %q got a policy from another namespace meanwhile", ErrPolicyConflict, p.Queue)
+				}
+			}
+			if err != nil {
+				return err
+			}
+			if have.MaxActivePerKey != p.MaxActivePerKey {
+				relimit = append(relimit, p.Queue)
+			}
+		}
+		for _, s := range stored {
+			if s.Namespace == namespace && !slices.Contains(queues, s.Queue) {
+				if err := ex.DeletePolicy(ctx, s.Queue); err != nil {
+					return err
+				}
+				if s.MaxActivePerKey != 0 {
+					relimit = append(relimit, s.Queue)
+				}
+			}
+		}
+		return c.relimitQueues(ctx, ex, relimit, now)
+	})
+	if err != nil {
+		return fmt.Errorf("sync policies of namespace %q: %w", namespace, c.explainErr(ctx, err))
+	}
+	c.wake("")
+	return nil
+}
+
+// relimitQueues applies a changed MaxActivePerKey to the keys of the
+// queues' jobs that leave their limit to the policy, in key order.
+func (c *Client) relimitQueues(ctx context.Context, ex driver.Executor, queues []string, now time.Time) error {
+	type keyOf struct{ key, queue string }
+	var keys []keyOf
+	for _, q := range queues {
+		ks, err := ex.PolicyKeys(ctx, q)
+		if err != nil {
+			return err
+		}
+		for _, k := range ks {
+			keys = append(keys, keyOf{k, q})
+		}
+	}
+	slices.SortFunc(keys, func(a, b keyOf) int { return strings.Compare(a.key, b.key) })
+	for _, k := range keys {
+		if _, err := semaphore.Resolve(ctx, ex, driver.Limit{Key: k.key}, k.queue, now); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func validatePolicies(namespace string, policies []Policy) error {
+	var errs []error
+	if namespace == "" {
+		errs = append(errs, errors.New("the namespace is empty: name the owner of these policies, e.g. the service that syncs them"))
+	}
+	seen := map[string]bool{}
+	for _, p := range policies {
+		if p.Queue == "" {
+			errs = append(errs, errors.New("a policy has no Queue"))
+		}
+		if seen[p.Queue] {
+			errs = append(errs, fmt.Errorf("queue %q has two policies: give each queue one", p.Queue))
+		}
+		seen[p.Queue] = true
+		if err := validateQueue(p.Queue); err != nil {
+			errs = append(errs, err)
+		}
+		if p.MaxActive < 0 || p.MaxActivePerKey < 0 || p.MaxBlocked < 0 {
+			errs = append(errs, fmt.Errorf("queue %q: MaxActive %d, MaxActivePerKey %d, MaxBlocked %d: use 0 (no limit) or more",
+				p.Queue, p.MaxActive, p.MaxActivePerKey, p.MaxBlocked))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// ListPolicies returns every stored policy, ordered by queue.
+func (c *Client) ListPolicies(ctx context.Context) ([]StoredPolicy, error) {
+	ps, err := c.drv.Exec().ListPolicies(ctx)
+	if err != nil {
+		return nil, c.explainErr(ctx, err)
+	}
+	out := make([]StoredPolicy, len(ps))
+	for i, p := range ps {
+		out[i] = StoredPolicy{
+			Policy:    Policy{Queue: p.Queue, MaxActive: p.MaxActive, MaxActivePerKey: p.MaxActivePerKey, MaxBlocked: p.MaxBlocked},
+			Namespace: p.Namespace, CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt,
+		}
+	}
+	return out, nil
+}
+
+// SetKeyLimit overrides the limit of one full key (see Key) at once,
+// beating every job's own limit and policy: raising it promotes blocked
+// jobs now; lowering it lets running jobs finish and admits no more until
+// the key is under the new limit.
+func (c *Client) SetKeyLimit(ctx context.Context, key string, limit int) error {
+	if key == "" || limit < 1 {
+		return fmt.Errorf("%w: SetKeyLimit(%q, %d): name a full key (bq.Key(group, key)) and a limit of 1 or more", ErrInvalidJob, key, limit)
+	}
+	err := driver.InTx(ctx, c.drv, func(ex driver.Executor) error {
+		now := c.cfg.Now()
+		if err := ex.SetKeyLimit(ctx, key, limit, now); err != nil {
+			return err
+		}
+		_, err := semaphore.Resolve(ctx, ex, driver.Limit{Key: key, To: limit}, "", now)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("set limit of key %q: %w", key, c.explainErr(ctx, err))
+	}
+	c.wake("")
+	return nil
+}
+
+// ClearKeyLimit removes a key's override: the key's limit is again its
+// jobs' own (or their queue policy's), from now on.
+func (c *Client) ClearKeyLimit(ctx context.Context, key string) error {
+	err := driver.InTx(ctx, c.drv, func(ex driver.Executor) error {
+		if ok, err := ex.DeleteKeyLimit(ctx, key); err != nil || !ok {
+			return err
+		}
+		l, queue, ok, err := ex.LatestJobLimit(ctx, key)
+		if err != nil || !ok {
+			return err // no job of the key waits: its next admission resolves the limit
+		}
+		_, err = semaphore.Resolve(ctx, ex, l, queue, c.cfg.Now())
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("clear limit of key %q: %w", key, c.explainErr(ctx, err))
+	}
+	c.wake("")
+	return nil
+}
