@@ -144,16 +144,22 @@ func (c *Client) blockedSummary(k *KeyState, ahead int, procs []driver.Process, 
 		}
 	}
 	var s string
-	if ready == 0 {
+	switch {
+	case ready == 0 && running == 1:
+		s = fmt.Sprintf("Waiting for the running job of key %q to finish (limit %d); %s.", k.Key, k.Limit, line)
+	case ready == 0:
 		s = fmt.Sprintf("Waiting for one of %s of key %q to finish (limit %d); %s.", count(running, "running job"), k.Key, k.Limit, line)
-	} else {
+	case running+ready == 1:
+		s = fmt.Sprintf("Waiting for the holder of key %q, a ready job waiting for a worker, to run and finish (limit %d); %s.", k.Key, k.Limit, line)
+	default:
 		s = fmt.Sprintf("Waiting for one of the %s of key %q to finish (limit %d: %d running, %d ready and waiting for a worker); %s.",
 			count(running+ready, "holder"), k.Key, k.Limit, running, ready, line)
 	}
 	if len(dead) > 0 {
-		s += fmt.Sprintf(" The process of %s stopped heartbeating: its claim will be reaped.", strings.Join(dead, ", "))
+		// Only the dispatcher's reaper frees these slots.
+		s += fmt.Sprintf(" The process of %s stopped heartbeating: its claim will be reaped.%s", strings.Join(dead, ", "), noDispatcher)
 	}
-	return s + noDispatcher
+	return s
 }
 
 func (c *Client) scheduledSummary(info *JobInfo, due time.Time, procs []driver.Process, now time.Time) string {

@@ -159,8 +159,8 @@ func TestMetrics(t *testing.T) {
 	}
 	for _, p := range got {
 		for _, kv := range p.attrs {
-			if kv.Key == "key" || strings.Contains(kv.Value.Emit(), secret) {
-				t.Errorf("%s carries a key value in attribute %s=%q", p.name, kv.Key, kv.Value.Emit())
+			if kv.Key == "key" || strings.Contains(kv.Value.String(), secret) {
+				t.Errorf("%s carries a key value in attribute %s=%q", p.name, kv.Key, kv.Value.String())
 			}
 		}
 	}
@@ -212,7 +212,7 @@ func (ps points) sum(name, kv string) (int64, bool) {
 			continue
 		}
 		for _, a := range p.attrs {
-			if string(a.Key) == k && a.Value.Emit() == v {
+			if string(a.Key) == k && a.Value.String() == v {
 				n += p.value
 				found = true
 			}
