@@ -1,0 +1,104 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/bqueue/bq"
+)
+
+// runStatus prints the Health report: queues, limit groups, the most
+// blocked keys and the processes.
+func runStatus(args []string) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	return status(ctx, os.Stdout, args)
+}
+
+func status(ctx context.Context, w io.Writer, args []string) error {
+	fs, db := newInspectFlagSet("status", "status --dsn DSN [--prefix bq_] [--json] [--top 10]")
+	asJSON := fs.Bool("json", false, "print the report as JSON")
+	top := fs.Int("top", 10, "how many of the most blocked keys to list (at most 100)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("bq status: unexpected argument %q", fs.Arg(0))
+	}
+	client, err := db.open(ctx)
+	if err != nil {
+		return fmt.Errorf("bq status: %w", err)
+	}
+	defer client.Close()
+	h, err := client.Health(ctx, bq.HealthOptions{TopKeys: *top})
+	if err != nil {
+		return fmt.Errorf("bq status: %w", err)
+	}
+	if *asJSON {
+		return writeJSON(w, h)
+	}
+	return printHealth(w, h)
+}
+
+// printHealth writes the report as aligned tables.
+func printHealth(w io.Writer, h *bq.Health) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	section := func(title string) { fmt.Fprintf(tw, "\n%s\n", title) }
+
+	fmt.Fprintln(tw, "QUEUES")
+	if len(h.Queues) == 0 {
+		fmt.Fprintln(tw, "  no live jobs")
+	} else {
+		fmt.Fprintln(tw, "QUEUE\tREADY\tRUNNING\tSCHEDULED\tBLOCKED\tFAILED\tOLDEST READY")
+		for _, q := range h.Queues {
+			oldest := "-"
+			if q.Ready > 0 {
+				oldest = age(q.OldestReadyAge)
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%s\n", q.Queue, q.Ready, q.Running, q.Scheduled, q.Blocked, q.Failed, oldest)
+		}
+	}
+
+	section("LIMIT GROUPS")
+	if len(h.Groups) == 0 {
+		fmt.Fprintln(tw, "  no concurrency keys in use")
+	} else {
+		fmt.Fprintln(tw, "GROUP\tLIMIT\tKEYS\tACTIVE\tBLOCKED\tSATURATED KEYS")
+		for _, g := range h.Groups {
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\n", g.Group, g.Limits(), g.Keys, g.Active, g.Blocked, g.Saturated)
+		}
+	}
+
+	section("MOST BLOCKED KEYS")
+	if len(h.TopKeys) == 0 {
+		fmt.Fprintln(tw, "  nothing is blocked")
+	} else {
+		fmt.Fprintln(tw, "KEY\tLIMIT\tHOLDERS\tFREE\tBLOCKED")
+		for _, k := range h.TopKeys {
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\n", k.Key, k.Limit, k.Holders, k.Free, k.Blocked)
+		}
+	}
+
+	section("PROCESSES")
+	if len(h.Processes) == 0 {
+		fmt.Fprintln(tw, "  none registered: no worker or dispatcher is running")
+	} else {
+		fmt.Fprintln(tw, "ID\tKIND\tNAME\tQUEUES\tLAST HEARTBEAT\tALIVE")
+		for _, p := range h.Processes {
+			queues := strings.Join(p.Queues, ",")
+			if queues == "" {
+				queues = "-"
+			}
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", p.ID, p.Kind, p.Name, queues, ago(p.LastHeartbeat, h.At), yesNo(p.Alive))
+		}
+	}
+	if h.Truncated {
+		fmt.Fprintln(tw, "\n(more groups or processes than shown: the report lists 100 of each)")
+	}
+	return tw.Flush()
+}

@@ -1,0 +1,98 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/bqueue/bq/ui"
+)
+
+// runUI serves the web dashboard until interrupted.
+func runUI(args []string) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return serveUI(ctx, args, nil)
+}
+
+// serveUI serves the dashboard until ctx ends; ready, when given, gets
+// the listening address.
+func serveUI(ctx context.Context, args []string, ready chan<- string) error {
+	fs, db := newInspectFlagSet("ui", "ui --dsn DSN [--prefix bq_] [--addr 127.0.0.1:8080] [--token T]")
+	addr := fs.String("addr", "127.0.0.1:8080", "`address` to listen on; anything but a loopback address needs --token")
+	token := fs.String("token", os.Getenv("BQ_UI_TOKEN"), "access `token` every request must carry (default $BQ_UI_TOKEN)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("bq ui: unexpected argument %q", fs.Arg(0))
+	}
+	if err := checkExposure(*addr, *token); err != nil {
+		return fmt.Errorf("bq ui: %w", err)
+	}
+	client, err := db.open(ctx)
+	if err != nil {
+		return fmt.Errorf("bq ui: %w", err)
+	}
+	defer client.Close()
+
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return fmt.Errorf("bq ui: listen on %s: %w", *addr, err)
+	}
+	srv := &http.Server{Handler: ui.Handler(client, ui.Options{Token: *token}), ReadHeaderTimeout: 10 * time.Second}
+	link := "http://" + ln.Addr().String() + "/"
+	if *token != "" {
+		link += "?token=" + url.QueryEscape(*token)
+	}
+	fmt.Fprintf(os.Stderr, "bq ui: serving the dashboard at %s (Ctrl-C to stop)\n", link)
+	if ready != nil {
+		ready <- ln.Addr().String()
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("bq ui: %w", err)
+	case <-ctx.Done():
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("bq ui: shut down: %w", err)
+	}
+	return nil
+}
+
+// checkExposure refuses to serve the dashboard, whose forms retry and
+// discard jobs, beyond this machine without a token.
+func checkExposure(addr, token string) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("--addr %q: %w (use host:port, e.g. 127.0.0.1:8080)", addr, err)
+	}
+	if token != "" || isLoopback(host) {
+		return nil
+	}
+	shown := host
+	if shown == "" {
+		shown = "every interface"
+	}
+	return fmt.Errorf("refusing to serve the dashboard on %s (%s) without --token: anyone who can reach it could retry and discard jobs; "+
+		"pass --token (or set BQ_UI_TOKEN), or listen on 127.0.0.1", addr, shown)
+}
+
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
