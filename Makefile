@@ -1,7 +1,8 @@
 # bq's developer tasks. Every target works from a fresh clone.
 #
 #   make test   ensure the test databases (installing/starting PostgreSQL
-#               if needed), then run every test with the race detector
+#               if needed) and headless Chromium for the dashboard's
+#               browser tests, then run every test with the race detector
 #   make lint   gofmt, go vet, staticcheck
 #   make demo   the self-contained demo (SQLite in a temp dir; no server)
 #   make build  compile everything, including the bq binary
@@ -20,9 +21,9 @@ STATICCHECK := $(GOBIN_DIR)/staticcheck
 export BQ_TEST_DRIVERS ?= sqlite,postgres
 export BQ_TEST_POSTGRES_DSN ?= postgres://postgres@127.0.0.1:5432/test?sslmode=disable
 
-.PHONY: test soak lint demo build ensure-databases staticcheck
+.PHONY: test soak lint demo build ensure-databases ensure-chromium staticcheck
 
-test: ensure-databases
+test: ensure-databases ensure-chromium
 	$(GO) test -race -count=1 -timeout 20m ./...
 	@# Last, on its own: restarting PostgreSQL would disturb any test beside it.
 	@if [[ ",$(BQ_TEST_DRIVERS)," == *",postgres,"* ]]; then \
@@ -36,6 +37,9 @@ soak: ensure-databases
 
 ensure-databases:
 	scripts/ensure-databases.sh
+
+ensure-chromium:
+	scripts/ensure-chromium.sh
 
 lint: staticcheck
 	@unformatted="$$(gofmt -l .)"; \

@@ -26,9 +26,13 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/metric"
+
 	"github.com/bqueue/bq/drivers/postgres"
 	"github.com/bqueue/bq/drivers/sqlite"
 	"github.com/bqueue/bq/internal/driver"
+	"github.com/bqueue/bq/internal/metrics"
 	"github.com/bqueue/bq/migrations"
 )
 
@@ -68,8 +72,19 @@ type Config struct {
 	Retention time.Duration
 	// Name identifies this process in status output. Default host:pid.
 	Name string
-	// Logger for every service. Default slog.Default().
+	// Logger for every service. Default slog.Default(). State changes are
+	// logged at debug level, failures and reaped claims at warn and error.
 	Logger *slog.Logger
+	// MeterProvider receives bq's metrics (docs/observability.md lists
+	// them). Default otel.GetMeterProvider(): a no-op until the
+	// application installs an OpenTelemetry SDK.
+	MeterProvider metric.MeterProvider
+	// NoGauges turns off the observable gauges (jobs per queue and state,
+	// figures per limit group). Each collection of them runs two
+	// aggregate queries over the whole database and every process
+	// reports the same figures, so a large fleet may keep them in one
+	// process only (the dispatcher, say). Counters and histograms stay.
+	NoGauges bool
 	// Now is the clock; tests inject one. Default time.Now.
 	Now func() time.Time
 }
@@ -87,6 +102,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Now == nil {
 		c.Now = time.Now
+	}
+	if c.MeterProvider == nil {
+		c.MeterProvider = otel.GetMeterProvider()
 	}
 	return c
 }
@@ -124,9 +142,11 @@ func (c Config) validate() error {
 
 // Client enqueues jobs and runs workers and the dispatcher on one database.
 type Client struct {
-	drv driver.Driver
-	cfg Config
-	log *slog.Logger
+	drv        driver.Driver
+	cfg        Config
+	log        *slog.Logger
+	met        *metrics.Instruments
+	stopGauges func() error
 
 	mu     sync.Mutex
 	wakers map[string][]chan struct{} // queue -> workers of this process
@@ -203,12 +223,24 @@ func NewClient(drv Driver, cfg Config) (*Client, error) {
 	if cfg.Prefix != drv.Prefix() {
 		drv = drv.WithPrefix(cfg.Prefix)
 	}
-	return &Client{drv: drv, cfg: cfg, log: cfg.Logger, wakers: map[string][]chan struct{}{}}, nil
+	met, err := metrics.New(cfg.MeterProvider)
+	if err != nil {
+		return nil, fmt.Errorf("bq.NewClient: create metric instruments: %w", err)
+	}
+	c := &Client{drv: drv, cfg: cfg, log: cfg.Logger, met: met, stopGauges: func() error { return nil },
+		wakers: map[string][]chan struct{}{}}
+	if !cfg.NoGauges {
+		if c.stopGauges, err = met.ObserveGauges(c.gaugeSnapshot); err != nil {
+			return nil, fmt.Errorf("bq.NewClient: register gauges: %w", err)
+		}
+	}
+	return c, nil
 }
 
-// Close releases the connections the client opened itself (through Open).
+// Close stops the client's gauges and releases the connections it opened
+// itself (through Open).
 func (c *Client) Close() error {
-	return c.drv.Close()
+	return errors.Join(c.stopGauges(), c.drv.Close())
 }
 
 // Driver returns the client's database driver.

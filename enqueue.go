@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/bqueue/bq/internal/driver"
 	"github.com/bqueue/bq/internal/lifecycle"
+	"github.com/bqueue/bq/internal/metrics"
 )
 
 // EnqueueResult says what became of one enqueued job.
@@ -155,6 +157,7 @@ func (j *Job[A]) enqueue(ctx context.Context, c *Client, ex driver.Executor, arg
 	if err != nil {
 		return nil, fmt.Errorf("enqueue %q: %w", j.name, err)
 	}
+	c.enqueued(ctx, jobs, verdicts)
 	results := make([]EnqueueResult, len(jobs))
 	for i, v := range verdicts {
 		r := EnqueueResult{ID: jobs[i].ID}
@@ -173,12 +176,12 @@ func (j *Job[A]) enqueue(ctx context.Context, c *Client, ex driver.Executor, arg
 
 // insert admits and stores jobs, in ex when given (the caller's
 // transaction) or in a transaction of the client's own.
-func (c *Client) insert(ctx context.Context, ex driver.Executor, jobs []*driver.NewJob, now time.Time) ([]lifecycle.Result, error) {
+func (c *Client) insert(ctx context.Context, ex driver.Executor, jobs []*driver.NewJob, now time.Time) ([]lifecycle.Verdict, error) {
 	if ex != nil {
 		out, err := lifecycle.Enqueue(ctx, ex, jobs, now)
 		return out, c.explainErr(ctx, err)
 	}
-	var verdicts []lifecycle.Result
+	var verdicts []lifecycle.Verdict
 	err := driver.InTx(ctx, c.drv, func(ex driver.Executor) (err error) {
 		verdicts, err = lifecycle.Enqueue(ctx, ex, jobs, now)
 		return err
@@ -194,4 +197,19 @@ func (c *Client) insert(ctx context.Context, ex driver.Executor, jobs []*driver.
 		}
 	}
 	return verdicts, nil
+}
+
+// enqueued logs and counts stored and discarded jobs. Jobs enqueued in the
+// caller's transaction are counted at once, even if it later rolls back.
+func (c *Client) enqueued(ctx context.Context, jobs []*driver.NewJob, verdicts []lifecycle.Verdict) {
+	debug := c.log.Enabled(ctx, slog.LevelDebug)
+	for i, v := range verdicts {
+		j := jobs[i]
+		state := v.Outcome.State()
+		c.met.Enqueue(ctx, metrics.Job{Queue: j.Queue, Kind: j.Kind, Key: j.Limit.Key}, state)
+		if debug {
+			c.log.Debug("job enqueued: "+string(state), "job_id", j.ID, "kind", j.Kind, "queue", j.Queue,
+				"key", j.Limit.Key, "state", state)
+		}
+	}
 }

@@ -77,6 +77,7 @@ func (c *Client) run(ctx context.Context, work, dispatch bool) error {
 		d := dispatcher.New(c.drv, dispatcher.Config{
 			Interval: c.cfg.DispatchInterval, ProcessDeadAfter: c.cfg.ProcessDeadAfter,
 			Retention: c.cfg.Retention, OnReady: c.wake, Now: c.cfg.Now, Logger: c.log,
+			Hooks: c.dispatcherHooks(),
 		})
 		services.Go(func() { _ = d.Run(ctx) })
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/bqueue/bq/internal/driver"
 	"github.com/bqueue/bq/internal/lifecycle"
+	"github.com/bqueue/bq/internal/metrics"
 )
 
 // errShutdown is the cancellation cause of jobs still running when the
@@ -88,6 +89,7 @@ func (w *queueWorker) claimLoop(ctx context.Context) {
 				drained = true
 			}
 			for _, cl := range claims {
+				w.claimed(ctx, cl)
 				w.start(cl)
 			}
 		}
@@ -108,6 +110,20 @@ func (w *queueWorker) claim(ctx context.Context, n int) ([]*driver.Claim, error)
 	return w.c.drv.Exec().ClaimReady(ctx, driver.ClaimParams{
 		Queue: w.queue, Max: n, ProcessID: w.proc.ID(), Now: w.c.cfg.Now(),
 	})
+}
+
+// claimed logs a claim and records how long a first run waited for it,
+// from the job's due time.
+func (w *queueWorker) claimed(ctx context.Context, cl *driver.Claim) {
+	w.c.log.Debug("job claimed", "job_id", cl.ID, "kind", cl.Kind, "queue", cl.Queue, "key", cl.Limit.Key,
+		"attempt", cl.Attempt+1, "process_id", w.proc.ID())
+	if cl.Attempt == 0 {
+		due := cl.ScheduledAt
+		if cl.CreatedAt.After(due) {
+			due = cl.CreatedAt
+		}
+		w.c.met.Waited(ctx, metrics.JobOf(&cl.Job), max(cl.ClaimedAt.Sub(due), 0).Seconds())
+	}
 }
 
 func (w *queueWorker) start(cl *driver.Claim) {
@@ -155,9 +171,9 @@ func (w *queueWorker) abandon(ctx context.Context) {
 			return err
 		})
 		if err != nil {
-			w.c.log.Error("return unfinished job to ready", "job_id", cl.ID, "error", err)
+			w.c.log.Error("return unfinished job to ready", "job_id", cl.ID, "kind", cl.Kind, "queue", cl.Queue, "error", err)
 		} else {
-			w.c.log.Warn("job did not stop when cancelled; returned it to ready", "job_id", cl.ID, "kind", cl.Kind)
+			w.c.log.Warn("job did not stop when cancelled; returned it to ready", "job_id", cl.ID, "kind", cl.Kind, "queue", cl.Queue)
 		}
 	}
 }
@@ -167,6 +183,7 @@ func (w *queueWorker) execute(ctx context.Context, cl *driver.Claim) {
 	meta := JobMeta{ID: cl.ID, Kind: cl.Kind, Queue: cl.Queue, Attempt: cl.Attempt + 1,
 		MaxAttempts: cl.MaxAttempts, Key: cl.Limit.Key}
 	def := lookup(cl.Kind)
+	start := time.Now()
 	var runErr error
 	if def == nil {
 		runErr = permanent(fmt.Errorf("unknown job kind %q: no bq.Define in this worker's binary has that name (deploy a worker that defines it, then retry the job)", cl.Kind))
@@ -179,7 +196,7 @@ func (w *queueWorker) execute(ctx context.Context, cl *driver.Claim) {
 		}
 		runErr = safeRun(runCtx, def, cl.Args)
 	}
-	w.record(ctx, cl, def, runErr)
+	w.record(ctx, cl, def, runErr, time.Since(start))
 }
 
 // safeRun turns a panic into an error carrying its stack.
@@ -190,48 +207,6 @@ func safeRun(ctx context.Context, def definition, args []byte) (err error) {
 		}
 	}()
 	return def.run(ctx, args)
-}
-
-// record writes the run's outcome: complete, retry, fail, or back to
-// ready when shutdown cut it short. It runs on after Run's context ends
-// (the outcome of finished work must not be lost), with retries while the
-// database is unreachable.
-func (w *queueWorker) record(ctx context.Context, cl *driver.Claim, def definition, runErr error) {
-	log := w.c.log.With("job_id", cl.ID, "kind", cl.Kind, "queue", cl.Queue, "attempt", cl.Attempt+1)
-	now := w.c.cfg.Now()
-	shutdown := ctx.Err() != nil && errors.Is(context.Cause(ctx), errShutdown)
-	ctx = context.WithoutCancel(ctx)
-	var action func(ex driver.Executor) (bool, error)
-	switch {
-	case runErr == nil:
-		keep := w.c.cfg.Retention != NoRetention
-		action = func(ex driver.Executor) (bool, error) { return lifecycle.Complete(ctx, ex, cl, keep, now) }
-	case shutdown:
-		action = func(ex driver.Executor) (bool, error) { return lifecycle.Return(ctx, ex, cl, now) }
-	case isPermanent(runErr) || cl.Attempt+1 >= cl.MaxAttempts:
-		log.Warn("job failed", "error", runErr)
-		action = func(ex driver.Executor) (bool, error) { return lifecycle.Fail(ctx, ex, cl, runErr.Error(), now) }
-	default:
-		at := now.Add(def.backoff(cl.Attempt + 1))
-		log.Info("job failed; will retry", "error", runErr, "retry_at", at)
-		action = func(ex driver.Executor) (bool, error) { return lifecycle.Retry(ctx, ex, cl, runErr.Error(), at, now) }
-	}
-	var matched bool
-	err := w.c.retryDB(ctx, func() error {
-		return driver.InTx(ctx, w.c.drv, func(ex driver.Executor) (err error) {
-			matched, err = action(ex)
-			return err
-		})
-	})
-	switch {
-	case err != nil:
-		log.Error("record job outcome; the claim will be reaped and the job run again", "error", err)
-	case !matched:
-		log.Warn("stale completion ignored: this claim was reaped (its process looked dead) and is no longer ours")
-	case cl.Limit.Key != "":
-		// The slot may have passed to a blocked job of any local queue.
-		w.c.wake("")
-	}
 }
 
 // retryDB runs fn until it succeeds, backing off while the database is

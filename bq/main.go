@@ -5,6 +5,8 @@
 //	bq migrate up|down|status --dsn DSN [--prefix bq_]
 //	bq dispatcher --dsn DSN
 //	bq status --dsn DSN [--json]
+//	bq explain --dsn DSN JOB_ID
+//	bq ui --dsn DSN [--addr 127.0.0.1:8080] [--token T]
 //	bq demo [--dsn DSN]
 //
 // --dsn defaults to $BQ_DSN. Exit status: 0 on success, 1 on a runtime
@@ -31,7 +33,9 @@ type command struct {
 var commands = []command{
 	{"migrate", "apply, roll back or list bq's database migrations", runMigrate},
 	{"dispatcher", "run the dispatcher (scheduled jobs, blocked jobs, reaping) until interrupted", runDispatcher},
-	{"status", "show jobs per queue and state", runStatus},
+	{"status", "show queues, limit groups, the most blocked keys and processes", runStatus},
+	{"explain", "show what a job waits for, and why", runExplain},
+	{"ui", "serve the web dashboard (127.0.0.1:8080 by default)", runUI},
 	{"demo", "run a self-contained demo of per-key concurrency limits", runDemo},
 }
 

@@ -79,7 +79,7 @@ func TestMigrateAndStatus(t *testing.T) {
 			if code != 0 || !strings.Contains(stdout, "00001_init.sql") || !strings.Contains(stdout, "yes") {
 				t.Fatalf("migrate status: exit %d\n%s", code, stdout)
 			}
-			if code, stdout, _ := bqCmd(t, ctx, "status", "--dsn", dsn); code != 0 || !strings.Contains(stdout, "No jobs") {
+			if code, stdout, _ := bqCmd(t, ctx, "status", "--dsn", dsn); code != 0 || !strings.Contains(stdout, "no live jobs") {
 				t.Fatalf("status of an empty database: exit %d\n%s", code, stdout)
 			}
 
@@ -101,13 +101,12 @@ func TestMigrateAndStatus(t *testing.T) {
 				t.Fatalf("status: exit %d\n%s", code, stdout)
 			}
 			code, stdout, _ = bqCmd(t, ctx, "status", "--json", "--dsn", dsn)
-			var got statusReport
+			var got bq.Health
 			if err := json.Unmarshal([]byte(stdout), &got); code != 0 || err != nil {
 				t.Fatalf("status --json: exit %d, %v\n%s", code, err, stdout)
 			}
-			want := statusReport{Queues: []queueStatus{{Queue: "notes", Ready: 3, Scheduled: 1}}}
-			if len(got.Queues) != 1 || got.Queues[0] != want.Queues[0] {
-				t.Fatalf("status --json = %+v, want %+v", got, want)
+			if q := got.Queues; len(q) != 1 || q[0].Queue != "notes" || q[0].Ready != 3 || q[0].Scheduled != 1 {
+				t.Fatalf("status --json queues = %+v, want notes with 3 ready and 1 scheduled", q)
 			}
 
 			if code, stdout, stderr := bqCmd(t, ctx, "migrate", "down", "--dsn", dsn); code != 0 || !strings.Contains(stdout, "version 0") {

@@ -2,36 +2,25 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
+	"io"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/bqueue/bq"
 )
 
-// queueStatus is one queue's line of `bq status`, and its JSON shape.
-type queueStatus struct {
-	Queue     string `json:"queue"`
-	Ready     int    `json:"ready"`
-	Running   int    `json:"running"`
-	Scheduled int    `json:"scheduled"`
-	Blocked   int    `json:"blocked"`
-	Failed    int    `json:"failed"`
-}
-
-// statusReport is the whole of `bq status --json`: an object, so that
-// more sections can be added beside "queues".
-type statusReport struct {
-	Queues []queueStatus `json:"queues"`
-}
-
+// runStatus prints the Health report: queues, limit groups, the most
+// blocked keys and the processes.
 func runStatus(ctx context.Context, e *env, args []string) error {
-	f := newFlagSet(e, "status", "status --dsn DSN [--prefix bq_] [--json]",
-		`Shows how many jobs each queue has ready, running, scheduled, blocked
-(waiting for a concurrency slot) and failed.`)
+	f := newFlagSet(e, "status", "status --dsn DSN [--prefix bq_] [--json] [--top 10]",
+		`Shows each queue's ready, running, scheduled, blocked and failed jobs, the
+limit groups and their saturated keys, the most blocked keys, and the
+registered processes.`)
 	var db dbFlags
 	db.register(f)
-	asJSON := f.Bool("json", false, "print JSON instead of a table")
+	asJSON := f.Bool("json", false, "print the report as JSON")
+	top := f.Int("top", 10, "how many of the most blocked keys to list (at most 100)")
 	pos, err := f.parse(args)
 	if err != nil {
 		return err
@@ -42,37 +31,76 @@ func runStatus(ctx context.Context, e *env, args []string) error {
 	if err := db.validate(f); err != nil {
 		return err
 	}
-	client, err := db.open(ctx, bq.Config{})
+	w := e.stdout
+	client, err := db.open(ctx, inspectConfig())
 	if err != nil {
 		return err
 	}
 	defer client.Close()
-	stats, err := client.QueueStats(ctx)
+	h, err := client.Health(ctx, bq.HealthOptions{TopKeys: *top})
 	if err != nil {
 		return err
 	}
-	report := statusReport{Queues: make([]queueStatus, 0, len(stats))}
-	for _, s := range stats {
-		report.Queues = append(report.Queues, queueStatus{Queue: s.Queue, Ready: s.Ready,
-			Running: s.Running, Scheduled: s.Scheduled, Blocked: s.Blocked, Failed: s.Failed})
-	}
 	if *asJSON {
-		enc := json.NewEncoder(e.stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(report)
+		return writeJSON(w, h)
 	}
-	return printStatus(e, report)
+	return printHealth(w, h)
 }
 
-func printStatus(e *env, r statusReport) error {
-	if len(r.Queues) == 0 {
-		fmt.Fprintln(e.stdout, "No jobs: no queue has ready, running, scheduled, blocked or failed jobs.")
-		return nil
+// printHealth writes the report as aligned tables.
+func printHealth(w io.Writer, h *bq.Health) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	section := func(title string) { fmt.Fprintf(tw, "\n%s\n", title) }
+
+	fmt.Fprintln(tw, "QUEUES")
+	if len(h.Queues) == 0 {
+		fmt.Fprintln(tw, "  no live jobs")
+	} else {
+		fmt.Fprintln(tw, "QUEUE\tREADY\tRUNNING\tSCHEDULED\tBLOCKED\tFAILED\tOLDEST READY")
+		for _, q := range h.Queues {
+			oldest := "-"
+			if q.Ready > 0 {
+				oldest = age(q.OldestReadyAge)
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%s\n", q.Queue, q.Ready, q.Running, q.Scheduled, q.Blocked, q.Failed, oldest)
+		}
 	}
-	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "QUEUE\tREADY\tRUNNING\tSCHEDULED\tBLOCKED\tFAILED")
-	for _, q := range r.Queues {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\n", q.Queue, q.Ready, q.Running, q.Scheduled, q.Blocked, q.Failed)
+
+	section("LIMIT GROUPS")
+	if len(h.Groups) == 0 {
+		fmt.Fprintln(tw, "  no concurrency keys in use")
+	} else {
+		fmt.Fprintln(tw, "GROUP\tLIMIT\tKEYS\tACTIVE\tBLOCKED\tSATURATED KEYS")
+		for _, g := range h.Groups {
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\n", g.Group, g.Limits(), g.Keys, g.Active, g.Blocked, g.Saturated)
+		}
+	}
+
+	section("MOST BLOCKED KEYS")
+	if len(h.TopKeys) == 0 {
+		fmt.Fprintln(tw, "  nothing is blocked")
+	} else {
+		fmt.Fprintln(tw, "KEY\tLIMIT\tHOLDERS\tFREE\tBLOCKED")
+		for _, k := range h.TopKeys {
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\n", k.Key, k.Limit, k.Holders, k.Free, k.Blocked)
+		}
+	}
+
+	section("PROCESSES")
+	if len(h.Processes) == 0 {
+		fmt.Fprintln(tw, "  none registered: no worker or dispatcher is running")
+	} else {
+		fmt.Fprintln(tw, "ID\tKIND\tNAME\tQUEUES\tLAST HEARTBEAT\tALIVE")
+		for _, p := range h.Processes {
+			queues := strings.Join(p.Queues, ",")
+			if queues == "" {
+				queues = "-"
+			}
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", p.ID, p.Kind, p.Name, queues, ago(p.LastHeartbeat, h.At), yesNo(p.Alive))
+		}
+	}
+	if h.Truncated {
+		fmt.Fprintln(tw, "\n(more groups or processes than shown: the report lists 100 of each)")
 	}
 	return tw.Flush()
 }

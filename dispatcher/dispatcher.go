@@ -13,7 +13,6 @@ import (
 	"errors"
 	"log/slog"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/bqueue/bq/internal/driver"
@@ -41,6 +40,8 @@ type Config struct {
 	Now func() time.Time
 	// Logger. Default slog.Default().
 	Logger *slog.Logger
+	// Hooks are told what each pass did, for metrics.
+	Hooks Hooks
 }
 
 func (c Config) withDefaults() Config {
@@ -117,68 +118,40 @@ func (d *Dispatcher) promoteScheduled(ctx context.Context) error {
 		return err
 	}
 	for {
-		var n int
-		var queues []string
+		var jobs []*driver.Job
+		var outcomes []lifecycle.Outcome
 		err := d.inTx(ctx, func(ex driver.Executor) (err error) {
-			n, queues, err = lifecycle.PromoteScheduled(ctx, ex, d.cfg.BatchSize, d.cfg.Now())
+			jobs, outcomes, err = lifecycle.PromoteScheduled(ctx, ex, d.cfg.BatchSize, d.cfg.Now())
 			return err
 		})
 		if err != nil {
 			return err
 		}
-		d.notify(queues)
-		if n > 0 {
-			d.cfg.Logger.Debug("promoted scheduled jobs", "count", n)
+		var queues []string
+		for i, j := range jobs {
+			state := outcomes[i].State()
+			if state == driver.StateReady && !slices.Contains(queues, j.Queue) {
+				queues = append(queues, j.Queue)
+			}
+			d.cfg.Logger.Debug("scheduled job due: "+string(state), "job_id", j.ID, "kind", j.Kind,
+				"queue", j.Queue, "key", j.Limit.Key, "state", state)
+			d.cfg.Hooks.admitted(ctx, j, state)
 		}
-		if n < d.cfg.BatchSize || ctx.Err() != nil {
+		d.notify(queues)
+		if len(jobs) < d.cfg.BatchSize || ctx.Err() != nil {
 			return nil
 		}
 	}
 }
 
-// reapLostClaims returns the claims of dead processes to ready (keeping
-// their slots) or fails them once their attempts are spent.
-func (d *Dispatcher) reapLostClaims(ctx context.Context) error {
-	deadBefore := d.cfg.Now().Add(-d.cfg.ProcessDeadAfter)
-	if lost, err := d.drv.Exec().LostClaims(ctx, deadBefore, 1); err != nil || len(lost) == 0 {
-		return err
+// logPromoted logs and counts blocked jobs of key promoted in a committed
+// transaction.
+func (d *Dispatcher) logPromoted(ctx context.Context, key string, n int) {
+	if n <= 0 {
+		return
 	}
-	for {
-		var claims []*driver.Claim
-		err := d.inTx(ctx, func(ex driver.Executor) error {
-			now := d.cfg.Now()
-			var err error
-			claims, err = ex.LostClaims(ctx, now.Add(-d.cfg.ProcessDeadAfter), d.cfg.BatchSize)
-			if err != nil {
-				return err
-			}
-			return d.handleLost(ctx, ex, claims, now)
-		})
-		if err != nil {
-			return err
-		}
-		if len(claims) < d.cfg.BatchSize || ctx.Err() != nil {
-			break
-		}
-	}
-	// Remove the dead processes now their claims are gone: if one was only
-	// paused, its next heartbeat finds no row and it cancels its runs.
-	_, err := d.drv.Exec().DeleteDeadProcesses(ctx, deadBefore)
-	return err
-}
-
-func (d *Dispatcher) handleLost(ctx context.Context, ex driver.Executor, claims []*driver.Claim, now time.Time) error {
-	// A failed claim releases its key's semaphore: lock them in key order.
-	slices.SortFunc(claims, func(a, b *driver.Claim) int { return strings.Compare(a.Limit.Key, b.Limit.Key) })
-	for _, c := range claims {
-		if _, err := lifecycle.Lost(ctx, ex, c, now); err != nil {
-			return err
-		}
-		d.cfg.Logger.Warn("reaped claim of a lost process", "job_id", c.ID, "kind", c.Kind,
-			"queue", c.Queue, "attempt", c.Attempt+1, "max_attempts", c.MaxAttempts)
-		d.cfg.OnReady(c.Queue)
-	}
-	return nil
+	d.cfg.Logger.Debug("promoted blocked jobs", "key", key, "count", n)
+	d.cfg.Hooks.promoted(ctx, key, n)
 }
 
 // reclaimExpired recounts semaphores whose expiry passed. Live holders
@@ -193,7 +166,10 @@ func (d *Dispatcher) reclaimExpired(ctx context.Context) error {
 			return err
 		}
 		for _, key := range keys {
+			var reaped []reap
+			var promoted int
 			err := d.inTx(ctx, func(ex driver.Executor) error {
+				reaped, promoted = nil, 0
 				now := d.cfg.Now()
 				s, ok, err := ex.SemaphoreLock(ctx, key, "")
 				if err != nil || !ok || s.ExpiresAt.After(now) {
@@ -203,17 +179,20 @@ func (d *Dispatcher) reclaimExpired(ctx context.Context) error {
 				if err != nil {
 					return err
 				}
-				if err := d.handleLost(ctx, ex, lost, now); err != nil {
+				if reaped, err = handleLost(ctx, ex, lost, now); err != nil {
 					return err
 				}
-				promoted, err := semaphore.Reclaim(ctx, ex, key, now)
-				if promoted > 0 {
-					d.cfg.Logger.Debug("reclaimed expired semaphore", "promoted", promoted)
-				}
+				promoted, err = semaphore.Reclaim(ctx, ex, key, now)
 				return err
 			})
 			if err != nil {
 				return err
+			}
+			d.reaped(ctx, reaped)
+			if promoted > 0 {
+				d.cfg.Logger.Debug("reclaimed expired semaphore", "key", key)
+				d.logPromoted(ctx, key, promoted)
+				d.notifyAll()
 			}
 		}
 		if len(keys) < d.cfg.BatchSize || ctx.Err() != nil {
@@ -233,13 +212,15 @@ func (d *Dispatcher) promoteBlocked(ctx context.Context) error {
 			return err
 		}
 		for _, key := range keys {
-			err := d.inTx(ctx, func(ex driver.Executor) error {
-				_, err := semaphore.Promote(ctx, ex, key, d.cfg.Now())
+			var promoted int
+			err := d.inTx(ctx, func(ex driver.Executor) (err error) {
+				promoted, err = semaphore.Promote(ctx, ex, key, d.cfg.Now())
 				return err
 			})
 			if err != nil {
 				return err
 			}
+			d.logPromoted(ctx, key, promoted)
 		}
 		if len(keys) > 0 {
 			d.notifyAll()

@@ -20,6 +20,10 @@ type queries struct {
 	claimCapped, policyCap, lockPolicyCap, countClaimed                              string
 	lockPolicies, insertPolicy, updatePolicy, deletePolicy, listPolicies, policyKeys string
 	setKeyLimit, deleteKeyLimit, latestJobLimit                                      string
+
+	readyAges, groupStats, topBlockedKeys, readSem, keyHolders string
+	blockedAhead, blockedLine, jobExecution, listFailed        string
+	deleteFailed                                               string
 }
 
 const jobColumns = `j.id, j.kind, j.queue, j.args, j.priority, j.attempt, j.max_attempts,
@@ -237,5 +241,48 @@ ON CONFLICT (key) DO UPDATE SET lim = EXCLUDED.lim, updated_at = EXCLUDED.update
 		deleteKeyLimit: p(`DELETE FROM {p}key_limits WHERE key = $1`),
 		latestJobLimit: p(`SELECT ` + jobColumns + ` FROM {p}jobs j
 WHERE j.concurrency_key = $1 AND j.finished_at IS NULL ORDER BY j.id DESC LIMIT 1`),
+
+		// Inspection (read-only).
+		readyAges: p(`SELECT queue, min(created_at) FROM {p}ready_executions GROUP BY queue ORDER BY queue`),
+		groupStats: p(`
+SELECT split_part(key, '/', 1) AS grp, count(*)::int, min(lim), max(lim), sum(lim - value)::int,
+	sum(blocked)::int, sum(CASE WHEN value <= 0 THEN 1 ELSE 0 END)::int
+FROM {p}semaphores GROUP BY grp ORDER BY grp LIMIT $1`),
+		topBlockedKeys: p(`SELECT key, value, lim, blocked, duration_ms, expires_at FROM {p}semaphores
+WHERE blocked > 0 ORDER BY blocked DESC, key LIMIT $1`),
+		readSem: p(`SELECT value, lim, blocked, duration_ms, expires_at FROM {p}semaphores WHERE key = $1`),
+		keyHolders: p(`
+SELECT j.id, j.kind, j.queue, c.job_id IS NOT NULL, coalesce(c.process_id, 0), coalesce(p.name, ''),
+	p.last_heartbeat_at, c.claimed_at
+FROM {p}jobs j
+LEFT JOIN {p}claimed_executions c ON c.job_id = j.id
+LEFT JOIN {p}processes p ON p.id = c.process_id
+WHERE j.concurrency_key = $1 AND j.finished_at IS NULL
+	AND (c.job_id IS NOT NULL OR EXISTS (SELECT 1 FROM {p}ready_executions r WHERE r.job_id = j.id))
+ORDER BY j.id LIMIT $2`),
+		blockedAhead: p(`SELECT count(*) FROM {p}blocked_executions
+WHERE concurrency_key = $1 AND (priority > $2 OR (priority = $2 AND job_id < $3))`),
+		blockedLine: p(`
+SELECT b.job_id, j.kind, b.queue, b.priority, b.created_at
+FROM {p}blocked_executions b JOIN {p}jobs j ON j.id = b.job_id
+WHERE b.concurrency_key = $1 ORDER BY b.priority DESC, b.job_id LIMIT $2`),
+		jobExecution: p(`
+SELECT r.created_at, b.created_at, s.scheduled_at, c.claimed_at, f.failed_at,
+	coalesce(c.process_id, 0), coalesce(p.name, ''), p.last_heartbeat_at
+FROM {p}jobs j
+LEFT JOIN {p}ready_executions r ON r.job_id = j.id
+LEFT JOIN {p}blocked_executions b ON b.job_id = j.id
+LEFT JOIN {p}scheduled_executions s ON s.job_id = j.id
+LEFT JOIN {p}claimed_executions c ON c.job_id = j.id
+LEFT JOIN {p}failed_executions f ON f.job_id = j.id
+LEFT JOIN {p}processes p ON p.id = c.process_id
+WHERE j.id = $1`),
+		listFailed: p(`
+SELECT f.job_id, j.kind, f.queue, coalesce(j.concurrency_key, ''), j.attempt, f.error, f.failed_at
+FROM {p}failed_executions f JOIN {p}jobs j ON j.id = f.job_id
+WHERE f.job_id < $1
+ORDER BY f.job_id DESC LIMIT $2`),
+
+		deleteFailed: p(`DELETE FROM {p}failed_executions WHERE job_id = $1`),
 	}
 }

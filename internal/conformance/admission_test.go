@@ -198,12 +198,12 @@ func claimOne(t *testing.T, h *harness, process int64) *driver.Claim {
 }
 
 func complete(ctx context.Context, h *harness, c *driver.Claim) (bool, error) {
-	var ok bool
+	var r lifecycle.Result
 	err := driver.InTx(ctx, h.driver(), func(ex driver.Executor) (err error) {
-		ok, err = lifecycle.Complete(ctx, ex, c, true, time.Now())
+		r, err = lifecycle.Complete(ctx, ex, c, true, time.Now())
 		return err
 	})
-	return ok, err
+	return r.Matched, err
 }
 
 // testLostWakeup: an enqueue transaction decides to block while the key's

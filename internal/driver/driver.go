@@ -319,4 +319,38 @@ type Executor interface {
 	// SchemaVersion returns the newest applied migration version, 0 when
 	// bq's tables were never created.
 	SchemaVersion(ctx context.Context) (int64, error)
+
+	// Inspection: read-only, one statement each, bounded by max where
+	// the answer could grow with the data. See inspect.go.
+
+	// ReadyAges returns, per queue with ready jobs, when its oldest ready
+	// job became ready.
+	ReadyAges(ctx context.Context) ([]QueueAge, error)
+	// GroupStats sums the semaphores of each limit group (the part of a
+	// key before its first "/"), up to max groups in group order.
+	GroupStats(ctx context.Context, max int) ([]GroupStats, error)
+	// TopBlockedKeys returns up to max semaphores with blocked jobs, most
+	// blocked first, then by key.
+	TopBlockedKeys(ctx context.Context, max int) ([]Semaphore, error)
+	// ReadSemaphore reads key's semaphore without locking it.
+	ReadSemaphore(ctx context.Context, key string) (s Semaphore, ok bool, err error)
+	// KeyHolders returns up to max holders of key (its ready and claimed
+	// jobs) in job id order.
+	KeyHolders(ctx context.Context, key string, max int) ([]Holder, error)
+	// BlockedAhead counts the blocked jobs of key that would be promoted
+	// before a blocked job of that priority and id.
+	BlockedAhead(ctx context.Context, key string, priority int, jobID int64) (int, error)
+	// BlockedLine returns the first max blocked jobs of key, in promotion
+	// order (priority descending, then id).
+	BlockedLine(ctx context.Context, key string, max int) ([]BlockedJob, error)
+	// JobExecution reads the execution row of job id, whatever table
+	// holds it; ok is false when the job does not exist.
+	JobExecution(ctx context.Context, id int64) (x ExecutionDetail, ok bool, err error)
+	// ListFailed returns up to max failed jobs with an id below before
+	// (0: from the newest), newest first.
+	ListFailed(ctx context.Context, before int64, max int) ([]FailedJob, error)
+
+	// DeleteFailed removes job id's failed execution, as it is retried or
+	// discarded by hand. It reports false when the job is not failed.
+	DeleteFailed(ctx context.Context, jobID int64) (bool, error)
 }

@@ -80,8 +80,8 @@ func admit(ctx context.Context, ex driver.Executor, cands []*candidate, now time
 	return nil
 }
 
-// Result is admission's verdict on one job.
-type Result struct {
+// Verdict is admission's decision on one job.
+type Verdict struct {
 	Outcome Outcome
 	Reason  string // why it was discarded
 }
@@ -89,7 +89,7 @@ type Result struct {
 // Enqueue admits new jobs and inserts every one not discarded. Jobs due
 // later are stored scheduled and admitted when the dispatcher promotes
 // them.
-func Enqueue(ctx context.Context, ex driver.Executor, jobs []*driver.NewJob, now time.Time) ([]Result, error) {
+func Enqueue(ctx context.Context, ex driver.Executor, jobs []*driver.NewJob, now time.Time) ([]Verdict, error) {
 	cands := make([]*candidate, len(jobs))
 	var due []*candidate
 	for i, j := range jobs {
@@ -101,10 +101,10 @@ func Enqueue(ctx context.Context, ex driver.Executor, jobs []*driver.NewJob, now
 	if err := admit(ctx, ex, due, now); err != nil {
 		return nil, err
 	}
-	results := make([]Result, len(jobs))
+	results := make([]Verdict, len(jobs))
 	kept := make([]*driver.NewJob, 0, len(jobs))
 	for i, c := range cands {
-		results[i] = Result{Outcome: c.outcome, Reason: c.reason}
+		results[i] = Verdict{Outcome: c.outcome, Reason: c.reason}
 		switch c.outcome {
 		case Admitted:
 			jobs[i].State = driver.Ready
@@ -124,21 +124,21 @@ func Enqueue(ctx context.Context, ex driver.Executor, jobs []*driver.NewJob, now
 }
 
 // PromoteScheduled admits up to max scheduled jobs that are due, as if
-// they were enqueued now. It returns how many it took and the queues that
-// got ready jobs.
-func PromoteScheduled(ctx context.Context, ex driver.Executor, max int, now time.Time) (int, []string, error) {
+// they were enqueued now. It returns the jobs it took and what admission
+// did with each.
+func PromoteScheduled(ctx context.Context, ex driver.Executor, max int, now time.Time) ([]*driver.Job, []Outcome, error) {
 	jobs, err := ex.TakeDueScheduled(ctx, now, max)
 	if err != nil || len(jobs) == 0 {
-		return 0, nil, err
+		return nil, nil, err
 	}
-	queues, err := admitExisting(ctx, ex, jobs, now)
-	return len(jobs), queues, err
+	outcomes, err := admitExisting(ctx, ex, jobs, now)
+	return jobs, outcomes, err
 }
 
 // admitExisting admits jobs that are already stored (due scheduled jobs,
 // immediate retries) and writes their new execution rows. A discarded one
 // is finished as discarded: it was accepted once, so it is not deleted.
-func admitExisting(ctx context.Context, ex driver.Executor, jobs []*driver.Job, now time.Time) ([]string, error) {
+func admitExisting(ctx context.Context, ex driver.Executor, jobs []*driver.Job, now time.Time) ([]Outcome, error) {
 	cands := make([]*candidate, len(jobs))
 	for i, j := range jobs {
 		cands[i] = &candidate{limit: j.Limit, queue: j.Queue, priority: j.Priority}
@@ -146,17 +146,15 @@ func admitExisting(ctx context.Context, ex driver.Executor, jobs []*driver.Job, 
 	if err := admit(ctx, ex, cands, now); err != nil {
 		return nil, err
 	}
+	outcomes := make([]Outcome, len(jobs))
 	var ready, blocked []driver.Execution
-	var queues []string
 	for i, c := range cands {
 		j := jobs[i]
+		outcomes[i] = c.outcome
 		row := driver.Execution{JobID: j.ID, Queue: j.Queue, Priority: j.Priority, Key: j.Limit.Key, At: now}
 		switch c.outcome {
 		case Admitted:
 			ready = append(ready, row)
-			if !slices.Contains(queues, j.Queue) {
-				queues = append(queues, j.Queue)
-			}
 		case Blocked:
 			blocked = append(blocked, row)
 		case Discarded:
@@ -171,5 +169,19 @@ func admitExisting(ctx context.Context, ex driver.Executor, jobs []*driver.Job, 
 	if err := ex.InsertExecutions(ctx, driver.Blocked, blocked); err != nil {
 		return nil, err
 	}
-	return queues, nil
+	return outcomes, nil
+}
+
+// State is the job state an admission outcome leaves a job in.
+func (o Outcome) State() driver.JobState {
+	switch o {
+	case Blocked:
+		return driver.StateBlocked
+	case Discarded:
+		return driver.StateDiscarded
+	case Scheduled:
+		return driver.StateScheduled
+	default:
+		return driver.StateReady
+	}
 }

@@ -13,20 +13,32 @@ import (
 // claim reaped, maybe claimed again by another) records nothing and
 // releases nothing, so a slot is never freed twice.
 
-// release gives back the slot a keyed job held.
-func release(ctx context.Context, ex driver.Executor, c *driver.Claim, now time.Time) error {
+// Result is what one step did, for the caller's logs and metrics.
+type Result struct {
+	// Matched: the claim was still the caller's (its fence matched).
+	// When false, nothing changed.
+	Matched bool
+	// State is the job's state after the step.
+	State driver.JobState
+	// Promoted counts blocked jobs of the job's key that took the slot
+	// the step released.
+	Promoted int
+}
+
+// release gives back the slot a keyed job held and returns how many
+// blocked jobs took it.
+func release(ctx context.Context, ex driver.Executor, c *driver.Claim, now time.Time) (int, error) {
 	if c.Limit.Key == "" {
-		return nil
+		return 0, nil
 	}
-	_, err := semaphore.Signal(ctx, ex, c.Limit.Key, now)
-	return err
+	return semaphore.Signal(ctx, ex, c.Limit.Key, now)
 }
 
 // Complete records a successful run. With keep false the job row is
 // deleted instead of kept as finished.
-func Complete(ctx context.Context, ex driver.Executor, c *driver.Claim, keep bool, now time.Time) (bool, error) {
+func Complete(ctx context.Context, ex driver.Executor, c *driver.Claim, keep bool, now time.Time) (Result, error) {
 	if ok, err := ex.DeleteClaim(ctx, c.ID, c.Fence); !ok || err != nil {
-		return false, err
+		return Result{}, err
 	}
 	var err error
 	if keep {
@@ -35,56 +47,64 @@ func Complete(ctx context.Context, ex driver.Executor, c *driver.Claim, keep boo
 		err = ex.DeleteJobs(ctx, []int64{c.ID})
 	}
 	if err != nil {
-		return false, err
+		return Result{}, err
 	}
-	return true, release(ctx, ex, c, now)
+	promoted, err := release(ctx, ex, c, now)
+	return Result{Matched: true, State: driver.StateCompleted, Promoted: promoted}, err
 }
 
 // Retry records a failed attempt and schedules the next one at `at`. The
 // slot is released before the retry is admitted, so the retry competes
 // for it like any job and is not discarded by its own failing run; a
 // retry due now is admitted at once, after any job already blocked.
-func Retry(ctx context.Context, ex driver.Executor, c *driver.Claim, msg string, at, now time.Time) (bool, error) {
+func Retry(ctx context.Context, ex driver.Executor, c *driver.Claim, msg string, at, now time.Time) (Result, error) {
 	if ok, err := ex.DeleteClaim(ctx, c.ID, c.Fence); !ok || err != nil {
-		return false, err
+		return Result{}, err
 	}
 	if err := ex.RecordError(ctx, c.ID, msg); err != nil {
-		return false, err
+		return Result{}, err
 	}
-	if err := release(ctx, ex, c, now); err != nil {
-		return false, err
+	promoted, err := release(ctx, ex, c, now)
+	if err != nil {
+		return Result{}, err
 	}
+	r := Result{Matched: true, State: driver.StateScheduled, Promoted: promoted}
 	if at.After(now) {
 		row := driver.Execution{JobID: c.ID, Queue: c.Queue, Priority: c.Priority, At: at}
-		return true, ex.InsertExecutions(ctx, driver.Scheduled, []driver.Execution{row})
+		return r, ex.InsertExecutions(ctx, driver.Scheduled, []driver.Execution{row})
 	}
-	_, err := admitExisting(ctx, ex, []*driver.Job{&c.Job}, now)
-	return err == nil, err
+	outcomes, err := admitExisting(ctx, ex, []*driver.Job{&c.Job}, now)
+	if err != nil {
+		return Result{}, err
+	}
+	r.State = outcomes[0].State()
+	return r, nil
 }
 
 // Fail records a last failed attempt and moves the job to failed.
-func Fail(ctx context.Context, ex driver.Executor, c *driver.Claim, msg string, now time.Time) (bool, error) {
+func Fail(ctx context.Context, ex driver.Executor, c *driver.Claim, msg string, now time.Time) (Result, error) {
 	if ok, err := ex.DeleteClaim(ctx, c.ID, c.Fence); !ok || err != nil {
-		return false, err
+		return Result{}, err
 	}
 	if err := ex.RecordError(ctx, c.ID, msg); err != nil {
-		return false, err
+		return Result{}, err
 	}
 	if err := ex.InsertFailed(ctx, c.ID, msg, now); err != nil {
-		return false, err
+		return Result{}, err
 	}
-	return true, release(ctx, ex, c, now)
+	promoted, err := release(ctx, ex, c, now)
+	return Result{Matched: true, State: driver.StateFailed, Promoted: promoted}, err
 }
 
 // Return puts a claimed job back to ready without counting the attempt,
 // as a worker shuts down before the job ends. It keeps its slot: it is
 // still a holder, now waiting to be claimed again.
-func Return(ctx context.Context, ex driver.Executor, c *driver.Claim, now time.Time) (bool, error) {
+func Return(ctx context.Context, ex driver.Executor, c *driver.Claim, now time.Time) (Result, error) {
 	if ok, err := ex.DeleteClaim(ctx, c.ID, c.Fence); !ok || err != nil {
-		return false, err
+		return Result{}, err
 	}
 	row := driver.Execution{JobID: c.ID, Queue: c.Queue, Priority: c.Priority, At: now}
-	return true, ex.InsertExecutions(ctx, driver.Ready, []driver.Execution{row})
+	return Result{Matched: true, State: driver.StateReady}, ex.InsertExecutions(ctx, driver.Ready, []driver.Execution{row})
 }
 
 // LostMessage is the error recorded for an attempt whose process died.
@@ -93,16 +113,16 @@ const LostMessage = "process lost: the worker running this job stopped heartbeat
 // Lost handles the claim of a process that stopped heartbeating: the
 // attempt counts; the job goes back to ready keeping its slot, or fails
 // once its attempts are spent.
-func Lost(ctx context.Context, ex driver.Executor, c *driver.Claim, now time.Time) (bool, error) {
+func Lost(ctx context.Context, ex driver.Executor, c *driver.Claim, now time.Time) (Result, error) {
 	if c.Attempt+1 >= c.MaxAttempts {
 		return Fail(ctx, ex, c, LostMessage, now)
 	}
 	if ok, err := ex.DeleteClaim(ctx, c.ID, c.Fence); !ok || err != nil {
-		return false, err
+		return Result{}, err
 	}
 	if err := ex.RecordError(ctx, c.ID, LostMessage); err != nil {
-		return false, err
+		return Result{}, err
 	}
 	row := driver.Execution{JobID: c.ID, Queue: c.Queue, Priority: c.Priority, At: now}
-	return true, ex.InsertExecutions(ctx, driver.Ready, []driver.Execution{row})
+	return Result{Matched: true, State: driver.StateReady}, ex.InsertExecutions(ctx, driver.Ready, []driver.Execution{row})
 }

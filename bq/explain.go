@@ -1,0 +1,78 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strconv"
+	"text/tabwriter"
+
+	"github.com/bqueue/bq"
+)
+
+// runExplain prints what a job waits for, and why.
+func runExplain(ctx context.Context, e *env, args []string) error {
+	f := newFlagSet(e, "explain", "explain --dsn DSN [--prefix bq_] [--json] JOB_ID",
+		`Shows a job's state and what it waits for: for a blocked job, its key's
+limit, the jobs holding the key's slots, and its place in line.`)
+	var db dbFlags
+	db.register(f)
+	asJSON := f.Bool("json", false, "print the explanation as JSON")
+	pos, err := f.parse(args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return f.fail("give one job id, e.g. bq explain --dsn DSN 42")
+	}
+	id, err := strconv.ParseInt(pos[0], 10, 64)
+	if err != nil || id <= 0 {
+		return f.fail("job id %q: use a positive whole number", pos[0])
+	}
+	if err := db.validate(f); err != nil {
+		return err
+	}
+	w := e.stdout
+	client, err := db.open(ctx, inspectConfig())
+	if err != nil {
+		return err
+	}
+	defer client.Close()
+	ex, err := client.Explain(ctx, id)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return writeJSON(w, ex)
+	}
+	return printExplanation(w, ex)
+}
+
+func printExplanation(w io.Writer, e *bq.Explanation) error {
+	j := e.Job
+	fmt.Fprintf(w, "Job %d (%s, queue %s): %s\n", j.ID, j.Kind, j.Queue, j.State)
+	fmt.Fprintf(w, "%s\n", e.Summary)
+	if e.Key == nil {
+		return nil
+	}
+	k := e.Key
+	fmt.Fprintf(w, "\nKey %s: limit %d, free %d, %d blocked; this job is number %d in line\n",
+		k.Key, k.Limit, k.Free, k.Blocked, e.Position)
+	if len(k.Holders) == 0 {
+		return nil
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "HOLDER\tKIND\tSTATE\tPROCESS\tRUNNING SINCE")
+	for _, h := range k.Holders {
+		proc, since := "-", "-"
+		if h.State == bq.StateRunning {
+			proc = fmt.Sprintf("%s (#%d)", h.ProcessName, h.ProcessID)
+			if !h.ProcessAlive {
+				proc += " not heartbeating"
+			}
+			since = h.RunningSince.UTC().Format("2006-01-02 15:04:05Z")
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", h.JobID, h.Kind, h.State, proc, since)
+	}
+	return tw.Flush()
+}

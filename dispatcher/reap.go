@@ -1,0 +1,90 @@
+package dispatcher
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/bqueue/bq/internal/driver"
+	"github.com/bqueue/bq/internal/lifecycle"
+)
+
+// reapLostClaims returns the claims of dead processes to ready (keeping
+// their slots) or fails them once their attempts are spent.
+func (d *Dispatcher) reapLostClaims(ctx context.Context) error {
+	deadBefore := d.cfg.Now().Add(-d.cfg.ProcessDeadAfter)
+	if lost, err := d.drv.Exec().LostClaims(ctx, deadBefore, 1); err != nil || len(lost) == 0 {
+		return err
+	}
+	for {
+		var claims []*driver.Claim
+		var reaped []reap
+		err := d.inTx(ctx, func(ex driver.Executor) error {
+			now := d.cfg.Now()
+			var err error
+			claims, err = ex.LostClaims(ctx, now.Add(-d.cfg.ProcessDeadAfter), d.cfg.BatchSize)
+			if err != nil {
+				return err
+			}
+			reaped, err = handleLost(ctx, ex, claims, now)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		d.reaped(ctx, reaped)
+		if len(claims) < d.cfg.BatchSize || ctx.Err() != nil {
+			break
+		}
+	}
+	// Remove the dead processes now their claims are gone: if one was only
+	// paused, its next heartbeat finds no row and it cancels its runs.
+	_, err := d.drv.Exec().DeleteDeadProcesses(ctx, deadBefore)
+	return err
+}
+
+// reap is one lost claim handled, told once its transaction commits.
+type reap struct {
+	claim  *driver.Claim
+	result lifecycle.Result
+}
+
+func handleLost(ctx context.Context, ex driver.Executor, claims []*driver.Claim, now time.Time) ([]reap, error) {
+	// A failed claim releases its key's semaphore: lock them in key order.
+	slices.SortFunc(claims, func(a, b *driver.Claim) int { return strings.Compare(a.Limit.Key, b.Limit.Key) })
+	out := make([]reap, 0, len(claims))
+	for _, c := range claims {
+		r, err := lifecycle.Lost(ctx, ex, c, now)
+		if err != nil {
+			return nil, err
+		}
+		if r.Matched {
+			out = append(out, reap{c, r})
+		}
+	}
+	return out, nil
+}
+
+// reaped logs, counts and wakes workers for claims reaped in a committed
+// transaction.
+func (d *Dispatcher) reaped(ctx context.Context, reaped []reap) {
+	for _, r := range reaped {
+		c := r.claim
+		log := d.cfg.Logger.Warn
+		msg := "reaped the claim of a lost process: the job is ready again, its attempt counted"
+		if r.result.State == driver.StateFailed {
+			log = d.cfg.Logger.Error
+			msg = "reaped the claim of a lost process: its attempts are spent, the job failed"
+		}
+		log(msg, "job_id", c.ID, "kind", c.Kind, "queue", c.Queue, "key", c.Limit.Key,
+			"attempt", c.Attempt+1, "max_attempts", c.MaxAttempts)
+		d.cfg.Hooks.reaped(ctx, c, r.result.State)
+		d.logPromoted(ctx, c.Limit.Key, r.result.Promoted)
+	}
+	if len(reaped) > 0 {
+		// Reaped jobs are ready again, and a failed one's released slot
+		// may have promoted a job of another queue.
+		d.notifyAll()
+	}
+}

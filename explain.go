@@ -1,0 +1,229 @@
+package bq
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/bqueue/bq/internal/driver"
+)
+
+// Explanation says where a job is and why, with what would move it on.
+// Its figures are read one query after another, not in one snapshot.
+type Explanation struct {
+	Job *JobInfo `json:"job"`
+	// Summary is one or two sentences for a person.
+	Summary string `json:"summary"`
+	// Since is when the job entered its state (ready, blocked, running,
+	// failed); zero otherwise.
+	Since time.Time `json:"since,omitzero"`
+	// DueAt: a scheduled job's due time.
+	DueAt time.Time `json:"due_at,omitzero"`
+	// The process running a running job.
+	ProcessID    int64  `json:"process_id,omitzero"`
+	ProcessName  string `json:"process_name,omitzero"`
+	ProcessAlive bool   `json:"process_alive,omitzero"`
+	// Key is the state of a blocked job's concurrency key.
+	Key *KeyState `json:"key,omitempty"`
+	// Position is a blocked job's place in its key's line, 1 for next.
+	Position int `json:"position,omitzero"`
+}
+
+// Explain reports job id's state and what it waits for: for a blocked
+// job, its key's limit and free value, the jobs holding the key's slots
+// and its place in line.
+func (c *Client) Explain(ctx context.Context, id int64) (*Explanation, error) {
+	info, err := c.Job(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	e, err := c.explain(ctx, info)
+	if err != nil {
+		return nil, fmt.Errorf("explain job %d: %w", id, c.explainErr(ctx, err))
+	}
+	return e, nil
+}
+
+func (c *Client) explain(ctx context.Context, info *JobInfo) (*Explanation, error) {
+	ex := c.drv.Exec()
+	e := &Explanation{Job: info}
+	x, _, err := ex.JobExecution(ctx, info.ID)
+	if err != nil {
+		return nil, err
+	}
+	now := c.cfg.Now()
+	var procs []driver.Process
+	if info.State == StateReady || info.State == StateBlocked || info.State == StateScheduled {
+		if procs, err = ex.ListProcesses(ctx); err != nil {
+			return nil, err
+		}
+	}
+	switch info.State {
+	case StateBlocked:
+		e.Since = x.BlockedSince
+		if e.Key, err = c.keyState(ctx, info.Key, 0); err != nil {
+			return nil, err
+		}
+		ahead, err := ex.BlockedAhead(ctx, info.Key, info.Priority, info.ID)
+		if err != nil {
+			return nil, err
+		}
+		e.Position = ahead + 1
+		e.Summary = c.blockedSummary(e.Key, ahead, procs, now)
+	case StateReady:
+		e.Since = x.ReadySince
+		e.Summary = fmt.Sprintf("Ready since %s: waiting for a worker of queue %q.", when(e.Since, now), info.Queue)
+		if !c.anyAlive(procs, now, func(p driver.Process) bool { return slices.Contains(strings.Split(p.Queues, ","), info.Queue) }) {
+			e.Summary += fmt.Sprintf(" No live process works queue %q: start a worker that does.", info.Queue)
+		}
+	case StateRunning:
+		e.Since, e.ProcessID, e.ProcessName = x.ClaimedAt, x.ProcessID, x.ProcessName
+		e.ProcessAlive = c.alive(x.ProcessBeat, 0, now)
+		e.Summary = fmt.Sprintf("Running on process %s since %s (attempt %d of %d).",
+			processLabel(x.ProcessID, x.ProcessName), when(e.Since, now), info.Attempts+1, info.MaxAttempts)
+		switch {
+		case x.ProcessBeat.IsZero():
+			e.Summary += " Its process is no longer registered: the dispatcher will reap the claim and run the job again."
+		case !e.ProcessAlive:
+			e.Summary += fmt.Sprintf(" Its process last heartbeat %s: the dispatcher will reap the claim and run the job again.", when(x.ProcessBeat, now))
+		}
+	case StateScheduled:
+		e.DueAt = x.DueAt
+		e.Summary = c.scheduledSummary(info, x.DueAt, procs, now)
+	case StateFailed:
+		e.Since = x.FailedAt
+		e.Summary = fmt.Sprintf("Failed %s after %s: %s. Retry or discard it by hand.",
+			when(e.Since, now), count(info.Attempts, "attempt"), firstLine(info.LastError))
+	case StateCompleted:
+		e.Summary = fmt.Sprintf("Completed %s after %s.", whenPtr(info.FinishedAt, now), count(info.Attempts, "attempt"))
+	case StateDiscarded:
+		e.Summary = fmt.Sprintf("Discarded %s", whenPtr(info.FinishedAt, now))
+		if info.Key != "" {
+			e.Summary += fmt.Sprintf(": key %q had no free slot when it was admitted and its kind discards on conflict (or it was discarded by hand after failing).", info.Key)
+		} else {
+			e.Summary += " by hand after failing."
+		}
+	default:
+		e.Summary = "The job is in no state table: it is being moved right now, or its rows are inconsistent."
+	}
+	return e, nil
+}
+
+// blockedSummary says what would release a blocked job.
+func (c *Client) blockedSummary(k *KeyState, ahead int, procs []driver.Process, now time.Time) string {
+	line := "it is next in line"
+	if ahead > 0 {
+		line = fmt.Sprintf("%d ahead of it", ahead)
+	}
+	noDispatcher := ""
+	if !c.anyAlive(procs, now, func(p driver.Process) bool { return strings.Contains(p.Kind, "dispatcher") }) {
+		noDispatcher = " No live dispatcher is registered: start one (client.Run or `bq dispatcher`), or nothing will promote it."
+	}
+	switch {
+	case !k.Exists:
+		return fmt.Sprintf("Blocked on key %q, which has no semaphore: the dispatcher recreates and promotes it within one interval.%s", k.Key, noDispatcher)
+	case k.Free > 0:
+		return fmt.Sprintf("Blocked on key %q, which has %s of %d: the dispatcher promotes blocked jobs into them within one interval; %s.%s",
+			k.Key, count(k.Free, "free slot"), k.Limit, line, noDispatcher)
+	case len(k.Holders) == 0:
+		return fmt.Sprintf("Blocked on key %q (limit %d): no ready or running job holds its slots, which were lost; they come back when its semaphore expires %s; %s.%s",
+			k.Key, k.Limit, when(k.ExpiresAt, now), line, noDispatcher)
+	}
+	var running, ready int
+	var dead []string
+	for _, h := range k.Holders {
+		if h.State == StateRunning {
+			running++
+			if !h.ProcessAlive {
+				dead = append(dead, fmt.Sprintf("job %d on process %s", h.JobID, processLabel(h.ProcessID, h.ProcessName)))
+			}
+		} else {
+			ready++
+		}
+	}
+	var s string
+	switch {
+	case ready == 0 && running == 1:
+		s = fmt.Sprintf("Waiting for the running job of key %q to finish (limit %d); %s.", k.Key, k.Limit, line)
+	case ready == 0:
+		s = fmt.Sprintf("Waiting for one of %s of key %q to finish (limit %d); %s.", count(running, "running job"), k.Key, k.Limit, line)
+	case running+ready == 1:
+		s = fmt.Sprintf("Waiting for the holder of key %q, a ready job waiting for a worker, to run and finish (limit %d); %s.", k.Key, k.Limit, line)
+	default:
+		s = fmt.Sprintf("Waiting for one of the %s of key %q to finish (limit %d: %d running, %d ready and waiting for a worker); %s.",
+			count(running+ready, "holder"), k.Key, k.Limit, running, ready, line)
+	}
+	if len(dead) > 0 {
+		// Only the dispatcher's reaper frees these slots.
+		s += fmt.Sprintf(" The process of %s stopped heartbeating: its claim will be reaped.%s", strings.Join(dead, ", "), noDispatcher)
+	}
+	return s
+}
+
+func (c *Client) scheduledSummary(info *JobInfo, due time.Time, procs []driver.Process, now time.Time) string {
+	what := "Scheduled"
+	if info.Attempts > 0 {
+		what = fmt.Sprintf("Retry %d of %d scheduled", info.Attempts+1, info.MaxAttempts)
+	}
+	s := fmt.Sprintf("%s: due %s", what, when(due, now))
+	if info.Key != "" {
+		s += fmt.Sprintf(", then admitted through key %q (limit %d)", info.Key, info.Limit)
+	}
+	s += "."
+	if !due.After(now) && !c.anyAlive(procs, now, func(p driver.Process) bool { return strings.Contains(p.Kind, "dispatcher") }) {
+		s += " It is due but no live dispatcher is registered to admit it: start one (client.Run or `bq dispatcher`)."
+	}
+	return s
+}
+
+func (c *Client) anyAlive(procs []driver.Process, now time.Time, match func(driver.Process) bool) bool {
+	return slices.ContainsFunc(procs, func(p driver.Process) bool {
+		return match(p) && c.alive(p.LastHeartbeatAt, p.HeartbeatInterval, now)
+	})
+}
+
+func processLabel(id int64, name string) string {
+	if name == "" {
+		return fmt.Sprintf("#%d", id)
+	}
+	return fmt.Sprintf("%s (#%d)", name, id)
+}
+
+// when formats t for a sentence: "at 2025-01-02T15:04:05Z (3m ago)".
+func when(t, now time.Time) string {
+	if t.IsZero() {
+		return "at an unknown time"
+	}
+	d := now.Sub(t).Round(time.Second)
+	rel := d.String() + " ago"
+	if d < 0 {
+		rel = "in " + (-d).String()
+	}
+	return fmt.Sprintf("at %s (%s)", t.UTC().Format(time.RFC3339), rel)
+}
+
+func whenPtr(t *time.Time, now time.Time) string {
+	if t == nil {
+		return "at an unknown time"
+	}
+	return when(*t, now)
+}
+
+// count writes "1 job", "2 jobs".
+func count(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// firstLine shortens an error (a panic's stack, say) for a sentence.
+func firstLine(s string) string {
+	s, _, _ = strings.Cut(s, "\n")
+	if len(s) > 200 {
+		s = s[:200] + "…"
+	}
+	return s
+}

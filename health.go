@@ -1,0 +1,198 @@
+package bq
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/bqueue/bq/internal/driver"
+)
+
+// Bounds of a Health report: its size never grows with the number of
+// keys or processes.
+const (
+	defaultTopKeys = 10
+	maxTopKeys     = 100
+	maxGroups      = 100
+	maxProcesses   = 100
+)
+
+// HealthOptions tunes a Health report. Zero values take the defaults.
+type HealthOptions struct {
+	// TopKeys is how many keys with blocked jobs to list, most blocked
+	// first. Default 10, at most 100.
+	TopKeys int
+}
+
+// Health answers "what is waiting, on what, and why" for the whole
+// database: every queue, every limit group, the most blocked keys and the
+// registered processes. Its figures are read one query after another, not
+// in one snapshot.
+type Health struct {
+	At        time.Time       `json:"at"`
+	Queues    []QueueHealth   `json:"queues"`
+	Groups    []GroupHealth   `json:"groups"`
+	TopKeys   []KeyHealth     `json:"top_keys"`
+	Processes []ProcessHealth `json:"processes"`
+	// Truncated: there were more groups or processes than a report holds
+	// (100 each); the rest are left out.
+	Truncated bool `json:"truncated,omitzero"`
+}
+
+// QueueHealth counts one queue's live jobs by state.
+type QueueHealth struct {
+	Queue     string `json:"queue"`
+	Ready     int    `json:"ready"`
+	Running   int    `json:"running"`
+	Scheduled int    `json:"scheduled"`
+	Blocked   int    `json:"blocked"`
+	Failed    int    `json:"failed"`
+	// OldestReadyAge is how long the oldest ready job has waited for a
+	// worker since it became ready; 0 with none ready.
+	OldestReadyAge time.Duration `json:"oldest_ready_age_ns"`
+}
+
+// GroupHealth sums one limit group's keys. A group is the part of a full
+// key before its first "/": the Group of a Concurrency spec, which
+// defaults to the job's name.
+type GroupHealth struct {
+	Group string `json:"group"`
+	// Keys counts the group's keys that have a semaphore (keys in use).
+	Keys int `json:"keys"`
+	// MinLimit and MaxLimit bound its keys' limits; they differ when
+	// enqueues pass limits of their own (WithConcurrencyKey).
+	MinLimit int `json:"min_limit"`
+	MaxLimit int `json:"max_limit"`
+	// Active counts the slots held: ready and running jobs of its keys.
+	Active int `json:"active"`
+	// Blocked counts jobs waiting for a slot of one of its keys.
+	Blocked int `json:"blocked"`
+	// Saturated counts its keys with no free slot.
+	Saturated int `json:"saturated_keys"`
+}
+
+// Limits is the group's limit, or its range when keys differ: "2", "1-5".
+func (g GroupHealth) Limits() string {
+	if g.MinLimit == g.MaxLimit {
+		return strconv.Itoa(g.MinLimit)
+	}
+	return fmt.Sprintf("%d-%d", g.MinLimit, g.MaxLimit)
+}
+
+// KeyHealth is one concurrency key with jobs waiting for it.
+type KeyHealth struct {
+	Key   string `json:"key"`
+	Group string `json:"group"`
+	Limit int    `json:"limit"`
+	// Holders counts the slots taken (ready and running jobs).
+	Holders int `json:"holders"`
+	Free    int `json:"free"`
+	Blocked int `json:"blocked"`
+}
+
+// ProcessHealth is one registered worker or dispatcher process.
+type ProcessHealth struct {
+	ID            int64     `json:"id"`
+	Kind          string    `json:"kind"`
+	Name          string    `json:"name"`
+	Hostname      string    `json:"hostname"`
+	PID           int       `json:"pid"`
+	Queues        []string  `json:"queues"`
+	StartedAt     time.Time `json:"started_at"`
+	LastHeartbeat time.Time `json:"last_heartbeat"`
+	// Alive: it heartbeat recently enough not to be reaped.
+	Alive bool `json:"alive"`
+}
+
+// Health reports the state of every queue, limit group and process.
+func (c *Client) Health(ctx context.Context, opts ...HealthOptions) (*Health, error) {
+	var o HealthOptions
+	if len(opts) > 0 {
+		o = opts[0]
+	}
+	top := min(max(cmp.Or(o.TopKeys, defaultTopKeys), 1), maxTopKeys)
+	h, err := c.health(ctx, top)
+	if err != nil {
+		return nil, fmt.Errorf("health: %w", c.explainErr(ctx, err))
+	}
+	return h, nil
+}
+
+func (c *Client) health(ctx context.Context, top int) (*Health, error) {
+	ex := c.drv.Exec()
+	now := c.cfg.Now()
+	h := &Health{At: now, Queues: []QueueHealth{}, Groups: []GroupHealth{}, TopKeys: []KeyHealth{}, Processes: []ProcessHealth{}}
+	counts, err := ex.CountByQueue(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ages, err := ex.ReadyAges(ctx)
+	if err != nil {
+		return nil, err
+	}
+	oldest := map[string]time.Time{}
+	for _, a := range ages {
+		oldest[a.Queue] = a.OldestReady
+	}
+	for _, q := range counts {
+		qh := QueueHealth{Queue: q.Queue, Ready: q.Ready, Running: q.Running, Scheduled: q.Scheduled,
+			Blocked: q.Blocked, Failed: q.Failed}
+		if t, ok := oldest[q.Queue]; ok && q.Ready > 0 {
+			qh.OldestReadyAge = max(now.Sub(t), 0)
+		}
+		h.Queues = append(h.Queues, qh)
+	}
+	groups, err := ex.GroupStats(ctx, maxGroups+1)
+	if err != nil {
+		return nil, err
+	}
+	if len(groups) > maxGroups {
+		groups, h.Truncated = groups[:maxGroups], true
+	}
+	for _, g := range groups {
+		h.Groups = append(h.Groups, GroupHealth(g))
+	}
+	keys, err := ex.TopBlockedKeys(ctx, top)
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range keys {
+		h.TopKeys = append(h.TopKeys, keyHealth(s))
+	}
+	procs, err := ex.ListProcesses(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if len(procs) > maxProcesses {
+		procs, h.Truncated = procs[:maxProcesses], true
+	}
+	for _, p := range procs {
+		h.Processes = append(h.Processes, c.processHealth(p, now))
+	}
+	return h, nil
+}
+
+func keyHealth(s driver.Semaphore) KeyHealth {
+	return KeyHealth{Key: s.Key, Group: driver.GroupOf(s.Key), Limit: s.Limit,
+		Holders: s.Limit - s.Value, Free: max(s.Value, 0), Blocked: s.Blocked}
+}
+
+func (c *Client) processHealth(p driver.Process, now time.Time) ProcessHealth {
+	var queues []string
+	if p.Queues != "" {
+		queues = strings.Split(p.Queues, ",")
+	}
+	return ProcessHealth{ID: p.ID, Kind: p.Kind, Name: p.Name, Hostname: p.Hostname, PID: p.PID,
+		Queues: queues, StartedAt: p.StartedAt, LastHeartbeat: p.LastHeartbeatAt,
+		Alive: c.alive(p.LastHeartbeatAt, p.HeartbeatInterval, now)}
+}
+
+// alive tells whether a process that last beat at `beat` looks alive: it
+// has not been silent long enough for the reaper (ProcessDeadAfter, or
+// two of its own heartbeat intervals when those are longer).
+func (c *Client) alive(beat time.Time, interval time.Duration, now time.Time) bool {
+	return !beat.IsZero() && now.Sub(beat) < max(c.cfg.ProcessDeadAfter, 2*interval)
+}

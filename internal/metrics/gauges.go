@@ -1,0 +1,68 @@
+package metrics
+
+import (
+	"context"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/bqueue/bq/internal/driver"
+)
+
+// Snapshot is what the gauges report at one collection.
+type Snapshot struct {
+	Queues []driver.QueueCounts
+	Groups []driver.GroupStats
+}
+
+// ObserveGauges registers the gauges of jobs per queue and state and of
+// each limit group, all fed by one call of read per collection. Call the
+// returned function to unregister.
+func (m *Instruments) ObserveGauges(read func(ctx context.Context) (Snapshot, error)) (unregister func() error, err error) {
+	queueJobs, err := m.meter.Int64ObservableGauge(QueueJobs, metric.WithUnit("{job}"),
+		metric.WithDescription("Jobs of a queue in each live state (ready, running, scheduled, blocked, failed)."))
+	if err != nil {
+		return nil, err
+	}
+	active, err := m.meter.Int64ObservableGauge(GroupActive, metric.WithUnit("{job}"),
+		metric.WithDescription("Slots held (ready and running jobs) over a limit group's keys."))
+	if err != nil {
+		return nil, err
+	}
+	blocked, err := m.meter.Int64ObservableGauge(GroupBlocked, metric.WithUnit("{job}"),
+		metric.WithDescription("Jobs waiting for a slot of one of a limit group's keys."))
+	if err != nil {
+		return nil, err
+	}
+	saturated, err := m.meter.Int64ObservableGauge(SaturatedKeys, metric.WithUnit("{key}"),
+		metric.WithDescription("Keys of a limit group with no free slot."))
+	if err != nil {
+		return nil, err
+	}
+	reg, err := m.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		snap, err := read(ctx)
+		if err != nil {
+			return err
+		}
+		for _, q := range snap.Queues {
+			for state, n := range map[driver.JobState]int{
+				driver.StateReady: q.Ready, driver.StateRunning: q.Running, driver.StateScheduled: q.Scheduled,
+				driver.StateBlocked: q.Blocked, driver.StateFailed: q.Failed,
+			} {
+				o.ObserveInt64(queueJobs, int64(n), metric.WithAttributes(
+					attribute.String("queue", q.Queue), attribute.String("state", string(state))))
+			}
+		}
+		for _, g := range snap.Groups {
+			attrs := metric.WithAttributes(attribute.String("group", g.Group))
+			o.ObserveInt64(active, int64(g.Active), attrs)
+			o.ObserveInt64(blocked, int64(g.Blocked), attrs)
+			o.ObserveInt64(saturated, int64(g.Saturated), attrs)
+		}
+		return nil
+	}, queueJobs, active, blocked, saturated)
+	if err != nil {
+		return nil, err
+	}
+	return reg.Unregister, nil
+}

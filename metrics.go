@@ -1,0 +1,44 @@
+package bq
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/bqueue/bq/dispatcher"
+	"github.com/bqueue/bq/internal/driver"
+	"github.com/bqueue/bq/internal/metrics"
+)
+
+// The wiring of bq's metrics: internal/metrics holds the instruments,
+// docs/observability.md describes them.
+
+// gaugeSnapshot feeds the observable gauges: two aggregate queries per
+// collection, bounded by the number of queues and groups.
+func (c *Client) gaugeSnapshot(ctx context.Context) (metrics.Snapshot, error) {
+	ex := c.drv.Exec()
+	queues, err := ex.CountByQueue(ctx)
+	if err != nil {
+		return metrics.Snapshot{}, fmt.Errorf("bq gauges: %w", err)
+	}
+	groups, err := ex.GroupStats(ctx, maxGroups)
+	if err != nil {
+		return metrics.Snapshot{}, fmt.Errorf("bq gauges: %w", err)
+	}
+	return metrics.Snapshot{Queues: queues, Groups: groups}, nil
+}
+
+// dispatcherHooks count what the dispatcher does.
+func (c *Client) dispatcherHooks() dispatcher.Hooks {
+	return dispatcher.Hooks{
+		Admitted: func(ctx context.Context, j *driver.Job, state driver.JobState) {
+			if state == driver.StateReady {
+				c.met.PromotedScheduled(ctx, metrics.JobOf(j))
+			}
+			c.met.Admitted(ctx, metrics.JobOf(j), state)
+		},
+		Promoted: c.met.PromotedBlocked,
+		Reaped: func(ctx context.Context, cl *driver.Claim, state driver.JobState) {
+			c.met.Reap(ctx, metrics.JobOf(&cl.Job), state)
+		},
+	}
+}

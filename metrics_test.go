@@ -1,0 +1,222 @@
+package bq_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+
+	"github.com/bqueue/bq"
+	"github.com/bqueue/bq/internal/driver"
+)
+
+// secret is a key value that must never reach a metric attribute.
+const secret = "tenant-secret-42"
+
+type metricArgs struct {
+	Key  string
+	Fail bool
+}
+
+func metricJob(_ context.Context, a metricArgs) error {
+	if a.Fail {
+		return errors.New("boom")
+	}
+	time.Sleep(20 * time.Millisecond)
+	return nil
+}
+
+var (
+	mBlock = bq.Define("metrics.block", metricJob, bq.JobOptions[metricArgs]{Queue: "metrics",
+		MaxAttempts: 2, Backoff: func(int) time.Duration { return 0 },
+		Concurrency: &bq.Concurrency[metricArgs]{Key: func(a metricArgs) string { return a.Key }}})
+	mDiscard = bq.Define("metrics.discard", metricJob, bq.JobOptions[metricArgs]{Queue: "metrics",
+		Concurrency: &bq.Concurrency[metricArgs]{Key: func(a metricArgs) string { return a.Key }, OnConflict: bq.Discard}})
+	mReap = bq.Define("metrics.reap", metricJob, bq.JobOptions[metricArgs]{Queue: "metrics-reap"})
+)
+
+// TestMetrics runs one job through each path and reads the instruments
+// with the SDK's manual reader: every counter moves, the histograms and
+// gauges report, and no attribute carries a key value.
+func TestMetrics(t *testing.T) {
+	ctx := context.Background()
+	reader := sdkmetric.NewManualReader()
+	client, err := bq.Open(ctx, "sqlite://"+t.TempDir()+"/metrics.db", bq.Config{
+		MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)),
+		Queues:        map[string]int{"metrics": 4, "metrics-reap": 1},
+		PollInterval:  20 * time.Millisecond, DispatchInterval: 50 * time.Millisecond,
+		HeartbeatInterval: 100 * time.Millisecond, ProcessDeadAfter: time.Second,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	if err := client.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var ids []int64
+	enq := func(job *bq.Job[metricArgs], a metricArgs, opts ...bq.EnqueueOption) bq.EnqueueResult {
+		t.Helper()
+		res, err := job.Enqueue(ctx, client, a, opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !res.Discarded {
+			ids = append(ids, res.ID)
+		}
+		return res
+	}
+	enq(mBlock, metricArgs{Key: secret})
+	if !enq(mBlock, metricArgs{Key: secret}).Blocked {
+		t.Fatal("second job of a limit-1 key not blocked")
+	}
+	enq(mDiscard, metricArgs{Key: secret})
+	if !enq(mDiscard, metricArgs{Key: secret}).Discarded {
+		t.Fatal("second job of a discarding key not discarded")
+	}
+	enq(mBlock, metricArgs{Key: secret + "-later"}, bq.In(100*time.Millisecond))
+	failing := enq(mBlock, metricArgs{Key: secret + "-fail", Fail: true})
+	lost := enq(mReap, metricArgs{})
+	// A process that stopped heartbeating an hour ago claims one job: the
+	// dispatcher reaps it.
+	ex := client.Driver().Exec()
+	dead, err := ex.RegisterProcess(ctx, driver.Process{Kind: "worker", Name: "dead", Hostname: "h", PID: 1,
+		HeartbeatInterval: time.Second, StartedAt: time.Now().Add(-time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if claims, err := ex.ClaimReady(ctx, driver.ClaimParams{Queue: "metrics-reap", Max: 1, ProcessID: dead,
+		Now: time.Now()}); err != nil || len(claims) != 1 || claims[0].ID != lost.ID {
+		t.Fatalf("claim for the dead process: %v %v", claims, err)
+	}
+
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- client.Run(runCtx) }()
+	deadline := time.Now().Add(20 * time.Second)
+	for _, id := range ids {
+		want := bq.StateCompleted
+		if id == failing.ID {
+			want = bq.StateFailed
+		}
+		for {
+			info, err := client.Job(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if info.State == want {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("job %d (%s) is %s, want %s", id, info.Kind, info.State, want)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	stop()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(ctx, &rm); err != nil {
+		t.Fatal(err)
+	}
+	got := readMetrics(t, rm)
+	for _, c := range []struct {
+		name, attrs string
+		min         int64
+	}{
+		{"bq.jobs.enqueued", "state=ready", 3},
+		{"bq.jobs.enqueued", "state=blocked", 1},
+		{"bq.jobs.enqueued", "state=scheduled", 1},
+		{"bq.jobs.enqueued", "state=discarded", 1},
+		{"bq.jobs.blocked", "group=metrics.block", 1},
+		{"bq.jobs.discarded", "group=metrics.discard", 1},
+		{"bq.jobs.promoted", "from=blocked", 1},
+		{"bq.jobs.promoted", "from=scheduled", 1},
+		{"bq.jobs.completed", "kind=metrics.block", 3},
+		{"bq.jobs.retried", "kind=metrics.block", 1},
+		{"bq.jobs.failed", "kind=metrics.block", 1},
+		{"bq.jobs.reaped", "state=ready", 1},
+		{"bq.job.queue_wait", "queue=metrics", 1},
+		{"bq.job.run_duration", "outcome=completed", 4},
+		{"bq.job.run_duration", "outcome=failed", 1},
+		{"bq.queue.jobs", "state=failed", 1},
+		{"bq.group.active", "group=metrics.block", 0},
+	} {
+		if n, ok := got.sum(c.name, c.attrs); !ok || n < c.min {
+			t.Errorf("%s{%s} = %d (reported: %v), want at least %d", c.name, c.attrs, n, ok, c.min)
+		}
+	}
+	for _, p := range got {
+		for _, kv := range p.attrs {
+			if kv.Key == "key" || strings.Contains(kv.Value.String(), secret) {
+				t.Errorf("%s carries a key value in attribute %s=%q", p.name, kv.Key, kv.Value.String())
+			}
+		}
+	}
+}
+
+// point is one data point: its metric, attributes and value (a sum, a
+// gauge's value, or a histogram's count).
+type point struct {
+	name  string
+	attrs []attribute.KeyValue
+	value int64
+}
+
+type points []point
+
+func readMetrics(t *testing.T, rm metricdata.ResourceMetrics) points {
+	var out points
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			switch d := m.Data.(type) {
+			case metricdata.Sum[int64]:
+				for _, dp := range d.DataPoints {
+					out = append(out, point{m.Name, dp.Attributes.ToSlice(), dp.Value})
+				}
+			case metricdata.Gauge[int64]:
+				for _, dp := range d.DataPoints {
+					out = append(out, point{m.Name, dp.Attributes.ToSlice(), dp.Value})
+				}
+			case metricdata.Histogram[float64]:
+				for _, dp := range d.DataPoints {
+					out = append(out, point{m.Name, dp.Attributes.ToSlice(), int64(dp.Count)})
+				}
+			default:
+				t.Errorf("metric %s has unexpected data %T", m.Name, m.Data)
+			}
+		}
+	}
+	return out
+}
+
+// sum adds the values of name's points that carry the attribute k=v, and
+// reports whether there was one.
+func (ps points) sum(name, kv string) (int64, bool) {
+	k, v, _ := strings.Cut(kv, "=")
+	var n int64
+	found := false
+	for _, p := range ps {
+		if p.name != name {
+			continue
+		}
+		for _, a := range p.attrs {
+			if string(a.Key) == k && a.Value.String() == v {
+				n += p.value
+				found = true
+			}
+		}
+	}
+	return n, found
+}

@@ -1,0 +1,83 @@
+package bq
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/bqueue/bq/internal/driver"
+	"github.com/bqueue/bq/internal/lifecycle"
+	"github.com/bqueue/bq/internal/metrics"
+)
+
+// record writes the run's outcome: complete, retry, fail, or back to
+// ready when shutdown cut it short. It runs on after Run's context ends
+// (the outcome of finished work must not be lost), with retries while the
+// database is unreachable. Logs and metrics follow the commit.
+func (w *queueWorker) record(ctx context.Context, cl *driver.Claim, def definition, runErr error, ran time.Duration) {
+	log := w.c.log.With("job_id", cl.ID, "kind", cl.Kind, "queue", cl.Queue, "key", cl.Limit.Key, "attempt", cl.Attempt+1)
+	now := w.c.cfg.Now()
+	shutdown := ctx.Err() != nil && errors.Is(context.Cause(ctx), errShutdown)
+	ctx = context.WithoutCancel(ctx)
+	var action func(ex driver.Executor) (lifecycle.Result, error)
+	var retryAt time.Time
+	switch {
+	case runErr == nil:
+		keep := w.c.cfg.Retention != NoRetention
+		action = func(ex driver.Executor) (lifecycle.Result, error) { return lifecycle.Complete(ctx, ex, cl, keep, now) }
+	case shutdown:
+		action = func(ex driver.Executor) (lifecycle.Result, error) { return lifecycle.Return(ctx, ex, cl, now) }
+	case isPermanent(runErr) || cl.Attempt+1 >= cl.MaxAttempts:
+		action = func(ex driver.Executor) (lifecycle.Result, error) {
+			return lifecycle.Fail(ctx, ex, cl, runErr.Error(), now)
+		}
+	default:
+		retryAt = now.Add(def.backoff(cl.Attempt + 1))
+		action = func(ex driver.Executor) (lifecycle.Result, error) {
+			return lifecycle.Retry(ctx, ex, cl, runErr.Error(), retryAt, now)
+		}
+	}
+	var res lifecycle.Result
+	err := w.c.retryDB(ctx, func() error {
+		return driver.InTx(ctx, w.c.drv, func(ex driver.Executor) (err error) {
+			res, err = action(ex)
+			return err
+		})
+	})
+	switch {
+	case err != nil:
+		log.Error("record job outcome; the claim will be reaped and the job run again", "error", err)
+		return
+	case !res.Matched:
+		log.Warn("stale completion ignored: this claim was reaped (its process looked dead) and is no longer ours")
+		return
+	}
+
+	job := metrics.JobOf(&cl.Job)
+	outcome := "retried"
+	switch {
+	case shutdown:
+		outcome = "returned"
+		log.Info("job cut short by shutdown; returned to ready with its slot", "duration", ran)
+	case runErr == nil:
+		outcome = "completed"
+		log.Debug("job completed", "duration", ran)
+	case res.State == driver.StateFailed:
+		outcome = "failed"
+		log.Error("job failed for good", "error", runErr, "permanent", isPermanent(runErr), "max_attempts", cl.MaxAttempts)
+	default:
+		log.Warn("job failed; will retry", "error", runErr, "retry_at", retryAt, "state", res.State)
+	}
+	w.c.met.Ran(ctx, job, ran.Seconds(), outcome)
+	if !shutdown {
+		w.c.met.Finished(ctx, job, res.State)
+	}
+	if res.Promoted > 0 {
+		log.Debug("promoted blocked jobs into the released slot", "count", res.Promoted)
+		w.c.met.PromotedBlocked(ctx, cl.Limit.Key, res.Promoted)
+	}
+	if cl.Limit.Key != "" {
+		// The slot may have passed to a blocked job of any local queue.
+		w.c.wake("")
+	}
+}

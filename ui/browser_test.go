@@ -1,0 +1,228 @@
+package ui_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/bqueue/bq"
+	"github.com/bqueue/bq/ui"
+)
+
+// chromium returns the headless browser to drive. A missing browser fails
+// the test: it is never skipped silently.
+func chromium(t *testing.T) string {
+	path := os.Getenv("BQ_CHROMIUM")
+	if path == "" {
+		path = "/usr/bin/chromium"
+	}
+	if _, err := os.Stat(path); err != nil {
+		t.Fatalf("headless Chromium not found at %s (set BQ_CHROMIUM to another path): run `make test`, which installs it, or `apt-get install -y chromium`", path)
+	}
+	return path
+}
+
+// browser starts a fresh headless Chromium with its own profile.
+func browser(t *testing.T, path string) context.Context {
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(path),
+		chromedp.Flag("headless", true),
+		chromedp.Flag("no-sandbox", true),
+		chromedp.Flag("disable-gpu", true),
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("no-first-run", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1280, 900),
+	}
+	ctx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancelBrowser := chromedp.NewContext(ctx)
+	ctx, cancelTimeout := context.WithTimeout(ctx, 2*time.Minute)
+	t.Cleanup(func() { cancelTimeout(); cancelBrowser(); cancelAlloc() })
+	return ctx
+}
+
+// TestBrowser drives the dashboard in headless Chromium against each
+// database holding blocked, running and failed jobs: the pages show the
+// right counts, the overview refreshes itself, and retrying a failed job
+// of a saturated key from the failed page brings it back blocked. A
+// screenshot of each page goes to .artifacts/screenshots/.
+func TestBrowser(t *testing.T) {
+	path := chromium(t)
+	shots := filepath.Join("..", ".artifacts", "screenshots")
+	if err := os.MkdirAll(shots, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, db := range selectedDatabases() {
+		t.Run(db.name, func(t *testing.T) {
+			f := newFixture(t, db)
+			// PostgreSQL's run mounts the dashboard under /bq with a token,
+			// as an application would.
+			opts := ui.Options{Refresh: time.Second}
+			mux := http.NewServeMux()
+			base := ""
+			if db.name == "postgres" {
+				opts.Path, opts.Token, base = "/bq", "browser-token", "/bq"
+				mux.Handle("/bq/", http.StripPrefix("/bq", ui.Handler(f.client, opts)))
+			} else {
+				mux.Handle("/", ui.Handler(f.client, opts))
+			}
+			srv := httptest.NewServer(mux)
+			defer srv.Close()
+			b := &session{t: t, ctx: browser(t, path), root: srv.URL + base, shots: shots, prefix: db.name}
+			browse(t, b, f, opts.Token)
+		})
+	}
+}
+
+func browse(t *testing.T, b *session, f *fixture, token string) {
+	first := "/"
+	if token != "" {
+		first = "/?token=" + url.QueryEscape(token)
+	}
+	b.open(first, "#queues")
+	b.wantText(`tr[data-queue="exports"] td.running`, "2")
+	b.wantText(`tr[data-queue="exports"] td.blocked`, "3")
+	b.wantText(`tr[data-queue="mail"] td.ready`, "1")
+	b.wantText(`tr[data-queue="mail"] td.scheduled`, "1")
+	b.wantText(`#card-failed .n`, "2")
+	b.wantText(`#card-saturated .n`, "1")
+	b.screenshot("overview")
+
+	// The overview refreshes itself: a job blocked now shows up.
+	if res, err := exportJob.Enqueue(context.Background(), f.client, exportArgs{Tenant: "acme", Report: "late"}); err != nil || !res.Blocked {
+		t.Fatalf("enqueue a fourth blocked job: %+v %v", res, err)
+	}
+	if _, err := chromedp.Run(b.ctx, chromedp.Poll[bool](
+		`document.querySelector('tr[data-queue="exports"] td.blocked').textContent.trim() === "4"`,
+		chromedp.WithPollingTimeout(15*time.Second))); err != nil {
+		t.Fatalf("the overview did not refresh to 4 blocked jobs: %v", err)
+	}
+
+	b.open("/blocked", "#keys")
+	b.wantText(`tr[data-key="ui.export/acme"] td.holders`, "2")
+	b.wantText(`tr[data-key="ui.export/acme"] td.blocked`, "4")
+	b.wantText(`tr[data-group="ui.export"] td.saturated`, "1")
+	b.screenshot("blocked")
+
+	b.run("open the key page", chromedp.Click(chromedp.CSS(`tr[data-key="ui.export/acme"] a`)),
+		chromedp.WaitVisible(chromedp.CSS("#key-facts")))
+	b.wantText("#key-facts .limit", "2")
+	b.wantText("#key-facts .free", "0")
+	b.wantCount("#holders tbody tr", 2)
+	b.wantCount("#line tbody tr", 4)
+	b.screenshot("key")
+
+	b.open("/failed", "#failed")
+	b.wantCount("#failed tbody tr", 2)
+	b.screenshot("failed")
+	b.run("retry the failed job of the saturated key",
+		chromedp.Click(chromedp.CSS(fmt.Sprintf(`button[data-retry="%d"]`, f.keyedFailed))),
+		chromedp.WaitVisible(chromedp.CSS(".notice")))
+	b.wantText(".notice", fmt.Sprintf("Job %d retried: it is now blocked.", f.keyedFailed))
+	b.wantCount("#failed tbody tr", 1)
+	if st := f.state(t, f.keyedFailed); st != bq.StateBlocked {
+		t.Errorf("retried job is %s in the database, want blocked", st)
+	}
+
+	b.open(fmt.Sprintf("/jobs/%d", f.keyedFailed), "#summary")
+	b.wantText("#job-state", "blocked")
+	// Its id is the oldest of the key: first come, first in line.
+	b.wantText("#position", "1")
+	b.wantContains("#summary", `Waiting for one of 2 running jobs of key "ui.export/acme" to finish (limit 2); it is next in line`)
+	b.wantContains("#args", `"Tenant": "acme"`)
+	b.wantContains("#last-error", "export service answered 503")
+	b.screenshot("job")
+
+	b.open(fmt.Sprintf("/jobs/%d", f.mailFailed), "#summary")
+	b.run("discard the failed mail job", chromedp.Click(chromedp.CSS(fmt.Sprintf(`button[data-discard="%d"]`, f.mailFailed))),
+		chromedp.WaitVisible(chromedp.CSS(".notice")))
+	b.wantText("#job-state", "discarded")
+	if st := f.state(t, f.mailFailed); st != bq.StateDiscarded {
+		t.Errorf("discarded job is %s in the database", st)
+	}
+
+	b.open("/processes", "#processes")
+	b.wantContains(fmt.Sprintf(`tr[data-process="%d"]`, f.process), "worker-1")
+	b.wantContains(fmt.Sprintf(`tr[data-process="%d"]`, f.process), "alive")
+	b.screenshot("processes")
+}
+
+// session is one browser tab on the dashboard.
+type session struct {
+	t      *testing.T
+	ctx    context.Context
+	root   string
+	shots  string
+	prefix string
+}
+
+func (s *session) run(what string, actions ...chromedp.Action[chromedp.Void]) {
+	s.t.Helper()
+	if err := chromedp.Do(s.ctx, actions...); err != nil {
+		s.t.Fatalf("%s: %v", what, err)
+	}
+}
+
+func (s *session) open(path, ready string) {
+	s.t.Helper()
+	s.run("open "+path, chromedp.Navigate(s.root+path), chromedp.WaitVisible(chromedp.CSS(ready)))
+}
+
+func (s *session) text(sel string) string {
+	s.t.Helper()
+	got, err := chromedp.Run(s.ctx, chromedp.Text(chromedp.CSS(sel)))
+	if err != nil {
+		s.t.Fatalf("read %s: %v", sel, err)
+	}
+	return strings.TrimSpace(got)
+}
+
+func (s *session) wantText(sel, want string) {
+	s.t.Helper()
+	if got := s.text(sel); got != want {
+		s.t.Errorf("%s shows %q, want %q", sel, got, want)
+	}
+}
+
+func (s *session) wantContains(sel, want string) {
+	s.t.Helper()
+	if got := s.text(sel); !strings.Contains(got, want) {
+		s.t.Errorf("%s shows %q, want it to contain %q", sel, got, want)
+	}
+}
+
+func (s *session) wantCount(sel string, want int) {
+	s.t.Helper()
+	n, err := chromedp.Run(s.ctx, chromedp.Evaluate[int](fmt.Sprintf("document.querySelectorAll(%q).length", sel)))
+	if err != nil {
+		s.t.Fatalf("count %s: %v", sel, err)
+	}
+	if n != want {
+		s.t.Errorf("%d elements match %s, want %d", n, sel, want)
+	}
+}
+
+func (s *session) screenshot(page string) {
+	s.t.Helper()
+	png, err := chromedp.Run(s.ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		s.t.Fatalf("screenshot %s: %v", page, err)
+	}
+	file := filepath.Join(s.shots, s.prefix+"-"+page+".png")
+	if err := os.WriteFile(file, png, 0o644); err != nil {
+		s.t.Fatal(err)
+	}
+	s.t.Logf("screenshot %s", file)
+}

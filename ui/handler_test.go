@@ -1,0 +1,136 @@
+package ui_test
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/bqueue/bq"
+	"github.com/bqueue/bq/ui"
+)
+
+func get(t *testing.T, c *http.Client, u string) (int, string) {
+	t.Helper()
+	resp, err := c.Get(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
+
+var csrfField = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
+
+// TestPages renders every page over HTTP on each database and checks the
+// figures, the actions' protections and a retry through admission.
+func TestPages(t *testing.T) {
+	for _, db := range selectedDatabases() {
+		t.Run(db.name, func(t *testing.T) {
+			f := newFixture(t, db)
+			srv := httptest.NewServer(ui.Handler(f.client, ui.Options{}))
+			defer srv.Close()
+			c := srv.Client()
+			c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+
+			for _, p := range []struct{ path, want string }{
+				{"/", `<tr data-queue="exports">`},
+				{"/", `<td class="num blocked"><a href="/blocked">3</a></td>`},
+				{"/blocked", `<td class="num saturated">1</td>`},
+				{"/key?key=" + url.QueryEscape("ui.export/acme"), `<dd class="free">0</dd>`},
+				{fmt.Sprintf("/jobs/%d", f.keyedFailed), `&#34;Tenant&#34;: &#34;acme&#34;`},
+				{"/failed", fmt.Sprintf(`data-retry="%d"`, f.keyedFailed)},
+				{"/processes", "worker-1"},
+				{"/assets/live.js", "data-refresh"},
+			} {
+				code, body := get(t, c, srv.URL+p.path)
+				if code != http.StatusOK || !strings.Contains(body, p.want) {
+					t.Errorf("GET %s: %d, body lacks %q", p.path, code, p.want)
+				}
+			}
+			if code, _ := get(t, c, srv.URL+"/jobs/999999"); code != http.StatusNotFound {
+				t.Errorf("missing job: %d, want 404", code)
+			}
+
+			_, page := get(t, c, srv.URL+"/failed")
+			m := csrfField.FindStringSubmatch(page)
+			if m == nil {
+				t.Fatal("no CSRF field on the failed page")
+			}
+			retry := fmt.Sprintf("%s/jobs/%d/retry", srv.URL, f.keyedFailed)
+			post := func(form url.Values, header http.Header) int {
+				req, _ := http.NewRequest(http.MethodPost, retry, strings.NewReader(form.Encode()))
+				req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+				for k, v := range header {
+					req.Header[k] = v
+				}
+				resp, err := c.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+				return resp.StatusCode
+			}
+			if code := post(url.Values{"next": {"/failed"}}, nil); code != http.StatusForbidden {
+				t.Errorf("retry without the CSRF token: %d, want 403", code)
+			}
+			if code := post(url.Values{"csrf": {m[1]}}, http.Header{"Sec-Fetch-Site": {"cross-site"}}); code != http.StatusForbidden {
+				t.Errorf("cross-site retry: %d, want 403", code)
+			}
+			if st := f.state(t, f.keyedFailed); st != bq.StateFailed {
+				t.Fatalf("a refused retry changed the job to %s", st)
+			}
+			if code := post(url.Values{"csrf": {m[1]}, "next": {"/failed"}}, http.Header{"Sec-Fetch-Site": {"same-origin"}}); code != http.StatusSeeOther {
+				t.Fatalf("retry: %d, want 303", code)
+			}
+			if st := f.state(t, f.keyedFailed); st != bq.StateBlocked {
+				t.Errorf("retried job of a saturated key is %s, want blocked", st)
+			}
+			if _, body := get(t, c, fmt.Sprintf("%s/failed?done=retried&job=%d", srv.URL, f.keyedFailed)); !strings.Contains(body, "it is now blocked") {
+				t.Error("the failed page does not say what became of the retried job")
+			}
+		})
+	}
+}
+
+// TestToken: with a token every request needs it; ?token= once sets a
+// cookie and redirects to the URL without it.
+func TestToken(t *testing.T) {
+	f := newFixture(t, databases[0])
+	mux := http.NewServeMux()
+	mux.Handle("/bq/", http.StripPrefix("/bq", ui.Handler(f.client, ui.Options{Token: "s3cret", Path: "/bq"})))
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	c := srv.Client()
+	if code, _ := get(t, c, srv.URL+"/bq/"); code != http.StatusUnauthorized {
+		t.Errorf("no token: %d, want 401", code)
+	}
+	if code, _ := get(t, c, srv.URL+"/bq/?token=wrong"); code != http.StatusUnauthorized {
+		t.Errorf("wrong token: %d, want 401", code)
+	}
+	req, _ := http.NewRequest(http.MethodGet, srv.URL+"/bq/failed", nil)
+	req.Header.Set("Authorization", "Bearer s3cret")
+	if resp, err := c.Do(req); err != nil || resp.StatusCode != http.StatusOK {
+		t.Errorf("bearer token: %v %v, want 200", resp.Status, err)
+	}
+	jar, _ := cookiejar.New(nil)
+	c.Jar = jar
+	var final *url.URL
+	c.CheckRedirect = func(r *http.Request, _ []*http.Request) error { final = r.URL; return nil }
+	code, body := get(t, c, srv.URL+"/bq/blocked?token=s3cret")
+	if code != http.StatusOK || final == nil || final.RawQuery != "" || final.Path != "/bq/blocked" {
+		t.Fatalf("?token=: %d, redirected to %v; want 200 at /bq/blocked without the token", code, final)
+	}
+	if !strings.Contains(body, `href="/bq/key?key=ui.export%2Facme"`) {
+		t.Errorf("links do not carry the mount path: %s", regexp.MustCompile(`href="[^"]*key[^"]*"`).FindString(body))
+	}
+	if code, _ := get(t, c, srv.URL+"/bq/processes"); code != http.StatusOK {
+		t.Errorf("with the cookie: %d, want 200", code)
+	}
+}

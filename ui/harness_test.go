@@ -1,0 +1,191 @@
+package ui_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/bqueue/bq"
+	"github.com/bqueue/bq/internal/driver"
+	"github.com/bqueue/bq/internal/lifecycle"
+)
+
+// The dashboard's tests run on a real database of each kind, like the
+// conformance suite: a SQLite file and a PostgreSQL schema of their own.
+
+type database struct {
+	name  string
+	fresh func(t *testing.T) string
+}
+
+func postgresDSN() string {
+	if dsn := os.Getenv("BQ_TEST_POSTGRES_DSN"); dsn != "" {
+		return dsn
+	}
+	return "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+}
+
+var databases = []database{
+	{"sqlite", func(t *testing.T) string { return "sqlite://" + t.TempDir() + "/ui.db" }},
+	{"postgres", freshSchema},
+}
+
+// selectedDatabases honours BQ_TEST_DRIVERS (comma list; default all).
+func selectedDatabases() []database {
+	want := os.Getenv("BQ_TEST_DRIVERS")
+	if want == "" {
+		return databases
+	}
+	var out []database
+	for _, db := range databases {
+		if strings.Contains(","+want+",", ","+db.name+",") {
+			out = append(out, db)
+		}
+	}
+	return out
+}
+
+var pgAdmin = sync.OnceValues(func() (*pgxpool.Pool, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	pool, err := pgxpool.New(ctx, postgresDSN())
+	if err != nil {
+		return nil, err
+	}
+	return pool, pool.Ping(ctx)
+})
+
+func freshSchema(t *testing.T) string {
+	admin, err := pgAdmin()
+	if err != nil {
+		t.Fatalf("PostgreSQL unreachable at %s: %v (run `make test`, which starts it, or set BQ_TEST_DRIVERS=sqlite)", postgresDSN(), err)
+	}
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	schema := "ui_" + hex.EncodeToString(b)
+	if _, err := admin.Exec(context.Background(), "CREATE SCHEMA "+schema); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = admin.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE") })
+	sep := "?"
+	if strings.Contains(postgresDSN(), "?") {
+		sep = "&"
+	}
+	return postgresDSN() + sep + "search_path=" + schema
+}
+
+type exportArgs struct {
+	Tenant string
+	Report string
+}
+
+type mailArgs struct{ To string }
+
+var (
+	exportJob = bq.Define("ui.export", func(context.Context, exportArgs) error { return nil },
+		bq.JobOptions[exportArgs]{Queue: "exports", MaxAttempts: 3,
+			Concurrency: &bq.Concurrency[exportArgs]{Key: func(a exportArgs) string { return a.Tenant }, To: 2}})
+	mailJob = bq.Define("ui.mail", func(context.Context, mailArgs) error { return nil },
+		bq.JobOptions[mailArgs]{Queue: "mail", MaxAttempts: 1})
+)
+
+// fixture is a database holding jobs in every state the dashboard shows.
+type fixture struct {
+	client  *bq.Client
+	process int64
+	// keyedFailed is a failed job of the saturated key acme.
+	keyedFailed, mailFailed int64
+}
+
+// newFixture fills a fresh database: queue exports has key
+// ui.export/acme (limit 2) saturated by 2 running jobs with 3 blocked
+// behind them and 1 failed job of that key; queue mail has a ready, a
+// scheduled and a failed job.
+func newFixture(t *testing.T, db database) *fixture {
+	t.Helper()
+	ctx := context.Background()
+	client, err := bq.Open(ctx, db.fresh(t), bq.Config{NoGauges: true,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { client.Close() })
+	if err := client.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ex := client.Driver().Exec()
+	f := &fixture{client: client}
+	f.process, err = ex.RegisterProcess(ctx, driver.Process{Kind: "worker", Name: "worker-1", Hostname: "host-a",
+		PID: 4242, Queues: "exports,mail", HeartbeatInterval: time.Hour, StartedAt: time.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.keyedFailed = f.failed(t, "exports", func() (bq.EnqueueResult, error) {
+		return exportJob.Enqueue(ctx, client, exportArgs{Tenant: "acme", Report: "q1"})
+	})
+	for i := range 5 {
+		if _, err := exportJob.Enqueue(ctx, client, exportArgs{Tenant: "acme", Report: "r" + string(rune('1'+i))}); err != nil {
+			t.Fatal(err)
+		}
+		if i < 2 {
+			f.claim(t, "exports")
+		}
+	}
+	f.mailFailed = f.failed(t, "mail", func() (bq.EnqueueResult, error) {
+		return mailJob.Enqueue(ctx, client, mailArgs{To: "bounce@example.com"})
+	})
+	if _, err := mailJob.Enqueue(ctx, client, mailArgs{To: "a@example.com"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mailJob.Enqueue(ctx, client, mailArgs{To: "later@example.com"}, bq.In(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func (f *fixture) claim(t *testing.T, queue string) *driver.Claim {
+	t.Helper()
+	claims, err := f.client.Driver().Exec().ClaimReady(context.Background(), driver.ClaimParams{
+		Queue: queue, Max: 1, ProcessID: f.process, Now: time.Now()})
+	if err != nil || len(claims) != 1 {
+		t.Fatalf("claim from %s: %v %v", queue, claims, err)
+	}
+	return claims[0]
+}
+
+// failed enqueues a job, claims it and fails it for good.
+func (f *fixture) failed(t *testing.T, queue string, enqueue func() (bq.EnqueueResult, error)) int64 {
+	t.Helper()
+	res, err := enqueue()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := f.claim(t, queue)
+	ctx := context.Background()
+	err = driver.InTx(ctx, f.client.Driver(), func(ex driver.Executor) error {
+		_, err := lifecycle.Fail(ctx, ex, c, "export service answered 503\nretry later", time.Now())
+		return err
+	})
+	if err != nil || c.ID != res.ID {
+		t.Fatalf("fail job %d (claimed %d): %v", res.ID, c.ID, err)
+	}
+	return res.ID
+}
+
+func (f *fixture) state(t *testing.T, id int64) bq.JobState {
+	t.Helper()
+	info, err := f.client.Job(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.State
+}

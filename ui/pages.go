@@ -1,0 +1,191 @@
+package ui
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/bqueue/bq"
+)
+
+// overviewData sums the report for the overview's cards.
+type overviewData struct {
+	Health                                     *bq.Health
+	Ready, Running, Blocked, Failed, Saturated int
+	LiveProcesses                              int
+}
+
+func (s *server) overview(w http.ResponseWriter, r *http.Request) {
+	h, err := s.client.Health(r.Context())
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	d := overviewData{Health: h}
+	for _, q := range h.Queues {
+		d.Ready += q.Ready
+		d.Running += q.Running
+		d.Blocked += q.Blocked
+		d.Failed += q.Failed
+	}
+	for _, g := range h.Groups {
+		d.Saturated += g.Saturated
+	}
+	for _, p := range h.Processes {
+		if p.Alive {
+			d.LiveProcesses++
+		}
+	}
+	s.render(w, r, http.StatusOK, "overview", view{Title: "Overview", Nav: "overview",
+		Refresh: int(s.opts.Refresh.Seconds() + 0.5), Data: d})
+}
+
+func (s *server) blocked(w http.ResponseWriter, r *http.Request) {
+	h, err := s.client.Health(r.Context(), bq.HealthOptions{TopKeys: 100})
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.render(w, r, http.StatusOK, "blocked", view{Title: "Blocked work", Nav: "blocked",
+		Refresh: int(s.opts.Refresh.Seconds() + 0.5), Data: h})
+}
+
+func (s *server) key(w http.ResponseWriter, r *http.Request) {
+	key := r.URL.Query().Get("key")
+	if key == "" {
+		s.render(w, r, http.StatusBadRequest, "error", view{Title: "Bad request", Data: "Name a key: /key?key=group/key."})
+		return
+	}
+	k, err := s.client.KeyState(r.Context(), key)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.render(w, r, http.StatusOK, "key", view{Title: "Key " + key, Nav: "blocked",
+		Refresh: int(s.opts.Refresh.Seconds() + 0.5), Data: k})
+}
+
+// jobData is a job's page.
+type jobData struct {
+	Job     *bq.JobInfo
+	Explain *bq.Explanation
+	Args    string
+}
+
+// findJob is the header's job search: /jobs/?id=42 goes to /jobs/42.
+func (s *server) findJob(w http.ResponseWriter, r *http.Request) {
+	id, err := strconv.ParseInt(r.URL.Query().Get("id"), 10, 64)
+	if err != nil || id <= 0 {
+		s.notFound(w, r)
+		return
+	}
+	http.Redirect(w, r, fmt.Sprintf("%s/jobs/%d", s.opts.Path, id), http.StatusSeeOther)
+}
+
+func (s *server) job(w http.ResponseWriter, r *http.Request) {
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if err != nil || id <= 0 {
+		s.notFound(w, r)
+		return
+	}
+	e, err := s.client.Explain(r.Context(), id)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.render(w, r, http.StatusOK, "job", view{Title: fmt.Sprintf("Job %d", id), Nav: "jobs",
+		Notice: s.notice(r), Data: jobData{Job: e.Job, Explain: e, Args: prettyJSON(e.Job.Args)}})
+}
+
+// failedData is a page of failed jobs.
+type failedData struct {
+	Jobs []bq.FailedJob
+	Next int64 // before= of the next page; 0 for none
+}
+
+const failedPage = 50
+
+func (s *server) failed(w http.ResponseWriter, r *http.Request) {
+	before, _ := strconv.ParseInt(r.URL.Query().Get("before"), 10, 64)
+	jobs, err := s.client.FailedJobs(r.Context(), before, failedPage)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	d := failedData{Jobs: jobs}
+	if len(jobs) == failedPage {
+		d.Next = jobs[len(jobs)-1].JobID
+	}
+	s.render(w, r, http.StatusOK, "failed", view{Title: "Failed jobs", Nav: "failed", Notice: s.notice(r), Data: d})
+}
+
+func (s *server) processes(w http.ResponseWriter, r *http.Request) {
+	h, err := s.client.Health(r.Context(), bq.HealthOptions{TopKeys: 1})
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.render(w, r, http.StatusOK, "processes", view{Title: "Processes", Nav: "processes",
+		Refresh: int(s.opts.Refresh.Seconds() + 0.5), Data: h})
+}
+
+func (s *server) retry(w http.ResponseWriter, r *http.Request) {
+	s.act(w, r, "retried", s.client.RetryFailed)
+}
+
+func (s *server) discard(w http.ResponseWriter, r *http.Request) {
+	s.act(w, r, "discarded", s.client.DiscardFailed)
+}
+
+// act runs a POSTed action on a failed job, then redirects (303) to the
+// form's next page, which tells what became of the job.
+func (s *server) act(w http.ResponseWriter, r *http.Request, done string, action func(context.Context, int64) error) {
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if err != nil || id <= 0 {
+		s.notFound(w, r)
+		return
+	}
+	if !s.csrfOK(r) {
+		http.Error(w, "the form's security token is missing or stale: reload the page and try again", http.StatusForbidden)
+		return
+	}
+	if err := action(r.Context(), id); err != nil {
+		if errors.Is(err, bq.ErrJobNotFailed) || errors.Is(err, bq.ErrJobNotFound) {
+			s.render(w, r, http.StatusConflict, "error", view{Title: "Nothing to do", Data: err.Error()})
+			return
+		}
+		s.fail(w, r, err)
+		return
+	}
+	next := r.PostFormValue("next")
+	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.Contains(next, "\\") {
+		next = fmt.Sprintf("/jobs/%d", id)
+	}
+	sep := "?"
+	if strings.Contains(next, "?") {
+		sep = "&"
+	}
+	http.Redirect(w, r, fmt.Sprintf("%s%s%sdone=%s&job=%d", s.opts.Path, next, sep, done, id), http.StatusSeeOther)
+}
+
+// notice reads the outcome of an action from the redirect's query and
+// says what became of the job, in words of the server's own making.
+func (s *server) notice(r *http.Request) string {
+	q := r.URL.Query()
+	done := q.Get("done")
+	if done != "retried" && done != "discarded" {
+		return ""
+	}
+	id, err := strconv.ParseInt(q.Get("job"), 10, 64)
+	if err != nil {
+		return ""
+	}
+	info, err := s.client.Job(r.Context(), id)
+	if err != nil {
+		return fmt.Sprintf("Job %d %s.", id, done)
+	}
+	return fmt.Sprintf("Job %d %s: it is now %s.", id, done, info.State)
+}

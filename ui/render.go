@@ -1,0 +1,128 @@
+package ui
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"html/template"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/bqueue/bq"
+)
+
+// pages holds one template per page, each with the shared layout.
+type pages struct {
+	byName map[string]*template.Template
+}
+
+var funcs = template.FuncMap{
+	"ago":       ago,
+	"age":       age,
+	"firstLine": firstLine,
+	"keyURL":    func(key string) string { return "/key?key=" + url.QueryEscape(key) },
+	"join":      strings.Join,
+	"stamp":     func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05Z") },
+	"inc":       func(i int) int { return i + 1 },
+	"sub":       func(a, b int) int { return a - b },
+	// actionData is what the retry and discard forms need.
+	"actionData": func(base, csrf string, id int64, next string) map[string]any {
+		return map[string]any{"Base": base, "CSRF": csrf, "ID": id, "Next": next}
+	},
+}
+
+func mustParse() *pages {
+	p := &pages{byName: map[string]*template.Template{}}
+	for _, name := range []string{"overview", "blocked", "key", "job", "failed", "processes", "error"} {
+		t := template.Must(template.New(name).Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+name+".html"))
+		p.byName[name] = t
+	}
+	return p
+}
+
+// view is what every page template gets.
+type view struct {
+	Title   string
+	Nav     string // the nav entry to highlight
+	Base    string // the mount path, prefixed to every link
+	CSRF    string
+	Refresh int // seconds between live refreshes; 0: none
+	Now     time.Time
+	Notice  string
+	Data    any
+}
+
+// render writes page name; a failure to render is logged, not shown.
+func (s *server) render(w http.ResponseWriter, r *http.Request, status int, name string, v view) {
+	v.Base, v.CSRF, v.Now = s.opts.Path, s.csrf, time.Now()
+	var buf bytes.Buffer
+	if err := s.pages.byName[name].ExecuteTemplate(&buf, "layout", v); err != nil {
+		s.opts.Logger.Error("bq ui: render page", "page", name, "path", r.URL.Path, "error", err)
+		http.Error(w, "the page could not be rendered; see the server log", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(status)
+	_, _ = buf.WriteTo(w)
+}
+
+// fail shows an error page: 404 for a missing job, 500 otherwise.
+func (s *server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	status := http.StatusInternalServerError
+	if errors.Is(err, bq.ErrJobNotFound) {
+		status = http.StatusNotFound
+	} else {
+		s.opts.Logger.Error("bq ui: request failed", "path", r.URL.Path, "error", err)
+	}
+	s.render(w, r, status, "error", view{Title: http.StatusText(status), Data: err.Error()})
+}
+
+func (s *server) notFound(w http.ResponseWriter, r *http.Request) {
+	s.render(w, r, http.StatusNotFound, "error", view{Title: "Not found", Data: "No page at " + r.URL.Path + "."})
+}
+
+// prettyJSON indents a job's args; args that are not JSON show as they are.
+func prettyJSON(raw []byte) string {
+	var buf bytes.Buffer
+	if err := json.Indent(&buf, raw, "", "  "); err != nil {
+		return string(raw)
+	}
+	return buf.String()
+}
+
+func ago(t time.Time) string {
+	if t.IsZero() {
+		return "never"
+	}
+	d := time.Since(t)
+	if d < 0 {
+		return "in " + age(-d)
+	}
+	return age(d) + " ago"
+}
+
+func age(d time.Duration) string {
+	switch {
+	case d <= 0:
+		return "0s"
+	case d < time.Second:
+		return d.Round(time.Millisecond).String()
+	case d < time.Hour:
+		return d.Round(time.Second).String()
+	default:
+		return d.Round(time.Minute).String()
+	}
+}
+
+func firstLine(s string) string {
+	s, _, cut := strings.Cut(s, "\n")
+	if len(s) > 160 {
+		return s[:160] + "…"
+	}
+	if cut {
+		return s + " …"
+	}
+	return s
+}

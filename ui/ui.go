@@ -1,0 +1,82 @@
+// Package ui is bq's web dashboard: queues and their counts (refreshed
+// live), blocked work by key, each job with its explanation, failed jobs
+// with retry and discard, and the processes. Mount it in your server:
+//
+//	mux.Handle("/bq/", http.StripPrefix("/bq", ui.Handler(client, ui.Options{Path: "/bq", Token: token})))
+//
+// or run `bq ui --dsn ...`. Pages are rendered on the server; the CSS and
+// the small script that refreshes them are embedded, so it works offline.
+// Retry and discard are POST forms protected against cross-site requests,
+// and go through admission like any job: they never bypass a limit.
+package ui
+
+import (
+	"cmp"
+	"crypto/rand"
+	"embed"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/bqueue/bq"
+)
+
+//go:embed templates/*.html
+var templateFS embed.FS
+
+//go:embed assets
+var assetFS embed.FS
+
+// Options configures the dashboard. Zero values take the defaults.
+type Options struct {
+	// Token, when set, is required on every request: as
+	// "Authorization: Bearer <token>", or through a cookie that visiting
+	// any page once with ?token=<token> sets. Default: none; then keep
+	// the dashboard on a loopback address or behind your own auth.
+	Token string
+	// Path is where the handler is mounted, e.g. "/bq" when serving it
+	// under http.StripPrefix("/bq", ...); links and cookies use it.
+	// Default "" (the root).
+	Path string
+	// Refresh is how often the overview updates itself. Default 3s.
+	Refresh time.Duration
+	// Logger for failed actions and rendering errors. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// server is one mounted dashboard.
+type server struct {
+	client *bq.Client
+	opts   Options
+	pages  *pages
+	// csrf is the token forms carry: random per handler (per process).
+	csrf string
+}
+
+// Handler returns the dashboard for client.
+func Handler(client *bq.Client, opts Options) http.Handler {
+	opts.Path = strings.TrimRight(opts.Path, "/")
+	opts.Refresh = cmp.Or(opts.Refresh, 3*time.Second)
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	s := &server{client: client, opts: opts, pages: mustParse(), csrf: rand.Text()}
+
+	mux := http.NewServeMux()
+	assets, _ := fs.Sub(assetFS, "assets")
+	mux.Handle("GET /assets/", http.StripPrefix("/assets/", http.FileServerFS(assets)))
+	mux.HandleFunc("GET /{$}", s.overview)
+	mux.HandleFunc("GET /blocked", s.blocked)
+	mux.HandleFunc("GET /key", s.key)
+	mux.HandleFunc("GET /jobs/{$}", s.findJob)
+	mux.HandleFunc("GET /jobs/{id}", s.job)
+	mux.HandleFunc("GET /failed", s.failed)
+	mux.HandleFunc("GET /processes", s.processes)
+	mux.HandleFunc("POST /jobs/{id}/retry", s.retry)
+	mux.HandleFunc("POST /jobs/{id}/discard", s.discard)
+	mux.HandleFunc("/", s.notFound)
+
+	return s.secure(mux)
+}
