@@ -32,6 +32,7 @@ import (
 	"github.com/bqueue/bq/drivers/postgres"
 	"github.com/bqueue/bq/drivers/sqlite"
 	"github.com/bqueue/bq/internal/driver"
+	"github.com/bqueue/bq/internal/humanize"
 	"github.com/bqueue/bq/internal/metrics"
 	"github.com/bqueue/bq/migrations"
 )
@@ -190,24 +191,8 @@ func openDriver(ctx context.Context, dsn string) (driver.Driver, error) {
 	case scheme == "postgres" || scheme == "postgresql":
 		return postgres.Open(ctx, dsn)
 	default:
-		return nil, fmt.Errorf("bq.Open: unknown DSN %q: it must start with sqlite: or postgres://", redact(dsn))
+		return nil, fmt.Errorf("bq.Open: unknown DSN %q: it must start with sqlite: or postgres://", humanize.RedactDSN(dsn))
 	}
-}
-
-// redact hides a DSN's password in error messages.
-func redact(dsn string) string {
-	scheme, rest, ok := strings.Cut(dsn, "://")
-	if !ok {
-		return dsn
-	}
-	userinfo, host, ok := strings.Cut(rest, "@")
-	if !ok {
-		return dsn
-	}
-	if user, _, hasPass := strings.Cut(userinfo, ":"); hasPass {
-		return scheme + "://" + user + ":***@" + host
-	}
-	return dsn
 }
 
 // NewClient returns a client on drv, for a pool or *sql.DB you opened:

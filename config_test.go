@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/bqueue/bq/internal/humanize"
 )
 
 func TestConfigValidate(t *testing.T) {
@@ -30,10 +32,10 @@ func TestConfigValidate(t *testing.T) {
 }
 
 func TestRedact(t *testing.T) {
-	if got := redact("postgres://u:secret@h/db"); strings.Contains(got, "secret") {
+	if got := humanize.RedactDSN("postgres://u:secret@h/db"); strings.Contains(got, "secret") {
 		t.Errorf("redact kept the password: %s", got)
 	}
-	if got := redact("postgres://h/db"); got != "postgres://h/db" {
+	if got := humanize.RedactDSN("postgres://h/db"); got != "postgres://h/db" {
 		t.Errorf("redact changed a DSN without a password: %s", got)
 	}
 }

@@ -8,9 +8,10 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"time"
+
+	"github.com/bqueue/bq/internal/humanize"
 
 	"github.com/bqueue/bq"
 )
@@ -96,7 +97,7 @@ re-creating them first; bq's own tables (bq_*) are not touched.`)
 		*dsn, where = "sqlite://"+path, "a new SQLite file, "+path
 	} else {
 		cfg.Prefix = demoPrefix
-		where = redactDSN(*dsn) + ", tables " + demoPrefix + "*"
+		where = humanize.RedactDSN(*dsn) + ", tables " + demoPrefix + "*"
 	}
 
 	d := &demo{e: e, rec: &recorder{}, admits: map[string][]int64{}, dropped: map[string]int{}}
@@ -323,22 +324,6 @@ func resetTables(ctx context.Context, c *bq.Client) error {
 		}
 	}
 	return errors.New("reset the demo's tables: migrations keep being applied")
-}
-
-// redactDSN hides a password in a DSN shown to the user.
-func redactDSN(dsn string) string {
-	scheme, rest, ok := strings.Cut(dsn, "://")
-	if !ok {
-		return dsn
-	}
-	userinfo, host, ok := strings.Cut(rest, "@")
-	if !ok {
-		return dsn
-	}
-	if user, _, hasPass := strings.Cut(userinfo, ":"); hasPass {
-		return scheme + "://" + user + ":***@" + host
-	}
-	return dsn
 }
 
 // recorder collects the runs the jobs report.

@@ -7,6 +7,8 @@ import (
 	"os"
 	"time"
 
+	"github.com/bqueue/bq/internal/humanize"
+
 	"github.com/bqueue/bq"
 )
 
@@ -17,27 +19,9 @@ func inspectConfig() bq.Config {
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
 }
 
-// ago writes how long before now t was: "3s ago", "never".
-func ago(t, now time.Time) string {
-	if t.IsZero() {
-		return "never"
-	}
-	return age(now.Sub(t)) + " ago"
-}
+func ago(t, now time.Time) string { return humanize.Ago(t, now) }
 
-// age rounds a duration for a table cell.
-func age(d time.Duration) string {
-	switch {
-	case d <= 0:
-		return "0s"
-	case d < time.Second:
-		return d.Round(time.Millisecond).String()
-	case d < time.Hour:
-		return d.Round(time.Second).String()
-	default:
-		return d.Round(time.Minute).String()
-	}
-}
+func age(d time.Duration) string { return humanize.Age(d) }
 
 func yesNo(b bool) string {
 	if b {

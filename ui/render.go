@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/bqueue/bq/internal/humanize"
+
 	"github.com/bqueue/bq"
 )
 
@@ -92,29 +94,9 @@ func prettyJSON(raw []byte) string {
 	return buf.String()
 }
 
-func ago(t time.Time) string {
-	if t.IsZero() {
-		return "never"
-	}
-	d := time.Since(t)
-	if d < 0 {
-		return "in " + age(-d)
-	}
-	return age(d) + " ago"
-}
+func ago(t time.Time) string { return humanize.Ago(t, time.Now()) }
 
-func age(d time.Duration) string {
-	switch {
-	case d <= 0:
-		return "0s"
-	case d < time.Second:
-		return d.Round(time.Millisecond).String()
-	case d < time.Hour:
-		return d.Round(time.Second).String()
-	default:
-		return d.Round(time.Minute).String()
-	}
-}
+func age(d time.Duration) string { return humanize.Age(d) }
 
 func firstLine(s string) string {
 	s, _, cut := strings.Cut(s, "\n")
