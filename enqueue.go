@@ -182,10 +182,16 @@ func (c *Client) insert(ctx context.Context, ex driver.Executor, jobs []*driver.
 		return out, c.explainErr(ctx, err)
 	}
 	var verdicts []lifecycle.Verdict
-	err := driver.InTx(ctx, c.drv, func(ex driver.Executor) (err error) {
-		verdicts, err = lifecycle.Enqueue(ctx, ex, jobs, now)
-		return err
-	})
+	var err error
+	if admits(jobs, now) {
+		err = driver.InTx(ctx, c.drv, func(ex driver.Executor) (err error) {
+			verdicts, err = lifecycle.Enqueue(ctx, ex, jobs, now)
+			return err
+		})
+	} else {
+		// No key to lock: the insert is one atomic statement of its own.
+		verdicts, err = lifecycle.Enqueue(ctx, c.drv.Exec(), jobs, now)
+	}
 	if err != nil {
 		return nil, c.explainErr(ctx, err)
 	}
@@ -197,6 +203,17 @@ func (c *Client) insert(ctx context.Context, ex driver.Executor, jobs []*driver.
 		}
 	}
 	return verdicts, nil
+}
+
+// admits reports whether any job is keyed and due now, so its admission
+// must lock a semaphore in the same transaction as the insert.
+func admits(jobs []*driver.NewJob, now time.Time) bool {
+	for _, j := range jobs {
+		if j.Limit.Key != "" && !j.ScheduledAt.After(now) {
+			return true
+		}
+	}
+	return false
 }
 
 // enqueued logs and counts stored and discarded jobs. Jobs enqueued in the

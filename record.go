@@ -23,8 +23,7 @@ func (w *queueWorker) record(ctx context.Context, cl *driver.Claim, def definiti
 	var retryAt time.Time
 	switch {
 	case runErr == nil:
-		keep := w.c.cfg.Retention != NoRetention
-		action = func(ex driver.Executor) (lifecycle.Result, error) { return lifecycle.Complete(ctx, ex, cl, keep, now) }
+		action = nil // batched by the completer
 	case shutdown:
 		action = func(ex driver.Executor) (lifecycle.Result, error) { return lifecycle.Return(ctx, ex, cl, now) }
 	case isPermanent(runErr) || cl.Attempt+1 >= cl.MaxAttempts:
@@ -38,12 +37,17 @@ func (w *queueWorker) record(ctx context.Context, cl *driver.Claim, def definiti
 		}
 	}
 	var res lifecycle.Result
-	err := w.c.retryDB(ctx, func() error {
-		return driver.InTx(ctx, w.c.drv, func(ex driver.Executor) (err error) {
-			res, err = action(ex)
-			return err
+	var err error
+	if action == nil {
+		res, err = w.completer.complete(cl)
+	} else {
+		err = w.c.retryDB(ctx, func() error {
+			return driver.InTx(ctx, w.c.drv, func(ex driver.Executor) (err error) {
+				res, err = action(ex)
+				return err
+			})
 		})
-	})
+	}
 	switch {
 	case err != nil:
 		log.Error("record job outcome; the claim will be reaped and the job run again", "error", err)

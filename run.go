@@ -59,9 +59,10 @@ func (c *Client) run(ctx context.Context, work, dispatch bool) error {
 
 	jobCtx, stopJobs := context.WithCancelCause(bg)
 	defer stopJobs(errShutdown)
+	cp := startCompleter(c)
 	workers := make([]*queueWorker, 0, len(queues))
 	for q, slots := range queues {
-		workers = append(workers, newQueueWorker(c, proc, q, slots, jobCtx))
+		workers = append(workers, newQueueWorker(c, proc, cp, q, slots, jobCtx))
 	}
 	proc.onLost = func(cause error) {
 		for _, w := range workers {
@@ -94,6 +95,7 @@ func (c *Client) run(ctx context.Context, work, dispatch bool) error {
 		c.removeWaker(w.queue, w.wake)
 	}
 	c.drain(bg, workers, stopJobs)
+	cp.stop()
 	stopBeat()
 	services.Wait()
 	c.log.Info("bq stopped", "process_id", proc.ID())

@@ -44,12 +44,13 @@ type execution struct {
 
 // queueWorker runs one queue's jobs in up to slots goroutines.
 type queueWorker struct {
-	c     *Client
-	proc  *process
-	queue string
-	slots int
-	wake  chan struct{}
-	done  chan struct{}
+	c         *Client
+	proc      *process
+	completer *completer
+	queue     string
+	slots     int
+	wake      chan struct{}
+	done      chan struct{}
 	// jobCtx is the parent of every job's context; it outlives Run's
 	// context so running jobs finish during a graceful stop.
 	jobCtx context.Context
@@ -59,8 +60,8 @@ type queueWorker struct {
 	wg      sync.WaitGroup
 }
 
-func newQueueWorker(c *Client, proc *process, queue string, slots int, jobCtx context.Context) *queueWorker {
-	return &queueWorker{c: c, proc: proc, queue: queue, slots: slots, jobCtx: jobCtx,
+func newQueueWorker(c *Client, proc *process, cp *completer, queue string, slots int, jobCtx context.Context) *queueWorker {
+	return &queueWorker{c: c, proc: proc, completer: cp, queue: queue, slots: slots, jobCtx: jobCtx,
 		wake: make(chan struct{}, 1), done: make(chan struct{}, 1), running: map[int64]*execution{}}
 }
 

@@ -173,12 +173,18 @@ func (s *Semaphore) promote(ctx context.Context) (int, error) {
 // holder cannot create a slot. Callers release only after deleting the
 // holder's claim (fence matched) in the same transaction.
 func Signal(ctx context.Context, ex driver.Executor, key string, now time.Time) (promoted int, err error) {
+	return SignalN(ctx, ex, key, 1, now)
+}
+
+// SignalN releases n slots of key at once (n holders finished in one
+// transaction), capped at the limit like Signal.
+func SignalN(ctx context.Context, ex driver.Executor, key string, n int, now time.Time) (promoted int, err error) {
 	row, ok, err := ex.SemaphoreLock(ctx, key, "")
 	if err != nil || !ok {
 		return 0, err
 	}
 	s := &Semaphore{ex: ex, row: row, now: now}
-	s.row.Value = min(s.row.Value+1, s.row.Limit)
+	s.row.Value = min(s.row.Value+n, s.row.Limit)
 	if promoted, err = s.promote(ctx); err != nil {
 		return 0, err
 	}

@@ -201,6 +201,29 @@ func (e *executor) claimCapped(ctx context.Context, p driver.ClaimParams) (claim
 	return claims, nil
 }
 
+func (e *executor) CompleteClaims(ctx context.Context, claims []*driver.Claim, keep bool, now time.Time) ([]driver.Fenced, error) {
+	ids, fences := make([]int64, len(claims)), make([]int64, len(claims))
+	for i, c := range claims {
+		ids[i], fences[i] = c.ID, c.Fence
+	}
+	query, args := e.q.completeClaims, []any{ids, fences, now}
+	if !keep {
+		query, args = e.q.completeDelete, args[:2]
+	}
+	rows, err := e.db.Query(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("complete %d jobs: %w", len(claims), err)
+	}
+	matched, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (driver.Fenced, error) {
+		var f driver.Fenced
+		return f, row.Scan(&f.JobID, &f.Fence)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("complete %d jobs: %w", len(claims), err)
+	}
+	return matched, nil
+}
+
 func (e *executor) DeleteClaim(ctx context.Context, jobID, fence int64) (bool, error) {
 	tag, err := e.db.Exec(ctx, e.q.deleteClaim, jobID, fence)
 	if err != nil {

@@ -6,6 +6,7 @@ import "strings"
 type queries struct {
 	insertJobs, insertReady, insertScheduled, insertBlocked string
 
+	completeClaims, completeDelete                                            string
 	claimReady, deleteClaim, finishJob, deleteJobs, recordError, insertFailed string
 
 	semEnsure, semLock, semSave, promoteBlocked, countHolders string
@@ -101,6 +102,21 @@ SELECT * FROM unnest($1::bigint[], $2::text[], $3::int[], $4::text[], $5::timest
 		lockPolicyCap: p(`SELECT max_active FROM {p}policies WHERE queue = $1 FOR UPDATE`),
 		countClaimed:  p(`SELECT count(*) FROM {p}claimed_executions WHERE queue = $1`),
 		deleteClaim:   p(`DELETE FROM {p}claimed_executions WHERE job_id = $1 AND fence = $2`),
+		// One statement ends a batch of runs: only claims whose fence
+		// still matches are deleted, and only their jobs finish.
+		completeClaims: p(`
+WITH done AS (
+	DELETE FROM {p}claimed_executions c USING unnest($1::bigint[], $2::bigint[]) AS t(job_id, fence)
+	WHERE c.job_id = t.job_id AND c.fence = t.fence RETURNING c.job_id, c.fence
+)
+UPDATE {p}jobs j SET attempt = j.attempt + 1, finished_at = $3 FROM done WHERE j.id = done.job_id
+RETURNING j.id, done.fence`),
+		completeDelete: p(`
+WITH done AS (
+	DELETE FROM {p}claimed_executions c USING unnest($1::bigint[], $2::bigint[]) AS t(job_id, fence)
+	WHERE c.job_id = t.job_id AND c.fence = t.fence RETURNING c.job_id, c.fence
+)
+DELETE FROM {p}jobs j USING done WHERE j.id = done.job_id RETURNING j.id, done.fence`),
 		finishJob: p(`UPDATE {p}jobs SET attempt = attempt + CASE WHEN $3 THEN 0 ELSE 1 END,
 	finished_at = $2, discarded = $3 WHERE id = $1`),
 		deleteJobs:  p(`DELETE FROM {p}jobs WHERE id = ANY($1::bigint[])`),

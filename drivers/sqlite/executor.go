@@ -213,6 +213,36 @@ func (e *executor) ClaimReady(ctx context.Context, p driver.ClaimParams) ([]*dri
 	return claims, nil
 }
 
+func (e *executor) CompleteClaims(ctx context.Context, claims []*driver.Claim, keep bool, now time.Time) ([]driver.Fenced, error) {
+	var matched []driver.Fenced
+	err := e.atomic(ctx, func(e *executor) error {
+		matched = matched[:0]
+		for _, c := range claims {
+			ok, err := e.DeleteClaim(ctx, c.ID, c.Fence)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				continue
+			}
+			if keep {
+				err = e.FinishJob(ctx, c.ID, now, false)
+			} else {
+				_, err = e.db.ExecContext(ctx, e.q.deleteJobs, ids([]int64{c.ID}))
+			}
+			if err != nil {
+				return err
+			}
+			matched = append(matched, driver.Fenced{JobID: c.ID, Fence: c.Fence})
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("complete %d jobs: %w", len(claims), err)
+	}
+	return matched, nil
+}
+
 func (e *executor) DeleteClaim(ctx context.Context, jobID, fence int64) (bool, error) {
 	n, err := e.exec(ctx, e.q.deleteClaim, jobID, fence)
 	if err != nil {

@@ -24,7 +24,49 @@ var _ = register(
 	scenario{"UnkeyedNeverTouchesSemaphores", testUnkeyed},
 	scenario{"LimitChangeAdjustsFreeSlots", testLimitChange},
 	scenario{"EnqueueManyAdmitsInOrder", testEnqueueMany},
+	scenario{"BatchCompletionReleasesMatchedClaimsOnce", testBatchCompletion},
 )
+
+// testBatchCompletion: a batch of completions releases one slot per claim
+// whose fence matched, and a repeated or stale batch changes nothing.
+func testBatchCompletion(t *testing.T, h *harness) {
+	ctx := context.Background()
+	var ids []int64
+	for range 5 {
+		ids = append(ids, enqueue(t, h, limit2Job, Args{Key: "bc"}).ID)
+	}
+	proc := registerProcess(t, h, time.Now())
+	a, b := claimOne(t, h, proc), claimOne(t, h, proc)
+	stale := *a
+	stale.Fence += 1000
+	batch := func(claims ...*driver.Claim) []lifecycle.Result {
+		var res []lifecycle.Result
+		err := driver.InTx(ctx, h.driver(), func(ex driver.Executor) (err error) {
+			res, err = lifecycle.CompleteMany(ctx, ex, claims, true, time.Now())
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	res := batch(&stale, a, b)
+	if res[0].Matched || !res[1].Matched || !res[2].Matched || res[1].Promoted != 2 {
+		t.Fatalf("batch: %+v, want the stale claim unmatched and 2 promoted for the 2 finished", res)
+	}
+	for i, want := range []bq.JobState{bq.StateCompleted, bq.StateCompleted, bq.StateReady, bq.StateReady, bq.StateBlocked} {
+		if st := h.state(ids[i]); st != want {
+			t.Errorf("job %d: %s, want %s", i, st, want)
+		}
+	}
+	if res := batch(a, b); res[0].Matched || res[1].Matched {
+		t.Errorf("repeated batch matched: %+v", res)
+	}
+	if st := h.state(ids[4]); st != bq.StateBlocked {
+		t.Errorf("a repeated batch released a slot again: the last job is %s", st)
+	}
+	h.checkSemaphores()
+}
 
 func enqueue(t *testing.T, h *harness, job *bq.Job[Args], a Args, opts ...bq.EnqueueOption) bq.EnqueueResult {
 	t.Helper()

@@ -127,6 +127,11 @@ type Claim struct {
 	ClaimedAt time.Time
 }
 
+// Fenced names one claim: a job and the fence of that claim of it.
+type Fenced struct {
+	JobID, Fence int64
+}
+
 // Execution is the row that puts an existing job into a state table.
 type Execution struct {
 	JobID    int64
@@ -229,6 +234,11 @@ type Executor interface {
 	// DeleteClaim removes the claim matching both jobID and fence. It
 	// reports false when the claim no longer exists (a stale fence).
 	DeleteClaim(ctx context.Context, jobID, fence int64) (bool, error)
+	// CompleteClaims ends many successful runs at once: each claim whose
+	// fence still matches is deleted and its job finished (attempt+1,
+	// finished_at) or, with keep false, deleted. It returns the claims
+	// that matched.
+	CompleteClaims(ctx context.Context, claims []*Claim, keep bool, now time.Time) ([]Fenced, error)
 	// FinishJob records the job's end: attempt+1, finished_at, and
 	// discarded when admission dropped it.
 	FinishJob(ctx context.Context, jobID int64, now time.Time, discarded bool) error

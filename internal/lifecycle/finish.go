@@ -2,6 +2,7 @@ package lifecycle
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/bqueue/bq/internal/driver"
@@ -51,6 +52,51 @@ func Complete(ctx context.Context, ex driver.Executor, c *driver.Claim, keep boo
 	}
 	promoted, err := release(ctx, ex, c, now)
 	return Result{Matched: true, State: driver.StateCompleted, Promoted: promoted}, err
+}
+
+// CompleteMany records many successful runs in one go: one statement ends
+// every claim whose fence still matches, then each key's semaphore gets
+// back its finished holders' slots, keys in sorted order. Results follow
+// claims; a claim that no longer matched changed nothing.
+func CompleteMany(ctx context.Context, ex driver.Executor, claims []*driver.Claim, keep bool, now time.Time) ([]Result, error) {
+	matched, err := ex.CompleteClaims(ctx, claims, keep, now)
+	if err != nil {
+		return nil, err
+	}
+	// By job and fence: a stale claim of a job may share the batch with
+	// the job's live claim, and only the live one releases.
+	done := make(map[driver.Fenced]bool, len(matched))
+	for _, f := range matched {
+		done[f] = true
+	}
+	results := make([]Result, len(claims))
+	first := map[string]int{} // key -> index of its first finished claim
+	count := map[string]int{}
+	for i, c := range claims {
+		if !done[driver.Fenced{JobID: c.ID, Fence: c.Fence}] {
+			continue
+		}
+		results[i] = Result{Matched: true, State: driver.StateCompleted}
+		if k := c.Limit.Key; k != "" {
+			if _, ok := first[k]; !ok {
+				first[k] = i
+			}
+			count[k]++
+		}
+	}
+	keys := make([]string, 0, len(count))
+	for k := range count {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		promoted, err := semaphore.SignalN(ctx, ex, k, count[k], now)
+		if err != nil {
+			return nil, err
+		}
+		results[first[k]].Promoted = promoted
+	}
+	return results, nil
 }
 
 // Retry records a failed attempt and schedules the next one at `at`. The

@@ -1,0 +1,113 @@
+package bq
+
+import (
+	"context"
+	"sync"
+
+	"github.com/bqueue/bq/internal/driver"
+	"github.com/bqueue/bq/internal/lifecycle"
+)
+
+// maxCompletionBatch bounds the runs one completion statement ends.
+const maxCompletionBatch = 1000
+
+// completer records successful runs in batches, group-commit style: while
+// one batch commits, the completions that arrive queue up and go in the
+// next, in one statement. Nothing waits for a timer: an idle completer
+// writes a lone completion at once, so batching adds no latency and a
+// freed slot passes to the next blocked job as soon as it would alone.
+type completer struct {
+	c  *Client
+	in chan *completion
+
+	mu      sync.RWMutex // held to send, so stop cannot close in under a sender
+	stopped bool
+	exited  chan struct{}
+}
+
+type completion struct {
+	claim *driver.Claim
+	done  chan completed
+}
+
+type completed struct {
+	res lifecycle.Result
+	err error
+}
+
+// startCompleter starts a completer; stop it once no worker records.
+func startCompleter(c *Client) *completer {
+	cp := &completer{c: c, in: make(chan *completion, maxCompletionBatch), exited: make(chan struct{})}
+	go cp.run()
+	return cp
+}
+
+// complete records one successful run and waits for its batch to commit.
+// A run that ends after stop (abandoned at shutdown) is written alone.
+func (cp *completer) complete(claim *driver.Claim) (lifecycle.Result, error) {
+	done := make(chan completed, 1)
+	cp.mu.RLock()
+	if cp.stopped {
+		cp.mu.RUnlock()
+		cp.write([]*completion{{claim: claim, done: done}})
+	} else {
+		cp.in <- &completion{claim: claim, done: done}
+		cp.mu.RUnlock()
+	}
+	r := <-done
+	return r.res, r.err
+}
+
+// stop writes what is queued and ends run.
+func (cp *completer) stop() {
+	cp.mu.Lock()
+	cp.stopped = true
+	close(cp.in)
+	cp.mu.Unlock()
+	<-cp.exited
+}
+
+// run writes batches until in is closed and drained.
+func (cp *completer) run() {
+	defer close(cp.exited)
+	for first := range cp.in {
+		batch := []*completion{first}
+	fill:
+		for len(batch) < maxCompletionBatch {
+			select {
+			case next, ok := <-cp.in:
+				if !ok {
+					break fill
+				}
+				batch = append(batch, next)
+			default:
+				break fill
+			}
+		}
+		cp.write(batch)
+	}
+}
+
+// write commits one batch and tells each completion its result.
+func (cp *completer) write(batch []*completion) {
+	ctx := context.Background()
+	keep := cp.c.cfg.Retention != NoRetention
+	claims := make([]*driver.Claim, len(batch))
+	for i, b := range batch {
+		claims[i] = b.claim
+	}
+	var results []lifecycle.Result
+	err := cp.c.retryDB(ctx, func() error {
+		return driver.InTx(ctx, cp.c.drv, func(ex driver.Executor) (err error) {
+			results, err = lifecycle.CompleteMany(ctx, ex, claims, keep, cp.c.cfg.Now())
+			return err
+		})
+	})
+	for i, b := range batch {
+		if err != nil {
+			b.done <- completed{err: err}
+		} else {
+			b.done <- completed{res: results[i]}
+		}
+	}
+}
