@@ -149,8 +149,9 @@ type Client struct {
 	met        *metrics.Instruments
 	stopGauges func() error
 
-	mu     sync.Mutex
-	wakers map[string][]chan struct{} // queue -> workers of this process
+	mu       sync.Mutex
+	wakers   map[string][]chan struct{} // queue -> workers of this process
+	notified map[string]time.Time       // queue -> last notification sent
 }
 
 // Open connects to the database dsn names and returns a client:
@@ -213,7 +214,7 @@ func NewClient(drv Driver, cfg Config) (*Client, error) {
 		return nil, fmt.Errorf("bq.NewClient: create metric instruments: %w", err)
 	}
 	c := &Client{drv: drv, cfg: cfg, log: cfg.Logger, met: met, stopGauges: func() error { return nil },
-		wakers: map[string][]chan struct{}{}}
+		wakers: map[string][]chan struct{}{}, notified: map[string]time.Time{}}
 	if !cfg.NoGauges {
 		if c.stopGauges, err = met.ObserveGauges(c.gaugeSnapshot); err != nil {
 			return nil, fmt.Errorf("bq.NewClient: register gauges: %w", err)

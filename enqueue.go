@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/bqueue/bq/internal/driver"
@@ -90,11 +91,7 @@ func (j *Job[A]) EnqueueTx(ctx context.Context, c *Client, tx any, args A, opts 
 	if tx == nil {
 		return EnqueueResult{}, errors.New("EnqueueTx: the transaction is nil: pass the pgx.Tx or *sql.Tx to enqueue in, or use Enqueue")
 	}
-	ex, err := c.drv.WrapTx(tx)
-	if err != nil {
-		return EnqueueResult{}, fmt.Errorf("EnqueueTx: %w", err)
-	}
-	res, err := j.enqueue(ctx, c, ex, []A{args}, opts)
+	res, err := j.enqueue(ctx, c, tx, []A{args}, opts)
 	if err != nil {
 		return EnqueueResult{}, err
 	}
@@ -110,12 +107,19 @@ func (j *Job[A]) EnqueueMany(ctx context.Context, c *Client, args []A, opts ...E
 	return j.enqueue(ctx, c, nil, args, opts)
 }
 
-func (j *Job[A]) enqueue(ctx context.Context, c *Client, ex driver.Executor, args []A, opts []EnqueueOption) ([]EnqueueResult, error) {
+func (j *Job[A]) enqueue(ctx context.Context, c *Client, tx any, args []A, opts []EnqueueOption) ([]EnqueueResult, error) {
 	if j.err != nil {
 		return nil, j.err
 	}
 	if c == nil {
 		return nil, errors.New("enqueue: the client is nil: pass the *bq.Client from bq.Open or bq.NewClient")
+	}
+	var ex driver.Executor
+	if tx != nil {
+		var err error
+		if ex, err = c.drv.WrapTx(tx); err != nil {
+			return nil, fmt.Errorf("EnqueueTx: %w", err)
+		}
 	}
 	var o enqueueOptions
 	for _, opt := range opts {
@@ -153,7 +157,7 @@ func (j *Job[A]) enqueue(ctx context.Context, c *Client, ex driver.Executor, arg
 		jobs[i] = &driver.NewJob{Kind: j.name, Queue: queue, Args: raw, Priority: priority,
 			MaxAttempts: j.opts.MaxAttempts, Limit: limit, ScheduledAt: at}
 	}
-	verdicts, err := c.insert(ctx, ex, jobs, now)
+	verdicts, err := c.insert(ctx, ex, tx, jobs, now)
 	if err != nil {
 		return nil, fmt.Errorf("enqueue %q: %w", j.name, err)
 	}
@@ -176,10 +180,14 @@ func (j *Job[A]) enqueue(ctx context.Context, c *Client, ex driver.Executor, arg
 
 // insert admits and stores jobs, in ex when given (the caller's
 // transaction) or in a transaction of the client's own.
-func (c *Client) insert(ctx context.Context, ex driver.Executor, jobs []*driver.NewJob, now time.Time) ([]lifecycle.Verdict, error) {
+func (c *Client) insert(ctx context.Context, ex driver.Executor, tx any, jobs []*driver.NewJob, now time.Time) ([]lifecycle.Verdict, error) {
 	if ex != nil {
 		out, err := lifecycle.Enqueue(ctx, ex, jobs, now)
-		return out, c.explainErr(ctx, err)
+		if err != nil {
+			return nil, c.explainErr(ctx, err)
+		}
+		c.notifyTx(ctx, tx, readyQueues(jobs, out))
+		return out, nil
 	}
 	var verdicts []lifecycle.Verdict
 	var err error
@@ -195,14 +203,21 @@ func (c *Client) insert(ctx context.Context, ex driver.Executor, jobs []*driver.
 	if err != nil {
 		return nil, c.explainErr(ctx, err)
 	}
-	woken := map[string]bool{}
-	for i, v := range verdicts {
-		if q := jobs[i].Queue; v.Outcome == lifecycle.Admitted && !woken[q] {
-			woken[q] = true
-			c.wake(q)
-		}
+	for _, q := range readyQueues(jobs, verdicts) {
+		c.ready(ctx, q)
 	}
 	return verdicts, nil
+}
+
+// readyQueues lists the queues that got ready jobs, once each.
+func readyQueues(jobs []*driver.NewJob, verdicts []lifecycle.Verdict) []string {
+	var qs []string
+	for i, v := range verdicts {
+		if q := jobs[i].Queue; v.Outcome == lifecycle.Admitted && !slices.Contains(qs, q) {
+			qs = append(qs, q)
+		}
+	}
+	return qs
 }
 
 // admits reports whether any job is keyed and due now, so its admission

@@ -74,10 +74,13 @@ func (c *Client) run(ctx context.Context, work, dispatch bool) error {
 	var services sync.WaitGroup
 	services.Go(func() { proc.heartbeat(beatCtx) })
 	services.Go(func() { proc.watchdog(beatCtx) })
+	if work {
+		services.Go(func() { c.listen(beatCtx) })
+	}
 	if dispatch {
 		d := dispatcher.New(c.drv, dispatcher.Config{
 			Interval: c.cfg.DispatchInterval, ProcessDeadAfter: c.cfg.ProcessDeadAfter,
-			Retention: c.cfg.Retention, OnReady: c.wake, Now: c.cfg.Now, Logger: c.log,
+			Retention: c.cfg.Retention, OnReady: func(q string) { c.ready(bg, q) }, Now: c.cfg.Now, Logger: c.log,
 			Hooks: c.dispatcherHooks(),
 		})
 		services.Go(func() { _ = d.Run(ctx) })

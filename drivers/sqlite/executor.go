@@ -176,6 +176,16 @@ func (e *executor) queryIDs(ctx context.Context, query string, args ...any) ([]i
 }
 
 func (e *executor) ClaimReady(ctx context.Context, p driver.ClaimParams) ([]*driver.Claim, error) {
+	if !e.inTx {
+		// Look before taking the write lock: an idle poll only reads.
+		var any bool
+		if err := e.db.QueryRowContext(ctx, e.q.hasReady, p.Queue).Scan(&any); err != nil {
+			return nil, fmt.Errorf("look for ready jobs of queue %q: %w", p.Queue, err)
+		}
+		if !any {
+			return nil, nil
+		}
+	}
 	var claims []*driver.Claim
 	err := e.atomic(ctx, func(e *executor) error {
 		// The write lock serialises claimers, so a queue's MaxActive holds

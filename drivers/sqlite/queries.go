@@ -8,7 +8,7 @@ import "strings"
 type queries struct {
 	insertJob, insertReady, insertScheduled, insertBlocked string
 
-	pickReady, deleteReady, insertClaims, selectClaims            string
+	hasReady, pickReady, deleteReady, insertClaims, selectClaims  string
 	deleteClaim, finishJob, deleteJobs, recordError, insertFailed string
 
 	semEnsure, semLock, semSave, pickBlocked, promoteReady, deleteBlocked, countHolders string
@@ -48,6 +48,7 @@ VALUES (?, ?, ?, ?, ?, NULLIF(?, ''), ?, ?, ?, ?, ?, ?)`),
 		insertBlocked: p(`INSERT INTO {p}blocked_executions (job_id, queue, priority, concurrency_key, created_at)
 VALUES (?, ?, ?, ?, ?)`),
 
+		hasReady: p(`SELECT EXISTS (SELECT 1 FROM {p}ready_executions WHERE queue = ?)`),
 		pickReady: p(`SELECT job_id FROM {p}ready_executions WHERE queue = ?
 ORDER BY priority DESC, job_id LIMIT ?`),
 		deleteReady: p(`DELETE FROM {p}ready_executions WHERE job_id IN ` + idList),

@@ -30,6 +30,7 @@ type Driver struct {
 	// queue on a channel instead of spinning in SQLite's busy handler;
 	// busy_timeout still arbitrates between processes.
 	writer chan struct{}
+	memory bool // an in-memory database: one connection, one process
 }
 
 // Pragmas are applied to every connection Open makes.
@@ -63,7 +64,9 @@ func Open(ctx context.Context, path string) (*Driver, error) {
 		db.Close()
 		return nil, fmt.Errorf("open SQLite database %s: %w", path, err)
 	}
-	return newDriver(db, true, migrations.DefaultPrefix), nil
+	d := newDriver(db, true, migrations.DefaultPrefix)
+	d.memory = path == ":memory:"
+	return d, nil
 }
 
 // New wraps a *sql.DB opened with the "sqlite" driver of modernc.org/sqlite;
@@ -84,7 +87,7 @@ func (d *Driver) Dialect() driver.Dialect { return driver.SQLite }
 func (d *Driver) Prefix() string          { return d.prefix }
 
 func (d *Driver) WithPrefix(prefix string) driver.Driver {
-	return &Driver{db: d.db, owned: d.owned, prefix: prefix, q: newQueries(prefix), writer: d.writer}
+	return &Driver{db: d.db, owned: d.owned, prefix: prefix, q: newQueries(prefix), writer: d.writer, memory: d.memory}
 }
 
 // Exec returns an executor whose writes each run in a transaction of

@@ -17,7 +17,26 @@ var _ = register(
 	scenario{"GracefulStopReturnsClaims", testGracefulStop},
 	scenario{"StopAbandonsJobsIgnoringCancel", testAbandon},
 	scenario{"NoRetentionDeletesAtCompletion", testNoRetention},
+	scenario{"OtherProcessesWakeWithoutPolling", testCrossProcessWake},
 )
+
+// testCrossProcessWake: a worker process that polls once a minute still
+// starts a job another process enqueues within seconds (PostgreSQL:
+// LISTEN/NOTIFY; SQLite: the file's data_version).
+func testCrossProcessWake(t *testing.T, h *harness) {
+	w := h.spawn("workers", 2, "BQ_POLL=1m")
+	defer h.stop(w)
+	h.eventually(20*time.Second, "the worker to register", func() bool {
+		return h.count(`SELECT count(*) FROM bq_processes`) == 1
+	})
+	time.Sleep(500 * time.Millisecond) // its first poll has come and gone
+	for i := range 3 {
+		res := enqueue(t, h, limit1Job, Args{Key: "wake", Seq: i})
+		h.eventually(10*time.Second, "the job to run without waiting for a poll", func() bool {
+			return h.state(res.ID) == bq.StateCompleted
+		})
+	}
+}
 
 func jobInfo(t *testing.T, h *harness, id int64) *bq.JobInfo {
 	t.Helper()

@@ -48,6 +48,9 @@ func helperMain() int {
 	if d, err := time.ParseDuration(os.Getenv("BQ_DEAD_AFTER")); err == nil {
 		cfg.ProcessDeadAfter = d
 	}
+	if d, err := time.ParseDuration(os.Getenv("BQ_POLL")); err == nil {
+		cfg.PollInterval = d
+	}
 	if d, err := time.ParseDuration(os.Getenv("BQ_HEARTBEAT")); err == nil {
 		cfg.HeartbeatInterval = d
 	}

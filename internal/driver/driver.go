@@ -364,3 +364,17 @@ type Executor interface {
 	// discarded by hand. It reports false when the job is not failed.
 	DeleteFailed(ctx context.Context, jobID int64) (bool, error)
 }
+
+// Notifier is a driver that can wake other processes when jobs become
+// ready (PostgreSQL's LISTEN/NOTIFY). Drivers without it rely on polling.
+type Notifier interface {
+	// Notify tells listeners that queues have ready jobs.
+	Notify(ctx context.Context, queues []string) error
+	// NotifyTx notifies inside the caller's transaction, delivered only
+	// if it commits.
+	NotifyTx(ctx context.Context, tx any, queues []string) error
+	// Listen calls ready with each notified queue until ctx ends,
+	// reconnecting (with backoff, telling failed) when its connection
+	// breaks; callers poll meanwhile.
+	Listen(ctx context.Context, ready func(queue string), failed func(error)) error
+}

@@ -1,0 +1,76 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// channel is the LISTEN/NOTIFY channel of this prefix's installation.
+func (d *Driver) channel() string { return d.prefix + "ready" }
+
+// Notify sends one notification per queue, outside any transaction: a
+// NOTIFY inside the enqueue transaction would serialise every committing
+// enqueue on PostgreSQL's notification queue lock.
+func (d *Driver) Notify(ctx context.Context, queues []string) error {
+	if _, err := d.pool.Exec(ctx, `SELECT pg_notify($1, q) FROM unnest($2::text[]) AS q`, d.channel(), queues); err != nil {
+		return fmt.Errorf("notify ready queues: %w", err)
+	}
+	return nil
+}
+
+// NotifyTx notifies inside the caller's pgx.Tx: PostgreSQL delivers it at
+// commit, never after a rollback.
+func (d *Driver) NotifyTx(ctx context.Context, tx any, queues []string) error {
+	t, ok := tx.(pgx.Tx)
+	if !ok {
+		return fmt.Errorf("notify in a %T: want a pgx.Tx", tx)
+	}
+	if _, err := t.Exec(ctx, `SELECT pg_notify($1, q) FROM unnest($2::text[]) AS q`, d.channel(), queues); err != nil {
+		return fmt.Errorf("notify ready queues: %w", err)
+	}
+	return nil
+}
+
+// Listen holds one connection in LISTEN until ctx ends.
+func (d *Driver) Listen(ctx context.Context, ready func(queue string), failed func(error)) error {
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		err := d.listenOnce(ctx, ready)
+		if ctx.Err() != nil {
+			return nil
+		}
+		failed(fmt.Errorf("listen for ready jobs: %w", err))
+		wait := backoff/2 + rand.N(backoff)
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return nil
+		}
+		backoff = min(backoff*2, 5*time.Second)
+	}
+	return nil
+}
+
+func (d *Driver) listenOnce(ctx context.Context, ready func(queue string)) error {
+	pooled, err := d.pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	// A connection left listening must not go back to the pool.
+	conn := pooled.Hijack()
+	defer conn.Close(context.WithoutCancel(ctx))
+	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{d.channel()}.Sanitize()); err != nil {
+		return err
+	}
+	for {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
+			return err
+		}
+		ready(n.Payload)
+	}
+}
