@@ -132,8 +132,8 @@ func (c Config) validate() error {
 			errs = append(errs, fmt.Errorf("config field %s is %s: use a positive duration, or 0 for the default", name, d))
 		}
 	}
-	if c.ProcessDeadAfter < 2*c.HeartbeatInterval {
-		errs = append(errs, fmt.Errorf("Config.ProcessDeadAfter (%s) is under two HeartbeatIntervals (%s): live processes would be reaped", c.ProcessDeadAfter, c.HeartbeatInterval))
+	if c.ProcessDeadAfter < 3*c.HeartbeatInterval {
+		errs = append(errs, fmt.Errorf("Config.ProcessDeadAfter (%s) is under three HeartbeatIntervals (%s): a live process could be reaped between two beats; raise it or beat more often", c.ProcessDeadAfter, c.HeartbeatInterval))
 	}
 	if c.Retention < 0 && c.Retention != NoRetention {
 		errs = append(errs, fmt.Errorf("Config.Retention is %s: use a positive duration, 0 for the default, or bq.NoRetention", c.Retention))

@@ -91,7 +91,7 @@ func (p *process) heartbeat(ctx context.Context) {
 }
 
 // watchdog cancels this process's running jobs once its last heartbeat is
-// so old that a dispatcher may declare it dead at any moment (two beats
+// so old that a dispatcher may declare it dead at any moment (one beat
 // before ProcessDeadAfter). Beats may be failing (database unreachable)
 // or stuck (the process was paused, the database is locked); either way
 // its claims may soon be reaped and run elsewhere, so its own runs stop.
@@ -120,7 +120,9 @@ func (p *process) watchdog(ctx context.Context) {
 // must stop claiming: a dispatcher may declare it dead at any moment.
 func (p *process) silent() bool {
 	cfg := p.c.cfg
-	return cfg.Now().Sub(p.lastBeatAt()) > max(cfg.ProcessDeadAfter-2*cfg.HeartbeatInterval, cfg.HeartbeatInterval)
+	// One beat before a dispatcher may reap: late enough that a beat in
+	// flight lands first (ProcessDeadAfter is at least three beats).
+	return cfg.Now().Sub(p.lastBeatAt()) > cfg.ProcessDeadAfter-cfg.HeartbeatInterval
 }
 
 func (p *process) lastBeatAt() time.Time {
