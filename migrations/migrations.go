@@ -17,7 +17,7 @@ import (
 	"github.com/pressly/goose/v3/lock"
 )
 
-//go:embed postgres/*.sql sqlite/*.sql
+//go:embed postgres/*.sql sqlite/*.sql mysql/*.sql
 var files embed.FS
 
 // DefaultPrefix is the table-name prefix used when none is configured.
