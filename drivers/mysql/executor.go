@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"time"
+	"unicode/utf8"
 
 	gomysql "github.com/go-sql-driver/mysql"
 
@@ -50,8 +51,12 @@ func hash(key string) []byte {
 // checkKey refuses a key too long for the key columns.
 func checkKey(key string) error {
 	if len(key) > MaxKeyBytes {
+		start := key[:32]
+		for !utf8.ValidString(start) && len(start) > 28 {
+			start = start[:len(start)-1] // do not cut a character in two
+		}
 		return fmt.Errorf("concurrency key %q... is %d bytes long: the MySQL driver stores keys of at most %d bytes (Group + \"/\" + Key); use a shorter key, e.g. a hash of the long one",
-			key[:32], len(key), MaxKeyBytes)
+			start, len(key), MaxKeyBytes)
 	}
 	return nil
 }

@@ -208,7 +208,8 @@ var versionPattern = regexp.MustCompile(`^(\d+)\.(\d+)`)
 // 10.6 (SKIP LOCKED).
 func checkVersion(version string) (serverKind, error) {
 	var s serverKind
-	m := versionPattern.FindStringSubmatch(version)
+	// MariaDB's handshake once prefixed "5.5.5-" for old clients.
+	m := versionPattern.FindStringSubmatch(strings.TrimPrefix(version, "5.5.5-"))
 	if m == nil {
 		return s, fmt.Errorf("cannot read the server version %q: bq needs MySQL 8.0+ or MariaDB 10.6+", version)
 	}
