@@ -111,7 +111,7 @@ func (c Config) validate() error {
 		"ShutdownTimeout": c.ShutdownTimeout,
 	} {
 		if d < 0 {
-			errs = append(errs, fmt.Errorf("Config.%s is %s: use a positive duration, or 0 for the default", name, d))
+			errs = append(errs, fmt.Errorf("config field %s is %s: use a positive duration, or 0 for the default", name, d))
 		}
 	}
 	if c.ProcessDeadAfter < 2*c.HeartbeatInterval {

@@ -14,7 +14,7 @@ func TestConfigValidate(t *testing.T) {
 	}{
 		{Config{Prefix: "Bad-Prefix"}, "Config.Prefix"},
 		{Config{Queues: map[string]int{"mail": 0}}, `Config.Queues["mail"] is 0`},
-		{Config{PollInterval: -time.Second}, "Config.PollInterval is -1s"},
+		{Config{PollInterval: -time.Second}, "PollInterval is -1s"},
 		{Config{HeartbeatInterval: 20 * time.Second, ProcessDeadAfter: 30 * time.Second}, "ProcessDeadAfter"},
 		{Config{Retention: -5 * time.Second}, "Config.Retention"},
 	}

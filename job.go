@@ -141,7 +141,7 @@ func (j *Job[A]) validate() error {
 		errs = append(errs, fmt.Errorf("MaxAttempts is %d: use 1 or more (0 means the default, %d)", j.opts.MaxAttempts, defaultMaxAttempts))
 	}
 	if j.opts.Timeout < 0 {
-		errs = append(errs, fmt.Errorf("Timeout is %s: use a positive duration, or 0 for none", j.opts.Timeout))
+		errs = append(errs, fmt.Errorf("job option Timeout is %s: use a positive duration, or 0 for none", j.opts.Timeout))
 	}
 	if c := j.opts.Concurrency; c != nil {
 		if c.Key == nil {

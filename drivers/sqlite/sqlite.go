@@ -49,7 +49,7 @@ func DSN(path string) string {
 // in-memory database for ":memory:".
 func Open(ctx context.Context, path string) (*Driver, error) {
 	if path == "" {
-		return nil, errors.New("open SQLite: empty path: use sqlite:///path/to/file.db or sqlite::memory:")
+		return nil, errors.New("open SQLite: empty path: use sqlite:///path/to/file.db or sqlite::memory: for an in-memory database")
 	}
 	db, err := sql.Open("sqlite", DSN(path))
 	if err != nil {
