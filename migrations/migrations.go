@@ -3,6 +3,7 @@
 package migrations
 
 import (
+	"context"
 	"database/sql"
 	"embed"
 	"fmt"
@@ -80,7 +81,45 @@ func NewProvider(db *sql.DB, dialect, prefix string) (*goose.Provider, error) {
 		}
 		opts = append(opts, goose.WithSessionLocker(locker))
 	}
+	if dialect == "mysql" {
+		// Likewise on MySQL, through a named lock of the server, keyed
+		// by database and prefix.
+		var database string
+		if err := db.QueryRow("SELECT DATABASE()").Scan(&database); err != nil {
+			return nil, fmt.Errorf("read current database: %w", err)
+		}
+		h := fnv.New64a()
+		h.Write([]byte(database + "." + prefix))
+		opts = append(opts, goose.WithSessionLocker(&mysqlLocker{
+			name: fmt.Sprintf("bq-migrate-%016x", h.Sum64()), timeout: 300}))
+	}
 	return goose.NewProvider(gooseDialect, db, fsys, opts...)
+}
+
+// mysqlLocker serialises migrations with GET_LOCK, a lock of the server
+// held by the session (MySQL 5.7+, MariaDB): it ends with the connection,
+// so a migrator that dies releases it.
+type mysqlLocker struct {
+	name    string
+	timeout int // seconds to wait for the lock
+}
+
+func (l *mysqlLocker) SessionLock(ctx context.Context, conn *sql.Conn) error {
+	var got sql.NullInt64
+	if err := conn.QueryRowContext(ctx, "SELECT GET_LOCK(?, ?)", l.name, l.timeout).Scan(&got); err != nil {
+		return fmt.Errorf("take migration lock %s: %w", l.name, err)
+	}
+	if !got.Valid || got.Int64 != 1 {
+		return fmt.Errorf("take migration lock %s: another process has held it for %ds; is a migration stuck?", l.name, l.timeout)
+	}
+	return nil
+}
+
+func (l *mysqlLocker) SessionUnlock(ctx context.Context, conn *sql.Conn) error {
+	if _, err := conn.ExecContext(ctx, "DO RELEASE_LOCK(?)", l.name); err != nil {
+		return fmt.Errorf("release migration lock %s: %w", l.name, err)
+	}
+	return nil
 }
 
 // withPrefix reads dialect's migrations with {prefix} replaced.

@@ -227,6 +227,17 @@ func (h *harness) clientWith(cfg bq.Config) *bq.Client {
 	return c
 }
 
+// clientAt opens a client on another database.
+func (h *harness) clientAt(dsn string) *bq.Client {
+	h.t.Helper()
+	c, err := bq.Open(context.Background(), dsn, testConfig())
+	if err != nil {
+		h.t.Fatalf("open: %v", err)
+	}
+	h.t.Cleanup(func() { c.Close() })
+	return c
+}
+
 // run starts client.Run (workers and dispatcher) until the test ends.
 func (h *harness) run(c *bq.Client) {
 	h.t.Helper()
