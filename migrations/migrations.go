@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"testing/fstest"
+	"time"
 
 	"github.com/pressly/goose/v3"
 	"github.com/pressly/goose/v3/lock"
@@ -82,18 +83,50 @@ func NewProvider(db *sql.DB, dialect, prefix string) (*goose.Provider, error) {
 		opts = append(opts, goose.WithSessionLocker(locker))
 	}
 	if dialect == "mysql" {
-		// Likewise on MySQL, through a named lock of the server, keyed
-		// by database and prefix.
-		var database string
-		if err := db.QueryRow("SELECT DATABASE()").Scan(&database); err != nil {
-			return nil, fmt.Errorf("read current database: %w", err)
-		}
-		h := fnv.New64a()
-		h.Write([]byte(database + "." + prefix))
-		opts = append(opts, goose.WithSessionLocker(&mysqlLocker{
-			name: fmt.Sprintf("bq-migrate-%016x", h.Sum64()), timeout: 300}))
+		return newMySQLProvider(db, fsys, prefix, opts)
 	}
 	return goose.NewProvider(gooseDialect, db, fsys, opts...)
+}
+
+// newMySQLProvider serialises migrations like the PostgreSQL advisory
+// lock, through a named lock of the server keyed by database and prefix.
+func newMySQLProvider(db *sql.DB, fsys fs.FS, prefix string, opts []goose.ProviderOption) (*goose.Provider, error) {
+	var database string
+	if err := db.QueryRow("SELECT DATABASE()").Scan(&database); err != nil {
+		return nil, fmt.Errorf("read current database: %w", err)
+	}
+	h := fnv.New64a()
+	h.Write([]byte(database + "." + prefix))
+	locker := &mysqlLocker{name: fmt.Sprintf("bq-migrate-%016x", h.Sum64()), timeout: 300}
+	p, err := goose.NewProvider(goose.DialectMySQL, db, fsys, append(opts, goose.WithSessionLocker(locker))...)
+	if err != nil {
+		return nil, err
+	}
+	// goose creates its version table before it takes the session lock
+	// (Up first asks HasPending, which does not lock), as CREATE TABLE
+	// then INSERT of version 0 in one transaction. MySQL commits DDL at
+	// once, so another process could find the table without its version
+	// 0 row and fail with "missing zero version migration". Have it
+	// created here, under the lock, by HasPending (which, not locking,
+	// does not wait for the lock held here).
+	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(locker.timeout+30)*time.Second)
+	defer cancel()
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("create migration version table: %w", err)
+	}
+	defer conn.Close()
+	if err := locker.SessionLock(ctx, conn); err != nil {
+		return nil, err
+	}
+	_, verr := p.HasPending(ctx)
+	if err := locker.SessionUnlock(ctx, conn); err != nil {
+		return nil, err
+	}
+	if verr != nil {
+		return nil, fmt.Errorf("create migration version table: %w", verr)
+	}
+	return p, nil
 }
 
 // mysqlLocker serialises migrations with GET_LOCK, a lock of the server
