@@ -4,6 +4,10 @@
 -- Times are Unix microseconds (BIGINT), as in the SQLite schema: no
 -- session time zone, parseTime or loc setting of a pool can shift them.
 --
+-- args is JSON text checked by JSON_VALID rather than MySQL's JSON type,
+-- which re-encodes documents (numbers beyond 64-bit integers become
+-- doubles): a job's args come back exactly as they were enqueued.
+--
 -- Queue names and concurrency keys are VARBINARY: compared byte for byte,
 -- with no collation folding case or padding trailing spaces (two keys
 -- that differ only there must not share a limit). A key may be up to 4096
@@ -20,7 +24,7 @@ CREATE TABLE {prefix}jobs (
     id                      BIGINT          NOT NULL AUTO_INCREMENT PRIMARY KEY,
     kind                    TEXT            NOT NULL,
     queue                   VARBINARY(128)  NOT NULL,
-    args                    JSON            NOT NULL,
+    args                    LONGTEXT        NOT NULL,
     priority                INT             NOT NULL DEFAULT 0,
     attempt                 INT             NOT NULL DEFAULT 0,
     max_attempts            INT             NOT NULL,
@@ -35,7 +39,8 @@ CREATE TABLE {prefix}jobs (
     discarded               BOOLEAN         NOT NULL DEFAULT FALSE,
     last_error              MEDIUMTEXT,
     INDEX {prefix}jobs_live_key (concurrency_key_hash, finished_at),
-    INDEX {prefix}jobs_finished_at (finished_at)
+    INDEX {prefix}jobs_finished_at (finished_at),
+    CONSTRAINT {prefix}jobs_args_json CHECK (JSON_VALID(args))
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
 
 CREATE TABLE {prefix}ready_executions (
