@@ -197,10 +197,10 @@ poll:
 		t.Errorf("%d semaphores still hold slots or blocked jobs after the drain", n)
 	}
 	workersRetried := h.count(`SELECT coalesce(sum(retried), 0) FROM test_conflicts`)
-	t.Logf("%d jobs in %d batches over windows of %d keys (To=%d): enqueued in %s, drained in %s (%.0f jobs/s); "+
-		"transient conflicts met by enqueuers %d, all retried (this process's InTx retried %d meanwhile, other tests included); "+
+	t.Logf("%s: %d jobs in %d batches over windows of %d keys (To=%d): enqueued in %s, drained in %s (%.0f jobs/s); "+
+		"transient conflicts met by enqueuers %d (every one retried: no EnqueueMany failed; this process's InTx retried %d meanwhile, other tests included); "+
 		"retried by worker processes %d; max overlap %d (limit %d, reached on %d of %d keys)",
-		total, total/batch, keys, to, enqueueTime.Round(time.Millisecond), drainTime.Round(time.Millisecond),
+		h.db, total, total/batch, keys, to, enqueueTime.Round(time.Millisecond), drainTime.Round(time.Millisecond),
 		float64(total)/drainTime.Seconds(), seen.Load(), driver.RetriedConflicts.Load()-retriedBefore,
 		workersRetried, most, to, reached, len(overlap))
 }
