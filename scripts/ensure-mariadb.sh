@@ -54,7 +54,7 @@ start_mariadb() {
 	log "starting $MARIADBD"
 	# The socket directory lives on a tmpfs that a reboot empties.
 	as_root install -d -o mysql -g mysql -m 0755 /run/mysqld 2>/dev/null || true
-	as_root start-stop-daemon --start --oknodo --background --exec "$MARIADBD"
+	as_root start-stop-daemon --start --oknodo --background --exec "$MARIADBD" -- --user=mysql
 	for _ in $(seq 1 30); do
 		up && return 0
 		sleep 1
