@@ -1,7 +1,7 @@
 # bq's developer tasks. Every target works from a fresh clone.
 #
 #   make test   ensure the test databases (installing/starting PostgreSQL
-#               if needed) and headless Chromium for the dashboard's
+#               and MariaDB if needed) and headless Chromium for the dashboard's
 #               browser tests, then run every test with the race detector
 #   make lint   gofmt, go vet, staticcheck
 #   make demo   the self-contained demo (SQLite in a temp dir; no server)
@@ -16,10 +16,11 @@ STATICCHECK_VERSION := v0.8.2
 GOBIN_DIR := $(or $(shell $(GO) env GOBIN),$(shell $(GO) env GOPATH)/bin)
 STATICCHECK := $(GOBIN_DIR)/staticcheck
 
-# The databases the tests run on (comma list; MySQL comes later), and where
-# PostgreSQL is. Override either from the environment.
-export BQ_TEST_DRIVERS ?= sqlite,postgres
+# The databases the tests run on (comma list), and where the servers are.
+# Override any of them from the environment.
+export BQ_TEST_DRIVERS ?= sqlite,postgres,mysql
 export BQ_TEST_POSTGRES_DSN ?= postgres://postgres@127.0.0.1:5432/test?sslmode=disable
+export BQ_TEST_MYSQL_DSN ?= mysql://root@127.0.0.1:3306/test
 
 .PHONY: test soak lint demo build ensure-databases ensure-chromium staticcheck
 

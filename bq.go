@@ -1,6 +1,6 @@
 // Package bq is a job queue that lives in your SQL database (PostgreSQL,
-// MySQL/MariaDB, or SQLite) and holds "at most N jobs per key at once"
-// across every worker of every process.
+// MySQL 8.0+/MariaDB 10.6+, or SQLite) and holds "at most N jobs per key
+// at once" across every worker of every process.
 //
 //	var Charge = bq.Define("billing.charge", charge, bq.JobOptions[ChargeArgs]{
 //		Queue: "billing",
@@ -29,6 +29,7 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/bqueue/bq/drivers/mysql"
 	"github.com/bqueue/bq/drivers/postgres"
 	"github.com/bqueue/bq/drivers/sqlite"
 	"github.com/bqueue/bq/internal/driver"
@@ -37,8 +38,8 @@ import (
 	"github.com/bqueue/bq/migrations"
 )
 
-// Driver is a database driver: postgres.New(pool), sqlite.New(db), or what
-// Open builds from a DSN.
+// Driver is a database driver: postgres.New(pool), mysql.New(db),
+// sqlite.New(db), or what Open builds from a DSN.
 type Driver = driver.Driver
 
 // NoRetention, as Config.Retention, deletes jobs as they complete.
@@ -159,6 +160,7 @@ type Client struct {
 //	sqlite:///path/to/file.db   a SQLite file (created if missing)
 //	sqlite::memory:             an in-memory SQLite database (tests)
 //	postgres://user:pass@host:5432/db
+//	mysql://user:pass@host:3306/db  MySQL 8.0+ or MariaDB 10.6+
 //
 // Call Migrate once to create bq's tables. Close the client when done.
 func Open(ctx context.Context, dsn string, cfg ...Config) (*Client, error) {
@@ -185,14 +187,16 @@ func openDriver(ctx context.Context, dsn string) (driver.Driver, error) {
 	scheme, rest, _ := strings.Cut(dsn, ":")
 	switch {
 	case dsn == "":
-		return nil, errors.New("bq.Open: the DSN is empty: use sqlite:///path/to/file.db, sqlite::memory: or postgres://user:pass@host:5432/db")
+		return nil, errors.New("bq.Open: the DSN is empty: use sqlite:///path/to/file.db, sqlite::memory:, postgres://user:pass@host:5432/db or mysql://user:pass@host:3306/db")
 	case scheme == "sqlite":
 		path, _, _ := strings.Cut(strings.TrimPrefix(rest, "//"), "?")
 		return sqlite.Open(ctx, path)
 	case scheme == "postgres" || scheme == "postgresql":
 		return postgres.Open(ctx, dsn)
+	case scheme == "mysql":
+		return mysql.Open(ctx, dsn)
 	default:
-		return nil, fmt.Errorf("bq.Open: unknown DSN %q: it must start with sqlite: or postgres://", humanize.RedactDSN(dsn))
+		return nil, fmt.Errorf("bq.Open: unknown DSN %q: it must start with sqlite:, postgres:// or mysql://", humanize.RedactDSN(dsn))
 	}
 }
 
@@ -200,7 +204,7 @@ func openDriver(ctx context.Context, dsn string) (driver.Driver, error) {
 // bq.NewClient(postgres.New(pool), cfg).
 func NewClient(drv Driver, cfg Config) (*Client, error) {
 	if drv == nil {
-		return nil, errors.New("bq.NewClient: the driver is nil: pass postgres.New(pool) or sqlite.New(db)")
+		return nil, errors.New("bq.NewClient: the driver is nil: pass postgres.New(pool), mysql.New(db) or sqlite.New(db)")
 	}
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {

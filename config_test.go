@@ -66,3 +66,22 @@ func TestOpenMemory(t *testing.T) {
 		t.Fatalf("after Migrate: %v", err)
 	}
 }
+
+func TestOpenMySQLErrors(t *testing.T) {
+	ctx := context.Background()
+	_, err := Open(ctx, "mysql://nobody:secret@127.0.0.1:1/none?timeout=2s")
+	if err == nil || !strings.Contains(err.Error(), "MySQL at 127.0.0.1:1") {
+		t.Errorf("unreachable MySQL: %v, want an error naming the address", err)
+	}
+	if err != nil && strings.Contains(err.Error(), "secret") {
+		t.Errorf("error %q leaks the password", err)
+	}
+	_, err = Open(ctx, "mysql://nobody:secret@127.0.0.1:1")
+	if err == nil || !strings.Contains(err.Error(), "name one database") || strings.Contains(err.Error(), "secret") {
+		t.Errorf("MySQL DSN without a database: %v", err)
+	}
+	_, err = Open(ctx, "mongodb://localhost/x")
+	if err == nil || !strings.Contains(err.Error(), "mysql://") {
+		t.Errorf("unknown DSN: %v, want the error to list mysql://", err)
+	}
+}

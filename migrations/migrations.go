@@ -3,6 +3,7 @@
 package migrations
 
 import (
+	"context"
 	"database/sql"
 	"embed"
 	"fmt"
@@ -12,12 +13,13 @@ import (
 	"strconv"
 	"strings"
 	"testing/fstest"
+	"time"
 
 	"github.com/pressly/goose/v3"
 	"github.com/pressly/goose/v3/lock"
 )
 
-//go:embed postgres/*.sql sqlite/*.sql
+//go:embed postgres/*.sql sqlite/*.sql mysql/*.sql
 var files embed.FS
 
 // DefaultPrefix is the table-name prefix used when none is configured.
@@ -80,7 +82,77 @@ func NewProvider(db *sql.DB, dialect, prefix string) (*goose.Provider, error) {
 		}
 		opts = append(opts, goose.WithSessionLocker(locker))
 	}
+	if dialect == "mysql" {
+		return newMySQLProvider(db, fsys, prefix, opts)
+	}
 	return goose.NewProvider(gooseDialect, db, fsys, opts...)
+}
+
+// newMySQLProvider serialises migrations like the PostgreSQL advisory
+// lock, through a named lock of the server keyed by database and prefix.
+func newMySQLProvider(db *sql.DB, fsys fs.FS, prefix string, opts []goose.ProviderOption) (*goose.Provider, error) {
+	var database string
+	if err := db.QueryRow("SELECT DATABASE()").Scan(&database); err != nil {
+		return nil, fmt.Errorf("read current database: %w", err)
+	}
+	h := fnv.New64a()
+	h.Write([]byte(database + "." + prefix))
+	locker := &mysqlLocker{name: fmt.Sprintf("bq-migrate-%016x", h.Sum64()), timeout: 300}
+	p, err := goose.NewProvider(goose.DialectMySQL, db, fsys, append(opts, goose.WithSessionLocker(locker))...)
+	if err != nil {
+		return nil, err
+	}
+	// goose creates its version table before it takes the session lock
+	// (Up first asks HasPending, which does not lock), as CREATE TABLE
+	// then INSERT of version 0 in one transaction. MySQL commits DDL at
+	// once, so another process could find the table without its version
+	// 0 row and fail with "missing zero version migration". Have it
+	// created here, under the lock, by HasPending (which, not locking,
+	// does not wait for the lock held here).
+	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(locker.timeout+30)*time.Second)
+	defer cancel()
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("create migration version table: %w", err)
+	}
+	defer conn.Close()
+	if err := locker.SessionLock(ctx, conn); err != nil {
+		return nil, err
+	}
+	_, verr := p.HasPending(ctx)
+	if err := locker.SessionUnlock(ctx, conn); err != nil {
+		return nil, err
+	}
+	if verr != nil {
+		return nil, fmt.Errorf("create migration version table: %w", verr)
+	}
+	return p, nil
+}
+
+// mysqlLocker serialises migrations with GET_LOCK, a lock of the server
+// held by the session (MySQL 5.7+, MariaDB): it ends with the connection,
+// so a migrator that dies releases it.
+type mysqlLocker struct {
+	name    string
+	timeout int // seconds to wait for the lock
+}
+
+func (l *mysqlLocker) SessionLock(ctx context.Context, conn *sql.Conn) error {
+	var got sql.NullInt64
+	if err := conn.QueryRowContext(ctx, "SELECT GET_LOCK(?, ?)", l.name, l.timeout).Scan(&got); err != nil {
+		return fmt.Errorf("take migration lock %s: %w", l.name, err)
+	}
+	if !got.Valid || got.Int64 != 1 {
+		return fmt.Errorf("take migration lock %s: another process has held it for %ds; is a migration stuck?", l.name, l.timeout)
+	}
+	return nil
+}
+
+func (l *mysqlLocker) SessionUnlock(ctx context.Context, conn *sql.Conn) error {
+	if _, err := conn.ExecContext(ctx, "DO RELEASE_LOCK(?)", l.name); err != nil {
+		return fmt.Errorf("release migration lock %s: %w", l.name, err)
+	}
+	return nil
 }
 
 // withPrefix reads dialect's migrations with {prefix} replaced.

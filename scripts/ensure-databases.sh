@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Makes sure every database the tests use is reachable, installing and
 # starting local servers where needed. BQ_TEST_DRIVERS (comma list;
-# default "sqlite,postgres") selects them. A selected database that stays
+# default "sqlite,postgres,mysql") selects them. A selected database that stays
 # unreachable fails this script: the tests are never silently skipped.
 #
 #   BQ_TEST_POSTGRES_DSN  default postgres://postgres@127.0.0.1:5432/test?sslmode=disable
@@ -11,7 +11,7 @@
 set -euo pipefail
 
 DEFAULT_PG_DSN='postgres://postgres@127.0.0.1:5432/test?sslmode=disable'
-drivers="${BQ_TEST_DRIVERS:-sqlite,postgres}"
+drivers="${BQ_TEST_DRIVERS:-sqlite,postgres,mysql}"
 pg_dsn="${BQ_TEST_POSTGRES_DSN:-$DEFAULT_PG_DSN}"
 
 log() { echo "ensure-databases: $*" >&2; }
@@ -101,16 +101,10 @@ ensure_postgres() {
 	log "PostgreSQL: ready at 127.0.0.1:5432, database test"
 }
 
-# ---------------------------------------------------------------------------
-# MySQL / MariaDB: NOT YET SUPPORTED (the mysql driver comes later).
-# When it lands, ensure_mysql will: install mariadb-server with apt-get when
-# /usr/sbin/mariadbd is absent; start it with
-#   start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd -- --user=mysql
-# wait for `mysqladmin ping`; create database `test`; and export
-# BQ_TEST_MYSQL_DSN. Until then, selecting it fails loudly.
-# ---------------------------------------------------------------------------
+# MySQL / MariaDB: scripts/ensure-mariadb.sh starts or installs the local
+# server (or checks BQ_TEST_MYSQL_DSN's) and fails loudly otherwise.
 ensure_mysql() {
-	die "BQ_TEST_DRIVERS selects '$1', but bq has no MySQL/MariaDB driver yet; remove it from BQ_TEST_DRIVERS"
+	"$(dirname "${BASH_SOURCE[0]}")/ensure-mariadb.sh"
 }
 
 IFS=',' read -r -a selected <<<"$drivers"
@@ -119,8 +113,8 @@ for d in "${selected[@]}"; do
 	case "$d" in
 	sqlite) log "SQLite: embedded, nothing to start" ;;
 	postgres) ensure_postgres ;;
-	mysql | mariadb) ensure_mysql "$d" ;;
+	mysql | mariadb) ensure_mysql ;;
 	"") ;;
-	*) die "BQ_TEST_DRIVERS names '$d'; known: sqlite, postgres" ;;
+	*) die "BQ_TEST_DRIVERS names '$d'; known: sqlite, postgres, mysql" ;;
 	esac
 done

@@ -7,7 +7,9 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"os"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +19,7 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/bqueue/bq"
+	bqmysql "github.com/bqueue/bq/drivers/mysql"
 	"github.com/bqueue/bq/drivers/postgres"
 	"github.com/bqueue/bq/drivers/sqlite"
 	"github.com/bqueue/bq/internal/driver"
@@ -36,11 +39,19 @@ func postgresBaseDSN() string {
 	return "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
 }
 
+func mysqlBaseDSN() string {
+	if dsn := os.Getenv("BQ_TEST_MYSQL_DSN"); dsn != "" {
+		return dsn
+	}
+	return "mysql://root@127.0.0.1:3306/test"
+}
+
 var databases = []database{
 	{name: "sqlite", fresh: func(t *testing.T) string {
 		return "sqlite://" + t.TempDir() + "/bq.db"
 	}},
 	{name: "postgres", fresh: freshPostgres},
+	{name: "mysql", fresh: freshMySQL},
 }
 
 var pgAdmin = sync.OnceValues(func() (*pgxpool.Pool, error) {
@@ -81,6 +92,50 @@ func freshPostgres(t *testing.T) string {
 	return postgresBaseDSN() + sep + "search_path=" + schema
 }
 
+var myAdmin = sync.OnceValues(func() (*sql.DB, error) {
+	dsn, err := bqmysql.DSN(mysqlBaseDSN())
+	if err != nil {
+		return nil, err
+	}
+	db, err := sql.Open("mysql", dsn)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := db.PingContext(ctx); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return db, nil
+})
+
+// freshMySQL creates a database of the test's own on the server of
+// BQ_TEST_MYSQL_DSN and returns its URL; the database is dropped when the
+// test ends.
+func freshMySQL(t *testing.T) string {
+	base, err := url.Parse(mysqlBaseDSN())
+	if err != nil {
+		t.Fatalf("BQ_TEST_MYSQL_DSN: %v", err)
+	}
+	admin, err := myAdmin()
+	if err != nil {
+		t.Fatalf("MySQL is selected (BQ_TEST_DRIVERS) but unreachable at %s: %v", base.Redacted(), err)
+	}
+	name := "t_" + randomHex(6)
+	ctx := context.Background()
+	if _, err := admin.ExecContext(ctx, "CREATE DATABASE "+name+" CHARACTER SET utf8mb4"); err != nil {
+		t.Fatalf("create database: %v", err)
+	}
+	t.Cleanup(func() {
+		if _, err := admin.ExecContext(context.Background(), "DROP DATABASE "+name); err != nil {
+			t.Logf("drop database %s: %v", name, err)
+		}
+	})
+	base.Path = "/" + name
+	return base.String()
+}
+
 func randomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
@@ -103,7 +158,7 @@ func selected(t *testing.T) []database {
 			}
 		}
 		if !found {
-			t.Fatalf("BQ_TEST_DRIVERS names %q, which this suite does not know (known: sqlite, postgres)", name)
+			t.Fatalf("BQ_TEST_DRIVERS names %q, which this suite does not know (known: sqlite, postgres, mysql)", name)
 		}
 	}
 	return out
@@ -144,10 +199,19 @@ func newHarness(t *testing.T, db database) *harness {
 		t.Fatalf("migrate: %v", err)
 	}
 	h := &harness{t: t, db: db.name, dsn: dsn, client: client, raw: client.Driver().SQLDB(), test: randomHex(8)}
-	if _, err := h.raw.ExecContext(ctx, `CREATE TABLE test_runs (
+	for _, ddl := range []string{
+		`CREATE TABLE test_runs (
 		job_id BIGINT NOT NULL, test TEXT NOT NULL, kind TEXT NOT NULL, jkey TEXT NOT NULL, pid BIGINT NOT NULL,
-		started_ns BIGINT NOT NULL, ended_ns BIGINT NOT NULL DEFAULT 0)`); err != nil {
-		t.Fatalf("create test_runs: %v", err)
+		started_ns BIGINT NOT NULL, ended_ns BIGINT NOT NULL DEFAULT 0)`,
+		// Recorders update their run by job id: an index keeps InnoDB
+		// from locking every row on the way.
+		`CREATE INDEX test_runs_job ON test_runs (job_id)`,
+		// Worker processes leave the conflicts they retried here.
+		`CREATE TABLE test_conflicts (pid BIGINT NOT NULL, retried BIGINT NOT NULL)`,
+	} {
+		if _, err := h.raw.ExecContext(ctx, ddl); err != nil {
+			t.Fatalf("create test tables: %v", err)
+		}
 	}
 	return h
 }
@@ -156,6 +220,17 @@ func newHarness(t *testing.T, db database) *harness {
 func (h *harness) clientWith(cfg bq.Config) *bq.Client {
 	h.t.Helper()
 	c, err := bq.Open(context.Background(), h.dsn, cfg)
+	if err != nil {
+		h.t.Fatalf("open: %v", err)
+	}
+	h.t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// clientAt opens a client on another database.
+func (h *harness) clientAt(dsn string) *bq.Client {
+	h.t.Helper()
+	c, err := bq.Open(context.Background(), dsn, testConfig())
 	if err != nil {
 		h.t.Fatalf("open: %v", err)
 	}
@@ -177,11 +252,24 @@ func (h *harness) run(c *bq.Client) {
 	})
 }
 
+// bareKey is the column name key standing alone, not after a dot.
+var bareKey = regexp.MustCompile("(^|[^.\\w`])key\\b")
+
+// sql spells a white-box statement for the harness's database: on MySQL,
+// where KEY is a reserved word, a bare column name key is quoted (a
+// qualified s.key needs no quotes there).
+func (h *harness) sql(query string) string {
+	if h.db != "mysql" {
+		return query
+	}
+	return bareKey.ReplaceAllString(query, "${1}`key`")
+}
+
 // count runs a COUNT(*) query.
 func (h *harness) count(query string) int {
 	h.t.Helper()
 	var n int
-	if err := h.raw.QueryRowContext(context.Background(), query).Scan(&n); err != nil {
+	if err := h.raw.QueryRowContext(context.Background(), h.sql(query)).Scan(&n); err != nil {
 		h.t.Fatalf("%s: %v", query, err)
 	}
 	return n
@@ -245,7 +333,7 @@ FROM bq_semaphores s`)
 func (h *harness) driver() driver.Driver { return h.client.Driver() }
 
 // beginTx starts a transaction of the caller's kind on the client's
-// database (pgx.Tx on PostgreSQL, *sql.Tx on SQLite).
+// database (pgx.Tx on PostgreSQL, *sql.Tx on SQLite and MySQL).
 func (h *harness) beginTx(ctx context.Context) (tx any, commit func() error) {
 	h.t.Helper()
 	switch d := h.driver().(type) {
@@ -256,6 +344,12 @@ func (h *harness) beginTx(ctx context.Context) (tx any, commit func() error) {
 		}
 		return tx, func() error { return tx.Commit(ctx) }
 	case *sqlite.Driver:
+		tx, err := d.DB().BeginTx(ctx, nil)
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		return tx, tx.Commit
+	case *bqmysql.Driver:
 		tx, err := d.DB().BeginTx(ctx, nil)
 		if err != nil {
 			h.t.Fatal(err)

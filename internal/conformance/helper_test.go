@@ -14,7 +14,9 @@ import (
 	"time"
 
 	"github.com/bqueue/bq"
+	bqmysql "github.com/bqueue/bq/drivers/mysql"
 	"github.com/bqueue/bq/drivers/sqlite"
+	"github.com/bqueue/bq/internal/driver"
 )
 
 // helperMain is a bq process: the test binary re-executed with BQ_HELPER
@@ -30,10 +32,17 @@ func helperMain() int {
 	defer stop()
 
 	var err error
-	if path, ok := strings.CutPrefix(dsn, "sqlite://"); ok {
+	switch {
+	case strings.HasPrefix(dsn, "sqlite://"):
 		helperDialect = "sqlite"
-		helperDB, err = sql.Open("sqlite", sqlite.DSN(path))
-	} else {
+		helperDB, err = sql.Open("sqlite", sqlite.DSN(strings.TrimPrefix(dsn, "sqlite://")))
+	case strings.HasPrefix(dsn, "mysql://"):
+		helperDialect = "mysql"
+		var d *bqmysql.Driver
+		if d, err = bqmysql.Open(ctx, dsn); err == nil {
+			helperDB = d.DB()
+		}
+	default:
 		helperDialect = "postgres"
 		helperDB, err = sql.Open("pgx", dsn)
 	}
@@ -65,6 +74,11 @@ func helperMain() int {
 	}[os.Getenv("BQ_HELPER")]
 	if err := run(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "helper: run:", err)
+		return 1
+	}
+	if _, err := helperDB.ExecContext(context.Background(), rebind(helperDialect,
+		`INSERT INTO test_conflicts (pid, retried) VALUES (?, ?)`), os.Getpid(), driver.RetriedConflicts.Load()); err != nil {
+		fmt.Fprintln(os.Stderr, "helper: record conflicts:", err)
 		return 1
 	}
 	return 0

@@ -143,7 +143,8 @@ func act(ctx context.Context, a Args, meta bq.JobMeta) error {
 	}
 }
 
-// rebind turns ? placeholders into $n for PostgreSQL.
+// rebind turns ? placeholders into $n for PostgreSQL; SQLite and MySQL
+// take ? as it is.
 func rebind(dialect, q string) string {
 	if dialect != "postgres" {
 		return q

@@ -23,11 +23,16 @@ var _ = register(
 )
 
 // exec runs a white-box statement, one text per dialect.
-func (h *harness) exec(postgres, sqlite string) {
+func (h *harness) exec(postgres, sqlite, mysql string) {
 	h.t.Helper()
-	q := sqlite
-	if h.db == "postgres" {
+	var q string
+	switch h.db {
+	case "postgres":
 		q = postgres
+	case "mysql":
+		q = h.sql(mysql)
+	default:
+		q = sqlite
 	}
 	if _, err := h.raw.ExecContext(context.Background(), q); err != nil {
 		h.t.Fatalf("%s: %v", q, err)
@@ -82,8 +87,9 @@ func testReclaimGone(t *testing.T, h *harness) {
 	gone := enqueue(t, h, limit1Job, Args{Key: "ex"})
 	behind := enqueue(t, h, limit1Job, Args{Key: "ex"})
 	// The holder disappears without releasing: the slot count drifts.
-	h.exec(`DELETE FROM bq_ready_executions`, `DELETE FROM bq_ready_executions`)
+	h.exec(`DELETE FROM bq_ready_executions`, `DELETE FROM bq_ready_executions`, `DELETE FROM bq_ready_executions`)
 	h.exec(`UPDATE bq_jobs SET finished_at = now() WHERE id = `+itoa(gone.ID),
+		`UPDATE bq_jobs SET finished_at = 1 WHERE id = `+itoa(gone.ID),
 		`UPDATE bq_jobs SET finished_at = 1 WHERE id = `+itoa(gone.ID))
 
 	pass(t, h, dispatcher.Config{})
@@ -103,7 +109,8 @@ func testReclaimKeepsLive(t *testing.T, h *harness) {
 	enqueue(t, h, limit1Job, Args{Key: "lv"})
 	behind := enqueue(t, h, limit1Job, Args{Key: "lv"})
 	claimOne(t, h, registerProcess(t, h, time.Now()))
-	h.exec(`UPDATE bq_semaphores SET expires_at = now() - interval '1 hour'`, `UPDATE bq_semaphores SET expires_at = 0`)
+	h.exec(`UPDATE bq_semaphores SET expires_at = now() - interval '1 hour'`, `UPDATE bq_semaphores SET expires_at = 0`,
+		`UPDATE bq_semaphores SET expires_at = 0`)
 	pass(t, h, dispatcher.Config{})
 	if st := h.state(behind.ID); st != bq.StateBlocked {
 		t.Errorf("job behind a live holder of an expired semaphore: %s, want blocked", st)
@@ -119,10 +126,11 @@ func testReclaimKeepsLive(t *testing.T, h *harness) {
 func testPromoteBesideFree(t *testing.T, h *harness) {
 	gone := enqueue(t, h, limit1Job, Args{Key: "pf"})
 	behind := enqueue(t, h, limit1Job, Args{Key: "pf"})
-	h.exec(`DELETE FROM bq_ready_executions`, `DELETE FROM bq_ready_executions`)
+	h.exec(`DELETE FROM bq_ready_executions`, `DELETE FROM bq_ready_executions`, `DELETE FROM bq_ready_executions`)
 	h.exec(`UPDATE bq_jobs SET finished_at = now() WHERE id = `+itoa(gone.ID),
+		`UPDATE bq_jobs SET finished_at = 1 WHERE id = `+itoa(gone.ID),
 		`UPDATE bq_jobs SET finished_at = 1 WHERE id = `+itoa(gone.ID))
-	h.exec(`UPDATE bq_semaphores SET value = 1`, `UPDATE bq_semaphores SET value = 1`)
+	h.exec(`UPDATE bq_semaphores SET value = 1`, `UPDATE bq_semaphores SET value = 1`, `UPDATE bq_semaphores SET value = 1`)
 	pass(t, h, dispatcher.Config{})
 	if st := h.state(behind.ID); st != bq.StateReady {
 		t.Errorf("blocked job beside a free slot: %s after a pass, want ready", st)

@@ -5,12 +5,18 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"sync/atomic"
 	"time"
 )
 
 // maxTxAttempts bounds how often InTx runs a transaction that keeps
 // meeting transient conflicts.
 const maxTxAttempts = 10
+
+// RetriedConflicts counts the transactions InTx has run again in this
+// process after a transient conflict (deadlock, lock wait timeout,
+// serialization failure, busy database). Tests and metrics read it.
+var RetriedConflicts atomic.Int64
 
 // InTx runs fn in a transaction bq owns and commits it. A deadlock,
 // serialization failure or busy database rolls back and runs fn again,
@@ -30,6 +36,9 @@ func InTx(ctx context.Context, d Driver, fn func(ex Executor) error) error {
 		}
 		if err = runTx(ctx, d, fn); err == nil || !d.Retryable(err) {
 			return err
+		}
+		if attempt < maxTxAttempts-1 {
+			RetriedConflicts.Add(1)
 		}
 	}
 	return fmt.Errorf("gave up after %d conflicting attempts: %w", maxTxAttempts, err)

@@ -1,0 +1,71 @@
+package conformance
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/bqueue/bq"
+	"github.com/bqueue/bq/dispatcher"
+)
+
+var _ = register(
+	scenario{"CleanupAndStats", testCleanupAndStats},
+)
+
+// testCleanupAndStats: per-queue counts follow the jobs; the dispatcher's
+// clean-up drops processes that stopped heartbeating and hold no claim;
+// deleting idle semaphores takes those expired with every slot free and
+// nothing blocked, and keeps those in use.
+func testCleanupAndStats(t *testing.T, h *harness) {
+	ctx := context.Background()
+	enqueue(t, h, limit1Job, Args{Key: "idle"})
+	enqueue(t, h, limit1Job, Args{Key: "busy"})
+	enqueue(t, h, limit1Job, Args{Key: "busy"})
+	enqueue(t, h, unkeyedJob, Args{}, bq.Queue("other"), bq.In(time.Hour))
+	live := registerProcess(t, h, time.Now())
+	idle := claimOne(t, h, live) // the oldest: idle's job
+	claimOne(t, h, live)         // busy's first job
+	dead := registerProcess(t, h, time.Now().Add(-time.Hour))
+
+	stats, err := h.client.QueueStats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []bq.QueueStats{
+		{Queue: "default", Running: 2, Blocked: 1},
+		{Queue: "other", Scheduled: 1},
+	}
+	if len(stats) != len(want) || stats[0] != want[0] || stats[1] != want[1] {
+		t.Errorf("queue stats %+v, want %+v", stats, want)
+	}
+
+	if ok, err := complete(ctx, h, idle); err != nil || !ok {
+		t.Fatalf("complete: %v %v", ok, err)
+	}
+	later := func() time.Time { return time.Now().Add(10 * time.Minute) }
+	pass(t, h, dispatcher.Config{Now: later, ProcessDeadAfter: 30 * time.Minute})
+	if n := h.count(`SELECT count(*) FROM bq_processes WHERE id = ` + itoa(dead)); n != 0 {
+		t.Errorf("the dead process without claims is still registered")
+	}
+	if n := h.count(`SELECT count(*) FROM bq_processes WHERE id = ` + itoa(live)); n != 1 {
+		t.Errorf("the live process was deleted")
+	}
+	h.checkSemaphores()
+
+	// The pass's reclaim renewed every expired semaphore; expire them
+	// again and delete the idle ones directly.
+	h.exec(`UPDATE bq_semaphores SET expires_at = now() - interval '1 hour'`, `UPDATE bq_semaphores SET expires_at = 0`,
+		`UPDATE bq_semaphores SET expires_at = 0`)
+	n, err := h.driver().Exec().DeleteIdleSemaphores(ctx, time.Now(), 10)
+	if err != nil || n != 1 {
+		t.Errorf("DeleteIdleSemaphores: %d deleted, %v; want the idle one", n, err)
+	}
+	if n := h.count(`SELECT count(*) FROM bq_semaphores WHERE key = 'c.limit1/idle'`); n != 0 {
+		t.Errorf("the expired idle semaphore is still there")
+	}
+	if n := h.count(`SELECT count(*) FROM bq_semaphores WHERE key = 'c.limit1/busy'`); n != 1 {
+		t.Errorf("the semaphore of a key with a holder and a blocked job was deleted")
+	}
+	h.checkSemaphores()
+}
