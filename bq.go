@@ -236,8 +236,27 @@ func (c *Client) Close() error {
 // Driver returns the client's database driver.
 func (c *Client) Driver() Driver { return c.drv }
 
-// Migrate applies every pending migration, creating bq's tables.
+// migrationLocker is a driver that serialises migrations itself (SQLite:
+// goose has no lock for it).
+type migrationLocker interface {
+	MigrationLock(ctx context.Context) (unlock func(), err error)
+}
+
+func (c *Client) lockMigrations(ctx context.Context) (func(), error) {
+	if l, ok := c.drv.(migrationLocker); ok {
+		return l.MigrationLock(ctx)
+	}
+	return func() {}, nil
+}
+
+// Migrate applies every pending migration, creating bq's tables. Several
+// processes may migrate at once: the others wait for the first.
 func (c *Client) Migrate(ctx context.Context) error {
+	unlock, err := c.lockMigrations(ctx)
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	defer unlock()
 	p, err := migrations.NewProvider(c.drv.SQLDB(), string(c.drv.Dialect()), c.cfg.Prefix)
 	if err != nil {
 		return fmt.Errorf("migrate: %w", err)
@@ -250,6 +269,11 @@ func (c *Client) Migrate(ctx context.Context) error {
 
 // MigrateDown rolls back the newest applied migration.
 func (c *Client) MigrateDown(ctx context.Context) error {
+	unlock, err := c.lockMigrations(ctx)
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	defer unlock()
 	p, err := migrations.NewProvider(c.drv.SQLDB(), string(c.drv.Dialect()), c.cfg.Prefix)
 	if err != nil {
 		return fmt.Errorf("migrate: %w", err)
@@ -301,9 +325,6 @@ func (c *Client) checkSchema(ctx context.Context) error {
 func (c *Client) explainErr(ctx context.Context, err error) error {
 	if err == nil || ctx.Err() != nil {
 		return err
-	}
-	if c.drv.Retryable(err) {
-		return fmt.Errorf("%w: %w", ErrConflict, err)
 	}
 	if schemaErr := c.checkSchema(context.WithoutCancel(ctx)); schemaErr != nil && errors.Is(schemaErr, ErrNotMigrated) {
 		return fmt.Errorf("%w: %w", schemaErr, err)

@@ -136,6 +136,9 @@ func (j *Job[A]) enqueue(ctx context.Context, c *Client, tx any, args []A, opts 
 	if o.priority != nil {
 		priority = *o.priority
 	}
+	if err := validatePriority(priority); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidJob, err)
+	}
 	now := c.cfg.Now()
 	at := now
 	switch {
@@ -183,6 +186,9 @@ func (j *Job[A]) enqueue(ctx context.Context, c *Client, tx any, args []A, opts 
 func (c *Client) insert(ctx context.Context, ex driver.Executor, tx any, jobs []*driver.NewJob, now time.Time) ([]lifecycle.Verdict, error) {
 	if ex != nil {
 		out, err := lifecycle.Enqueue(ctx, ex, jobs, now)
+		if err != nil && c.drv.Retryable(err) {
+			return nil, fmt.Errorf("%w: %w", ErrConflict, err)
+		}
 		if err != nil {
 			return nil, c.explainErr(ctx, err)
 		}

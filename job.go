@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -142,6 +143,9 @@ func (j *Job[A]) validate() error {
 	if err := validateQueue(j.opts.Queue); err != nil {
 		errs = append(errs, err)
 	}
+	if err := validatePriority(j.opts.Priority); err != nil {
+		errs = append(errs, err)
+	}
 	if j.opts.MaxAttempts < 0 {
 		errs = append(errs, fmt.Errorf("MaxAttempts is %d: use 1 or more (0 means the default, %d)", j.opts.MaxAttempts, defaultMaxAttempts))
 	}
@@ -177,6 +181,15 @@ func validateSpec(d time.Duration, oc OnConflict) error {
 		errs = append(errs, fmt.Errorf("concurrency OnConflict is %d: use bq.Block or bq.Discard", oc))
 	}
 	return errors.Join(errs...)
+}
+
+// validatePriority keeps priorities within the 32-bit columns that store
+// them, rather than letting a database wrap or refuse them.
+func validatePriority(p int) error {
+	if p < math.MinInt32 || p > math.MaxInt32 {
+		return fmt.Errorf("priority %d is out of range: use a value between %d and %d", p, math.MinInt32, math.MaxInt32)
+	}
+	return nil
 }
 
 func validateQueue(q string) error {

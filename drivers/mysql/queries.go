@@ -123,7 +123,10 @@ WHERE scheduled_at <= ? ORDER BY scheduled_at, priority DESC, job_id LIMIT ? FOR
 		deleteScheduled: p(`DELETE FROM {p}scheduled_executions WHERE job_id IN ` + list),
 		selectJobs: p(`SELECT ` + jobColumns + ` FROM {p}jobs j WHERE j.id IN ` + list +
 			` ORDER BY j.priority DESC, j.id`),
-		expiredSems: p("SELECT `key` FROM {p}semaphores WHERE expires_at < ? AND `key` > ? ORDER BY `key` LIMIT ?"),
+		// Idle ones (every slot free, nothing blocked) have nothing to
+		// reclaim: they are left to expire and be deleted.
+		expiredSems: p("SELECT `key` FROM {p}semaphores WHERE expires_at < ? AND (value < lim OR blocked > 0)\n" +
+			"AND `key` > ? ORDER BY `key` LIMIT ?"),
 		promotableSems: p("SELECT `key` FROM {p}semaphores WHERE value > 0 AND blocked > 0 AND `key` > ?\n" +
 			"ORDER BY `key` LIMIT ?"),
 		// In expiry order, the index's: the scan stops after the rows it

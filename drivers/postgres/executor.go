@@ -25,10 +25,28 @@ type executor struct {
 	q  *queries
 }
 
+// MaxKeyBytes is the longest concurrency key (Group + "/" + Key) the
+// PostgreSQL driver stores: its b-tree indexes hold at most 2704 bytes a
+// row, so longer keys are refused at enqueue, never truncated.
+const MaxKeyBytes = 2048
+
+func checkKey(key string) error {
+	if len(key) > MaxKeyBytes {
+		return fmt.Errorf("concurrency key %.40q... is %d bytes long: the PostgreSQL driver stores keys of at most %d bytes (Group + \"/\" + Key); use a shorter key, e.g. a hash of the long one",
+			key, len(key), MaxKeyBytes)
+	}
+	return nil
+}
+
 func (e *executor) InsertJobs(ctx context.Context, now time.Time, jobs []*driver.NewJob) error {
 	n := len(jobs)
 	if n == 0 {
 		return nil
+	}
+	for _, j := range jobs {
+		if err := checkKey(j.Limit.Key); err != nil {
+			return fmt.Errorf("insert job: %w", err)
+		}
 	}
 	var (
 		kinds, queues, keys        = make([]string, n), make([]string, n), make([]string, n)
@@ -261,6 +279,9 @@ func (e *executor) InsertFailed(ctx context.Context, jobID int64, msg string, no
 }
 
 func (e *executor) SemaphoreEnsure(ctx context.Context, l driver.Limit, now time.Time) error {
+	if err := checkKey(l.Key); err != nil {
+		return fmt.Errorf("create semaphore: %w", err)
+	}
 	if _, err := e.db.Exec(ctx, e.q.semEnsure, l.Key, max(l.To, 1), l.Duration.Milliseconds(), now.Add(l.Duration)); err != nil {
 		return fmt.Errorf("create semaphore %q: %w", l.Key, err)
 	}
@@ -561,6 +582,9 @@ func (e *executor) PolicyKeys(ctx context.Context, queue string) ([]string, erro
 }
 
 func (e *executor) SetKeyLimit(ctx context.Context, key string, limit int, now time.Time) error {
+	if err := checkKey(key); err != nil {
+		return fmt.Errorf("set key limit: %w", err)
+	}
 	if _, err := e.db.Exec(ctx, e.q.setKeyLimit, key, limit, now); err != nil {
 		return fmt.Errorf("set limit of key %q: %w", key, err)
 	}

@@ -166,7 +166,10 @@ WITH due AS (
 SELECT ` + jobColumns + `
 FROM taken t JOIN {p}jobs j ON j.id = t.job_id
 ORDER BY j.priority DESC, j.id`),
-		expiredSems: p(`SELECT key FROM {p}semaphores WHERE expires_at < $1 AND key > $2 ORDER BY key LIMIT $3`),
+		// Idle ones (every slot free, nothing blocked) have nothing to
+		// reclaim: they are left to expire and be deleted.
+		expiredSems: p(`SELECT key FROM {p}semaphores WHERE expires_at < $1 AND (value < lim OR blocked > 0)
+AND key > $2 ORDER BY key LIMIT $3`),
 		promotableSems: p(`SELECT key FROM {p}semaphores WHERE value > 0 AND blocked > 0 AND key > $1
 ORDER BY key LIMIT $2`),
 		deleteIdleSems: p(`

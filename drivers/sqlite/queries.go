@@ -95,7 +95,10 @@ ORDER BY scheduled_at, priority DESC, job_id LIMIT ?`),
 		deleteScheduled: p(`DELETE FROM {p}scheduled_executions WHERE job_id IN ` + idList),
 		selectJobs: p(`SELECT ` + jobColumns + ` FROM {p}jobs j WHERE j.id IN ` + idList +
 			` ORDER BY j.priority DESC, j.id`),
-		expiredSems: p(`SELECT key FROM {p}semaphores WHERE expires_at < ? AND key > ? ORDER BY key LIMIT ?`),
+		// Idle ones (every slot free, nothing blocked) have nothing to
+		// reclaim: they are left to expire and be deleted.
+		expiredSems: p(`SELECT key FROM {p}semaphores WHERE expires_at < ? AND (value < lim OR blocked > 0)
+AND key > ? ORDER BY key LIMIT ?`),
 		promotableSems: p(`SELECT key FROM {p}semaphores WHERE value > 0 AND blocked > 0 AND key > ?
 ORDER BY key LIMIT ?`),
 		deleteIdleSems: p(`

@@ -30,7 +30,8 @@ type Driver struct {
 	// queue on a channel instead of spinning in SQLite's busy handler;
 	// busy_timeout still arbitrates between processes.
 	writer chan struct{}
-	memory bool // an in-memory database: one connection, one process
+	memory bool   // an in-memory database: one connection, one process
+	path   string // the file Open opened; "" for New
 }
 
 // Pragmas are applied to every connection Open makes.
@@ -65,7 +66,7 @@ func Open(ctx context.Context, path string) (*Driver, error) {
 		return nil, fmt.Errorf("open SQLite database %s: %w", path, err)
 	}
 	d := newDriver(db, true, migrations.DefaultPrefix)
-	d.memory = path == ":memory:"
+	d.memory, d.path = path == ":memory:", path
 	return d, nil
 }
 
@@ -87,7 +88,7 @@ func (d *Driver) Dialect() driver.Dialect { return driver.SQLite }
 func (d *Driver) Prefix() string          { return d.prefix }
 
 func (d *Driver) WithPrefix(prefix string) driver.Driver {
-	return &Driver{db: d.db, owned: d.owned, prefix: prefix, q: newQueries(prefix), writer: d.writer, memory: d.memory}
+	return &Driver{db: d.db, owned: d.owned, prefix: prefix, q: newQueries(prefix), writer: d.writer, memory: d.memory, path: d.path}
 }
 
 // Exec returns an executor whose writes each run in a transaction of

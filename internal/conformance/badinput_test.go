@@ -3,6 +3,8 @@ package conformance
 import (
 	"context"
 	"errors"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +20,7 @@ var _ = register(
 	scenario{"Unmigrated", testUnmigrated},
 	scenario{"UnknownKindFailsTheJob", testUnknownKind},
 	scenario{"UndecodableArgsFailTheJob", testUndecodableArgs},
+	scenario{"ConcurrentMigrations", testConcurrentMigrations},
 )
 
 func wantErr(t *testing.T, err error, parts ...string) {
@@ -137,5 +140,36 @@ func testUndecodableArgs(t *testing.T, h *harness) {
 	}
 	if info.Attempts != 1 {
 		t.Errorf("attempts %d: args that cannot decode must not be retried", info.Attempts)
+	}
+}
+
+// testConcurrentMigrations: processes starting at once may all migrate a
+// fresh database; each waits for the others (PostgreSQL: an advisory
+// lock; MySQL: a named server lock; SQLite: a lock file), so none fails
+// half-way on a table another just created.
+func testConcurrentMigrations(t *testing.T, h *harness) {
+	for _, db := range selected(t) {
+		if db.name != h.db {
+			continue
+		}
+		dsn := db.fresh(t)
+		var cmds []*exec.Cmd
+		for range 4 {
+			cmd := exec.Command(os.Args[0], "-test.run=^$")
+			cmd.Env = append(os.Environ(), "BQ_HELPER=migrate", "BQ_DSN="+dsn)
+			cmd.Stderr = os.Stderr
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			cmds = append(cmds, cmd)
+		}
+		for _, cmd := range cmds {
+			if err := cmd.Wait(); err != nil {
+				t.Errorf("a migrating process failed: %v", err)
+			}
+		}
+		if _, err := unkeyedJob.Enqueue(context.Background(), h.clientAt(dsn), Args{}); err != nil {
+			t.Errorf("enqueue after the migrations: %v", err)
+		}
 	}
 }

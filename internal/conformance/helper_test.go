@@ -69,6 +69,13 @@ func helperMain() int {
 		return 1
 	}
 	defer client.Close()
+	if os.Getenv("BQ_HELPER") == "migrate" {
+		if err := client.Migrate(ctx); err != nil {
+			fmt.Fprintln(os.Stderr, "helper: migrate:", err)
+			return 1
+		}
+		return 0
+	}
 	run := map[string]func(context.Context) error{
 		"worker": client.Run, "workers": client.RunWorkers, "dispatcher": client.RunDispatcher,
 	}[os.Getenv("BQ_HELPER")]

@@ -1,6 +1,7 @@
 package conformance
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -31,6 +32,17 @@ func testLongAndLookalikeKeys(t *testing.T, h *harness) {
 	for _, k := range []string{"look", "Look", "look ", "look\u00a0"} {
 		if res := enqueue(t, h, limit1Job, Args{Key: k}); res.Blocked {
 			t.Errorf("key %q was blocked by a lookalike: keys compare byte for byte", k)
+		}
+	}
+	// A key longer than a driver stores is refused whole, never cut.
+	huge := strings.Repeat("k", 10000)
+	res, err := limit1Job.Enqueue(context.Background(), h.client, Args{Test: h.test, Key: huge})
+	switch {
+	case err != nil && !strings.Contains(err.Error(), "bytes"):
+		t.Errorf("a 10,000-byte key was refused without saying why: %v", err)
+	case err == nil:
+		if info := jobInfo(t, h, res.ID); info.Key != "c.limit1/"+huge {
+			t.Errorf("a 10,000-byte key was stored as %d bytes", len(info.Key))
 		}
 	}
 	worker(h, 4)

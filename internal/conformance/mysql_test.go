@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -56,32 +55,6 @@ func TestMySQLKeyLimit(t *testing.T) {
 		}
 		if n := h.count(`SELECT count(*) FROM bq_semaphores WHERE length(key) > 4096`); n != 0 {
 			t.Errorf("%d semaphores of over-long keys", n)
-		}
-	}
-}
-
-// TestMySQLConcurrentMigrate: processes starting at once may all migrate
-// a fresh database; a named server lock makes each wait for the others,
-// so none fails half-way on a table another just created.
-func TestMySQLConcurrentMigrate(t *testing.T) {
-	for _, db := range selected(t) {
-		if db.name != "mysql" {
-			continue
-		}
-		h := newHarness(t, db)
-		dsn := db.fresh(t)
-		var wg sync.WaitGroup
-		for range 4 {
-			c := h.clientAt(dsn)
-			wg.Go(func() {
-				if err := c.Migrate(context.Background()); err != nil {
-					t.Errorf("migrate: %v", err)
-				}
-			})
-		}
-		wg.Wait()
-		if _, err := unkeyedJob.Enqueue(context.Background(), h.clientAt(dsn), Args{}); err != nil {
-			t.Errorf("enqueue after the migrations: %v", err)
 		}
 	}
 }
