@@ -1,11 +1,12 @@
 // Command bq manages a bq job queue from the shell: it migrates the
-// database, runs the dispatcher on its own, shows queue status, and runs a
-// self-contained demo of per-key concurrency limits.
+// database, runs the dispatcher on its own, shows queue status, runs a
+// self-contained demo of per-key concurrency limits, and benchmarks bq.
 //
 //	bq migrate up|down|status --dsn DSN [--prefix bq_]
 //	bq dispatcher --dsn DSN
 //	bq status --dsn DSN [--json]
 //	bq demo [--dsn DSN]
+//	bq bench --dsn DSN --mode drain|steady|keyed|hotkey|backlog [--json]
 //
 // --dsn defaults to $BQ_DSN. Exit status: 0 on success, 1 on a runtime
 // error, 2 on bad usage.
@@ -33,6 +34,7 @@ var commands = []command{
 	{"dispatcher", "run the dispatcher (scheduled jobs, blocked jobs, reaping) until interrupted", runDispatcher},
 	{"status", "show jobs per queue and state", runStatus},
 	{"demo", "run a self-contained demo of per-key concurrency limits", runDemo},
+	{"bench", "measure throughput and latency on a fresh schema or file", runBench},
 }
 
 // env is what a subcommand writes to.
