@@ -5,6 +5,8 @@
 #   make lint   gofmt, go vet, staticcheck
 #   make demo   the self-contained demo (SQLite in a temp dir; no server)
 #   make build  compile everything, including the bq binary
+#   make bench  the benchmark matrix (bq and River, SQLite and PostgreSQL,
+#               3 rounds; ~15 min) -> docs/benchmarks.md
 
 SHELL := /usr/bin/env bash
 .SHELLFLAGS := -euo pipefail -c
@@ -20,7 +22,7 @@ STATICCHECK := $(GOBIN_DIR)/staticcheck
 export BQ_TEST_DRIVERS ?= sqlite,postgres
 export BQ_TEST_POSTGRES_DSN ?= postgres://postgres@127.0.0.1:5432/test?sslmode=disable
 
-.PHONY: test soak lint demo build ensure-databases staticcheck
+.PHONY: test soak lint demo build bench ensure-databases staticcheck
 
 test: ensure-databases
 	$(GO) test -race -count=1 -timeout 20m ./...
@@ -57,3 +59,12 @@ demo:
 
 build:
 	$(GO) build ./...
+
+# BENCH_FLAGS passes sizes to bench/matrix, e.g. BENCH_FLAGS='--rounds 1 --drain-jobs 2000'.
+BENCH_FLAGS ?=
+bench: ensure-databases
+	mkdir -p .artifacts/bench
+	$(GO) build -o .artifacts/bench/bq ./bq
+	cd bench/river && $(GO) build -o ../../.artifacts/bench/river-bench .
+	$(GO) run ./bench/matrix --bq .artifacts/bench/bq --river .artifacts/bench/river-bench \
+		--dsn "$(BQ_TEST_POSTGRES_DSN)" --out docs/benchmarks.md $(BENCH_FLAGS)
