@@ -24,6 +24,18 @@ type executor struct {
 	q  *queries
 }
 
+// write runs a statement whose result the engine does not read. In a
+// transaction bq owns it is queued and sent with the next statement or
+// the commit (see pipeTx); elsewhere it runs at once.
+func (e *executor) write(ctx context.Context, sql string, args ...any) error {
+	if tx, ok := e.db.(*pipeTx); ok {
+		tx.queue(sql, args)
+		return nil
+	}
+	_, err := e.db.Exec(ctx, sql, args...)
+	return err
+}
+
 func (e *executor) InsertJobs(ctx context.Context, now time.Time, jobs []*driver.NewJob) error {
 	n := len(jobs)
 	if n == 0 {
@@ -81,19 +93,19 @@ func (e *executor) InsertExecutions(ctx context.Context, state driver.State, row
 		for i, r := range rows {
 			now[i] = r.At
 		}
-		_, err = e.db.Exec(ctx, e.q.insertReady, ids, queues, prios, now)
+		err = e.write(ctx, e.q.insertReady, ids, queues, prios, now)
 	case driver.Scheduled:
 		at := make([]time.Time, len(rows))
 		for i, r := range rows {
 			at[i] = r.At
 		}
-		_, err = e.db.Exec(ctx, e.q.insertScheduled, ids, queues, prios, at)
+		err = e.write(ctx, e.q.insertScheduled, ids, queues, prios, at)
 	case driver.Blocked:
 		keys, at := make([]string, len(rows)), make([]time.Time, len(rows))
 		for i, r := range rows {
 			keys[i], at[i] = r.Key, r.At
 		}
-		_, err = e.db.Exec(ctx, e.q.insertBlocked, ids, queues, prios, keys, at)
+		err = e.write(ctx, e.q.insertBlocked, ids, queues, prios, keys, at)
 	default:
 		return fmt.Errorf("insert executions: unknown state %d", state)
 	}
@@ -155,35 +167,35 @@ func (e *executor) DeleteClaim(ctx context.Context, jobID, fence int64) (bool, e
 }
 
 func (e *executor) FinishJob(ctx context.Context, jobID int64, now time.Time, discarded bool) error {
-	if _, err := e.db.Exec(ctx, e.q.finishJob, jobID, now, discarded); err != nil {
+	if err := e.write(ctx, e.q.finishJob, jobID, now, discarded); err != nil {
 		return fmt.Errorf("finish job %d: %w", jobID, err)
 	}
 	return nil
 }
 
 func (e *executor) DeleteJobs(ctx context.Context, ids []int64) error {
-	if _, err := e.db.Exec(ctx, e.q.deleteJobs, ids); err != nil {
+	if err := e.write(ctx, e.q.deleteJobs, ids); err != nil {
 		return fmt.Errorf("delete jobs: %w", err)
 	}
 	return nil
 }
 
 func (e *executor) RecordError(ctx context.Context, jobID int64, msg string) error {
-	if _, err := e.db.Exec(ctx, e.q.recordError, jobID, msg); err != nil {
+	if err := e.write(ctx, e.q.recordError, jobID, msg); err != nil {
 		return fmt.Errorf("record error of job %d: %w", jobID, err)
 	}
 	return nil
 }
 
 func (e *executor) InsertFailed(ctx context.Context, jobID int64, msg string, now time.Time) error {
-	if _, err := e.db.Exec(ctx, e.q.insertFailed, jobID, msg, now); err != nil {
+	if err := e.write(ctx, e.q.insertFailed, jobID, msg, now); err != nil {
 		return fmt.Errorf("move job %d to failed: %w", jobID, err)
 	}
 	return nil
 }
 
 func (e *executor) SemaphoreEnsure(ctx context.Context, l driver.Limit, now time.Time) error {
-	if _, err := e.db.Exec(ctx, e.q.semEnsure, l.Key, l.To, l.Duration.Milliseconds(), now.Add(l.Duration)); err != nil {
+	if err := e.write(ctx, e.q.semEnsure, l.Key, l.To, l.Duration.Milliseconds(), now.Add(l.Duration)); err != nil {
 		return fmt.Errorf("create semaphore %q: %w", l.Key, err)
 	}
 	return nil
@@ -204,7 +216,7 @@ func (e *executor) SemaphoreLock(ctx context.Context, key string) (driver.Semaph
 }
 
 func (e *executor) SemaphoreSave(ctx context.Context, s driver.Semaphore) error {
-	_, err := e.db.Exec(ctx, e.q.semSave, s.Key, s.Value, s.Limit, s.Blocked, s.Duration.Milliseconds(), s.ExpiresAt)
+	err := e.write(ctx, e.q.semSave, s.Key, s.Value, s.Limit, s.Blocked, s.Duration.Milliseconds(), s.ExpiresAt)
 	if err != nil {
 		return fmt.Errorf("save semaphore %q: %w", s.Key, err)
 	}
