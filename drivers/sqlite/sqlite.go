@@ -30,6 +30,7 @@ type Driver struct {
 	// queue on a channel instead of spinning in SQLite's busy handler;
 	// busy_timeout still arbitrates between processes.
 	writer chan struct{}
+	stmts  *stmtCache
 }
 
 // Pragmas are applied to every connection Open makes.
@@ -74,7 +75,8 @@ func New(db *sql.DB) *Driver {
 }
 
 func newDriver(db *sql.DB, owned bool, prefix string) *Driver {
-	return &Driver{db: db, owned: owned, prefix: prefix, q: newQueries(prefix), writer: make(chan struct{}, 1)}
+	return &Driver{db: db, owned: owned, prefix: prefix, q: newQueries(prefix), writer: make(chan struct{}, 1),
+		stmts: newStmtCache(db)}
 }
 
 // DB returns the underlying *sql.DB.
@@ -84,12 +86,14 @@ func (d *Driver) Dialect() driver.Dialect { return driver.SQLite }
 func (d *Driver) Prefix() string          { return d.prefix }
 
 func (d *Driver) WithPrefix(prefix string) driver.Driver {
-	return &Driver{db: d.db, owned: d.owned, prefix: prefix, q: newQueries(prefix), writer: d.writer}
+	return &Driver{db: d.db, owned: d.owned, prefix: prefix, q: newQueries(prefix), writer: d.writer, stmts: d.stmts}
 }
 
 // Exec returns an executor whose writes each run in a transaction of
 // their own.
-func (d *Driver) Exec() driver.Executor { return &executor{d: d, db: d.db, q: d.q} }
+func (d *Driver) Exec() driver.Executor {
+	return &executor{d: d, db: prepared{db: d.db, cache: d.stmts}, q: d.q}
+}
 
 func (d *Driver) Begin(ctx context.Context) (driver.Tx, error) {
 	select {
@@ -102,7 +106,8 @@ func (d *Driver) Begin(ctx context.Context) (driver.Tx, error) {
 		<-d.writer
 		return nil, fmt.Errorf("begin transaction: %w", err)
 	}
-	return &txExecutor{executor: executor{d: d, db: tx, q: d.q, inTx: true}, tx: tx}, nil
+	ex := executor{d: d, db: prepared{db: tx, tx: tx, cache: d.stmts}, q: d.q, inTx: true}
+	return &txExecutor{executor: ex, tx: tx}, nil
 }
 
 func (d *Driver) WrapTx(tx any) (driver.Executor, error) {
@@ -128,6 +133,7 @@ func (d *Driver) Retryable(err error) bool {
 func (d *Driver) SQLDB() *sql.DB { return d.db }
 
 func (d *Driver) Close() error {
+	d.stmts.close()
 	if d.owned {
 		return d.db.Close()
 	}
