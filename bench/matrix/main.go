@@ -89,7 +89,7 @@ func run(ctx context.Context) error {
 	flag.IntVar(&s.drain, "drain-jobs", 20000, "jobs of drain")
 	flag.IntVar(&s.keyed, "keyed-jobs", 20000, "jobs of keyed")
 	flag.IntVar(&s.hotkey, "hotkey-jobs", 10000, "jobs of hotkey")
-	flag.IntVar(&s.steady, "steady-jobs", 5000, "jobs of steady")
+	flag.IntVar(&s.steady, "steady-jobs", 4000, "jobs of steady")
 	flag.Float64Var(&s.rate, "rate", 500, "steady's enqueue rate, jobs/s")
 	flag.IntVar(&s.slots, "slots", 100, "worker slots")
 	flag.IntVar(&s.backlogSmall, "backlog-small", 1000, "backlog's small line")

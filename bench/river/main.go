@@ -32,6 +32,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver"
@@ -54,6 +55,7 @@ type options struct {
 	jsonOut    bool
 	progress   bool
 	cpuprofile string
+	sqlStats   bool
 }
 
 // result is the JSON line, the same shape as bq bench's.
@@ -101,6 +103,7 @@ func run(ctx context.Context, args []string) error {
 	fs.BoolVar(&o.jsonOut, "json", false, "print one JSON line on stdout")
 	fs.BoolVar(&o.progress, "progress", true, "draw progress bars on stderr")
 	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the measured phase to `file`")
+	fs.BoolVar(&o.sqlStats, "sql-stats", false, "PostgreSQL: print round trips per statement to stderr")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -159,7 +162,16 @@ func onPostgres(ctx context.Context, o options, prof *os.File, res *result) erro
 	if strings.Contains(o.dsn, "?") {
 		sep = "&"
 	}
-	pool, err := pgxpool.New(ctx, o.dsn+sep+"search_path="+schema)
+	cfg, err := pgxpool.ParseConfig(o.dsn + sep + "search_path=" + schema)
+	if err != nil {
+		return err
+	}
+	stats := &roundTrips{n: map[string]int{}}
+	if o.sqlStats {
+		cfg.ConnConfig.Tracer = stats
+		defer stats.print(os.Stderr)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return err
 	}
@@ -440,4 +452,50 @@ func randomSuffix() string {
 	b := make([]byte, 6)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// roundTrips counts statements and pipelined batches (one round trip
+// each) by their first words.
+type roundTrips struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (r *roundTrips) add(sql string) {
+	f := strings.Fields(sql)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.n[strings.Join(f[:min(len(f), 4)], " ")]++
+}
+
+func (r *roundTrips) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	r.add(d.SQL)
+	return ctx
+}
+
+func (r *roundTrips) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+func (r *roundTrips) TraceBatchStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceBatchStartData) context.Context {
+	r.add("batch")
+	return ctx
+}
+
+func (r *roundTrips) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+
+func (r *roundTrips) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
+
+func (r *roundTrips) print(w io.Writer) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	keys := make([]string, 0, len(r.n))
+	total := 0
+	for k, n := range r.n {
+		keys = append(keys, k)
+		total += n
+	}
+	slices.SortFunc(keys, func(a, b string) int { return r.n[b] - r.n[a] })
+	fmt.Fprintf(w, "round trips: %d (not counting prepares)\n", total)
+	for _, k := range keys[:min(len(keys), 12)] {
+		fmt.Fprintf(w, "  %8d  %s\n", r.n[k], k)
+	}
 }
