@@ -94,7 +94,7 @@ func run(ctx context.Context) error {
 	flag.IntVar(&s.slots, "slots", 100, "worker slots")
 	flag.IntVar(&s.backlogSmall, "backlog-small", 1000, "backlog's small line")
 	flag.IntVar(&s.backlogLarge, "backlog-large", 1000000, "backlog's large line")
-	flag.IntVar(&s.backlogRuns, "backlog-runs", 1, "rounds the backlog runs in (building the large line is the slow part)")
+	flag.IntVar(&s.backlogRuns, "backlog-runs", 3, "rounds the backlog runs in (building the large line is the slow part)")
 	flag.Parse()
 	if bqBin == "" || riverBin == "" {
 		return errors.New("--bq and --river are required")
@@ -132,7 +132,7 @@ func run(ctx context.Context) error {
 			results[it.id] = append(results[it.id], r)
 		}
 	}
-	report := render(items, results, s, rounds, time.Since(t0))
+	report := render(items, results, s, rounds, dsn, time.Since(t0))
 	if err := os.WriteFile(out, []byte(report), 0o644); err != nil {
 		return err
 	}
@@ -160,7 +160,23 @@ func matrix(d, dsn string, s sizes, rounds int) []item {
 	backlog := bqItem("backlog", "--mode", "backlog", "--backlog-small", n(s.backlogSmall),
 		"--backlog-large", n(s.backlogLarge), "--batch", "10000")
 	backlog.runs = min(s.backlogRuns, rounds)
-	return []item{
+	var pgOnly []item
+	if d == "postgres" {
+		// What bq's defaults leave on the table: a pool sized for the
+		// slots (pgx's default is max(4, CPUs) connections), and the
+		// wake-up that LISTEN/NOTIFY would give a producer in another
+		// process (the enqueueing client is not the working one).
+		sep := "?"
+		if strings.Contains(dsn, "?") {
+			sep = "&"
+		}
+		pool := bqItem("drain-pool16", "--mode", "drain", "--jobs", n(s.drain))
+		pool.args[2] = dsn + sep + "pool_max_conns=16"
+		pool.name += " (pool_max_conns=16)"
+		pgOnly = append(pgOnly, pool,
+			bqItem("steady-remote", "--mode", "steady", "--jobs", n(s.steady), "--rate", rate, "--separate-producer"))
+	}
+	return append([]item{
 		bqItem("drain", "--mode", "drain", "--jobs", n(s.drain)),
 		riverItem("drain", "--mode", "drain", "--jobs", n(s.drain)),
 		bqItem("drain-default", "--mode", "drain", "--jobs", n(s.drain), "--config", "default"),
@@ -170,7 +186,7 @@ func matrix(d, dsn string, s sizes, rounds int) []item {
 		riverItem("steady", "--mode", "steady", "--jobs", n(s.steady), "--rate", rate),
 		bqItem("steady-default", "--mode", "steady", "--jobs", n(s.steady), "--rate", rate, "--config", "default"),
 		backlog,
-	}
+	}, pgOnly...)
 }
 
 // runOne runs one command, its stderr (progress bars) passed through, and

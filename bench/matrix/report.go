@@ -1,11 +1,18 @@
 package main
 
 import (
+	_ "embed"
 	"fmt"
 	"runtime"
 	"strings"
 	"time"
 )
+
+// notes is the hand-written part of the report: reading the numbers,
+// profiles, and what the engine should change.
+//
+//go:embed notes.md
+var notes string
 
 // target is one of bq's performance targets, checked as a ratio.
 type target struct {
@@ -62,10 +69,12 @@ func targets() []target {
 		{"SQLite drain: default Config ÷ tuned Config", "≈ 1 (defaults are fast)", atLeast(0.9), ratio("sqlite/bq/drain-default", "sqlite/bq/drain", work)},
 		{"PostgreSQL steady p99: default Config ÷ tuned Config", "≈ 1", atMost(1.1), ratio("pg/bq/steady-default", "pg/bq/steady", p99)},
 		{"SQLite steady p99: default Config ÷ tuned Config", "≈ 1", atMost(1.1), ratio("sqlite/bq/steady-default", "sqlite/bq/steady", p99)},
+		{"PostgreSQL drain: pool_max_conns=16 ÷ pgx's default pool", "≈ (what a bigger pool buys)", atLeast(1), ratio("pg/bq/drain-pool16", "pg/bq/drain", work)},
+		{"PostgreSQL steady p50: producer in another client ÷ same client", "≈ (what no LISTEN/NOTIFY costs)", atMost(1), ratio("pg/bq/steady-remote", "pg/bq/steady", p50)},
 	}
 }
 
-func render(items []item, results map[string][]*result, s sizes, rounds int, took time.Duration) string {
+func render(items []item, results map[string][]*result, s sizes, rounds int, pgDSN string, took time.Duration) string {
 	var b strings.Builder
 	get := func(id string) []*result { return results[id] }
 	fmt.Fprintf(&b, `# Benchmarks
@@ -97,11 +106,17 @@ fresh file in a temporary directory.
 		if len(rs) == 0 {
 			continue
 		}
-		cmd := "bq " + strings.Join(it.args, " ")
-		if it.bin == "river" {
-			cmd = "(cd bench/river && go run . " + strings.Join(it.args, " ") + ")"
+		shown := make([]string, len(it.args))
+		for i, a := range it.args {
+			shown[i] = strings.Replace(a, pgDSN, "$PG", 1)
+			if strings.ContainsAny(shown[i], "&?") {
+				shown[i] = `"` + shown[i] + `"`
+			}
 		}
-		cmd = strings.Replace(cmd, dsnOf(it.args), dsnShown(dsnOf(it.args)), 1)
+		cmd := "bq " + strings.Join(shown, " ")
+		if it.bin == "river" {
+			cmd = "(cd bench/river && go run . " + strings.Join(shown, " ") + ")"
+		}
 		f := func(fn func(*result) float64, prec int) string {
 			vals := field(rs, fn)
 			if median(vals) == 0 {
@@ -144,6 +159,7 @@ fresh file in a temporary directory.
 	}
 	writeTable(&b, []string{"target", "goal", "measured", "verdict"}, rows)
 	fmt.Fprintf(&b, "\nRaw JSON lines of every run: `.artifacts/bench/results.jsonl` (not committed).\n")
+	b.WriteString(notes)
 	return b.String()
 }
 
@@ -158,20 +174,4 @@ func fmtVals(vals []float64, prec int) string {
 		s += " [" + strings.Join(parts, ", ") + "]"
 	}
 	return s
-}
-
-func dsnOf(args []string) string {
-	for i, a := range args {
-		if a == "--dsn" && i+1 < len(args) {
-			return args[i+1]
-		}
-	}
-	return ""
-}
-
-func dsnShown(dsn string) string {
-	if strings.HasPrefix(dsn, "postgres") {
-		return "$PG"
-	}
-	return dsn
 }
