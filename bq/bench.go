@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -87,7 +88,8 @@ client with --slots slots. Modes:
   hotkey   drain with one key, limit --to (default 50)
   backlog  time from completing a key's only running job to the start of
            the next one, with --backlog-small and --backlog-large jobs
-           blocked on the key (median of --handoffs handoffs each)
+           blocked on the key, each on a database of its own; handoffs
+           alternate between the two (median of --handoffs each)
 
 --config tuned sets PollInterval 50ms and DispatchInterval 100ms (both
 documented Config fields); --config default uses bq's defaults. Progress
@@ -162,20 +164,15 @@ func (o *benchOptions) validate(f *flagSet) error {
 	if !known {
 		return f.fail("--mode %q: use one of %s", o.mode, strings.Join(benchModes, ", "))
 	}
+	if o.keys < 0 || o.to < 0 {
+		return f.fail("--keys and --to must be positive")
+	}
 	switch o.mode {
 	case "keyed":
-		o.keys = max(o.keys, 0)
-		if o.keys == 0 {
-			o.keys = 1000
-		}
-		if o.to == 0 {
-			o.to = 2
-		}
+		o.keys = cmp.Or(o.keys, 1000)
+		o.to = cmp.Or(o.to, 2)
 	case "hotkey":
-		o.keys = 1
-		if o.to == 0 {
-			o.to = 50
-		}
+		o.keys, o.to = 1, cmp.Or(o.to, 50)
 	case "backlog":
 		o.keys, o.to = 1, 1
 	default:
@@ -186,8 +183,6 @@ func (o *benchOptions) validate(f *flagSet) error {
 		return f.fail("--jobs must be at least 1, got %d", o.jobs)
 	case o.slots < 1:
 		return f.fail("--slots must be at least 1, got %d", o.slots)
-	case o.keys < 0 || o.to < 0:
-		return f.fail("--keys and --to must be positive")
 	case o.rate <= 0:
 		return f.fail("--rate must be positive, got %g", o.rate)
 	case o.batch < 1:
@@ -200,7 +195,7 @@ func (o *benchOptions) validate(f *flagSet) error {
 	return nil
 }
 
-// config is the bq.Config every client of the run uses.
+// clientConfig is the bq.Config every client of the run uses.
 func (o *benchOptions) clientConfig(log *slog.Logger) bq.Config {
 	cfg := bq.Config{
 		Queues: map[string]int{benchQueue: o.slots},

@@ -126,25 +126,35 @@ func (b *bencher) keyOf(i int) string {
 	switch b.o.mode {
 	case "keyed":
 		return "k" + strconv.Itoa(i%b.o.keys)
-	case "hotkey", "backlog":
+	case "hotkey":
 		return "hot"
 	}
 	return ""
 }
 
-// enqueueAll stores n jobs with EnqueueMany, batch by batch, and returns
-// how long it took.
-func (b *bencher) enqueueAll(ctx context.Context, c *bq.Client, job *bq.Job[benchArgs], from, n int) (time.Duration, error) {
+// enqueueAll stores n jobs with EnqueueMany, batch by batch, keys as
+// keyOf assigns them, and returns how long it took.
+func (b *bencher) enqueueAll(ctx context.Context, c *bq.Client, job *bq.Job[benchArgs], n int) (time.Duration, error) {
+	args := make([]benchArgs, 0, b.o.batch)
+	return b.enqueueBatches(ctx, c, job, n, func(i, j int) []benchArgs {
+		args = args[:0]
+		for k := i; k < j; k++ {
+			args = append(args, benchArgs{Key: b.keyOf(k)})
+		}
+		return args
+	})
+}
+
+// enqueueBatches stores n jobs, batch(i, j) giving the args of jobs i to
+// j-1, one EnqueueMany per batch, with a progress bar.
+func (b *bencher) enqueueBatches(ctx context.Context, c *bq.Client, job *bq.Job[benchArgs], n int,
+	batch func(i, j int) []benchArgs) (time.Duration, error) {
 	var done atomic.Int64
 	stop := b.bar(n, "enqueue", done.Load)
 	defer stop()
-	args := make([]benchArgs, 0, b.o.batch)
 	t0 := time.Now()
 	for i := 0; i < n; i += b.o.batch {
-		args = args[:0]
-		for j := i; j < min(i+b.o.batch, n); j++ {
-			args = append(args, benchArgs{Key: b.keyOf(from + j)})
-		}
+		args := batch(i, min(i+b.o.batch, n))
 		if _, err := job.EnqueueMany(ctx, c, args); err != nil {
 			return 0, err
 		}
@@ -153,15 +163,29 @@ func (b *bencher) enqueueAll(ctx context.Context, c *bq.Client, job *bq.Job[benc
 	return time.Since(t0), nil
 }
 
-// runClient starts c.Run and returns a stop that cancels it and waits.
-func runClient(ctx context.Context, c *bq.Client) (stop func() error) {
+// running is a client's Run in the background.
+type running struct {
+	cancel context.CancelFunc
+	done   chan struct{} // closed when Run returns
+	err    error
+}
+
+// runClient starts c.Run in the background.
+func runClient(ctx context.Context, c *bq.Client) *running {
 	ctx, cancel := context.WithCancel(ctx)
-	errc := make(chan error, 1)
-	go func() { errc <- c.Run(ctx) }()
-	return func() error {
-		cancel()
-		return <-errc
-	}
+	r := &running{cancel: cancel, done: make(chan struct{})}
+	go func() {
+		r.err = c.Run(ctx)
+		close(r.done)
+	}()
+	return r
+}
+
+// stop cancels Run and waits for it to return.
+func (r *running) stop() error {
+	r.cancel()
+	<-r.done
+	return r.err
 }
 
 // waitIdle waits until the bench queue has no ready, running or blocked
@@ -189,15 +213,16 @@ func waitIdle(ctx context.Context, c *bq.Client) error {
 	}
 }
 
-// waitStarted waits until every job of t has started.
-func waitStarted(ctx context.Context, t *tally, runErr <-chan struct{}) error {
+// waitStarted waits until every job of t has started, or fails when
+// the client stopped first.
+func waitStarted(ctx context.Context, t *tally, r *running) error {
 	select {
 	case <-t.done:
 		return nil
 	case <-ctx.Done():
 		return fmt.Errorf("bench interrupted after %d of %d jobs started: %w", t.started.Load(), t.want, ctx.Err())
-	case <-runErr:
-		return errors.New("bench: the client stopped before every job ran; see the log above")
+	case <-r.done:
+		return fmt.Errorf("bench: the client stopped after %d of %d jobs started: %v", t.started.Load(), t.want, r.err)
 	}
 }
 
@@ -211,7 +236,7 @@ func (b *bencher) drain(ctx context.Context, res *benchResult) error {
 	c := db.clients[0]
 	t := newTally(b.o.jobs, false)
 	job := defineBench(b.o.to, t)
-	enq, err := b.enqueueAll(ctx, c, job, 0, b.o.jobs)
+	enq, err := b.enqueueAll(ctx, c, job, b.o.jobs)
 	if err != nil {
 		return err
 	}
@@ -219,15 +244,15 @@ func (b *bencher) drain(ctx context.Context, res *benchResult) error {
 	stopBar := b.bar(b.o.jobs, "work", t.started.Load)
 	stopProfile := b.startProfile()
 	t0 := time.Now()
-	stopRun := runClient(ctx, c)
-	err = waitStarted(ctx, t, nil)
+	run := runClient(ctx, c)
+	err = waitStarted(ctx, t, run)
 	if err == nil {
 		err = waitIdle(ctx, c)
 	}
 	work := time.Since(t0)
 	stopProfile()
 	stopBar()
-	if err := errors.Join(err, stopRun()); err != nil {
+	if err := errors.Join(err, run.stop()); err != nil {
 		return err
 	}
 	res.EnqueueS, res.WorkS = enq.Seconds(), work.Seconds()
@@ -256,7 +281,7 @@ func (b *bencher) steady(ctx context.Context, res *benchResult) error {
 	job := defineBench(0, t)
 	res.Rate = b.o.rate
 
-	stopRun := runClient(ctx, worker)
+	run := runClient(ctx, worker)
 	time.Sleep(200 * time.Millisecond) // registered and polling
 	stopBar := b.bar(b.o.jobs, "enqueue+work", t.started.Load)
 	stopProfile := b.startProfile()
@@ -282,7 +307,7 @@ func (b *bencher) steady(ctx context.Context, res *benchResult) error {
 	close(errs)
 	err = <-errs
 	if err == nil {
-		err = waitStarted(ctx, t, nil)
+		err = waitStarted(ctx, t, run)
 	}
 	if err == nil {
 		err = waitIdle(ctx, worker)
@@ -290,7 +315,7 @@ func (b *bencher) steady(ctx context.Context, res *benchResult) error {
 	work := time.Since(t0)
 	stopProfile()
 	stopBar()
-	if err := errors.Join(err, stopRun()); err != nil {
+	if err := errors.Join(err, run.stop()); err != nil {
 		return err
 	}
 	res.EnqueueS, res.WorkS = enq.Seconds(), work.Seconds()
