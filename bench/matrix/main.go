@@ -75,7 +75,7 @@ func main() {
 
 func run(ctx context.Context) error {
 	var (
-		bqBin, riverBin, dsn, out, raw, drivers string
+		bqBin, riverBin, dsn, out, raw, drivers, from string
 		rounds                                  int
 		s                                       sizes
 	)
@@ -95,13 +95,17 @@ func run(ctx context.Context) error {
 	flag.IntVar(&s.backlogSmall, "backlog-small", 1000, "backlog's small line")
 	flag.IntVar(&s.backlogLarge, "backlog-large", 1000000, "backlog's large line")
 	flag.IntVar(&s.backlogRuns, "backlog-runs", 3, "rounds the backlog runs in (building the large line is the slow part)")
+	flag.StringVar(&from, "from", "", "re-render the report from this results file of an earlier run, running nothing")
 	flag.Parse()
-	if bqBin == "" || riverBin == "" {
-		return errors.New("--bq and --river are required")
-	}
 	var items []item
 	for d := range strings.SplitSeq(drivers, ",") {
 		items = append(items, matrix(d, dsn, s, rounds)...)
+	}
+	if from != "" {
+		return rerender(items, from, out, s, rounds, dsn)
+	}
+	if bqBin == "" || riverBin == "" {
+		return errors.New("--bq and --river are required")
 	}
 	if err := os.MkdirAll(filepath.Dir(raw), 0o755); err != nil {
 		return err
@@ -129,6 +133,7 @@ func run(ctx context.Context) error {
 				return fmt.Errorf("%s: %w", it.name, err)
 			}
 			fmt.Fprintf(rawFile, "{\"item\":%q,\"round\":%d,\"result\":%s}\n", it.id, round+1, bytes.TrimSpace(line))
+			_ = rawFile.Sync()
 			results[it.id] = append(results[it.id], r)
 		}
 	}
@@ -136,8 +141,40 @@ func run(ctx context.Context) error {
 	if err := os.WriteFile(out, []byte(report), 0o644); err != nil {
 		return err
 	}
+	fmt.Fprintf(rawFile, "{\"took_s\":%.0f}\n", time.Since(t0).Seconds())
 	fmt.Fprintf(os.Stderr, "wrote %s in %s\n", out, time.Since(t0).Round(time.Second))
 	return nil
+}
+
+// rerender writes the report from the results file of an earlier run
+// (after the notes changed, say).
+func rerender(items []item, from, out string, s sizes, rounds int, dsn string) error {
+	data, err := os.ReadFile(from)
+	if err != nil {
+		return err
+	}
+	results := map[string][]*result{}
+	var took time.Duration
+	for line := range bytes.SplitSeq(data, []byte("\n")) {
+		var rec struct {
+			Item   string  `json:"item"`
+			Result *result `json:"result"`
+			TookS  float64 `json:"took_s"`
+		}
+		if len(bytes.TrimSpace(line)) == 0 {
+			continue
+		}
+		if err := json.Unmarshal(line, &rec); err != nil {
+			return fmt.Errorf("%s: %w", from, err)
+		}
+		if rec.TookS > 0 {
+			took = time.Duration(rec.TookS * float64(time.Second))
+		}
+		if rec.Item != "" {
+			results[rec.Item] = append(results[rec.Item], rec.Result)
+		}
+	}
+	return os.WriteFile(out, []byte(render(items, results, s, rounds, dsn, took)), 0o644)
 }
 
 // matrix lists driver d's commands.
