@@ -76,8 +76,8 @@ func main() {
 func run(ctx context.Context) error {
 	var (
 		bqBin, riverBin, dsn, out, raw, drivers, from string
-		rounds                                  int
-		s                                       sizes
+		rounds                                        int
+		s                                             sizes
 	)
 	flag.StringVar(&bqBin, "bq", "", "the bq binary")
 	flag.StringVar(&riverBin, "river", "", "the bench/river binary")
