@@ -6,6 +6,8 @@
 #   make lint   gofmt, go vet, staticcheck
 #   make demo   the self-contained demo (SQLite in a temp dir; no server)
 #   make build  compile everything, including the bq binary
+#   make bench  the benchmark matrix (bq and River, SQLite and PostgreSQL,
+#               3 rounds; ~15 min) -> docs/benchmarks.md
 
 SHELL := /usr/bin/env bash
 .SHELLFLAGS := -euo pipefail -c
@@ -22,7 +24,7 @@ export BQ_TEST_DRIVERS ?= sqlite,postgres,mysql
 export BQ_TEST_POSTGRES_DSN ?= postgres://postgres@127.0.0.1:5432/test?sslmode=disable
 export BQ_TEST_MYSQL_DSN ?= mysql://root@127.0.0.1:3306/test
 
-.PHONY: test soak lint demo build ensure-databases ensure-chromium staticcheck
+.PHONY: test soak lint demo build bench ensure-databases ensure-chromium staticcheck
 
 test: ensure-databases ensure-chromium
 	$(GO) test -race -count=1 -timeout 20m ./...
@@ -62,3 +64,12 @@ demo:
 
 build:
 	$(GO) build ./...
+
+# BENCH_FLAGS passes sizes to bench/matrix, e.g. BENCH_FLAGS='--rounds 1 --drain-jobs 2000'.
+BENCH_FLAGS ?=
+bench: ensure-databases
+	mkdir -p .artifacts/bench
+	$(GO) build -o .artifacts/bench/bq ./bq
+	cd bench/river && $(GO) build -o ../../.artifacts/bench/river-bench .
+	$(GO) run ./bench/matrix --bq .artifacts/bench/bq --river .artifacts/bench/river-bench \
+		--dsn "$(BQ_TEST_POSTGRES_DSN)" --out docs/benchmarks.md $(BENCH_FLAGS)

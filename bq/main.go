@@ -1,6 +1,6 @@
 // Command bq manages a bq job queue from the shell: it migrates the
-// database, runs the dispatcher on its own, shows queue status, and runs a
-// self-contained demo of per-key concurrency limits.
+// database, runs the dispatcher on its own, shows queue status, runs a
+// self-contained demo of per-key concurrency limits, and benchmarks bq.
 //
 //	bq migrate up|down|status --dsn DSN [--prefix bq_]
 //	bq dispatcher --dsn DSN
@@ -8,6 +8,7 @@
 //	bq explain --dsn DSN JOB_ID
 //	bq ui --dsn DSN [--addr 127.0.0.1:8080] [--token T]
 //	bq demo [--dsn DSN]
+//	bq bench --dsn DSN --mode drain|steady|keyed|hotkey|backlog [--json]
 //
 // --dsn defaults to $BQ_DSN. Exit status: 0 on success, 1 on a runtime
 // error, 2 on bad usage.
@@ -37,6 +38,7 @@ var commands = []command{
 	{"explain", "show what a job waits for, and why", runExplain},
 	{"ui", "serve the web dashboard (127.0.0.1:8080 by default)", runUI},
 	{"demo", "run a self-contained demo of per-key concurrency limits", runDemo},
+	{"bench", "measure throughput and latency on a fresh schema or file", runBench},
 }
 
 // env is what a subcommand writes to.

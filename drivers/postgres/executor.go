@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/bqueue/bq/internal/driver"
 )
@@ -17,7 +18,6 @@ type dbtx interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-	Begin(ctx context.Context) (pgx.Tx, error)
 }
 
 type executor struct {
@@ -36,6 +36,18 @@ func checkKey(key string) error {
 			key, len(key), MaxKeyBytes)
 	}
 	return nil
+}
+
+// write runs a statement whose result the engine does not read. In a
+// transaction bq owns it is queued and sent with the next statement or
+// the commit (see pipeTx); elsewhere it runs at once.
+func (e *executor) write(ctx context.Context, sql string, args ...any) error {
+	if tx, ok := e.db.(*pipeTx); ok {
+		tx.queue(sql, args)
+		return nil
+	}
+	_, err := e.db.Exec(ctx, sql, args...)
+	return err
 }
 
 func (e *executor) InsertJobs(ctx context.Context, now time.Time, jobs []*driver.NewJob) error {
@@ -102,19 +114,19 @@ func (e *executor) InsertExecutions(ctx context.Context, state driver.State, row
 		for i, r := range rows {
 			now[i] = r.At
 		}
-		_, err = e.db.Exec(ctx, e.q.insertReady, ids, queues, prios, now)
+		err = e.write(ctx, e.q.insertReady, ids, queues, prios, now)
 	case driver.Scheduled:
 		at := make([]time.Time, len(rows))
 		for i, r := range rows {
 			at[i] = r.At
 		}
-		_, err = e.db.Exec(ctx, e.q.insertScheduled, ids, queues, prios, at)
+		err = e.write(ctx, e.q.insertScheduled, ids, queues, prios, at)
 	case driver.Blocked:
 		keys, at := make([]string, len(rows)), make([]time.Time, len(rows))
 		for i, r := range rows {
 			keys[i], at[i] = r.Key, r.At
 		}
-		_, err = e.db.Exec(ctx, e.q.insertBlocked, ids, queues, prios, keys, at)
+		err = e.write(ctx, e.q.insertBlocked, ids, queues, prios, keys, at)
 	default:
 		return fmt.Errorf("insert executions: unknown state %d", state)
 	}
@@ -188,15 +200,26 @@ func (e *executor) claim(ctx context.Context, db dbtx, query string, max int, p 
 // the lock, in a statement of its own, so it sees every claim committed
 // before this one's turn.
 func (e *executor) claimCapped(ctx context.Context, p driver.ClaimParams) (claims []*driver.Claim, err error) {
-	tx, err := e.db.Begin(ctx)
+	pool, ok := e.db.(*pgxpool.Pool)
+	if !ok {
+		return e.claimWithin(ctx, e.db, p) // already in a transaction
+	}
+	tx, err := pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
 	if err != nil {
 		return nil, fmt.Errorf("claim jobs of capped queue %q: %w", p.Queue, err)
 	}
-	defer func() {
-		if err != nil {
-			_ = tx.Rollback(context.WithoutCancel(ctx))
-		}
-	}()
+	if claims, err = e.claimWithin(ctx, tx, p); err != nil {
+		_ = tx.Rollback(context.WithoutCancel(ctx))
+		return nil, err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return nil, fmt.Errorf("claim jobs of capped queue %q: %w", p.Queue, err)
+	}
+	return claims, nil
+}
+
+// claimWithin is claimCapped's work inside tx.
+func (e *executor) claimWithin(ctx context.Context, tx dbtx, p driver.ClaimParams) (claims []*driver.Claim, err error) {
 	var limit, active int
 	err = tx.QueryRow(ctx, e.q.lockPolicyCap, p.Queue).Scan(&limit)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -209,14 +232,9 @@ func (e *executor) claimCapped(ctx context.Context, p driver.ClaimParams) (claim
 		return nil, fmt.Errorf("count running jobs of queue %q: %w", p.Queue, err)
 	}
 	if n := min(p.Max, limit-active); n > 0 {
-		if claims, err = e.claim(ctx, tx, e.q.claimCapped, n, p); err != nil {
-			return nil, err
-		}
+		return e.claim(ctx, tx, e.q.claimCapped, n, p)
 	}
-	if err := tx.Commit(ctx); err != nil {
-		return nil, fmt.Errorf("claim jobs of capped queue %q: %w", p.Queue, err)
-	}
-	return claims, nil
+	return nil, nil
 }
 
 func (e *executor) CompleteClaims(ctx context.Context, claims []*driver.Claim, keep bool, now time.Time) ([]driver.Fenced, error) {
@@ -251,28 +269,28 @@ func (e *executor) DeleteClaim(ctx context.Context, jobID, fence int64) (bool, e
 }
 
 func (e *executor) FinishJob(ctx context.Context, jobID int64, now time.Time, discarded bool) error {
-	if _, err := e.db.Exec(ctx, e.q.finishJob, jobID, now, discarded); err != nil {
+	if err := e.write(ctx, e.q.finishJob, jobID, now, discarded); err != nil {
 		return fmt.Errorf("finish job %d: %w", jobID, err)
 	}
 	return nil
 }
 
 func (e *executor) DeleteJobs(ctx context.Context, ids []int64) error {
-	if _, err := e.db.Exec(ctx, e.q.deleteJobs, ids); err != nil {
+	if err := e.write(ctx, e.q.deleteJobs, ids); err != nil {
 		return fmt.Errorf("delete jobs: %w", err)
 	}
 	return nil
 }
 
 func (e *executor) RecordError(ctx context.Context, jobID int64, msg string) error {
-	if _, err := e.db.Exec(ctx, e.q.recordError, jobID, msg); err != nil {
+	if err := e.write(ctx, e.q.recordError, jobID, msg); err != nil {
 		return fmt.Errorf("record error of job %d: %w", jobID, err)
 	}
 	return nil
 }
 
 func (e *executor) InsertFailed(ctx context.Context, jobID int64, msg string, now time.Time) error {
-	if _, err := e.db.Exec(ctx, e.q.insertFailed, jobID, msg, now); err != nil {
+	if err := e.write(ctx, e.q.insertFailed, jobID, msg, now); err != nil {
 		return fmt.Errorf("move job %d to failed: %w", jobID, err)
 	}
 	return nil
@@ -282,7 +300,7 @@ func (e *executor) SemaphoreEnsure(ctx context.Context, l driver.Limit, now time
 	if err := checkKey(l.Key); err != nil {
 		return fmt.Errorf("create semaphore: %w", err)
 	}
-	if _, err := e.db.Exec(ctx, e.q.semEnsure, l.Key, max(l.To, 1), l.Duration.Milliseconds(), now.Add(l.Duration)); err != nil {
+	if err := e.write(ctx, e.q.semEnsure, l.Key, max(l.To, 1), l.Duration.Milliseconds(), now.Add(l.Duration)); err != nil {
 		return fmt.Errorf("create semaphore %q: %w", l.Key, err)
 	}
 	return nil
@@ -304,7 +322,7 @@ func (e *executor) SemaphoreLock(ctx context.Context, key, queue string) (driver
 }
 
 func (e *executor) SemaphoreSave(ctx context.Context, s driver.Semaphore) error {
-	_, err := e.db.Exec(ctx, e.q.semSave, s.Key, s.Value, s.Limit, s.Blocked, s.Duration.Milliseconds(), s.ExpiresAt)
+	err := e.write(ctx, e.q.semSave, s.Key, s.Value, s.Limit, s.Blocked, s.Duration.Milliseconds(), s.ExpiresAt)
 	if err != nil {
 		return fmt.Errorf("save semaphore %q: %w", s.Key, err)
 	}

@@ -69,11 +69,14 @@ func (d *Driver) WithPrefix(prefix string) driver.Driver {
 
 func (d *Driver) Exec() driver.Executor { return &executor{db: d.pool, q: d.q} }
 
+// Begin takes a connection for a READ COMMITTED transaction; BEGIN itself
+// goes out with the first statement (see pipeTx).
 func (d *Driver) Begin(ctx context.Context) (driver.Tx, error) {
-	tx, err := d.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+	conn, err := d.pool.Acquire(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("begin transaction: %w", err)
 	}
+	tx := &pipeTx{conn: conn}
 	return &txExecutor{executor: executor{db: tx, q: d.q}, tx: tx}, nil
 }
 
@@ -114,7 +117,7 @@ func (d *Driver) Close() error {
 
 type txExecutor struct {
 	executor
-	tx pgx.Tx
+	tx *pipeTx
 }
 
 func (t *txExecutor) Commit(ctx context.Context) error   { return t.tx.Commit(ctx) }

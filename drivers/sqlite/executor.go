@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -68,24 +69,76 @@ func (e *executor) exec(ctx context.Context, query string, args ...any) (int64, 
 	return n, err
 }
 
+// maxInsertRows bounds the rows of one multi-row INSERT. Counts are cut
+// into powers of two up to it (1000 = 7×128 + 64 + 32 + 8), so a handful
+// of statement texts serve every count and each stays prepared.
+const maxInsertRows = 128
+
+// insertRows inserts the rows of values (width values each) with
+// multi-row INSERTs: head is the statement up to VALUES, row one row's
+// placeholders. With returning it returns the new rowids in input order:
+// SQLite assigns them increasing in the order of the VALUES list, under
+// the write lock, so sorting a chunk's RETURNING rows recovers that order.
+func (e *executor) insertRows(ctx context.Context, head, row string, width int, values []any, returning bool) ([]int64, error) {
+	n := len(values) / width
+	var ids []int64
+	if returning {
+		ids = make([]int64, 0, n)
+	}
+	for done := 0; done < n; {
+		size := maxInsertRows
+		for size > n-done {
+			size /= 2
+		}
+		query := head + strings.TrimSuffix(strings.Repeat(row+", ", size), ", ")
+		args := values[done*width : (done+size)*width]
+		done += size
+		if !returning {
+			if _, err := e.db.ExecContext(ctx, query, args...); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		chunk, err := e.queryIDs(ctx, query+" RETURNING id", args...)
+		if err != nil {
+			return nil, err
+		}
+		if len(chunk) != size {
+			return nil, fmt.Errorf("%d ids returned for %d rows", len(chunk), size)
+		}
+		slices.Sort(chunk)
+		ids = append(ids, chunk...)
+	}
+	return ids, nil
+}
+
 func (e *executor) InsertJobs(ctx context.Context, now time.Time, jobs []*driver.NewJob) error {
 	if len(jobs) == 0 {
 		return nil
 	}
 	return e.atomic(ctx, func(e *executor) error {
+		values := make([]any, 0, 12*len(jobs))
 		for _, j := range jobs {
-			res, err := e.db.ExecContext(ctx, e.q.insertJob, j.Kind, j.Queue, string(j.Args), j.Priority,
-				j.MaxAttempts, j.Limit.Key, j.Limit.To, j.Limit.Duration.Milliseconds(),
-				int(j.Limit.OnConflict), j.Limit.MaxBlocked, micros(j.ScheduledAt), micros(now))
-			if err != nil {
-				return fmt.Errorf("insert job: %w", err)
+			values = append(values, j.Kind, j.Queue, string(j.Args), j.Priority, j.MaxAttempts, j.Limit.Key,
+				j.Limit.To, j.Limit.Duration.Milliseconds(), int(j.Limit.OnConflict), j.Limit.MaxBlocked,
+				micros(j.ScheduledAt), micros(now))
+		}
+		ids, err := e.insertRows(ctx, e.q.insertJobs, jobRow, 12, values, true)
+		if err != nil {
+			return fmt.Errorf("insert jobs: %w", err)
+		}
+		byState := map[driver.State][]driver.Execution{}
+		for i, j := range jobs {
+			j.ID = ids[i]
+			at := now
+			if j.State == driver.Scheduled {
+				at = j.ScheduledAt
 			}
-			if j.ID, err = res.LastInsertId(); err != nil {
-				return fmt.Errorf("insert job: %w", err)
-			}
-			if err := e.insertExecution(ctx, j.State, driver.Execution{
-				JobID: j.ID, Queue: j.Queue, Priority: j.Priority, Key: j.Limit.Key, At: j.ScheduledAt,
-			}, now); err != nil {
+			byState[j.State] = append(byState[j.State], driver.Execution{
+				JobID: j.ID, Queue: j.Queue, Priority: j.Priority, Key: j.Limit.Key, At: at})
+		}
+		for _, state := range []driver.State{driver.Ready, driver.Scheduled, driver.Blocked} {
+			if err := e.insertExecutions(ctx, state, byState[state]); err != nil {
 				return err
 			}
 		}
@@ -93,32 +146,40 @@ func (e *executor) InsertJobs(ctx context.Context, now time.Time, jobs []*driver
 	})
 }
 
-func (e *executor) insertExecution(ctx context.Context, state driver.State, r driver.Execution, now time.Time) error {
-	var err error
+// insertExecutions puts rows into state's table, each row's At being its
+// created_at (ready, blocked) or scheduled_at (scheduled).
+func (e *executor) insertExecutions(ctx context.Context, state driver.State, rows []driver.Execution) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	head, row, width := "", executionRow, 4
 	switch state {
 	case driver.Ready:
-		_, err = e.db.ExecContext(ctx, e.q.insertReady, r.JobID, r.Queue, r.Priority, micros(now))
+		head = e.q.insertReady
 	case driver.Scheduled:
-		_, err = e.db.ExecContext(ctx, e.q.insertScheduled, r.JobID, r.Queue, r.Priority, micros(r.At))
+		head = e.q.insertScheduled
 	case driver.Blocked:
-		_, err = e.db.ExecContext(ctx, e.q.insertBlocked, r.JobID, r.Queue, r.Priority, r.Key, micros(now))
+		head, row, width = e.q.insertBlocked, blockedRow, 5
 	default:
-		return fmt.Errorf("insert execution: unknown state %d", state)
+		return fmt.Errorf("insert executions: unknown state %d", state)
 	}
-	if err != nil {
-		return fmt.Errorf("insert execution of job %d: %w", r.JobID, err)
+	values := make([]any, 0, width*len(rows))
+	for _, r := range rows {
+		values = append(values, r.JobID, r.Queue, r.Priority)
+		if state == driver.Blocked {
+			values = append(values, r.Key)
+		}
+		values = append(values, micros(r.At))
+	}
+	if _, err := e.insertRows(ctx, head, row, width, values, false); err != nil {
+		return fmt.Errorf("insert executions: %w", err)
 	}
 	return nil
 }
 
 func (e *executor) InsertExecutions(ctx context.Context, state driver.State, rows []driver.Execution) error {
 	return e.atomic(ctx, func(e *executor) error {
-		for _, r := range rows {
-			if err := e.insertExecution(ctx, state, r, r.At); err != nil {
-				return err
-			}
-		}
-		return nil
+		return e.insertExecutions(ctx, state, rows)
 	})
 }
 

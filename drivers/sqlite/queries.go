@@ -6,7 +6,8 @@ import "strings"
 // Times are Unix microseconds; id lists travel as JSON arrays read with
 // json_each, so no statement is built from data.
 type queries struct {
-	insertJob, insertReady, insertScheduled, insertBlocked string
+	// Multi-row inserts: the statement up to VALUES; see insertRows.
+	insertJobs, insertReady, insertScheduled, insertBlocked string
 
 	hasReady, pickReady, deleteReady, insertClaims, selectClaims  string
 	deleteClaim, finishJob, deleteJobs, recordError, insertFailed string
@@ -37,16 +38,21 @@ const jobColumns = `j.id, j.kind, j.queue, j.args, j.priority, j.attempt, j.max_
 
 const idList = `(SELECT value FROM json_each(?))`
 
+// The row of each multi-row insert.
+const (
+	jobRow       = `(?, ?, ?, ?, ?, NULLIF(?, ''), ?, ?, ?, ?, ?, ?)`
+	executionRow = `(?, ?, ?, ?)`
+	blockedRow   = `(?, ?, ?, ?, ?)`
+)
+
 func newQueries(prefix string) *queries {
 	p := func(s string) string { return strings.ReplaceAll(s, "{p}", prefix) }
 	return &queries{
-		insertJob: p(`INSERT INTO {p}jobs (kind, queue, args, priority, max_attempts, concurrency_key,
-	concurrency_limit, concurrency_duration_ms, on_conflict, max_blocked, scheduled_at, created_at)
-VALUES (?, ?, ?, ?, ?, NULLIF(?, ''), ?, ?, ?, ?, ?, ?)`),
-		insertReady:     p(`INSERT INTO {p}ready_executions (job_id, queue, priority, created_at) VALUES (?, ?, ?, ?)`),
-		insertScheduled: p(`INSERT INTO {p}scheduled_executions (job_id, queue, priority, scheduled_at) VALUES (?, ?, ?, ?)`),
-		insertBlocked: p(`INSERT INTO {p}blocked_executions (job_id, queue, priority, concurrency_key, created_at)
-VALUES (?, ?, ?, ?, ?)`),
+		insertJobs: p(`INSERT INTO {p}jobs (kind, queue, args, priority, max_attempts, concurrency_key,
+	concurrency_limit, concurrency_duration_ms, on_conflict, max_blocked, scheduled_at, created_at) VALUES `),
+		insertReady:     p(`INSERT INTO {p}ready_executions (job_id, queue, priority, created_at) VALUES `),
+		insertScheduled: p(`INSERT INTO {p}scheduled_executions (job_id, queue, priority, scheduled_at) VALUES `),
+		insertBlocked:   p(`INSERT INTO {p}blocked_executions (job_id, queue, priority, concurrency_key, created_at) VALUES `),
 
 		hasReady: p(`SELECT EXISTS (SELECT 1 FROM {p}ready_executions WHERE queue = ?)`),
 		pickReady: p(`SELECT job_id FROM {p}ready_executions WHERE queue = ?

@@ -1,0 +1,294 @@
+// Command matrix runs the benchmark matrix behind `make bench`: bq bench's
+// workloads and River's peers on SQLite and PostgreSQL, round after round
+// so that the runs compared with each other sit side by side in time, and
+// writes the medians and the ratios against bq's targets to
+// docs/benchmarks.md.
+//
+//	go run ./bench/matrix --bq BIN --river BIN --dsn postgres://... --out docs/benchmarks.md
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// result is the JSON line of `bq bench --json` and of bench/river.
+type result struct {
+	System         string  `json:"system"`
+	Mode           string  `json:"mode"`
+	Driver         string  `json:"driver"`
+	Config         string  `json:"config"`
+	Jobs           int     `json:"jobs"`
+	Slots          int     `json:"slots"`
+	EnqueuePerS    float64 `json:"enqueue_per_s"`
+	WorkPerS       float64 `json:"work_per_s"`
+	P50MS          float64 `json:"p50_ms"`
+	P95MS          float64 `json:"p95_ms"`
+	P99MS          float64 `json:"p99_ms"`
+	PeakRSSMB      float64 `json:"peak_rss_mb"`
+	BacklogSmall   int     `json:"backlog_small"`
+	BacklogLarge   int     `json:"backlog_large"`
+	BacklogSmallMS float64 `json:"backlog_small_ms"`
+	BacklogLargeMS float64 `json:"backlog_large_ms"`
+	BacklogRatio   float64 `json:"backlog_ratio"`
+}
+
+// item is one command of the matrix.
+type item struct {
+	id   string // e.g. "pg/bq/drain"
+	name string
+	args []string // after the binary
+	bin  string   // "bq" or "river"
+	runs int      // rounds it runs in (the first ones)
+}
+
+type sizes struct {
+	drain, keyed, hotkey, steady int
+	rate                         float64
+	slots                        int
+	backlogSmall, backlogLarge   int
+	backlogRuns                  int
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx); err != nil {
+		fmt.Fprintf(os.Stderr, "matrix: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context) error {
+	var (
+		bqBin, riverBin, dsn, out, raw, drivers, from string
+		rounds                                        int
+		s                                             sizes
+	)
+	flag.StringVar(&bqBin, "bq", "", "the bq binary")
+	flag.StringVar(&riverBin, "river", "", "the bench/river binary")
+	flag.StringVar(&dsn, "dsn", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable", "PostgreSQL server DSN")
+	flag.StringVar(&drivers, "drivers", "postgres,sqlite", "databases to run on")
+	flag.StringVar(&out, "out", "docs/benchmarks.md", "the report to write")
+	flag.StringVar(&raw, "raw", ".artifacts/bench/results.jsonl", "where every JSON line goes")
+	flag.IntVar(&rounds, "rounds", 3, "runs of each command; medians are over them")
+	flag.IntVar(&s.drain, "drain-jobs", 20000, "jobs of drain")
+	flag.IntVar(&s.keyed, "keyed-jobs", 20000, "jobs of keyed")
+	flag.IntVar(&s.hotkey, "hotkey-jobs", 10000, "jobs of hotkey")
+	flag.IntVar(&s.steady, "steady-jobs", 4000, "jobs of steady")
+	flag.Float64Var(&s.rate, "rate", 500, "steady's enqueue rate, jobs/s")
+	flag.IntVar(&s.slots, "slots", 100, "worker slots")
+	flag.IntVar(&s.backlogSmall, "backlog-small", 1000, "backlog's small line")
+	flag.IntVar(&s.backlogLarge, "backlog-large", 1000000, "backlog's large line")
+	flag.IntVar(&s.backlogRuns, "backlog-runs", 3, "rounds the backlog runs in (building the large line is the slow part)")
+	flag.StringVar(&from, "from", "", "re-render the report from this results file of an earlier run, running nothing")
+	flag.Parse()
+	var items []item
+	for d := range strings.SplitSeq(drivers, ",") {
+		items = append(items, matrix(d, dsn, s, rounds)...)
+	}
+	if from != "" {
+		return rerender(items, from, out, s, rounds, dsn)
+	}
+	if bqBin == "" || riverBin == "" {
+		return errors.New("--bq and --river are required")
+	}
+	if err := os.MkdirAll(filepath.Dir(raw), 0o755); err != nil {
+		return err
+	}
+	rawFile, err := os.Create(raw)
+	if err != nil {
+		return err
+	}
+	defer rawFile.Close()
+
+	results := map[string][]*result{} // by item id, one per round
+	t0 := time.Now()
+	for round := range rounds {
+		for _, it := range items {
+			if round >= it.runs {
+				continue
+			}
+			bin := bqBin
+			if it.bin == "river" {
+				bin = riverBin
+			}
+			fmt.Fprintf(os.Stderr, "[round %d/%d, %s] %s\n", round+1, rounds, time.Since(t0).Round(time.Second), it.name)
+			r, line, err := runOne(ctx, bin, it.args)
+			if err != nil {
+				return fmt.Errorf("%s: %w", it.name, err)
+			}
+			fmt.Fprintf(rawFile, "{\"item\":%q,\"round\":%d,\"result\":%s}\n", it.id, round+1, bytes.TrimSpace(line))
+			_ = rawFile.Sync()
+			results[it.id] = append(results[it.id], r)
+		}
+	}
+	report := render(items, results, s, rounds, dsn, time.Since(t0))
+	if err := os.WriteFile(out, []byte(report), 0o644); err != nil {
+		return err
+	}
+	fmt.Fprintf(rawFile, "{\"took_s\":%.0f}\n", time.Since(t0).Seconds())
+	fmt.Fprintf(os.Stderr, "wrote %s in %s\n", out, time.Since(t0).Round(time.Second))
+	return nil
+}
+
+// rerender writes the report from the results file of an earlier run
+// (after the notes changed, say).
+func rerender(items []item, from, out string, s sizes, rounds int, dsn string) error {
+	data, err := os.ReadFile(from)
+	if err != nil {
+		return err
+	}
+	results := map[string][]*result{}
+	var took time.Duration
+	for line := range bytes.SplitSeq(data, []byte("\n")) {
+		var rec struct {
+			Item   string  `json:"item"`
+			Result *result `json:"result"`
+			TookS  float64 `json:"took_s"`
+		}
+		if len(bytes.TrimSpace(line)) == 0 {
+			continue
+		}
+		if err := json.Unmarshal(line, &rec); err != nil {
+			return fmt.Errorf("%s: %w", from, err)
+		}
+		if rec.TookS > 0 {
+			took = time.Duration(rec.TookS * float64(time.Second))
+		}
+		if rec.Item != "" {
+			results[rec.Item] = append(results[rec.Item], rec.Result)
+		}
+	}
+	return os.WriteFile(out, []byte(render(items, results, s, rounds, dsn, took)), 0o644)
+}
+
+// matrix lists driver d's commands.
+func matrix(d, dsn string, s sizes, rounds int) []item {
+	short, arg := "pg", dsn
+	if d == "sqlite" {
+		short, arg = "sqlite", "sqlite"
+	}
+	n := func(v int) string { return fmt.Sprint(v) }
+	slots := n(s.slots)
+	rate := fmt.Sprint(s.rate)
+	bqItem := func(id string, extra ...string) item {
+		args := append([]string{"bench", "--dsn", arg, "--json", "--slots", slots}, extra...)
+		return item{id: short + "/bq/" + id, name: "bq bench " + strings.Join(extra, " ") + " on " + d, args: args, bin: "bq", runs: rounds}
+	}
+	riverItem := func(id string, extra ...string) item {
+		args := append([]string{"--dsn", arg, "--json", "--slots", slots}, extra...)
+		return item{id: short + "/river/" + id, name: "river-bench " + strings.Join(extra, " ") + " on " + d, args: args, bin: "river", runs: rounds}
+	}
+	backlog := bqItem("backlog", "--mode", "backlog", "--backlog-small", n(s.backlogSmall),
+		"--backlog-large", n(s.backlogLarge), "--batch", "10000")
+	backlog.runs = min(s.backlogRuns, rounds)
+	var pgOnly []item
+	if d == "postgres" {
+		// What bq's defaults leave on the table: a pool sized for the
+		// slots (pgx's default is max(4, CPUs) connections), and the
+		// wake-up that LISTEN/NOTIFY would give a producer in another
+		// process (the enqueueing client is not the working one).
+		sep := "?"
+		if strings.Contains(dsn, "?") {
+			sep = "&"
+		}
+		pool := bqItem("drain-pool16", "--mode", "drain", "--jobs", n(s.drain))
+		pool.args[2] = dsn + sep + "pool_max_conns=16"
+		pool.name += " (pool_max_conns=16)"
+		pgOnly = append(pgOnly, pool,
+			bqItem("steady-remote", "--mode", "steady", "--jobs", n(s.steady), "--rate", rate, "--separate-producer"))
+	}
+	return append([]item{
+		bqItem("drain", "--mode", "drain", "--jobs", n(s.drain)),
+		riverItem("drain", "--mode", "drain", "--jobs", n(s.drain)),
+		bqItem("drain-default", "--mode", "drain", "--jobs", n(s.drain), "--config", "default"),
+		bqItem("keyed", "--mode", "keyed", "--jobs", n(s.keyed), "--keys", "1000", "--to", "2"),
+		bqItem("hotkey", "--mode", "hotkey", "--jobs", n(s.hotkey), "--to", "50"),
+		bqItem("steady", "--mode", "steady", "--jobs", n(s.steady), "--rate", rate),
+		riverItem("steady", "--mode", "steady", "--jobs", n(s.steady), "--rate", rate),
+		bqItem("steady-default", "--mode", "steady", "--jobs", n(s.steady), "--rate", rate, "--config", "default"),
+		backlog,
+	}, pgOnly...)
+}
+
+// runOne runs one command, its stderr (progress bars) passed through, and
+// reads the JSON line it prints.
+func runOne(ctx context.Context, bin string, args []string) (*result, []byte, error) {
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Stderr = os.Stderr
+	var stdout bytes.Buffer
+	cmd.Stdout = &stdout
+	if err := cmd.Run(); err != nil {
+		return nil, nil, err
+	}
+	var last []byte
+	sc := bufio.NewScanner(&stdout)
+	for sc.Scan() {
+		if line := bytes.TrimSpace(sc.Bytes()); len(line) > 0 && line[0] == '{' {
+			last = append([]byte(nil), line...)
+		}
+	}
+	if last == nil {
+		return nil, nil, errors.New("no JSON line on stdout")
+	}
+	var r result
+	if err := json.Unmarshal(last, &r); err != nil {
+		return nil, nil, err
+	}
+	return &r, last, nil
+}
+
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// field collects one number of an item's runs.
+func field(rs []*result, f func(*result) float64) []float64 {
+	out := make([]float64, len(rs))
+	for i, r := range rs {
+		out[i] = f(r)
+	}
+	return out
+}
+
+// ratios pairs two items' runs round by round: the ratio of each round,
+// measured side by side.
+func ratios(a, b []*result, f func(*result) float64) []float64 {
+	var out []float64
+	for i := range min(len(a), len(b)) {
+		if d := f(b[i]); d != 0 {
+			out = append(out, f(a[i])/d)
+		}
+	}
+	return out
+}
+
+func writeTable(w io.Writer, header []string, rows [][]string) {
+	fmt.Fprintf(w, "| %s |\n|%s\n", strings.Join(header, " | "), strings.Repeat(" --- |", len(header)))
+	for _, r := range rows {
+		fmt.Fprintf(w, "| %s |\n", strings.Join(r, " | "))
+	}
+}

@@ -1,0 +1,177 @@
+package main
+
+import (
+	_ "embed"
+	"fmt"
+	"runtime"
+	"strings"
+	"time"
+)
+
+// notes is the hand-written part of the report: reading the numbers,
+// profiles, and what the engine should change.
+//
+//go:embed notes.md
+var notes string
+
+// target is one of bq's performance targets, checked as a ratio.
+type target struct {
+	what    string
+	goal    string
+	ok      func(v float64) bool
+	measure func(get func(id string) []*result) (vals []float64, unit string)
+}
+
+func targets() []target {
+	work := func(r *result) float64 { return r.WorkPerS }
+	enq := func(r *result) float64 { return r.EnqueuePerS }
+	p50 := func(r *result) float64 { return r.P50MS }
+	p99 := func(r *result) float64 { return r.P99MS }
+	ratio := func(a, b string, f func(*result) float64) func(get func(string) []*result) ([]float64, string) {
+		return func(get func(string) []*result) ([]float64, string) { return ratios(get(a), get(b), f), "×" }
+	}
+	atLeast := func(x float64) func(float64) bool { return func(v float64) bool { return v >= x } }
+	atMost := func(x float64) func(float64) bool { return func(v float64) bool { return v <= x } }
+	return []target{
+		{"PostgreSQL drain: bq work/s ÷ River work/s", "≥ 1 (stretch 1.5)", atLeast(1), ratio("pg/bq/drain", "pg/river/drain", work)},
+		{"PostgreSQL drain: bq EnqueueMany/s ÷ River InsertMany/s", "≥ 1", atLeast(1), ratio("pg/bq/drain", "pg/river/drain", enq)},
+		{"PostgreSQL keyed (1,000 keys, To=2) ÷ bq unkeyed drain", "≥ 0.7", atLeast(0.7), ratio("pg/bq/keyed", "pg/bq/drain", work)},
+		{"PostgreSQL hotkey (1 key, To=50) ÷ bq unkeyed drain", "≥ 0.5", atLeast(0.5), ratio("pg/bq/hotkey", "pg/bq/drain", work)},
+		{"SQLite keyed (1,000 keys, To=2) ÷ bq unkeyed drain", "≥ 0.7", atLeast(0.7), ratio("sqlite/bq/keyed", "sqlite/bq/drain", work)},
+		{"SQLite hotkey (1 key, To=50) ÷ bq unkeyed drain", "≥ 0.5", atLeast(0.5), ratio("sqlite/bq/hotkey", "sqlite/bq/drain", work)},
+		{"PostgreSQL steady p50: bq ÷ River", "≤ 1", atMost(1), ratio("pg/bq/steady", "pg/river/steady", p50)},
+		{"PostgreSQL steady p99: bq ÷ River", "≤ 1", atMost(1), ratio("pg/bq/steady", "pg/river/steady", p99)},
+		{"SQLite drain: bq work/s ÷ River (riversqlite) work/s", "≥ 2", atLeast(2), ratio("sqlite/bq/drain", "sqlite/river/drain", work)},
+		{"SQLite steady p99 at the steady rate (ms)", "≤ 20 ms", atMost(20), func(get func(string) []*result) ([]float64, string) {
+			return field(get("sqlite/bq/steady"), p99), " ms"
+		}},
+		{"PostgreSQL backlog: handoff with the large line ÷ with the small line", "≤ 1.2", atMost(1.2), func(get func(string) []*result) ([]float64, string) {
+			return field(get("pg/bq/backlog"), func(r *result) float64 { return r.BacklogRatio }), "×"
+		}},
+		{"SQLite backlog: handoff with the large line ÷ with the small line", "≤ 1.2", atMost(1.2), func(get func(string) []*result) ([]float64, string) {
+			return field(get("sqlite/bq/backlog"), func(r *result) float64 { return r.BacklogRatio }), "×"
+		}},
+		{"Peak RSS of a bq process with 100 slots (largest of all bq runs, MB)", "< 64 MB", func(v float64) bool { return v < 64 },
+			func(get func(string) []*result) ([]float64, string) {
+				most := 0.0
+				for _, id := range []string{"pg/bq/drain", "pg/bq/keyed", "pg/bq/hotkey", "pg/bq/steady",
+					"sqlite/bq/drain", "sqlite/bq/keyed", "sqlite/bq/hotkey", "sqlite/bq/steady"} {
+					for _, r := range get(id) {
+						most = max(most, r.PeakRSSMB)
+					}
+				}
+				if most == 0 {
+					return nil, " MB"
+				}
+				return []float64{most}, " MB"
+			}},
+		{"PostgreSQL drain: default Config ÷ tuned Config", "≈ 1 (defaults are fast)", atLeast(0.9), ratio("pg/bq/drain-default", "pg/bq/drain", work)},
+		{"SQLite drain: default Config ÷ tuned Config", "≈ 1 (defaults are fast)", atLeast(0.9), ratio("sqlite/bq/drain-default", "sqlite/bq/drain", work)},
+		{"PostgreSQL steady p99: default Config ÷ tuned Config", "≈ 1", atMost(1.1), ratio("pg/bq/steady-default", "pg/bq/steady", p99)},
+		{"SQLite steady p99: default Config ÷ tuned Config", "≈ 1", atMost(1.1), ratio("sqlite/bq/steady-default", "sqlite/bq/steady", p99)},
+		{"PostgreSQL drain: pool_max_conns=16 ÷ pgx's default pool", "≈ (what a bigger pool buys)", atLeast(1), ratio("pg/bq/drain-pool16", "pg/bq/drain", work)},
+		{"PostgreSQL steady p50: producer in another client ÷ same client", "≈ (what no LISTEN/NOTIFY costs)", atMost(1), ratio("pg/bq/steady-remote", "pg/bq/steady", p50)},
+	}
+}
+
+func render(items []item, results map[string][]*result, s sizes, rounds int, pgDSN string, took time.Duration) string {
+	var b strings.Builder
+	get := func(id string) []*result { return results[id] }
+	fmt.Fprintf(&b, `# Benchmarks
+
+Written by `+"`make bench`"+` (bench/matrix) on %s, in %s. Do not edit by hand:
+run `+"`make bench`"+` again.
+
+The machine: %d CPUs (%s/%s), shared by the benchmark, the database
+server and whatever else runs on it, so it is noisy. Every comparison is
+therefore a ratio of two runs made side by side: the matrix runs in %d
+rounds, each round runs every command once, a ratio is taken within each
+round, and the tables show medians over the rounds (per-round values in
+brackets). Jobs are no-ops; one process works them with %d slots.
+bq runs with `+"`--config tuned`"+` (PollInterval 50ms, DispatchInterval 100ms,
+both documented Config fields) unless the row says default; River v0.51.2
+runs with FetchCooldown 1ms and FetchPollInterval 50ms (bench/river).
+Work is timed from starting the workers until the database shows no
+unfinished job. `+"`$PG`"+` is the PostgreSQL server; each run makes a fresh
+schema `+"`bench_<random>`"+` and drops it afterwards, and each SQLite run a
+fresh file in a temporary directory.
+
+## Results (medians)
+
+`, time.Now().UTC().Format("2006-01-02 15:04 UTC"), took.Round(time.Second), runtime.NumCPU(), runtime.GOOS, runtime.GOARCH,
+		rounds, s.slots)
+	var rows [][]string
+	for _, it := range items {
+		rs := get(it.id)
+		if len(rs) == 0 {
+			continue
+		}
+		shown := make([]string, len(it.args))
+		for i, a := range it.args {
+			shown[i] = strings.Replace(a, pgDSN, "$PG", 1)
+			if strings.ContainsAny(shown[i], "&?") {
+				shown[i] = `"` + shown[i] + `"`
+			}
+		}
+		cmd := "bq " + strings.Join(shown, " ")
+		if it.bin == "river" {
+			cmd = "(cd bench/river && go run . " + strings.Join(shown, " ") + ")"
+		}
+		f := func(fn func(*result) float64, prec int) string {
+			vals := field(rs, fn)
+			if median(vals) == 0 {
+				return "–"
+			}
+			return fmtVals(vals, prec)
+		}
+		rss := f(func(r *result) float64 { return r.PeakRSSMB }, 0)
+		if it.id[len(it.id)-7:] == "backlog" {
+			rows = append(rows, []string{it.id, "`" + cmd + "`", "–",
+				fmt.Sprintf("handoff %s ms with %d blocked; %s ms with %d blocked", fmtVals(field(rs, func(r *result) float64 { return r.BacklogSmallMS }), 2),
+					rs[0].BacklogSmall, fmtVals(field(rs, func(r *result) float64 { return r.BacklogLargeMS }), 2), rs[0].BacklogLarge),
+				"–", "–", "–", rss})
+			continue
+		}
+		rows = append(rows, []string{it.id, "`" + cmd + "`",
+			f(func(r *result) float64 { return r.EnqueuePerS }, 0), f(func(r *result) float64 { return r.WorkPerS }, 0),
+			f(func(r *result) float64 { return r.P50MS }, 2), f(func(r *result) float64 { return r.P95MS }, 2),
+			f(func(r *result) float64 { return r.P99MS }, 2), rss})
+	}
+	writeTable(&b, []string{"run", "command", "enqueue jobs/s", "work jobs/s", "p50 ms", "p95 ms", "p99 ms", "peak RSS MB"}, rows)
+
+	fmt.Fprintf(&b, "\n## Targets\n\nEach ratio is taken within a round, then the median over the rounds is shown (per-round values in brackets).\n\n")
+	rows = rows[:0]
+	for _, t := range targets() {
+		vals, unit := t.measure(get)
+		if len(vals) == 0 {
+			rows = append(rows, []string{t.what, t.goal, "not run", "–"})
+			continue
+		}
+		m := median(vals)
+		verdict := "met"
+		switch {
+		case strings.HasPrefix(t.goal, "≈"):
+			verdict = "(for information)"
+		case !t.ok(m):
+			verdict = "**missed**"
+		}
+		rows = append(rows, []string{t.what, t.goal, fmtVals(vals, 2) + unit, verdict})
+	}
+	writeTable(&b, []string{"target", "goal", "measured", "verdict"}, rows)
+	fmt.Fprintf(&b, "\nRaw JSON lines of every run: `.artifacts/bench/results.jsonl` (not committed).\n")
+	b.WriteString(notes)
+	return b.String()
+}
+
+// fmtVals shows the median and, for several runs, each run in brackets.
+func fmtVals(vals []float64, prec int) string {
+	s := fmt.Sprintf("%.*f", prec, median(vals))
+	if len(vals) > 1 {
+		parts := make([]string, len(vals))
+		for i, v := range vals {
+			parts[i] = fmt.Sprintf("%.*f", prec, v)
+		}
+		s += " [" + strings.Join(parts, ", ") + "]"
+	}
+	return s
+}

@@ -1,0 +1,258 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"runtime"
+	"runtime/pprof"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/bqueue/bq"
+	"github.com/bqueue/bq/internal/humanize"
+)
+
+// benchModes are the workloads of `bq bench`.
+var benchModes = []string{"drain", "steady", "keyed", "hotkey", "backlog"}
+
+// benchOptions are the flags of `bq bench`.
+type benchOptions struct {
+	dsn          string
+	mode         string
+	jobs         int
+	slots        int
+	keys         int
+	to           int
+	rate         float64
+	batch        int
+	backlogSmall int
+	backlogLarge int
+	handoffs     int
+	config       string // "tuned" or "default"
+	separate     bool   // steady: enqueue through a second client
+	jsonOut      bool
+	progress     bool
+	cpuprofile   string
+	sqlStats     bool
+}
+
+// benchResult is the one JSON line `bq bench --json` prints; River's peer
+// in bench/river prints the same shape.
+type benchResult struct {
+	System      string  `json:"system"`
+	Mode        string  `json:"mode"`
+	Driver      string  `json:"driver"`
+	Config      string  `json:"config"`
+	Jobs        int     `json:"jobs"`
+	Slots       int     `json:"slots"`
+	Keys        int     `json:"keys"`
+	To          int     `json:"to"`
+	Rate        float64 `json:"rate,omitempty"`
+	EnqueuePerS float64 `json:"enqueue_per_s"`
+	WorkPerS    float64 `json:"work_per_s"`
+	P50MS       float64 `json:"p50_ms"`
+	P95MS       float64 `json:"p95_ms"`
+	P99MS       float64 `json:"p99_ms"`
+	PeakRSSMB   float64 `json:"peak_rss_mb"`
+	EnqueueS    float64 `json:"enqueue_s"`
+	WorkS       float64 `json:"work_s"`
+	// backlog: median time from the holder's release to the next job's
+	// start, with a small and a large line of blocked jobs on the key.
+	BacklogSmall   int     `json:"backlog_small,omitempty"`
+	BacklogLarge   int     `json:"backlog_large,omitempty"`
+	BacklogSmallMS float64 `json:"backlog_small_ms,omitempty"`
+	BacklogLargeMS float64 `json:"backlog_large_ms,omitempty"`
+	BacklogRatio   float64 `json:"backlog_ratio,omitempty"`
+	GoVersion      string  `json:"go"`
+	CPUs           int     `json:"cpus"`
+}
+
+func runBench(ctx context.Context, e *env, args []string) error {
+	f := newFlagSet(e, "bench", "bench --dsn DSN --mode MODE [--jobs N] [--slots W] [--keys K --to T] [--rate R] [--json]",
+		`Measures bq on a fresh database: a new schema bench_<random> on
+PostgreSQL (dropped afterwards), a new file in a temporary directory on
+SQLite (--dsn sqlite). Jobs are no-ops on queue "bench", worked by one
+client with --slots slots. Modes:
+
+  drain    EnqueueMany --jobs unkeyed jobs, then time working them all
+  steady   4 goroutines enqueue one by one at --rate jobs/s in total for
+           jobs/rate seconds while workers run; reports the latency from
+           enqueue to start (p50, p95, p99)
+  keyed    drain with --keys keys (default 1000), limit --to (default 2)
+           each, keys assigned round-robin
+  hotkey   drain with one key, limit --to (default 50)
+  backlog  time from completing a key's only running job to the start of
+           the next one, with --backlog-small and --backlog-large jobs
+           blocked on the key, each on a database of its own; handoffs
+           alternate between the two (median of --handoffs each)
+
+--config tuned sets PollInterval 50ms and DispatchInterval 100ms (both
+documented Config fields); --config default uses bq's defaults. Progress
+goes to stderr; --json prints one JSON line on stdout.`)
+	var o benchOptions
+	f.StringVar(&o.dsn, "dsn", os.Getenv("BQ_DSN"), "`DSN` of the server: postgres://... (a fresh schema is made) or sqlite (a fresh temporary file)")
+	f.StringVar(&o.mode, "mode", "drain", "workload: "+strings.Join(benchModes, ", "))
+	f.IntVar(&o.jobs, "jobs", 20000, "number of jobs")
+	f.IntVar(&o.slots, "slots", 100, "worker slots (jobs at once) of the one client")
+	f.IntVar(&o.keys, "keys", 0, "keyed: number of keys (default 1000)")
+	f.IntVar(&o.to, "to", 0, "keyed, hotkey: limit per key (default 2 keyed, 50 hotkey)")
+	f.Float64Var(&o.rate, "rate", 500, "steady: enqueue rate, jobs per second in total")
+	f.IntVar(&o.batch, "batch", 1000, "jobs per EnqueueMany")
+	f.IntVar(&o.backlogSmall, "backlog-small", 1000, "backlog: jobs blocked on the key, small case")
+	f.IntVar(&o.backlogLarge, "backlog-large", 1000000, "backlog: jobs blocked on the key, large case")
+	f.IntVar(&o.handoffs, "handoffs", 50, "backlog: handoffs timed in each case")
+	f.StringVar(&o.config, "config", "tuned", "bq.Config: tuned (PollInterval 50ms, DispatchInterval 100ms) or default")
+	f.BoolVar(&o.separate, "separate-producer", false, "steady: enqueue through a second client, as another process would (no in-process wake-up)")
+	f.BoolVar(&o.jsonOut, "json", false, "print one JSON line on stdout")
+	f.BoolVar(&o.progress, "progress", true, "draw progress bars on stderr")
+	f.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the measured phases to `file`")
+	f.BoolVar(&o.sqlStats, "sql-stats", false, "PostgreSQL: print the statements by total client-side time to stderr")
+	pos, err := f.parse(args)
+	if err != nil {
+		return err
+	}
+	if err := f.noArgs(pos); err != nil {
+		return err
+	}
+	if err := o.validate(f); err != nil {
+		return err
+	}
+
+	b, err := newBencher(e, o)
+	if err != nil {
+		return err
+	}
+	if o.cpuprofile != "" {
+		pf, err := os.Create(o.cpuprofile)
+		if err != nil {
+			return fmt.Errorf("bench: create CPU profile: %w", err)
+		}
+		defer pf.Close()
+		b.profile = pf
+	}
+	res, err := b.run(ctx)
+	if err != nil {
+		return err
+	}
+	res.PeakRSSMB = peakRSSMB()
+	if o.sqlStats {
+		b.stats.print(e.stderr)
+	}
+	if o.jsonOut {
+		return json.NewEncoder(e.stdout).Encode(res)
+	}
+	printBenchResult(e.stdout, res)
+	return nil
+}
+
+func (o *benchOptions) validate(f *flagSet) error {
+	if o.dsn == "" {
+		return f.fail("--dsn is required (postgres://... or sqlite)")
+	}
+	if !strings.HasPrefix(o.dsn, "sqlite") && !strings.HasPrefix(o.dsn, "postgres") {
+		return f.fail("--dsn %q: use postgres://user@host:5432/db or sqlite", humanize.RedactDSN(o.dsn))
+	}
+	known := false
+	for _, m := range benchModes {
+		known = known || m == o.mode
+	}
+	if !known {
+		return f.fail("--mode %q: use one of %s", o.mode, strings.Join(benchModes, ", "))
+	}
+	if o.keys < 0 || o.to < 0 {
+		return f.fail("--keys and --to must be positive")
+	}
+	switch o.mode {
+	case "keyed":
+		o.keys = cmp.Or(o.keys, 1000)
+		o.to = cmp.Or(o.to, 2)
+	case "hotkey":
+		o.keys, o.to = 1, cmp.Or(o.to, 50)
+	case "backlog":
+		o.keys, o.to = 1, 1
+	default:
+		o.keys, o.to = 0, 0
+	}
+	switch {
+	case o.jobs < 1:
+		return f.fail("--jobs must be at least 1, got %d", o.jobs)
+	case o.slots < 1:
+		return f.fail("--slots must be at least 1, got %d", o.slots)
+	case o.rate <= 0:
+		return f.fail("--rate must be positive, got %g", o.rate)
+	case o.batch < 1:
+		return f.fail("--batch must be at least 1, got %d", o.batch)
+	case o.backlogSmall < 1 || o.backlogLarge < 1 || o.handoffs < 1:
+		return f.fail("--backlog-small, --backlog-large and --handoffs must be at least 1")
+	case o.config != "tuned" && o.config != "default":
+		return f.fail("--config %q: use tuned or default", o.config)
+	}
+	return nil
+}
+
+// clientConfig is the bq.Config every client of the run uses.
+func (o *benchOptions) clientConfig(log *slog.Logger) bq.Config {
+	cfg := bq.Config{
+		Queues: map[string]int{benchQueue: o.slots},
+		Logger: log,
+	}
+	if o.config == "tuned" {
+		cfg.PollInterval = 50 * time.Millisecond
+		cfg.DispatchInterval = 100 * time.Millisecond
+	}
+	return cfg
+}
+
+func printBenchResult(w io.Writer, r *benchResult) {
+	fmt.Fprintf(w, "bq bench %s on %s (config %s): %d jobs, %d slots", r.Mode, r.Driver, r.Config, r.Jobs, r.Slots)
+	if r.Keys > 0 {
+		fmt.Fprintf(w, ", %d keys of limit %d", r.Keys, r.To)
+	}
+	fmt.Fprintln(w)
+	switch r.Mode {
+	case "backlog":
+		fmt.Fprintf(w, "  next job starts %.2f ms after release with %d blocked, %.2f ms with %d blocked (ratio %.2f)\n",
+			r.BacklogSmallMS, r.BacklogSmall, r.BacklogLargeMS, r.BacklogLarge, r.BacklogRatio)
+	case "steady":
+		fmt.Fprintf(w, "  %.0f jobs/s enqueued (target %.0f); latency enqueue->start p50 %.2f ms, p95 %.2f ms, p99 %.2f ms\n",
+			r.EnqueuePerS, r.Rate, r.P50MS, r.P95MS, r.P99MS)
+	default:
+		fmt.Fprintf(w, "  enqueue %.0f jobs/s (%.2fs), work %.0f jobs/s (%.2fs)\n", r.EnqueuePerS, r.EnqueueS, r.WorkPerS, r.WorkS)
+	}
+	fmt.Fprintf(w, "  peak RSS %.1f MB\n", r.PeakRSSMB)
+}
+
+// peakRSSMB is the process's peak resident set size (getrusage's Maxrss,
+// in KiB on Linux).
+func peakRSSMB() float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return float64(ru.Maxrss) / 1024
+}
+
+// startProfile starts the CPU profile of the measured phase, if asked
+// for, and returns its stop. A run takes one profile.
+func (b *bencher) startProfile() func() {
+	if b.profile == nil || b.profiled {
+		return func() {}
+	}
+	b.profiled = true
+	if err := pprof.StartCPUProfile(b.profile); err != nil {
+		fmt.Fprintf(b.e.stderr, "bench: CPU profile: %v\n", err)
+		return func() {}
+	}
+	return pprof.StopCPUProfile
+}
+
+func newResult(o benchOptions, driver string) *benchResult {
+	return &benchResult{System: "bq", Mode: o.mode, Driver: driver, Config: o.config, Jobs: o.jobs,
+		Slots: o.slots, Keys: o.keys, To: o.to, GoVersion: runtime.Version(), CPUs: runtime.NumCPU()}
+}

@@ -1,0 +1,239 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/bqueue/bq"
+	"github.com/bqueue/bq/drivers/postgres"
+	"github.com/bqueue/bq/internal/humanize"
+)
+
+// bencher is one run of `bq bench`.
+type bencher struct {
+	e        *env
+	o        benchOptions
+	log      *slog.Logger
+	profile  *os.File
+	profiled bool // the profile was started; one per run
+	stats    *sqlStats
+}
+
+func newBencher(e *env, o benchOptions) (*bencher, error) {
+	log := slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	return &bencher{e: e, o: o, log: log, stats: &sqlStats{byQuery: map[string]*sqlStat{}}}, nil
+}
+
+func (b *bencher) driverName() string {
+	if strings.HasPrefix(b.o.dsn, "sqlite") {
+		return "sqlite"
+	}
+	return "postgres"
+}
+
+// benchDB is a fresh database: a schema or a file that exists for one
+// measurement.
+type benchDB struct {
+	b       *bencher
+	dsn     string
+	drop    func()
+	clients []*bq.Client
+	pools   []*pgxpool.Pool
+}
+
+// freshDB creates an empty, migrated database and returns it.
+func (b *bencher) freshDB(ctx context.Context) (*benchDB, error) {
+	db := &benchDB{b: b}
+	suffix := randomSuffix()
+	if b.driverName() == "sqlite" {
+		parent := ""
+		if _, rest, _ := strings.Cut(b.o.dsn, ":"); strings.TrimPrefix(rest, "//") != "" {
+			parent = filepath.Dir(strings.TrimPrefix(rest, "//"))
+		}
+		dir, err := os.MkdirTemp(parent, "bq-bench-")
+		if err != nil {
+			return nil, fmt.Errorf("bench: create a temporary directory: %w", err)
+		}
+		db.dsn = "sqlite://" + filepath.Join(dir, "bench.db")
+		db.drop = func() { os.RemoveAll(dir) }
+	} else {
+		admin, err := pgxpool.New(ctx, b.o.dsn)
+		if err != nil {
+			return nil, fmt.Errorf("bench: connect to %s: %w", humanize.RedactDSN(b.o.dsn), err)
+		}
+		schema := "bench_" + suffix
+		if _, err := admin.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
+			admin.Close()
+			return nil, fmt.Errorf("bench: create schema %s: %w", schema, err)
+		}
+		sep := "?"
+		if strings.Contains(b.o.dsn, "?") {
+			sep = "&"
+		}
+		db.dsn = b.o.dsn + sep + "search_path=" + schema
+		db.drop = func() {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			if _, err := admin.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE"); err != nil {
+				fmt.Fprintf(b.e.stderr, "bench: drop schema %s: %v\n", schema, err)
+			}
+			admin.Close()
+		}
+	}
+	c, err := db.client(ctx)
+	if err != nil {
+		db.close()
+		return nil, err
+	}
+	if err := c.Migrate(ctx); err != nil {
+		db.close()
+		return nil, err
+	}
+	return db, nil
+}
+
+// client opens a client on the database, as bq.Open would; on PostgreSQL
+// its pool carries the statement tracer when --sql-stats asks for it.
+func (db *benchDB) client(ctx context.Context) (*bq.Client, error) {
+	cfg := db.b.o.clientConfig(db.b.log)
+	var c *bq.Client
+	var err error
+	if db.b.driverName() == "sqlite" {
+		c, err = bq.Open(ctx, db.dsn, cfg)
+	} else {
+		var pc *pgxpool.Config
+		if pc, err = pgxpool.ParseConfig(db.dsn); err != nil {
+			return nil, err
+		}
+		if db.b.o.sqlStats {
+			pc.ConnConfig.Tracer = db.b.stats
+		}
+		var pool *pgxpool.Pool
+		if pool, err = pgxpool.NewWithConfig(ctx, pc); err != nil {
+			return nil, err
+		}
+		db.pools = append(db.pools, pool)
+		c, err = bq.NewClient(postgres.New(pool), cfg)
+	}
+	if err != nil {
+		return nil, err
+	}
+	db.clients = append(db.clients, c)
+	return c, nil
+}
+
+func (db *benchDB) close() {
+	for _, c := range db.clients {
+		c.Close()
+	}
+	for _, p := range db.pools {
+		p.Close()
+	}
+	db.drop()
+}
+
+func randomSuffix() string {
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// sqlStats is a pgx tracer that adds up, per statement, how often it ran
+// and how long the client waited for it.
+type sqlStats struct {
+	mu      sync.Mutex
+	byQuery map[string]*sqlStat
+}
+
+type sqlStat struct {
+	sql   string
+	calls int
+	total time.Duration
+}
+
+type traceStart struct{}
+
+type traceBegin struct {
+	sql string
+	at  time.Time
+}
+
+func (s *sqlStats) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	return context.WithValue(ctx, traceStart{}, traceBegin{sql: d.SQL, at: time.Now()})
+}
+
+func (s *sqlStats) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryEndData) {
+	tb, ok := ctx.Value(traceStart{}).(traceBegin)
+	if !ok {
+		return
+	}
+	d := time.Since(tb.at)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.byQuery[tb.sql]
+	if st == nil {
+		st = &sqlStat{sql: tb.sql}
+		s.byQuery[tb.sql] = st
+	}
+	st.calls++
+	st.total += d
+}
+
+// TraceBatchStart and TraceBatchEnd count a pipelined batch as one
+// round trip, named by the statements in it.
+func (s *sqlStats) TraceBatchStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceBatchStartData) context.Context {
+	names := make([]string, len(d.Batch.QueuedQueries))
+	for i, q := range d.Batch.QueuedQueries {
+		f := strings.Fields(q.SQL)
+		names[i] = strings.Join(f[:min(len(f), 3)], " ")
+	}
+	return context.WithValue(ctx, traceStart{}, traceBegin{sql: "batch: " + strings.Join(names, " + "), at: time.Now()})
+}
+
+func (s *sqlStats) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+
+func (s *sqlStats) TraceBatchEnd(ctx context.Context, c *pgx.Conn, _ pgx.TraceBatchEndData) {
+	s.TraceQueryEnd(ctx, c, pgx.TraceQueryEndData{})
+}
+
+// print writes the statements by total time, the first line of each.
+func (s *sqlStats) print(w io.Writer) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	all := make([]*sqlStat, 0, len(s.byQuery))
+	var total time.Duration
+	calls := 0
+	for _, st := range s.byQuery {
+		all = append(all, st)
+		total += st.total
+		calls += st.calls
+	}
+	slices.SortFunc(all, func(a, b *sqlStat) int { return int(b.total - a.total) })
+	fmt.Fprintf(w, "SQL statements by client-side time (total %s, %d round trips not counting prepares):\n",
+		total.Round(time.Millisecond), calls)
+	for _, st := range all[:min(len(all), 15)] {
+		fmt.Fprintf(w, "  %5.1f%% %9s %8d calls %7.1f µs/call  %s\n", 100*float64(st.total)/float64(max(total, 1)),
+			st.total.Round(time.Millisecond), st.calls, float64(st.total.Microseconds())/float64(st.calls), oneLine(st.sql))
+	}
+}
+
+func oneLine(q string) string {
+	q = strings.Join(strings.Fields(q), " ")
+	if len(q) > 110 {
+		q = q[:110] + "…"
+	}
+	return q
+}

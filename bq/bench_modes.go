@@ -1,0 +1,339 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+
+	"github.com/bqueue/bq"
+)
+
+const benchQueue = "bench"
+
+// benchArgs are a bench job's arguments: its key ("" for none) and, in
+// steady mode, the instant it was enqueued.
+type benchArgs struct {
+	Key        string `json:"k,omitempty"`
+	EnqueuedAt int64  `json:"t,omitempty"` // Unix nanoseconds
+}
+
+// tally counts the jobs that started and keeps each one's latency from
+// enqueue to start.
+type tally struct {
+	want    int64
+	started atomic.Int64
+	lat     []time.Duration
+	done    chan struct{}
+}
+
+func newTally(want int, keepLatency bool) *tally {
+	t := &tally{want: int64(want), done: make(chan struct{})}
+	if keepLatency {
+		t.lat = make([]time.Duration, want)
+	}
+	return t
+}
+
+func (t *tally) start(a benchArgs) {
+	now := time.Now()
+	n := t.started.Add(1)
+	if t.lat != nil && n <= int64(len(t.lat)) && a.EnqueuedAt != 0 {
+		t.lat[n-1] = now.Sub(time.Unix(0, a.EnqueuedAt))
+	}
+	if n == t.want {
+		close(t.done)
+	}
+}
+
+// defineBench defines the bench job kinds for this run: "bench.job", a
+// no-op limited by its args' key (none when empty) to `to` at once.
+func defineBench(to int, t *tally) *bq.Job[benchArgs] {
+	opts := bq.JobOptions[benchArgs]{Queue: benchQueue, MaxAttempts: 1}
+	if to > 0 {
+		opts.Concurrency = &bq.Concurrency[benchArgs]{Key: func(a benchArgs) string { return a.Key }, To: to}
+	}
+	return bq.Define("bench.job", func(_ context.Context, a benchArgs) error {
+		t.start(a)
+		return nil
+	}, opts)
+}
+
+func (b *bencher) run(ctx context.Context) (*benchResult, error) {
+	res := newResult(b.o, b.driverName())
+	var err error
+	switch b.o.mode {
+	case "drain", "keyed", "hotkey":
+		err = b.drain(ctx, res)
+	case "steady":
+		err = b.steady(ctx, res)
+	case "backlog":
+		err = b.backlog(ctx, res)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// bar draws progress toward n on stderr, reading the count from cur, until
+// the returned stop is called.
+func (b *bencher) bar(n int, what string, cur func() int64) (stop func()) {
+	if !b.o.progress {
+		return func() {}
+	}
+	bar := progressbar.NewOptions64(int64(n),
+		progressbar.OptionSetWriter(b.e.stderr),
+		progressbar.OptionSetDescription(fmt.Sprintf("%-22s", fmt.Sprintf("%s %s", b.o.mode, what))),
+		progressbar.OptionShowCount(),
+		progressbar.OptionShowIts(),
+		progressbar.OptionSetItsString("jobs"),
+		progressbar.OptionSetWidth(30),
+		progressbar.OptionThrottle(100*time.Millisecond),
+		progressbar.OptionSetPredictTime(true),
+		progressbar.OptionOnCompletion(func() { fmt.Fprintln(b.e.stderr) }),
+	)
+	quit, finished := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(100 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-quit:
+				_ = bar.Set64(cur())
+				_ = bar.Finish()
+				return
+			case <-t.C:
+				_ = bar.Set64(cur())
+			}
+		}
+	}()
+	return func() {
+		close(quit)
+		<-finished
+	}
+}
+
+// keyOf assigns job i its key: round-robin over the mode's keys.
+func (b *bencher) keyOf(i int) string {
+	switch b.o.mode {
+	case "keyed":
+		return "k" + strconv.Itoa(i%b.o.keys)
+	case "hotkey":
+		return "hot"
+	}
+	return ""
+}
+
+// enqueueAll stores n jobs with EnqueueMany, batch by batch, keys as
+// keyOf assigns them, and returns how long it took.
+func (b *bencher) enqueueAll(ctx context.Context, c *bq.Client, job *bq.Job[benchArgs], n int) (time.Duration, error) {
+	args := make([]benchArgs, 0, b.o.batch)
+	return b.enqueueBatches(ctx, c, job, n, func(i, j int) []benchArgs {
+		args = args[:0]
+		for k := i; k < j; k++ {
+			args = append(args, benchArgs{Key: b.keyOf(k)})
+		}
+		return args
+	})
+}
+
+// enqueueBatches stores n jobs, batch(i, j) giving the args of jobs i to
+// j-1, one EnqueueMany per batch, with a progress bar.
+func (b *bencher) enqueueBatches(ctx context.Context, c *bq.Client, job *bq.Job[benchArgs], n int,
+	batch func(i, j int) []benchArgs) (time.Duration, error) {
+	var done atomic.Int64
+	stop := b.bar(n, "enqueue", done.Load)
+	defer stop()
+	t0 := time.Now()
+	for i := 0; i < n; i += b.o.batch {
+		args := batch(i, min(i+b.o.batch, n))
+		if _, err := job.EnqueueMany(ctx, c, args); err != nil {
+			return 0, err
+		}
+		done.Add(int64(len(args)))
+	}
+	return time.Since(t0), nil
+}
+
+// running is a client's Run in the background.
+type running struct {
+	cancel context.CancelFunc
+	done   chan struct{} // closed when Run returns
+	err    error
+}
+
+// runClient starts c.Run in the background.
+func runClient(ctx context.Context, c *bq.Client) *running {
+	ctx, cancel := context.WithCancel(ctx)
+	r := &running{cancel: cancel, done: make(chan struct{})}
+	go func() {
+		r.err = c.Run(ctx)
+		close(r.done)
+	}()
+	return r
+}
+
+// stop cancels Run and waits for it to return.
+func (r *running) stop() error {
+	r.cancel()
+	<-r.done
+	return r.err
+}
+
+// waitIdle waits until the bench queue has no ready, running or blocked
+// job left, that is until the last completion is committed.
+func waitIdle(ctx context.Context, c *bq.Client) error {
+	for {
+		stats, err := c.QueueStats(ctx)
+		if err != nil {
+			return err
+		}
+		live := 0
+		for _, s := range stats {
+			if s.Queue == benchQueue {
+				live += s.Ready + s.Running + s.Blocked + s.Scheduled
+			}
+		}
+		if live == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
+}
+
+// waitStarted waits until every job of t has started, or fails when
+// the client stopped first.
+func waitStarted(ctx context.Context, t *tally, r *running) error {
+	select {
+	case <-t.done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("bench interrupted after %d of %d jobs started: %w", t.started.Load(), t.want, ctx.Err())
+	case <-r.done:
+		return fmt.Errorf("bench: the client stopped after %d of %d jobs started: %v", t.started.Load(), t.want, r.err)
+	}
+}
+
+// drain: enqueue everything, then time working it off (drain, keyed, hotkey).
+func (b *bencher) drain(ctx context.Context, res *benchResult) error {
+	db, err := b.freshDB(ctx)
+	if err != nil {
+		return err
+	}
+	defer db.close()
+	c := db.clients[0]
+	t := newTally(b.o.jobs, false)
+	job := defineBench(b.o.to, t)
+	enq, err := b.enqueueAll(ctx, c, job, b.o.jobs)
+	if err != nil {
+		return err
+	}
+
+	stopBar := b.bar(b.o.jobs, "work", t.started.Load)
+	stopProfile := b.startProfile()
+	t0 := time.Now()
+	run := runClient(ctx, c)
+	err = waitStarted(ctx, t, run)
+	if err == nil {
+		err = waitIdle(ctx, c)
+	}
+	work := time.Since(t0)
+	stopProfile()
+	stopBar()
+	if err := errors.Join(err, run.stop()); err != nil {
+		return err
+	}
+	res.EnqueueS, res.WorkS = enq.Seconds(), work.Seconds()
+	res.EnqueuePerS = float64(b.o.jobs) / enq.Seconds()
+	res.WorkPerS = float64(b.o.jobs) / work.Seconds()
+	return nil
+}
+
+// steady: 4 producers enqueue one job at a time at --rate in total while
+// the workers run; the latency is from enqueue to start.
+func (b *bencher) steady(ctx context.Context, res *benchResult) error {
+	const producers = 4
+	db, err := b.freshDB(ctx)
+	if err != nil {
+		return err
+	}
+	defer db.close()
+	worker := db.clients[0]
+	producer := worker
+	if b.o.separate {
+		if producer, err = db.client(ctx); err != nil {
+			return err
+		}
+	}
+	t := newTally(b.o.jobs, true)
+	job := defineBench(0, t)
+	res.Rate = b.o.rate
+
+	run := runClient(ctx, worker)
+	time.Sleep(200 * time.Millisecond) // registered and polling
+	stopBar := b.bar(b.o.jobs, "enqueue+work", t.started.Load)
+	stopProfile := b.startProfile()
+	interval := time.Duration(float64(time.Second) / b.o.rate)
+	t0 := time.Now()
+	var wg sync.WaitGroup
+	errs := make(chan error, producers)
+	for p := range producers {
+		wg.Go(func() {
+			for k := p; k < b.o.jobs; k += producers {
+				if d := time.Until(t0.Add(time.Duration(k) * interval)); d > 0 {
+					time.Sleep(d)
+				}
+				if _, err := job.Enqueue(ctx, producer, benchArgs{EnqueuedAt: time.Now().UnixNano()}); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	enq := time.Since(t0)
+	close(errs)
+	err = <-errs
+	if err == nil {
+		err = waitStarted(ctx, t, run)
+	}
+	if err == nil {
+		err = waitIdle(ctx, worker)
+	}
+	work := time.Since(t0)
+	stopProfile()
+	stopBar()
+	if err := errors.Join(err, run.stop()); err != nil {
+		return err
+	}
+	res.EnqueueS, res.WorkS = enq.Seconds(), work.Seconds()
+	res.EnqueuePerS = float64(b.o.jobs) / enq.Seconds()
+	res.WorkPerS = float64(b.o.jobs) / work.Seconds()
+	lat := slices.Clone(t.lat)
+	slices.Sort(lat)
+	res.P50MS, res.P95MS, res.P99MS = ms(percentile(lat, 50)), ms(percentile(lat, 95)), ms(percentile(lat, 99))
+	return nil
+}
+
+// percentile is the nearest-rank p-th percentile of sorted.
+func percentile(sorted []time.Duration, p float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(float64(len(sorted))*p/100+0.5) - 1
+	return sorted[min(max(i, 0), len(sorted)-1)]
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

@@ -1,0 +1,82 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestBenchUsage(t *testing.T) {
+	t.Setenv("BQ_DSN", "")
+	ctx := context.Background()
+	for _, c := range []struct {
+		args     []string
+		inStderr string
+	}{
+		{[]string{"bench"}, "--dsn is required"},
+		{[]string{"bench", "--dsn", "sqlite", "--mode", "sprint"}, `--mode "sprint"`},
+		{[]string{"bench", "--dsn", "mysql://x", "--mode", "drain"}, "use postgres://"},
+		{[]string{"bench", "--dsn", "sqlite", "--jobs", "0"}, "--jobs must be at least 1"},
+		{[]string{"bench", "--dsn", "sqlite", "--config", "fast"}, `--config "fast"`},
+	} {
+		code, _, stderr := bqCmd(t, ctx, c.args...)
+		if code != 2 || !strings.Contains(stderr, c.inStderr) {
+			t.Errorf("bq %s: exit %d, stderr %q; want exit 2 and %q", strings.Join(c.args, " "), code, stderr, c.inStderr)
+		}
+	}
+}
+
+// TestBench runs every mode at a tiny size and checks the JSON line.
+func TestBench(t *testing.T) {
+	for _, db := range testDatabases(t) {
+		t.Run(db.name, func(t *testing.T) {
+			dsn := "sqlite"
+			if db.name == "postgres" {
+				dsn = postgresDSN()
+			}
+			for _, mode := range benchModes {
+				prof := filepath.Join(t.TempDir(), "cpu.prof")
+				args := []string{"bench", "--dsn", dsn, "--mode", mode, "--json", "--progress=false", "--jobs", "60",
+					"--slots", "8", "--keys", "5", "--rate", "2000", "--batch", "25",
+					"--backlog-small", "5", "--backlog-large", "40", "--handoffs", "3", "--cpuprofile", prof}
+				if db.name == "postgres" {
+					args = append(args, "--sql-stats")
+				}
+				code, stdout, stderr := bqCmd(t, context.Background(), args...)
+				if code != 0 {
+					t.Fatalf("bq bench --mode %s: exit %d\n%s", mode, code, stderr)
+				}
+				var r benchResult
+				if err := json.Unmarshal([]byte(stdout), &r); err != nil {
+					t.Fatalf("bq bench --mode %s: %v\n%s", mode, err, stdout)
+				}
+				if r.Mode != mode || r.Driver != db.name || r.PeakRSSMB <= 0 {
+					t.Errorf("bq bench --mode %s: %+v", mode, r)
+				}
+				switch mode {
+				case "backlog":
+					if r.BacklogSmallMS <= 0 || r.BacklogLargeMS <= 0 || r.BacklogLarge != 40 {
+						t.Errorf("backlog: %+v", r)
+					}
+				case "steady":
+					if r.P50MS <= 0 || r.P99MS < r.P50MS {
+						t.Errorf("steady: %+v", r)
+					}
+				default:
+					if r.WorkPerS <= 0 || r.EnqueuePerS <= 0 || r.Jobs != 60 {
+						t.Errorf("%s: %+v", mode, r)
+					}
+				}
+				if fi, err := os.Stat(prof); err != nil || fi.Size() == 0 {
+					t.Errorf("%s: no CPU profile written: %v", mode, err)
+				}
+				if db.name == "postgres" && !strings.Contains(stderr, "round trips") {
+					t.Errorf("%s: --sql-stats printed nothing:\n%s", mode, stderr)
+				}
+			}
+		})
+	}
+}

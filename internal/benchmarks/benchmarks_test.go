@@ -1,0 +1,233 @@
+// Package benchmarks holds the hot-path benchmarks of every driver:
+// admission (Enqueue, EnqueueMany), claiming (ClaimReady) and completion
+// (lifecycle.Complete), each on a fresh SQLite file and a fresh PostgreSQL
+// schema. BQ_TEST_DRIVERS selects the databases, as for the tests.
+//
+//	go test -run '^$' -bench . ./internal/benchmarks
+//
+// It has no tests: without -bench, `go test` runs nothing here.
+package benchmarks
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/bqueue/bq"
+	"github.com/bqueue/bq/internal/driver"
+	"github.com/bqueue/bq/internal/lifecycle"
+)
+
+type benchArgs struct {
+	Key string `json:"k,omitempty"`
+}
+
+var (
+	plain = bq.Define("benchmarks.plain", func(context.Context, benchArgs) error { return nil },
+		bq.JobOptions[benchArgs]{Queue: "plain"})
+	keyed = bq.Define("benchmarks.keyed", func(context.Context, benchArgs) error { return nil },
+		bq.JobOptions[benchArgs]{Queue: "keyed", Concurrency: &bq.Concurrency[benchArgs]{
+			Key: func(a benchArgs) string { return a.Key }, To: 2}})
+)
+
+// forEachDB runs fn as a sub-benchmark on each selected database, with a
+// migrated client on a fresh file or schema.
+func forEachDB(b *testing.B, fn func(b *testing.B, c *bq.Client)) {
+	dbs := map[string]func(b *testing.B) string{
+		"sqlite":   func(b *testing.B) string { return "sqlite://" + b.TempDir() + "/bq.db" },
+		"postgres": freshPostgres,
+	}
+	want := os.Getenv("BQ_TEST_DRIVERS")
+	if want == "" {
+		want = "sqlite,postgres"
+	}
+	for name := range strings.SplitSeq(want, ",") {
+		fresh, ok := dbs[strings.TrimSpace(name)]
+		if !ok {
+			b.Fatalf("BQ_TEST_DRIVERS names %q: known are sqlite, postgres", name)
+		}
+		b.Run(strings.TrimSpace(name), func(b *testing.B) {
+			ctx := context.Background()
+			c, err := bq.Open(ctx, fresh(b), bq.Config{
+				Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { c.Close() })
+			if err := c.Migrate(ctx); err != nil {
+				b.Fatal(err)
+			}
+			fn(b, c)
+		})
+	}
+}
+
+func freshPostgres(b *testing.B) string {
+	base := os.Getenv("BQ_TEST_POSTGRES_DSN")
+	if base == "" {
+		base = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+	}
+	ctx := context.Background()
+	admin, err := pgxpool.New(ctx, base)
+	if err == nil {
+		err = admin.Ping(ctx)
+	}
+	if err != nil {
+		b.Fatalf("PostgreSQL is selected (BQ_TEST_DRIVERS) but unreachable at %s: %v", base, err)
+	}
+	buf := make([]byte, 6)
+	_, _ = rand.Read(buf)
+	schema := "benchmarks_" + hex.EncodeToString(buf)
+	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		_, _ = admin.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE")
+		admin.Close()
+	})
+	sep := "?"
+	if strings.Contains(base, "?") {
+		sep = "&"
+	}
+	return base + sep + "search_path=" + schema
+}
+
+// BenchmarkEnqueueKeyed admits one keyed job per transaction: lock the
+// key's semaphore, take a slot or block, insert. Keys rotate over 1000.
+func BenchmarkEnqueueKeyed(b *testing.B) {
+	forEachDB(b, func(b *testing.B, c *bq.Client) {
+		ctx := context.Background()
+		i := 0
+		for b.Loop() {
+			if _, err := keyed.Enqueue(ctx, c, benchArgs{Key: strconv.Itoa(i % 1000)}); err != nil {
+				b.Fatal(err)
+			}
+			i++
+		}
+	})
+}
+
+// BenchmarkEnqueueMany100 stores 100 unkeyed jobs in one transaction.
+func BenchmarkEnqueueMany100(b *testing.B) {
+	forEachDB(b, func(b *testing.B, c *bq.Client) {
+		ctx := context.Background()
+		args := make([]benchArgs, 100)
+		for b.Loop() {
+			if _, err := plain.EnqueueMany(ctx, c, args); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(b.N*100)/b.Elapsed().Seconds(), "jobs/s")
+	})
+}
+
+// fill enqueues n unkeyed jobs of queue plain.
+func fill(b *testing.B, c *bq.Client, n int) {
+	b.Helper()
+	args := make([]benchArgs, 1000)
+	for i := 0; i < n; i += len(args) {
+		if _, err := plain.EnqueueMany(context.Background(), c, args[:min(len(args), n-i)]); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkClaimReady10 claims 10 ready jobs in one statement (one
+// transaction on SQLite), from a queue refilled outside the timer.
+func BenchmarkClaimReady10(b *testing.B) {
+	forEachDB(b, func(b *testing.B, c *bq.Client) {
+		ctx := context.Background()
+		ex := c.Driver().Exec()
+		const refill = 10000
+		left := 0
+		for b.Loop() {
+			if left < 10 {
+				b.StopTimer()
+				fill(b, c, refill)
+				left += refill
+				b.StartTimer()
+			}
+			claims, err := ex.ClaimReady(ctx, driver.ClaimParams{Queue: "plain", Max: 10, ProcessID: 1, Now: time.Now()})
+			if err != nil || len(claims) != 10 {
+				b.Fatalf("claimed %d: %v", len(claims), err)
+			}
+			left -= 10
+		}
+	})
+}
+
+// BenchmarkComplete records one successful run in its own transaction:
+// delete the claim, finish the job and, for a keyed job, release its slot
+// and promote the next blocked job of the key.
+func BenchmarkComplete(b *testing.B) {
+	for _, kind := range []string{"unkeyed", "keyed"} {
+		b.Run(kind, func(b *testing.B) {
+			forEachDB(b, func(b *testing.B, c *bq.Client) {
+				benchComplete(b, c, kind == "keyed")
+			})
+		})
+	}
+}
+
+func benchComplete(b *testing.B, c *bq.Client, isKeyed bool) {
+	ctx := context.Background()
+	drv := c.Driver()
+	queue := "plain"
+	var claims []*driver.Claim
+	// claimAll stores n jobs and claims them all, outside the timer. Keyed
+	// jobs use 100 keys of limit 2: about 200 are ready, the rest blocked
+	// and promoted as completions release their slots.
+	claimAll := func(n int) {
+		if isKeyed {
+			queue = "keyed"
+			args := make([]benchArgs, n)
+			for i := range args {
+				args[i].Key = fmt.Sprint(i % 100)
+			}
+			if _, err := keyed.EnqueueMany(ctx, c, args); err != nil {
+				b.Fatal(err)
+			}
+		} else {
+			fill(b, c, n)
+		}
+		for {
+			got, err := drv.Exec().ClaimReady(ctx, driver.ClaimParams{Queue: queue, Max: 500, ProcessID: 1, Now: time.Now()})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if len(got) == 0 {
+				return
+			}
+			claims = append(claims, got...)
+		}
+	}
+	for b.Loop() {
+		if len(claims) == 0 {
+			b.StopTimer()
+			claimAll(2000)
+			b.StartTimer()
+		}
+		cl := claims[0]
+		claims = claims[1:]
+		err := driver.InTx(ctx, drv, func(ex driver.Executor) error {
+			res, err := lifecycle.Complete(ctx, ex, cl, true, time.Now())
+			if err == nil && !res.Matched {
+				err = fmt.Errorf("job %d: claim not found", cl.ID)
+			}
+			return err
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+}
