@@ -88,6 +88,15 @@ func (cp *completer) run() {
 	}
 }
 
+func anyKeyed(claims []*driver.Claim) bool {
+	for _, c := range claims {
+		if c.Limit.Key != "" {
+			return true
+		}
+	}
+	return false
+}
+
 // write commits one batch and tells each completion its result.
 func (cp *completer) write(batch []*completion) {
 	ctx := context.Background()
@@ -98,6 +107,13 @@ func (cp *completer) write(batch []*completion) {
 	}
 	var results []lifecycle.Result
 	err := cp.c.retryDB(ctx, func() error {
+		if !anyKeyed(claims) {
+			// No slot to release: ending the claims is one atomic
+			// statement, with no transaction around it.
+			var err error
+			results, err = lifecycle.CompleteMany(ctx, cp.c.drv.Exec(), claims, keep, cp.c.cfg.Now())
+			return err
+		}
 		return driver.InTx(ctx, cp.c.drv, func(ex driver.Executor) (err error) {
 			results, err = lifecycle.CompleteMany(ctx, ex, claims, keep, cp.c.cfg.Now())
 			return err

@@ -55,6 +55,7 @@ type queueWorker struct {
 	// context so running jobs finish during a graceful stop.
 	jobCtx context.Context
 
+	runs    chan run // claimed jobs for the runners
 	mu      sync.Mutex
 	running map[int64]*execution
 	wg      sync.WaitGroup
@@ -62,7 +63,8 @@ type queueWorker struct {
 
 func newQueueWorker(c *Client, proc *process, cp *completer, queue string, slots int, jobCtx context.Context) *queueWorker {
 	return &queueWorker{c: c, proc: proc, completer: cp, queue: queue, slots: slots, jobCtx: jobCtx,
-		wake: make(chan struct{}, 1), done: make(chan struct{}, 1), running: map[int64]*execution{}}
+		wake: make(chan struct{}, 1), done: make(chan struct{}, 1), running: map[int64]*execution{},
+		runs: make(chan run, slots)}
 }
 
 func (w *queueWorker) busy() int {
@@ -76,6 +78,11 @@ func (w *queueWorker) busy() int {
 // (work made ready in this process) or the poll interval (work made ready
 // elsewhere) rather than asking again after every finished job.
 func (w *queueWorker) claimLoop(ctx context.Context) {
+	for range w.slots {
+		go w.runner()
+	}
+	// Runners end once the jobs handed to them are done.
+	defer close(w.runs)
 	poll := time.NewTimer(0)
 	defer poll.Stop()
 	drained := false
@@ -127,24 +134,40 @@ func (w *queueWorker) claimed(ctx context.Context, cl *driver.Claim) {
 	}
 }
 
+// start hands a claimed job to a runner. There are never more running
+// jobs than slots, so the hand-off never waits.
 func (w *queueWorker) start(cl *driver.Claim) {
 	ctx, cancel := context.WithCancelCause(w.jobCtx)
 	w.mu.Lock()
 	w.running[cl.ID] = &execution{claim: cl, cancel: cancel}
 	w.mu.Unlock()
 	w.wg.Add(1)
-	go func() {
-		defer w.wg.Done()
-		defer cancel(nil)
-		w.execute(ctx, cl)
+	w.runs <- run{ctx: ctx, cancel: cancel, claim: cl}
+}
+
+// run is a claimed job handed to a runner.
+type run struct {
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	claim  *driver.Claim
+}
+
+// runner executes jobs one after another. A queue keeps one per slot for
+// its whole run, so a job starts on a goroutine whose stack has already
+// grown rather than on a fresh one.
+func (w *queueWorker) runner() {
+	for r := range w.runs {
+		w.execute(r.ctx, r.claim)
+		r.cancel(nil)
 		w.mu.Lock()
-		delete(w.running, cl.ID)
+		delete(w.running, r.claim.ID)
 		w.mu.Unlock()
+		w.wg.Done()
 		select {
 		case w.done <- struct{}{}:
 		default:
 		}
-	}()
+	}
 }
 
 // cancelAll cancels every running job with cause.

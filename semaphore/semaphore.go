@@ -191,6 +191,25 @@ func SignalN(ctx context.Context, ex driver.Executor, key string, n int, now tim
 	return promoted, s.Save(ctx)
 }
 
+// SignalMany releases counts[i] slots of each of keys (sorted, distinct)
+// in one transaction, as SignalN does for one key, and returns how many
+// blocked jobs each promoted. Drivers that can do it set-wise
+// (driver.BatchReleaser) take a fixed number of statements for any
+// number of keys.
+func SignalMany(ctx context.Context, ex driver.Executor, keys []string, counts []int, now time.Time) ([]int, error) {
+	if br, ok := ex.(driver.BatchReleaser); ok && len(keys) > 1 {
+		return br.ReleaseMany(ctx, keys, counts, now)
+	}
+	out := make([]int, len(keys))
+	for i, k := range keys {
+		var err error
+		if out[i], err = SignalN(ctx, ex, k, counts[i], now); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
 // Promote hands a key's free slots to its blocked jobs; the dispatcher
 // runs it for keys that have both, so nothing waits beside a free slot
 // for longer than one dispatcher interval.

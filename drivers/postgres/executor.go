@@ -337,6 +337,38 @@ func (e *executor) PromoteBlocked(ctx context.Context, key string, n int, now ti
 	return int(tag.RowsAffected()), nil
 }
 
+func (e *executor) ReleaseMany(ctx context.Context, keys []string, counts []int, now time.Time) ([]int, error) {
+	n := make([]int32, len(counts))
+	for i, c := range counts {
+		n[i] = int32(c)
+	}
+	if _, err := e.db.Exec(ctx, e.q.releaseMany, keys, n); err != nil {
+		return nil, fmt.Errorf("release %d keys: %w", len(keys), err)
+	}
+	rows, err := e.db.Query(ctx, e.q.promoteMany, keys, now)
+	if err != nil {
+		return nil, fmt.Errorf("promote blocked jobs of %d keys: %w", len(keys), err)
+	}
+	moved := map[string]int{}
+	for rows.Next() {
+		var key string
+		var m int
+		if err := rows.Scan(&key, &m); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("promote blocked jobs of %d keys: %w", len(keys), err)
+		}
+		moved[key] = m
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("promote blocked jobs of %d keys: %w", len(keys), err)
+	}
+	out := make([]int, len(keys))
+	for i, k := range keys {
+		out[i] = moved[k]
+	}
+	return out, nil
+}
+
 func (e *executor) CountHolders(ctx context.Context, key string) (int, int, error) {
 	var holders, blocked int
 	if err := e.db.QueryRow(ctx, e.q.countHolders, key).Scan(&holders, &blocked); err != nil {

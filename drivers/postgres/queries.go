@@ -10,6 +10,7 @@ type queries struct {
 	claimReady, deleteClaim, finishJob, deleteJobs, recordError, insertFailed string
 
 	semEnsure, semLock, semSave, promoteBlocked, countHolders string
+	releaseMany, promoteMany                                  string
 
 	hasDueScheduled, takeDueScheduled, expiredSems, promotableSems, deleteIdleSems string
 	lostClaims, lostClaimsOfKey, deleteFinished                                    string
@@ -146,6 +147,40 @@ WITH picked AS (
 )
 INSERT INTO {p}ready_executions (job_id, queue, priority, created_at)
 SELECT job_id, queue, priority, $3 FROM moved`),
+		// Release many keys at once: lock their semaphores in key order
+		// (so two batches never deadlock) and give back their slots,
+		// capped at each limit.
+		releaseMany: p(`
+UPDATE {p}semaphores s SET value = LEAST(s.value + r.n, s.lim)
+FROM unnest($1::text[], $2::int[]) AS r(key, n),
+	(SELECT key FROM {p}semaphores WHERE key = ANY($1::text[]) ORDER BY key FOR UPDATE) l
+WHERE s.key = r.key AND l.key = r.key`),
+		// Then, in a statement of its own, so its snapshot sees every
+		// blocked row committed before the locks were taken (no lost
+		// wake-up), hand the free slots to blocked jobs, per key by
+		// priority then FIFO. The LATERAL limit keeps each key's scan to
+		// the rows it moves, however long the line.
+		promoteMany: p(`
+WITH want AS (
+	SELECT key, LEAST(value, blocked) AS take FROM {p}semaphores
+	WHERE key = ANY($1::text[]) AND value > 0 AND blocked > 0
+), picked AS (
+	SELECT b.job_id FROM want w, LATERAL (
+		SELECT job_id FROM {p}blocked_executions WHERE concurrency_key = w.key
+		ORDER BY priority DESC, job_id LIMIT w.take) b
+), moved AS (
+	DELETE FROM {p}blocked_executions b USING picked WHERE b.job_id = picked.job_id
+	RETURNING b.job_id, b.queue, b.priority, b.concurrency_key
+), ins AS (
+	INSERT INTO {p}ready_executions (job_id, queue, priority, created_at)
+	SELECT job_id, queue, priority, $2 FROM moved
+), counts AS (
+	SELECT concurrency_key AS key, count(*)::int AS n FROM moved GROUP BY concurrency_key
+)
+UPDATE {p}semaphores s SET value = s.value - c.n, blocked = s.blocked - c.n,
+	expires_at = GREATEST(s.expires_at, $2::timestamptz + s.duration_ms * interval '1 millisecond')
+FROM counts c WHERE s.key = c.key
+RETURNING s.key, c.n`),
 		countHolders: p(`
 SELECT
 	(SELECT count(*) FROM {p}jobs j JOIN {p}ready_executions r ON r.job_id = j.id

@@ -2,6 +2,7 @@ package conformance
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -25,7 +26,68 @@ var _ = register(
 	scenario{"LimitChangeAdjustsFreeSlots", testLimitChange},
 	scenario{"EnqueueManyAdmitsInOrder", testEnqueueMany},
 	scenario{"BatchCompletionReleasesMatchedClaimsOnce", testBatchCompletion},
+	scenario{"BatchCompletionAcrossKeysNoLostWakeup", testBatchAcrossKeys},
 )
+
+func completeMany(ctx context.Context, h *harness, claims ...*driver.Claim) ([]lifecycle.Result, error) {
+	var res []lifecycle.Result
+	err := driver.InTx(ctx, h.driver(), func(ex driver.Executor) (err error) {
+		res, err = lifecycle.CompleteMany(ctx, ex, claims, true, time.Now())
+		return err
+	})
+	return res, err
+}
+
+// testBatchAcrossKeys: one batch finishing holders of several keys
+// releases each key and promotes its next job, even one whose blocked row
+// was committed while the batch waited for that key's lock.
+func testBatchAcrossKeys(t *testing.T, h *harness) {
+	ctx := context.Background()
+	proc := registerProcess(t, h, time.Now())
+	var holders []*driver.Claim
+	var next []int64
+	for _, k := range []string{"ka", "kb", "kc"} {
+		enqueue(t, h, limit1Job, Args{Key: k})
+		holders = append(holders, claimOne(t, h, proc))
+		if k != "kb" {
+			next = append(next, enqueue(t, h, limit1Job, Args{Key: k}).ID)
+		}
+	}
+	// An enqueue of kb decides to block and holds kb's lock while the
+	// batch completes.
+	tx, commit := h.beginTx(ctx)
+	late, err := limit1Job.EnqueueTx(ctx, h.client, tx, Args{Test: h.test, Key: "kb"})
+	if err != nil || !late.Blocked {
+		t.Fatalf("enqueue inside the transaction: %+v, %v; want blocked", late, err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		res, err := completeMany(ctx, h, holders...)
+		for i, r := range res {
+			if err == nil && !r.Matched {
+				err = fmt.Errorf("holder %d did not match", i)
+			}
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		t.Fatalf("the batch finished (%v) while an enqueue held one of its keys", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	if err := commit(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range append(next, late.ID) {
+		if st := h.state(id); st != bq.StateReady {
+			t.Errorf("job %d is %s after its key's holder finished in the batch; want ready", id, st)
+		}
+	}
+	h.checkSemaphores()
+}
 
 // testBatchCompletion: a batch of completions releases one slot per claim
 // whose fence matched, and a repeated or stale batch changes nothing.

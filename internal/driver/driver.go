@@ -365,6 +365,17 @@ type Executor interface {
 	DeleteFailed(ctx context.Context, jobID int64) (bool, error)
 }
 
+// BatchReleaser is an executor that releases the slots of many keys in a
+// fixed number of statements, however many keys there are. Without it,
+// keys are released one by one.
+type BatchReleaser interface {
+	// ReleaseMany gives back counts[i] slots of keys[i] (sorted, distinct),
+	// each capped at its limit, then promotes blocked jobs into the free
+	// slots, highest priority first, FIFO among equals. It returns how
+	// many were promoted per key.
+	ReleaseMany(ctx context.Context, keys []string, counts []int, now time.Time) ([]int, error)
+}
+
 // Notifier is a driver that can wake other processes when jobs become
 // ready (PostgreSQL's LISTEN/NOTIFY). Drivers without it rely on polling.
 type Notifier interface {

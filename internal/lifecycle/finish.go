@@ -89,12 +89,16 @@ func CompleteMany(ctx context.Context, ex driver.Executor, claims []*driver.Clai
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
-	for _, k := range keys {
-		promoted, err := semaphore.SignalN(ctx, ex, k, count[k], now)
-		if err != nil {
-			return nil, err
-		}
-		results[first[k]].Promoted = promoted
+	counts := make([]int, len(keys))
+	for i, k := range keys {
+		counts[i] = count[k]
+	}
+	promoted, err := semaphore.SignalMany(ctx, ex, keys, counts, now)
+	if err != nil {
+		return nil, err
+	}
+	for i, k := range keys {
+		results[first[k]].Promoted = promoted[i]
 	}
 	return results, nil
 }
