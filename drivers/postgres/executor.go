@@ -342,7 +342,9 @@ func (e *executor) ReleaseMany(ctx context.Context, keys []string, counts []int,
 	for i, c := range counts {
 		n[i] = int32(c)
 	}
-	if _, err := e.db.Exec(ctx, e.q.releaseMany, keys, n); err != nil {
+	// Queued in bq's pipelined transaction: it goes out in one round trip
+	// with the promotion that follows.
+	if err := e.write(ctx, e.q.releaseMany, keys, n); err != nil {
 		return nil, fmt.Errorf("release %d keys: %w", len(keys), err)
 	}
 	rows, err := e.db.Query(ctx, e.q.promoteMany, keys, now)
