@@ -72,4 +72,4 @@ bench: ensure-databases
 	$(GO) build -o .artifacts/bench/bq ./bq
 	cd bench/river && $(GO) build -o ../../.artifacts/bench/river-bench .
 	$(GO) run ./bench/matrix --bq .artifacts/bench/bq --river .artifacts/bench/river-bench \
-		--dsn "$(BQ_TEST_POSTGRES_DSN)" --out docs/benchmarks.md $(BENCH_FLAGS)
+		--dsn "$(BQ_TEST_POSTGRES_DSN)" --mysql-dsn "$(BQ_TEST_MYSQL_DSN)" --out docs/benchmarks.md $(BENCH_FLAGS)

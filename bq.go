@@ -152,7 +152,8 @@ type Client struct {
 
 	mu       sync.Mutex
 	wakers   map[string][]chan struct{} // queue -> workers of this process
-	notified map[string]time.Time       // queue -> last notification sent
+	announce *announcer                 // started on first use
+	closed   bool
 }
 
 // Open connects to the database dsn names and returns a client:
@@ -218,7 +219,7 @@ func NewClient(drv Driver, cfg Config) (*Client, error) {
 		return nil, fmt.Errorf("bq.NewClient: create metric instruments: %w", err)
 	}
 	c := &Client{drv: drv, cfg: cfg, log: cfg.Logger, met: met, stopGauges: func() error { return nil },
-		wakers: map[string][]chan struct{}{}, notified: map[string]time.Time{}}
+		wakers: map[string][]chan struct{}{}}
 	if !cfg.NoGauges {
 		if c.stopGauges, err = met.ObserveGauges(c.gaugeSnapshot); err != nil {
 			return nil, fmt.Errorf("bq.NewClient: register gauges: %w", err)
@@ -230,6 +231,13 @@ func NewClient(drv Driver, cfg Config) (*Client, error) {
 // Close stops the client's gauges and releases the connections it opened
 // itself (through Open).
 func (c *Client) Close() error {
+	c.mu.Lock()
+	a := c.announce
+	c.closed, c.announce = true, nil
+	c.mu.Unlock()
+	if a != nil {
+		a.close()
+	}
 	return errors.Join(c.stopGauges(), c.drv.Close())
 }
 

@@ -210,7 +210,7 @@ func (c *Client) insert(ctx context.Context, ex driver.Executor, tx any, jobs []
 		return nil, c.explainErr(ctx, err)
 	}
 	for _, q := range readyQueues(jobs, verdicts) {
-		c.ready(ctx, q)
+		c.ready(q)
 	}
 	return verdicts, nil
 }

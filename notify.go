@@ -2,38 +2,105 @@ package bq
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/bqueue/bq/internal/driver"
 )
 
-// notifyEvery bounds how often one queue is announced to other processes:
-// a listener woken less than this ago is still claiming.
-const notifyEvery = 20 * time.Millisecond
+// announcer sends notifications for this client, group-commit style: a
+// queue marked ready while one notification is in flight goes out in the
+// next, with every other queue marked meanwhile. Enqueue never waits for
+// it, and under load one statement announces many enqueues, with no
+// timer delaying any of them.
+type announcer struct {
+	n       driver.Notifier
+	log     func(err error, queues []string)
+	mu      sync.Mutex
+	pending map[string]bool
+	kick    chan struct{}
+	stop    chan struct{}
+	done    chan struct{}
+}
 
-// ready tells this process's workers and, where the database can, every
-// other process's, that queue ("" for all) has ready jobs.
-func (c *Client) ready(ctx context.Context, queue string) {
-	c.wake(queue)
-	n, ok := c.drv.(driver.Notifier)
-	if !ok || !c.shouldNotify(queue) {
-		return
-	}
-	if err := n.Notify(ctx, []string{queue}); err != nil {
-		c.log.Warn("notify other processes; they will find the jobs at their next poll", "queue", queue, "error", err)
+func newAnnouncer(n driver.Notifier, log func(error, []string)) *announcer {
+	a := &announcer{n: n, log: log, pending: map[string]bool{},
+		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	go a.run()
+	return a
+}
+
+// mark asks for queue to be announced.
+func (a *announcer) mark(queue string) {
+	a.mu.Lock()
+	a.pending[queue] = true
+	a.mu.Unlock()
+	select {
+	case a.kick <- struct{}{}:
+	default:
 	}
 }
 
-// shouldNotify debounces notifications per queue.
-func (c *Client) shouldNotify(queue string) bool {
+func (a *announcer) run() {
+	defer close(a.done)
+	for {
+		select {
+		case <-a.stop:
+			a.flush() // what was marked before Close still goes out
+			return
+		case <-a.kick:
+			a.flush()
+		}
+	}
+}
+
+func (a *announcer) flush() {
+	a.mu.Lock()
+	queues := make([]string, 0, len(a.pending))
+	for q := range a.pending {
+		queues = append(queues, q)
+	}
+	clear(a.pending)
+	a.mu.Unlock()
+	if len(queues) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := a.n.Notify(ctx, queues); err != nil {
+		a.log(err, queues)
+	}
+}
+
+func (a *announcer) close() {
+	close(a.stop)
+	<-a.done
+}
+
+// ready tells this process's workers and, where the database can, every
+// other process's, that queue ("" for all) has ready jobs.
+func (c *Client) ready(queue string) {
+	c.wake(queue)
+	if a := c.announcer(); a != nil {
+		a.mark(queue)
+	}
+}
+
+// announcer starts the client's announcer on first use; nil when the
+// driver cannot notify.
+func (c *Client) announcer() *announcer {
+	n, ok := c.drv.(driver.Notifier)
+	if !ok {
+		return nil
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	now := time.Now()
-	if last, ok := c.notified[queue]; ok && now.Sub(last) < notifyEvery {
-		return false
+	if c.announce == nil && !c.closed {
+		c.announce = newAnnouncer(n, func(err error, queues []string) {
+			c.log.Warn("notify other processes; they will find the jobs at their next poll", "queues", queues, "error", err)
+		})
 	}
-	c.notified[queue] = now
-	return true
+	return c.announce
 }
 
 // notifyTx announces queues from inside the caller's transaction.

@@ -80,7 +80,7 @@ func (c *Client) run(ctx context.Context, work, dispatch bool) error {
 	if dispatch {
 		d := dispatcher.New(c.drv, dispatcher.Config{
 			Interval: c.cfg.DispatchInterval, ProcessDeadAfter: c.cfg.ProcessDeadAfter,
-			Retention: c.cfg.Retention, OnReady: func(q string) { c.ready(bg, q) }, Now: c.cfg.Now, Logger: c.log,
+			Retention: c.cfg.Retention, OnReady: c.ready, Now: c.cfg.Now, Logger: c.log,
 			Hooks: c.dispatcherHooks(),
 		})
 		services.Go(func() { _ = d.Run(ctx) })

@@ -75,7 +75,7 @@ type benchResult struct {
 
 func runBench(ctx context.Context, e *env, args []string) error {
 	f := newFlagSet(e, "bench", "bench --dsn DSN --mode MODE [--jobs N] [--slots W] [--keys K --to T] [--rate R] [--json]",
-		`Measures bq on a fresh database: a new schema bench_<random> on
+		`Measures bq on a fresh database: a new schema (MySQL: database) bench_<random> on
 PostgreSQL (dropped afterwards), a new file in a temporary directory on
 SQLite (--dsn sqlite). Jobs are no-ops on queue "bench", worked by one
 client with --slots slots. Modes:
@@ -96,7 +96,7 @@ client with --slots slots. Modes:
 documented Config fields); --config default uses bq's defaults. Progress
 goes to stderr; --json prints one JSON line on stdout.`)
 	var o benchOptions
-	f.StringVar(&o.dsn, "dsn", os.Getenv("BQ_DSN"), "`DSN` of the server: postgres://... (a fresh schema is made) or sqlite (a fresh temporary file)")
+	f.StringVar(&o.dsn, "dsn", os.Getenv("BQ_DSN"), "`DSN` of the server: postgres://... (a fresh schema is made), mysql://... (a fresh database) or sqlite (a fresh temporary file)")
 	f.StringVar(&o.mode, "mode", "drain", "workload: "+strings.Join(benchModes, ", "))
 	f.IntVar(&o.jobs, "jobs", 20000, "number of jobs")
 	f.IntVar(&o.slots, "slots", 100, "worker slots (jobs at once) of the one client")
@@ -153,10 +153,10 @@ goes to stderr; --json prints one JSON line on stdout.`)
 
 func (o *benchOptions) validate(f *flagSet) error {
 	if o.dsn == "" {
-		return f.fail("--dsn is required (postgres://... or sqlite)")
+		return f.fail("--dsn is required (postgres://..., mysql://... or sqlite)")
 	}
-	if !strings.HasPrefix(o.dsn, "sqlite") && !strings.HasPrefix(o.dsn, "postgres") {
-		return f.fail("--dsn %q: use postgres://user@host:5432/db or sqlite", humanize.RedactDSN(o.dsn))
+	if !strings.HasPrefix(o.dsn, "sqlite") && !strings.HasPrefix(o.dsn, "postgres") && !strings.HasPrefix(o.dsn, "mysql") {
+		return f.fail("--dsn %q: use postgres://user@host:5432/db, mysql://user@host:3306/db or sqlite", humanize.RedactDSN(o.dsn))
 	}
 	known := false
 	for _, m := range benchModes {

@@ -3,10 +3,12 @@ package main
 import (
 	"context"
 	"crypto/rand"
+	"database/sql"
 	"encoding/hex"
 	"fmt"
 	"io"
 	"log/slog"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -18,6 +20,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/bqueue/bq"
+	bqmysql "github.com/bqueue/bq/drivers/mysql"
 	"github.com/bqueue/bq/drivers/postgres"
 	"github.com/bqueue/bq/internal/humanize"
 )
@@ -38,8 +41,11 @@ func newBencher(e *env, o benchOptions) (*bencher, error) {
 }
 
 func (b *bencher) driverName() string {
-	if strings.HasPrefix(b.o.dsn, "sqlite") {
+	switch {
+	case strings.HasPrefix(b.o.dsn, "sqlite"):
 		return "sqlite"
+	case strings.HasPrefix(b.o.dsn, "mysql"):
+		return "mysql"
 	}
 	return "postgres"
 }
@@ -69,6 +75,10 @@ func (b *bencher) freshDB(ctx context.Context) (*benchDB, error) {
 		}
 		db.dsn = "sqlite://" + filepath.Join(dir, "bench.db")
 		db.drop = func() { os.RemoveAll(dir) }
+	} else if b.driverName() == "mysql" {
+		if err := b.freshMySQL(db, suffix); err != nil {
+			return nil, err
+		}
 	} else {
 		admin, err := pgxpool.New(ctx, b.o.dsn)
 		if err != nil {
@@ -111,7 +121,7 @@ func (db *benchDB) client(ctx context.Context) (*bq.Client, error) {
 	cfg := db.b.o.clientConfig(db.b.log)
 	var c *bq.Client
 	var err error
-	if db.b.driverName() == "sqlite" {
+	if db.b.driverName() != "postgres" {
 		c, err = bq.Open(ctx, db.dsn, cfg)
 	} else {
 		var pc *pgxpool.Config
@@ -236,4 +246,35 @@ func oneLine(q string) string {
 		q = q[:110] + "…"
 	}
 	return q
+}
+
+// freshMySQL creates database bench_<suffix> on the --dsn server and
+// points db at it; it is dropped afterwards.
+func (b *bencher) freshMySQL(db *benchDB, suffix string) error {
+	u, err := url.Parse(b.o.dsn)
+	if err != nil {
+		return fmt.Errorf("bench: parse --dsn: %w", err)
+	}
+	cfg, err := bqmysql.ParseURL(b.o.dsn)
+	if err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
+	admin, err := sql.Open("mysql", cfg.FormatDSN())
+	if err != nil {
+		return fmt.Errorf("bench: connect to %s: %w", humanize.RedactDSN(b.o.dsn), err)
+	}
+	name := "bench_" + suffix
+	if _, err := admin.Exec("CREATE DATABASE " + name); err != nil {
+		admin.Close()
+		return fmt.Errorf("bench: create database %s: %w", name, err)
+	}
+	u.Path = "/" + name
+	db.dsn = u.String()
+	db.drop = func() {
+		if _, err := admin.Exec("DROP DATABASE " + name); err != nil {
+			fmt.Fprintf(b.e.stderr, "bench: drop database %s: %v\n", name, err)
+		}
+		admin.Close()
+	}
+	return nil
 }

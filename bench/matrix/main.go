@@ -75,14 +75,15 @@ func main() {
 
 func run(ctx context.Context) error {
 	var (
-		bqBin, riverBin, dsn, out, raw, drivers, from string
-		rounds                                        int
-		s                                             sizes
+		bqBin, riverBin, dsn, mysqlDSN, out, raw, drivers, from string
+		rounds                                                  int
+		s                                                       sizes
 	)
 	flag.StringVar(&bqBin, "bq", "", "the bq binary")
 	flag.StringVar(&riverBin, "river", "", "the bench/river binary")
 	flag.StringVar(&dsn, "dsn", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable", "PostgreSQL server DSN")
-	flag.StringVar(&drivers, "drivers", "postgres,sqlite", "databases to run on")
+	flag.StringVar(&mysqlDSN, "mysql-dsn", "mysql://root@127.0.0.1:3306/test", "MySQL/MariaDB server DSN")
+	flag.StringVar(&drivers, "drivers", "postgres,sqlite,mysql", "databases to run on")
 	flag.StringVar(&out, "out", "docs/benchmarks.md", "the report to write")
 	flag.StringVar(&raw, "raw", ".artifacts/bench/results.jsonl", "where every JSON line goes")
 	flag.IntVar(&rounds, "rounds", 3, "runs of each command; medians are over them")
@@ -99,7 +100,7 @@ func run(ctx context.Context) error {
 	flag.Parse()
 	var items []item
 	for d := range strings.SplitSeq(drivers, ",") {
-		items = append(items, matrix(d, dsn, s, rounds)...)
+		items = append(items, matrix(d, dsn, mysqlDSN, s, rounds)...)
 	}
 	if from != "" {
 		return rerender(items, from, out, s, rounds, dsn)
@@ -178,10 +179,13 @@ func rerender(items []item, from, out string, s sizes, rounds int, dsn string) e
 }
 
 // matrix lists driver d's commands.
-func matrix(d, dsn string, s sizes, rounds int) []item {
+func matrix(d, dsn, mysqlDSN string, s sizes, rounds int) []item {
 	short, arg := "pg", dsn
-	if d == "sqlite" {
+	switch d {
+	case "sqlite":
 		short, arg = "sqlite", "sqlite"
+	case "mysql":
+		short, arg = "mysql", mysqlDSN
 	}
 	n := func(v int) string { return fmt.Sprint(v) }
 	slots := n(s.slots)
@@ -212,6 +216,15 @@ func matrix(d, dsn string, s sizes, rounds int) []item {
 		pool.name += " (pool_max_conns=16)"
 		pgOnly = append(pgOnly, pool,
 			bqItem("steady-remote", "--mode", "steady", "--jobs", n(s.steady), "--rate", rate, "--separate-producer"))
+	}
+	if d == "mysql" {
+		// River has no MySQL driver: bq's own figures, for reference.
+		return []item{
+			bqItem("drain", "--mode", "drain", "--jobs", n(s.drain)),
+			bqItem("keyed", "--mode", "keyed", "--jobs", n(s.keyed), "--keys", "1000", "--to", "2"),
+			bqItem("hotkey", "--mode", "hotkey", "--jobs", n(s.hotkey), "--to", "50"),
+			bqItem("steady", "--mode", "steady", "--jobs", n(s.steady), "--rate", rate),
+		}
 	}
 	return append([]item{
 		bqItem("drain", "--mode", "drain", "--jobs", n(s.drain)),

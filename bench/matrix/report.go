@@ -70,7 +70,7 @@ func targets() []target {
 		{"PostgreSQL steady p99: default Config ÷ tuned Config", "≈ 1", atMost(1.1), ratio("pg/bq/steady-default", "pg/bq/steady", p99)},
 		{"SQLite steady p99: default Config ÷ tuned Config", "≈ 1", atMost(1.1), ratio("sqlite/bq/steady-default", "sqlite/bq/steady", p99)},
 		{"PostgreSQL drain: pool_max_conns=16 ÷ pgx's default pool", "≈ (what a bigger pool buys)", atLeast(1), ratio("pg/bq/drain-pool16", "pg/bq/drain", work)},
-		{"PostgreSQL steady p50: producer in another client ÷ same client", "≈ (what no LISTEN/NOTIFY costs)", atMost(1), ratio("pg/bq/steady-remote", "pg/bq/steady", p50)},
+		{"PostgreSQL steady p50: producer in another client (woken by LISTEN/NOTIFY) ÷ same client", "≈ (what a cross-process wake-up costs)", atMost(1), ratio("pg/bq/steady-remote", "pg/bq/steady", p50)},
 	}
 }
 

@@ -11,9 +11,11 @@ package benchmarks
 import (
 	"context"
 	"crypto/rand"
+	"database/sql"
 	"encoding/hex"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -23,6 +25,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/bqueue/bq"
+	bqmysql "github.com/bqueue/bq/drivers/mysql"
 	"github.com/bqueue/bq/internal/driver"
 	"github.com/bqueue/bq/internal/lifecycle"
 )
@@ -45,15 +48,16 @@ func forEachDB(b *testing.B, fn func(b *testing.B, c *bq.Client)) {
 	dbs := map[string]func(b *testing.B) string{
 		"sqlite":   func(b *testing.B) string { return "sqlite://" + b.TempDir() + "/bq.db" },
 		"postgres": freshPostgres,
+		"mysql":    freshMySQL,
 	}
 	want := os.Getenv("BQ_TEST_DRIVERS")
 	if want == "" {
-		want = "sqlite,postgres"
+		want = "sqlite,postgres,mysql"
 	}
 	for name := range strings.SplitSeq(want, ",") {
 		fresh, ok := dbs[strings.TrimSpace(name)]
 		if !ok {
-			b.Fatalf("BQ_TEST_DRIVERS names %q: known are sqlite, postgres", name)
+			b.Fatalf("BQ_TEST_DRIVERS names %q: known are sqlite, postgres, mysql", name)
 		}
 		b.Run(strings.TrimSpace(name), func(b *testing.B) {
 			ctx := context.Background()
@@ -100,6 +104,41 @@ func freshPostgres(b *testing.B) string {
 		sep = "&"
 	}
 	return base + sep + "search_path=" + schema
+}
+
+// freshMySQL creates a database of the benchmark's own and returns its DSN.
+func freshMySQL(b *testing.B) string {
+	base := os.Getenv("BQ_TEST_MYSQL_DSN")
+	if base == "" {
+		base = "mysql://root@127.0.0.1:3306/test"
+	}
+	u, err := url.Parse(base)
+	if err != nil {
+		b.Fatalf("BQ_TEST_MYSQL_DSN: %v", err)
+	}
+	cfg, err := bqmysql.ParseURL(base)
+	if err != nil {
+		b.Fatal(err)
+	}
+	admin, err := sql.Open("mysql", cfg.FormatDSN())
+	if err == nil {
+		err = admin.Ping()
+	}
+	if err != nil {
+		b.Fatalf("MySQL is selected (BQ_TEST_DRIVERS) but unreachable at %s: %v", u.Redacted(), err)
+	}
+	buf := make([]byte, 6)
+	_, _ = rand.Read(buf)
+	name := "benchmarks_" + hex.EncodeToString(buf)
+	if _, err := admin.Exec("CREATE DATABASE " + name); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		_, _ = admin.Exec("DROP DATABASE " + name)
+		admin.Close()
+	})
+	u.Path = "/" + name
+	return u.String()
 }
 
 // BenchmarkEnqueueKeyed admits one keyed job per transaction: lock the
