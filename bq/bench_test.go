@@ -18,7 +18,7 @@ func TestBenchUsage(t *testing.T) {
 	}{
 		{[]string{"bench"}, "--dsn is required"},
 		{[]string{"bench", "--dsn", "sqlite", "--mode", "sprint"}, `--mode "sprint"`},
-		{[]string{"bench", "--dsn", "mysql://x", "--mode", "drain"}, "use postgres://"},
+		{[]string{"bench", "--dsn", "mongodb://x", "--mode", "drain"}, "use postgres://"},
 		{[]string{"bench", "--dsn", "sqlite", "--jobs", "0"}, "--jobs must be at least 1"},
 		{[]string{"bench", "--dsn", "sqlite", "--config", "fast"}, `--config "fast"`},
 	} {
