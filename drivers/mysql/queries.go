@@ -1,6 +1,10 @@
 package mysql
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/bqueue/bq/internal/sqlinspect"
+)
 
 // queries holds every statement with the table prefix spliced in once.
 //
@@ -37,6 +41,7 @@ type queries struct {
 
 	readyAges, groupStats, topBlockedKeys, readSem, keyHolders string
 	blockedAhead, blockedLine, jobExecution, listFailed        string
+	inspect                                                    sqlinspect.Queries
 	deleteFailed                                               string
 }
 
@@ -63,7 +68,7 @@ func values(n, width int) string {
 
 func newQueries(prefix string) *queries {
 	p := func(s string) string { return strings.ReplaceAll(s, "{p}", prefix) }
-	return &queries{
+	q := &queries{
 		insertJob: p(`INSERT INTO {p}jobs (kind, queue, args, priority, max_attempts, concurrency_key,
 	concurrency_limit, concurrency_duration_ms, on_conflict, max_blocked, scheduled_at, created_at)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
@@ -242,15 +247,15 @@ SELECT j.id, j.kind, j.queue, c.job_id IS NOT NULL, coalesce(c.process_id, 0), c
 FROM {p}jobs j FORCE INDEX ({p}jobs_live_key)
 LEFT JOIN {p}claimed_executions c ON c.job_id = j.id
 LEFT JOIN {p}processes p ON p.id = c.process_id
-WHERE j.concurrency_key_hash = ? AND j.finished_at IS NULL
+WHERE j.concurrency_key_hash = ? AND j.concurrency_key = ? AND j.finished_at IS NULL
 	AND (c.job_id IS NOT NULL OR EXISTS (SELECT 1 FROM {p}ready_executions r WHERE r.job_id = j.id))
 ORDER BY j.id LIMIT ?`),
 		blockedAhead: p(`SELECT count(*) FROM {p}blocked_executions FORCE INDEX ({p}blocked_line)
-WHERE concurrency_key_hash = ? AND (priority > ? OR (priority = ? AND job_id < ?))`),
+WHERE concurrency_key_hash = ? AND concurrency_key = ? AND (priority > ? OR (priority = ? AND job_id < ?))`),
 		blockedLine: p(`
 SELECT b.job_id, j.kind, b.queue, b.priority, b.created_at
 FROM {p}blocked_executions b FORCE INDEX ({p}blocked_line) JOIN {p}jobs j ON j.id = b.job_id
-WHERE b.concurrency_key_hash = ? ORDER BY b.priority DESC, b.job_id LIMIT ?`),
+WHERE b.concurrency_key_hash = ? AND b.concurrency_key = ? ORDER BY b.priority DESC, b.job_id LIMIT ?`),
 		jobExecution: p(`
 SELECT r.created_at, b.created_at, s.scheduled_at, c.claimed_at, f.failed_at,
 	coalesce(c.process_id, 0), coalesce(p.name, ''), p.last_heartbeat_at
@@ -269,4 +274,8 @@ WHERE f.job_id < ?
 ORDER BY f.job_id DESC LIMIT ?`),
 		deleteFailed: p(`DELETE FROM {p}failed_executions WHERE job_id = ?`),
 	}
+	q.inspect = sqlinspect.Queries{ReadyAges: q.readyAges, GroupStats: q.groupStats, TopBlockedKeys: q.topBlockedKeys,
+		ReadSem: q.readSem, KeyHolders: q.keyHolders, BlockedAhead: q.blockedAhead, BlockedLine: q.blockedLine,
+		JobExecution: q.jobExecution, ListFailed: q.listFailed}
+	return q
 }

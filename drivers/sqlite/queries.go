@@ -1,6 +1,10 @@
 package sqlite
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/bqueue/bq/internal/sqlinspect"
+)
 
 // queries holds every statement with the table prefix spliced in once.
 // Times are Unix microseconds; id lists travel as JSON arrays read with
@@ -27,6 +31,7 @@ type queries struct {
 
 	readyAges, groupStats, topBlockedKeys, readSem, keyHolders string
 	blockedAhead, blockedLine, jobExecution, listFailed        string
+	inspect                                                    sqlinspect.Queries
 	deleteFailed                                               string
 }
 
@@ -47,7 +52,7 @@ const (
 
 func newQueries(prefix string) *queries {
 	p := func(s string) string { return strings.ReplaceAll(s, "{p}", prefix) }
-	return &queries{
+	q := &queries{
 		insertJobs: p(`INSERT INTO {p}jobs (kind, queue, args, priority, max_attempts, concurrency_key,
 	concurrency_limit, concurrency_duration_ms, on_conflict, max_blocked, scheduled_at, created_at) VALUES `),
 		insertReady:     p(`INSERT INTO {p}ready_executions (job_id, queue, priority, created_at) VALUES `),
@@ -207,7 +212,7 @@ WHERE j.concurrency_key = ?1 AND j.finished_at IS NULL
 	AND (c.job_id IS NOT NULL OR EXISTS (SELECT 1 FROM {p}ready_executions r WHERE r.job_id = j.id))
 ORDER BY j.id LIMIT ?2`),
 		blockedAhead: p(`SELECT count(*) FROM {p}blocked_executions
-WHERE concurrency_key = ?1 AND (priority > ?2 OR (priority = ?2 AND job_id < ?3))`),
+WHERE concurrency_key = ? AND (priority > ? OR (priority = ? AND job_id < ?))`),
 		blockedLine: p(`
 SELECT b.job_id, j.kind, b.queue, b.priority, b.created_at
 FROM {p}blocked_executions b JOIN {p}jobs j ON j.id = b.job_id
@@ -231,4 +236,8 @@ ORDER BY f.job_id DESC LIMIT ?`),
 
 		deleteFailed: p(`DELETE FROM {p}failed_executions WHERE job_id = ?`),
 	}
+	q.inspect = sqlinspect.Queries{ReadyAges: q.readyAges, GroupStats: q.groupStats, TopBlockedKeys: q.topBlockedKeys,
+		ReadSem: q.readSem, KeyHolders: q.keyHolders, BlockedAhead: q.blockedAhead, BlockedLine: q.blockedLine,
+		JobExecution: q.jobExecution, ListFailed: q.listFailed}
+	return q
 }
