@@ -32,10 +32,7 @@ func micros(t time.Time) int64 { return t.UnixMicro() }
 func fromMicros(us int64) time.Time { return time.UnixMicro(us) }
 
 // ids encodes a list of ids for json_each.
-func ids(list []int64) string {
-	b, _ := json.Marshal(list)
-	return string(b)
-}
+func ids(list []int64) string { return jsonOf(list) }
 
 // atomic runs fn inside a write transaction: the current one, or a new
 // BEGIN IMMEDIATE one when the executor runs outside any.
@@ -285,33 +282,163 @@ func (e *executor) ClaimReady(ctx context.Context, p driver.ClaimParams) ([]*dri
 }
 
 func (e *executor) CompleteClaims(ctx context.Context, claims []*driver.Claim, keep bool, now time.Time) ([]driver.Fenced, error) {
+	pairs := make([][2]int64, len(claims))
+	for i, c := range claims {
+		pairs[i] = [2]int64{c.ID, c.Fence}
+	}
+	arg := jsonOf(pairs)
 	var matched []driver.Fenced
 	err := e.atomic(ctx, func(e *executor) error {
 		matched = matched[:0]
-		for _, c := range claims {
-			ok, err := e.DeleteClaim(ctx, c.ID, c.Fence)
-			if err != nil {
-				return err
-			}
-			if !ok {
-				continue
-			}
-			if keep {
-				err = e.FinishJob(ctx, c.ID, now, false)
-			} else {
-				_, err = e.db.ExecContext(ctx, e.q.deleteJobs, ids([]int64{c.ID}))
-			}
-			if err != nil {
-				return err
-			}
-			matched = append(matched, driver.Fenced{JobID: c.ID, Fence: c.Fence})
+		rows, err := e.db.QueryContext(ctx, e.q.endClaims, arg)
+		if err != nil {
+			return err
 		}
-		return nil
+		ended := make([]int64, 0, len(claims))
+		for rows.Next() {
+			var f driver.Fenced
+			if err := rows.Scan(&f.JobID, &f.Fence); err != nil {
+				rows.Close()
+				return err
+			}
+			matched = append(matched, f)
+			ended = append(ended, f.JobID)
+		}
+		if err := closeRows(rows); err != nil || len(ended) == 0 {
+			return err
+		}
+		if keep {
+			_, err = e.db.ExecContext(ctx, e.q.finishJobs, micros(now), ids(ended))
+		} else {
+			_, err = e.db.ExecContext(ctx, e.q.deleteJobs, ids(ended))
+		}
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("complete %d jobs: %w", len(claims), err)
 	}
 	return matched, nil
+}
+
+// ReleaseMany releases and promotes for every key of a batch in at most
+// five statements, whatever the number of keys: it does set-wise what
+// semaphore.SignalN does per key (release capped at the limit, promote
+// min(free, blocked) jobs, renew the expiry of keys that promoted). The
+// transaction's write lock makes reading, computing and writing back safe.
+func (e *executor) ReleaseMany(ctx context.Context, keys []string, counts []int, now time.Time) ([]int, error) {
+	out := make([]int, len(keys))
+	err := e.atomic(ctx, func(e *executor) error {
+		sems, err := e.readSems(ctx, keys)
+		if err != nil {
+			return err
+		}
+		var waiting []string // keys with a free slot and a blocked job
+		most := 0
+		for i, k := range keys {
+			s := sems[k]
+			if s == nil {
+				continue // deleted idle: nothing held it
+			}
+			s.value = min(s.value+counts[i], s.limit)
+			if s.take = min(max(s.value, 0), s.blocked); s.take > 0 {
+				waiting = append(waiting, k)
+				most = max(most, s.take)
+			}
+		}
+		var picked []int64
+		if len(waiting) > 0 {
+			rows, err := e.db.QueryContext(ctx, e.q.pickBlockedOfKeys, jsonOf(waiting), most)
+			if err != nil {
+				return err
+			}
+			for rows.Next() {
+				var key string
+				var id int64
+				if err := rows.Scan(&key, &id); err != nil {
+					rows.Close()
+					return err
+				}
+				// Each key's rows come in line order: keep its first take.
+				if s := sems[key]; s.moved < s.take {
+					s.moved++
+					picked = append(picked, id)
+				}
+			}
+			if err := closeRows(rows); err != nil {
+				return err
+			}
+		}
+		if len(picked) > 0 {
+			list := ids(picked)
+			if _, err := e.db.ExecContext(ctx, e.q.promoteReady, micros(now), list); err != nil {
+				return err
+			}
+			if _, err := e.db.ExecContext(ctx, e.q.deleteBlocked, list); err != nil {
+				return err
+			}
+		}
+		settle := make([][4]any, 0, len(sems))
+		for i, k := range keys {
+			s := sems[k]
+			if s == nil {
+				out[i] = 0
+				continue
+			}
+			s.value -= s.moved
+			if s.moved < s.take {
+				s.blocked = 0 // fewer rows than counted: nothing is left blocked
+			} else {
+				s.blocked -= s.moved
+			}
+			settle = append(settle, [4]any{k, s.value, s.blocked, s.moved})
+			out[i] = s.moved
+		}
+		if len(settle) == 0 {
+			return nil
+		}
+		_, err = e.db.ExecContext(ctx, e.q.settleKeys, micros(now), jsonOf(settle))
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("release %d keys: %w", len(keys), err)
+	}
+	return out, nil
+}
+
+// semRow is the part of a semaphore ReleaseMany reads and writes.
+type semRow struct{ value, limit, blocked, take, moved int }
+
+func (e *executor) readSems(ctx context.Context, keys []string) (map[string]*semRow, error) {
+	rows, err := e.db.QueryContext(ctx, e.q.readSems, jsonOf(keys))
+	if err != nil {
+		return nil, err
+	}
+	sems := make(map[string]*semRow, len(keys))
+	for rows.Next() {
+		var key string
+		s := &semRow{}
+		if err := rows.Scan(&key, &s.value, &s.limit, &s.blocked); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		sems[key] = s
+	}
+	return sems, closeRows(rows)
+}
+
+// closeRows closes rows read to the end and reports any error of theirs.
+func closeRows(rows *sql.Rows) error {
+	if err := rows.Err(); err != nil {
+		rows.Close()
+		return err
+	}
+	return rows.Close()
+}
+
+// jsonOf encodes v for json_each; v is made of strings and numbers only.
+func jsonOf(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
 }
 
 func (e *executor) DeleteClaim(ctx context.Context, jobID, fence int64) (bool, error) {

@@ -18,6 +18,8 @@ type queries struct {
 
 	semEnsure, semLock, semSave, pickBlocked, promoteReady, deleteBlocked, countHolders string
 
+	endClaims, finishJobs, readSems, pickBlockedOfKeys, settleKeys string
+
 	hasDueScheduled, pickDueScheduled, deleteScheduled, selectJobs string
 	expiredSems, promotableSems, deleteIdleSems                    string
 	lostClaims, lostClaimsOfKey, deleteFinished                    string
@@ -75,6 +77,33 @@ WHERE id = ?3`),
 		recordError: p(`UPDATE {p}jobs SET attempt = attempt + 1, last_error = ? WHERE id = ?`),
 		insertFailed: p(`INSERT INTO {p}failed_executions (job_id, queue, error, failed_at)
 SELECT id, queue, ?, ? FROM {p}jobs WHERE id = ?`),
+
+		// Set-wise completion: the claims named by (job id, fence) pairs.
+		endClaims: p(`DELETE FROM {p}claimed_executions
+WHERE (fence, job_id) IN (SELECT value->>1, value->>0 FROM json_each(?))
+RETURNING job_id, fence`),
+		finishJobs: p(`UPDATE {p}jobs SET attempt = attempt + 1, finished_at = ? WHERE id IN ` + idList),
+		// Set-wise release reads the keys' semaphores, computes release
+		// and promotion in Go, and writes each row once (settleKeys).
+		readSems: p(`SELECT key, value, lim, blocked FROM {p}semaphores WHERE key IN ` + idList),
+		// The head of each key's line, at most ?2 per key: SQLite has no
+		// LATERAL and no correlated LIMIT, so the caller trims each key to
+		// its free slots. Each key's scan reads only the head of its index.
+		pickBlockedOfKeys: p(`
+SELECT b.concurrency_key, b.job_id FROM {p}semaphores s
+JOIN {p}blocked_executions b ON b.job_id IN (
+	SELECT x.job_id FROM {p}blocked_executions x WHERE x.concurrency_key = s.key
+	ORDER BY x.priority DESC, x.job_id LIMIT ?2)
+WHERE s.key IN (SELECT value FROM json_each(?1))
+ORDER BY b.concurrency_key, b.priority DESC, b.job_id`),
+		// [key, free slots, blocked left, promoted] per key; a key that
+		// promoted renews its expiry as Semaphore.Wait does.
+		settleKeys: p(`UPDATE {p}semaphores SET value = r.v, blocked = r.b,
+	expires_at = CASE WHEN r.n > 0
+		THEN max({p}semaphores.expires_at, ?1 + {p}semaphores.duration_ms * 1000)
+		ELSE {p}semaphores.expires_at END
+FROM (SELECT value->>0 AS k, value->>1 AS v, value->>2 AS b, value->>3 AS n FROM json_each(?2)) r
+WHERE {p}semaphores.key = r.k`),
 
 		semEnsure: p(`INSERT INTO {p}semaphores (key, value, lim, blocked, duration_ms, expires_at)
 VALUES (?1, ?2, ?2, 0, ?3, ?4) ON CONFLICT (key) DO NOTHING`),
