@@ -189,10 +189,21 @@ func (s *session) text(sel string) string {
 	return strings.TrimSpace(got)
 }
 
+// wantText waits up to 5 s for sel to show want: the page re-renders its
+// tables every Refresh, and a read may land mid-render.
 func (s *session) wantText(sel, want string) {
 	s.t.Helper()
-	if got := s.text(sel); got != want {
-		s.t.Errorf("%s shows %q, want %q", sel, got, want)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		got := s.text(sel)
+		if got == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			s.t.Errorf("%s shows %q, want %q", sel, got, want)
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 
