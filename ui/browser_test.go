@@ -170,9 +170,23 @@ type session struct {
 
 func (s *session) run(what string, actions ...chromedp.Action[chromedp.Void]) {
 	s.t.Helper()
-	if err := chromedp.Do(s.ctx, actions...); err != nil {
+	if err := retryStale(func() error { return chromedp.Do(s.ctx, actions...) }); err != nil {
 		s.t.Fatalf("%s: %v", what, err)
 	}
+}
+
+// retryStale runs fn again while it fails on a node the page replaced
+// between finding it and acting on it: pages re-render every Refresh. The
+// action never reached the page then, so running it again is safe.
+func retryStale(fn func() error) error {
+	var err error
+	for range 5 {
+		if err = fn(); err == nil || !strings.Contains(err.Error(), "node with given id") {
+			return err
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return err
 }
 
 func (s *session) open(path, ready string) {
@@ -182,7 +196,11 @@ func (s *session) open(path, ready string) {
 
 func (s *session) text(sel string) string {
 	s.t.Helper()
-	got, err := chromedp.Run(s.ctx, chromedp.Text(chromedp.CSS(sel)))
+	var got string
+	err := retryStale(func() (err error) {
+		got, err = chromedp.Run(s.ctx, chromedp.Text(chromedp.CSS(sel)))
+		return err
+	})
 	if err != nil {
 		s.t.Fatalf("read %s: %v", sel, err)
 	}
