@@ -381,7 +381,6 @@ func (e *executor) ReleaseMany(ctx context.Context, keys []string, counts []int,
 		for i, k := range keys {
 			s := sems[k]
 			if s == nil {
-				out[i] = 0
 				continue
 			}
 			s.value -= s.moved
@@ -768,8 +767,7 @@ func (e *executor) policies(ctx context.Context, query string, args ...any) ([]d
 
 // LockPolicies reads the policies; the write transaction is the lock.
 func (e *executor) LockPolicies(ctx context.Context, namespace string, queues []string) ([]driver.Policy, error) {
-	list, _ := json.Marshal(queues)
-	out, err := e.policies(ctx, e.q.lockPolicies, namespace, string(list))
+	out, err := e.policies(ctx, e.q.lockPolicies, namespace, jsonOf(queues))
 	if err != nil {
 		return nil, fmt.Errorf("lock policies: %w", err)
 	}

@@ -246,23 +246,8 @@ WHERE concurrency_key = ? AND (priority > ? OR (priority = ? AND job_id < ?))`),
 SELECT b.job_id, j.kind, b.queue, b.priority, b.created_at
 FROM {p}blocked_executions b JOIN {p}jobs j ON j.id = b.job_id
 WHERE b.concurrency_key = ? ORDER BY b.priority DESC, b.job_id LIMIT ?`),
-		jobExecution: p(`
-SELECT r.created_at, b.created_at, s.scheduled_at, c.claimed_at, f.failed_at,
-	coalesce(c.process_id, 0), coalesce(p.name, ''), p.last_heartbeat_at
-FROM {p}jobs j
-LEFT JOIN {p}ready_executions r ON r.job_id = j.id
-LEFT JOIN {p}blocked_executions b ON b.job_id = j.id
-LEFT JOIN {p}scheduled_executions s ON s.job_id = j.id
-LEFT JOIN {p}claimed_executions c ON c.job_id = j.id
-LEFT JOIN {p}failed_executions f ON f.job_id = j.id
-LEFT JOIN {p}processes p ON p.id = c.process_id
-WHERE j.id = ?`),
-		listFailed: p(`
-SELECT f.job_id, j.kind, f.queue, coalesce(j.concurrency_key, ''), j.attempt, f.error, f.failed_at
-FROM {p}failed_executions f JOIN {p}jobs j ON j.id = f.job_id
-WHERE f.job_id < ?
-ORDER BY f.job_id DESC LIMIT ?`),
-
+		jobExecution: p(sqlinspect.JobExecutionSQL),
+		listFailed:   p(sqlinspect.ListFailedSQL),
 		deleteFailed: p(`DELETE FROM {p}failed_executions WHERE job_id = ?`),
 	}
 	q.inspect = sqlinspect.Queries{ReadyAges: q.readyAges, GroupStats: q.groupStats, TopBlockedKeys: q.topBlockedKeys,

@@ -29,6 +29,26 @@ type Queries struct {
 	BlockedAhead, BlockedLine, JobExecution, ListFailed        string
 }
 
+// Statements both dialects spell alike, with {p} for the table prefix.
+const (
+	JobExecutionSQL = `
+SELECT r.created_at, b.created_at, s.scheduled_at, c.claimed_at, f.failed_at,
+	coalesce(c.process_id, 0), coalesce(p.name, ''), p.last_heartbeat_at
+FROM {p}jobs j
+LEFT JOIN {p}ready_executions r ON r.job_id = j.id
+LEFT JOIN {p}blocked_executions b ON b.job_id = j.id
+LEFT JOIN {p}scheduled_executions s ON s.job_id = j.id
+LEFT JOIN {p}claimed_executions c ON c.job_id = j.id
+LEFT JOIN {p}failed_executions f ON f.job_id = j.id
+LEFT JOIN {p}processes p ON p.id = c.process_id
+WHERE j.id = ?`
+	ListFailedSQL = `
+SELECT f.job_id, j.kind, f.queue, coalesce(j.concurrency_key, ''), j.attempt, f.error, f.failed_at
+FROM {p}failed_executions f JOIN {p}jobs j ON j.id = f.job_id
+WHERE f.job_id < ?
+ORDER BY f.job_id DESC LIMIT ?`
+)
+
 // Reader runs one driver's inspection statements.
 type Reader struct {
 	DB  DB
