@@ -150,6 +150,8 @@ type Client struct {
 	met        *metrics.Instruments
 	stopGauges func() error
 
+	outage outage // database trouble, logged as one event
+
 	mu       sync.Mutex
 	wakers   map[string][]chan struct{} // queue -> workers of this process
 	announce *announcer                 // started on first use

@@ -17,8 +17,9 @@ const maxCompletionBatch = 1000
 // writes a lone completion at once, so batching adds no latency and a
 // freed slot passes to the next blocked job as soon as it would alone.
 type completer struct {
-	c  *Client
-	in chan *completion
+	c   *Client
+	ctx context.Context // ends when a stop gives up on the database
+	in  chan *completion
 
 	mu      sync.RWMutex // held to send, so stop cannot close in under a sender
 	stopped bool
@@ -36,8 +37,8 @@ type completed struct {
 }
 
 // startCompleter starts a completer; stop it once no worker records.
-func startCompleter(c *Client) *completer {
-	cp := &completer{c: c, in: make(chan *completion, maxCompletionBatch), exited: make(chan struct{})}
+func startCompleter(c *Client, ctx context.Context) *completer {
+	cp := &completer{c: c, ctx: ctx, in: make(chan *completion, maxCompletionBatch), exited: make(chan struct{})}
 	go cp.run()
 	return cp
 }
@@ -99,14 +100,14 @@ func anyKeyed(claims []*driver.Claim) bool {
 
 // write commits one batch and tells each completion its result.
 func (cp *completer) write(batch []*completion) {
-	ctx := context.Background()
+	ctx := cp.ctx
 	keep := cp.c.cfg.Retention != NoRetention
 	claims := make([]*driver.Claim, len(batch))
 	for i, b := range batch {
 		claims[i] = b.claim
 	}
 	var results []lifecycle.Result
-	err := cp.c.retryDB(ctx, func() error {
+	err := cp.c.retryDB(ctx, "record completions", func() error {
 		if !anyKeyed(claims) {
 			// No slot to release: ending the claims is one atomic
 			// statement, with no transaction around it.

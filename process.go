@@ -2,46 +2,85 @@ package bq
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/bqueue/bq/internal/driver"
+	"github.com/bqueue/bq/internal/lifecycle"
 )
 
-// process is this Run's registration: its row in the processes table and
-// the heartbeat that keeps it (and the semaphores its claims hold) alive.
+// process is this Run's registration: its row in the processes table, the
+// heartbeat that keeps it (and the semaphores its claims hold) alive, and
+// the leases of the runs it holds.
+//
+// The rule that keeps a key's limit when this process pauses (a GC pause,
+// a frozen VM, SIGSTOP): each run stops before any dispatcher may take its
+// claim. A dispatcher takes a claim only after the process has been silent
+// for its ProcessDeadAfter, or, for a keyed job, for the key's Duration
+// (never less than three heartbeat intervals); each run's lease lapses one
+// heartbeat interval before the lesser of the two. Leases are checked
+// against the clock on every ctx.Err (runContext), by a watchdog, and
+// before every heartbeat, so a beat sent after a pause extends no lease
+// that had already lapsed.
 type process struct {
-	c    *Client
-	kind string
+	c      *Client
+	kind   string
+	queues []string
 
-	mu       sync.Mutex
-	id       int64
-	lastBeat time.Time
-	// onLost is called when this process can no longer be sure it is
-	// considered alive: its claims may be reaped and run elsewhere.
-	onLost func(cause error)
+	// lastBeat is when the newest beat that landed (in the row, or the
+	// driver's beacon) was sent.
+	lastBeat atomic.Pointer[time.Time]
+	resumed  chan struct{} // the watchdog saw a pause: beat and verify now
+	// claiming is held (shared) by claim loops from a claim until its
+	// runs hold leases, so verifyClaims never takes a claim in flight for
+	// an orphan.
+	claiming sync.RWMutex
+
+	mu      sync.Mutex
+	id      int64
+	leases  map[*lease]struct{}
+	nextSeq uint64
+	// Of the row's heartbeats: when the last one landed, and since when
+	// they have landed without a gap (the row's beating_since).
+	lastRowBeat, beatingSince time.Time
 }
 
 func (c *Client) register(ctx context.Context, kind string, queues []string) (*process, error) {
+	slices.Sort(queues)
+	p := &process{c: c, kind: kind, queues: queues, resumed: make(chan struct{}, 1), leases: map[*lease]struct{}{}}
+	if err := p.registerRow(ctx); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// registerRow inserts a fresh process row and starts its beats from now.
+func (p *process) registerRow(ctx context.Context) error {
+	c := p.c
 	host, _ := os.Hostname()
 	name := c.cfg.Name
 	if name == "" {
 		name = fmt.Sprintf("%s:%d", host, os.Getpid())
 	}
-	slices.Sort(queues)
 	now := c.cfg.Now()
 	id, err := c.drv.Exec().RegisterProcess(ctx, driver.Process{
-		Kind: kind, Name: name, Hostname: host, PID: os.Getpid(), Queues: strings.Join(queues, ","),
-		HeartbeatInterval: c.cfg.HeartbeatInterval, StartedAt: now,
+		Kind: p.kind, Name: name, Hostname: host, PID: os.Getpid(), Queues: strings.Join(p.queues, ","),
+		HeartbeatInterval: c.cfg.HeartbeatInterval, DeadAfter: c.cfg.ProcessDeadAfter, StartedAt: now,
 	})
 	if err != nil {
-		return nil, c.explainErr(ctx, err)
+		return c.explainErr(ctx, err)
 	}
-	return &process{c: c, kind: kind, id: id, lastBeat: now, onLost: func(error) {}}, nil
+	p.mu.Lock()
+	p.id, p.lastRowBeat, p.beatingSince = id, now, now
+	p.mu.Unlock()
+	p.lastBeat.Store(&now)
+	return nil
 }
 
 // ID is the current process id (it changes if the process re-registers).
@@ -51,95 +90,303 @@ func (p *process) ID() int64 {
 	return p.id
 }
 
-// heartbeat beats every HeartbeatInterval until ctx ends. When the row is
-// gone (a dispatcher declared this process dead and reaped its claims),
-// the jobs running here are no longer this process's to finish: onLost
-// cancels them, so none runs on beside its own re-run elsewhere.
-func (p *process) heartbeat(ctx context.Context) {
-	cfg := p.c.cfg
-	t := time.NewTicker(cfg.HeartbeatInterval)
-	defer t.Stop()
+// silence is how long ago, at now, the newest landed beat was sent.
+func (p *process) silence(now time.Time) time.Duration {
+	return elapsed(now, *p.lastBeat.Load())
+}
+
+// canClaim reports whether a new claim would get a lease: beats are
+// landing (no run's bound is under two heartbeat intervals).
+func (p *process) canClaim() bool {
+	return p.silence(p.c.cfg.Now()) < 2*p.c.cfg.HeartbeatInterval
+}
+
+// landed records a beat sent at `at` that landed.
+func (p *process) landed(at time.Time) {
 	for {
-		select {
-		case <-ctx.Done():
+		old := p.lastBeat.Load()
+		if !at.After(*old) || p.lastBeat.CompareAndSwap(old, &at) {
 			return
-		case <-t.C:
-		}
-		// A beat that cannot land within two intervals is as good as lost.
-		beatCtx, cancel := context.WithTimeout(ctx, 2*cfg.HeartbeatInterval)
-		now := cfg.Now()
-		ok, err := p.c.drv.Exec().Heartbeat(beatCtx, p.ID(), now)
-		cancel()
-		switch {
-		case err != nil:
-			if ctx.Err() != nil {
-				return
-			}
-			p.c.log.Warn("heartbeat failed", "process_id", p.ID(), "error", err)
-		case !ok:
-			p.c.log.Error("process was declared dead and its claims reaped; cancelling its running jobs and registering again", "process_id", p.ID())
-			p.onLost(fmt.Errorf("process %d was declared dead", p.ID()))
-			if err := p.reregister(ctx); err != nil {
-				p.c.log.Error("register again", "error", err)
-			}
-		default:
-			p.mu.Lock()
-			p.lastBeat = now
-			p.mu.Unlock()
 		}
 	}
 }
 
-// watchdog cancels this process's running jobs once its last heartbeat is
-// so old that a dispatcher may declare it dead at any moment (one beat
-// before ProcessDeadAfter). Beats may be failing (database unreachable)
-// or stuck (the process was paused, the database is locked); either way
-// its claims may soon be reaped and run elsewhere, so its own runs stop.
-func (p *process) watchdog(ctx context.Context) {
+// bound is the silence after which cl's run must stop: one heartbeat
+// interval before the earliest moment a dispatcher may take its claim.
+// Dispatchers wait for the longest of their own ProcessDeadAfter and this
+// process's (stored in its row), and for a keyed job of the longest of the
+// key's Duration, the job's own and three of this process's heartbeat
+// intervals, so the bound holds whatever the others are configured with.
+func (p *process) bound(cl *driver.Claim) time.Duration {
 	cfg := p.c.cfg
-	t := time.NewTicker(max(cfg.HeartbeatInterval/4, 10*time.Millisecond))
-	defer t.Stop()
-	fenced := time.Time{}
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		if last := p.lastBeatAt(); p.silent() && !last.Equal(fenced) {
-			fenced = last
-			silence := cfg.Now().Sub(last)
-			p.c.log.Error("no heartbeat has landed for too long; cancelling running jobs before they are reaped",
-				"process_id", p.ID(), "silence", silence.Round(time.Millisecond), "dead_after", cfg.ProcessDeadAfter)
-			p.onLost(fmt.Errorf("no heartbeat landed for %s", silence.Round(time.Millisecond)))
-		}
+	reclaim := cfg.ProcessDeadAfter
+	if cl.Limit.Key != "" {
+		reclaim = min(reclaim, max(cl.Limit.Duration, 3*cfg.HeartbeatInterval))
 	}
+	return reclaim - cfg.HeartbeatInterval
 }
 
-// silent reports whether the last heartbeat is so old that this process
-// must stop claiming: a dispatcher may declare it dead at any moment.
-func (p *process) silent() bool {
-	cfg := p.c.cfg
-	// One beat before a dispatcher may reap: late enough that a beat in
-	// flight lands first (ProcessDeadAfter is at least three beats).
-	return cfg.Now().Sub(p.lastBeatAt()) > cfg.ProcessDeadAfter-cfg.HeartbeatInterval
-}
-
-func (p *process) lastBeatAt() time.Time {
+// newLease gives a claimed job's run its lease; drop it when the run ends.
+func (p *process) newLease(cl *driver.Claim, cancel context.CancelCauseFunc) *lease {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.lastBeat
+	p.nextSeq++
+	l := &lease{proc: p, claim: cl, bound: p.bound(cl), seq: p.nextSeq, cancel: cancel}
+	p.leases[l] = struct{}{}
+	return l
 }
 
-func (p *process) reregister(ctx context.Context) error {
-	fresh, err := p.c.register(ctx, p.kind, nil)
-	if err != nil {
-		return err
-	}
+func (p *process) dropLease(l *lease) {
 	p.mu.Lock()
-	p.id, p.lastBeat = fresh.id, fresh.lastBeat
+	defer p.mu.Unlock()
+	delete(p.leases, l)
+}
+
+func (p *process) activeLeases() []*lease {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]*lease, 0, len(p.leases))
+	for l := range p.leases {
+		out = append(out, l)
+	}
+	return out
+}
+
+// fenceExpired fences every run whose lease has lapsed at `at`.
+func (p *process) fenceExpired(at time.Time) {
+	s := p.silence(at)
+	for _, l := range p.activeLeases() {
+		if s > l.bound && !l.fenced.Load() {
+			p.c.log.Warn("no heartbeat landed for too long; cancelling the run before its claim can be taken",
+				"job_id", l.claim.ID, "kind", l.claim.Kind, "process_id", p.ID(),
+				"silence", s.Round(time.Millisecond), "bound", l.bound)
+			l.fence(fmt.Errorf("%w: no heartbeat of this process landed for %s (the process was paused, or the database was unreachable), past the %s after which its claim may be taken",
+				ErrLeaseLost, s.Round(time.Millisecond), l.bound))
+		}
+	}
+}
+
+// fenceAll fences every run: the process was declared dead.
+func (p *process) fenceAll(cause error) {
+	for _, l := range p.activeLeases() {
+		l.fence(cause)
+	}
+}
+
+// heartbeat beats every HeartbeatInterval until ctx ends; a beat that
+// failed is retried sooner, so beats land again as soon as the database
+// is back. When the row is gone (a dispatcher declared this process dead
+// and reaped its claims), its runs are no longer its own to finish: they
+// are fenced, and the process registers again.
+func (p *process) heartbeat(ctx context.Context) {
+	cfg := p.c.cfg
+	t := time.NewTimer(cfg.HeartbeatInterval)
+	defer t.Stop()
+	retry := retryFirst
+	for {
+		verify := false
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-p.resumed:
+			verify = true
+		}
+		send := cfg.Now()
+		// Beats go out every interval from the last one's send, however
+		// long it took to land: their spacing then only grows when the
+		// database is slow to take writes, which is what beating_since
+		// measures.
+		var next time.Duration
+		if p.beat(ctx, send) {
+			retry = retryFirst
+			if verify {
+				p.verifyClaims(ctx)
+			}
+			next = cfg.HeartbeatInterval - elapsed(cfg.Now(), send)
+		} else {
+			next, retry = min(retry, cfg.HeartbeatInterval), min(2*retry, retryMax)
+		}
+		if !t.Stop() {
+			select {
+			case <-t.C:
+			default:
+			}
+		}
+		t.Reset(max(next, 0))
+	}
+}
+
+// How soon a failed beat is tried again, doubling up to retryMax (or the
+// heartbeat interval, if shorter).
+const (
+	retryFirst = 50 * time.Millisecond
+	retryMax   = 500 * time.Millisecond
+)
+
+// beat sends one heartbeat stamped send and reports whether it landed.
+func (p *process) beat(ctx context.Context, send time.Time) bool {
+	cfg := p.c.cfg
+	// Before the beat can extend any lease: a run whose lease lapsed
+	// (this process was paused) is fenced, not revived.
+	p.fenceExpired(send)
+	p.mu.Lock()
+	id := p.id
+	since := p.beatingSince
+	if elapsed(send, p.lastRowBeat) > cfg.HeartbeatInterval*3/2 {
+		since = send // a beat was missed: the evidence starts again
+	}
 	p.mu.Unlock()
-	return nil
+	// A beat that cannot land within two intervals is as good as lost.
+	beatCtx, cancel := context.WithTimeout(ctx, 2*cfg.HeartbeatInterval)
+	landed, err := p.c.drv.Exec().Heartbeat(beatCtx, driver.Beat{ProcessID: id, At: send, BeatingSince: since})
+	cancel()
+	switch {
+	case landed:
+		p.landed(send)
+		p.mu.Lock()
+		if p.id == id {
+			p.lastRowBeat, p.beatingSince = send, since
+		}
+		p.mu.Unlock()
+		p.c.dbOK("heartbeat")
+		if err != nil {
+			p.c.log.Debug("heartbeat landed; renewing semaphores failed (next beat tries again)", "process_id", id, "error", err)
+		}
+		return true
+	case err != nil:
+		if ctx.Err() == nil {
+			p.c.dbFailed("heartbeat", err)
+		}
+		return false
+	default:
+		p.c.log.Error("process was declared dead and its claims reaped; cancelling its runs and registering again", "process_id", id)
+		p.fenceAll(fmt.Errorf("%w: process %d was declared dead and its claims reaped", ErrLeaseLost, id))
+		if err := p.registerRow(ctx); err != nil {
+			p.c.log.Error("register again", "error", err)
+			return false
+		}
+		return true
+	}
+}
+
+// beacon sets the driver's beacon every HeartbeatInterval until ctx ends
+// (SQLite: a file no database lock can hold up; see driver.Beaconer).
+func (p *process) beacon(ctx context.Context, b driver.Beaconer) {
+	t := time.NewTicker(p.c.cfg.HeartbeatInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		send := p.c.cfg.Now()
+		p.fenceExpired(send)
+		switch err := b.Beacon(p.ID(), send); {
+		case err == nil:
+			p.landed(send)
+		case errors.Is(err, driver.ErrNoBeacon):
+			return
+		default:
+			p.c.log.Warn("process beacon failed", "process_id", p.ID(), "error", err)
+		}
+	}
+}
+
+// watchdog fences runs whose lease lapsed, every few milliseconds, so the
+// contexts jobs derive from theirs are cancelled too; and when its own
+// ticks show the process was paused, it has the heartbeat beat and verify
+// the claims at once.
+func (p *process) watchdog(ctx context.Context) {
+	tick := min(max(p.c.cfg.HeartbeatInterval/4, 10*time.Millisecond), 100*time.Millisecond)
+	t := time.NewTicker(tick)
+	defer t.Stop()
+	last := p.c.cfg.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		now := p.c.cfg.Now()
+		p.fenceExpired(now)
+		if gap := elapsed(now, last); gap > tick+pauseNoticed {
+			p.c.log.Info("process resumed after a pause; verifying its claims", "process_id", p.ID(), "pause", gap.Round(time.Millisecond))
+			select {
+			case p.resumed <- struct{}{}:
+			default:
+			}
+		}
+		last = now
+	}
+}
+
+// pauseNoticed is how late a watchdog tick must be to count as a pause.
+const pauseNoticed = 500 * time.Millisecond
+
+// verifyClaims checks this process's claims against its runs: a run whose
+// claim is gone (taken while the process was paused) is fenced, and a
+// claim no run holds (a claim whose commit landed though the caller saw an
+// error) goes back to ready with its slot.
+func (p *process) verifyClaims(ctx context.Context) {
+	p.mu.Lock()
+	id, seq := p.id, p.nextSeq
+	p.mu.Unlock()
+	// Hold claim loops off, so a claim in flight is not taken for an
+	// orphan; if one is in flight, orphans wait for the next check.
+	orphansToo := p.claiming.TryLock()
+	if orphansToo {
+		defer p.claiming.Unlock()
+	}
+	held, err := p.c.drv.Exec().ClaimsOfProcess(ctx, id)
+	if err != nil {
+		p.c.log.Warn("verify claims", "process_id", id, "error", err)
+		return
+	}
+	inDB := make(map[driver.Fenced]driver.OwnClaim, len(held))
+	for _, h := range held {
+		inDB[driver.Fenced{JobID: h.JobID, Fence: h.Fence}] = h
+	}
+	running := map[driver.Fenced]bool{}
+	for _, l := range p.activeLeases() {
+		f := driver.Fenced{JobID: l.claim.ID, Fence: l.claim.Fence}
+		running[f] = true
+		if _, ok := inDB[f]; !ok && l.seq <= seq && !l.fenced.Load() {
+			p.c.log.Warn("a run's claim was taken while this process was paused; cancelling the run", "job_id", l.claim.ID, "process_id", id)
+			l.fence(fmt.Errorf("%w: its claim was taken while this process was paused", ErrLeaseLost))
+		}
+	}
+	if !orphansToo {
+		return
+	}
+	for f, h := range inDB {
+		if running[f] {
+			continue
+		}
+		cl := &driver.Claim{Job: driver.Job{ID: h.JobID}, Fence: h.Fence, ClaimedAt: h.ClaimedAt}
+		err := driver.InTx(ctx, p.c.drv, func(ex driver.Executor) error {
+			info, ok, err := ex.GetJob(ctx, h.JobID)
+			if err != nil || !ok {
+				return err
+			}
+			cl.Job = info.Job
+			_, err = lifecycle.Return(ctx, ex, cl, p.c.cfg.Now())
+			return err
+		})
+		if err != nil {
+			p.c.log.Warn("return a claim no run holds", "job_id", h.JobID, "process_id", id, "error", err)
+			continue
+		}
+		p.c.log.Warn("returned to ready a claim of this process that no run held", "job_id", h.JobID, "process_id", id)
+	}
+}
+
+// returnClaims puts every claim this process still holds back to ready,
+// as a graceful stop ends: a claim committed as the stop began, that no
+// run took, must not wait to be reaped.
+func (p *process) returnClaims(ctx context.Context) {
+	p.verifyClaims(ctx)
 }
 
 func (p *process) deregister(ctx context.Context) {

@@ -10,15 +10,18 @@ import (
 	"github.com/bqueue/bq/internal/metrics"
 )
 
-// record writes the run's outcome: complete, retry, fail, or back to
-// ready when shutdown cut it short. It runs on after Run's context ends
-// (the outcome of finished work must not be lost), with retries while the
-// database is unreachable. Logs and metrics follow the commit.
-func (w *queueWorker) record(ctx context.Context, cl *driver.Claim, def definition, runErr error, ran time.Duration) {
+// record writes the run's outcome: complete, retry, fail, back to ready
+// when shutdown cut it short, or lost when its lease lapsed. It runs on
+// after Run's context ends (the outcome of finished work must not be
+// lost), with retries while the database is unreachable. Logs and metrics
+// follow the commit.
+func (w *queueWorker) record(runCtx context.Context, l *lease, def definition, runErr error, ran time.Duration) {
+	cl := l.claim
 	log := w.c.log.With("job_id", cl.ID, "kind", cl.Kind, "queue", cl.Queue, "key", cl.Limit.Key, "attempt", cl.Attempt+1)
 	now := w.c.cfg.Now()
-	shutdown := ctx.Err() != nil && errors.Is(context.Cause(ctx), errShutdown)
-	ctx = context.WithoutCancel(ctx)
+	shutdown := runCtx.Err() != nil && errors.Is(context.Cause(runCtx), errShutdown)
+	fenced := !shutdown && l.fenced.Load()
+	ctx := w.recordCtx
 	var action func(ex driver.Executor) (lifecycle.Result, error)
 	var retryAt time.Time
 	switch {
@@ -26,6 +29,16 @@ func (w *queueWorker) record(ctx context.Context, cl *driver.Claim, def definiti
 		action = nil // batched by the completer
 	case shutdown:
 		action = func(ex driver.Executor) (lifecycle.Result, error) { return lifecycle.Return(ctx, ex, cl, now) }
+	case fenced:
+		// Not the job's failure: its run was stopped so that no other
+		// could start beside it. If the claim is still this run's, the
+		// attempt counts and the job is ready again with its slot, as
+		// if reaped.
+		msg := lifecycle.LostMessage
+		if cause := context.Cause(runCtx); cause != nil {
+			msg = cause.Error()
+		}
+		action = func(ex driver.Executor) (lifecycle.Result, error) { return lifecycle.Lost(ctx, ex, cl, msg, now) }
 	case isPermanent(runErr) || cl.Attempt+1 >= cl.MaxAttempts:
 		action = func(ex driver.Executor) (lifecycle.Result, error) {
 			return lifecycle.Fail(ctx, ex, cl, runErr.Error(), now)
@@ -41,7 +54,7 @@ func (w *queueWorker) record(ctx context.Context, cl *driver.Claim, def definiti
 	if action == nil {
 		res, err = w.completer.complete(cl)
 	} else {
-		err = w.c.retryDB(ctx, func() error {
+		err = w.c.retryDB(ctx, "record job outcome", func() error {
 			return driver.InTx(ctx, w.c.drv, func(ex driver.Executor) (err error) {
 				res, err = action(ex)
 				return err
@@ -63,6 +76,10 @@ func (w *queueWorker) record(ctx context.Context, cl *driver.Claim, def definiti
 	case shutdown:
 		outcome = "returned"
 		log.Info("job cut short by shutdown; returned to ready with its slot", "duration", ran)
+	case fenced:
+		outcome = "lost"
+		log.Warn("run stopped as its lease lapsed; the job is ready again with its slot, its attempt counted",
+			"state", res.State, "cause", context.Cause(runCtx))
 	case runErr == nil:
 		outcome = "completed"
 		log.Debug("job completed", "duration", ran)

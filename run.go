@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/bqueue/bq/dispatcher"
+	"github.com/bqueue/bq/internal/driver"
 )
 
 // Run works this client's queues and runs the dispatcher until ctx ends,
@@ -59,21 +60,21 @@ func (c *Client) run(ctx context.Context, work, dispatch bool) error {
 
 	jobCtx, stopJobs := context.WithCancelCause(bg)
 	defer stopJobs(errShutdown)
-	cp := startCompleter(c)
+	recordCtx, stopRecording := context.WithCancel(bg)
+	defer stopRecording()
+	cp := startCompleter(c, recordCtx)
 	workers := make([]*queueWorker, 0, len(queues))
 	for q, slots := range queues {
-		workers = append(workers, newQueueWorker(c, proc, cp, q, slots, jobCtx))
-	}
-	proc.onLost = func(cause error) {
-		for _, w := range workers {
-			w.cancelAll(cause)
-		}
+		workers = append(workers, newQueueWorker(c, proc, cp, q, slots, jobCtx, recordCtx))
 	}
 
 	beatCtx, stopBeat := context.WithCancel(bg)
 	var services sync.WaitGroup
 	services.Go(func() { proc.heartbeat(beatCtx) })
 	services.Go(func() { proc.watchdog(beatCtx) })
+	if b, ok := c.drv.(driver.Beaconer); ok {
+		services.Go(func() { proc.beacon(beatCtx, b) })
+	}
 	if work {
 		services.Go(func() { c.listen(beatCtx) })
 	}
@@ -98,7 +99,13 @@ func (c *Client) run(ctx context.Context, work, dispatch bool) error {
 		c.removeWaker(w.queue, w.wake)
 	}
 	c.drain(bg, workers, stopJobs)
+	// Outcomes still unrecorded now wait on a database that is gone; the
+	// claims they hold are reaped once this process is declared dead.
+	stopRecording()
 	cp.stop()
+	// A claim that committed as the stop began, that no runner took, goes
+	// back to ready now rather than when reaped.
+	proc.returnClaims(bg)
 	stopBeat()
 	services.Wait()
 	c.log.Info("bq stopped", "process_id", proc.ID())

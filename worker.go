@@ -38,8 +38,8 @@ func JobFromContext(ctx context.Context) (JobMeta, bool) {
 
 // execution is one claimed job running in this process.
 type execution struct {
-	claim  *driver.Claim
-	cancel context.CancelCauseFunc
+	claim *driver.Claim
+	lease *lease
 }
 
 // queueWorker runs one queue's jobs in up to slots goroutines.
@@ -54,6 +54,9 @@ type queueWorker struct {
 	// jobCtx is the parent of every job's context; it outlives Run's
 	// context so running jobs finish during a graceful stop.
 	jobCtx context.Context
+	// recordCtx bounds the recording of outcomes: it ends only when a
+	// stop gives up on the database.
+	recordCtx context.Context
 
 	runs    chan run // claimed jobs for the runners
 	mu      sync.Mutex
@@ -61,8 +64,8 @@ type queueWorker struct {
 	wg      sync.WaitGroup
 }
 
-func newQueueWorker(c *Client, proc *process, cp *completer, queue string, slots int, jobCtx context.Context) *queueWorker {
-	return &queueWorker{c: c, proc: proc, completer: cp, queue: queue, slots: slots, jobCtx: jobCtx,
+func newQueueWorker(c *Client, proc *process, cp *completer, queue string, slots int, jobCtx, recordCtx context.Context) *queueWorker {
+	return &queueWorker{c: c, proc: proc, completer: cp, queue: queue, slots: slots, jobCtx: jobCtx, recordCtx: recordCtx,
 		wake: make(chan struct{}, 1), done: make(chan struct{}, 1), running: map[int64]*execution{},
 		runs: make(chan run, slots)}
 }
@@ -87,19 +90,24 @@ func (w *queueWorker) claimLoop(ctx context.Context) {
 	defer poll.Stop()
 	drained := false
 	for {
-		if free := w.slots - w.busy(); free > 0 && !drained && !w.proc.silent() {
+		if free := w.slots - w.busy(); free > 0 && !drained && w.proc.canClaim() {
+			// Until the runs hold leases, the claims are in flight: the
+			// process's claim check must not take them for orphans.
+			w.proc.claiming.RLock()
 			claims, err := w.claim(ctx, free)
 			switch {
 			case err != nil && ctx.Err() == nil:
-				w.c.log.Error("claim jobs", "queue", w.queue, "error", err)
+				w.c.dbFailed("claim jobs of queue "+w.queue, err)
 				drained = true
-			case len(claims) < free:
-				drained = true
+			case err == nil:
+				w.c.dbOK("claim jobs")
+				drained = len(claims) < free
 			}
 			for _, cl := range claims {
 				w.claimed(ctx, cl)
 				w.start(cl)
 			}
+			w.proc.claiming.RUnlock()
 		}
 		select {
 		case <-ctx.Done():
@@ -138,18 +146,19 @@ func (w *queueWorker) claimed(ctx context.Context, cl *driver.Claim) {
 // jobs than slots, so the hand-off never waits.
 func (w *queueWorker) start(cl *driver.Claim) {
 	ctx, cancel := context.WithCancelCause(w.jobCtx)
+	l := w.proc.newLease(cl, cancel)
 	w.mu.Lock()
-	w.running[cl.ID] = &execution{claim: cl, cancel: cancel}
+	w.running[cl.ID] = &execution{claim: cl, lease: l}
 	w.mu.Unlock()
 	w.wg.Add(1)
-	w.runs <- run{ctx: ctx, cancel: cancel, claim: cl}
+	w.runs <- run{ctx: ctx, cancel: cancel, lease: l}
 }
 
 // run is a claimed job handed to a runner.
 type run struct {
 	ctx    context.Context
 	cancel context.CancelCauseFunc
-	claim  *driver.Claim
+	lease  *lease
 }
 
 // runner executes jobs one after another. A queue keeps one per slot for
@@ -157,25 +166,17 @@ type run struct {
 // grown rather than on a fresh one.
 func (w *queueWorker) runner() {
 	for r := range w.runs {
-		w.execute(r.ctx, r.claim)
+		w.execute(r.ctx, r.lease)
 		r.cancel(nil)
+		w.proc.dropLease(r.lease)
 		w.mu.Lock()
-		delete(w.running, r.claim.ID)
+		delete(w.running, r.lease.claim.ID)
 		w.mu.Unlock()
 		w.wg.Done()
 		select {
 		case w.done <- struct{}{}:
 		default:
 		}
-	}
-}
-
-// cancelAll cancels every running job with cause.
-func (w *queueWorker) cancelAll(cause error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for _, e := range w.running {
-		e.cancel(cause)
 	}
 }
 
@@ -202,8 +203,10 @@ func (w *queueWorker) abandon(ctx context.Context) {
 	}
 }
 
-// execute runs one claimed job and records how it ended.
-func (w *queueWorker) execute(ctx context.Context, cl *driver.Claim) {
+// execute runs one claimed job and records how it ended. The job's
+// context is a runContext: every check of it checks the run's lease.
+func (w *queueWorker) execute(ctx context.Context, l *lease) {
+	cl := l.claim
 	meta := JobMeta{ID: cl.ID, Kind: cl.Kind, Queue: cl.Queue, Attempt: cl.Attempt + 1,
 		MaxAttempts: cl.MaxAttempts, Key: cl.Limit.Key}
 	def := lookup(cl.Kind)
@@ -218,9 +221,9 @@ func (w *queueWorker) execute(ctx context.Context, cl *driver.Claim) {
 			runCtx, cancel = context.WithTimeout(runCtx, t)
 			defer cancel()
 		}
-		runErr = safeRun(runCtx, def, cl.Args)
+		runErr = safeRun(runContext{Context: runCtx, lease: l}, def, cl.Args)
 	}
-	w.record(ctx, cl, def, runErr, time.Since(start))
+	w.record(ctx, l, def, runErr, time.Since(start))
 }
 
 // safeRun turns a panic into an error carrying its stack.
@@ -234,19 +237,28 @@ func safeRun(ctx context.Context, def definition, args []byte) (err error) {
 }
 
 // retryDB runs fn until it succeeds, backing off while the database is
-// unreachable, for up to ProcessDeadAfter: past that the claim is reaped
-// anyway.
-func (c *Client) retryDB(ctx context.Context, fn func() error) error {
-	deadline := c.cfg.Now().Add(c.cfg.ProcessDeadAfter)
+// unreachable or locked, until ctx ends. An outcome is never given up on
+// while the process lives: silence its process shares with the database
+// is no ground to reap its claim, so an outcome dropped here would strand
+// the claim and its slot.
+func (c *Client) retryDB(ctx context.Context, what string, fn func() error) error {
 	backoff := 50 * time.Millisecond
 	for {
 		err := fn()
-		if err == nil || c.cfg.Now().After(deadline) {
+		if err == nil {
+			c.dbOK(what)
+			return nil
+		}
+		if ctx.Err() != nil {
 			return err
 		}
+		c.dbFailed(what, err)
 		wait := backoff/2 + rand.N(backoff)
-		c.log.Warn("database call failed; retrying", "error", err, "in", wait)
-		time.Sleep(wait)
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return errors.Join(err, ctx.Err())
+		}
 		backoff = min(backoff*2, 2*time.Second)
 	}
 }

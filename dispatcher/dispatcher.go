@@ -11,6 +11,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 	"time"
@@ -156,14 +157,18 @@ func (d *Dispatcher) logPromoted(ctx context.Context, key string, n int) {
 
 // reclaimExpired recounts semaphores whose expiry passed. Live holders
 // renew expiry through their process's heartbeat, so an expired semaphore
-// has no live running holder: claims of its key whose process has been
-// silent for the key's Duration are reaped, then its slots are recounted.
+// has no live running holder: claims of its key whose process is dead for
+// the key's Duration are reaped, then its slots are recounted. A key
+// another transaction holds is skipped (its holder releases and promotes
+// it), so a frozen holder never stalls the pass; a key that fails does
+// not stop the others.
 func (d *Dispatcher) reclaimExpired(ctx context.Context) error {
+	var errs []error
 	after := ""
 	for {
 		keys, err := d.drv.Exec().ExpiredSemaphores(ctx, d.cfg.Now(), after, d.cfg.BatchSize)
 		if err != nil {
-			return err
+			return errors.Join(append(errs, err)...)
 		}
 		for _, key := range keys {
 			var reaped []reap
@@ -171,6 +176,9 @@ func (d *Dispatcher) reclaimExpired(ctx context.Context) error {
 			err := d.inTx(ctx, func(ex driver.Executor) error {
 				reaped, promoted = nil, 0
 				now := d.cfg.Now()
+				if ok, err := ex.SemaphoreTryLock(ctx, key); err != nil || !ok {
+					return err
+				}
 				s, ok, err := ex.SemaphoreLock(ctx, key, "")
 				if err != nil || !ok || s.ExpiresAt.After(now) {
 					return err
@@ -186,7 +194,8 @@ func (d *Dispatcher) reclaimExpired(ctx context.Context) error {
 				return err
 			})
 			if err != nil {
-				return err
+				errs = append(errs, fmt.Errorf("reclaim semaphore %q: %w", key, err))
+				continue
 			}
 			d.reaped(ctx, reaped)
 			if promoted > 0 {
@@ -196,29 +205,36 @@ func (d *Dispatcher) reclaimExpired(ctx context.Context) error {
 			}
 		}
 		if len(keys) < d.cfg.BatchSize || ctx.Err() != nil {
-			return nil
+			return errors.Join(errs...)
 		}
 		after = keys[len(keys)-1]
 	}
 }
 
 // promoteBlocked hands free slots to blocked jobs, min(free, blocked) per
-// key, paging through keys so no key is starved by a LIMIT.
+// key, paging through keys so no key is starved by a LIMIT. Keys another
+// transaction holds are skipped, as in reclaimExpired.
 func (d *Dispatcher) promoteBlocked(ctx context.Context) error {
+	var errs []error
 	after := ""
 	for {
 		keys, err := d.drv.Exec().PromotableSemaphores(ctx, after, d.cfg.BatchSize)
 		if err != nil {
-			return err
+			return errors.Join(append(errs, err)...)
 		}
 		for _, key := range keys {
 			var promoted int
 			err := d.inTx(ctx, func(ex driver.Executor) (err error) {
+				promoted = 0
+				if ok, err := ex.SemaphoreTryLock(ctx, key); err != nil || !ok {
+					return err
+				}
 				promoted, err = semaphore.Promote(ctx, ex, key, d.cfg.Now())
 				return err
 			})
 			if err != nil {
-				return err
+				errs = append(errs, fmt.Errorf("promote blocked jobs of %q: %w", key, err))
+				continue
 			}
 			d.logPromoted(ctx, key, promoted)
 		}
@@ -226,7 +242,7 @@ func (d *Dispatcher) promoteBlocked(ctx context.Context) error {
 			d.notifyAll()
 		}
 		if len(keys) < d.cfg.BatchSize || ctx.Err() != nil {
-			return nil
+			return errors.Join(errs...)
 		}
 		after = keys[len(keys)-1]
 	}
@@ -253,7 +269,7 @@ func (d *Dispatcher) cleanup(ctx context.Context) error {
 	if _, err := ex.DeleteIdleSemaphores(ctx, now, d.cfg.BatchSize); err != nil {
 		errs = append(errs, err)
 	}
-	if _, err := ex.DeleteDeadProcesses(ctx, now.Add(-d.cfg.ProcessDeadAfter)); err != nil {
+	if _, err := ex.DeleteDeadProcesses(ctx, now, d.cfg.ProcessDeadAfter); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)

@@ -11,10 +11,12 @@ import (
 )
 
 // reapLostClaims returns the claims of dead processes to ready (keeping
-// their slots) or fails them once their attempts are spent.
+// their slots) or fails them once their attempts are spent. A process is
+// dead only on evidence (driver package doc): silent for longer than
+// ProcessDeadAfter and its own bound while others' heartbeats landed, so
+// an outage or a locked database every process shared kills none.
 func (d *Dispatcher) reapLostClaims(ctx context.Context) error {
-	deadBefore := d.cfg.Now().Add(-d.cfg.ProcessDeadAfter)
-	if lost, err := d.drv.Exec().LostClaims(ctx, deadBefore, 1); err != nil || len(lost) == 0 {
+	if lost, err := d.drv.Exec().LostClaims(ctx, d.cfg.Now(), d.cfg.ProcessDeadAfter, 1); err != nil || len(lost) == 0 {
 		return err
 	}
 	for {
@@ -23,7 +25,7 @@ func (d *Dispatcher) reapLostClaims(ctx context.Context) error {
 		err := d.inTx(ctx, func(ex driver.Executor) error {
 			now := d.cfg.Now()
 			var err error
-			claims, err = ex.LostClaims(ctx, now.Add(-d.cfg.ProcessDeadAfter), d.cfg.BatchSize)
+			claims, err = ex.LostClaims(ctx, now, d.cfg.ProcessDeadAfter, d.cfg.BatchSize)
 			if err != nil {
 				return err
 			}
@@ -40,7 +42,7 @@ func (d *Dispatcher) reapLostClaims(ctx context.Context) error {
 	}
 	// Remove the dead processes now their claims are gone: if one was only
 	// paused, its next heartbeat finds no row and it cancels its runs.
-	_, err := d.drv.Exec().DeleteDeadProcesses(ctx, deadBefore)
+	_, err := d.drv.Exec().DeleteDeadProcesses(ctx, d.cfg.Now(), d.cfg.ProcessDeadAfter)
 	return err
 }
 
@@ -55,7 +57,7 @@ func handleLost(ctx context.Context, ex driver.Executor, claims []*driver.Claim,
 	slices.SortFunc(claims, func(a, b *driver.Claim) int { return strings.Compare(a.Limit.Key, b.Limit.Key) })
 	out := make([]reap, 0, len(claims))
 	for _, c := range claims {
-		r, err := lifecycle.Lost(ctx, ex, c, now)
+		r, err := lifecycle.Lost(ctx, ex, c, lifecycle.LostMessage, now)
 		if err != nil {
 			return nil, err
 		}

@@ -454,6 +454,18 @@ func (e *executor) SemaphoreLock(ctx context.Context, key, queue string) (driver
 	return s, true, nil
 }
 
+func (e *executor) SemaphoreTryLock(ctx context.Context, key string) (bool, error) {
+	var one int
+	err := e.db.QueryRowContext(ctx, e.q.semTryLock, hash(key), []byte(key)).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("lock semaphore %q: %w", key, err)
+	}
+	return true, nil
+}
+
 func (e *executor) SemaphoreSave(ctx context.Context, s driver.Semaphore) error {
 	_, err := e.exec(ctx, e.q.semSave, s.Value, s.Limit, s.Blocked, s.Duration.Milliseconds(), micros(s.ExpiresAt), hash(s.Key))
 	if err != nil {
@@ -598,8 +610,9 @@ func (e *executor) lockLost(ctx context.Context, query string, args ...any) ([]*
 	return claims, err
 }
 
-func (e *executor) LostClaims(ctx context.Context, deadBefore time.Time, max int) ([]*driver.Claim, error) {
-	claims, err := e.lockLost(ctx, e.q.lostClaims, micros(deadBefore), max)
+func (e *executor) LostClaims(ctx context.Context, now time.Time, deadAfter time.Duration, max int) ([]*driver.Claim, error) {
+	d := deadAfter.Milliseconds()
+	claims, err := e.lockLost(ctx, e.q.lostClaims, micros(now), d, d, max)
 	if err != nil {
 		return nil, fmt.Errorf("find claims of dead processes: %w", err)
 	}
@@ -607,7 +620,8 @@ func (e *executor) LostClaims(ctx context.Context, deadBefore time.Time, max int
 }
 
 func (e *executor) LostClaimsOfKey(ctx context.Context, key string, now time.Time, silence time.Duration) ([]*driver.Claim, error) {
-	claims, err := e.lockLost(ctx, e.q.lostClaimsOfKey, hash(key), micros(now), silence.Milliseconds())
+	d := silence.Milliseconds()
+	claims, err := e.lockLost(ctx, e.q.lostClaimsOfKey, hash(key), micros(now), d, d)
 	if err != nil {
 		return nil, fmt.Errorf("find lost claims of %q: %w", key, err)
 	}
@@ -624,7 +638,8 @@ func (e *executor) DeleteFinishedJobs(ctx context.Context, before time.Time, max
 
 func (e *executor) RegisterProcess(ctx context.Context, p driver.Process) (int64, error) {
 	res, err := e.write(ctx, e.q.registerProcess, p.Kind, p.Name, p.Hostname, p.PID, p.Queues,
-		p.HeartbeatInterval.Milliseconds(), micros(p.StartedAt), micros(p.StartedAt))
+		p.HeartbeatInterval.Milliseconds(), p.DeadAfter.Milliseconds(), micros(p.StartedAt), micros(p.StartedAt),
+		micros(p.StartedAt))
 	if err != nil {
 		return 0, fmt.Errorf("register process: %w", err)
 	}
@@ -635,42 +650,65 @@ func (e *executor) RegisterProcess(ctx context.Context, p driver.Process) (int64
 	return id, nil
 }
 
-func (e *executor) Heartbeat(ctx context.Context, processID int64, now time.Time) (bool, error) {
-	found := false
-	err := e.atomic(ctx, func(e *executor) error {
-		res, err := e.db.ExecContext(ctx, e.q.heartbeat, micros(now), processID)
-		if err != nil {
-			return err
-		}
-		n, err := res.RowsAffected()
-		if err != nil {
-			return err
-		}
-		// MySQL counts changed rows: a beat at the same instant as the
-		// last changes nothing, yet the process is there.
-		found = n > 0
-		if !found {
-			if err := e.db.QueryRowContext(ctx, e.q.processExists, processID).Scan(&found); err != nil || !found {
-				return err
-			}
-		}
-		keys, err := queryColumn[[]byte](ctx, e.db, e.q.heldKeys, processID)
-		if err != nil || len(keys) == 0 {
-			return err
-		}
-		renew, err := queryColumn[[]byte](ctx, e.db, in(e.q.pickRenewable, len(keys)), append(anys(keys), micros(now))...)
-		if err != nil || len(renew) == 0 {
-			return err
-		}
-		if _, err := e.db.ExecContext(ctx, in(e.q.renewSems, len(renew)), append([]any{micros(now)}, anys(renew)...)...); err != nil {
-			return fmt.Errorf("renew semaphores: %w", err)
-		}
-		return nil
-	})
+// Heartbeat writes the beat in a transaction of its own, so the process
+// row is locked only for that statement: a renewal waiting on semaphores
+// never holds up a reaper's read of the row, and a process frozen while
+// renewing holds nothing a dispatcher needs.
+func (e *executor) Heartbeat(ctx context.Context, b driver.Beat) (bool, error) {
+	res, err := e.write(ctx, e.q.heartbeat, micros(b.At), micros(b.BeatingSince), b.ProcessID)
 	if err != nil {
 		return false, fmt.Errorf("heartbeat: %w", err)
 	}
-	return found, nil
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, fmt.Errorf("heartbeat: %w", err)
+	}
+	// MySQL counts changed rows: a beat at the same instant as the last
+	// changes nothing, yet the process is there.
+	if n == 0 {
+		var found bool
+		if err := e.db.QueryRowContext(ctx, e.q.processExists, b.ProcessID).Scan(&found); err != nil || !found {
+			return false, err
+		}
+	}
+	err = e.atomic(ctx, func(e *executor) error {
+		keys, err := queryColumn[[]byte](ctx, e.db, e.q.heldKeys, b.ProcessID)
+		if err != nil || len(keys) == 0 {
+			return err
+		}
+		renew, err := queryColumn[[]byte](ctx, e.db, in(e.q.pickRenewable, len(keys)), append(anys(keys), micros(b.At))...)
+		if err != nil || len(renew) == 0 {
+			return err
+		}
+		_, err = e.db.ExecContext(ctx, in(e.q.renewSems, len(renew)), append([]any{micros(b.At)}, anys(renew)...)...)
+		return err
+	})
+	if err != nil {
+		return true, fmt.Errorf("renew semaphores: %w", err)
+	}
+	return true, nil
+}
+
+func (e *executor) ClaimsOfProcess(ctx context.Context, processID int64) ([]driver.OwnClaim, error) {
+	rows, err := e.db.QueryContext(ctx, e.q.claimsOfProcess, processID)
+	if err != nil {
+		return nil, fmt.Errorf("list claims of process %d: %w", processID, err)
+	}
+	defer rows.Close()
+	var out []driver.OwnClaim
+	for rows.Next() {
+		var c driver.OwnClaim
+		var at int64
+		if err := rows.Scan(&c.JobID, &c.Fence, &at); err != nil {
+			return nil, fmt.Errorf("list claims of process %d: %w", processID, err)
+		}
+		c.ClaimedAt = fromMicros(at)
+		out = append(out, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list claims of process %d: %w", processID, err)
+	}
+	return out, nil
 }
 
 func (e *executor) DeregisterProcess(ctx context.Context, processID int64) error {
@@ -680,12 +718,58 @@ func (e *executor) DeregisterProcess(ctx context.Context, processID int64) error
 	return nil
 }
 
-func (e *executor) DeleteDeadProcesses(ctx context.Context, deadBefore time.Time) (int, error) {
-	n, err := e.exec(ctx, e.q.deleteDeadProcesses, micros(deadBefore))
+func (e *executor) DeleteDeadProcesses(ctx context.Context, now time.Time, deadAfter time.Duration) (int, error) {
+	var n int64
+	err := e.atomic(ctx, func(e *executor) error {
+		n = 0
+		d := deadAfter.Milliseconds()
+		seen, err := e.processBeats(ctx, e.q.deadProcesses, micros(now), d, d)
+		if err != nil || len(seen) == 0 {
+			return err
+		}
+		ids := make([]int64, 0, len(seen))
+		for id := range seen {
+			ids = append(ids, id)
+		}
+		locked, err := e.processBeats(ctx, in(e.q.lockProcesses, len(ids)), anys(ids)...)
+		if err != nil {
+			return err
+		}
+		// Only those that have not beaten since they were found dead.
+		ids = ids[:0]
+		for id, beat := range locked {
+			if beat == seen[id] {
+				ids = append(ids, id)
+			}
+		}
+		if len(ids) == 0 {
+			return nil
+		}
+		n, err = execIn(ctx, e, e.q.deleteProcesses, ids)
+		return err
+	})
 	if err != nil {
 		return 0, fmt.Errorf("delete dead processes: %w", err)
 	}
 	return int(n), nil
+}
+
+// processBeats reads (id, last_heartbeat_at) rows.
+func (e *executor) processBeats(ctx context.Context, query string, args ...any) (map[int64]int64, error) {
+	rows, err := e.db.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[int64]int64{}
+	for rows.Next() {
+		var id, beat int64
+		if err := rows.Scan(&id, &beat); err != nil {
+			return nil, err
+		}
+		out[id] = beat
+	}
+	return out, rows.Err()
 }
 
 func (e *executor) ListProcesses(ctx context.Context) ([]driver.Process, error) {
@@ -697,12 +781,14 @@ func (e *executor) ListProcesses(ctx context.Context) ([]driver.Process, error) 
 	var out []driver.Process
 	for rows.Next() {
 		var p driver.Process
-		var hbMS, started, last int64
-		if err := rows.Scan(&p.ID, &p.Kind, &p.Name, &p.Hostname, &p.PID, &p.Queues, &hbMS, &started, &last); err != nil {
+		var hbMS, deadMS, started, last, since int64
+		if err := rows.Scan(&p.ID, &p.Kind, &p.Name, &p.Hostname, &p.PID, &p.Queues, &hbMS, &deadMS,
+			&started, &last, &since); err != nil {
 			return nil, fmt.Errorf("list processes: %w", err)
 		}
 		p.HeartbeatInterval = time.Duration(hbMS) * time.Millisecond
-		p.StartedAt, p.LastHeartbeatAt = fromMicros(started), fromMicros(last)
+		p.DeadAfter = time.Duration(deadMS) * time.Millisecond
+		p.StartedAt, p.LastHeartbeatAt, p.BeatingSince = fromMicros(started), fromMicros(last), fromMicros(since)
 		out = append(out, p)
 	}
 	if err := rows.Err(); err != nil {

@@ -17,21 +17,34 @@ import (
 // Keys travel as []byte and are looked up by their SHA-256 (hash(key)),
 // which is what the indexes hold. FORCE INDEX pins the plan where another
 // one would make a locking read lock rows it does not return.
+// deadFor is the condition that process p (the row, aliased p) is dead at
+// the first argument, now, after a silence of the expression silenceMS
+// (which takes its arguments twice): it has been silent that long, and
+// another process's heartbeats landed without a gap for as long within
+// that silence, so the database was writable and the silence is p's own
+// (driver package doc, "Dead processes").
+func deadFor(silenceMS string) string {
+	return `p.last_heartbeat_at < ? - ` + silenceMS + ` * 1000
+	AND EXISTS (SELECT 1 FROM {p}processes q WHERE q.id <> p.id
+		AND q.last_heartbeat_at - greatest(p.last_heartbeat_at, q.beating_since) > ` + silenceMS + ` * 1000)`
+}
+
 type queries struct {
 	insertJob, insertReady, insertScheduled, insertBlocked string
 
 	pickReady, deleteReady, insertClaims, selectClaims            string
 	deleteClaim, finishJob, deleteJobs, recordError, insertFailed string
 
-	semEnsure, semLock, semSave, pickBlocked, deleteBlocked, countHolders string
+	semEnsure, semLock, semTryLock, semSave, pickBlocked, deleteBlocked, countHolders string
 
 	hasDueScheduled, pickDueScheduled, deleteScheduled, selectJobs string
 	expiredSems, promotableSems, pickIdleSems, deleteSems          string
 	lostClaims, lostClaimsOfKey, lockClaims, selectLockedClaims    string
 	deleteFinished                                                 string
 
-	registerProcess, heartbeat, processExists, heldKeys, pickRenewable, renewSems string
-	deregisterProcess, deleteDeadProcesses, listProcesses                         string
+	registerProcess, heartbeat, processExists, heldKeys, pickRenewable, renewSems   string
+	deregisterProcess, deadProcesses, lockProcesses, deleteProcesses, listProcesses string
+	claimsOfProcess                                                                 string
 
 	getJob, countByQueue, schemaVersion string
 
@@ -107,6 +120,7 @@ SELECT id, queue, ?, ? FROM {p}jobs WHERE id = ?`),
 	coalesce((SELECT p.max_active_per_key FROM {p}policies p WHERE p.queue = ?), 0),
 	coalesce((SELECT p.max_blocked FROM {p}policies p WHERE p.queue = ?), 0)
 FROM {p}semaphores s WHERE s.key_hash = ? AND s.` + "`key`" + ` = ? FOR UPDATE`),
+		semTryLock: p(`SELECT 1 FROM {p}semaphores WHERE key_hash = ? AND ` + "`key`" + ` = ? FOR UPDATE SKIP LOCKED`),
 		semSave: p(`UPDATE {p}semaphores SET value = ?, lim = ?, blocked = ?, duration_ms = ?, expires_at = ?
 WHERE key_hash = ?`),
 		// Callers hold the key's semaphore lock, which every writer of
@@ -148,15 +162,17 @@ ORDER BY s.expires_at LIMIT ? FOR UPDATE SKIP LOCKED`),
 		// FOR UPDATE OF c, which MariaDB lacks, locks only the claims too.
 		// A fence names one claim, so a claim finished or claimed again in
 		// between is not locked.
+		// Args: now, deadAfter, deadAfter (deadFor), max.
 		lostClaims: p(`SELECT c.fence FROM {p}claimed_executions c
 LEFT JOIN {p}processes p ON p.id = c.process_id
-WHERE p.id IS NULL OR p.last_heartbeat_at < ?
+WHERE p.id IS NULL OR (` + deadFor(`greatest(?, p.dead_after_ms)`) + `)
 ORDER BY c.job_id LIMIT ?`),
+		// Args: key hash, now, silence, silence.
 		lostClaimsOfKey: p(`SELECT c.fence FROM {p}jobs j FORCE INDEX ({p}jobs_live_key)
 JOIN {p}claimed_executions c ON c.job_id = j.id
 LEFT JOIN {p}processes p ON p.id = c.process_id
 WHERE j.concurrency_key_hash = ? AND j.finished_at IS NULL
-	AND (p.id IS NULL OR p.last_heartbeat_at < ? - greatest(?, 3 * p.heartbeat_interval_ms) * 1000)
+	AND (p.id IS NULL OR (` + deadFor(`greatest(?, j.concurrency_duration_ms, 3 * p.heartbeat_interval_ms)`) + `))
 ORDER BY c.job_id`),
 		lockClaims: p(`SELECT fence FROM {p}claimed_executions WHERE fence IN ` + list + `
 ORDER BY fence FOR UPDATE SKIP LOCKED`),
@@ -166,9 +182,10 @@ WHERE c.fence IN ` + list + ` ORDER BY c.job_id`),
 		deleteFinished: p(`DELETE FROM {p}jobs WHERE finished_at < ? ORDER BY finished_at LIMIT ?`),
 
 		registerProcess: p(`INSERT INTO {p}processes (kind, name, hostname, pid, queues, heartbeat_interval_ms,
-	started_at, last_heartbeat_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`),
-		heartbeat:     p(`UPDATE {p}processes SET last_heartbeat_at = ? WHERE id = ?`),
-		processExists: p(`SELECT EXISTS (SELECT 1 FROM {p}processes WHERE id = ?)`),
+	dead_after_ms, started_at, last_heartbeat_at, beating_since) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+		heartbeat:       p(`UPDATE {p}processes SET last_heartbeat_at = ?, beating_since = ? WHERE id = ?`),
+		claimsOfProcess: p(`SELECT job_id, fence, claimed_at FROM {p}claimed_executions WHERE process_id = ?`),
+		processExists:   p(`SELECT EXISTS (SELECT 1 FROM {p}processes WHERE id = ?)`),
 		// Renewal reads the keys the process's claims hold, then locks
 		// their semaphores that expire within half their duration,
 		// skipping rows someone holds: two renewals never wait on each
@@ -181,10 +198,19 @@ WHERE key_hash IN ` + list + ` AND expires_at < ? + duration_ms * 500
 ORDER BY key_hash FOR UPDATE SKIP LOCKED`),
 		renewSems:         p(`UPDATE {p}semaphores SET expires_at = ? + duration_ms * 1000 WHERE key_hash IN ` + list),
 		deregisterProcess: p(`DELETE FROM {p}processes WHERE id = ?`),
-		deleteDeadProcesses: p(`DELETE FROM {p}processes WHERE last_heartbeat_at < ?
+		// Dead processes are found by a plain read (args: now, deadAfter,
+		// deadAfter), locked skipping rows others hold, and deleted only
+		// if they have not beaten since (lockProcesses reads the latest
+		// beat) and still hold no claim.
+		deadProcesses: p(`SELECT p.id, p.last_heartbeat_at FROM {p}processes p
+WHERE ` + deadFor(`greatest(?, p.dead_after_ms)`) + `
+	AND NOT EXISTS (SELECT 1 FROM {p}claimed_executions c WHERE c.process_id = p.id)`),
+		lockProcesses: p(`SELECT id, last_heartbeat_at FROM {p}processes WHERE id IN ` + list + `
+ORDER BY id FOR UPDATE SKIP LOCKED`),
+		deleteProcesses: p(`DELETE FROM {p}processes WHERE id IN ` + list + `
 AND NOT EXISTS (SELECT 1 FROM {p}claimed_executions c WHERE c.process_id = {p}processes.id)`),
-		listProcesses: p(`SELECT id, kind, name, hostname, pid, queues, heartbeat_interval_ms, started_at,
-	last_heartbeat_at FROM {p}processes ORDER BY id`),
+		listProcesses: p(`SELECT id, kind, name, hostname, pid, queues, heartbeat_interval_ms, dead_after_ms,
+	started_at, last_heartbeat_at, beating_since FROM {p}processes ORDER BY id`),
 
 		getJob: p(`
 SELECT ` + jobColumns + `, coalesce(j.last_error, ''), j.finished_at,

@@ -321,6 +321,18 @@ func (e *executor) SemaphoreLock(ctx context.Context, key, queue string) (driver
 	return s, true, nil
 }
 
+func (e *executor) SemaphoreTryLock(ctx context.Context, key string) (bool, error) {
+	var one int
+	err := e.db.QueryRow(ctx, e.q.semTryLock, key).Scan(&one)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("lock semaphore %q: %w", key, err)
+	}
+	return true, nil
+}
+
 func (e *executor) SemaphoreSave(ctx context.Context, s driver.Semaphore) error {
 	err := e.write(ctx, e.q.semSave, s.Key, s.Value, s.Limit, s.Blocked, s.Duration.Milliseconds(), s.ExpiresAt)
 	if err != nil {
@@ -435,8 +447,8 @@ func (e *executor) DeleteIdleSemaphores(ctx context.Context, now time.Time, max 
 	return int(tag.RowsAffected()), nil
 }
 
-func (e *executor) LostClaims(ctx context.Context, deadBefore time.Time, max int) ([]*driver.Claim, error) {
-	rows, err := e.db.Query(ctx, e.q.lostClaims, deadBefore, max)
+func (e *executor) LostClaims(ctx context.Context, now time.Time, deadAfter time.Duration, max int) ([]*driver.Claim, error) {
+	rows, err := e.db.Query(ctx, e.q.lostClaims, now, deadAfter.Milliseconds(), max)
 	if err != nil {
 		return nil, fmt.Errorf("find claims of dead processes: %w", err)
 	}
@@ -448,7 +460,7 @@ func (e *executor) LostClaims(ctx context.Context, deadBefore time.Time, max int
 }
 
 func (e *executor) LostClaimsOfKey(ctx context.Context, key string, now time.Time, silence time.Duration) ([]*driver.Claim, error) {
-	rows, err := e.db.Query(ctx, e.q.lostClaimsOfKey, key, now, silence.Milliseconds())
+	rows, err := e.db.Query(ctx, e.q.lostClaimsOfKey, now, key, silence.Milliseconds())
 	if err != nil {
 		return nil, fmt.Errorf("find lost claims of %q: %w", key, err)
 	}
@@ -470,25 +482,41 @@ func (e *executor) DeleteFinishedJobs(ctx context.Context, before time.Time, max
 func (e *executor) RegisterProcess(ctx context.Context, p driver.Process) (int64, error) {
 	var id int64
 	err := e.db.QueryRow(ctx, e.q.registerProcess, p.Kind, p.Name, p.Hostname, p.PID, p.Queues,
-		p.HeartbeatInterval.Milliseconds(), p.StartedAt).Scan(&id)
+		p.HeartbeatInterval.Milliseconds(), p.DeadAfter.Milliseconds(), p.StartedAt).Scan(&id)
 	if err != nil {
 		return 0, fmt.Errorf("register process: %w", err)
 	}
 	return id, nil
 }
 
-func (e *executor) Heartbeat(ctx context.Context, processID int64, now time.Time) (bool, error) {
-	tag, err := e.db.Exec(ctx, e.q.heartbeat, processID, now)
+func (e *executor) Heartbeat(ctx context.Context, b driver.Beat) (bool, error) {
+	tag, err := e.db.Exec(ctx, e.q.heartbeat, b.ProcessID, b.At, b.BeatingSince)
 	if err != nil {
 		return false, fmt.Errorf("heartbeat: %w", err)
 	}
 	if tag.RowsAffected() == 0 {
 		return false, nil
 	}
-	if _, err := e.db.Exec(ctx, e.q.renewSems, processID, now); err != nil {
+	if _, err := e.db.Exec(ctx, e.q.renewSems, b.ProcessID, b.At); err != nil {
 		return true, fmt.Errorf("renew semaphores: %w", err)
 	}
 	return true, nil
+}
+
+func (e *executor) ClaimsOfProcess(ctx context.Context, processID int64) ([]driver.OwnClaim, error) {
+	rows, err := e.db.Query(ctx, e.q.claimsOfProcess, processID)
+	if err != nil {
+		return nil, fmt.Errorf("list claims of process %d: %w", processID, err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (driver.OwnClaim, error) {
+		var c driver.OwnClaim
+		err := r.Scan(&c.JobID, &c.Fence, &c.ClaimedAt)
+		return c, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list claims of process %d: %w", processID, err)
+	}
+	return out, nil
 }
 
 func (e *executor) DeregisterProcess(ctx context.Context, processID int64) error {
@@ -498,8 +526,8 @@ func (e *executor) DeregisterProcess(ctx context.Context, processID int64) error
 	return nil
 }
 
-func (e *executor) DeleteDeadProcesses(ctx context.Context, deadBefore time.Time) (int, error) {
-	tag, err := e.db.Exec(ctx, e.q.deleteDeadProcesses, deadBefore)
+func (e *executor) DeleteDeadProcesses(ctx context.Context, now time.Time, deadAfter time.Duration) (int, error) {
+	tag, err := e.db.Exec(ctx, e.q.deleteDeadProcesses, now, deadAfter.Milliseconds())
 	if err != nil {
 		return 0, fmt.Errorf("delete dead processes: %w", err)
 	}
@@ -515,11 +543,13 @@ func (e *executor) ListProcesses(ctx context.Context) ([]driver.Process, error) 
 	var out []driver.Process
 	for rows.Next() {
 		var p driver.Process
-		var hbMS int64
-		if err := rows.Scan(&p.ID, &p.Kind, &p.Name, &p.Hostname, &p.PID, &p.Queues, &hbMS, &p.StartedAt, &p.LastHeartbeatAt); err != nil {
+		var hbMS, deadMS int64
+		if err := rows.Scan(&p.ID, &p.Kind, &p.Name, &p.Hostname, &p.PID, &p.Queues, &hbMS, &deadMS,
+			&p.StartedAt, &p.LastHeartbeatAt, &p.BeatingSince); err != nil {
 			return nil, fmt.Errorf("list processes: %w", err)
 		}
 		p.HeartbeatInterval = time.Duration(hbMS) * time.Millisecond
+		p.DeadAfter = time.Duration(deadMS) * time.Millisecond
 		out = append(out, p)
 	}
 	return out, rows.Err()

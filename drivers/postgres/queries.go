@@ -9,13 +9,14 @@ type queries struct {
 	completeClaims, completeDelete                                            string
 	claimReady, deleteClaim, finishJob, deleteJobs, recordError, insertFailed string
 
-	semEnsure, semLock, semSave, promoteBlocked, countHolders string
-	releaseMany, promoteMany                                  string
+	semEnsure, semLock, semTryLock, semSave, promoteBlocked, countHolders string
+	releaseMany, promoteMany                                              string
 
 	hasDueScheduled, takeDueScheduled, expiredSems, promotableSems, deleteIdleSems string
 	lostClaims, lostClaimsOfKey, deleteFinished                                    string
 
 	registerProcess, heartbeat, renewSems, deregisterProcess, deleteDeadProcesses, listProcesses string
+	claimsOfProcess                                                                              string
 
 	getJob, countByQueue, schemaVersion string
 
@@ -51,6 +52,17 @@ WITH picked AS (
 SELECT ` + jobColumns + `, c.fence
 FROM claimed c JOIN {p}jobs j ON j.id = c.job_id
 ORDER BY j.priority DESC, j.id`
+}
+
+// deadFor is the condition that process p (the row, aliased p) is dead at
+// $1 after a silence of silenceMS: it has been silent that long, and
+// another process's heartbeats landed without a gap for as long within
+// that silence, so the database was writable and the silence is p's own
+// (driver package doc, "Dead processes").
+func deadFor(silenceMS string) string {
+	return `p.last_heartbeat_at < $1::timestamptz - ` + silenceMS + ` * interval '1 millisecond'
+	AND EXISTS (SELECT 1 FROM {p}processes q WHERE q.id <> p.id
+		AND q.last_heartbeat_at - greatest(p.last_heartbeat_at, q.beating_since) > ` + silenceMS + ` * interval '1 millisecond')`
 }
 
 func newQueries(prefix string) *queries {
@@ -135,6 +147,7 @@ LEFT JOIN {p}key_limits k ON k.key = s.key
 LEFT JOIN {p}policies p ON p.queue = $2
 WHERE s.key = $1
 FOR UPDATE OF s`),
+		semTryLock: p(`SELECT 1 FROM {p}semaphores WHERE key = $1 FOR UPDATE SKIP LOCKED`),
 		semSave: p(`UPDATE {p}semaphores SET value = $2, lim = $3, blocked = $4, duration_ms = $5, expires_at = $6
 WHERE key = $1`),
 		promoteBlocked: p(`
@@ -219,24 +232,26 @@ SELECT ` + jobColumns + `, c.fence, c.claimed_at
 FROM {p}claimed_executions c
 JOIN {p}jobs j ON j.id = c.job_id
 LEFT JOIN {p}processes p ON p.id = c.process_id
-WHERE p.id IS NULL OR p.last_heartbeat_at < $1
-ORDER BY c.job_id LIMIT $2
+WHERE p.id IS NULL OR (` + deadFor(`greatest($2::bigint, p.dead_after_ms)`) + `)
+ORDER BY c.job_id LIMIT $3
 FOR UPDATE OF c SKIP LOCKED`),
 		lostClaimsOfKey: p(`
 SELECT ` + jobColumns + `, c.fence, c.claimed_at
 FROM {p}jobs j
 JOIN {p}claimed_executions c ON c.job_id = j.id
 LEFT JOIN {p}processes p ON p.id = c.process_id
-WHERE j.concurrency_key = $1 AND j.finished_at IS NULL
-	AND (p.id IS NULL OR p.last_heartbeat_at < $2::timestamptz - greatest($3::bigint, 3 * p.heartbeat_interval_ms) * interval '1 millisecond')
+WHERE j.concurrency_key = $2 AND j.finished_at IS NULL
+	AND (p.id IS NULL OR (` + deadFor(`greatest($3::bigint, j.concurrency_duration_ms, 3 * p.heartbeat_interval_ms)`) + `))
 ORDER BY c.job_id
 FOR UPDATE OF c SKIP LOCKED`),
 		deleteFinished: p(`DELETE FROM {p}jobs WHERE id IN (
 	SELECT id FROM {p}jobs WHERE finished_at < $1 ORDER BY finished_at LIMIT $2)`),
 
-		registerProcess: p(`INSERT INTO {p}processes (kind, name, hostname, pid, queues, heartbeat_interval_ms, started_at, last_heartbeat_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $7) RETURNING id`),
-		heartbeat: p(`UPDATE {p}processes SET last_heartbeat_at = $2 WHERE id = $1`),
+		registerProcess: p(`INSERT INTO {p}processes (kind, name, hostname, pid, queues, heartbeat_interval_ms,
+	dead_after_ms, started_at, last_heartbeat_at, beating_since)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8, $8) RETURNING id`),
+		heartbeat:       p(`UPDATE {p}processes SET last_heartbeat_at = $2, beating_since = $3 WHERE id = $1`),
+		claimsOfProcess: p(`SELECT job_id, fence, claimed_at FROM {p}claimed_executions WHERE process_id = $1`),
 		// Renew in key order, skipping rows someone holds: two renewals
 		// never deadlock, and a skipped key is renewed next beat.
 		renewSems: p(`
@@ -250,9 +265,10 @@ WHERE s.key IN (
 	ORDER BY s2.key
 	FOR UPDATE SKIP LOCKED)`),
 		deregisterProcess: p(`DELETE FROM {p}processes WHERE id = $1`),
-		deleteDeadProcesses: p(`DELETE FROM {p}processes p WHERE p.last_heartbeat_at < $1
+		deleteDeadProcesses: p(`DELETE FROM {p}processes p WHERE ` + deadFor(`greatest($2::bigint, p.dead_after_ms)`) + `
 AND NOT EXISTS (SELECT 1 FROM {p}claimed_executions c WHERE c.process_id = p.id)`),
-		listProcesses: p(`SELECT id, kind, name, hostname, pid, queues, heartbeat_interval_ms, started_at, last_heartbeat_at
+		listProcesses: p(`SELECT id, kind, name, hostname, pid, queues, heartbeat_interval_ms, dead_after_ms,
+	started_at, last_heartbeat_at, beating_since
 FROM {p}processes ORDER BY id`),
 
 		getJob: p(`

@@ -501,6 +501,18 @@ func (e *executor) SemaphoreLock(ctx context.Context, key, queue string) (driver
 	return s, true, nil
 }
 
+func (e *executor) SemaphoreTryLock(ctx context.Context, key string) (bool, error) {
+	var one int
+	err := e.db.QueryRowContext(ctx, e.q.semTryLock, key).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("lock semaphore %q: %w", key, err)
+	}
+	return true, nil
+}
+
 func (e *executor) SemaphoreSave(ctx context.Context, s driver.Semaphore) error {
 	_, err := e.exec(ctx, e.q.semSave, s.Value, s.Limit, s.Blocked, s.Duration.Milliseconds(), micros(s.ExpiresAt), s.Key)
 	if err != nil {
@@ -610,8 +622,12 @@ func (e *executor) DeleteIdleSemaphores(ctx context.Context, now time.Time, max 
 	return int(n), nil
 }
 
-func (e *executor) LostClaims(ctx context.Context, deadBefore time.Time, max int) ([]*driver.Claim, error) {
-	claims, err := e.queryClaims(ctx, e.q.lostClaims, micros(deadBefore), max)
+func (e *executor) LostClaims(ctx context.Context, now time.Time, deadAfter time.Duration, max int) ([]*driver.Claim, error) {
+	dead, err := e.deadProcesses(ctx, now, deadAfter)
+	if err != nil {
+		return nil, fmt.Errorf("find dead processes: %w", err)
+	}
+	claims, err := e.queryClaims(ctx, e.q.claimsOfDead, ids(dead), max)
 	if err != nil {
 		return nil, fmt.Errorf("find claims of dead processes: %w", err)
 	}
@@ -619,11 +635,28 @@ func (e *executor) LostClaims(ctx context.Context, deadBefore time.Time, max int
 }
 
 func (e *executor) LostClaimsOfKey(ctx context.Context, key string, now time.Time, silence time.Duration) ([]*driver.Claim, error) {
-	claims, err := e.queryClaims(ctx, e.q.lostClaimsOfKey, key, micros(now), silence.Milliseconds())
+	rows, err := e.db.QueryContext(ctx, e.q.lostClaimsOfKey, micros(now), key, silence.Milliseconds())
 	if err != nil {
 		return nil, fmt.Errorf("find lost claims of %q: %w", key, err)
 	}
-	return claims, nil
+	defer rows.Close()
+	var out []*driver.Claim
+	for rows.Next() {
+		c := &driver.Claim{}
+		var claimedAt, processID, silenceMS int64
+		if err := scanJob(rows.Scan, &c.Job, &c.Fence, &claimedAt, &processID, &silenceMS); err != nil {
+			return nil, fmt.Errorf("find lost claims of %q: %w", key, err)
+		}
+		c.ClaimedAt = fromMicros(claimedAt)
+		if processID != 0 && e.d.aliveByBeacon(processID, now, time.Duration(silenceMS)*time.Millisecond) {
+			continue
+		}
+		out = append(out, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("find lost claims of %q: %w", key, err)
+	}
+	return out, nil
 }
 
 func (e *executor) DeleteFinishedJobs(ctx context.Context, before time.Time, max int) (int, error) {
@@ -637,22 +670,29 @@ func (e *executor) DeleteFinishedJobs(ctx context.Context, before time.Time, max
 func (e *executor) RegisterProcess(ctx context.Context, p driver.Process) (int64, error) {
 	var id int64
 	err := e.db.QueryRowContext(ctx, e.q.registerProcess, p.Kind, p.Name, p.Hostname, p.PID, p.Queues,
-		p.HeartbeatInterval.Milliseconds(), micros(p.StartedAt)).Scan(&id)
+		p.HeartbeatInterval.Milliseconds(), p.DeadAfter.Milliseconds(), micros(p.StartedAt)).Scan(&id)
 	if err != nil {
+		return 0, fmt.Errorf("register process: %w", err)
+	}
+	if err := e.d.Beacon(id, p.StartedAt); err != nil && !errors.Is(err, driver.ErrNoBeacon) {
 		return 0, fmt.Errorf("register process: %w", err)
 	}
 	return id, nil
 }
 
-func (e *executor) Heartbeat(ctx context.Context, processID int64, now time.Time) (bool, error) {
+// Heartbeat writes the beat and renews semaphores in one write
+// transaction: SQLite's write lock is the database's, so splitting them
+// would only take it twice. A beat the lock holds up still shows through
+// the process's beacon (beacon.go).
+func (e *executor) Heartbeat(ctx context.Context, b driver.Beat) (bool, error) {
 	found := false
 	err := e.atomic(ctx, func(e *executor) error {
-		n, err := e.exec(ctx, e.q.heartbeat, micros(now), processID)
+		n, err := e.exec(ctx, e.q.heartbeat, micros(b.At), micros(b.BeatingSince), b.ProcessID)
 		if err != nil || n == 0 {
 			return err
 		}
 		found = true
-		if _, err := e.exec(ctx, e.q.renewSems, micros(now), processID); err != nil {
+		if _, err := e.exec(ctx, e.q.renewSems, micros(b.At), b.ProcessID); err != nil {
 			return fmt.Errorf("renew semaphores: %w", err)
 		}
 		return nil
@@ -663,19 +703,51 @@ func (e *executor) Heartbeat(ctx context.Context, processID int64, now time.Time
 	return found, nil
 }
 
+func (e *executor) ClaimsOfProcess(ctx context.Context, processID int64) ([]driver.OwnClaim, error) {
+	rows, err := e.db.QueryContext(ctx, e.q.claimsOfProcess, processID)
+	if err != nil {
+		return nil, fmt.Errorf("list claims of process %d: %w", processID, err)
+	}
+	defer rows.Close()
+	var out []driver.OwnClaim
+	for rows.Next() {
+		var c driver.OwnClaim
+		var at int64
+		if err := rows.Scan(&c.JobID, &c.Fence, &at); err != nil {
+			return nil, fmt.Errorf("list claims of process %d: %w", processID, err)
+		}
+		c.ClaimedAt = fromMicros(at)
+		out = append(out, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list claims of process %d: %w", processID, err)
+	}
+	return out, nil
+}
+
 func (e *executor) DeregisterProcess(ctx context.Context, processID int64) error {
 	if _, err := e.exec(ctx, e.q.deregisterProcess, processID); err != nil {
 		return fmt.Errorf("deregister process %d: %w", processID, err)
 	}
+	e.d.removeBeacons([]int64{processID})
 	return nil
 }
 
-func (e *executor) DeleteDeadProcesses(ctx context.Context, deadBefore time.Time) (int, error) {
-	n, err := e.exec(ctx, e.q.deleteDeadProcesses, micros(deadBefore))
+func (e *executor) DeleteDeadProcesses(ctx context.Context, now time.Time, deadAfter time.Duration) (int, error) {
+	var deleted []int64
+	err := e.atomic(ctx, func(e *executor) error {
+		dead, err := e.deadProcesses(ctx, now, deadAfter)
+		if err != nil || len(dead) == 0 {
+			return err
+		}
+		deleted, err = e.queryIDs(ctx, e.q.deleteProcesses, ids(dead))
+		return err
+	})
 	if err != nil {
 		return 0, fmt.Errorf("delete dead processes: %w", err)
 	}
-	return int(n), nil
+	e.d.removeBeacons(deleted)
+	return len(deleted), nil
 }
 
 func (e *executor) ListProcesses(ctx context.Context) ([]driver.Process, error) {
@@ -687,12 +759,18 @@ func (e *executor) ListProcesses(ctx context.Context) ([]driver.Process, error) 
 	var out []driver.Process
 	for rows.Next() {
 		var p driver.Process
-		var hbMS, started, last int64
-		if err := rows.Scan(&p.ID, &p.Kind, &p.Name, &p.Hostname, &p.PID, &p.Queues, &hbMS, &started, &last); err != nil {
+		var hbMS, deadMS, started, last, since int64
+		if err := rows.Scan(&p.ID, &p.Kind, &p.Name, &p.Hostname, &p.PID, &p.Queues, &hbMS, &deadMS,
+			&started, &last, &since); err != nil {
 			return nil, fmt.Errorf("list processes: %w", err)
 		}
 		p.HeartbeatInterval = time.Duration(hbMS) * time.Millisecond
-		p.StartedAt, p.LastHeartbeatAt = fromMicros(started), fromMicros(last)
+		p.DeadAfter = time.Duration(deadMS) * time.Millisecond
+		p.StartedAt, p.LastHeartbeatAt, p.BeatingSince = fromMicros(started), fromMicros(last), fromMicros(since)
+		// The beacon may be fresher than the row (beacon.go).
+		if at := e.d.beaconAt(p.ID); at.After(p.LastHeartbeatAt) {
+			p.LastHeartbeatAt = at
+		}
 		out = append(out, p)
 	}
 	return out, rows.Err()

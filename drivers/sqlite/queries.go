@@ -16,15 +16,16 @@ type queries struct {
 	hasReady, pickReady, deleteReady, insertClaims, selectClaims  string
 	deleteClaim, finishJob, deleteJobs, recordError, insertFailed string
 
-	semEnsure, semLock, semSave, pickBlocked, promoteReady, deleteBlocked, countHolders string
+	semEnsure, semLock, semTryLock, semSave, pickBlocked, promoteReady, deleteBlocked, countHolders string
 
 	endClaims, finishJobs, readSems, pickBlockedOfKeys, settleKeys string
 
 	hasDueScheduled, pickDueScheduled, deleteScheduled, selectJobs string
 	expiredSems, promotableSems, deleteIdleSems                    string
-	lostClaims, lostClaimsOfKey, deleteFinished                    string
+	deadProcesses, claimsOfDead, lostClaimsOfKey, deleteFinished   string
 	registerProcess, heartbeat, renewSems, deregisterProcess       string
-	deleteDeadProcesses, listProcesses, getJob, countByQueue       string
+	deleteProcesses, listProcesses, getJob, countByQueue           string
+	claimsOfProcess                                                string
 	schemaVersion                                                  string
 
 	policyCap, countClaimed                                                          string
@@ -51,6 +52,17 @@ const (
 	executionRow = `(?, ?, ?, ?)`
 	blockedRow   = `(?, ?, ?, ?, ?)`
 )
+
+// deadFor is the condition that process p (the row, aliased p) is dead at
+// ?1 after a silence of silenceMS: it has been silent that long, and
+// another process's heartbeats landed without a gap for as long within
+// that silence, so the database was writable and the silence is p's own
+// (driver package doc, "Dead processes"). Times are microseconds.
+func deadFor(silenceMS string) string {
+	return `p.last_heartbeat_at < ?1 - ` + silenceMS + ` * 1000
+	AND EXISTS (SELECT 1 FROM {p}processes q WHERE q.id <> p.id
+		AND q.last_heartbeat_at - max(p.last_heartbeat_at, q.beating_since) > ` + silenceMS + ` * 1000)`
+}
 
 func newQueries(prefix string) *queries {
 	p := func(s string) string { return strings.ReplaceAll(s, "{p}", prefix) }
@@ -114,6 +126,9 @@ FROM {p}semaphores s
 LEFT JOIN {p}key_limits k ON k.key = s.key
 LEFT JOIN {p}policies p ON p.queue = ?2
 WHERE s.key = ?1`),
+		// The transaction's write lock is the database's: nothing else
+		// can hold the row.
+		semTryLock: p(`SELECT 1 FROM {p}semaphores WHERE key = ?`),
 		semSave: p(`UPDATE {p}semaphores SET value = ?, lim = ?, blocked = ?, duration_ms = ?, expires_at = ?
 WHERE key = ?`),
 		pickBlocked: p(`SELECT job_id FROM {p}blocked_executions WHERE concurrency_key = ?
@@ -147,37 +162,49 @@ DELETE FROM {p}semaphores WHERE key IN (
 	WHERE s.expires_at < ? AND s.value >= s.lim AND s.blocked = 0
 		AND NOT EXISTS (SELECT 1 FROM {p}blocked_executions b WHERE b.concurrency_key = s.key)
 	ORDER BY s.key LIMIT ?)`),
-		lostClaims: p(`
+		// Dead processes by the database's record alone (args: now,
+		// deadAfter): the driver then drops those whose beacon is fresh.
+		deadProcesses: p(`
+SELECT p.id, max(?2, p.dead_after_ms) FROM {p}processes p WHERE ` + deadFor(`max(?2, p.dead_after_ms)`)),
+		// Claims of the processes listed (JSON) or of processes gone.
+		claimsOfDead: p(`
 SELECT ` + jobColumns + `, c.fence, c.claimed_at
 FROM {p}claimed_executions c
 JOIN {p}jobs j ON j.id = c.job_id
-LEFT JOIN {p}processes p ON p.id = c.process_id
-WHERE p.id IS NULL OR p.last_heartbeat_at < ?
+WHERE c.process_id IN ` + idList + `
+	OR NOT EXISTS (SELECT 1 FROM {p}processes p WHERE p.id = c.process_id)
 ORDER BY c.job_id LIMIT ?`),
+		// Args: now, key, silence. Each row ends with its process id (0
+		// when gone) and the silence that made it lost, for the beacon
+		// check.
 		lostClaimsOfKey: p(`
-SELECT ` + jobColumns + `, c.fence, c.claimed_at
+SELECT ` + jobColumns + `, c.fence, c.claimed_at, coalesce(p.id, 0),
+	max(?3, j.concurrency_duration_ms, 3 * coalesce(p.heartbeat_interval_ms, 0))
 FROM {p}jobs j
 JOIN {p}claimed_executions c ON c.job_id = j.id
 LEFT JOIN {p}processes p ON p.id = c.process_id
-WHERE j.concurrency_key = ?1 AND j.finished_at IS NULL
-	AND (p.id IS NULL OR p.last_heartbeat_at < ?2 - max(?3, 3 * p.heartbeat_interval_ms) * 1000)
+WHERE j.concurrency_key = ?2 AND j.finished_at IS NULL
+	AND (p.id IS NULL OR (` + deadFor(`max(?3, j.concurrency_duration_ms, 3 * p.heartbeat_interval_ms)`) + `))
 ORDER BY c.job_id`),
 		deleteFinished: p(`DELETE FROM {p}jobs WHERE id IN (
 	SELECT id FROM {p}jobs WHERE finished_at < ? ORDER BY finished_at LIMIT ?)`),
 
 		registerProcess: p(`INSERT INTO {p}processes (kind, name, hostname, pid, queues, heartbeat_interval_ms,
-	started_at, last_heartbeat_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7) RETURNING id`),
-		heartbeat: p(`UPDATE {p}processes SET last_heartbeat_at = ? WHERE id = ?`),
+	dead_after_ms, started_at, last_heartbeat_at, beating_since) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8, ?8)
+RETURNING id`),
+		heartbeat:       p(`UPDATE {p}processes SET last_heartbeat_at = ?, beating_since = ? WHERE id = ?`),
+		claimsOfProcess: p(`SELECT job_id, fence, claimed_at FROM {p}claimed_executions WHERE process_id = ?`),
 		renewSems: p(`
 UPDATE {p}semaphores SET expires_at = ?1 + duration_ms * 1000
 WHERE expires_at < ?1 + duration_ms * 500 AND key IN (
 	SELECT j.concurrency_key FROM {p}claimed_executions c JOIN {p}jobs j ON j.id = c.job_id
 	WHERE c.process_id = ?2 AND j.concurrency_key IS NOT NULL)`),
 		deregisterProcess: p(`DELETE FROM {p}processes WHERE id = ?`),
-		deleteDeadProcesses: p(`DELETE FROM {p}processes WHERE last_heartbeat_at < ?
-AND NOT EXISTS (SELECT 1 FROM {p}claimed_executions c WHERE c.process_id = {p}processes.id)`),
-		listProcesses: p(`SELECT id, kind, name, hostname, pid, queues, heartbeat_interval_ms, started_at,
-	last_heartbeat_at FROM {p}processes ORDER BY id`),
+		deleteProcesses: p(`DELETE FROM {p}processes WHERE id IN ` + idList + `
+AND NOT EXISTS (SELECT 1 FROM {p}claimed_executions c WHERE c.process_id = {p}processes.id)
+RETURNING id`),
+		listProcesses: p(`SELECT id, kind, name, hostname, pid, queues, heartbeat_interval_ms, dead_after_ms,
+	started_at, last_heartbeat_at, beating_since FROM {p}processes ORDER BY id`),
 
 		getJob: p(`
 SELECT ` + jobColumns + `, coalesce(j.last_error, ''), j.finished_at,

@@ -34,6 +34,9 @@ type Driver struct {
 	path   string // the file Open opened; "" for New
 	stmts  *stmtCache
 	ckpt   *checkpointer // nil for in-memory databases
+	// beacons is the directory of the processes' beacons (beacon.go); ""
+	// for an in-memory database.
+	beacons string
 }
 
 // Pragmas are applied to every connection Open makes. The WAL's automatic
@@ -73,6 +76,7 @@ func Open(ctx context.Context, path string) (*Driver, error) {
 	}
 	d := newDriver(db, true, migrations.DefaultPrefix)
 	d.memory, d.path = path == ":memory:", path
+	d.beacons = beaconDirOf(dbPath(ctx, db))
 	if !d.memory {
 		d.ckpt = startCheckpointer(db)
 	}
@@ -86,6 +90,7 @@ func Open(ctx context.Context, path string) (*Driver, error) {
 func New(db *sql.DB) *Driver {
 	d := newDriver(db, false, migrations.DefaultPrefix)
 	d.ckpt = startCheckpointer(db)
+	d.beacons = beaconDirOf(dbPath(context.Background(), db))
 	return d
 }
 
@@ -102,7 +107,7 @@ func (d *Driver) Prefix() string          { return d.prefix }
 
 func (d *Driver) WithPrefix(prefix string) driver.Driver {
 	return &Driver{db: d.db, owned: d.owned, prefix: prefix, q: newQueries(prefix), writer: d.writer,
-		memory: d.memory, path: d.path, stmts: d.stmts, ckpt: d.ckpt}
+		memory: d.memory, path: d.path, stmts: d.stmts, ckpt: d.ckpt, beacons: d.beacons}
 }
 
 // Exec returns an executor whose writes each run in a transaction of

@@ -289,6 +289,19 @@ func registerProcess(t *testing.T, h *harness, beat time.Time) int64 {
 	return id
 }
 
+// witness registers a process whose heartbeats have landed without a gap
+// for the last two hours: the evidence a dispatcher needs that the
+// database was writable while another process stayed silent.
+func witness(t *testing.T, h *harness) int64 {
+	t.Helper()
+	since := time.Now().Add(-2 * time.Hour)
+	id := registerProcess(t, h, since)
+	if landed, err := h.driver().Exec().Heartbeat(context.Background(), driver.Beat{ProcessID: id, At: time.Now(), BeatingSince: since}); err != nil || !landed {
+		t.Fatalf("witness heartbeat: landed %v, %v", landed, err)
+	}
+	return id
+}
+
 // claimOne claims the next ready job of the default queue for process.
 func claimOne(t *testing.T, h *harness, process int64) *driver.Claim {
 	t.Helper()

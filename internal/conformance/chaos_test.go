@@ -242,6 +242,10 @@ func testSecondSignal(t *testing.T, h *harness) {
 	if st := h.state(res.ID); st != bq.StateRunning {
 		t.Fatalf("after the hard stop: %s, want still claimed until reaped", st)
 	}
+	// The dispatcher waits for the process's own bound (its row says
+	// chaosDeadAfter), over which another process's beats landed.
+	time.Sleep(chaosDeadAfter + 500*time.Millisecond)
+	witness(t, h)
 	pass(t, h, dispatcher.Config{ProcessDeadAfter: time.Nanosecond})
 	if info := jobInfo(t, h, res.ID); info.State != bq.StateReady || info.Attempts != 1 {
 		t.Errorf("after reaping: %s with %d attempts, want ready with 1", info.State, info.Attempts)

@@ -44,6 +44,7 @@ func testCleanupAndStats(t *testing.T, h *harness) {
 		t.Fatalf("complete: %v %v", ok, err)
 	}
 	later := func() time.Time { return time.Now().Add(10 * time.Minute) }
+	witness(t, h)
 	pass(t, h, dispatcher.Config{Now: later, ProcessDeadAfter: 30 * time.Minute})
 	if n := h.count(`SELECT count(*) FROM bq_processes WHERE id = ` + itoa(dead)); n != 0 {
 		t.Errorf("the dead process without claims is still registered")

@@ -10,6 +10,7 @@ import (
 
 	"github.com/bqueue/bq"
 	"github.com/bqueue/bq/dispatcher"
+	"github.com/bqueue/bq/internal/driver"
 	"github.com/bqueue/bq/internal/lifecycle"
 )
 
@@ -20,6 +21,7 @@ var _ = register(
 	scenario{"ExpiredSemaphoreKeepsLiveHolders", testReclaimKeepsLive},
 	scenario{"DispatcherPromotesBesideFreeSlots", testPromoteBesideFree},
 	scenario{"RetentionClearsFinishedJobs", testRetention},
+	scenario{"SharedSilenceIsNoEvidence", testSharedSilenceIsNoEvidence},
 )
 
 // exec runs a white-box statement, one text per dialect.
@@ -55,6 +57,7 @@ func testReaper(t *testing.T, h *harness) {
 	live := registerProcess(t, h, time.Now())
 	other := enqueue(t, h, unkeyedJob, Args{})
 	claimOne(t, h, live)
+	witness(t, h)
 
 	pass(t, h, dispatcher.Config{ProcessDeadAfter: time.Minute})
 	info := jobInfo(t, h, res.ID)
@@ -73,6 +76,7 @@ func testReaper(t *testing.T, h *harness) {
 func testReaperFails(t *testing.T, h *harness) {
 	res := enqueue(t, h, onceJob, Args{Key: "rf"})
 	claimOne(t, h, registerProcess(t, h, time.Now().Add(-time.Hour)))
+	witness(t, h)
 	pass(t, h, dispatcher.Config{ProcessDeadAfter: time.Minute})
 	info := jobInfo(t, h, res.ID)
 	if info.State != bq.StateFailed || !strings.Contains(info.LastError, "process lost") {
@@ -153,3 +157,43 @@ func testRetention(t *testing.T, h *harness) {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// testSharedSilenceIsNoEvidence: processes that all fell silent together
+// (an outage, a database locked by a frozen writer) are not dead: no
+// dispatcher reaps one of them until another's heartbeats have landed
+// without a gap for longer than the silence it judges by.
+func testSharedSilenceIsNoEvidence(t *testing.T, h *harness) {
+	ctx := context.Background()
+	res := enqueue(t, h, limit1Job, Args{Key: "sh"})
+	silentSince := time.Now().Add(-time.Hour)
+	a := registerProcess(t, h, silentSince)
+	b := registerProcess(t, h, silentSince)
+	claimOne(t, h, a)
+	pass(t, h, dispatcher.Config{ProcessDeadAfter: time.Minute})
+	if info := jobInfo(t, h, res.ID); info.State != bq.StateRunning || info.Attempts != 0 {
+		t.Fatalf("every process silent together: the claim is %s with %d attempts, want still running", info.State, info.Attempts)
+	}
+	if n := h.count(`SELECT count(*) FROM bq_processes`); n != 2 {
+		t.Errorf("%d processes registered, want both kept", n)
+	}
+	// b's beats land again, but not yet for a minute: still no evidence.
+	beat := func(since time.Time) {
+		t.Helper()
+		if ok, err := h.driver().Exec().Heartbeat(ctx, driver.Beat{ProcessID: b, At: time.Now(), BeatingSince: since}); err != nil || !ok {
+			t.Fatalf("heartbeat: %v %v", ok, err)
+		}
+	}
+	beat(time.Now().Add(-30 * time.Second))
+	pass(t, h, dispatcher.Config{ProcessDeadAfter: time.Minute})
+	if st := h.state(res.ID); st != bq.StateRunning {
+		t.Fatalf("b beating for 30s of a 1m bound: the claim is %s, want still running", st)
+	}
+	// Once b has beaten without a gap for longer than the bound, a's
+	// silence is its own.
+	beat(time.Now().Add(-2 * time.Minute))
+	pass(t, h, dispatcher.Config{ProcessDeadAfter: time.Minute})
+	if info := jobInfo(t, h, res.ID); info.State != bq.StateReady || info.Attempts != 1 {
+		t.Errorf("with evidence: the claim is %s with %d attempts, want ready with 1", info.State, info.Attempts)
+	}
+	h.checkSemaphores()
+}

@@ -5,6 +5,16 @@
 // statements run, in which order, inside which transaction. State is which
 // table holds a job: ready, scheduled, blocked, claimed or failed; a job in
 // none of them is finished.
+//
+// Dead processes. A process is dead when its row is gone, or on evidence:
+// it has been silent (no heartbeat recorded) for longer than both the
+// dispatcher's ProcessDeadAfter and its own DeadAfter, and the database
+// was writable over that silence: another process's heartbeats landed
+// without a gap for at least as long, within it (from the later of the
+// silent process's last beat and the other's BeatingSince, to the other's
+// last beat). A silence every process shared (an outage, a database
+// locked by a frozen writer) is no evidence, so no live process is
+// declared dead for it.
 package driver
 
 import (
@@ -185,8 +195,32 @@ type Process struct {
 	PID               int
 	Queues            string
 	HeartbeatInterval time.Duration
-	StartedAt         time.Time
-	LastHeartbeatAt   time.Time
+	// DeadAfter is the silence after which the process expects to be
+	// declared dead: it stops its own runs before then. A dispatcher
+	// waits for the longer of this and its own ProcessDeadAfter.
+	DeadAfter       time.Duration
+	StartedAt       time.Time
+	LastHeartbeatAt time.Time
+	// BeatingSince is when the process's current run of heartbeats, none
+	// missed, began: while it beats, the database is writable, so another
+	// process's silence over that time is its own.
+	BeatingSince time.Time
+}
+
+// Beat is one heartbeat of a process.
+type Beat struct {
+	ProcessID int64
+	// At is when the beat was sent; it is what the row records, so a beat
+	// that lands late never claims more life than the process had.
+	At           time.Time
+	BeatingSince time.Time
+}
+
+// OwnClaim is a claim as its process sees it, to check that it still
+// holds it.
+type OwnClaim struct {
+	JobID, Fence int64
+	ClaimedAt    time.Time
 }
 
 // JobState is where a job is, read from which table holds it.
@@ -256,6 +290,11 @@ type Executor interface {
 	// queue ("" for none), and locks the semaphore until the transaction
 	// ends. ok is false when it does not exist.
 	SemaphoreLock(ctx context.Context, key, queue string) (s Semaphore, ok bool, err error)
+	// SemaphoreTryLock locks key's semaphore until the transaction ends
+	// unless another transaction holds it: maintenance skips a key
+	// someone is admitting or releasing (they promote it themselves) and
+	// never waits behind a holder that froze. false: missing or held.
+	SemaphoreTryLock(ctx context.Context, key string) (bool, error)
 	// SemaphoreSave writes Value, Limit, Blocked, Duration and ExpiresAt.
 	SemaphoreSave(ctx context.Context, s Semaphore) error
 	// PromoteBlocked moves up to n blocked jobs of key to ready, highest
@@ -278,11 +317,15 @@ type Executor interface {
 	// DeleteIdleSemaphores removes expired semaphores with every slot free
 	// and nothing blocked.
 	DeleteIdleSemaphores(ctx context.Context, now time.Time, max int) (int, error)
-	// LostClaims lists claims whose process has been silent since before
-	// deadBefore (or is gone), locking them and skipping locked ones.
-	LostClaims(ctx context.Context, deadBefore time.Time, max int) ([]*Claim, error)
-	// LostClaimsOfKey lists claims of key whose process has been silent
-	// for longer than silence (and three of its heartbeat intervals).
+	// LostClaims lists claims whose process is gone, or is dead: silent
+	// at now for longer than deadAfter and its own DeadAfter, while the
+	// database was shown writable (see the package doc). It locks them, skipping
+	// rows others hold.
+	LostClaims(ctx context.Context, now time.Time, deadAfter time.Duration, max int) ([]*Claim, error)
+	// LostClaimsOfKey lists, locked, the claims of key whose process is
+	// gone or dead (see the package doc) for the silence of the key: the longest of
+	// silence, the claimed job's own Duration and three of its process's
+	// heartbeat intervals.
 	LostClaimsOfKey(ctx context.Context, key string, now time.Time, silence time.Duration) ([]*Claim, error)
 	// DeleteFinishedJobs removes up to max jobs finished before `before`.
 	DeleteFinishedJobs(ctx context.Context, before time.Time, max int) (int, error)
@@ -311,14 +354,20 @@ type Executor interface {
 
 	// RegisterProcess inserts p and returns its ID.
 	RegisterProcess(ctx context.Context, p Process) (int64, error)
-	// Heartbeat marks the process alive and renews the semaphores its
-	// claims hold. ok is false when the process row is gone.
-	Heartbeat(ctx context.Context, processID int64, now time.Time) (ok bool, err error)
+	// Heartbeat records the beat in the process row, in a statement of
+	// its own that waits on no lock but the row's, then renews the
+	// semaphores its claims hold, skipping rows others hold. landed is
+	// true once the row recorded the beat, even if the renewal then
+	// failed (err says so); it is false with a nil err when the row is
+	// gone (the process was declared dead).
+	Heartbeat(ctx context.Context, b Beat) (landed bool, err error)
+	// ClaimsOfProcess lists the process's claims.
+	ClaimsOfProcess(ctx context.Context, processID int64) ([]OwnClaim, error)
 	// DeregisterProcess removes the process row.
 	DeregisterProcess(ctx context.Context, processID int64) error
-	// DeleteDeadProcesses removes processes silent since deadBefore that
+	// DeleteDeadProcesses removes dead processes (see LostClaims) that
 	// hold no claims.
-	DeleteDeadProcesses(ctx context.Context, deadBefore time.Time) (int, error)
+	DeleteDeadProcesses(ctx context.Context, now time.Time, deadAfter time.Duration) (int, error)
 	// ListProcesses returns the registered processes.
 	ListProcesses(ctx context.Context) ([]Process, error)
 
@@ -375,6 +424,22 @@ type BatchReleaser interface {
 	// many were promoted per key.
 	ReleaseMany(ctx context.Context, keys []string, counts []int, now time.Time) ([]int, error)
 }
+
+// Beaconer is a driver whose processes also show they are alive through a
+// channel that no database lock can hold up (SQLite, where a process
+// frozen inside a write transaction blocks every other process's
+// heartbeat: a file per process beside the database, which every process
+// sharing the file can see, since SQLite's WAL needs them on one host).
+// Its LostClaims, LostClaimsOfKey and DeleteDeadProcesses count a beacon
+// as a heartbeat.
+type Beaconer interface {
+	// Beacon records that the process is alive at `at`; ErrNoBeacon when
+	// this database keeps none (an in-memory one: one process).
+	Beacon(processID int64, at time.Time) error
+}
+
+// ErrNoBeacon: see Beaconer.
+var ErrNoBeacon = errors.New("this database keeps no process beacons")
 
 // Notifier is a driver that can wake other processes when jobs become
 // ready (PostgreSQL's LISTEN/NOTIFY). Drivers without it rely on polling.

@@ -160,17 +160,18 @@ func Return(ctx context.Context, ex driver.Executor, c *driver.Claim, now time.T
 // LostMessage is the error recorded for an attempt whose process died.
 const LostMessage = "process lost: the worker running this job stopped heartbeating"
 
-// Lost handles the claim of a process that stopped heartbeating: the
-// attempt counts; the job goes back to ready keeping its slot, or fails
-// once its attempts are spent.
-func Lost(ctx context.Context, ex driver.Executor, c *driver.Claim, now time.Time) (Result, error) {
+// Lost handles a claim whose run was lost: its process stopped
+// heartbeating (the reaper), or the run stopped itself as its lease lapsed
+// (the worker). The attempt counts, with msg as its error; the job goes
+// back to ready keeping its slot, or fails once its attempts are spent.
+func Lost(ctx context.Context, ex driver.Executor, c *driver.Claim, msg string, now time.Time) (Result, error) {
 	if c.Attempt+1 >= c.MaxAttempts {
-		return Fail(ctx, ex, c, LostMessage, now)
+		return Fail(ctx, ex, c, msg, now)
 	}
 	if ok, err := ex.DeleteClaim(ctx, c.ID, c.Fence); !ok || err != nil {
 		return Result{}, err
 	}
-	if err := ex.RecordError(ctx, c.ID, LostMessage); err != nil {
+	if err := ex.RecordError(ctx, c.ID, msg); err != nil {
 		return Result{}, err
 	}
 	row := driver.Execution{JobID: c.ID, Queue: c.Queue, Priority: c.Priority, At: now}

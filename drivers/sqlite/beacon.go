@@ -1,0 +1,127 @@
+package sqlite
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/bqueue/bq/internal/driver"
+)
+
+// Beacons. A process frozen inside a write transaction holds SQLite's one
+// write lock, and a process whose writes run back to back can win the lock
+// at nearly every poll of another's busy handler: either way other
+// processes' heartbeats cannot land in the database, and silence there is
+// no proof of death. So each process also shows it is alive by setting the
+// modification time of a file of its own in a directory beside the
+// database, which no database lock can hold up. SQLite's WAL needs every
+// process sharing a database on one host, so every dispatcher can see
+// every beacon. A dispatcher counts a process as silent only when both its
+// row and its beacon are.
+
+// beaconDirOf is the directory of the database file's beacons.
+func beaconDirOf(path string) string {
+	if path == "" || path == ":memory:" {
+		return ""
+	}
+	return path + "-bq-beacons"
+}
+
+// dbPath asks SQLite which file the main database is ("" in memory).
+func dbPath(ctx context.Context, db dbtx) string {
+	rows, err := db.QueryContext(ctx, "PRAGMA database_list")
+	if err != nil {
+		return ""
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var seq int
+		var name, file string
+		if rows.Scan(&seq, &name, &file) == nil && name == "main" {
+			return file
+		}
+	}
+	return ""
+}
+
+func (d *Driver) beaconPath(processID int64) string {
+	return filepath.Join(d.beacons, d.prefix+strconv.FormatInt(processID, 10))
+}
+
+// Beacon sets the process's beacon to at, creating it if missing.
+func (d *Driver) Beacon(processID int64, at time.Time) error {
+	if d.beacons == "" {
+		return driver.ErrNoBeacon
+	}
+	path := d.beaconPath(processID)
+	err := os.Chtimes(path, at, at)
+	if errors.Is(err, fs.ErrNotExist) {
+		if err = os.MkdirAll(d.beacons, 0o755); err == nil {
+			var f *os.File
+			if f, err = os.OpenFile(path, os.O_CREATE|os.O_WRONLY, 0o644); err == nil {
+				f.Close()
+				err = os.Chtimes(path, at, at)
+			}
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("beacon of process %d: %w", processID, err)
+	}
+	return nil
+}
+
+// beaconAt is when the process last set its beacon; zero when it has none.
+func (d *Driver) beaconAt(processID int64) time.Time {
+	if d.beacons == "" {
+		return time.Time{}
+	}
+	fi, err := os.Stat(d.beaconPath(processID))
+	if err != nil {
+		return time.Time{}
+	}
+	return fi.ModTime()
+}
+
+// removeBeacons deletes the beacons of processes whose rows are gone.
+func (d *Driver) removeBeacons(ids []int64) {
+	for _, id := range ids {
+		if d.beacons != "" {
+			_ = os.Remove(d.beaconPath(id))
+		}
+	}
+}
+
+// aliveByBeacon reports whether the process's beacon is younger than
+// silence at now: it is running, whatever its row says.
+func (d *Driver) aliveByBeacon(processID int64, now time.Time, silence time.Duration) bool {
+	at := d.beaconAt(processID)
+	return !at.IsZero() && now.Sub(at) <= silence
+}
+
+// deadProcesses lists the processes dead at now (driver package doc),
+// by their rows and their beacons.
+func (e *executor) deadProcesses(ctx context.Context, now time.Time, deadAfter time.Duration) ([]int64, error) {
+	rows, err := e.db.QueryContext(ctx, e.q.deadProcesses, micros(now), deadAfter.Milliseconds())
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var dead []int64
+	for rows.Next() {
+		var id, silenceMS int64
+		if err := rows.Scan(&id, &silenceMS); err != nil {
+			return nil, err
+		}
+		if !e.d.aliveByBeacon(id, now, time.Duration(silenceMS)*time.Millisecond) {
+			dead = append(dead, id)
+		}
+	}
+	return dead, rows.Err()
+}
+
+var _ driver.Beaconer = (*Driver)(nil)

@@ -1,0 +1,78 @@
+package bq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/bqueue/bq/internal/driver"
+)
+
+// ErrLeaseLost is the cancellation cause of a run whose process can no
+// longer be sure the run is still its own: no heartbeat of the process
+// landed for so long that a dispatcher may declare it dead (or reclaim the
+// run's slot) and run the job elsewhere, or its claim was found taken.
+// Read it with context.Cause(ctx); ctx.Err() is context.Canceled.
+var ErrLeaseLost = errors.New("bq: lease lost")
+
+// A lease is one run's right to go on. It holds while the process's newest
+// landed heartbeat is younger than the run's bound: the least silence after
+// which any dispatcher may take the claim, less one heartbeat interval.
+// Once it lapses the run is fenced: its context is cancelled for good.
+type lease struct {
+	proc   *process
+	claim  *driver.Claim
+	bound  time.Duration
+	seq    uint64 // order of creation, for verifyClaims
+	cancel context.CancelCauseFunc
+	fenced atomic.Bool
+}
+
+// check fences the run if its lease has lapsed. It runs on every Err and
+// Done of the job's context, so it only reads the clock and one pointer.
+func (l *lease) check() {
+	if l.fenced.Load() {
+		return
+	}
+	if s := l.proc.silence(l.proc.c.cfg.Now()); s > l.bound {
+		l.fence(fmt.Errorf("%w: no heartbeat of this process landed for %s (the process was paused, or the database was unreachable), past the %s after which its claim may be taken",
+			ErrLeaseLost, s.Round(time.Millisecond), l.bound))
+	}
+}
+
+// fence cancels the run with cause, once.
+func (l *lease) fence(cause error) {
+	if l.fenced.CompareAndSwap(false, true) {
+		l.cancel(cause)
+	}
+}
+
+// runContext is the context a job runs with. Err and Done compare the
+// run's lease with the clock on every call, so a run whose process was
+// paused past its lease sees ctx cancelled at its very next check, before
+// any timer or heartbeat goroutine has had a chance to run. Contexts the
+// job derives from it see the cancellation when the process's watchdog
+// runs, a few milliseconds after the resume.
+type runContext struct {
+	context.Context
+	lease *lease
+}
+
+func (c runContext) Err() error {
+	c.lease.check()
+	return c.Context.Err()
+}
+
+func (c runContext) Done() <-chan struct{} {
+	c.lease.check()
+	return c.Context.Done()
+}
+
+// elapsed is the time from since to now by both the monotonic and the wall
+// clock, whichever says more: the monotonic clock stops while a machine
+// is suspended, and dispatchers elsewhere judge by wall time.
+func elapsed(now, since time.Time) time.Duration {
+	return max(now.Sub(since), now.Round(0).Sub(since.Round(0)))
+}
