@@ -185,39 +185,39 @@ func (j *Job[A]) enqueue(ctx context.Context, c *Client, tx any, args []A, opts 
 // transaction) or in a transaction of the client's own.
 func (c *Client) insert(ctx context.Context, ex driver.Executor, tx any, jobs []*driver.NewJob, now time.Time) ([]lifecycle.Verdict, error) {
 	if ex != nil {
-		out, err := lifecycle.Enqueue(ctx, ex, jobs, now)
+		out, promoted, err := lifecycle.Enqueue(ctx, ex, jobs, now)
 		if err != nil && c.drv.Retryable(err) {
 			return nil, fmt.Errorf("%w: %w", ErrConflict, err)
 		}
 		if err != nil {
 			return nil, c.explainErr(ctx, err)
 		}
-		c.notifyTx(ctx, tx, readyQueues(jobs, out))
+		c.notifyTx(ctx, tx, readyQueues(jobs, out, promoted))
 		return out, nil
 	}
 	var verdicts []lifecycle.Verdict
+	var promoted driver.Promotion
 	var err error
 	if admits(jobs, now) {
 		err = driver.InTx(ctx, c.drv, func(ex driver.Executor) (err error) {
-			verdicts, err = lifecycle.Enqueue(ctx, ex, jobs, now)
+			verdicts, promoted, err = lifecycle.Enqueue(ctx, ex, jobs, now)
 			return err
 		})
 	} else {
 		// No key to lock: the insert is one atomic statement of its own.
-		verdicts, err = lifecycle.Enqueue(ctx, c.drv.Exec(), jobs, now)
+		verdicts, promoted, err = lifecycle.Enqueue(ctx, c.drv.Exec(), jobs, now)
 	}
 	if err != nil {
 		return nil, c.explainErr(ctx, err)
 	}
-	for _, q := range readyQueues(jobs, verdicts) {
-		c.ready(q)
-	}
+	c.readyAll(readyQueues(jobs, verdicts, promoted))
 	return verdicts, nil
 }
 
-// readyQueues lists the queues that got ready jobs, once each.
-func readyQueues(jobs []*driver.NewJob, verdicts []lifecycle.Verdict) []string {
-	var qs []string
+// readyQueues lists the queues that got ready jobs, once each: those of
+// the jobs admitted, and those admission promoted.
+func readyQueues(jobs []*driver.NewJob, verdicts []lifecycle.Verdict, promoted driver.Promotion) []string {
+	qs := slices.Clone(promoted.Queues)
 	for i, v := range verdicts {
 		if q := jobs[i].Queue; v.Outcome == lifecycle.Admitted && !slices.Contains(qs, q) {
 			qs = append(qs, q)

@@ -38,8 +38,9 @@ func (c *Client) FailedJobs(ctx context.Context, before int64, limit int) ([]Fai
 func (c *Client) RetryFailed(ctx context.Context, id int64) error {
 	var job *driver.Job
 	var out lifecycle.Outcome
+	var woken driver.Promotion
 	err := driver.InTx(ctx, c.drv, func(ex driver.Executor) (err error) {
-		job, out, err = lifecycle.RetryFailed(ctx, ex, id, c.cfg.Now())
+		job, out, woken, err = lifecycle.RetryFailed(ctx, ex, id, c.cfg.Now())
 		return err
 	})
 	if err != nil {
@@ -53,8 +54,9 @@ func (c *Client) RetryFailed(ctx context.Context, id int64) error {
 		"key", job.Limit.Key, "state", state)
 	c.met.RetriedByHand(ctx, metrics.JobOf(job), state)
 	if state == StateReady {
-		c.wake(job.Queue)
+		woken.AddQueue(job.Queue)
 	}
+	c.readyAll(woken.Queues)
 	return nil
 }
 

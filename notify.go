@@ -86,6 +86,13 @@ func (c *Client) ready(queue string) {
 	}
 }
 
+// readyAll is ready for each queue.
+func (c *Client) readyAll(queues []string) {
+	for _, q := range queues {
+		c.ready(q)
+	}
+}
+
 // announcer starts the client's announcer on first use; nil when the
 // driver cannot notify.
 func (c *Client) announcer() *announcer {

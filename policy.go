@@ -61,7 +61,9 @@ func (c *Client) SyncPolicies(ctx context.Context, namespace string, policies []
 	for i, p := range policies {
 		queues[i] = p.Queue
 	}
+	var woken driver.Promotion
 	err := driver.InTx(ctx, c.drv, func(ex driver.Executor) error {
+		woken = driver.Promotion{}
 		now := c.cfg.Now()
 		stored, err := ex.LockPolicies(ctx, namespace, queues)
 		if err != nil {
@@ -107,24 +109,32 @@ func (c *Client) SyncPolicies(ctx context.Context, namespace string, policies []
 				}
 			}
 		}
-		return c.relimitQueues(ctx, ex, relimit, now)
+		woken, err = c.relimitQueues(ctx, ex, relimit, now)
+		return err
 	})
 	if err != nil {
 		return fmt.Errorf("sync policies of namespace %q: %w", namespace, c.explainErr(ctx, err))
 	}
-	c.wake("")
+	// A raised MaxActivePerKey promoted blocked jobs; a raised or removed
+	// MaxActive lets more of a queue's ready jobs be claimed.
+	for _, q := range queues {
+		woken.AddQueue(q)
+	}
+	c.readyAll(woken.Queues)
 	return nil
 }
 
 // relimitQueues applies a changed MaxActivePerKey to the keys of the
-// queues' jobs that leave their limit to the policy, in key order.
-func (c *Client) relimitQueues(ctx context.Context, ex driver.Executor, queues []string, now time.Time) error {
+// queues' jobs that leave their limit to the policy, in key order, and
+// returns what raised limits promoted.
+func (c *Client) relimitQueues(ctx context.Context, ex driver.Executor, queues []string, now time.Time) (driver.Promotion, error) {
+	var promoted driver.Promotion
 	type keyOf struct{ key, queue string }
 	var keys []keyOf
 	for _, q := range queues {
 		ks, err := ex.PolicyKeys(ctx, q)
 		if err != nil {
-			return err
+			return promoted, err
 		}
 		for _, k := range ks {
 			keys = append(keys, keyOf{k, q})
@@ -132,11 +142,13 @@ func (c *Client) relimitQueues(ctx context.Context, ex driver.Executor, queues [
 	}
 	slices.SortFunc(keys, func(a, b keyOf) int { return strings.Compare(a.key, b.key) })
 	for _, k := range keys {
-		if _, err := semaphore.Resolve(ctx, ex, driver.Limit{Key: k.key}, k.queue, now); err != nil {
-			return err
+		p, err := semaphore.Resolve(ctx, ex, driver.Limit{Key: k.key}, k.queue, now)
+		if err != nil {
+			return promoted, err
 		}
+		promoted.Add(p)
 	}
-	return nil
+	return promoted, nil
 }
 
 func validatePolicies(namespace string, policies []Policy) error {
@@ -188,25 +200,28 @@ func (c *Client) SetKeyLimit(ctx context.Context, key string, limit int) error {
 	if key == "" || limit < 1 {
 		return fmt.Errorf("%w: SetKeyLimit(%q, %d): name a full key (bq.Key(group, key)) and a limit of 1 or more", ErrInvalidJob, key, limit)
 	}
-	err := driver.InTx(ctx, c.drv, func(ex driver.Executor) error {
+	var woken driver.Promotion
+	err := driver.InTx(ctx, c.drv, func(ex driver.Executor) (err error) {
 		now := c.cfg.Now()
 		if err := ex.SetKeyLimit(ctx, key, limit, now); err != nil {
 			return err
 		}
-		_, err := semaphore.Resolve(ctx, ex, driver.Limit{Key: key, To: limit}, "", now)
+		woken, err = semaphore.Resolve(ctx, ex, driver.Limit{Key: key, To: limit}, "", now)
 		return err
 	})
 	if err != nil {
 		return fmt.Errorf("set limit of key %q: %w", key, c.explainErr(ctx, err))
 	}
-	c.wake("")
+	c.readyAll(woken.Queues)
 	return nil
 }
 
 // ClearKeyLimit removes a key's override: the key's limit is again its
 // jobs' own (or their queue policy's), from now on.
 func (c *Client) ClearKeyLimit(ctx context.Context, key string) error {
+	var woken driver.Promotion
 	err := driver.InTx(ctx, c.drv, func(ex driver.Executor) error {
+		woken = driver.Promotion{}
 		if ok, err := ex.DeleteKeyLimit(ctx, key); err != nil || !ok {
 			return err
 		}
@@ -214,12 +229,12 @@ func (c *Client) ClearKeyLimit(ctx context.Context, key string) error {
 		if err != nil || !ok {
 			return err // no job of the key waits: its next admission resolves the limit
 		}
-		_, err = semaphore.Resolve(ctx, ex, l, queue, c.cfg.Now())
+		woken, err = semaphore.Resolve(ctx, ex, l, queue, c.cfg.Now())
 		return err
 	})
 	if err != nil {
 		return fmt.Errorf("clear limit of key %q: %w", key, c.explainErr(ctx, err))
 	}
-	c.wake("")
+	c.readyAll(woken.Queues)
 	return nil
 }

@@ -93,12 +93,11 @@ func (w *queueWorker) record(runCtx context.Context, l *lease, def definition, r
 	if !shutdown {
 		w.c.met.Finished(ctx, job, res.State)
 	}
-	if res.Promoted > 0 {
-		log.Debug("promoted blocked jobs into the released slot", "count", res.Promoted)
-		w.c.met.PromotedBlocked(ctx, cl.Limit.Key, res.Promoted)
+	if n := res.Promoted.Jobs; n > 0 {
+		log.Debug("promoted blocked jobs into the released slot", "count", n)
+		w.c.met.PromotedBlocked(ctx, cl.Limit.Key, n)
 	}
-	if cl.Limit.Key != "" {
-		// The slot may have passed to a blocked job of any local queue.
-		w.c.wake("")
-	}
+	// The slot may have passed to a blocked job of any queue, in any
+	// process; a job returned or retried at once is ready itself.
+	w.c.readyAll(res.Woken(cl.Queue))
 }

@@ -13,7 +13,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"time"
 
 	"github.com/bqueue/bq/internal/driver"
@@ -121,38 +120,39 @@ func (d *Dispatcher) promoteScheduled(ctx context.Context) error {
 	for {
 		var jobs []*driver.Job
 		var outcomes []lifecycle.Outcome
+		var woken driver.Promotion
 		err := d.inTx(ctx, func(ex driver.Executor) (err error) {
-			jobs, outcomes, err = lifecycle.PromoteScheduled(ctx, ex, d.cfg.BatchSize, d.cfg.Now())
+			jobs, outcomes, woken, err = lifecycle.PromoteScheduled(ctx, ex, d.cfg.BatchSize, d.cfg.Now())
 			return err
 		})
 		if err != nil {
 			return err
 		}
-		var queues []string
 		for i, j := range jobs {
 			state := outcomes[i].State()
-			if state == driver.StateReady && !slices.Contains(queues, j.Queue) {
-				queues = append(queues, j.Queue)
+			if state == driver.StateReady {
+				woken.AddQueue(j.Queue)
 			}
 			d.cfg.Logger.Debug("scheduled job due: "+string(state), "job_id", j.ID, "kind", j.Kind,
 				"queue", j.Queue, "key", j.Limit.Key, "state", state)
 			d.cfg.Hooks.admitted(ctx, j, state)
 		}
-		d.notify(queues)
+		d.notify(woken.Queues)
 		if len(jobs) < d.cfg.BatchSize || ctx.Err() != nil {
 			return nil
 		}
 	}
 }
 
-// logPromoted logs and counts blocked jobs of key promoted in a committed
-// transaction.
-func (d *Dispatcher) logPromoted(ctx context.Context, key string, n int) {
-	if n <= 0 {
+// logPromoted logs, counts and wakes the workers of blocked jobs of key
+// promoted in a committed transaction.
+func (d *Dispatcher) logPromoted(ctx context.Context, key string, p driver.Promotion) {
+	if p.Jobs <= 0 {
 		return
 	}
-	d.cfg.Logger.Debug("promoted blocked jobs", "key", key, "count", n)
-	d.cfg.Hooks.promoted(ctx, key, n)
+	d.cfg.Logger.Debug("promoted blocked jobs", "key", key, "count", p.Jobs)
+	d.cfg.Hooks.promoted(ctx, key, p.Jobs)
+	d.notify(p.Queues)
 }
 
 // reclaimExpired recounts semaphores whose expiry passed. Live holders
@@ -172,9 +172,9 @@ func (d *Dispatcher) reclaimExpired(ctx context.Context) error {
 		}
 		for _, key := range keys {
 			var reaped []reap
-			var promoted int
+			var promoted driver.Promotion
 			err := d.inTx(ctx, func(ex driver.Executor) error {
-				reaped, promoted = nil, 0
+				reaped, promoted = nil, driver.Promotion{}
 				now := d.cfg.Now()
 				if ok, err := ex.SemaphoreTryLock(ctx, key); err != nil || !ok {
 					return err
@@ -198,10 +198,9 @@ func (d *Dispatcher) reclaimExpired(ctx context.Context) error {
 				continue
 			}
 			d.reaped(ctx, reaped)
-			if promoted > 0 {
+			if promoted.Jobs > 0 {
 				d.cfg.Logger.Debug("reclaimed expired semaphore", "key", key)
 				d.logPromoted(ctx, key, promoted)
-				d.notifyAll()
 			}
 		}
 		if len(keys) < d.cfg.BatchSize || ctx.Err() != nil {
@@ -223,9 +222,9 @@ func (d *Dispatcher) promoteBlocked(ctx context.Context) error {
 			return errors.Join(append(errs, err)...)
 		}
 		for _, key := range keys {
-			var promoted int
+			var promoted driver.Promotion
 			err := d.inTx(ctx, func(ex driver.Executor) (err error) {
-				promoted = 0
+				promoted = driver.Promotion{}
 				if ok, err := ex.SemaphoreTryLock(ctx, key); err != nil || !ok {
 					return err
 				}
@@ -237,9 +236,6 @@ func (d *Dispatcher) promoteBlocked(ctx context.Context) error {
 				continue
 			}
 			d.logPromoted(ctx, key, promoted)
-		}
-		if len(keys) > 0 {
-			d.notifyAll()
 		}
 		if len(keys) < d.cfg.BatchSize || ctx.Err() != nil {
 			return errors.Join(errs...)
@@ -275,11 +271,9 @@ func (d *Dispatcher) cleanup(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// notify tells OnReady of queues that got ready jobs.
 func (d *Dispatcher) notify(queues []string) {
 	for _, q := range queues {
 		d.cfg.OnReady(q)
 	}
 }
-
-// notifyAll wakes every local queue ("" stands for all).
-func (d *Dispatcher) notifyAll() { d.cfg.OnReady("") }

@@ -83,10 +83,10 @@ func (d *Dispatcher) reaped(ctx context.Context, reaped []reap) {
 			"attempt", c.Attempt+1, "max_attempts", c.MaxAttempts)
 		d.cfg.Hooks.reaped(ctx, c, r.result.State)
 		d.logPromoted(ctx, c.Limit.Key, r.result.Promoted)
-	}
-	if len(reaped) > 0 {
-		// Reaped jobs are ready again, and a failed one's released slot
-		// may have promoted a job of another queue.
-		d.notifyAll()
+		// Reaped jobs are ready again; a failed one's released slot may
+		// have promoted a job of another queue (logPromoted wakes it).
+		if r.result.State == driver.StateReady {
+			d.notify([]string{c.Queue})
+		}
 	}
 }

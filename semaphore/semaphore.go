@@ -24,6 +24,7 @@ type Semaphore struct {
 	row        driver.Semaphore
 	now        time.Time
 	maxBlocked int
+	promoted   driver.Promotion
 }
 
 // Limit resolves a key's limit: a key override (SetKeyLimit) beats the
@@ -76,11 +77,15 @@ func Lock(ctx context.Context, ex driver.Executor, l driver.Limit, queue string,
 	}
 	s.row.Duration = l.Duration
 	s.maxBlocked = cmp.Or(l.MaxBlocked, s.row.Policy.MaxBlocked)
-	if _, err := s.promote(ctx); err != nil {
+	if err := s.promote(ctx); err != nil {
 		return nil, err
 	}
 	return s, nil
 }
+
+// Promoted is what the semaphore promoted while locked: blocked jobs that
+// took free slots before new ones were admitted.
+func (s *Semaphore) Promoted() driver.Promotion { return s.promoted }
 
 // setLimit moves the free slots by the change of limit.
 func (s *Semaphore) setLimit(limit int) {
@@ -93,16 +98,16 @@ func (s *Semaphore) setLimit(limit int) {
 // nothing until the holders drain below it (running jobs finish). l is the
 // key's job spec and queue their queue (for the policy); a key never seen
 // gets a semaphore.
-func Resolve(ctx context.Context, ex driver.Executor, l driver.Limit, queue string, now time.Time) (promoted int, err error) {
+func Resolve(ctx context.Context, ex driver.Executor, l driver.Limit, queue string, now time.Time) (driver.Promotion, error) {
 	l.Duration = cmp.Or(l.Duration, DefaultDuration)
 	s, err := lock(ctx, ex, l, queue, now)
 	if err != nil {
-		return 0, err
+		return driver.Promotion{}, err
 	}
-	if promoted, err = s.promote(ctx); err != nil {
-		return 0, err
+	if err := s.promote(ctx); err != nil {
+		return driver.Promotion{}, err
 	}
-	return promoted, s.Save(ctx)
+	return s.promoted, s.Save(ctx)
 }
 
 // DefaultDuration is the failsafe of a semaphore created without a job.
@@ -146,25 +151,26 @@ func (s *Semaphore) renew() {
 
 // promote hands free slots to blocked jobs: min(free, blocked) of them,
 // highest priority first, FIFO among equals.
-func (s *Semaphore) promote(ctx context.Context) (int, error) {
+func (s *Semaphore) promote(ctx context.Context) error {
 	n := min(s.Free(), s.row.Blocked)
 	if n <= 0 {
-		return 0, nil
+		return nil
 	}
-	moved, err := s.ex.PromoteBlocked(ctx, s.row.Key, n, s.now)
+	p, err := s.ex.PromoteBlocked(ctx, s.row.Key, n, s.now)
 	if err != nil {
-		return 0, err
+		return err
 	}
-	s.row.Value -= moved
-	s.row.Blocked -= moved
-	if moved < n {
+	s.promoted.Add(p)
+	s.row.Value -= p.Jobs
+	s.row.Blocked -= p.Jobs
+	if p.Jobs < n {
 		// Fewer rows than counted: nothing is left blocked.
 		s.row.Blocked = 0
 	}
-	if moved > 0 {
+	if p.Jobs > 0 {
 		s.renew()
 	}
-	return moved, nil
+	return nil
 }
 
 // Signal releases one slot of key, as a holder finishes, fails or leaves
@@ -172,35 +178,35 @@ func (s *Semaphore) promote(ctx context.Context) (int, error) {
 // free count never rises above the limit, so a second release of the same
 // holder cannot create a slot. Callers release only after deleting the
 // holder's claim (fence matched) in the same transaction.
-func Signal(ctx context.Context, ex driver.Executor, key string, now time.Time) (promoted int, err error) {
+func Signal(ctx context.Context, ex driver.Executor, key string, now time.Time) (driver.Promotion, error) {
 	return SignalN(ctx, ex, key, 1, now)
 }
 
 // SignalN releases n slots of key at once (n holders finished in one
 // transaction), capped at the limit like Signal.
-func SignalN(ctx context.Context, ex driver.Executor, key string, n int, now time.Time) (promoted int, err error) {
+func SignalN(ctx context.Context, ex driver.Executor, key string, n int, now time.Time) (driver.Promotion, error) {
 	row, ok, err := ex.SemaphoreLock(ctx, key, "")
 	if err != nil || !ok {
-		return 0, err
+		return driver.Promotion{}, err
 	}
 	s := &Semaphore{ex: ex, row: row, now: now}
 	s.row.Value = min(s.row.Value+n, s.row.Limit)
-	if promoted, err = s.promote(ctx); err != nil {
-		return 0, err
+	if err := s.promote(ctx); err != nil {
+		return driver.Promotion{}, err
 	}
-	return promoted, s.Save(ctx)
+	return s.promoted, s.Save(ctx)
 }
 
 // SignalMany releases counts[i] slots of each of keys (sorted, distinct)
-// in one transaction, as SignalN does for one key, and returns how many
-// blocked jobs each promoted. Drivers that can do it set-wise
+// in one transaction, as SignalN does for one key, and returns what each
+// promoted. Drivers that can do it set-wise
 // (driver.BatchReleaser) take a fixed number of statements for any
 // number of keys.
-func SignalMany(ctx context.Context, ex driver.Executor, keys []string, counts []int, now time.Time) ([]int, error) {
+func SignalMany(ctx context.Context, ex driver.Executor, keys []string, counts []int, now time.Time) ([]driver.Promotion, error) {
 	if br, ok := ex.(driver.BatchReleaser); ok && len(keys) > 1 {
 		return br.ReleaseMany(ctx, keys, counts, now)
 	}
-	out := make([]int, len(keys))
+	out := make([]driver.Promotion, len(keys))
 	for i, k := range keys {
 		var err error
 		if out[i], err = SignalN(ctx, ex, k, counts[i], now); err != nil {
@@ -213,16 +219,16 @@ func SignalMany(ctx context.Context, ex driver.Executor, keys []string, counts [
 // Promote hands a key's free slots to its blocked jobs; the dispatcher
 // runs it for keys that have both, so nothing waits beside a free slot
 // for longer than one dispatcher interval.
-func Promote(ctx context.Context, ex driver.Executor, key string, now time.Time) (promoted int, err error) {
+func Promote(ctx context.Context, ex driver.Executor, key string, now time.Time) (driver.Promotion, error) {
 	row, ok, err := ex.SemaphoreLock(ctx, key, "")
 	if err != nil || !ok {
-		return 0, err
+		return driver.Promotion{}, err
 	}
 	s := &Semaphore{ex: ex, row: row, now: now}
-	if promoted, err = s.promote(ctx); err != nil || promoted == 0 {
-		return promoted, err
+	if err := s.promote(ctx); err != nil || s.promoted.Jobs == 0 {
+		return s.promoted, err
 	}
-	return promoted, s.Save(ctx)
+	return s.promoted, s.Save(ctx)
 }
 
 // Reclaim recounts an expired semaphore from the rows it stands for:
@@ -231,21 +237,21 @@ func Promote(ctx context.Context, ex driver.Executor, key string, now time.Time)
 // blocked jobs; slots of live holders stay taken, so reclaiming never lets
 // a job start beside one that still runs. Callers first return the claims
 // of dead processes to ready (they keep their slots) or fail them.
-func Reclaim(ctx context.Context, ex driver.Executor, key string, now time.Time) (promoted int, err error) {
+func Reclaim(ctx context.Context, ex driver.Executor, key string, now time.Time) (driver.Promotion, error) {
 	row, ok, err := ex.SemaphoreLock(ctx, key, "")
 	if err != nil || !ok {
-		return 0, err
+		return driver.Promotion{}, err
 	}
 	holders, blocked, err := ex.CountHolders(ctx, key)
 	if err != nil {
-		return 0, err
+		return driver.Promotion{}, err
 	}
 	s := &Semaphore{ex: ex, row: row, now: now}
 	s.row.Value = s.row.Limit - holders
 	s.row.Blocked = blocked
 	s.row.ExpiresAt = now.Add(s.row.Duration)
-	if promoted, err = s.promote(ctx); err != nil {
-		return 0, err
+	if err := s.promote(ctx); err != nil {
+		return driver.Promotion{}, err
 	}
-	return promoted, s.Save(ctx)
+	return s.promoted, s.Save(ctx)
 }

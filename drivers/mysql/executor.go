@@ -474,10 +474,10 @@ func (e *executor) SemaphoreSave(ctx context.Context, s driver.Semaphore) error 
 	return nil
 }
 
-func (e *executor) PromoteBlocked(ctx context.Context, key string, n int, now time.Time) (int, error) {
-	var moved int
+func (e *executor) PromoteBlocked(ctx context.Context, key string, n int, now time.Time) (driver.Promotion, error) {
+	var moved driver.Promotion
 	err := e.atomic(ctx, func(e *executor) error {
-		moved = 0
+		moved = driver.Promotion{}
 		rows, err := e.db.QueryContext(ctx, e.q.pickBlocked, hash(key), n)
 		if err != nil {
 			return err
@@ -511,11 +511,14 @@ func (e *executor) PromoteBlocked(ctx context.Context, key string, n int, now ti
 		if err := e.insertExecutions(ctx, driver.Ready, picked); err != nil {
 			return err
 		}
-		moved = len(picked)
+		for _, r := range picked {
+			moved.Jobs++
+			moved.AddQueue(r.Queue)
+		}
 		return nil
 	})
 	if err != nil {
-		return 0, fmt.Errorf("promote blocked jobs of %q: %w", key, err)
+		return driver.Promotion{}, fmt.Errorf("promote blocked jobs of %q: %w", key, err)
 	}
 	return moved, nil
 }

@@ -341,15 +341,24 @@ func (e *executor) SemaphoreSave(ctx context.Context, s driver.Semaphore) error 
 	return nil
 }
 
-func (e *executor) PromoteBlocked(ctx context.Context, key string, n int, now time.Time) (int, error) {
-	tag, err := e.db.Exec(ctx, e.q.promoteBlocked, key, n, now)
+func (e *executor) PromoteBlocked(ctx context.Context, key string, n int, now time.Time) (driver.Promotion, error) {
+	var p driver.Promotion
+	rows, err := e.db.Query(ctx, e.q.promoteBlocked, key, n, now)
 	if err != nil {
-		return 0, fmt.Errorf("promote blocked jobs of %q: %w", key, err)
+		return p, fmt.Errorf("promote blocked jobs of %q: %w", key, err)
 	}
-	return int(tag.RowsAffected()), nil
+	queues, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return p, fmt.Errorf("promote blocked jobs of %q: %w", key, err)
+	}
+	for _, q := range queues {
+		p.Jobs++
+		p.AddQueue(q)
+	}
+	return p, nil
 }
 
-func (e *executor) ReleaseMany(ctx context.Context, keys []string, counts []int, now time.Time) ([]int, error) {
+func (e *executor) ReleaseMany(ctx context.Context, keys []string, counts []int, now time.Time) ([]driver.Promotion, error) {
 	n := make([]int32, len(counts))
 	for i, c := range counts {
 		n[i] = int32(c)
@@ -363,20 +372,20 @@ func (e *executor) ReleaseMany(ctx context.Context, keys []string, counts []int,
 	if err != nil {
 		return nil, fmt.Errorf("promote blocked jobs of %d keys: %w", len(keys), err)
 	}
-	moved := map[string]int{}
+	moved := map[string]driver.Promotion{}
 	for rows.Next() {
 		var key string
-		var m int
-		if err := rows.Scan(&key, &m); err != nil {
+		var p driver.Promotion
+		if err := rows.Scan(&key, &p.Jobs, &p.Queues); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("promote blocked jobs of %d keys: %w", len(keys), err)
 		}
-		moved[key] = m
+		moved[key] = p
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("promote blocked jobs of %d keys: %w", len(keys), err)
 	}
-	out := make([]int, len(keys))
+	out := make([]driver.Promotion, len(keys))
 	for i, k := range keys {
 		out[i] = moved[k]
 	}

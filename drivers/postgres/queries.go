@@ -159,7 +159,8 @@ WITH picked AS (
 	RETURNING b.job_id, b.queue, b.priority
 )
 INSERT INTO {p}ready_executions (job_id, queue, priority, created_at)
-SELECT job_id, queue, priority, $3 FROM moved`),
+SELECT job_id, queue, priority, $3 FROM moved
+RETURNING queue`),
 		// Release many keys at once: lock their semaphores in key order
 		// (so two batches never deadlock) and give back their slots,
 		// capped at each limit.
@@ -188,12 +189,13 @@ WITH want AS (
 	INSERT INTO {p}ready_executions (job_id, queue, priority, created_at)
 	SELECT job_id, queue, priority, $2 FROM moved
 ), counts AS (
-	SELECT concurrency_key AS key, count(*)::int AS n FROM moved GROUP BY concurrency_key
+	SELECT concurrency_key AS key, count(*)::int AS n, array_agg(DISTINCT queue) AS queues
+	FROM moved GROUP BY concurrency_key
 )
 UPDATE {p}semaphores s SET value = s.value - c.n, blocked = s.blocked - c.n,
 	expires_at = GREATEST(s.expires_at, $2::timestamptz + s.duration_ms * interval '1 millisecond')
 FROM counts c WHERE s.key = c.key
-RETURNING s.key, c.n`),
+RETURNING s.key, c.n, c.queues`),
 		countHolders: p(`
 SELECT
 	(SELECT count(*) FROM {p}jobs j JOIN {p}ready_executions r ON r.job_id = j.id

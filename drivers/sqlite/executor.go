@@ -325,8 +325,8 @@ func (e *executor) CompleteClaims(ctx context.Context, claims []*driver.Claim, k
 // semaphore.SignalN does per key (release capped at the limit, promote
 // min(free, blocked) jobs, renew the expiry of keys that promoted). The
 // transaction's write lock makes reading, computing and writing back safe.
-func (e *executor) ReleaseMany(ctx context.Context, keys []string, counts []int, now time.Time) ([]int, error) {
-	out := make([]int, len(keys))
+func (e *executor) ReleaseMany(ctx context.Context, keys []string, counts []int, now time.Time) ([]driver.Promotion, error) {
+	out := make([]driver.Promotion, len(keys))
 	err := e.atomic(ctx, func(e *executor) error {
 		sems, err := e.readSems(ctx, keys)
 		if err != nil {
@@ -346,6 +346,7 @@ func (e *executor) ReleaseMany(ctx context.Context, keys []string, counts []int,
 			}
 		}
 		var picked []int64
+		keyOf := map[int64]string{}
 		if len(waiting) > 0 {
 			rows, err := e.db.QueryContext(ctx, e.q.pickBlockedOfKeys, jsonOf(waiting), most)
 			if err != nil {
@@ -362,16 +363,24 @@ func (e *executor) ReleaseMany(ctx context.Context, keys []string, counts []int,
 				if s := sems[key]; s.moved < s.take {
 					s.moved++
 					picked = append(picked, id)
+					keyOf[id] = key
 				}
 			}
 			if err := closeRows(rows); err != nil {
 				return err
 			}
 		}
+		queueOf := map[string][]string{} // key -> queues promoted into
 		if len(picked) > 0 {
 			list := ids(picked)
-			if _, err := e.db.ExecContext(ctx, e.q.promoteReady, micros(now), list); err != nil {
+			queues, err := e.promoteReady(ctx, list, now)
+			if err != nil {
 				return err
+			}
+			for id, q := range queues {
+				if k := keyOf[id]; !slices.Contains(queueOf[k], q) {
+					queueOf[k] = append(queueOf[k], q)
+				}
 			}
 			if _, err := e.db.ExecContext(ctx, e.q.deleteBlocked, list); err != nil {
 				return err
@@ -390,7 +399,7 @@ func (e *executor) ReleaseMany(ctx context.Context, keys []string, counts []int,
 				s.blocked -= s.moved
 			}
 			settle = append(settle, [4]any{k, s.value, s.blocked, s.moved})
-			out[i] = s.moved
+			out[i] = driver.Promotion{Jobs: s.moved, Queues: queueOf[k]}
 		}
 		if len(settle) == 0 {
 			return nil
@@ -521,25 +530,49 @@ func (e *executor) SemaphoreSave(ctx context.Context, s driver.Semaphore) error 
 	return nil
 }
 
-func (e *executor) PromoteBlocked(ctx context.Context, key string, n int, now time.Time) (int, error) {
-	var moved int
+func (e *executor) PromoteBlocked(ctx context.Context, key string, n int, now time.Time) (driver.Promotion, error) {
+	var moved driver.Promotion
 	err := e.atomic(ctx, func(e *executor) error {
 		picked, err := e.queryIDs(ctx, e.q.pickBlocked, key, n)
 		if err != nil || len(picked) == 0 {
 			return err
 		}
 		list := ids(picked)
-		if _, err := e.db.ExecContext(ctx, e.q.promoteReady, micros(now), list); err != nil {
+		queues, err := e.promoteReady(ctx, list, now)
+		if err != nil {
 			return err
 		}
 		_, err = e.db.ExecContext(ctx, e.q.deleteBlocked, list)
-		moved = len(picked)
+		for _, q := range queues {
+			moved.Jobs++
+			moved.AddQueue(q)
+		}
 		return err
 	})
 	if err != nil {
-		return 0, fmt.Errorf("promote blocked jobs of %q: %w", key, err)
+		return driver.Promotion{}, fmt.Errorf("promote blocked jobs of %q: %w", key, err)
 	}
 	return moved, nil
+}
+
+// promoteReady copies the blocked jobs of list (JSON ids) to ready and
+// returns the queue of each, by job id.
+func (e *executor) promoteReady(ctx context.Context, list string, now time.Time) (map[int64]string, error) {
+	rows, err := e.db.QueryContext(ctx, e.q.promoteReady, micros(now), list)
+	if err != nil {
+		return nil, err
+	}
+	out := map[int64]string{}
+	for rows.Next() {
+		var id int64
+		var q string
+		if err := rows.Scan(&id, &q); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		out[id] = q
+	}
+	return out, closeRows(rows)
 }
 
 func (e *executor) CountHolders(ctx context.Context, key string) (int, int, error) {

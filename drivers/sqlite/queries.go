@@ -134,7 +134,8 @@ WHERE key = ?`),
 		pickBlocked: p(`SELECT job_id FROM {p}blocked_executions WHERE concurrency_key = ?
 ORDER BY priority DESC, job_id LIMIT ?`),
 		promoteReady: p(`INSERT INTO {p}ready_executions (job_id, queue, priority, created_at)
-SELECT job_id, queue, priority, ? FROM {p}blocked_executions WHERE job_id IN ` + idList),
+SELECT job_id, queue, priority, ? FROM {p}blocked_executions WHERE job_id IN ` + idList + `
+RETURNING job_id, queue`),
 		deleteBlocked: p(`DELETE FROM {p}blocked_executions WHERE job_id IN ` + idList),
 		countHolders: p(`
 SELECT

@@ -113,7 +113,7 @@ func testBatchCompletion(t *testing.T, h *harness) {
 		return res
 	}
 	res := batch(&stale, a, b)
-	if res[0].Matched || !res[1].Matched || !res[2].Matched || res[1].Promoted != 2 {
+	if res[0].Matched || !res[1].Matched || !res[2].Matched || res[1].Promoted.Jobs != 2 {
 		t.Fatalf("batch: %+v, want the stale claim unmatched and 2 promoted for the 2 finished", res)
 	}
 	for i, want := range []bq.JobState{bq.StateCompleted, bq.StateCompleted, bq.StateReady, bq.StateReady, bq.StateBlocked} {

@@ -78,7 +78,7 @@ func testCompletionBatchAcrossKeys(t *testing.T, h *harness) {
 	}
 	promoted := map[string]int{}
 	for i, r := range results {
-		promoted[batch[i].Limit.Key] += r.Promoted
+		promoted[batch[i].Limit.Key] += r.Promoted.Jobs
 	}
 	if promoted[ba[0].Limit.Key] != 2 || promoted[bb[0].Limit.Key] != 0 || promoted[bc[0].Limit.Key] != 1 {
 		t.Errorf("promoted per key %v; want ba 2, bb 0, bc 1", promoted)

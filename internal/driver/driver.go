@@ -21,6 +21,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"slices"
 	"time"
 )
 
@@ -135,6 +136,29 @@ type Claim struct {
 	Job
 	Fence     int64
 	ClaimedAt time.Time
+}
+
+// Promotion is what moving blocked jobs to ready did: how many moved, and
+// the queues they are in, each once: whose workers, in every process,
+// must be woken.
+type Promotion struct {
+	Jobs   int
+	Queues []string
+}
+
+// Add counts o in p.
+func (p *Promotion) Add(o Promotion) {
+	p.Jobs += o.Jobs
+	for _, q := range o.Queues {
+		p.AddQueue(q)
+	}
+}
+
+// AddQueue names one more queue that got ready jobs.
+func (p *Promotion) AddQueue(q string) {
+	if !slices.Contains(p.Queues, q) {
+		p.Queues = append(p.Queues, q)
+	}
 }
 
 // Fenced names one claim: a job and the fence of that claim of it.
@@ -298,9 +322,9 @@ type Executor interface {
 	// SemaphoreSave writes Value, Limit, Blocked, Duration and ExpiresAt.
 	SemaphoreSave(ctx context.Context, s Semaphore) error
 	// PromoteBlocked moves up to n blocked jobs of key to ready, highest
-	// priority first, FIFO among equals, and returns how many moved.
+	// priority first, FIFO among equals, and returns what moved.
 	// Callers hold the key's semaphore lock.
-	PromoteBlocked(ctx context.Context, key string, n int, now time.Time) (int, error)
+	PromoteBlocked(ctx context.Context, key string, n int, now time.Time) (Promotion, error)
 	// CountHolders counts the key's ready and claimed jobs, and its blocked ones.
 	CountHolders(ctx context.Context, key string) (holders, blocked int, err error)
 
@@ -420,9 +444,9 @@ type Executor interface {
 type BatchReleaser interface {
 	// ReleaseMany gives back counts[i] slots of keys[i] (sorted, distinct),
 	// each capped at its limit, then promotes blocked jobs into the free
-	// slots, highest priority first, FIFO among equals. It returns how
-	// many were promoted per key.
-	ReleaseMany(ctx context.Context, keys []string, counts []int, now time.Time) ([]int, error)
+	// slots, highest priority first, FIFO among equals. It returns what
+	// each key promoted.
+	ReleaseMany(ctx context.Context, keys []string, counts []int, now time.Time) ([]Promotion, error)
 }
 
 // Beaconer is a driver whose processes also show they are alive through a

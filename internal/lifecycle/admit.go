@@ -35,8 +35,11 @@ type candidate struct {
 // admit decides each due candidate's outcome. Keys are locked in sorted
 // order, so two transactions admitting overlapping keys cannot deadlock.
 // Within a key, higher priority takes the free slots first, then input
-// order; the rest block or are discarded by their own OnConflict.
-func admit(ctx context.Context, ex driver.Executor, cands []*candidate, now time.Time) error {
+// order; the rest block or are discarded by their own OnConflict. It
+// returns what the locks promoted: jobs already blocked take any free
+// slot before new ones are admitted.
+func admit(ctx context.Context, ex driver.Executor, cands []*candidate, now time.Time) (driver.Promotion, error) {
+	var promoted driver.Promotion
 	byKey := map[string][]*candidate{}
 	for _, c := range cands {
 		if c.limit.Key == "" {
@@ -55,8 +58,9 @@ func admit(ctx context.Context, ex driver.Executor, cands []*candidate, now time
 		slices.SortStableFunc(group, func(a, b *candidate) int { return cmp.Compare(b.priority, a.priority) })
 		sem, err := semaphore.Lock(ctx, ex, group[0].limit, group[0].queue, now)
 		if err != nil {
-			return err
+			return promoted, err
 		}
+		promoted.Add(sem.Promoted())
 		granted := sem.Wait(len(group))
 		for i, c := range group {
 			switch {
@@ -74,10 +78,10 @@ func admit(ctx context.Context, ex driver.Executor, cands []*candidate, now time
 			}
 		}
 		if err := sem.Save(ctx); err != nil {
-			return err
+			return promoted, err
 		}
 	}
-	return nil
+	return promoted, nil
 }
 
 // Verdict is admission's decision on one job.
@@ -88,8 +92,9 @@ type Verdict struct {
 
 // Enqueue admits new jobs and inserts every one not discarded. Jobs due
 // later are stored scheduled and admitted when the dispatcher promotes
-// them.
-func Enqueue(ctx context.Context, ex driver.Executor, jobs []*driver.NewJob, now time.Time) ([]Verdict, error) {
+// them. It also returns what admission promoted of the jobs already
+// blocked on the keys.
+func Enqueue(ctx context.Context, ex driver.Executor, jobs []*driver.NewJob, now time.Time) ([]Verdict, driver.Promotion, error) {
 	cands := make([]*candidate, len(jobs))
 	var due []*candidate
 	for i, j := range jobs {
@@ -98,8 +103,9 @@ func Enqueue(ctx context.Context, ex driver.Executor, jobs []*driver.NewJob, now
 			due = append(due, cands[i])
 		}
 	}
-	if err := admit(ctx, ex, due, now); err != nil {
-		return nil, err
+	promoted, err := admit(ctx, ex, due, now)
+	if err != nil {
+		return nil, promoted, err
 	}
 	results := make([]Verdict, len(jobs))
 	kept := make([]*driver.NewJob, 0, len(jobs))
@@ -118,33 +124,34 @@ func Enqueue(ctx context.Context, ex driver.Executor, jobs []*driver.NewJob, now
 		kept = append(kept, jobs[i])
 	}
 	if err := ex.InsertJobs(ctx, now, kept); err != nil {
-		return nil, err
+		return nil, promoted, err
 	}
-	return results, nil
+	return results, promoted, nil
 }
 
 // PromoteScheduled admits up to max scheduled jobs that are due, as if
-// they were enqueued now. It returns the jobs it took and what admission
-// did with each.
-func PromoteScheduled(ctx context.Context, ex driver.Executor, max int, now time.Time) ([]*driver.Job, []Outcome, error) {
+// they were enqueued now. It returns the jobs it took, what admission did
+// with each, and what it promoted of the jobs already blocked.
+func PromoteScheduled(ctx context.Context, ex driver.Executor, max int, now time.Time) ([]*driver.Job, []Outcome, driver.Promotion, error) {
 	jobs, err := ex.TakeDueScheduled(ctx, now, max)
 	if err != nil || len(jobs) == 0 {
-		return nil, nil, err
+		return nil, nil, driver.Promotion{}, err
 	}
-	outcomes, err := admitExisting(ctx, ex, jobs, now)
-	return jobs, outcomes, err
+	outcomes, promoted, err := admitExisting(ctx, ex, jobs, now)
+	return jobs, outcomes, promoted, err
 }
 
 // admitExisting admits jobs that are already stored (due scheduled jobs,
 // immediate retries) and writes their new execution rows. A discarded one
 // is finished as discarded: it was accepted once, so it is not deleted.
-func admitExisting(ctx context.Context, ex driver.Executor, jobs []*driver.Job, now time.Time) ([]Outcome, error) {
+func admitExisting(ctx context.Context, ex driver.Executor, jobs []*driver.Job, now time.Time) ([]Outcome, driver.Promotion, error) {
 	cands := make([]*candidate, len(jobs))
 	for i, j := range jobs {
 		cands[i] = &candidate{limit: j.Limit, queue: j.Queue, priority: j.Priority}
 	}
-	if err := admit(ctx, ex, cands, now); err != nil {
-		return nil, err
+	promoted, err := admit(ctx, ex, cands, now)
+	if err != nil {
+		return nil, promoted, err
 	}
 	outcomes := make([]Outcome, len(jobs))
 	var ready, blocked []driver.Execution
@@ -159,17 +166,17 @@ func admitExisting(ctx context.Context, ex driver.Executor, jobs []*driver.Job, 
 			blocked = append(blocked, row)
 		case Discarded:
 			if err := ex.FinishJob(ctx, j.ID, now, true); err != nil {
-				return nil, err
+				return nil, promoted, err
 			}
 		}
 	}
 	if err := ex.InsertExecutions(ctx, driver.Ready, ready); err != nil {
-		return nil, err
+		return nil, promoted, err
 	}
 	if err := ex.InsertExecutions(ctx, driver.Blocked, blocked); err != nil {
-		return nil, err
+		return nil, promoted, err
 	}
-	return outcomes, nil
+	return outcomes, promoted, nil
 }
 
 // State is the job state an admission outcome leaves a job in.

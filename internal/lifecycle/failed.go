@@ -12,18 +12,19 @@ import (
 // again exactly as a scheduled job coming due: ready with a slot of its
 // key, blocked behind the key's holders, or (a key that discards on
 // conflict) finished as discarded. Its attempts are not reset, so it gets
-// one more run. It returns the job and its outcome, or a nil job, having
-// changed nothing, when the job is not failed.
-func RetryFailed(ctx context.Context, ex driver.Executor, id int64, now time.Time) (*driver.Job, Outcome, error) {
+// one more run. It returns the job, its outcome and what its admission
+// promoted of the jobs already blocked, or a nil job, having changed
+// nothing, when the job is not failed.
+func RetryFailed(ctx context.Context, ex driver.Executor, id int64, now time.Time) (*driver.Job, Outcome, driver.Promotion, error) {
 	job, err := takeFailed(ctx, ex, id)
 	if job == nil || err != nil {
-		return nil, 0, err
+		return nil, 0, driver.Promotion{}, err
 	}
-	outcomes, err := admitExisting(ctx, ex, []*driver.Job{job}, now)
+	outcomes, promoted, err := admitExisting(ctx, ex, []*driver.Job{job}, now)
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, promoted, err
 	}
-	return job, outcomes[0], nil
+	return job, outcomes[0], promoted, nil
 }
 
 // DiscardFailed takes a failed job out of the failed table and finishes

@@ -21,16 +21,26 @@ type Result struct {
 	Matched bool
 	// State is the job's state after the step.
 	State driver.JobState
-	// Promoted counts blocked jobs of the job's key that took the slot
-	// the step released.
-	Promoted int
+	// Promoted is what took the slot the step released (blocked jobs of
+	// the job's key), or was promoted as the job was admitted again.
+	Promoted driver.Promotion
 }
 
-// release gives back the slot a keyed job held and returns how many
-// blocked jobs took it.
-func release(ctx context.Context, ex driver.Executor, c *driver.Claim, now time.Time) (int, error) {
+// Woken lists the queues whose workers the step gave work: those of the
+// jobs it promoted, and queue, the job's own, when it left the job ready.
+func (r Result) Woken(queue string) []string {
+	p := driver.Promotion{Queues: slices.Clone(r.Promoted.Queues)}
+	if r.Matched && r.State == driver.StateReady {
+		p.AddQueue(queue)
+	}
+	return p.Queues
+}
+
+// release gives back the slot a keyed job held and returns what blocked
+// jobs took it.
+func release(ctx context.Context, ex driver.Executor, c *driver.Claim, now time.Time) (driver.Promotion, error) {
 	if c.Limit.Key == "" {
-		return 0, nil
+		return driver.Promotion{}, nil
 	}
 	return semaphore.Signal(ctx, ex, c.Limit.Key, now)
 }
@@ -123,11 +133,12 @@ func Retry(ctx context.Context, ex driver.Executor, c *driver.Claim, msg string,
 		row := driver.Execution{JobID: c.ID, Queue: c.Queue, Priority: c.Priority, At: at}
 		return r, ex.InsertExecutions(ctx, driver.Scheduled, []driver.Execution{row})
 	}
-	outcomes, err := admitExisting(ctx, ex, []*driver.Job{&c.Job}, now)
+	outcomes, more, err := admitExisting(ctx, ex, []*driver.Job{&c.Job}, now)
 	if err != nil {
 		return Result{}, err
 	}
 	r.State = outcomes[0].State()
+	r.Promoted.Add(more)
 	return r, nil
 }
 
