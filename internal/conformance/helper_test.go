@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -106,10 +107,10 @@ func helperMain() int {
 }
 
 // installFreeze sets driver.BeforeCommit so that, once file exists, the
-// next commit of a transaction bq owns removes it, writes file+".frozen"
-// and sleeps 300 ms still inside the transaction, holding its locks: the
-// test, polling for the marker, stops the process there with SIGSTOP. It
-// fires once.
+// next commit of a transaction bq owns removes it, writes the marker
+// file+".frozen" (the committing goroutine's stack) and sleeps 300 ms
+// still inside the transaction, holding its locks: the test, polling for
+// the marker, stops the process there with SIGSTOP. It fires once.
 func installFreeze(file string) {
 	var fired atomic.Bool
 	driver.BeforeCommit = func() {
@@ -120,7 +121,12 @@ func installFreeze(file string) {
 			return
 		}
 		_ = os.Remove(file)
-		if err := os.WriteFile(file+".frozen", []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
+		// The marker names the transaction: the stack of its commit. It
+		// appears whole (renamed into place), as the test reads it.
+		if err := os.WriteFile(file+".tmp", debug.Stack(), 0o644); err != nil {
+			fmt.Fprintln(os.Stderr, "helper: write freeze marker:", err)
+		}
+		if err := os.Rename(file+".tmp", file+".frozen"); err != nil {
 			fmt.Fprintln(os.Stderr, "helper: write freeze marker:", err)
 		}
 		time.Sleep(300 * time.Millisecond)
