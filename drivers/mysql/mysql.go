@@ -308,5 +308,8 @@ type txExecutor struct {
 	tx *sql.Tx
 }
 
-func (t *txExecutor) Commit(ctx context.Context) error   { return t.tx.Commit() }
+func (t *txExecutor) Commit(ctx context.Context) error {
+	driver.CallBeforeCommit()
+	return t.tx.Commit()
+}
 func (t *txExecutor) Rollback(ctx context.Context) error { return t.tx.Rollback() }

@@ -120,5 +120,8 @@ type txExecutor struct {
 	tx *pipeTx
 }
 
-func (t *txExecutor) Commit(ctx context.Context) error   { return t.tx.Commit(ctx) }
+func (t *txExecutor) Commit(ctx context.Context) error {
+	driver.CallBeforeCommit()
+	return t.tx.Commit(ctx)
+}
 func (t *txExecutor) Rollback(ctx context.Context) error { return t.tx.Rollback(ctx) }

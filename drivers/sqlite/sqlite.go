@@ -169,6 +169,7 @@ type txExecutor struct {
 }
 
 func (t *txExecutor) Commit(ctx context.Context) error {
+	driver.CallBeforeCommit()
 	err := t.tx.Commit()
 	t.release()
 	return err

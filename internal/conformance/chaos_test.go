@@ -156,26 +156,29 @@ func testChaos(t *testing.T, h *harness) {
 		h.db, len(ids), len(runs), kills, reaped, overlap, drain.Round(time.Millisecond))
 }
 
-// pause stops a process with SIGSTOP at a moment it holds no write lock.
+// pause stops a process with SIGSTOP at a moment it holds no write lock,
+// and returns when the SIGSTOP that held was sent.
 // On SQLite a process stopped inside a write transaction freezes the
 // whole database until it resumes or dies; that is SQLite's nature, not
 // what this test is about, so such a pause is undone and tried again.
-func (h *harness) pause(cmd *exec.Cmd) {
+func (h *harness) pause(cmd *exec.Cmd) time.Time {
 	h.t.Helper()
 	for range 20 {
 		if err := cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 			h.t.Fatal(err)
 		}
+		at := time.Now()
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		_, err := h.raw.ExecContext(ctx, `UPDATE bq_processes SET name = name WHERE id = -1`)
 		cancel()
 		if err == nil {
-			return
+			return at
 		}
 		_ = cmd.Process.Signal(syscall.SIGCONT)
 		time.Sleep(time.Duration(20+rand.IntN(80)) * time.Millisecond)
 	}
 	h.t.Fatal("could not pause the worker outside a write transaction in 20 tries")
+	return time.Time{}
 }
 
 func values(m map[int]*exec.Cmd) []*exec.Cmd {

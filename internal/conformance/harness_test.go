@@ -202,7 +202,8 @@ func newHarness(t *testing.T, db database) *harness {
 	for _, ddl := range []string{
 		`CREATE TABLE test_runs (
 		job_id BIGINT NOT NULL, test TEXT NOT NULL, kind TEXT NOT NULL, jkey TEXT NOT NULL, pid BIGINT NOT NULL,
-		started_ns BIGINT NOT NULL, ended_ns BIGINT NOT NULL DEFAULT 0)`,
+		started_ns BIGINT NOT NULL, ended_ns BIGINT NOT NULL DEFAULT 0,
+		outcome VARCHAR(200) NOT NULL DEFAULT '')`,
 		// Recorders update their run by job id: an index keeps InnoDB
 		// from locking every row on the way.
 		`CREATE INDEX test_runs_job ON test_runs (job_id)`,

@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"runtime/debug"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -24,7 +26,10 @@ import (
 // "dispatcher". It works queue BQ_QUEUE (default "default") of BQ_DSN with
 // BQ_SLOTS slots,
 // recording each run in test_runs, until SIGTERM (a second one exits at
-// once). BQ_DEAD_AFTER and BQ_HEARTBEAT override the test timings.
+// once). BQ_DEAD_AFTER, BQ_HEARTBEAT, BQ_POLL and BQ_DISPATCH override the
+// test timings. With BQ_FREEZE_FILE set, the first transaction of bq's
+// that commits after that file appears stops just before its commit (see
+// installFreeze).
 func helperMain() int {
 	dsn := os.Getenv("BQ_DSN")
 	slots, _ := strconv.Atoi(os.Getenv("BQ_SLOTS"))
@@ -35,7 +40,11 @@ func helperMain() int {
 	switch {
 	case strings.HasPrefix(dsn, "sqlite://"):
 		helperDialect = "sqlite"
-		helperDB, err = sql.Open("sqlite", sqlite.DSN(strings.TrimPrefix(dsn, "sqlite://")))
+		// The recorder outwaits a process frozen inside a write
+		// transaction (pause_test.go freezes one for 15 s): a run whose
+		// record failed would look like a run bq lost.
+		recorder := strings.Replace(sqlite.DSN(strings.TrimPrefix(dsn, "sqlite://")), "busy_timeout(10000)", "busy_timeout(60000)", 1)
+		helperDB, err = sql.Open("sqlite", recorder)
 	case strings.HasPrefix(dsn, "mysql://"):
 		helperDialect = "mysql"
 		var d *bqmysql.Driver
@@ -63,6 +72,12 @@ func helperMain() int {
 	if d, err := time.ParseDuration(os.Getenv("BQ_HEARTBEAT")); err == nil {
 		cfg.HeartbeatInterval = d
 	}
+	if d, err := time.ParseDuration(os.Getenv("BQ_DISPATCH")); err == nil {
+		cfg.DispatchInterval = d
+	}
+	if f := os.Getenv("BQ_FREEZE_FILE"); f != "" {
+		installFreeze(f)
+	}
 	client, err := bq.Open(ctx, dsn, cfg)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "helper: open client:", err)
@@ -89,6 +104,33 @@ func helperMain() int {
 		return 1
 	}
 	return 0
+}
+
+// installFreeze sets driver.BeforeCommit so that, once file exists, the
+// next commit of a transaction bq owns removes it, writes the marker
+// file+".frozen" (the committing goroutine's stack) and sleeps 300 ms
+// still inside the transaction, holding its locks: the test, polling for
+// the marker, stops the process there with SIGSTOP. It fires once.
+func installFreeze(file string) {
+	var fired atomic.Bool
+	driver.BeforeCommit = func() {
+		if fired.Load() {
+			return
+		}
+		if _, err := os.Stat(file); err != nil || fired.Swap(true) {
+			return
+		}
+		_ = os.Remove(file)
+		// The marker names the transaction: the stack of its commit. It
+		// appears whole (renamed into place), as the test reads it.
+		if err := os.WriteFile(file+".tmp", debug.Stack(), 0o644); err != nil {
+			fmt.Fprintln(os.Stderr, "helper: write freeze marker:", err)
+		}
+		if err := os.Rename(file+".tmp", file+".frozen"); err != nil {
+			fmt.Fprintln(os.Stderr, "helper: write freeze marker:", err)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
 }
 
 // spawn starts one helper process of mode (see helperMain); extra env

@@ -1,6 +1,7 @@
 package conformance
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -22,7 +23,7 @@ type Args struct {
 	Key     string
 	Seq     int
 	SleepMS int
-	Mode    string // "", "fail-first", "fail", "permanent", "panic", "wait-ctx", "ignore-ctx"
+	Mode    string // "", "fail-first", "fail", "permanent", "permanent-first", "panic", "wait-ctx", "ignore-ctx", "poll-ctx"
 	N       int    // for decode tests: the wrong type is written as a string
 }
 
@@ -102,8 +103,8 @@ func behave(ctx context.Context, a Args) error {
 	rn.End = time.Now()
 	if helperDB != nil {
 		if _, werr := helperDB.ExecContext(context.WithoutCancel(ctx), rebind(helperDialect,
-			`UPDATE test_runs SET ended_ns = ? WHERE job_id = ? AND started_ns = ?`),
-			rn.End.UnixNano(), meta.ID, rn.Start.UnixNano()); werr != nil {
+			`UPDATE test_runs SET ended_ns = ?, outcome = ? WHERE job_id = ? AND started_ns = ?`),
+			rn.End.UnixNano(), outcomeOf(ctx, err), meta.ID, rn.Start.UnixNano()); werr != nil {
 			return fmt.Errorf("record end: %w", werr)
 		}
 	} else {
@@ -116,8 +117,40 @@ func behave(ctx context.Context, a Args) error {
 	return err
 }
 
+// outcomeOf says how a run ended, as test_runs.outcome records it: "ok",
+// "ctx: <cause>" when its context ended, else "error: <message>".
+func outcomeOf(ctx context.Context, err error) string {
+	var s string
+	switch {
+	case err == nil:
+		return "ok"
+	case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
+		s = "ctx: " + cmp.Or(context.Cause(ctx), err).Error()
+	default:
+		s = "error: " + err.Error()
+	}
+	if len(s) > 200 {
+		s = s[:200]
+	}
+	return s
+}
+
 func act(ctx context.Context, a Args, meta bq.JobMeta) error {
 	switch a.Mode {
+	case "permanent-first":
+		if meta.Attempt == 1 {
+			return bq.Permanent(errors.New("first attempt fails for good"))
+		}
+	case "poll-ctx":
+		// Job code that checks its context every 10 ms, as a loop over
+		// work items would.
+		for end := time.Now().Add(time.Duration(a.SleepMS) * time.Millisecond); time.Now().Before(end); {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		return nil
 	case "fail-first":
 		if meta.Attempt == 1 {
 			return errors.New("first attempt fails")
