@@ -7,6 +7,7 @@
 //
 //	dsn, _ := mysql.DSN("mysql://app:secret@db:3306/app")
 //	db, _ := sql.Open("mysql", dsn)
+//	db.SetConnMaxIdleTime(mysql.ConnMaxIdleTime)
 //	client, _ := bq.NewClient(mysql.New(db), bq.Config{})
 //
 // Every transaction bq owns runs at READ COMMITTED, so InnoDB takes no gap
@@ -41,6 +42,19 @@
 // such a pool (EnqueueTx) meets them too, so do not leave it idle for
 // TxIdleTimeout. New leaves the sessions of a pool opened otherwise as
 // they are.
+//
+// # Character sets
+//
+// Parameters are interpolated into the statement on the client
+// (interpolateParams=true, one round trip instead of three), which is safe
+// only where an escaping backslash cannot become part of a character. A
+// URL naming no character set gets utf8mb4 (charset=utf8mb4,
+// collation=utf8mb4_general_ci, set again after the handshake); one whose
+// charset, collation or character_set_client is big5, cp932, gb18030, gbk
+// or sjis (or any set not known to be safe) is refused by ParseURL, DSN
+// and Open unless it turns interpolation off with interpolateParams=false.
+// Go's strings are UTF-8 and bq stores keys as bytes, so utf8mb4 loses
+// nothing.
 package mysql
 
 import (
@@ -125,8 +139,15 @@ func connMaxIdleTime(wait time.Duration) time.Duration {
 // parseTime=true, loc=UTC, time_zone='+00:00' (times are stored as Unix
 // microseconds, so these only keep ad-hoc date functions honest),
 // interpolateParams=true (one round trip per statement instead of three),
-// and the session bounds innodb_lock_wait_timeout and wait_timeout (see
-// the package documentation; Open picks the right ones for the server).
+// charset=utf8mb4 with collation=utf8mb4_general_ci, and the session
+// bounds innodb_lock_wait_timeout and wait_timeout (see the package
+// documentation; Open picks the right ones for the server).
+//
+// With interpolation on, a character set in which a backslash byte can
+// end a multibyte character (big5, cp932, gb18030, gbk, sjis: escaping
+// would let a parameter out of its string literal) is refused, whether
+// named by charset, collation or character_set_client; use utf8mb4, or
+// interpolateParams=false to keep such a set.
 func ParseURL(rawURL string) (*gomysql.Config, error) {
 	cfg, err := parseURL(rawURL)
 	if err != nil {
@@ -149,6 +170,9 @@ func parseURL(rawURL string) (*gomysql.Config, error) {
 	db := strings.TrimPrefix(u.Path, "/")
 	if db == "" || strings.Contains(db, "/") {
 		return nil, fmt.Errorf("parse MySQL DSN %s: name one database, as in mysql://user:pass@host:3306/db", u.Redacted())
+	}
+	if err := checkCharset(u.Query()); err != nil {
+		return nil, fmt.Errorf("parse MySQL DSN %s: %w", u.Redacted(), err)
 	}
 	// go-sql-driver parses its own parameters (timeout, tls, ...) and
 	// keeps the rest as session variables.
@@ -184,6 +208,9 @@ func parseURL(rawURL string) (*gomysql.Config, error) {
 	}
 	if _, ok := cfg.Params["time_zone"]; !ok {
 		cfg.Params["time_zone"] = "'+00:00'"
+	}
+	if err := setDefaultCharset(cfg, q); err != nil {
+		return nil, fmt.Errorf("parse MySQL DSN %s: %w", u.Redacted(), err)
 	}
 	return cfg, nil
 }
