@@ -10,7 +10,8 @@
 // TxIdleTimeout (10 s): the server ends a session that sits idle inside
 // one that long, rolling it back and freeing its locks. The pool Open
 // makes carries it as a session default (a DSN that sets the parameter
-// itself, or passes it in options, keeps its own value). On a pool of
+// itself, or passes it in options, keeps its own value), so a transaction
+// you begin on Pool() for EnqueueTx meets it too. On a pool of
 // your own (New), bq sets it with SET LOCAL inside its own transactions
 // only, in the round trip that sends BEGIN; your sessions and the
 // transactions you begin (EnqueueTx) are left as they are. bq runs no
