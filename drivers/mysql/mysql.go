@@ -7,6 +7,7 @@
 //
 //	dsn, _ := mysql.DSN("mysql://app:secret@db:3306/app")
 //	db, _ := sql.Open("mysql", dsn)
+//	db.SetConnMaxIdleTime(mysql.ConnMaxIdleTime)
 //	client, _ := bq.NewClient(mysql.New(db), bq.Config{})
 //
 // Every transaction bq owns runs at READ COMMITTED, so InnoDB takes no gap
@@ -14,6 +15,46 @@
 // LOCKED; deadlocks (1213) and lock wait timeouts (1205) are retried.
 // Times are stored as Unix microseconds, so no time zone setting matters.
 // Concurrency keys may be up to MaxKeyBytes long.
+//
+// # Session bounds
+//
+// A client frozen or gone inside a transaction (SIGSTOP, a frozen VM, a
+// cut network) would hold its row locks until wait_timeout ends its
+// session: 8 hours by default. The sessions of a pool made by Open or
+// opened from DSN therefore carry, unless the URL sets them itself:
+//
+//   - innodb_lock_wait_timeout = TxIdleTimeout (10 s, InnoDB's default
+//     is 50 s): a statement waiting behind a frozen holder fails with 1205
+//     and bq runs its transaction again;
+//   - on MariaDB (Open), idle_transaction_timeout = TxIdleTimeout: the
+//     server ends a session idle that long inside a transaction, rolling
+//     it back;
+//   - on MySQL 8, which has no idle-transaction timeout, and from DSN,
+//     which cannot know the server, wait_timeout = TxIdleTimeout: the
+//     server ends any session idle that long, in a transaction or not. So
+//     that the pool never hands out a connection the server has closed,
+//     Open's pool closes connections idle for a third of the session's
+//     wait_timeout (ConnMaxIdleTime); give a pool opened from DSN
+//     SetConnMaxIdleTime(mysql.ConnMaxIdleTime) too.
+//
+// bq runs no user code inside its transactions, so only a frozen or
+// vanished client meets these bounds; a transaction you begin yourself on
+// such a pool (EnqueueTx) meets them too, so do not leave it idle for
+// TxIdleTimeout. New leaves the sessions of a pool opened otherwise as
+// they are.
+//
+// # Character sets
+//
+// Parameters are interpolated into the statement on the client
+// (interpolateParams=true, one round trip instead of three), which is safe
+// only where an escaping backslash cannot become part of a character. A
+// URL naming no character set gets utf8mb4 (charset=utf8mb4,
+// collation=utf8mb4_general_ci, set again after the handshake); one whose
+// charset, collation or character_set_client is big5, cp932, gb18030, gbk
+// or sjis (or any set not known to be safe) is refused by ParseURL, DSN
+// and Open unless it turns interpolation off with interpolateParams=false.
+// Go's strings are UTF-8 and bq stores keys as bytes, so utf8mb4 loses
+// nothing.
 package mysql
 
 import (
@@ -41,6 +82,54 @@ type Driver struct {
 	q      *queries
 }
 
+// TxIdleTimeout bounds bq's sessions (see the package documentation): a
+// transaction whose client stays silent this long is rolled back by the
+// server, and a lock wait gives up after it.
+const TxIdleTimeout = driver.TxIdleTimeout
+
+// ConnMaxIdleTime is how long a pool should keep an idle connection whose
+// session has wait_timeout = TxIdleTimeout, so that the server never
+// closes one the pool still holds: a third of it, as database/sql closes
+// idle connections up to a second late.
+const ConnMaxIdleTime = TxIdleTimeout / 3
+
+// txIdleTimeout is TxIdleTimeout; tests shorten it.
+var txIdleTimeout = TxIdleTimeout
+
+// seconds renders d for a session variable counted in whole seconds,
+// rounding up.
+func seconds(d time.Duration) string {
+	return strconv.Itoa(max(1, int((d+time.Second-1)/time.Second)))
+}
+
+// setBounds adds bq's session bounds to params, keeping those the URL
+// set: innodb_lock_wait_timeout everywhere; idle_transaction_timeout on
+// MariaDB; wait_timeout on MySQL, which has no idle-transaction timeout,
+// or when the server is not known (s == nil: DSN).
+func setBounds(params map[string]string, s *serverKind) {
+	n := seconds(txIdleTimeout)
+	if _, ok := params["innodb_lock_wait_timeout"]; !ok {
+		params["innodb_lock_wait_timeout"] = n
+	}
+	_, idleTx := params["idle_transaction_timeout"]
+	_, idleWrite := params["idle_write_transaction_timeout"]
+	_, wait := params["wait_timeout"]
+	switch {
+	case idleTx || idleWrite:
+		// The URL chose its idle-transaction bound.
+	case s != nil && s.mariaDB:
+		params["idle_transaction_timeout"] = n
+	case !wait:
+		params["wait_timeout"] = n
+	}
+}
+
+// connMaxIdleTime is how long a pool keeps an idle connection whose
+// session ends after wait idle seconds.
+func connMaxIdleTime(wait time.Duration) time.Duration {
+	return min(5*time.Minute, wait/3)
+}
+
 // ParseURL turns a mysql:// URL into a go-sql-driver configuration:
 //
 //	mysql://user:pass@host:3306/db?param=value&...
@@ -48,9 +137,29 @@ type Driver struct {
 // Query parameters are go-sql-driver's DSN parameters and session
 // variables, passed on as they are. Unless the URL sets them, bq adds
 // parseTime=true, loc=UTC, time_zone='+00:00' (times are stored as Unix
-// microseconds, so these only keep ad-hoc date functions honest) and
-// interpolateParams=true (one round trip per statement instead of three).
+// microseconds, so these only keep ad-hoc date functions honest),
+// interpolateParams=true (one round trip per statement instead of three),
+// charset=utf8mb4 with collation=utf8mb4_general_ci, and the session
+// bounds innodb_lock_wait_timeout and wait_timeout (see the package
+// documentation; Open picks the right ones for the server).
+//
+// With interpolation on, a character set in which a backslash byte can
+// end a multibyte character (big5, cp932, gb18030, gbk, sjis: escaping
+// would let a parameter out of its string literal) is refused, whether
+// named by charset, collation or character_set_client; use utf8mb4, or
+// interpolateParams=false to keep such a set.
 func ParseURL(rawURL string) (*gomysql.Config, error) {
+	cfg, err := parseURL(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	setBounds(cfg.Params, nil)
+	return cfg, nil
+}
+
+// parseURL is ParseURL without the session bounds, which depend on the
+// server.
+func parseURL(rawURL string) (*gomysql.Config, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
 		return nil, fmt.Errorf("parse MySQL DSN: %v (expected mysql://user:pass@host:3306/db)", redactErr(err))
@@ -61,6 +170,9 @@ func ParseURL(rawURL string) (*gomysql.Config, error) {
 	db := strings.TrimPrefix(u.Path, "/")
 	if db == "" || strings.Contains(db, "/") {
 		return nil, fmt.Errorf("parse MySQL DSN %s: name one database, as in mysql://user:pass@host:3306/db", u.Redacted())
+	}
+	if err := checkCharset(u.Query()); err != nil {
+		return nil, fmt.Errorf("parse MySQL DSN %s: %w", u.Redacted(), err)
 	}
 	// go-sql-driver parses its own parameters (timeout, tls, ...) and
 	// keeps the rest as session variables.
@@ -97,11 +209,16 @@ func ParseURL(rawURL string) (*gomysql.Config, error) {
 	if _, ok := cfg.Params["time_zone"]; !ok {
 		cfg.Params["time_zone"] = "'+00:00'"
 	}
+	if err := setDefaultCharset(cfg, q); err != nil {
+		return nil, fmt.Errorf("parse MySQL DSN %s: %w", u.Redacted(), err)
+	}
 	return cfg, nil
 }
 
 // DSN returns the go-sql-driver data source name for a mysql:// URL, with
-// the settings ParseURL adds. Use it to open a *sql.DB of your own for New.
+// the settings ParseURL adds. Use it to open a *sql.DB of your own for
+// New, and give that pool SetConnMaxIdleTime(ConnMaxIdleTime): its
+// sessions carry wait_timeout = TxIdleTimeout unless the URL sets it.
 func DSN(rawURL string) (string, error) {
 	cfg, err := ParseURL(rawURL)
 	if err != nil {
@@ -123,9 +240,10 @@ func redactErr(err error) error {
 // Open connects to a mysql:// URL (see ParseURL) and checks that the server
 // is MySQL 8.0+ or MariaDB 10.6+. The pool's sessions default to READ
 // COMMITTED, like bq's own transactions, so a transaction begun on DB()
-// for EnqueueTx takes no gap locks either.
+// for EnqueueTx takes no gap locks either, and carry the session bounds
+// of the server's kind (see the package documentation).
 func Open(ctx context.Context, rawURL string) (*Driver, error) {
-	cfg, err := ParseURL(rawURL)
+	cfg, err := parseURL(rawURL)
 	if err != nil {
 		return nil, err
 	}
@@ -143,19 +261,28 @@ func Open(ctx context.Context, rawURL string) (*Driver, error) {
 		db.Close()
 		return nil, fmt.Errorf("MySQL at %s: %w", cfg.Addr, err)
 	}
-	// The session variable naming the default isolation depends on the
-	// server; set it unless the URL did, on a pool made for that.
+	// The session variables naming the default isolation and bounding
+	// idle transactions depend on the server: the pool is made again with
+	// them, keeping those the URL set.
+	db.Close()
 	_, setTx := cfg.Params["transaction_isolation"]
 	_, setTxOld := cfg.Params["tx_isolation"]
 	if !setTx && !setTxOld {
-		db.Close()
 		cfg.Params[v.isolationVariable()] = "'READ-COMMITTED'"
-		if db, err = connect(ctx, cfg); err != nil {
-			return nil, err
-		}
+	}
+	setBounds(cfg.Params, &v)
+	if db, err = connect(ctx, cfg); err != nil {
+		return nil, err
+	}
+	// Close idle connections before the server's wait_timeout does, so
+	// the pool never hands out one the server has closed.
+	var wait int64
+	if err := db.QueryRowContext(ctx, "SELECT @@SESSION.wait_timeout").Scan(&wait); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("MySQL at %s: read wait_timeout: %w", cfg.Addr, err)
 	}
 	db.SetMaxIdleConns(16)
-	db.SetConnMaxIdleTime(5 * time.Minute)
+	db.SetConnMaxIdleTime(connMaxIdleTime(time.Duration(wait) * time.Second))
 	return newDriver(db, true, migrations.DefaultPrefix), nil
 }
 
@@ -229,7 +356,8 @@ func checkVersion(version string) (serverKind, error) {
 // it stays the caller's to close. New does not query the server: Open
 // checks its version, New trusts the caller to run MySQL 8.0+ or MariaDB
 // 10.6+. bq's writes run in READ COMMITTED transactions whatever the
-// pool's default isolation.
+// pool's default isolation. The sessions are bounded only if the pool was
+// opened from DSN (see the package documentation).
 func New(db *sql.DB) *Driver {
 	return newDriver(db, false, migrations.DefaultPrefix)
 }

@@ -25,6 +25,9 @@ func TestParseURL(t *testing.T) {
 		t.Errorf("defaults missing: parseTime %v loc %v interpolateParams %v time_zone %q",
 			cfg.ParseTime, cfg.Loc, cfg.InterpolateParams, cfg.Params["time_zone"])
 	}
+	if cfg.Params["innodb_lock_wait_timeout"] != "10" || cfg.Params["wait_timeout"] != "10" {
+		t.Errorf("session bounds missing: %v", cfg.Params)
+	}
 
 	cfg, err = ParseURL("mysql://root@localhost/test?parseTime=false&interpolateParams=false&time_zone=%27SYSTEM%27")
 	if err != nil {
@@ -45,7 +48,8 @@ func TestParseURL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if back, err := gomysql.ParseDSN(dsn); err != nil || back.Addr != "h:3306" || back.Passwd != "p" || !back.ParseTime {
+	if back, err := gomysql.ParseDSN(dsn); err != nil || back.Addr != "h:3306" || back.Passwd != "p" || !back.ParseTime ||
+		back.Params["wait_timeout"] != "10" || back.Params["innodb_lock_wait_timeout"] != "10" {
 		t.Errorf("DSN %q does not parse back: %v", dsn, err)
 	}
 }

@@ -21,8 +21,9 @@ type dbtx interface {
 }
 
 type executor struct {
-	db dbtx
-	q  *queries
+	db     dbtx
+	q      *queries
+	txIdle string // for the transactions it begins itself (see pipeTx)
 }
 
 // MaxKeyBytes is the longest concurrency key (Group + "/" + Key) the
@@ -204,10 +205,12 @@ func (e *executor) claimCapped(ctx context.Context, p driver.ClaimParams) (claim
 	if !ok {
 		return e.claimWithin(ctx, e.db, p) // already in a transaction
 	}
-	tx, err := pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+	// A pipeTx like Driver.Begin's, so this transaction is bounded too.
+	conn, err := pool.Acquire(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("claim jobs of capped queue %q: %w", p.Queue, err)
 	}
+	tx := &pipeTx{conn: conn, idleTimeout: e.txIdle}
 	if claims, err = e.claimWithin(ctx, tx, p); err != nil {
 		_ = tx.Rollback(context.WithoutCancel(ctx))
 		return nil, err

@@ -13,6 +13,10 @@ import (
 
 const beginSQL = "begin isolation level read committed"
 
+// boundSQL is SET LOCAL idle_in_transaction_session_timeout, with the
+// value as a parameter; it ends with the transaction.
+const boundSQL = "select set_config('" + idleTimeoutParam + "', $1, true)"
+
 // pipeTx is a transaction bq owns that spends fewer round trips: BEGIN
 // goes out with the first statement, and writes whose result the engine
 // never reads (finish a job, save a semaphore) are queued and go out with
@@ -22,11 +26,15 @@ const beginSQL = "begin isolation level read committed"
 // issued, inside the transaction, so locks and visibility are unchanged;
 // only the error of a queued write surfaces at the next call instead of
 // its own, and the transaction is rolled back all the same.
+//
+// On a session without a bound of its own (the application's pool), the
+// batch carrying BEGIN also sets idleTimeout for this transaction only.
 type pipeTx struct {
-	conn    *pgxpool.Conn
-	begun   bool // BEGIN has been sent
-	pending []queued
-	done    bool
+	conn        *pgxpool.Conn
+	idleTimeout string // milliseconds; "" when the session carries a bound
+	begun       bool   // BEGIN has been sent
+	pending     []queued
+	done        bool
 }
 
 type queued struct {
@@ -48,6 +56,9 @@ func (t *pipeTx) send(ctx context.Context, sql string, args []any) (pgx.BatchRes
 	b := &pgx.Batch{}
 	if !t.begun {
 		b.Queue(beginSQL)
+		if t.idleTimeout != "" {
+			b.Queue(boundSQL, t.idleTimeout)
+		}
 	}
 	for _, q := range t.pending {
 		b.Queue(q.sql, q.args...)
@@ -60,6 +71,12 @@ func (t *pipeTx) send(ctx context.Context, sql string, args []any) (pgx.BatchRes
 		if _, err := br.Exec(); err != nil {
 			br.Close()
 			return nil, fmt.Errorf("begin transaction: %w", err)
+		}
+		if t.idleTimeout != "" {
+			if _, err := br.Exec(); err != nil {
+				br.Close()
+				return nil, fmt.Errorf("bound the transaction's idle time: %w", err)
+			}
 		}
 	}
 	for _, q := range pending {

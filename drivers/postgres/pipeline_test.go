@@ -15,9 +15,22 @@ import (
 	"github.com/bqueue/bq/migrations"
 )
 
-// testDriver returns a driver on a fresh, migrated schema, or skips when
-// BQ_TEST_DRIVERS leaves PostgreSQL out.
+// testDriver returns a driver opened by Open on a fresh, migrated schema,
+// or skips when BQ_TEST_DRIVERS leaves PostgreSQL out.
 func testDriver(t *testing.T) *Driver {
+	t.Helper()
+	d, err := Open(context.Background(), testDSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	return d
+}
+
+// testDSN creates a fresh schema, migrates it and returns a DSN whose
+// search_path names it; the schema is dropped when the test ends. It skips
+// when BQ_TEST_DRIVERS leaves PostgreSQL out.
+func testDSN(t *testing.T) string {
 	t.Helper()
 	if want := os.Getenv("BQ_TEST_DRIVERS"); want != "" && !strings.Contains(want, "postgres") {
 		t.Skip("BQ_TEST_DRIVERS leaves out postgres")
@@ -40,19 +53,22 @@ func testDriver(t *testing.T) *Driver {
 	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() {
+		_, _ = admin.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE")
+		admin.Close()
+	})
 	sep := "?"
 	if strings.Contains(base, "?") {
 		sep = "&"
 	}
-	d, err := Open(ctx, base+sep+"search_path="+schema)
+	dsn := base + sep + "search_path=" + schema
+	pool, err := pgxpool.New(ctx, dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		d.Close()
-		_, _ = admin.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE")
-		admin.Close()
-	})
+	defer pool.Close()
+	d := New(pool)
+	defer d.Close()
 	p, err := migrations.NewProvider(d.SQLDB(), "postgres", migrations.DefaultPrefix)
 	if err != nil {
 		t.Fatal(err)
@@ -60,7 +76,7 @@ func testDriver(t *testing.T) *Driver {
 	if _, err := p.Up(ctx); err != nil {
 		t.Fatal(err)
 	}
-	return d
+	return dsn
 }
 
 func insertJob(t *testing.T, ex driver.Executor, state driver.State) int64 {

@@ -2,6 +2,22 @@
 //
 //	pool, _ := pgxpool.New(ctx, "postgres://localhost/app")
 //	client, _ := bq.NewClient(postgres.New(pool), bq.Config{})
+//
+// A client frozen or gone inside one of bq's transactions (SIGSTOP, a
+// frozen VM, a cut network) would hold its row locks until the server
+// noticed the dead connection, which may be never. bq's transactions are
+// therefore bounded by idle_in_transaction_session_timeout =
+// TxIdleTimeout (10 s): the server ends a session that sits idle inside
+// one that long, rolling it back and freeing its locks. The pool Open
+// makes carries it as a session default (a DSN that sets the parameter
+// itself, or passes it in options, keeps its own value), so a transaction
+// you begin on Pool() for EnqueueTx meets it too. On a pool of
+// your own (New), bq sets it with SET LOCAL inside its own transactions
+// only, in the round trip that sends BEGIN; your sessions and the
+// transactions you begin (EnqueueTx) are left as they are. bq runs no
+// user code inside its transactions, so only a frozen or vanished client
+// ever meets the bound. No statement_timeout or lock_timeout is set:
+// some of bq's statements legitimately run or wait for a while.
 package postgres
 
 import (
@@ -9,7 +25,10 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -26,21 +45,47 @@ type Driver struct {
 	owned  bool // opened by Open, closed by Close
 	prefix string
 	q      *queries
+	txIdle string // SET LOCAL value of bq's transactions; "" when the session carries a bound
 
 	sqlOnce sync.Once
 	sqlDB   *sql.DB
 }
 
-// New wraps an existing pool; the pool stays the caller's to close.
+// TxIdleTimeout is the idle_in_transaction_session_timeout of bq's
+// transactions: the server rolls back one whose client stays silent this
+// long inside it.
+const TxIdleTimeout = driver.TxIdleTimeout
+
+// txIdleTimeout is TxIdleTimeout; tests shorten it.
+var txIdleTimeout = TxIdleTimeout
+
+const idleTimeoutParam = "idle_in_transaction_session_timeout"
+
+// setsIdleTimeout reports whether connection parameters choose their own
+// idle_in_transaction_session_timeout, directly or in options (-c).
+func setsIdleTimeout(params map[string]string) bool {
+	_, ok := params[idleTimeoutParam]
+	return ok || strings.Contains(params["options"], idleTimeoutParam)
+}
+
+func milliseconds(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
+
+// New wraps an existing pool; the pool stays the caller's to close. bq
+// bounds its own transactions on it (see the package documentation).
 func New(pool *pgxpool.Pool) *Driver {
 	return newDriver(pool, false, migrations.DefaultPrefix)
 }
 
-// Open connects to dsn (postgres://user:pass@host:5432/db?...).
+// Open connects to dsn (postgres://user:pass@host:5432/db?...). Its
+// sessions carry idle_in_transaction_session_timeout = TxIdleTimeout
+// unless the DSN sets it.
 func Open(ctx context.Context, dsn string) (*Driver, error) {
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("parse PostgreSQL DSN: %w (expected postgres://user:pass@host:5432/db)", err)
+	}
+	if !setsIdleTimeout(cfg.ConnConfig.RuntimeParams) {
+		cfg.ConnConfig.RuntimeParams[idleTimeoutParam] = milliseconds(txIdleTimeout)
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
@@ -54,7 +99,13 @@ func Open(ctx context.Context, dsn string) (*Driver, error) {
 }
 
 func newDriver(pool *pgxpool.Pool, owned bool, prefix string) *Driver {
-	return &Driver{pool: pool, owned: owned, prefix: prefix, q: newQueries(prefix)}
+	d := &Driver{pool: pool, owned: owned, prefix: prefix, q: newQueries(prefix)}
+	// Open's sessions carry the bound; on the application's pool bq
+	// bounds its own transactions only, unless the pool chose a value.
+	if !owned && !setsIdleTimeout(pool.Config().ConnConfig.RuntimeParams) {
+		d.txIdle = milliseconds(txIdleTimeout)
+	}
+	return d
 }
 
 // Pool returns the underlying pool.
@@ -64,10 +115,10 @@ func (d *Driver) Dialect() driver.Dialect { return driver.Postgres }
 func (d *Driver) Prefix() string          { return d.prefix }
 
 func (d *Driver) WithPrefix(prefix string) driver.Driver {
-	return &Driver{pool: d.pool, owned: d.owned, prefix: prefix, q: newQueries(prefix)}
+	return &Driver{pool: d.pool, owned: d.owned, prefix: prefix, q: newQueries(prefix), txIdle: d.txIdle}
 }
 
-func (d *Driver) Exec() driver.Executor { return &executor{db: d.pool, q: d.q} }
+func (d *Driver) Exec() driver.Executor { return &executor{db: d.pool, q: d.q, txIdle: d.txIdle} }
 
 // Begin takes a connection for a READ COMMITTED transaction; BEGIN itself
 // goes out with the first statement (see pipeTx).
@@ -76,10 +127,11 @@ func (d *Driver) Begin(ctx context.Context) (driver.Tx, error) {
 	if err != nil {
 		return nil, fmt.Errorf("begin transaction: %w", err)
 	}
-	tx := &pipeTx{conn: conn}
+	tx := &pipeTx{conn: conn, idleTimeout: d.txIdle}
 	return &txExecutor{executor: executor{db: tx, q: d.q}, tx: tx}, nil
 }
 
+// WrapTx adapts the caller's pgx.Tx; bq sets no timeout inside it.
 func (d *Driver) WrapTx(tx any) (driver.Executor, error) {
 	t, ok := tx.(pgx.Tx)
 	if !ok {

@@ -9,6 +9,14 @@ import (
 	"time"
 )
 
+// TxIdleTimeout bounds how long the server lets a session sit idle inside
+// a transaction bq owns before it ends the session and rolls the
+// transaction back: a client frozen or gone mid-transaction (SIGSTOP, a
+// frozen VM, a cut network) releases its row locks within it. bq runs no
+// user code inside its own transactions, so a live client never comes
+// near it. The same value bounds a MySQL/MariaDB lock wait.
+const TxIdleTimeout = 10 * time.Second
+
 // maxTxAttempts bounds how often InTx runs a transaction that keeps
 // meeting transient conflicts.
 const maxTxAttempts = 10
