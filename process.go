@@ -199,7 +199,12 @@ func (p *process) heartbeat(ctx context.Context) {
 		// measures.
 		var next time.Duration
 		if p.beat(ctx, send) {
-			retry = retryFirst
+			if retry != retryFirst {
+				// Beats land again after failing: the database is back,
+				// and the workers stopped claiming meanwhile claim now.
+				p.c.wake("")
+				retry = retryFirst
+			}
 			if verify {
 				p.verifyClaims(ctx)
 			}
@@ -218,10 +223,11 @@ func (p *process) heartbeat(ctx context.Context) {
 }
 
 // How soon a failed beat is tried again, doubling up to retryMax (or the
-// heartbeat interval, if shorter).
+// heartbeat interval, if shorter): soon enough that work resumes within
+// about retryMax of the database coming back.
 const (
-	retryFirst = 50 * time.Millisecond
-	retryMax   = 500 * time.Millisecond
+	retryFirst = 25 * time.Millisecond
+	retryMax   = 100 * time.Millisecond
 )
 
 // beat sends one heartbeat stamped send and reports whether it landed.
