@@ -140,12 +140,15 @@ func (d *Driver) WrapTx(tx any) (driver.Executor, error) {
 	return &executor{db: t, q: d.q}, nil
 }
 
-// Retryable reports serialization failures, deadlocks and lock timeouts.
+// Retryable reports serialization failures, deadlocks and lock timeouts,
+// and a transaction the server ended because it sat idle past
+// TxIdleTimeout (its client froze): the server rolled it back, so it can
+// run again on another connection.
 func (d *Driver) Retryable(err error) bool {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		switch pgErr.Code {
-		case "40001", "40P01", "55P03":
+		case "40001", "40P01", "55P03", "25P03":
 			return true
 		}
 	}
