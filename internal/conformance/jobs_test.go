@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -149,6 +150,29 @@ func act(ctx context.Context, a Args, meta bq.JobMeta) error {
 				return err
 			}
 			time.Sleep(10 * time.Millisecond)
+		}
+		return nil
+	case "spin-ctx":
+		// A first attempt that checks its context in a busy loop and
+		// notices a pause by the jump of the clock between two checks:
+		// the first check after the jump must already see ctx end
+		// (no timer or other goroutine has had time to run). Later
+		// attempts end at once.
+		if meta.Attempt > 1 {
+			return nil
+		}
+		prev := time.Now()
+		for end := prev.Add(time.Duration(a.SleepMS) * time.Millisecond); prev.Before(end); {
+			now := time.Now()
+			err := ctx.Err()
+			if gap := now.Sub(prev); gap > 500*time.Millisecond && err == nil {
+				return fmt.Errorf("stale check: ctx.Err() was nil at the first check after a %s jump of the clock", gap.Round(time.Millisecond))
+			}
+			if err != nil {
+				return err
+			}
+			prev = now
+			runtime.Gosched()
 		}
 		return nil
 	case "fail-first":

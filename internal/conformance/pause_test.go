@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/bqueue/bq"
+	"github.com/bqueue/bq/internal/driver"
 )
 
 // Pauses are not crashes (DESIGN.md): a process frozen by SIGSTOP — a GC
@@ -27,6 +28,7 @@ var _ = register(
 	scenario{"PausedBeyondDeadAfter", testPausedBeyondDeadAfter},
 	scenario{"FrozenInsideTransaction", testFrozenInsideTransaction},
 	scenario{"HeartbeatNotStarved", testHeartbeatNotStarved},
+	scenario{"ResumedRunSeesCtxAtNextCheck", testResumedRunSeesCtxAtNextCheck},
 )
 
 var (
@@ -253,10 +255,28 @@ func testFrozenInsideTransaction(t *testing.T, h *harness) {
 	runs := h.outcomeRuns(t)
 	rep := analysePause(slices.Clone(runs), w)
 	rep.log(t, h.db, limits)
-	logFlow(t, h.db, runs, w, limits)
+	first := logFlow(t, h.db, runs, w, limits)
 	t.Logf("%s: drained %s after the resume", h.db, drained.Round(time.Millisecond))
 	rep.check(t, limits)
 	h.checkDrained(ids)
+	if h.db == "sqlite" {
+		return // the frozen writer holds the file's lock until it resumes
+	}
+	// The server rolls the frozen transaction back after TxIdleTimeout
+	// (10 s): every key flows again, and the frozen worker's jobs run
+	// elsewhere (it is dead after 10 s of silence), well before it
+	// resumes at 15 s.
+	bound := driver.TxIdleTimeout + 3*time.Second
+	for key := range limits {
+		if f, ok := first[key]; !ok || f.Sub(w.stop) > bound {
+			t.Errorf("key %s: no job started within %s of the freeze (first %v after): blocked work must flow once the server rolls the frozen transaction back", key, bound, f.Sub(w.stop))
+		}
+	}
+	for _, d := range rep.rerunAfter {
+		if d > bound {
+			t.Errorf("a job of the frozen worker ran again only %s after the freeze, want within %s: the reaper must get past its locks", d, bound)
+		}
+	}
 }
 
 // bqFrames picks the bq functions out of a goroutine stack, innermost
@@ -277,7 +297,7 @@ func bqFrames(stack string) string {
 
 // logFlow logs when work ran again on the live processes after the
 // freeze began: any job, and each key's.
-func logFlow(t *testing.T, db string, runs []outcomeRun, w window, limits map[string]int) {
+func logFlow(t *testing.T, db string, runs []outcomeRun, w window, limits map[string]int) map[string]time.Time {
 	t.Helper()
 	first := map[string]time.Time{}
 	var firstAny time.Time
@@ -307,6 +327,7 @@ func logFlow(t *testing.T, db string, runs []outcomeRun, w window, limits map[st
 	}
 	t.Logf("%s: after the stop, the live processes started a job after %s; each key's first job after: %s",
 		db, since, strings.Join(keys, ", "))
+	return first
 }
 
 // testHeartbeatNotStarved: three worker processes x 4 slots drain 300
@@ -398,5 +419,50 @@ func testHeartbeatNotStarved(t *testing.T, h *harness) {
 	}
 	t.Logf("%s: %d jobs, %d runs, %d ran more than once, %d reaped as process lost; drains %s; oldest heartbeat seen %s (dead after 2s); %d conflicting transactions retried",
 		h.db, len(ids), len(runs), twice, lost, strings.Join(drains, ", "), oldest.Round(time.Millisecond), retried)
+	h.checkDrained(ids)
+}
+
+// testResumedRunSeesCtxAtNextCheck: two runs of W1 check ctx in a busy
+// loop when W1 is paused past its lease (ProcessDeadAfter 3 s, paused
+// 5 s). Their first check after the resume, made before any timer or
+// heartbeat goroutine of W1 can run, already sees ctx cancelled with the
+// lease lost; the jobs then run again on W2, and each completes once.
+func testResumedRunSeesCtxAtNextCheck(t *testing.T, h *harness) {
+	w1 := h.spawn("workers", 2, chaosEnv()...)
+	var ids []int64
+	for i := range 2 {
+		res := enqueue(t, h, pause3Job, Args{Key: "spin", Seq: i, Mode: "spin-ctx", SleepMS: 15000})
+		ids = append(ids, res.ID)
+	}
+	for _, id := range ids {
+		h.waitState(id, bq.StateRunning)
+	}
+	w2 := h.spawn("worker", 2, chaosEnv()...)
+	stop := h.fleet(w1, w2)
+	h.waitProcesses(2)
+	time.Sleep(500 * time.Millisecond)
+	w := window{pid: w1.Process.Pid, stop: h.pause(w1)}
+	time.Sleep(5 * time.Second)
+	w.cont = h.resume(w1)
+	h.waitFinished(len(ids), 60*time.Second)
+	stop()
+
+	caught := 0
+	for _, r := range h.outcomeRuns(t) {
+		switch {
+		case r.PID != w.pid:
+		case strings.Contains(r.Outcome, "stale check"):
+			t.Errorf("job %d: %s", r.JobID, r.Outcome)
+		case strings.Contains(r.Outcome, "lease lost"):
+			caught++
+			t.Logf("%s: job %d's run in the paused process ended %s after the resume: %s",
+				h.db, r.JobID, fmtDur(r.End.Sub(w.cont)), r.Outcome)
+		default:
+			t.Errorf("job %d: the paused run ended %q, want its ctx cancelled with the lease lost", r.JobID, r.Outcome)
+		}
+	}
+	if caught != len(ids) {
+		t.Errorf("%d runs in the paused process ended with the lease lost, want %d", caught, len(ids))
+	}
 	h.checkDrained(ids)
 }
