@@ -151,6 +151,9 @@ type Client struct {
 	stopGauges func() error
 
 	outage outage // database trouble, logged as one event
+	// passes: failing dispatcher passes, logged the same way apart from
+	// the calls of workers (a pass can fail while claims succeed).
+	passes outage
 
 	mu       sync.Mutex
 	wakers   map[string][]chan struct{} // queue -> workers of this process

@@ -24,8 +24,12 @@ type outage struct {
 }
 
 // dbFailed records a failed database call of the named service.
-func (c *Client) dbFailed(what string, err error) {
-	o := &c.outage
+func (c *Client) dbFailed(what string, err error) { c.outage.failed(c, what, err) }
+
+// dbOK records a database call that succeeded, ending an outage.
+func (c *Client) dbOK(what string) { c.outage.ok(c, what) }
+
+func (o *outage) failed(c *Client, what string, err error) {
 	now := c.cfg.Now()
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -42,9 +46,7 @@ func (c *Client) dbFailed(what string, err error) {
 	}
 }
 
-// dbOK records a database call that succeeded, ending an outage.
-func (c *Client) dbOK(what string) {
-	o := &c.outage
+func (o *outage) ok(c *Client, what string) {
 	if !o.down.Load() {
 		return
 	}

@@ -82,7 +82,9 @@ func (c *Client) run(ctx context.Context, work, dispatch bool) error {
 		d := dispatcher.New(c.drv, dispatcher.Config{
 			Interval: c.cfg.DispatchInterval, ProcessDeadAfter: c.cfg.ProcessDeadAfter,
 			Retention: c.cfg.Retention, OnReady: c.ready, Now: c.cfg.Now, Logger: c.log,
-			Hooks: c.dispatcherHooks(),
+			Hooks:      c.dispatcherHooks(),
+			PassFailed: func(err error) { c.passes.failed(c, "dispatcher", err) },
+			PassOK:     func() { c.passes.ok(c, "dispatcher") },
 		})
 		services.Go(func() { _ = d.Run(ctx) })
 	}

@@ -94,7 +94,11 @@ func (w *queueWorker) claimLoop(ctx context.Context) {
 			// Until the runs hold leases, the claims are in flight: the
 			// process's claim check must not take them for orphans.
 			w.proc.claiming.RLock()
-			claims, err := w.claim(ctx, free)
+			// Not cut by a stop mid-statement: a claim the database
+			// committed while its caller gave up would wait to be reaped.
+			claimCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), claimTimeout)
+			claims, err := w.claim(claimCtx, free)
+			cancel()
 			switch {
 			case err != nil && ctx.Err() == nil:
 				w.c.dbFailed("claim jobs of queue "+w.queue, err)
@@ -121,6 +125,9 @@ func (w *queueWorker) claimLoop(ctx context.Context) {
 		}
 	}
 }
+
+// claimTimeout bounds one claim statement.
+const claimTimeout = 30 * time.Second
 
 func (w *queueWorker) claim(ctx context.Context, n int) ([]*driver.Claim, error) {
 	return w.c.drv.Exec().ClaimReady(ctx, driver.ClaimParams{

@@ -42,6 +42,11 @@ type Config struct {
 	Logger *slog.Logger
 	// Hooks are told what each pass did, for metrics.
 	Hooks Hooks
+	// PassFailed, when set, is told of a failed pass instead of the
+	// logger, and PassOK of one that succeeded: the embedding client logs
+	// an outage once rather than every pass.
+	PassFailed func(err error)
+	PassOK     func()
 }
 
 func (c Config) withDefaults() Config {
@@ -81,8 +86,13 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	t := time.NewTicker(d.cfg.Interval)
 	defer t.Stop()
 	for {
-		if err := d.Pass(ctx); err != nil && ctx.Err() == nil {
+		switch err := d.Pass(ctx); {
+		case err != nil && ctx.Err() == nil && d.cfg.PassFailed != nil:
+			d.cfg.PassFailed(err)
+		case err != nil && ctx.Err() == nil:
 			d.cfg.Logger.Error("maintenance pass failed", "error", err)
+		case err == nil && d.cfg.PassOK != nil:
+			d.cfg.PassOK()
 		}
 		select {
 		case <-ctx.Done():
