@@ -21,17 +21,24 @@ STATICCHECK := $(GOBIN_DIR)/staticcheck
 # The databases the tests run on (comma list), and where the servers are.
 # Override any of them from the environment.
 export BQ_TEST_DRIVERS ?= sqlite,postgres,mysql
-export BQ_TEST_POSTGRES_DSN ?= postgres://postgres@127.0.0.1:5432/test?sslmode=disable
-export BQ_TEST_MYSQL_DSN ?= mysql://root@127.0.0.1:3306/test
+DEFAULT_POSTGRES_DSN := postgres://postgres@127.0.0.1:5432/test?sslmode=disable
+DEFAULT_MYSQL_DSN := mysql://root@127.0.0.1:3306/test
+export BQ_TEST_POSTGRES_DSN ?= $(DEFAULT_POSTGRES_DSN)
+export BQ_TEST_MYSQL_DSN ?= $(DEFAULT_MYSQL_DSN)
 
 .PHONY: test soak lint demo build bench ensure-databases ensure-chromium staticcheck
 
 test: ensure-databases ensure-chromium
 	$(GO) test -race -count=1 -timeout 20m ./...
-	@# Last, on its own: restarting PostgreSQL would disturb any test beside it.
-	@if [[ ",$(BQ_TEST_DRIVERS)," == *",postgres,"* ]]; then \
+	@# Last, on their own: restarting a server would disturb any test beside
+	@# it. Only the local servers the scripts manage (the default DSNs).
+	@if [[ ",$(BQ_TEST_DRIVERS)," == *",postgres,"* && "$(BQ_TEST_POSTGRES_DSN)" == "$(DEFAULT_POSTGRES_DSN)" ]]; then \
 		echo "BQ_TEST_PG_RESTART=1 $(GO) test -race -count=1 -run TestPostgresRestart ./internal/pgrestart"; \
 		BQ_TEST_PG_RESTART=1 $(GO) test -race -count=1 -run TestPostgresRestart -v ./internal/pgrestart | grep -v '^=== '; \
+	fi
+	@if [[ ",$(BQ_TEST_DRIVERS)," == *",mysql,"* && "$(BQ_TEST_MYSQL_DSN)" == "$(DEFAULT_MYSQL_DSN)" ]]; then \
+		echo "BQ_TEST_MYSQL_RESTART=1 $(GO) test -race -count=1 -run TestMariaDBRestart ./internal/pgrestart"; \
+		BQ_TEST_MYSQL_RESTART=1 $(GO) test -race -count=1 -run TestMariaDBRestart -v ./internal/pgrestart | grep -v '^=== '; \
 	fi
 
 # The chaos test for ten minutes per database (CI runs it for 20 s).

@@ -126,7 +126,9 @@ func (c *Client) listen(ctx context.Context) {
 	if !ok {
 		return
 	}
+	// Logged as part of an outage: a listener that cannot reach the
+	// database fails at every attempt.
 	_ = n.Listen(ctx, c.wake, func(err error) {
-		c.log.Warn("lost the notification connection; polling until it is back", "error", err)
+		c.dbFailed("notifications (polling until they are back)", err)
 	})
 }

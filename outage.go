@@ -21,6 +21,21 @@ type outage struct {
 	since      time.Time
 	lastReport time.Time
 	failures   int
+	back       chan struct{} // closed when the outage ends
+}
+
+// closed is a channel that is always ready.
+var closed = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+// recovered is ready once the current outage has ended (at once if there
+// is none): a call waiting to retry need not wait out its backoff.
+func (o *outage) recovered() <-chan struct{} {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if !o.down.Load() {
+		return closed
+	}
+	return o.back
 }
 
 // dbFailed records a failed database call of the named service.
@@ -38,6 +53,7 @@ func (o *outage) failed(c *Client, what string, err error) {
 	case !o.down.Load():
 		o.down.Store(true)
 		o.since, o.lastReport, o.failures = now, now, 1
+		o.back = make(chan struct{})
 		c.log.Error("database calls are failing; bq retries with backoff", "service", what, "error", err)
 	case now.Sub(o.lastReport) >= outageReport:
 		o.lastReport = now
@@ -56,6 +72,7 @@ func (o *outage) ok(c *Client, what string) {
 		return
 	}
 	o.down.Store(false)
+	close(o.back)
 	c.log.Warn("database calls succeed again", "service", what,
 		"outage", c.cfg.Now().Sub(o.since).Round(time.Millisecond), "failed_calls", o.failures)
 }

@@ -263,6 +263,11 @@ func (c *Client) retryDB(ctx context.Context, what string, fn func() error) erro
 		wait := backoff/2 + rand.N(backoff)
 		select {
 		case <-time.After(wait):
+		case <-c.outage.recovered():
+			// Another call got through (heartbeats retry every 100 ms):
+			// try again now rather than at the end of the backoff.
+			backoff = 50 * time.Millisecond
+			continue
 		case <-ctx.Done():
 			return errors.Join(err, ctx.Err())
 		}
