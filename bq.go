@@ -59,10 +59,14 @@ type Config struct {
 	PollInterval time.Duration
 	// DispatchInterval between dispatcher passes. Default 1s.
 	DispatchInterval time.Duration
-	// HeartbeatInterval between process heartbeats. Default 5s.
+	// HeartbeatInterval between process heartbeats. Default 5s. A beat
+	// that fails is tried again every 100 ms until one lands.
 	HeartbeatInterval time.Duration
 	// ProcessDeadAfter is the heartbeat silence after which a process is
-	// dead and its claims are reaped. Default 30s.
+	// dead and its claims are reaped, provided other processes' beats
+	// landed meanwhile (a silence all shared is no death). Default 30s;
+	// at least three HeartbeatIntervals. A process stops its own runs one
+	// HeartbeatInterval before (docs/concurrency.md, "Pauses").
 	ProcessDeadAfter time.Duration
 	// ShutdownTimeout is how long Run waits for running jobs once its
 	// context ends before cancelling them; claims still unfinished then

@@ -48,8 +48,10 @@ type Concurrency[A any] struct {
 	// else 1. A runtime override (SetKeyLimit) beats it.
 	To int
 	// Duration bounds a holder's silence: a slot whose holder's process
-	// stopped heartbeating for this long is reclaimed by the dispatcher.
-	// It does not bound run time. Default 3m.
+	// stopped heartbeating for this long (never less than three of its
+	// HeartbeatIntervals) is reclaimed by the dispatcher, and the run
+	// stops itself one HeartbeatInterval before. It does not bound run
+	// time. Default 3m.
 	Duration time.Duration
 	// Group names the limit; job kinds with the same Group share keys.
 	// Default: the job's name.
