@@ -143,7 +143,10 @@ func (c Config) validate() error {
 	if c.Retention < 0 && c.Retention != NoRetention {
 		errs = append(errs, fmt.Errorf("Config.Retention is %s: use a positive duration, 0 for the default, or bq.NoRetention", c.Retention))
 	}
-	return errors.Join(errs...)
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+	}
+	return nil
 }
 
 // Client enqueues jobs and runs workers and the dispatcher on one database.

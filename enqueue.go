@@ -36,7 +36,7 @@ type enqueueOptions struct {
 	at       time.Time
 	in       time.Duration
 	priority *int
-	queue    string
+	queue    *string
 	key      *keyOption
 }
 
@@ -56,13 +56,17 @@ func In(d time.Duration) EnqueueOption { return func(o *enqueueOptions) { o.in =
 // Priority overrides the definition's priority; higher runs first.
 func Priority(p int) EnqueueOption { return func(o *enqueueOptions) { o.priority = &p } }
 
-// Queue overrides the definition's queue.
-func Queue(name string) EnqueueOption { return func(o *enqueueOptions) { o.queue = name } }
+// Queue overrides the definition's queue. The name follows the rule of
+// JobOptions.Queue; an empty one is an error, not the default.
+func Queue(name string) EnqueueOption { return func(o *enqueueOptions) { o.queue = &name } }
 
 // WithConcurrencyKey limits this job to `to` at once among jobs of the same
 // key, replacing the definition's key and limit (the definition's Group,
-// Duration and OnConflict still apply). onConflict, if given, overrides
-// OnConflict too. An empty key means no limit for this job.
+// Duration and OnConflict still apply). As with Concurrency.To, a `to` of 0
+// takes the default: the queue policy's MaxActivePerKey, else 1.
+// onConflict, if given, overrides OnConflict too. An empty key means no
+// limit for this job; the full key (Group + "/" + key) is at most
+// MaxKeyBytes of valid UTF-8 without NUL bytes.
 func WithConcurrencyKey(key string, to int, onConflict ...OnConflict) EnqueueOption {
 	return func(o *enqueueOptions) {
 		k := &keyOption{key: key, to: to}
@@ -126,11 +130,11 @@ func (j *Job[A]) enqueue(ctx context.Context, c *Client, tx any, args []A, opts 
 		opt(&o)
 	}
 	queue := j.opts.Queue
-	if o.queue != "" {
-		if err := validateQueue(o.queue); err != nil {
-			return nil, fmt.Errorf("%w: Queue option: %w", ErrInvalidJob, err)
+	if o.queue != nil {
+		if err := validateQueue(*o.queue); err != nil {
+			return nil, fmt.Errorf("%w: bq.Queue option: %w", ErrInvalidJob, err)
 		}
-		queue = o.queue
+		queue = *o.queue
 	}
 	priority := j.opts.Priority
 	if o.priority != nil {

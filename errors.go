@@ -8,8 +8,13 @@ import (
 
 var (
 	// ErrInvalidJob wraps every problem with a job definition or an
-	// enqueue option; the message names the field and the fix.
+	// enqueue (its options, its key); the message names the field and the
+	// fix.
 	ErrInvalidJob = errors.New("invalid job")
+	// ErrInvalidArgument wraps every other bad input refused before it
+	// reaches the database (a key or limit given to SetKeyLimit, a queue
+	// policy, a Config); the message names the argument and the fix.
+	ErrInvalidArgument = errors.New("invalid argument")
 	// ErrNotMigrated reports that bq's tables are missing or older than
 	// this version of bq.
 	ErrNotMigrated = driver.ErrNotMigrated

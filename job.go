@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"sync"
 	"time"
 
@@ -41,11 +42,12 @@ func (o OnConflict) String() string {
 type Concurrency[A any] struct {
 	// Key returns the job's key; jobs whose full key (Group + "/" + Key)
 	// matches share the limit. An empty key means no limit for that job.
-	// Required.
+	// The full key is at most MaxKeyBytes of valid UTF-8 without NUL
+	// bytes; an enqueue of a job whose key is not is refused. Required.
 	Key func(args A) string
 	// To is the number of jobs of a key that may be ready or running at
-	// once. Default: the queue policy's MaxActivePerKey (SyncPolicies),
-	// else 1. A runtime override (SetKeyLimit) beats it.
+	// once. 0 takes the default: the queue policy's MaxActivePerKey
+	// (SyncPolicies), else 1. A runtime override (SetKeyLimit) beats it.
 	To int
 	// Duration bounds a holder's silence: a slot whose holder's process
 	// stopped heartbeating for this long (never less than three of its
@@ -66,7 +68,8 @@ type Concurrency[A any] struct {
 
 // JobOptions configures a job kind. Zero values take the defaults.
 type JobOptions[A any] struct {
-	// Queue the job runs on. Default "default".
+	// Queue the job runs on: 1 to 128 ASCII letters, digits, '_', '-',
+	// '.' or ':', starting with a letter or digit. Default "default".
 	Queue string
 	// Priority: higher runs first within a queue and within a key's
 	// blocked line. Default 0.
@@ -101,6 +104,7 @@ type Job[A any] struct {
 	name string
 	fn   func(context.Context, A) error
 	opts JobOptions[A]
+	site string // where Define was called
 	err  error
 }
 
@@ -108,8 +112,14 @@ type Job[A any] struct {
 // and its options. The definition is registered so clients of this
 // process can run it. An invalid definition is not registered; its error
 // is returned by every enqueue and by Err.
+//
+// A name is defined once per process: a second Define of a name already
+// registered is an error naming both call sites, and Run and RunWorkers
+// refuse to start in that process, since a worker could not tell which
+// definition runs the jobs of that kind. Define job kinds once, in
+// package-level variables.
 func Define[A any](name string, fn func(ctx context.Context, args A) error, opts ...JobOptions[A]) *Job[A] {
-	j := &Job[A]{name: name, fn: fn}
+	j := &Job[A]{name: name, fn: fn, site: callSite(2)}
 	if len(opts) > 1 {
 		j.err = fmt.Errorf("define job %q: pass at most one JobOptions", name)
 		return j
@@ -129,9 +139,18 @@ func Define[A any](name string, fn func(ctx context.Context, args A) error, opts
 		j.opts.Concurrency = &cc
 	}
 	if j.err = j.validate(); j.err == nil {
-		register(j)
+		j.err = register(j)
 	}
 	return j
+}
+
+// callSite is "file:line" of the caller skip frames up.
+func callSite(skip int) string {
+	_, file, line, ok := runtime.Caller(skip)
+	if !ok {
+		return "an unknown place"
+	}
+	return fmt.Sprintf("%s:%d", file, line)
 }
 
 func (j *Job[A]) validate() error {
@@ -158,8 +177,11 @@ func (j *Job[A]) validate() error {
 		if c.Key == nil {
 			errs = append(errs, errors.New("Concurrency.Key is nil: set Key to a func(args) string that returns the key to limit by, or remove Concurrency"))
 		}
-		if c.To < 0 {
-			errs = append(errs, fmt.Errorf("concurrency To is %d: use 1 or more jobs at once per key (0 means the default)", c.To))
+		if err := validateTo("concurrency To", c.To); err != nil {
+			errs = append(errs, err)
+		}
+		if err := validateGroup(c.Group); err != nil {
+			errs = append(errs, err)
 		}
 		if c.MaxBlocked < 0 {
 			errs = append(errs, fmt.Errorf("concurrency MaxBlocked is %d: use 1 or more, or 0 for no cap", c.MaxBlocked))
@@ -194,13 +216,6 @@ func validatePriority(p int) error {
 	return nil
 }
 
-func validateQueue(q string) error {
-	if len(q) > 128 {
-		return fmt.Errorf("queue name %q is %d bytes long: use at most 128", q[:16]+"...", len(q))
-	}
-	return nil
-}
-
 // Name is the job kind's name, as stored in the database.
 func (j *Job[A]) Name() string { return j.name }
 
@@ -219,8 +234,8 @@ func (j *Job[A]) limit(args A, o *enqueueOptions) (driver.Limit, error) {
 	key := ""
 	switch k := o.key; {
 	case k != nil:
-		if k.to < 1 {
-			return driver.Limit{}, fmt.Errorf("%w: WithConcurrencyKey(%q, %d): use a limit of 1 or more", ErrInvalidJob, k.key, k.to)
+		if err := validateTo("To", k.to); err != nil {
+			return driver.Limit{}, fmt.Errorf("%w: WithConcurrencyKey(%s, %d): %w", ErrInvalidJob, quoted(k.key), k.to, err)
 		}
 		if k.onConflict != nil {
 			if err := validateSpec(l.Duration, *k.onConflict); err != nil {
@@ -236,6 +251,9 @@ func (j *Job[A]) limit(args A, o *enqueueOptions) (driver.Limit, error) {
 		return driver.Limit{}, nil
 	}
 	l.Key = group + "/" + key
+	if err := validateKey(l.Key); err != nil {
+		return driver.Limit{}, fmt.Errorf("%w: %w", ErrInvalidJob, err)
+	}
 	return l, nil
 }
 
@@ -246,12 +264,14 @@ type definition interface {
 	run(ctx context.Context, args []byte) error
 	timeout() time.Duration
 	backoff(attempt int) time.Duration
+	definedAt() string
 }
 
 func (j *Job[A]) kind() string                      { return j.name }
 func (j *Job[A]) queue() string                     { return j.opts.Queue }
 func (j *Job[A]) timeout() time.Duration            { return j.opts.Timeout }
 func (j *Job[A]) backoff(attempt int) time.Duration { return j.opts.Backoff(attempt) }
+func (j *Job[A]) definedAt() string                 { return j.site }
 
 func (j *Job[A]) run(ctx context.Context, raw []byte) error {
 	var args A
@@ -261,17 +281,35 @@ func (j *Job[A]) run(ctx context.Context, raw []byte) error {
 	return j.fn(ctx, args)
 }
 
-// registry holds every valid definition of this process, by name. A later
-// Define of the same name replaces the earlier one.
+// registry holds every valid definition of this process, by name, and
+// the errors of the names defined twice.
 var registry = struct {
 	sync.RWMutex
-	defs map[string]definition
+	defs       map[string]definition
+	duplicates []error
 }{defs: map[string]definition{}}
 
-func register(d definition) {
+// register adds d, unless its name is taken: then d is not registered,
+// and the error, naming both call sites, is returned and kept for run.
+func register(d definition) error {
 	registry.Lock()
 	defer registry.Unlock()
+	if first, taken := registry.defs[d.kind()]; taken {
+		err := fmt.Errorf("%w: job %q is defined twice, at %s and at %s: give each job kind one definition (a package-level variable) and a name of its own",
+			ErrInvalidJob, d.kind(), first.definedAt(), d.definedAt())
+		registry.duplicates = append(registry.duplicates, err)
+		return err
+	}
 	registry.defs[d.kind()] = d
+	return nil
+}
+
+// duplicateDefinitions returns the errors of every name defined twice in
+// this process, nil when there is none.
+func duplicateDefinitions() error {
+	registry.RLock()
+	defer registry.RUnlock()
+	return errors.Join(registry.duplicates...)
 }
 
 func lookup(kind string) definition {

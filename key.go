@@ -60,6 +60,9 @@ type KeyState struct {
 
 // KeyState reports a full concurrency key (Group + "/" + Key).
 func (c *Client) KeyState(ctx context.Context, key string) (*KeyState, error) {
+	if err := checkKeyArg("KeyState", key); err != nil {
+		return nil, err
+	}
 	k, err := c.keyState(ctx, key, maxLineShow)
 	if err != nil {
 		return nil, fmt.Errorf("key %q: %w", key, c.explainErr(ctx, err))

@@ -158,22 +158,22 @@ func validatePolicies(namespace string, policies []Policy) error {
 	}
 	seen := map[string]bool{}
 	for _, p := range policies {
-		if p.Queue == "" {
-			errs = append(errs, errors.New("a policy has no Queue"))
-		}
 		if seen[p.Queue] {
 			errs = append(errs, fmt.Errorf("queue %q has two policies: give each queue one", p.Queue))
 		}
 		seen[p.Queue] = true
 		if err := validateQueue(p.Queue); err != nil {
-			errs = append(errs, err)
+			errs = append(errs, fmt.Errorf("Policy.Queue: %w", err))
 		}
 		if p.MaxActive < 0 || p.MaxActivePerKey < 0 || p.MaxBlocked < 0 {
 			errs = append(errs, fmt.Errorf("queue %q: MaxActive %d, MaxActivePerKey %d, MaxBlocked %d: use 0 (no limit) or more",
 				p.Queue, p.MaxActive, p.MaxActivePerKey, p.MaxBlocked))
 		}
 	}
-	return errors.Join(errs...)
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+	}
+	return nil
 }
 
 // ListPolicies returns every stored policy, ordered by queue.
@@ -197,8 +197,12 @@ func (c *Client) ListPolicies(ctx context.Context) ([]StoredPolicy, error) {
 // jobs now; lowering it lets running jobs finish and admits no more until
 // the key is under the new limit.
 func (c *Client) SetKeyLimit(ctx context.Context, key string, limit int) error {
-	if key == "" || limit < 1 {
-		return fmt.Errorf("%w: SetKeyLimit(%q, %d): name a full key (bq.Key(group, key)) and a limit of 1 or more", ErrInvalidJob, key, limit)
+	if err := checkKeyArg("SetKeyLimit", key); err != nil {
+		return err
+	}
+	if limit < 1 {
+		return fmt.Errorf("%w: SetKeyLimit(%s, %d): the limit is %d: give a limit of 1 or more jobs at once per key (ClearKeyLimit removes the override)",
+			ErrInvalidArgument, quoted(key), limit, limit)
 	}
 	var woken driver.Promotion
 	err := driver.InTx(ctx, c.drv, func(ex driver.Executor) (err error) {
@@ -219,6 +223,9 @@ func (c *Client) SetKeyLimit(ctx context.Context, key string, limit int) error {
 // ClearKeyLimit removes a key's override: the key's limit is again its
 // jobs' own (or their queue policy's), from now on.
 func (c *Client) ClearKeyLimit(ctx context.Context, key string) error {
+	if err := checkKeyArg("ClearKeyLimit", key); err != nil {
+		return err
+	}
 	var woken driver.Promotion
 	err := driver.InTx(ctx, c.drv, func(ex driver.Executor) error {
 		woken = driver.Promotion{}
@@ -236,5 +243,16 @@ func (c *Client) ClearKeyLimit(ctx context.Context, key string) error {
 		return fmt.Errorf("clear limit of key %q: %w", key, c.explainErr(ctx, err))
 	}
 	c.readyAll(woken.Queues)
+	return nil
+}
+
+// checkKeyArg refuses a full key given to fn that no job could have.
+func checkKeyArg(fn, key string) error {
+	if key == "" {
+		return fmt.Errorf("%w: %s: the key is empty: name a full key, bq.Key(group, key)", ErrInvalidArgument, fn)
+	}
+	if err := validateKey(key); err != nil {
+		return fmt.Errorf("%w: %s: %w", ErrInvalidArgument, fn, err)
+	}
 	return nil
 }

@@ -39,6 +39,12 @@ func (c *Client) queues() map[string]int {
 }
 
 func (c *Client) run(ctx context.Context, work, dispatch bool) error {
+	if work {
+		// A kind defined twice is ambiguous: which code runs its jobs?
+		if err := duplicateDefinitions(); err != nil {
+			return fmt.Errorf("run workers: %w", err)
+		}
+	}
 	if err := c.checkSchema(ctx); err != nil {
 		return err
 	}

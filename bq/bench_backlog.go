@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/bqueue/bq"
@@ -21,6 +22,33 @@ type line struct {
 	times   []time.Duration
 }
 
+// backlogState is the backlog run under way, which backlogJob serves.
+type backlogState struct {
+	lines map[string]*line
+	stop  chan struct{}
+}
+
+var backlogRun atomic.Pointer[backlogState]
+
+// backlogJob is the backlog's job kind, defined once per process: its key
+// is a line's name, one at a time; each run holds until the line releases
+// it (or the run stops).
+var backlogJob = bq.Define("bench.backlog", func(ctx context.Context, a benchArgs) error {
+	r := backlogRun.Load()
+	l := r.lines[a.Key]
+	select {
+	case l.started <- time.Now():
+	case <-r.stop:
+		return nil
+	}
+	select {
+	case <-l.release:
+	case <-r.stop:
+	}
+	return nil
+}, bq.JobOptions[benchArgs]{Queue: benchQueue, MaxAttempts: 1,
+	Concurrency: &bq.Concurrency[benchArgs]{Key: func(a benchArgs) string { return a.Key }, To: 1}})
+
 // backlog measures a handoff: the key's one running job is released, its
 // completion frees the slot and promotes the next blocked job, which the
 // worker claims and starts. The small and the large line live in two
@@ -32,20 +60,8 @@ func (b *bencher) backlog(ctx context.Context, res *benchResult) error {
 		"large": {size: b.o.backlogLarge},
 	}
 	stop := make(chan struct{})
-	job := bq.Define("bench.backlog", func(ctx context.Context, a benchArgs) error {
-		l := lines[a.Key]
-		select {
-		case l.started <- time.Now():
-		case <-stop:
-			return nil
-		}
-		select {
-		case <-l.release:
-		case <-stop:
-		}
-		return nil
-	}, bq.JobOptions[benchArgs]{Queue: benchQueue, MaxAttempts: 1,
-		Concurrency: &bq.Concurrency[benchArgs]{Key: func(a benchArgs) string { return a.Key }, To: 1}})
+	backlogRun.Store(&backlogState{lines: lines, stop: stop})
+	job := backlogJob
 
 	defer func() {
 		close(stop) // let every held job finish

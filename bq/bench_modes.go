@@ -52,17 +52,37 @@ func (t *tally) start(a benchArgs) {
 	}
 }
 
-// defineBench defines the bench job kinds for this run: "bench.job", a
-// no-op limited by its args' key (none when empty) to `to` at once.
+// The bench's job kinds are defined once per process (bq refuses a kind
+// defined twice), one per limit a run asks for, and count into the tally
+// of the run under way: runs follow one another.
+var (
+	benchMu   sync.Mutex
+	benchJobs = map[int]*bq.Job[benchArgs]{}
+	benchRun  atomic.Pointer[tally]
+)
+
+// defineBench returns the bench job kind for this run, a no-op limited by
+// its args' key (none when empty) to `to` at once: "bench.job", or
+// "bench.job.to<N>" with a limit, all in the limit group "bench.job".
 func defineBench(to int, t *tally) *bq.Job[benchArgs] {
+	benchRun.Store(t)
+	benchMu.Lock()
+	defer benchMu.Unlock()
+	if j, ok := benchJobs[to]; ok {
+		return j
+	}
+	name := "bench.job"
 	opts := bq.JobOptions[benchArgs]{Queue: benchQueue, MaxAttempts: 1}
 	if to > 0 {
-		opts.Concurrency = &bq.Concurrency[benchArgs]{Key: func(a benchArgs) string { return a.Key }, To: to}
+		name = fmt.Sprintf("bench.job.to%d", to)
+		opts.Concurrency = &bq.Concurrency[benchArgs]{Key: func(a benchArgs) string { return a.Key }, To: to, Group: "bench.job"}
 	}
-	return bq.Define("bench.job", func(_ context.Context, a benchArgs) error {
-		t.start(a)
+	j := bq.Define(name, func(_ context.Context, a benchArgs) error {
+		benchRun.Load().start(a)
 		return nil
 	}, opts)
+	benchJobs[to] = j
+	return j
 }
 
 func (b *bencher) run(ctx context.Context) (*benchResult, error) {

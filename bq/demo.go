@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/bqueue/bq/internal/humanize"
@@ -130,10 +131,19 @@ re-creating them first; bq's own tables (bq_*) are not touched.`)
 	return d.work(ctx)
 }
 
-// define declares the demo's two job kinds.
+// define points the demo's two job kinds at this run.
 func (d *demo) define() {
-	d.export = bq.Define("demo.export", func(ctx context.Context, a exportArgs) error {
-		return d.rec.run(ctx, "export", a.Tenant, fmt.Sprintf("export #%d", a.N))
+	demoRun.Store(d)
+	d.export, d.refresh = demoExport, demoRefresh
+}
+
+// The demo's job kinds are defined once per process (bq refuses a kind
+// defined twice) and record into the demo run under way: runs follow one
+// another.
+var (
+	demoRun    atomic.Pointer[demo]
+	demoExport = bq.Define("demo.export", func(ctx context.Context, a exportArgs) error {
+		return demoRun.Load().rec.run(ctx, "export", a.Tenant, fmt.Sprintf("export #%d", a.N))
 	}, bq.JobOptions[exportArgs]{
 		Concurrency: &bq.Concurrency[exportArgs]{
 			Key:        func(a exportArgs) string { return a.Tenant },
@@ -141,8 +151,8 @@ func (d *demo) define() {
 			OnConflict: bq.Block,
 		},
 	})
-	d.refresh = bq.Define("demo.refresh", func(ctx context.Context, a refreshArgs) error {
-		return d.rec.run(ctx, "refresh", a.Target, "refresh")
+	demoRefresh = bq.Define("demo.refresh", func(ctx context.Context, a refreshArgs) error {
+		return demoRun.Load().rec.run(ctx, "refresh", a.Target, "refresh")
 	}, bq.JobOptions[refreshArgs]{
 		Concurrency: &bq.Concurrency[refreshArgs]{
 			Key:        func(a refreshArgs) string { return a.Target },
@@ -150,7 +160,7 @@ func (d *demo) define() {
 			OnConflict: bq.Discard,
 		},
 	})
-}
+)
 
 // enqueue stores the exports in one transaction and the refreshes one by
 // one, before any worker runs, so what is admitted is deterministic.

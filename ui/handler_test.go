@@ -57,6 +57,13 @@ func TestPages(t *testing.T) {
 			if code, _ := get(t, c, srv.URL+"/jobs/999999"); code != http.StatusNotFound {
 				t.Errorf("missing job: %d, want 404", code)
 			}
+			// A key no job could have is the same bad input as in the API.
+			for _, key := range []string{"ui.export/" + strings.Repeat("x", bq.MaxKeyBytes), "ui.export/a\x00b", "ui.export/\xff"} {
+				code, body := get(t, c, srv.URL+"/key?key="+url.QueryEscape(key))
+				if code != http.StatusBadRequest || !strings.Contains(body, "bq.MaxKeyBytes") {
+					t.Errorf("GET /key?key=%.20q...: %d, want 400 naming the key rule", key, code)
+				}
+			}
 
 			_, page := get(t, c, srv.URL+"/failed")
 			m := csrfField.FindStringSubmatch(page)

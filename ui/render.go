@@ -70,12 +70,16 @@ func (s *server) render(w http.ResponseWriter, r *http.Request, status int, name
 	_, _ = buf.WriteTo(w)
 }
 
-// fail shows an error page: 404 for a missing job, 500 otherwise.
+// fail shows an error page: 404 for a missing job, 400 for bad input
+// (bq.ErrInvalidArgument), 500 otherwise.
 func (s *server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	status := http.StatusInternalServerError
-	if errors.Is(err, bq.ErrJobNotFound) {
+	switch {
+	case errors.Is(err, bq.ErrJobNotFound):
 		status = http.StatusNotFound
-	} else {
+	case errors.Is(err, bq.ErrInvalidArgument):
+		status = http.StatusBadRequest // a key no job could have, say
+	default:
 		s.opts.Logger.Error("bq ui: request failed", "path", r.URL.Path, "error", err)
 	}
 	s.render(w, r, status, "error", view{Title: http.StatusText(status), Data: err.Error()})

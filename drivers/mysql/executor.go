@@ -16,7 +16,9 @@ import (
 
 // MaxKeyBytes is the longest concurrency key (Group + "/" + Key) the MySQL
 // driver stores: 4096 bytes, 1,024 characters of any script. A longer
-// key is refused at enqueue, never truncated.
+// key is refused at enqueue, never truncated. bq.MaxKeyBytes (2048), checked
+// before any driver is reached, is the limit users meet; this one is a
+// backstop.
 const MaxKeyBytes = 4096
 
 // maxRows bounds the rows of one multi-row statement, keeping it well

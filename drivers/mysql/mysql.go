@@ -14,7 +14,8 @@
 // locks; claiming and the dispatcher's locking reads use FOR UPDATE SKIP
 // LOCKED; deadlocks (1213) and lock wait timeouts (1205) are retried.
 // Times are stored as Unix microseconds, so no time zone setting matters.
-// Concurrency keys may be up to MaxKeyBytes long.
+// The columns hold concurrency keys of up to MaxKeyBytes; bq itself takes
+// keys of up to bq.MaxKeyBytes, on every database alike.
 //
 // # Session bounds
 //

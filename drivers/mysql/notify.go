@@ -3,23 +3,52 @@ package mysql
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
+
+	gomysql "github.com/go-sql-driver/mysql"
 )
 
-// watchEvery is how often Listen reads the signal counters.
+// watchEvery is how often Listen reads the signal log.
 const watchEvery = 50 * time.Millisecond
 
-// MySQL has no LISTEN/NOTIFY. Notify bumps one counter row per queue in
-// the signals table; Listen reads that small table every watchEvery and
-// wakes the queues whose counter moved. A read of a few primary-key rows
-// stands in for each worker's claim transaction on every poll.
+// MySQL has no LISTEN/NOTIFY. Notify appends one row per queue to the
+// signal log, an AUTO_INCREMENT table, and Listen reads the rows past the
+// last it read every watchEvery and wakes their queues.
+//
+// Appending takes no lock another enqueue waits for: a plain INSERT takes
+// only its own row's lock and an insert intention lock, which conflict with
+// no other insert, and the AUTO-INC lock is never held to commit (with
+// innodb_autoinc_lock_mode 1 or 2, the defaults of MariaDB and MySQL 8, a
+// single INSERT of known rows takes only a short mutex; even mode 0 holds
+// the table lock to the end of the statement). So a caller's transaction
+// may stay open for as long as it likes after EnqueueTx, and enqueues beside
+// it do not wait. (A counter row per queue, bumped with ON DUPLICATE KEY
+// UPDATE, kept the row locked to the caller's commit.)
+//
+// Listen never waits on an enqueue nor makes one wait: it reads without
+// locks, probes ids with locking reads that do not wait (NOWAIT), and
+// prunes rows every listener has read, skipping locked ones. See tracker
+// for ids that commit out of order.
 
 func (d *Driver) notify(ctx context.Context, db dbtx, queues []string) error {
-	q := "INSERT INTO " + d.prefix + "signals (queue, seq) VALUES (?, 1) ON DUPLICATE KEY UPDATE seq = seq + 1"
-	for _, queue := range queues {
-		if _, err := db.ExecContext(ctx, q, []byte(queue)); err != nil {
-			return fmt.Errorf("signal queue %q: %w", queue, err)
+	now := micros(time.Now())
+	for chunk := range slices.Chunk(queues, maxRows) {
+		var q strings.Builder
+		q.WriteString("INSERT INTO " + d.prefix + "signal_log (queue, created_at) VALUES ")
+		args := make([]any, 0, 2*len(chunk))
+		for i, queue := range chunk {
+			if i > 0 {
+				q.WriteString(", ")
+			}
+			q.WriteString("(?, ?)")
+			args = append(args, []byte(queue), now)
+		}
+		if _, err := db.ExecContext(ctx, q.String(), args...); err != nil {
+			return fmt.Errorf("signal queues %q: %w", chunk, err)
 		}
 	}
 	return nil
@@ -31,7 +60,7 @@ func (d *Driver) Notify(ctx context.Context, queues []string) error {
 }
 
 // NotifyTx signals inside the caller's *sql.Tx: listeners see it only if
-// it commits.
+// it commits, and nothing waits for it meanwhile.
 func (d *Driver) NotifyTx(ctx context.Context, tx any, queues []string) error {
 	t, ok := tx.(*sql.Tx)
 	if !ok {
@@ -40,39 +69,309 @@ func (d *Driver) NotifyTx(ctx context.Context, tx any, queues []string) error {
 	return d.notify(ctx, t, queues)
 }
 
-// Listen calls ready for each queue whose counter moved, until ctx ends.
+// Listen calls ready for each queue signalled after it started, until ctx
+// ends. A failing read is told to failed once, until reads work again.
 func (d *Driver) Listen(ctx context.Context, ready func(queue string), failed func(error)) error {
-	q := "SELECT queue, seq FROM " + d.prefix + "signals"
-	seen := map[string]int64{}
-	first := true
+	l := &listener{d: d, ready: ready, failed: failed}
 	t := time.NewTicker(watchEvery)
 	defer t.Stop()
+	// Pruning runs beside the polls, so that it never delays a wake-up.
+	pruned := make(chan pruneResult, 1)
+	pruning := false
+	defer func() {
+		if pruning {
+			<-pruned
+		}
+	}()
+	var lastPrune time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
+		case r := <-pruned:
+			pruning = false
+			l.t.pruned(r.last, r.keep)
+			l.report(ctx, &l.pruneDown, r.err)
+			continue
 		case <-t.C:
 		}
-		rows, err := d.db.QueryContext(ctx, q)
-		if err != nil {
-			if ctx.Err() == nil {
-				failed(err)
-			}
+		now := time.Now()
+		if l.t == nil {
+			l.report(ctx, &l.down, l.start(ctx, now))
 			continue
 		}
-		for rows.Next() {
-			var queue string
-			var seq int64
-			if err := rows.Scan(&queue, &seq); err != nil {
-				failed(err)
-				break
-			}
-			if last, ok := seen[queue]; !first && (!ok || last != seq) {
-				ready(queue)
-			}
-			seen[queue] = seq
+		err := l.poll(ctx, now)
+		if err == nil {
+			err = l.probe(ctx, now)
 		}
-		rows.Close()
-		first = false
+		l.report(ctx, &l.down, err)
+		if !pruning && now.Sub(lastPrune) >= pruneEvery {
+			lastPrune, pruning = now, true
+			job := l.pruneJob(now)
+			go func() { pruned <- l.prune(ctx, job) }()
+		}
 	}
+}
+
+type listener struct {
+	d      *Driver
+	ready  func(queue string)
+	failed func(error)
+	t      *tracker
+	// down: failed was told of a failing poll, and none worked since;
+	// pruneDown the same of pruning.
+	down, pruneDown bool
+}
+
+// report tells failed of err, once until the work that failed works again.
+func (l *listener) report(ctx context.Context, down *bool, err error) {
+	switch {
+	case err == nil:
+		*down = false
+	case ctx.Err() == nil && !*down:
+		*down = true
+		l.failed(fmt.Errorf("read the signal log: %w", err))
+	}
+}
+
+// start reads the ids of the log (its newest startRows).
+func (l *listener) start(ctx context.Context, now time.Time) error {
+	rows, err := l.d.db.QueryContext(ctx, "SELECT id FROM "+l.d.prefix+"signal_log ORDER BY id DESC LIMIT ?", startRows)
+	if err != nil {
+		return err
+	}
+	var ids []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return err
+		}
+		ids = append(ids, id)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	slices.Reverse(ids)
+	l.t = newTracker(ids, now)
+	return nil
+}
+
+// poll reads the gaps and the rows past the last read, and wakes their
+// queues.
+func (l *listener) poll(ctx context.Context, now time.Time) error {
+	for {
+		queues := map[string]bool{}
+		var ids []int64
+		for chunk := range slices.Chunk(l.t.gaps, 100) {
+			cond := make([]string, len(chunk))
+			args := make([]any, 0, 2*len(chunk))
+			for i, g := range chunk {
+				cond[i] = "id BETWEEN ? AND ?"
+				args = append(args, g.from, g.to)
+			}
+			q := "SELECT id, queue FROM " + l.d.prefix + "signal_log WHERE " + strings.Join(cond, " OR ")
+			if err := readSignals(ctx, l.d.db, q, args, &ids, queues); err != nil {
+				return err
+			}
+		}
+		inGaps := len(ids)
+		if err := readSignals(ctx, l.d.db, "SELECT id, queue FROM "+l.d.prefix+"signal_log WHERE id > ? ORDER BY id LIMIT ?",
+			[]any{l.t.last, maxRows}, &ids, queues); err != nil {
+			return err
+		}
+		slices.Sort(ids)
+		l.t.read(ids, now)
+		for q := range queues {
+			l.ready(q)
+		}
+		if len(ids)-inGaps < maxRows {
+			return nil
+		}
+	}
+}
+
+func readSignals(ctx context.Context, db dbtx, query string, args []any, ids *[]int64, queues map[string]bool) error {
+	rows, err := db.QueryContext(ctx, query, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id int64
+		var queue string
+		if err := rows.Scan(&id, &queue); err != nil {
+			return err
+		}
+		*ids = append(*ids, id)
+		queues[queue] = true
+	}
+	return rows.Err()
+}
+
+// probe asks of gaps past their grace whether a transaction still holds
+// a row in them, with a locking read that must not wait: a row being
+// inserted is locked by its transaction (in flight: keep reading the gap);
+// no row and no lock means the inserts rolled back or the rows were pruned
+// (drop the gap). A gap holds no row this listener read, so the read is
+// planned on the primary key range, and the locks it takes on rows
+// committed since end with it (it runs on its own).
+func (l *listener) probe(ctx context.Context, now time.Time) error {
+	q := "SELECT id, queue FROM " + l.d.prefix + "signal_log WHERE id BETWEEN ? AND ? ORDER BY id FOR UPDATE NOWAIT"
+	for range maxProbes {
+		g, ok := l.t.dueProbe(now)
+		if !ok {
+			return nil
+		}
+		queues := map[string]bool{}
+		var ids []int64
+		err := readSignals(ctx, l.d.db, q, []any{g.from, g.to}, &ids, queues)
+		switch {
+		case err == nil: // what committed since the poll is read now
+			l.t.read(ids, now)
+			l.t.probed(g, false, now)
+			for q := range queues {
+				l.ready(q)
+			}
+		case isLockBusy(err):
+			l.t.probed(g, true, now)
+		default:
+			return err
+		}
+	}
+	return nil
+}
+
+// errLockNowait is MySQL's refusal of a NOWAIT read of a locked row;
+// MariaDB answers errLockWaitTimeout.
+const errLockNowait = 3572
+
+func isLockBusy(err error) bool {
+	var myErr *gomysql.MySQLError
+	return errors.As(err, &myErr) && (myErr.Number == errLockNowait || myErr.Number == errLockWaitTimeout)
+}
+
+// pruneWork is what one prune deletes: the ids from `from` to `to` but
+// those to keep (read by this listener too lately, or not at all), and,
+// below `from`, rows created before `abandoned`.
+type pruneWork struct {
+	from, to  int64
+	keep      []gap
+	abandoned int64
+}
+
+type pruneResult struct {
+	last int64 // the ids up to last are done with (0: none)
+	keep []gap
+	err  error
+}
+
+func (l *listener) pruneJob(now time.Time) pruneWork {
+	w := pruneWork{from: l.t.lo, to: -1, abandoned: micros(now.Add(-abandonAfter))}
+	if from, to, keep, ok := l.t.pruneRange(now); ok {
+		w.from, w.to, w.keep = from, to, keep
+	}
+	return w
+}
+
+// prune deletes what w says. It never waits: rows are picked with SKIP
+// LOCKED at READ COMMITTED (no gap locks, so no insert waits on the
+// range), and deleted one by one by primary key. A DELETE of an id list or
+// range may be planned as a table scan, which waits on the row of every
+// open transaction that signalled.
+func (l *listener) prune(ctx context.Context, w pruneWork) pruneResult {
+	r := pruneResult{keep: w.keep}
+	if w.to >= w.from {
+		done, last, err := l.deleteRows(ctx, w.from, w.to, w.keep, 0)
+		if err != nil {
+			r.err = fmt.Errorf("prune the signal log: %w", err)
+			return r
+		}
+		r.last = last
+		if done {
+			r.last = w.to
+		}
+	}
+	if w.from > 1 {
+		if _, _, err := l.deleteRows(ctx, 0, w.from-1, nil, w.abandoned); err != nil {
+			r.err = fmt.Errorf("prune abandoned rows of the signal log: %w", err)
+		}
+	}
+	return r
+}
+
+// deleteRows deletes up to 10 batches of the rows with ids from `from` to
+// `to`, but those to keep; with before set, only the rows created before
+// it, stopping at the first younger one. done says the range holds no row
+// left to delete (but locked, kept or younger ones); last is the highest
+// id the deletion got to.
+func (l *listener) deleteRows(ctx context.Context, from, to int64, keep []gap, before int64) (done bool, last int64, err error) {
+	for range 10 {
+		seen, more, err := l.deleteBatch(ctx, from, to, keep, before)
+		if err != nil {
+			return false, last, err
+		}
+		if seen > 0 {
+			last = seen
+			from = last + 1
+		}
+		if !more {
+			return true, last, nil
+		}
+	}
+	return false, last, nil
+}
+
+// deleteBatch deletes one batch for deleteRows: seen is the highest id it
+// got to, more says the batch was full and more rows may follow.
+func (l *listener) deleteBatch(ctx context.Context, from, to int64, keep []gap, before int64) (seen int64, more bool, err error) {
+	tx, err := l.d.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	if err != nil {
+		return 0, false, err
+	}
+	defer func() {
+		if err != nil {
+			_ = tx.Rollback()
+		}
+	}()
+	rows, err := tx.QueryContext(ctx, "SELECT id, created_at FROM "+l.d.prefix+
+		"signal_log WHERE id BETWEEN ? AND ? ORDER BY id LIMIT ? FOR UPDATE SKIP LOCKED", from, to, maxRows)
+	if err != nil {
+		return 0, false, err
+	}
+	var ids []int64
+	n, young := 0, false
+	for rows.Next() {
+		var id, created int64
+		if err = rows.Scan(&id, &created); err != nil {
+			rows.Close()
+			return 0, false, err
+		}
+		n++
+		if before != 0 && created >= before {
+			// Rows come in id order, about the order they were made in:
+			// the rest are younger still.
+			young = true
+			break
+		}
+		seen = id
+		if _, kept := findGap(keep, id); !kept {
+			ids = append(ids, id)
+		}
+	}
+	rows.Close()
+	if err = rows.Err(); err != nil {
+		return 0, false, err
+	}
+	del := "DELETE FROM " + l.d.prefix + "signal_log WHERE id = ?"
+	for _, id := range ids {
+		if _, err = tx.ExecContext(ctx, del, id); err != nil {
+			return 0, false, err
+		}
+	}
+	if err = tx.Commit(); err != nil {
+		return 0, false, err
+	}
+	return seen, n == maxRows && !young, nil
 }

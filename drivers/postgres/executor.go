@@ -28,7 +28,9 @@ type executor struct {
 
 // MaxKeyBytes is the longest concurrency key (Group + "/" + Key) the
 // PostgreSQL driver stores: its b-tree indexes hold at most 2704 bytes a
-// row, so longer keys are refused at enqueue, never truncated.
+// row, so longer keys are refused at enqueue, never truncated. bq.MaxKeyBytes,
+// checked before any driver is reached, is the limit users meet; this one
+// is a backstop.
 const MaxKeyBytes = 2048
 
 func checkKey(key string) error {

@@ -334,7 +334,8 @@ FROM bq_semaphores s`)
 func (h *harness) driver() driver.Driver { return h.client.Driver() }
 
 // beginTx starts a transaction of the caller's kind on the client's
-// database (pgx.Tx on PostgreSQL, *sql.Tx on SQLite and MySQL).
+// database (pgx.Tx on PostgreSQL, *sql.Tx on SQLite and MySQL). One left
+// open by a failing test is rolled back before its database is dropped.
 func (h *harness) beginTx(ctx context.Context) (tx any, commit func() error) {
 	h.t.Helper()
 	switch d := h.driver().(type) {
@@ -343,18 +344,21 @@ func (h *harness) beginTx(ctx context.Context) (tx any, commit func() error) {
 		if err != nil {
 			h.t.Fatal(err)
 		}
+		h.t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
 		return tx, func() error { return tx.Commit(ctx) }
 	case *sqlite.Driver:
 		tx, err := d.DB().BeginTx(ctx, nil)
 		if err != nil {
 			h.t.Fatal(err)
 		}
+		h.t.Cleanup(func() { _ = tx.Rollback() })
 		return tx, tx.Commit
 	case *bqmysql.Driver:
 		tx, err := d.DB().BeginTx(ctx, nil)
 		if err != nil {
 			h.t.Fatal(err)
 		}
+		h.t.Cleanup(func() { _ = tx.Rollback() })
 		return tx, tx.Commit
 	}
 	h.t.Fatalf("no transaction helper for %T", h.driver())
