@@ -1,6 +1,7 @@
 package mysql
 
 import (
+	"strconv"
 	"strings"
 
 	"github.com/bqueue/bq/internal/sqlinspect"
@@ -67,8 +68,19 @@ const jobColumns = `j.id, j.kind, j.queue, j.args, j.priority, j.attempt, j.max_
 // list marks where a statement takes an id list; in() expands it.
 const list = "(/*list*/)"
 
-// in expands a statement's id list into n placeholders.
+// byKey follows the id list of a statement that changes rows, after an
+// ORDER BY of the table's primary key: in expands it into LIMIT n. Without
+// it InnoDB may plan a small table's `WHERE id IN (...)` as a full scan,
+// which waits on every row another transaction holds — a caller's open
+// transaction that enqueued a ready job would stall every claim of the
+// queue. Ordered by the primary key and limited, the statement reads the
+// rows it names by the key, and only those.
+const byKey = " /*limit*/"
+
+// in expands a statement's id list into n placeholders (and byKey into
+// LIMIT n).
 func in(query string, n int) string {
+	query = strings.Replace(query, byKey, " LIMIT "+strconv.Itoa(n), 1)
 	return strings.Replace(query, list, "("+strings.TrimSuffix(strings.Repeat("?, ", n), ", ")+")", 1)
 }
 
@@ -94,14 +106,14 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
 		// it returns and locks no others.
 		pickReady: p(`SELECT job_id FROM {p}ready_executions FORCE INDEX ({p}ready_poll)
 WHERE queue = ? ORDER BY priority DESC, job_id LIMIT ? FOR UPDATE SKIP LOCKED`),
-		deleteReady:  p(`DELETE FROM {p}ready_executions WHERE job_id IN ` + list),
+		deleteReady:  p(`DELETE FROM {p}ready_executions WHERE job_id IN ` + list + ` ORDER BY job_id` + byKey),
 		insertClaims: p(`INSERT INTO {p}claimed_executions (job_id, queue, process_id, claimed_at) VALUES `),
 		selectClaims: p(`SELECT ` + jobColumns + `, c.fence, c.claimed_at
 FROM {p}claimed_executions c JOIN {p}jobs j ON j.id = c.job_id
 WHERE c.job_id IN ` + list + ` ORDER BY j.priority DESC, j.id`),
 		deleteClaim: p(`DELETE FROM {p}claimed_executions WHERE fence = ? AND job_id = ?`),
 		finishJob:   p(`UPDATE {p}jobs SET attempt = attempt + ?, finished_at = ?, discarded = ? WHERE id = ?`),
-		deleteJobs:  p(`DELETE FROM {p}jobs WHERE id IN ` + list),
+		deleteJobs:  p(`DELETE FROM {p}jobs WHERE id IN ` + list + ` ORDER BY id` + byKey),
 		recordError: p(`UPDATE {p}jobs SET attempt = attempt + 1, last_error = ? WHERE id = ?`),
 		insertFailed: p(`INSERT INTO {p}failed_executions (job_id, queue, error, failed_at)
 SELECT id, queue, ?, ? FROM {p}jobs WHERE id = ?`),
@@ -127,7 +139,7 @@ WHERE key_hash = ?`),
 		// the key's blocked rows takes first: a plain read is stable.
 		pickBlocked: p(`SELECT job_id, queue, priority FROM {p}blocked_executions FORCE INDEX ({p}blocked_line)
 WHERE concurrency_key_hash = ? ORDER BY priority DESC, job_id LIMIT ?`),
-		deleteBlocked: p(`DELETE FROM {p}blocked_executions WHERE job_id IN ` + list),
+		deleteBlocked: p(`DELETE FROM {p}blocked_executions WHERE job_id IN ` + list + ` ORDER BY job_id` + byKey),
 		countHolders: p(`
 SELECT
 	(SELECT count(*) FROM {p}jobs j FORCE INDEX ({p}jobs_live_key) JOIN {p}ready_executions r ON r.job_id = j.id
@@ -139,7 +151,7 @@ SELECT
 		hasDueScheduled: p(`SELECT EXISTS (SELECT 1 FROM {p}scheduled_executions WHERE scheduled_at <= ?)`),
 		pickDueScheduled: p(`SELECT job_id FROM {p}scheduled_executions FORCE INDEX ({p}scheduled_due)
 WHERE scheduled_at <= ? ORDER BY scheduled_at, priority DESC, job_id LIMIT ? FOR UPDATE SKIP LOCKED`),
-		deleteScheduled: p(`DELETE FROM {p}scheduled_executions WHERE job_id IN ` + list),
+		deleteScheduled: p(`DELETE FROM {p}scheduled_executions WHERE job_id IN ` + list + ` ORDER BY job_id` + byKey),
 		selectJobs: p(`SELECT ` + jobColumns + ` FROM {p}jobs j WHERE j.id IN ` + list +
 			` ORDER BY j.priority DESC, j.id`),
 		// Idle ones (every slot free, nothing blocked) have nothing to
@@ -155,7 +167,7 @@ WHERE scheduled_at <= ? ORDER BY scheduled_at, priority DESC, job_id LIMIT ? FOR
 WHERE s.expires_at < ? AND s.value >= s.lim AND s.blocked = 0
 	AND NOT EXISTS (SELECT 1 FROM {p}blocked_executions b WHERE b.concurrency_key_hash = s.key_hash)
 ORDER BY s.expires_at LIMIT ? FOR UPDATE SKIP LOCKED`),
-		deleteSems: p(`DELETE FROM {p}semaphores WHERE key_hash IN ` + list),
+		deleteSems: p(`DELETE FROM {p}semaphores WHERE key_hash IN ` + list + ` ORDER BY key_hash` + byKey),
 
 		// Lost claims are found by a plain read joining jobs and
 		// processes, then locked by fence alone (lockClaims): PostgreSQL's
@@ -196,7 +208,8 @@ WHERE c.process_id = ? AND j.concurrency_key_hash IS NOT NULL`),
 		pickRenewable: p(`SELECT key_hash FROM {p}semaphores
 WHERE key_hash IN ` + list + ` AND expires_at < ? + duration_ms * 500
 ORDER BY key_hash FOR UPDATE SKIP LOCKED`),
-		renewSems:         p(`UPDATE {p}semaphores SET expires_at = ? + duration_ms * 1000 WHERE key_hash IN ` + list),
+		renewSems: p(`UPDATE {p}semaphores SET expires_at = ? + duration_ms * 1000 WHERE key_hash IN ` + list +
+			` ORDER BY key_hash` + byKey),
 		deregisterProcess: p(`DELETE FROM {p}processes WHERE id = ?`),
 		// Dead processes are found by a plain read (args: now, deadAfter,
 		// deadAfter), locked skipping rows others hold, and deleted only
@@ -208,7 +221,7 @@ WHERE ` + deadFor(`greatest(?, p.dead_after_ms)`) + `
 		lockProcesses: p(`SELECT id, last_heartbeat_at FROM {p}processes WHERE id IN ` + list + `
 ORDER BY id FOR UPDATE SKIP LOCKED`),
 		deleteProcesses: p(`DELETE FROM {p}processes WHERE id IN ` + list + `
-AND NOT EXISTS (SELECT 1 FROM {p}claimed_executions c WHERE c.process_id = {p}processes.id)`),
+AND NOT EXISTS (SELECT 1 FROM {p}claimed_executions c WHERE c.process_id = {p}processes.id) ORDER BY id` + byKey),
 		listProcesses: p(`SELECT id, kind, name, hostname, pid, queues, heartbeat_interval_ms, dead_after_ms,
 	started_at, last_heartbeat_at, beating_since FROM {p}processes ORDER BY id`),
 

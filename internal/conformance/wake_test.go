@@ -10,10 +10,13 @@ import (
 	"time"
 
 	"github.com/bqueue/bq"
+	"github.com/bqueue/bq/dispatcher"
+	"github.com/bqueue/bq/internal/driver"
 )
 
 var _ = register(
 	scenario{"EnqueuesInOpenTransactionsDoNotWait", testEnqueuesDoNotWait},
+	scenario{"ClaimsBesideAnOpenTransaction", testClaimsBesideOpenTx},
 	scenario{"WakeSoonAfterCommit", testWakeAfterCommit},
 	scenario{"SignalLogPruned", testSignalLogPruned},
 )
@@ -63,6 +66,55 @@ func testEnqueuesDoNotWait(t *testing.T, h *harness) {
 	if n := h.count(`SELECT count(*) FROM bq_ready_executions`); n != 3 {
 		t.Errorf("%d jobs ready, want all 3", n)
 	}
+}
+
+// testClaimsBesideOpenTx: while a caller's transaction that enqueued a
+// job of the queue stays open, claims, completions and the dispatcher's
+// pass over the queue's other jobs go on at once. On MySQL a statement
+// naming rows by an id list could be planned as a scan of the whole small
+// table and wait on the open transaction's uncommitted row (a claim
+// waited for the lock wait timeout). SQLite has one writer: left out, as
+// above.
+func testClaimsBesideOpenTx(t *testing.T, h *harness) {
+	if h.db == "sqlite" {
+		return
+	}
+	ctx := context.Background()
+	var ready []int64 // 4 unkeyed, 2 of key ot; 2 more of ot blocked
+	for i := range 4 {
+		ready = append(ready, enqueue(t, h, unkeyedJob, Args{Test: h.test, Seq: i}).ID)
+		if res := enqueue(t, h, limit2Job, Args{Test: h.test, Key: "ot", Seq: i}); !res.Blocked {
+			ready = append(ready, res.ID)
+		}
+	}
+	tx, commit := h.beginTx(ctx)
+	if _, err := unkeyedJob.EnqueueTx(ctx, h.client, tx, Args{Test: h.test, Seq: 9}); err != nil {
+		t.Fatal(err)
+	}
+	p := registerProcess(t, h, time.Now())
+	start := time.Now()
+	var claims []*driver.Claim
+	for len(claims) < len(ready) && time.Since(start) < 5*time.Second {
+		got, err := h.driver().Exec().ClaimReady(ctx, driver.ClaimParams{Queue: "default", Max: 10, ProcessID: p, Now: time.Now()})
+		if err != nil {
+			t.Fatalf("claim beside an open transaction: %v", err)
+		}
+		claims = append(claims, got...)
+	}
+	claimed := time.Since(start)
+	if _, err := completeMany(ctx, h, claims...); err != nil {
+		t.Fatalf("complete beside an open transaction: %v", err)
+	}
+	pass(t, h, dispatcher.Config{})
+	took := time.Since(start)
+	t.Logf("%s: %d claims in %s, completed and a dispatcher pass in %s, beside an open transaction", h.db, len(claims), claimed, took)
+	if len(claims) != len(ready) || took > 2*time.Second {
+		t.Errorf("%d of %d jobs claimed, completed and a pass made in %s beside an open transaction: want all, well under 2s (nothing may wait on it)", len(claims), len(ready), took)
+	}
+	if err := commit(); err != nil {
+		t.Fatal(err)
+	}
+	h.checkSemaphores()
 }
 
 // testWakeAfterCommit: a worker process that polls every 10 s starts a job
