@@ -250,7 +250,7 @@ func (j *Job[A]) limit(args A, o *enqueueOptions) (driver.Limit, error) {
 	if key == "" {
 		return driver.Limit{}, nil
 	}
-	l.Key = group + "/" + key
+	l.Key = fullKey(group, key)
 	if err := validateKey(l.Key); err != nil {
 		return driver.Limit{}, fmt.Errorf("%w: %w", ErrInvalidJob, err)
 	}

@@ -44,8 +44,10 @@ var ErrPolicyConflict = errors.New("queue policy owned by another namespace")
 
 // Key returns the full concurrency key of a job: its limit Group (by
 // default the job's name) and the key its Concurrency.Key returned. Full
-// keys name keys in SetKeyLimit, Health and the blocked table.
-func Key(group, key string) string { return group + "/" + key }
+// keys name keys in SetKeyLimit, Health and the blocked table. A '/' or
+// '%' in the group is escaped (%2F, %25), so the first '/' of a full key
+// always ends its group.
+func Key(group, key string) string { return fullKey(group, key) }
 
 // SyncPolicies makes the database's policies of namespace exactly
 // policies, in one transaction: new ones are created, changed ones

@@ -52,9 +52,19 @@ func validateKey(key string) error {
 	return nil
 }
 
+// groupInKey writes a Group into a full key with '%' and '/' escaped (as
+// %25 and %2F), so the first '/' of a full key always ends its group: a
+// job of Group "billing" for tenant "charge/acme" and one of Group
+// "billing/charge" for tenant "acme" hold different keys. A Group without
+// either character reads as it is.
+var groupInKey = strings.NewReplacer("%", "%25", "/", "%2F")
+
+// fullKey is the full concurrency key of group and key.
+func fullKey(group, key string) string { return groupInKey.Replace(group) + "/" + key }
+
 // validateGroup checks a Concurrency.Group: the start of every full key.
 func validateGroup(group string) error {
-	if len(group)+1 >= MaxKeyBytes {
+	if len(groupInKey.Replace(group))+1 >= MaxKeyBytes {
 		return fmt.Errorf("concurrency Group %s is %d bytes long: a full key (Group + \"/\" + Key) is at most %d bytes (bq.MaxKeyBytes); use a shorter Group",
 			quoted(group), len(group), MaxKeyBytes)
 	}

@@ -12,7 +12,40 @@ import (
 
 var _ = register(
 	scenario{"LongAndLookalikeKeys", testLongAndLookalikeKeys},
+	scenario{"GroupSlashIsNoKeyBoundary", testGroupSlash},
 )
+
+var (
+	// billingJob (group "c.billing") for tenant "charge/acme" and
+	// billingChargeJob (group "c.billing/charge") for tenant "acme" would
+	// both be "c.billing/charge/acme" were the group not escaped.
+	billingJob = bq.Define("c.billing", behave, bq.JobOptions[Args]{
+		Concurrency: &bq.Concurrency[Args]{Key: keyOf, To: 1}})
+	billingChargeJob = bq.Define("c.billing/charge", behave, bq.JobOptions[Args]{
+		Concurrency: &bq.Concurrency[Args]{Key: keyOf, To: 1}})
+)
+
+// testGroupSlash: a '/' in a Group (here, a job name used as the default
+// Group) never makes two different keys one: the group is escaped in the
+// full key, which stays readable, and bq.Key spells it the same way.
+func testGroupSlash(t *testing.T, h *harness) {
+	a := enqueue(t, h, billingChargeJob, Args{Key: "acme"})
+	b := enqueue(t, h, billingJob, Args{Key: "charge/acme"})
+	if a.Blocked || b.Blocked {
+		t.Fatalf("group c.billing/charge, tenant acme: %+v; group c.billing, tenant charge/acme: %+v; want both ready (different keys)", a, b)
+	}
+	ka, kb := jobInfo(t, h, a.ID).Key, jobInfo(t, h, b.ID).Key
+	if ka == kb || ka != "c.billing%2Fcharge/acme" || kb != "c.billing/charge/acme" {
+		t.Errorf("full keys %q and %q, want c.billing%%2Fcharge/acme and c.billing/charge/acme", ka, kb)
+	}
+	if k := bq.Key("c.billing/charge", "acme"); k != ka {
+		t.Errorf("bq.Key spells the key %q, the job %q", k, ka)
+	}
+	st, err := h.client.KeyState(context.Background(), ka)
+	if err != nil || st.Group != "c.billing%2Fcharge" || st.Taken != 1 {
+		t.Errorf("KeyState(%q): group %q, taken %d, %v; want group c.billing%%2Fcharge with 1 slot taken", ka, st.Group, st.Taken, err)
+	}
+}
 
 // testLongAndLookalikeKeys: a key of 1,000 characters works like any
 // other, stored whole; keys that differ only in case or a trailing space
