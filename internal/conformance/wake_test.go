@@ -242,6 +242,11 @@ func testSignalLogPruned(t *testing.T, h *harness) {
 	}
 	ctx := context.Background()
 	long, commitLong := h.beginTx(ctx)
+	// Held open longer than the idle bound bq's sessions carry
+	// (mysql.TxIdleTimeout): lift it for this one transaction's session.
+	for _, set := range []string{"SET SESSION wait_timeout = 3600", "SET SESSION idle_transaction_timeout = 0"} {
+		_, _ = long.(*sql.Tx).ExecContext(ctx, set) // the second is MariaDB's alone
+	}
 	longRes, err := unkeyedJob.EnqueueTx(ctx, h.client, long, Args{Test: h.test, Seq: 0}, bq.Queue("wake"))
 	if err != nil {
 		t.Fatal(err)
