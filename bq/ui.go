@@ -51,7 +51,12 @@ func serveUI(ctx context.Context, e *env, args []string, ready chan<- string) er
 	if err != nil {
 		return fmt.Errorf("bq ui: listen on %s: %w", *addr, err)
 	}
-	srv := &http.Server{Handler: ui.Handler(client, ui.Options{Token: *token}), ReadHeaderTimeout: 10 * time.Second}
+	opts := ui.Options{Token: *token}
+	if *token == "" {
+		// Loopback names are answered anyway; --addr may be another.
+		opts.Hosts = []string{*addr}
+	}
+	srv := &http.Server{Handler: ui.Handler(client, opts), ReadHeaderTimeout: 10 * time.Second}
 	link := "http://" + ln.Addr().String() + "/"
 	if *token != "" {
 		link += "?token=" + url.QueryEscape(*token)

@@ -134,3 +134,50 @@ func TestToken(t *testing.T) {
 		t.Errorf("with the cookie: %d, want 200", code)
 	}
 }
+
+// TestHostCheck: without a token only loopback names and Options.Hosts
+// are answered (421 otherwise, against DNS rebinding); with a token
+// every name is, unless Hosts is set.
+func TestHostCheck(t *testing.T) {
+	f := newFixture(t, databases[0])
+	for _, c := range []struct {
+		opts ui.Options
+		host string
+		want int
+	}{
+		{ui.Options{}, "127.0.0.1:8080", http.StatusOK},
+		{ui.Options{}, "localhost:8080", http.StatusOK},
+		{ui.Options{}, "LOCALHOST", http.StatusOK},
+		{ui.Options{}, "[::1]:8080", http.StatusOK},
+		{ui.Options{}, "127.0.0.2", http.StatusOK},
+		{ui.Options{}, "rebind.test:8080", http.StatusMisdirectedRequest},
+		{ui.Options{}, "localhost.:8080", http.StatusMisdirectedRequest},
+		{ui.Options{}, "app.localhost:8080", http.StatusMisdirectedRequest},
+		{ui.Options{}, "127.0.0.1.nip.io", http.StatusMisdirectedRequest},
+		{ui.Options{}, "192.0.2.1:8080", http.StatusMisdirectedRequest},
+		{ui.Options{Hosts: []string{"dash.example"}}, "Dash.Example:9999", http.StatusOK},
+		{ui.Options{Hosts: []string{"dash.example:8443"}}, "dash.example:8443", http.StatusOK},
+		{ui.Options{Hosts: []string{"dash.example:8443"}}, "dash.example:9999", http.StatusMisdirectedRequest},
+		{ui.Options{Hosts: []string{"*"}}, "anything.example", http.StatusOK},
+		{ui.Options{Token: "t"}, "anything.example", http.StatusUnauthorized},
+		{ui.Options{Token: "t", Hosts: []string{"a.example"}}, "b.example", http.StatusMisdirectedRequest},
+		{ui.Options{Token: "t", Hosts: []string{"a.example"}}, "a.example", http.StatusUnauthorized},
+	} {
+		srv := httptest.NewServer(ui.Handler(f.client, c.opts))
+		req, _ := http.NewRequest(http.MethodGet, srv.URL+"/processes", nil)
+		req.Host = c.host
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		srv.Close()
+		if resp.StatusCode != c.want {
+			t.Errorf("Host %q, Hosts %q, token %v: %d, want %d", c.host, c.opts.Hosts, c.opts.Token != "", resp.StatusCode, c.want)
+		}
+		if c.want == http.StatusMisdirectedRequest && !strings.Contains(string(body), "DNS-rebinding") {
+			t.Errorf("Host %q refused without saying why: %s", c.host, body)
+		}
+	}
+}

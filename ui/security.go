@@ -9,8 +9,8 @@ import (
 
 const tokenCookie = "bq_ui_token"
 
-// secure wraps every request: security headers, the access token when
-// one is set, and cross-origin protection for POSTs.
+// secure wraps every request: security headers, the Host check, the
+// access token when one is set, and cross-origin protection for POSTs.
 func (s *server) secure(next http.Handler) http.Handler {
 	cop := http.NewCrossOriginProtection()
 	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -24,6 +24,10 @@ func (s *server) secure(next http.Handler) http.Handler {
 		h.Set("X-Frame-Options", "DENY")
 		h.Set("Referrer-Policy", "same-origin")
 		h.Set("Cache-Control", "no-store")
+		if !s.hostAllowed(r) {
+			s.refuseHost(w, r)
+			return
+		}
 		if s.opts.Token != "" && !s.authorized(w, r) {
 			return
 		}

@@ -36,6 +36,15 @@ type Options struct {
 	// any page once with ?token=<token> sets. Default: none; then keep
 	// the dashboard on a loopback address or behind your own auth.
 	Token string
+	// Hosts lists the names (a Host header's host, any port) or
+	// host:port pairs the dashboard answers besides loopback names
+	// (localhost, 127.0.0.1, [::1], any loopback address, any port);
+	// "*" answers every name. Default: none. Without a Token, a request
+	// for any other name is refused with 421 Misdirected Request: a page
+	// under a name its owner points at 127.0.0.1 (DNS rebinding) would
+	// otherwise be same-origin with the dashboard. With a Token every
+	// name is answered, unless Hosts is set.
+	Hosts []string
 	// Path is where the handler is mounted, e.g. "/bq" when serving it
 	// under http.StripPrefix("/bq", ...); links and cookies use it.
 	// Default "" (the root).
