@@ -1,6 +1,7 @@
 package ui_test
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -10,8 +11,11 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/bqueue/bq"
+	"github.com/bqueue/bq/internal/driver"
+	"github.com/bqueue/bq/internal/lifecycle"
 	"github.com/bqueue/bq/ui"
 )
 
@@ -178,6 +182,119 @@ func TestHostCheck(t *testing.T) {
 		}
 		if c.want == http.StatusMisdirectedRequest && !strings.Contains(string(body), "DNS-rebinding") {
 			t.Errorf("Host %q refused without saying why: %s", c.host, body)
+		}
+	}
+}
+
+// bigJob stores a failed job whose args and error are 3 MiB each, as a
+// job stored before bq.MaxArgsBytes could be: straight through the driver.
+func bigJob(t *testing.T, f *fixture) int64 {
+	t.Helper()
+	ctx := context.Background()
+	args := `{"Blob":"` + strings.Repeat("a", 3<<20) + `"}`
+	j := &driver.NewJob{Kind: "ui.mail", Queue: "big", Args: []byte(args), MaxAttempts: 1, ScheduledAt: time.Now()}
+	err := driver.InTx(ctx, f.client.Driver(), func(ex driver.Executor) error {
+		_, _, err := lifecycle.Enqueue(ctx, ex, []*driver.NewJob{j}, time.Now())
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := f.claim(t, "big")
+	err = driver.InTx(ctx, f.client.Driver(), func(ex driver.Executor) error {
+		_, err := lifecycle.Fail(ctx, ex, c, strings.Repeat("e", 3<<20), time.Now())
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return j.ID
+}
+
+// TestCaps: a page shows at most 64 KiB of a job's args and error, with
+// the whole value (up to 2 MiB) one download away; pages answer no
+// cross-site fetch; form bodies are bounded.
+func TestCaps(t *testing.T) {
+	f := newFixture(t, databases[0])
+	id := bigJob(t, f)
+	srv := httptest.NewServer(ui.Handler(f.client, ui.Options{}))
+	defer srv.Close()
+	c := srv.Client()
+
+	code, page := get(t, c, fmt.Sprintf("%s/jobs/%d", srv.URL, id))
+	t.Logf("page of a job with 3 MiB args and a 3 MiB error: %d bytes", len(page))
+	if code != http.StatusOK || len(page) > 200<<10 {
+		t.Errorf("page of a job with 3 MiB args and error: %d, %d bytes; want 200 and under 200 KiB", code, len(page))
+	}
+	for _, want := range []string{"first 64 KiB of 3145739 bytes", "first 64 KiB of 3145728 bytes",
+		fmt.Sprintf(`href="/jobs/%d/args"`, id), fmt.Sprintf(`href="/jobs/%d/error"`, id)} {
+		if !strings.Contains(page, want) {
+			t.Errorf("job page lacks %q", want)
+		}
+	}
+	for _, what := range []string{"args", "error"} {
+		resp, err := c.Get(fmt.Sprintf("%s/jobs/%d/%s", srv.URL, id, what))
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || len(body) != 2<<20 || !strings.HasPrefix(resp.Header.Get("Content-Disposition"), "attachment") ||
+			resp.Header.Get("X-Bq-Size") == "" {
+			t.Errorf("raw %s: %d, %d bytes, Content-Disposition %q, X-Bq-Size %q; want 200, 2 MiB as an attachment with its full size",
+				what, resp.StatusCode, len(body), resp.Header.Get("Content-Disposition"), resp.Header.Get("X-Bq-Size"))
+		}
+	}
+	if code, body := get(t, c, fmt.Sprintf("%s/jobs/%d/args", srv.URL, f.mailFailed)); code != http.StatusOK || body != `{"To":"bounce@example.com"}` {
+		t.Errorf("raw args of a small job: %d %q", code, body)
+	}
+
+	for _, h := range []struct {
+		path   string
+		header http.Header
+		want   int
+	}{
+		{"/failed", http.Header{"Sec-Fetch-Site": {"cross-site"}, "Sec-Fetch-Mode": {"no-cors"}, "Sec-Fetch-Dest": {"image"}}, http.StatusForbidden},
+		{"/failed", http.Header{"Sec-Fetch-Site": {"cross-site"}, "Sec-Fetch-Mode": {"cors"}, "Origin": {"http://evil.example"}}, http.StatusForbidden},
+		{"/failed", http.Header{"Sec-Fetch-Site": {"same-site"}, "Sec-Fetch-Mode": {"no-cors"}}, http.StatusForbidden},
+		{"/failed", http.Header{"Sec-Fetch-Site": {"cross-site"}, "Sec-Fetch-Mode": {"navigate"}, "Sec-Fetch-Dest": {"iframe"}}, http.StatusForbidden},
+		{"/failed", http.Header{"Sec-Fetch-Site": {"cross-site"}, "Sec-Fetch-Mode": {"navigate"}, "Sec-Fetch-Dest": {"document"}}, http.StatusForbidden},
+		{"/failed", http.Header{"Origin": {"http://evil.example"}}, http.StatusForbidden},
+		{"/failed", http.Header{"Origin": {"null"}}, http.StatusForbidden},
+		// A link the user followed from another site (a chat, a wiki).
+		{"/failed", http.Header{"Sec-Fetch-Site": {"cross-site"}, "Sec-Fetch-Mode": {"navigate"}, "Sec-Fetch-Dest": {"document"}, "Sec-Fetch-User": {"?1"}}, http.StatusOK},
+		{"/failed", http.Header{"Sec-Fetch-Site": {"same-origin"}}, http.StatusOK},
+		{"/failed", http.Header{"Sec-Fetch-Site": {"none"}}, http.StatusOK},
+		{"/failed", http.Header{"Origin": {srv.URL}}, http.StatusOK},
+		{"/assets/style.css", http.Header{"Sec-Fetch-Site": {"cross-site"}, "Sec-Fetch-Mode": {"no-cors"}}, http.StatusOK},
+	} {
+		req, _ := http.NewRequest(http.MethodGet, srv.URL+h.path, nil)
+		req.Header = h.header
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != h.want {
+			t.Errorf("GET %s with %v: %d, want %d", h.path, h.header, resp.StatusCode, h.want)
+		}
+	}
+
+	// A form body is read up to 16 KiB, multipart too.
+	for _, ct := range []string{"application/x-www-form-urlencoded", "multipart/form-data; boundary=x"} {
+		body := "csrf=" + strings.Repeat("a", 1<<20)
+		if strings.HasPrefix(ct, "multipart") {
+			body = "--x\r\nContent-Disposition: form-data; name=\"f\"; filename=\"f\"\r\n\r\n" + strings.Repeat("a", 1<<20) + "\r\n--x--\r\n"
+		}
+		req, _ := http.NewRequest(http.MethodPost, fmt.Sprintf("%s/jobs/%d/retry", srv.URL, f.mailFailed), strings.NewReader(body))
+		req.Header.Set("Content-Type", ct)
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusRequestEntityTooLarge {
+			t.Errorf("POST of a 1 MiB %s form: %d, want 413", ct, resp.StatusCode)
 		}
 	}
 }

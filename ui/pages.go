@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -68,11 +69,14 @@ func (s *server) key(w http.ResponseWriter, r *http.Request) {
 		Refresh: int(s.opts.Refresh.Seconds() + 0.5), Data: k})
 }
 
-// jobData is a job's page.
+// jobData is a job's page. Args and Error are what the page shows of
+// them, at most renderCap bytes; the Cut ones have more, one download away.
 type jobData struct {
-	Job     *bq.JobInfo
-	Explain *bq.Explanation
-	Args    string
+	Job                 *bq.JobInfo
+	Explain             *bq.Explanation
+	Args, Error         string
+	ArgsCut, ErrorCut   bool
+	ArgsSize, ErrorSize int
 }
 
 // findJob is the header's job search: /jobs/?id=42 goes to /jobs/42.
@@ -96,8 +100,43 @@ func (s *server) job(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
+	d := jobData{Job: e.Job, Explain: e, ArgsSize: len(e.Job.Args), ErrorSize: len(e.Job.LastError)}
+	d.Args, d.ArgsCut = showArgs(e.Job.Args)
+	d.Error, d.ErrorCut = clip(e.Job.LastError, renderCap)
 	s.render(w, r, http.StatusOK, "job", view{Title: fmt.Sprintf("Job %d", id), Nav: "jobs",
-		Notice: s.notice(r), Data: jobData{Job: e.Job, Explain: e, Args: prettyJSON(e.Job.Args)}})
+		Notice: s.notice(r), Data: d})
+}
+
+// rawArgs serves a job's args as a download.
+func (s *server) rawArgs(w http.ResponseWriter, r *http.Request) {
+	s.raw(w, r, "args.json", "application/json", func(j *bq.JobInfo) string { return string(j.Args) })
+}
+
+// rawError serves a job's last error as a download.
+func (s *server) rawError(w http.ResponseWriter, r *http.Request) {
+	s.raw(w, r, "error.txt", "text/plain; charset=utf-8", func(j *bq.JobInfo) string { return j.LastError })
+}
+
+// raw serves one value of a job as an attachment of at most rawCap
+// bytes; X-Bq-Size tells its whole size.
+func (s *server) raw(w http.ResponseWriter, r *http.Request, name, contentType string, value func(*bq.JobInfo) string) {
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if err != nil || id <= 0 {
+		s.notFound(w, r)
+		return
+	}
+	j, err := s.client.Job(r.Context(), id)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	v := value(j)
+	shown, _ := clip(v, rawCap)
+	h := w.Header()
+	h.Set("Content-Type", contentType)
+	h.Set("Content-Disposition", fmt.Sprintf(`attachment; filename="job-%d-%s"`, id, name))
+	h.Set("X-Bq-Size", strconv.Itoa(len(v)))
+	_, _ = io.WriteString(w, shown)
 }
 
 // failedData is a page of failed jobs.
@@ -146,6 +185,9 @@ func (s *server) act(w http.ResponseWriter, r *http.Request, done string, action
 	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
 	if err != nil || id <= 0 {
 		s.notFound(w, r)
+		return
+	}
+	if !parseForm(w, r) {
 		return
 	}
 	if !s.csrfOK(r) {

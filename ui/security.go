@@ -2,6 +2,7 @@ package ui
 
 import (
 	"crypto/subtle"
+	"errors"
 	"net/http"
 	"net/url"
 	"strings"
@@ -28,11 +29,68 @@ func (s *server) secure(next http.Handler) http.Handler {
 			s.refuseHost(w, r)
 			return
 		}
+		if crossSiteGET(r) && !strings.HasPrefix(r.URL.Path, "/assets/") {
+			http.Error(w, "cross-site request refused: the dashboard serves its pages to itself and to links you follow; open it directly", http.StatusForbidden)
+			return
+		}
 		if s.opts.Token != "" && !s.authorized(w, r) {
 			return
 		}
+		if r.Body != nil {
+			r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
+		}
 		guarded.ServeHTTP(w, r)
 	})
+}
+
+// maxFormBytes bounds a request's body: the forms carry two short fields.
+const maxFormBytes = 16 << 10
+
+// crossSiteGET reports a GET (or HEAD) that another origin's page made:
+// a fetch, an image, a frame. Any page the user visits could fire them,
+// each costing a render. A top-level navigation the user made by hand (a
+// link from a chat or a wiki) stays allowed: its page goes to the user,
+// not to the other site. POSTs are CrossOriginProtection's.
+func crossSiteGET(r *http.Request) bool {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		return false
+	}
+	switch r.Header.Get("Sec-Fetch-Site") {
+	case "same-origin", "none":
+		return false
+	case "":
+		// A browser without Fetch Metadata: only Origin can tell.
+		origin := r.Header.Get("Origin")
+		if origin == "" {
+			return false
+		}
+		u, err := url.Parse(origin)
+		return err != nil || !strings.EqualFold(u.Host, r.Host)
+	}
+	h := r.Header
+	return h.Get("Sec-Fetch-Mode") != "navigate" || h.Get("Sec-Fetch-Dest") != "document" || h.Get("Sec-Fetch-User") != "?1"
+}
+
+// parseForm reads a POSTed form within maxFormBytes, answering 413 or
+// 400 when it cannot.
+func parseForm(w http.ResponseWriter, r *http.Request) bool {
+	// ParseMultipartForm drops ParseForm's error on a form that is not
+	// multipart: call both.
+	err := r.ParseForm()
+	if err == nil {
+		if err = r.ParseMultipartForm(maxFormBytes); errors.Is(err, http.ErrNotMultipart) {
+			err = nil
+		}
+	}
+	if err == nil {
+		return true
+	}
+	if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+		http.Error(w, "the form is too large: it carries two short fields", http.StatusRequestEntityTooLarge)
+		return false
+	}
+	http.Error(w, "the form could not be read: "+err.Error(), http.StatusBadRequest)
+	return false
 }
 
 // authorized checks the token: a bearer header, the cookie, or ?token=

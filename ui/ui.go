@@ -81,6 +81,8 @@ func Handler(client *bq.Client, opts Options) http.Handler {
 	mux.HandleFunc("GET /key", s.key)
 	mux.HandleFunc("GET /jobs/{$}", s.findJob)
 	mux.HandleFunc("GET /jobs/{id}", s.job)
+	mux.HandleFunc("GET /jobs/{id}/args", s.rawArgs)
+	mux.HandleFunc("GET /jobs/{id}/error", s.rawError)
 	mux.HandleFunc("GET /failed", s.failed)
 	mux.HandleFunc("GET /processes", s.processes)
 	mux.HandleFunc("POST /jobs/{id}/retry", s.retry)
