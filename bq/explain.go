@@ -56,8 +56,8 @@ func printExplanation(w io.Writer, e *bq.Explanation) error {
 		return nil
 	}
 	k := e.Key
-	fmt.Fprintf(w, "\nKey %s: limit %d, free %d, %d blocked; this job is number %d in line\n",
-		k.Key, k.Limit, k.Free, k.Blocked, e.Position)
+	fmt.Fprintf(w, "\nKey %s: limit %d, free %d, %d blocked; this job is number %s in line\n",
+		k.Key, k.Limit, k.Free, k.Blocked, e.Place())
 	if len(k.Holders) == 0 {
 		return nil
 	}

@@ -53,6 +53,9 @@ type Options struct {
 	Refresh time.Duration
 	// Logger for failed actions and rendering errors. Default slog.Default().
 	Logger *slog.Logger
+	// MaxInFlight is how many requests (assets aside) the dashboard
+	// serves at once; more get 503 with Retry-After. Default 4.
+	MaxInFlight int
 }
 
 // server is one mounted dashboard.
@@ -68,6 +71,7 @@ type server struct {
 func Handler(client *bq.Client, opts Options) http.Handler {
 	opts.Path = strings.TrimRight(opts.Path, "/")
 	opts.Refresh = cmp.Or(opts.Refresh, 3*time.Second)
+	opts.MaxInFlight = cmp.Or(opts.MaxInFlight, 4)
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
@@ -89,5 +93,5 @@ func Handler(client *bq.Client, opts Options) http.Handler {
 	mux.HandleFunc("POST /jobs/{id}/discard", s.discard)
 	mux.HandleFunc("/", s.notFound)
 
-	return s.secure(mux)
+	return s.secure(limitInFlight(opts.MaxInFlight, mux))
 }

@@ -3,6 +3,7 @@
 package humanize
 
 import (
+	"strconv"
 	"strings"
 	"time"
 )
@@ -47,4 +48,22 @@ func RedactDSN(dsn string) string {
 		return scheme + "://" + user + ":***@" + host
 	}
 	return dsn
+}
+
+// Thousands writes n with commas between groups of three digits: 10,001.
+func Thousands(n int) string {
+	s := strconv.Itoa(n)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var b strings.Builder
+	if neg {
+		b.WriteByte('-')
+	}
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
 }
