@@ -4,11 +4,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
+	"unicode/utf8"
 
 	"github.com/bqueue/bq"
+	"github.com/bqueue/bq/internal/driver"
 )
 
 type inspectArgs struct{ Account string }
@@ -112,6 +116,79 @@ func TestUIExposure(t *testing.T) {
 		}
 		if err != nil && !strings.Contains(err.Error(), "--token") {
 			t.Errorf("refusal does not say how to fix it: %v", err)
+		}
+	}
+}
+
+// hostile is a key built from a tenant name that retitles the terminal,
+// erases lines and reverses what follows it.
+const hostile = "acme\x1b]0;PWNED\x07\x1b[2K\r\x1b[1A\u202eexe.\u2066\u200f\x9b31m\xc2\x85\x7f"
+
+// wantNoControls fails if out carries a byte or character that drives a
+// terminal: C0 controls other than tab and newline, DEL, C1 controls,
+// bidi overrides, isolates and marks.
+func wantNoControls(t *testing.T, what, out string) {
+	t.Helper()
+	for i, r := range out {
+		bad := (r < 0x20 && r != '\t' && r != '\n') || r == 0x7f || (r >= 0x80 && r <= 0x9f) ||
+			(r >= 0x202a && r <= 0x202e) || (r >= 0x2066 && r <= 0x2069) || r == 0x200e || r == 0x200f ||
+			(r == utf8.RuneError && !strings.HasPrefix(out[i:], "\uFFFD"))
+		if bad {
+			t.Errorf("%s prints %U at byte %d: %q", what, r, i, out[max(0, i-20):min(len(out), i+20)])
+			return
+		}
+	}
+}
+
+// TestTerminalEscapes: bq status and bq explain print a hostile key and
+// process name with their control characters written out, never raw.
+func TestTerminalEscapes(t *testing.T) {
+	ctx := context.Background()
+	dsn := "sqlite://" + t.TempDir() + "/cli.db"
+	c, err := bq.Open(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var last bq.EnqueueResult
+	for range 2 {
+		if last, err = inspectJob.Enqueue(ctx, c, inspectArgs{Account: hostile}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ex := c.Driver().Exec()
+	proc, err := ex.RegisterProcess(ctx, driver.Process{Kind: "worker", Name: "w\x1b]0;PWNED\x07\u202e", Hostname: "h",
+		PID: 1, Queues: "cli", HeartbeatInterval: time.Hour, StartedAt: time.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if claims, err := ex.ClaimReady(ctx, driver.ClaimParams{Queue: "cli", Max: 1, ProcessID: proc, Now: time.Now()}); err != nil || len(claims) != 1 {
+		t.Fatalf("claim: %v %v", claims, err)
+	}
+	for _, args := range [][]string{
+		{"status", "--dsn", dsn},
+		{"explain", "--dsn", dsn, strconv.FormatInt(last.ID, 10)},
+		{"status", "--dsn", dsn, "--json"},
+		{"explain", "--dsn", dsn, "--json", strconv.FormatInt(last.ID, 10)},
+	} {
+		fn := map[string]func(context.Context, *env, []string) error{"status": runStatus, "explain": runExplain}[args[0]]
+		out, err := runCmd(fn, args[1:]...)
+		if err != nil {
+			t.Fatalf("bq %s: %v", strings.Join(args, " "), err)
+		}
+		what := "bq " + strings.Join(args, " ")
+		wantNoControls(t, what, out)
+		if !strings.Contains(out, `acme\u001b]0;PWNED\u0007\u001b[2K`) {
+			t.Errorf("%s does not show the key's escapes written out:\n%s", what, out)
+		}
+		if args[len(args)-1] == "--json" || args[len(args)-2] == "--json" {
+			var v any
+			if err := json.Unmarshal([]byte(out), &v); err != nil || !strings.Contains(fmt.Sprint(v), hostile[:20]) {
+				t.Errorf("%s is not JSON holding the key as it is: %v", what, err)
+			}
 		}
 	}
 }

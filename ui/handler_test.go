@@ -298,3 +298,33 @@ func TestCaps(t *testing.T) {
 		}
 	}
 }
+
+// TestHiddenCharacters: names holding control or bidi characters show
+// them written out (\u202e), so an override cannot reverse what follows
+// it and an escape cannot hide in a page.
+func TestHiddenCharacters(t *testing.T) {
+	f := newFixture(t, databases[0])
+	const tenant = "acme\u202eexe.\u2066\x1b[2K\x07"
+	var id int64
+	for range 3 {
+		res, err := exportJob.Enqueue(context.Background(), f.client, exportArgs{Tenant: tenant, Report: "r\u202e"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		id = res.ID
+	}
+	srv := httptest.NewServer(ui.Handler(f.client, ui.Options{}))
+	defer srv.Close()
+	for _, p := range []string{"/blocked", "/key?key=" + url.QueryEscape("ui.export/"+tenant), fmt.Sprintf("/jobs/%d", id)} {
+		code, body := get(t, srv.Client(), srv.URL+p)
+		if code != http.StatusOK {
+			t.Errorf("GET %s: %d", p, code)
+		}
+		if i := strings.IndexAny(body, "\u202e\u2066\x1b\x07"); i >= 0 {
+			t.Errorf("GET %s carries a raw control or bidi character: %q", p, body[max(0, i-30):min(len(body), i+30)])
+		}
+		if !strings.Contains(body, `acme\u202eexe.\u2066\u001b[2K\u0007`) {
+			t.Errorf("GET %s does not show the key's hidden characters written out", p)
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"html/template"
+	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -68,7 +69,10 @@ func (s *server) render(w http.ResponseWriter, r *http.Request, status int, name
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.WriteHeader(status)
-	_, _ = buf.WriteTo(w)
+	// Names come from applications and their tenants: a bidi override
+	// would reverse what follows it, a control character hide in a page.
+	// Written out (\u202e), they show; the templates hold none.
+	_, _ = io.WriteString(w, humanize.Visible(buf.String()))
 }
 
 // fail shows an error page: 404 for a missing job, 500 otherwise.
