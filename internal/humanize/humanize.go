@@ -4,6 +4,7 @@ package humanize
 
 import (
 	"fmt"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -36,20 +37,82 @@ func Ago(t, now time.Time) string {
 	return Age(now.Sub(t)) + " ago"
 }
 
-// RedactDSN hides the password of a URL-style DSN.
+// RedactDSN hides the secrets of a data source name, whatever its shape,
+// for a message or a log:
+//
+//	postgres://app:***@db:5432/app       a URL's password, all of it up to the
+//	                                     last @ (a raw @, : or / in it too)
+//	postgres://db/app?sslpassword=***    query parameters naming a secret
+//	root:***@tcp(127.0.0.1:3306)/db      go-sql-driver's own form
+//	host=db password=*** dbname=app      libpq's key=value form
+//
+// SQLite DSNs and file paths come back as they are: they hold no secret.
 func RedactDSN(dsn string) string {
-	scheme, rest, ok := strings.Cut(dsn, "://")
-	if !ok {
+	if strings.HasPrefix(dsn, "sqlite:") || strings.HasPrefix(dsn, "file:") || strings.HasPrefix(dsn, "/") || strings.HasPrefix(dsn, ".") {
 		return dsn
 	}
-	userinfo, host, ok := strings.Cut(rest, "@")
-	if !ok {
-		return dsn
+	if keyValueDSN.MatchString(dsn) {
+		return redactKeyValues(dsn)
 	}
-	if user, _, hasPass := strings.Cut(userinfo, ":"); hasPass {
-		return scheme + "://" + user + ":***@" + host
+	prefix, rest := "", dsn
+	if i := strings.Index(dsn, "://"); i >= 0 {
+		prefix, rest = dsn[:i+3], dsn[i+3:]
 	}
-	return dsn
+	// The userinfo ends at the last @: a password may hold more (and : or
+	// /), which drivers read differently; hiding up to the last one hides
+	// the password whichever way they read it. A "user" holding / or ?
+	// means that @ was in the path or query, not after a userinfo.
+	if at := strings.LastIndex(rest, "@"); at >= 0 {
+		if user, _, ok := strings.Cut(rest[:at], ":"); ok && !strings.ContainsAny(user, "/?#") {
+			return prefix + user + ":***@" + redactQuery(rest[at+1:])
+		}
+	}
+	return prefix + redactQuery(rest)
+}
+
+// keyValueDSN matches libpq's "key=value ..." form.
+var keyValueDSN = regexp.MustCompile(`^\s*[A-Za-z_][A-Za-z0-9_]*\s*=`)
+
+// keyValue is one pair of the key=value form: a value is a run without
+// spaces, or quoted with \' and \\ escapes.
+var keyValue = regexp.MustCompile(`([A-Za-z_][A-Za-z0-9_]*)(\s*=\s*)('(?:[^'\\]|\\.)*'?|\S*)`)
+
+func redactKeyValues(dsn string) string {
+	return keyValue.ReplaceAllStringFunc(dsn, func(pair string) string {
+		m := keyValue.FindStringSubmatch(pair)
+		if secretName(m[1]) {
+			return m[1] + m[2] + "***"
+		}
+		return pair
+	})
+}
+
+// redactQuery hides the values of the query parameters naming a secret
+// in what follows a DSN's host.
+func redactQuery(s string) string {
+	q := strings.IndexByte(s, '?')
+	if q < 0 {
+		return s
+	}
+	query, frag, hasFrag := strings.Cut(s[q+1:], "#")
+	params := strings.Split(query, "&")
+	for i, p := range params {
+		if name, _, ok := strings.Cut(p, "="); ok && secretName(name) {
+			params[i] = name + "=***"
+		}
+	}
+	out := s[:q+1] + strings.Join(params, "&")
+	if hasFrag {
+		out += "#" + frag
+	}
+	return out
+}
+
+// secretName reports a parameter that carries a secret: password, pass,
+// passwd, pwd, sslpassword, a token...
+func secretName(name string) bool {
+	n := strings.ToLower(name)
+	return strings.Contains(n, "pass") || strings.Contains(n, "pwd") || strings.Contains(n, "secret") || strings.Contains(n, "token")
 }
 
 // Thousands writes n with commas between groups of three digits: 10,001.
