@@ -5,8 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -189,6 +194,66 @@ func TestTerminalEscapes(t *testing.T) {
 			if err := json.Unmarshal([]byte(out), &v); err != nil || !strings.Contains(fmt.Sprint(v), hostile[:20]) {
 				t.Errorf("%s is not JSON holding the key as it is: %v", what, err)
 			}
+		}
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a writer and a reader at once.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestUIToken: bq ui never prints the token it was given, and a token
+// holding ; " \ and a space logs in.
+func TestUIToken(t *testing.T) {
+	dsn, _ := inspectDB(t)
+	const token = `s3;cr"e\t x`
+	for _, viaEnv := range []bool{false, true} {
+		args := []string{"--dsn", dsn, "--addr", "127.0.0.1:0"}
+		if viaEnv {
+			t.Setenv("BQ_UI_TOKEN", token)
+		} else {
+			args = append(args, "--token", token)
+		}
+		var stderr syncBuffer
+		ctx, cancel := context.WithCancel(context.Background())
+		ready, done := make(chan string, 1), make(chan error, 1)
+		go func() { done <- serveUI(ctx, &env{stdout: io.Discard, stderr: &stderr}, args, ready) }()
+		var addr string
+		select {
+		case addr = <-ready:
+		case err := <-done:
+			t.Fatalf("bq ui: %v", err)
+		}
+		jar, _ := cookiejar.New(nil)
+		c := &http.Client{Jar: jar}
+		resp, err := c.Get("http://" + addr + "/processes?token=" + url.QueryEscape(token))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || resp.Request.URL.RawQuery != "" {
+			t.Errorf("log in with the token (env %v): %d at %s, want 200 without the token in the URL", viaEnv, resp.StatusCode, resp.Request.URL)
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		if out := stderr.String(); strings.Contains(out, "s3") || !strings.Contains(out, "?token=<token>") {
+			t.Errorf("bq ui printed (env %v):\n%s\nwant no token, and how to pass it", viaEnv, out)
 		}
 	}
 }

@@ -68,6 +68,7 @@ func TestPages(t *testing.T) {
 				t.Fatal("no CSRF field on the failed page")
 			}
 			retry := fmt.Sprintf("%s/jobs/%d/retry", srv.URL, f.keyedFailed)
+			var cookies []*http.Cookie // of the last POST's answer
 			post := func(form url.Values, header http.Header) int {
 				req, _ := http.NewRequest(http.MethodPost, retry, strings.NewReader(form.Encode()))
 				req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
@@ -79,6 +80,7 @@ func TestPages(t *testing.T) {
 					t.Fatal(err)
 				}
 				resp.Body.Close()
+				cookies = resp.Cookies()
 				return resp.StatusCode
 			}
 			if code := post(url.Values{"next": {"/failed"}}, nil); code != http.StatusForbidden {
@@ -96,7 +98,17 @@ func TestPages(t *testing.T) {
 			if st := f.state(t, f.keyedFailed); st != bq.StateBlocked {
 				t.Errorf("retried job of a saturated key is %s, want blocked", st)
 			}
-			if _, body := get(t, c, fmt.Sprintf("%s/failed?done=retried&job=%d", srv.URL, f.keyedFailed)); !strings.Contains(body, "it is now blocked") {
+			req, _ := http.NewRequest(http.MethodGet, srv.URL+"/failed", nil)
+			for _, ck := range cookies {
+				req.AddCookie(ck)
+			}
+			resp, err := c.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if !strings.Contains(string(body), "it is now blocked") {
 				t.Error("the failed page does not say what became of the retried job")
 			}
 		})
@@ -326,5 +338,146 @@ func TestHiddenCharacters(t *testing.T) {
 		if !strings.Contains(body, `acme\u202eexe.\u2066\u001b[2K\u0007`) {
 			t.Errorf("GET %s does not show the key's hidden characters written out", p)
 		}
+	}
+}
+
+// noRedirects is a client that stops at the first response.
+func noRedirects(c *http.Client) *http.Client {
+	cp := *c
+	cp.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return &cp
+}
+
+// TestTokenEdges: ?token= never redirects off the dashboard; any token
+// can log in through the cookie, which never carries the token itself and
+// is Secure behind a TLS proxy when told so.
+func TestTokenEdges(t *testing.T) {
+	f := newFixture(t, databases[0])
+	const token = `s3;cr"e\t ,x`
+	for _, secure := range []bool{false, true} {
+		srv := httptest.NewServer(ui.Handler(f.client, ui.Options{Token: token, SecureCookies: secure}))
+		c := noRedirects(srv.Client())
+		for _, p := range []string{"//evil.example/", "/\\evil.example/", "//evil.example/failed?x=1", "/%2F%2Fevil.example/"} {
+			resp, err := c.Get(srv.URL + p + sep(p) + "token=" + url.QueryEscape(token))
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			loc := resp.Header.Get("Location")
+			if strings.Contains(loc, "evil.example") && (strings.HasPrefix(loc, "//") || strings.HasPrefix(loc, "/\\") || strings.Contains(loc, "://")) {
+				t.Errorf("GET %s?token=: redirected off-site to %q", p, loc)
+			}
+		}
+		resp, err := c.Get(srv.URL + "/blocked?token=" + url.QueryEscape(token))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		cookies := resp.Cookies()
+		if resp.StatusCode != http.StatusSeeOther || len(cookies) != 1 {
+			t.Fatalf("?token=: %d with %d cookies, want 303 setting one", resp.StatusCode, len(cookies))
+		}
+		ck := cookies[0]
+		if strings.Contains(ck.Value, "s3") || ck.Secure != secure || !ck.HttpOnly {
+			t.Errorf("cookie %q: Secure %v HttpOnly %v; want no token in it, Secure %v, HttpOnly", ck.Value, ck.Secure, ck.HttpOnly, secure)
+		}
+		req, _ := http.NewRequest(http.MethodGet, srv.URL+"/processes", nil)
+		req.AddCookie(&http.Cookie{Name: ck.Name, Value: ck.Value})
+		if resp, err := c.Do(req); err != nil || resp.StatusCode != http.StatusOK {
+			t.Errorf("with the cookie of a token holding ; \" \\ and a space: %v %v, want 200", resp.Status, err)
+		}
+		srv.Close()
+	}
+}
+
+func sep(p string) string {
+	if strings.Contains(p, "?") {
+		return "&"
+	}
+	return "?"
+}
+
+// TestNextRedirect: an action redirects only to a path of the dashboard.
+func TestNextRedirect(t *testing.T) {
+	for _, next := range []string{"//evil.example/x", "/\\evil.example/x", "/\t/evil.example/x", "/\n/evil.example/x",
+		"/\r\n/evil.example", "https://evil.example/", "evil.example", "/x\x00", "\x00//evil.example"} {
+		f := newFixture(t, databases[0])
+		srv := httptest.NewServer(ui.Handler(f.client, ui.Options{}))
+		c := noRedirects(srv.Client())
+		_, page := get(t, c, srv.URL+"/failed")
+		m := csrfField.FindStringSubmatch(page)
+		if m == nil {
+			t.Fatal("no CSRF field")
+		}
+		resp, err := c.PostForm(fmt.Sprintf("%s/jobs/%d/discard", srv.URL, f.mailFailed), url.Values{"csrf": {m[1]}, "next": {next}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		loc := resp.Header.Get("Location")
+		if resp.StatusCode != http.StatusSeeOther || loc != fmt.Sprintf("/jobs/%d", f.mailFailed) {
+			t.Errorf("next=%q: %d to %q, want 303 to the job's page", next, resp.StatusCode, loc)
+		}
+		srv.Close()
+	}
+}
+
+// TestNotice: what became of a job is told after the POST that did it,
+// once; a crafted ?done= link tells nothing.
+func TestNotice(t *testing.T) {
+	f := newFixture(t, databases[0])
+	srv := httptest.NewServer(ui.Handler(f.client, ui.Options{}))
+	defer srv.Close()
+	c := srv.Client()
+	for _, q := range []string{"?done=retried&job=999999", fmt.Sprintf("?done=discarded&job=%d", f.keyedFailed)} {
+		if _, body := get(t, c, srv.URL+"/failed"+q); strings.Contains(body, `class="notice"`) {
+			t.Errorf("/failed%s shows a notice", q)
+		}
+	}
+	jar, _ := cookiejar.New(nil)
+	c.Jar = jar
+	_, page := get(t, c, srv.URL+"/failed")
+	m := csrfField.FindStringSubmatch(page)
+	if m == nil {
+		t.Fatal("no CSRF field")
+	}
+	resp, err := c.PostForm(fmt.Sprintf("%s/jobs/%d/retry", srv.URL, f.keyedFailed), url.Values{"csrf": {m[1]}, "next": {"/failed"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if want := fmt.Sprintf("Job %d retried: it is now blocked.", f.keyedFailed); !strings.Contains(string(body), want) {
+		t.Errorf("after the retry the page does not say %q", want)
+	}
+	if _, body := get(t, c, srv.URL+"/failed"); strings.Contains(body, `class="notice"`) {
+		t.Error("the notice shows again on the next page")
+	}
+}
+
+// TestAssetsAndKeys: /assets/ serves files, not listings; a key that is
+// not text gets 400, not a database error.
+func TestAssetsAndKeys(t *testing.T) {
+	for _, db := range selectedDatabases() {
+		t.Run(db.name, func(t *testing.T) {
+			f := newFixture(t, db)
+			srv := httptest.NewServer(ui.Handler(f.client, ui.Options{}))
+			defer srv.Close()
+			c := noRedirects(srv.Client())
+			for _, p := range []string{"/assets/", "/assets", "/assets/nope.js", "/assets/%2e%2e"} {
+				if code, body := get(t, c, srv.URL+p); code != http.StatusNotFound || strings.Contains(body, `href="live.js"`) {
+					t.Errorf("GET %s: %d (lists live.js: %v), want 404", p, code, strings.Contains(body, `href="live.js"`))
+				}
+			}
+			if code, _ := get(t, c, srv.URL+"/assets/style.css"); code != http.StatusOK {
+				t.Errorf("GET /assets/style.css: %d", code)
+			}
+			for _, key := range []string{"ui.export/a\x00b", "ui.export/\xff\xfe"} {
+				code, body := get(t, c, srv.URL+"/key?key="+url.QueryEscape(key))
+				if code != http.StatusBadRequest || !strings.Contains(body, "UTF-8") {
+					t.Errorf("key %q: %d, want 400 naming the problem", key, code)
+				}
+			}
+		})
 	}
 }

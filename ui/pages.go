@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/bqueue/bq"
 )
@@ -60,6 +61,12 @@ func (s *server) key(w http.ResponseWriter, r *http.Request) {
 		s.render(w, r, http.StatusBadRequest, "error", view{Title: "Bad request", Data: "Name a key: /key?key=group/key."})
 		return
 	}
+	if !utf8.ValidString(key) || strings.ContainsRune(key, 0) {
+		// PostgreSQL would refuse it with an error in its log.
+		s.render(w, r, http.StatusBadRequest, "error", view{Title: "Bad request",
+			Data: "That key is not UTF-8 text without NUL bytes, so no job has it: keys are text."})
+		return
+	}
 	k, err := s.client.KeyState(r.Context(), key)
 	if err != nil {
 		s.fail(w, r, err)
@@ -104,7 +111,7 @@ func (s *server) job(w http.ResponseWriter, r *http.Request) {
 	d.Args, d.ArgsCut = showArgs(e.Job.Args)
 	d.Error, d.ErrorCut = clip(e.Job.LastError, renderCap)
 	s.render(w, r, http.StatusOK, "job", view{Title: fmt.Sprintf("Job %d", id), Nav: "jobs",
-		Notice: s.notice(r), Data: d})
+		Notice: s.notice(w, r), Data: d})
 }
 
 // rawArgs serves a job's args as a download.
@@ -158,7 +165,7 @@ func (s *server) failed(w http.ResponseWriter, r *http.Request) {
 	if len(jobs) == failedPage {
 		d.Next = jobs[len(jobs)-1].JobID
 	}
-	s.render(w, r, http.StatusOK, "failed", view{Title: "Failed jobs", Nav: "failed", Notice: s.notice(r), Data: d})
+	s.render(w, r, http.StatusOK, "failed", view{Title: "Failed jobs", Nav: "failed", Notice: s.notice(w, r), Data: d})
 }
 
 func (s *server) processes(w http.ResponseWriter, r *http.Request) {
@@ -180,7 +187,7 @@ func (s *server) discard(w http.ResponseWriter, r *http.Request) {
 }
 
 // act runs a POSTed action on a failed job, then redirects (303) to the
-// form's next page, which tells what became of the job.
+// form's next page, which tells what became of the job (see tell).
 func (s *server) act(w http.ResponseWriter, r *http.Request, done string, action func(context.Context, int64) error) {
 	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
 	if err != nil || id <= 0 {
@@ -203,31 +210,9 @@ func (s *server) act(w http.ResponseWriter, r *http.Request, done string, action
 		return
 	}
 	next := r.PostFormValue("next")
-	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.Contains(next, "\\") {
+	if !localPath(next) {
 		next = fmt.Sprintf("/jobs/%d", id)
 	}
-	sep := "?"
-	if strings.Contains(next, "?") {
-		sep = "&"
-	}
-	http.Redirect(w, r, fmt.Sprintf("%s%s%sdone=%s&job=%d", s.opts.Path, next, sep, done, id), http.StatusSeeOther)
-}
-
-// notice reads the outcome of an action from the redirect's query and
-// says what became of the job, in words of the server's own making.
-func (s *server) notice(r *http.Request) string {
-	q := r.URL.Query()
-	done := q.Get("done")
-	if done != "retried" && done != "discarded" {
-		return ""
-	}
-	id, err := strconv.ParseInt(q.Get("job"), 10, 64)
-	if err != nil {
-		return ""
-	}
-	info, err := s.client.Job(r.Context(), id)
-	if err != nil {
-		return fmt.Sprintf("Job %d %s.", id, done)
-	}
-	return fmt.Sprintf("Job %d %s: it is now %s.", id, done, info.State)
+	s.tell(w, r, done, id)
+	http.Redirect(w, r, s.opts.Path+next, http.StatusSeeOther)
 }

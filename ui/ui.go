@@ -53,6 +53,11 @@ type Options struct {
 	Refresh time.Duration
 	// Logger for failed actions and rendering errors. Default slog.Default().
 	Logger *slog.Logger
+	// SecureCookies marks the dashboard's cookies Secure even on a
+	// request that came without TLS: set it behind a proxy that
+	// terminates TLS. Default: Secure when the request came over TLS.
+	// X-Forwarded-Proto is not read: any client can send it.
+	SecureCookies bool
 	// MaxInFlight is how many requests (assets aside) the dashboard
 	// serves at once; more get 503 with Retry-After. Default 4.
 	MaxInFlight int
@@ -65,6 +70,10 @@ type server struct {
 	pages  *pages
 	// csrf is the token forms carry: random per handler (per process).
 	csrf string
+	// secret signs notices; session is the token cookie's value.
+	secret  []byte
+	session string
+	assets  fs.FS
 }
 
 // Handler returns the dashboard for client.
@@ -75,11 +84,12 @@ func Handler(client *bq.Client, opts Options) http.Handler {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	s := &server{client: client, opts: opts, pages: mustParse(), csrf: rand.Text()}
+	assets, _ := fs.Sub(assetFS, "assets")
+	s := &server{client: client, opts: opts, pages: mustParse(), csrf: rand.Text(),
+		secret: []byte(rand.Text()), session: sessionValue(opts.Token), assets: assets}
 
 	mux := http.NewServeMux()
-	assets, _ := fs.Sub(assetFS, "assets")
-	mux.Handle("GET /assets/", http.StripPrefix("/assets/", http.FileServerFS(assets)))
+	mux.HandleFunc("GET /assets/{file}", s.asset)
 	mux.HandleFunc("GET /{$}", s.overview)
 	mux.HandleFunc("GET /blocked", s.blocked)
 	mux.HandleFunc("GET /key", s.key)
@@ -94,4 +104,14 @@ func Handler(client *bq.Client, opts Options) http.Handler {
 	mux.HandleFunc("/", s.notFound)
 
 	return s.secure(limitInFlight(opts.MaxInFlight, mux))
+}
+
+// asset serves one embedded file; there is no listing of them.
+func (s *server) asset(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("file")
+	if st, err := fs.Stat(s.assets, name); err != nil || st.IsDir() {
+		s.notFound(w, r)
+		return
+	}
+	http.ServeFileFS(w, r, s.assets, name)
 }
