@@ -8,6 +8,12 @@
 // the small script that refreshes them are embedded, so it works offline.
 // Retry and discard are POST forms protected against cross-site requests,
 // and go through admission like any job: they never bypass a limit.
+//
+// The handler has no access control of its own beyond Options.Token: put
+// your application's authentication in front of it. Without a token it
+// answers only loopback Host names and Options.Hosts (against DNS
+// rebinding); it refuses GETs made by other sites' pages and bounds what
+// each request costs. docs/observability.md lists every defence.
 package ui
 
 import (
@@ -33,8 +39,9 @@ var assetFS embed.FS
 type Options struct {
 	// Token, when set, is required on every request: as
 	// "Authorization: Bearer <token>", or through a cookie that visiting
-	// any page once with ?token=<token> sets. Default: none; then keep
-	// the dashboard on a loopback address or behind your own auth.
+	// any page once with ?token=<token> sets. Any string works. Default:
+	// none; then keep the dashboard on a loopback address or behind your
+	// own auth (and see Hosts).
 	Token string
 	// Hosts lists the names (a Host header's host, any port) or
 	// host:port pairs the dashboard answers besides loopback names
