@@ -208,6 +208,8 @@ func openDriver(ctx context.Context, dsn string) (driver.Driver, error) {
 		return postgres.Open(ctx, dsn)
 	case scheme == "mysql":
 		return mysql.Open(ctx, dsn)
+	case strings.Contains(dsn, "@tcp(") || strings.Contains(dsn, "@unix("):
+		return nil, fmt.Errorf("bq.Open: DSN %q is in go-sql-driver's form: write it as mysql://user:pass@host:3306/db", humanize.RedactDSN(dsn))
 	default:
 		return nil, fmt.Errorf("bq.Open: unknown DSN %q: it must start with sqlite:, postgres:// or mysql://", humanize.RedactDSN(dsn))
 	}

@@ -31,9 +31,28 @@ func TestConfigValidate(t *testing.T) {
 	}
 }
 
-func TestRedact(t *testing.T) {
-	if got := humanize.RedactDSN("postgres://u:secret@h/db"); strings.Contains(got, "secret") {
-		t.Errorf("redact kept the password: %s", got)
+// TestOpenRedactsDSN: no error of Open shows a password, whatever the
+// DSN's shape (humanize.TestRedactDSN has the shapes themselves).
+func TestOpenRedactsDSN(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct{ dsn, want string }{
+		{"root:hunter2@tcp(127.0.0.1:3306)/db", "go-sql-driver's form"},
+		{"mysql:hunter2@tcp(127.0.0.1:3306)/db", "name one database"},
+		{"host=db user=app password=hunter2", "unknown DSN"},
+		{"mongodb://u:hunter2@h/x", "unknown DSN"},
+		{"mysql://root:hun@ter2@127.0.0.1:1", "name one database"},
+		{"mysql://root@127.0.0.1:1/db?password=hunter2&charset=sjis", "sjis"},
+		{"postgres://u:hunter2@db:notaport/x", "PostgreSQL"},
+		{"postgres://db:notaport/x?sslpassword=hunter2", "PostgreSQL"},
+		{"postgres://u@db:notaport/x?pass=hunter2", "PostgreSQL"},
+	} {
+		_, err := Open(ctx, c.dsn)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("Open(%q): %v, want an error mentioning %q", c.dsn, err, c.want)
+		}
+		if err != nil && strings.Contains(err.Error(), "hunter") {
+			t.Errorf("Open(%q): error %q shows the password", c.dsn, err)
+		}
 	}
 	if got := humanize.RedactDSN("postgres://h/db"); got != "postgres://h/db" {
 		t.Errorf("redact changed a DSN without a password: %s", got)

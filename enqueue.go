@@ -157,6 +157,9 @@ func (j *Job[A]) enqueue(ctx context.Context, c *Client, tx any, args []A, opts 
 		if err != nil {
 			return nil, fmt.Errorf("enqueue %q: encode args as JSON: %w", j.name, err)
 		}
+		if err := checkArgsSize(raw, i, len(args)); err != nil {
+			return nil, fmt.Errorf("enqueue %q: %w", j.name, err)
+		}
 		limit, err := j.limit(a, &o)
 		if err != nil {
 			return nil, fmt.Errorf("enqueue %q: %w", j.name, err)

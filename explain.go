@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/bqueue/bq/internal/driver"
+	"github.com/bqueue/bq/internal/humanize"
 )
 
 // Explanation says where a job is and why, with what would move it on.
@@ -28,7 +29,27 @@ type Explanation struct {
 	// Key is the state of a blocked job's concurrency key.
 	Key *KeyState `json:"key,omitempty"`
 	// Position is a blocked job's place in its key's line, 1 for next.
-	Position int `json:"position,omitzero"`
+	// Explain counts at most MaxCountedAhead jobs ahead: with more,
+	// Position is MaxCountedAhead+1 and PositionAtLeast is set.
+	Position        int  `json:"position,omitzero"`
+	PositionAtLeast bool `json:"position_at_least,omitzero"`
+}
+
+// MaxCountedAhead is how many jobs ahead of a blocked job Explain counts
+// at most, so that the last of a long line costs no more to explain than
+// the first; a job further back is "10,001+" in line.
+const MaxCountedAhead = 10000
+
+// Place is Position for a person: "3", "10,001+"; "" for no place.
+func (e *Explanation) Place() string {
+	if e.Position == 0 {
+		return ""
+	}
+	p := humanize.Thousands(e.Position)
+	if e.PositionAtLeast {
+		p += "+"
+	}
+	return p
 }
 
 // Explain reports job id's state and what it waits for: for a blocked
@@ -66,11 +87,13 @@ func (c *Client) explain(ctx context.Context, info *JobInfo) (*Explanation, erro
 		if e.Key, err = c.keyState(ctx, info.Key, 0); err != nil {
 			return nil, err
 		}
-		ahead, err := ex.BlockedAhead(ctx, info.Key, info.Priority, info.ID)
+		ahead, err := ex.BlockedAhead(ctx, info.Key, info.Priority, info.ID, MaxCountedAhead+1)
 		if err != nil {
 			return nil, err
 		}
-		e.Position = ahead + 1
+		// ahead is MaxCountedAhead+1 at most: "more than MaxCountedAhead".
+		e.Position = min(ahead, MaxCountedAhead) + 1
+		e.PositionAtLeast = ahead > MaxCountedAhead
 		e.Summary = c.blockedSummary(e.Key, ahead, procs, now)
 	case StateReady:
 		e.Since = x.ReadySince
@@ -114,7 +137,10 @@ func (c *Client) explain(ctx context.Context, info *JobInfo) (*Explanation, erro
 // blockedSummary says what would release a blocked job.
 func (c *Client) blockedSummary(k *KeyState, ahead int, procs []driver.Process, now time.Time) string {
 	line := "it is next in line"
-	if ahead > 0 {
+	switch {
+	case ahead > MaxCountedAhead:
+		line = fmt.Sprintf("more than %s ahead of it", humanize.Thousands(MaxCountedAhead))
+	case ahead > 0:
 		line = fmt.Sprintf("%d ahead of it", ahead)
 	}
 	noDispatcher := ""

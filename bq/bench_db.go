@@ -251,13 +251,14 @@ func oneLine(q string) string {
 // freshMySQL creates database bench_<suffix> on the --dsn server and
 // points db at it; it is dropped afterwards.
 func (b *bencher) freshMySQL(db *benchDB, suffix string) error {
-	u, err := url.Parse(b.o.dsn)
-	if err != nil {
-		return fmt.Errorf("bench: parse --dsn: %w", err)
-	}
+	// ParseURL first: its errors show the DSN redacted, url.Parse's whole.
 	cfg, err := bqmysql.ParseURL(b.o.dsn)
 	if err != nil {
 		return fmt.Errorf("bench: %w", err)
+	}
+	u, err := url.Parse(b.o.dsn)
+	if err != nil {
+		return fmt.Errorf("bench: parse --dsn %s", humanize.RedactDSN(b.o.dsn))
 	}
 	admin, err := sql.Open("mysql", cfg.FormatDSN())
 	if err != nil {

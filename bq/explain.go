@@ -50,14 +50,14 @@ limit, the jobs holding the key's slots, and its place in line.`)
 
 func printExplanation(w io.Writer, e *bq.Explanation) error {
 	j := e.Job
-	fmt.Fprintf(w, "Job %d (%s, queue %s): %s\n", j.ID, j.Kind, j.Queue, j.State)
-	fmt.Fprintf(w, "%s\n", e.Summary)
+	fmt.Fprintf(w, "Job %d (%s, queue %s): %s\n", j.ID, term(j.Kind), term(j.Queue), j.State)
+	fmt.Fprintf(w, "%s\n", term(e.Summary))
 	if e.Key == nil {
 		return nil
 	}
 	k := e.Key
-	fmt.Fprintf(w, "\nKey %s: limit %d, free %d, %d blocked; this job is number %d in line\n",
-		k.Key, k.Limit, k.Free, k.Blocked, e.Position)
+	fmt.Fprintf(w, "\nKey %s: limit %d, free %d, %d blocked; this job is number %s in line\n",
+		term(k.Key), k.Limit, k.Free, k.Blocked, e.Place())
 	if len(k.Holders) == 0 {
 		return nil
 	}
@@ -66,13 +66,13 @@ func printExplanation(w io.Writer, e *bq.Explanation) error {
 	for _, h := range k.Holders {
 		proc, since := "-", "-"
 		if h.State == bq.StateRunning {
-			proc = fmt.Sprintf("%s (#%d)", h.ProcessName, h.ProcessID)
+			proc = fmt.Sprintf("%s (#%d)", term(h.ProcessName), h.ProcessID)
 			if !h.ProcessAlive {
 				proc += " not heartbeating"
 			}
 			since = h.RunningSince.UTC().Format("2006-01-02 15:04:05Z")
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", h.JobID, h.Kind, h.State, proc, since)
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", h.JobID, term(h.Kind), h.State, proc, since)
 	}
 	return tw.Flush()
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -30,9 +31,20 @@ func yesNo(b bool) string {
 	return "no"
 }
 
-// writeJSON prints v as indented JSON.
+// term makes a name from the database safe to print: see
+// humanize.Terminal. Every printer of user data goes through it.
+func term(s string) string { return humanize.Terminal(s) }
+
+// writeJSON prints v as indented JSON, with the characters that drive a
+// terminal written as JSON escapes (the encoder leaves DEL, C1 controls
+// and bidi marks raw).
 func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
 	enc.SetIndent("", "  ")
-	return enc.Encode(v)
+	if err := enc.Encode(v); err != nil {
+		return err
+	}
+	_, err := io.WriteString(w, humanize.Visible(buf.String()))
+	return err
 }

@@ -4,11 +4,20 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
+	"time"
+	"unicode/utf8"
 
 	"github.com/bqueue/bq"
+	"github.com/bqueue/bq/internal/driver"
 )
 
 type inspectArgs struct{ Account string }
@@ -112,6 +121,139 @@ func TestUIExposure(t *testing.T) {
 		}
 		if err != nil && !strings.Contains(err.Error(), "--token") {
 			t.Errorf("refusal does not say how to fix it: %v", err)
+		}
+	}
+}
+
+// hostile is a key built from a tenant name that retitles the terminal,
+// erases lines and reverses what follows it.
+const hostile = "acme\x1b]0;PWNED\x07\x1b[2K\r\x1b[1A\u202eexe.\u2066\u200f\x9b31m\xc2\x85\x7f"
+
+// wantNoControls fails if out carries a byte or character that drives a
+// terminal: C0 controls other than tab and newline, DEL, C1 controls,
+// bidi overrides, isolates and marks.
+func wantNoControls(t *testing.T, what, out string) {
+	t.Helper()
+	for i, r := range out {
+		bad := (r < 0x20 && r != '\t' && r != '\n') || r == 0x7f || (r >= 0x80 && r <= 0x9f) ||
+			(r >= 0x202a && r <= 0x202e) || (r >= 0x2066 && r <= 0x2069) || r == 0x200e || r == 0x200f ||
+			(r == utf8.RuneError && !strings.HasPrefix(out[i:], "\uFFFD"))
+		if bad {
+			t.Errorf("%s prints %U at byte %d: %q", what, r, i, out[max(0, i-20):min(len(out), i+20)])
+			return
+		}
+	}
+}
+
+// TestTerminalEscapes: bq status and bq explain print a hostile key and
+// process name with their control characters written out, never raw.
+func TestTerminalEscapes(t *testing.T) {
+	ctx := context.Background()
+	dsn := "sqlite://" + t.TempDir() + "/cli.db"
+	c, err := bq.Open(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var last bq.EnqueueResult
+	for range 2 {
+		if last, err = inspectJob.Enqueue(ctx, c, inspectArgs{Account: hostile}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ex := c.Driver().Exec()
+	proc, err := ex.RegisterProcess(ctx, driver.Process{Kind: "worker", Name: "w\x1b]0;PWNED\x07\u202e", Hostname: "h",
+		PID: 1, Queues: "cli", HeartbeatInterval: time.Hour, StartedAt: time.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if claims, err := ex.ClaimReady(ctx, driver.ClaimParams{Queue: "cli", Max: 1, ProcessID: proc, Now: time.Now()}); err != nil || len(claims) != 1 {
+		t.Fatalf("claim: %v %v", claims, err)
+	}
+	for _, args := range [][]string{
+		{"status", "--dsn", dsn},
+		{"explain", "--dsn", dsn, strconv.FormatInt(last.ID, 10)},
+		{"status", "--dsn", dsn, "--json"},
+		{"explain", "--dsn", dsn, "--json", strconv.FormatInt(last.ID, 10)},
+	} {
+		fn := map[string]func(context.Context, *env, []string) error{"status": runStatus, "explain": runExplain}[args[0]]
+		out, err := runCmd(fn, args[1:]...)
+		if err != nil {
+			t.Fatalf("bq %s: %v", strings.Join(args, " "), err)
+		}
+		what := "bq " + strings.Join(args, " ")
+		wantNoControls(t, what, out)
+		if !strings.Contains(out, `acme\u001b]0;PWNED\u0007\u001b[2K`) {
+			t.Errorf("%s does not show the key's escapes written out:\n%s", what, out)
+		}
+		if args[len(args)-1] == "--json" || args[len(args)-2] == "--json" {
+			var v any
+			if err := json.Unmarshal([]byte(out), &v); err != nil || !strings.Contains(fmt.Sprint(v), hostile[:20]) {
+				t.Errorf("%s is not JSON holding the key as it is: %v", what, err)
+			}
+		}
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a writer and a reader at once.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestUIToken: bq ui never prints the token it was given, and a token
+// holding ; " \ and a space logs in.
+func TestUIToken(t *testing.T) {
+	dsn, _ := inspectDB(t)
+	const token = `s3;cr"e\t x`
+	for _, viaEnv := range []bool{false, true} {
+		args := []string{"--dsn", dsn, "--addr", "127.0.0.1:0"}
+		if viaEnv {
+			t.Setenv("BQ_UI_TOKEN", token)
+		} else {
+			args = append(args, "--token", token)
+		}
+		var stderr syncBuffer
+		ctx, cancel := context.WithCancel(context.Background())
+		ready, done := make(chan string, 1), make(chan error, 1)
+		go func() { done <- serveUI(ctx, &env{stdout: io.Discard, stderr: &stderr}, args, ready) }()
+		var addr string
+		select {
+		case addr = <-ready:
+		case err := <-done:
+			t.Fatalf("bq ui: %v", err)
+		}
+		jar, _ := cookiejar.New(nil)
+		c := &http.Client{Jar: jar}
+		resp, err := c.Get("http://" + addr + "/processes?token=" + url.QueryEscape(token))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || resp.Request.URL.RawQuery != "" {
+			t.Errorf("log in with the token (env %v): %d at %s, want 200 without the token in the URL", viaEnv, resp.StatusCode, resp.Request.URL)
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		if out := stderr.String(); strings.Contains(out, "s3") || !strings.Contains(out, "?token=<token>") {
+			t.Errorf("bq ui printed (env %v):\n%s\nwant no token, and how to pass it", viaEnv, out)
 		}
 	}
 }

@@ -22,6 +22,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/bqueue/bq/internal/humanize"
 )
 
 // command is one subcommand.
@@ -76,7 +78,7 @@ func run(ctx context.Context, args []string, e *env) int {
 		case errors.Is(err, errUsage):
 			return 2
 		default:
-			fmt.Fprintf(e.stderr, "bq: %v\n", err)
+			fmt.Fprintf(e.stderr, "bq: %s\n", humanize.Visible(err.Error()))
 			return 1
 		}
 	}

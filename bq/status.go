@@ -47,7 +47,8 @@ registered processes.`)
 	return printHealth(w, h)
 }
 
-// printHealth writes the report as aligned tables.
+// printHealth writes the report as aligned tables; every name in it goes
+// through term.
 func printHealth(w io.Writer, h *bq.Health) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	section := func(title string) { fmt.Fprintf(tw, "\n%s\n", title) }
@@ -62,7 +63,7 @@ func printHealth(w io.Writer, h *bq.Health) error {
 			if q.Ready > 0 {
 				oldest = age(q.OldestReadyAge)
 			}
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%s\n", q.Queue, q.Ready, q.Running, q.Scheduled, q.Blocked, q.Failed, oldest)
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%s\n", term(q.Queue), q.Ready, q.Running, q.Scheduled, q.Blocked, q.Failed, oldest)
 		}
 	}
 
@@ -72,7 +73,7 @@ func printHealth(w io.Writer, h *bq.Health) error {
 	} else {
 		fmt.Fprintln(tw, "GROUP\tLIMIT\tKEYS\tACTIVE\tBLOCKED\tSATURATED KEYS")
 		for _, g := range h.Groups {
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\n", g.Group, g.Limits(), g.Keys, g.Active, g.Blocked, g.Saturated)
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\n", term(g.Group), g.Limits(), g.Keys, g.Active, g.Blocked, g.Saturated)
 		}
 	}
 
@@ -82,7 +83,7 @@ func printHealth(w io.Writer, h *bq.Health) error {
 	} else {
 		fmt.Fprintln(tw, "KEY\tLIMIT\tHOLDERS\tFREE\tBLOCKED")
 		for _, k := range h.TopKeys {
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\n", k.Key, k.Limit, k.Holders, k.Free, k.Blocked)
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\n", term(k.Key), k.Limit, k.Holders, k.Free, k.Blocked)
 		}
 	}
 
@@ -96,7 +97,7 @@ func printHealth(w io.Writer, h *bq.Health) error {
 			if queues == "" {
 				queues = "-"
 			}
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", p.ID, p.Kind, p.Name, queues, ago(p.LastHeartbeat, h.At), yesNo(p.Alive))
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", p.ID, term(p.Kind), term(p.Name), term(queues), ago(p.LastHeartbeat, h.At), yesNo(p.Alive))
 		}
 	}
 	if h.Truncated {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"time"
 
@@ -21,13 +20,14 @@ func runUI(ctx context.Context, e *env, args []string) error {
 // serveUI serves the dashboard until ctx ends; ready, when given, gets
 // the listening address.
 func serveUI(ctx context.Context, e *env, args []string, ready chan<- string) error {
-	f := newFlagSet(e, "ui", "ui --dsn DSN [--prefix bq_] [--addr 127.0.0.1:8080] [--token T]",
+	f := newFlagSet(e, "ui", "ui --dsn DSN [--prefix bq_] [--addr 127.0.0.1:8080] [--token T] [--secure-cookies]",
 		`Serves the web dashboard: queues, blocked work by key, jobs, failed jobs
 (with retry and discard) and processes.`)
 	var db dbFlags
 	db.register(f)
 	addr := f.String("addr", "127.0.0.1:8080", "`address` to listen on; anything but a loopback address needs --token")
 	token := f.String("token", os.Getenv("BQ_UI_TOKEN"), "access `token` every request must carry (default $BQ_UI_TOKEN)")
+	secureCookies := f.Bool("secure-cookies", false, "mark cookies Secure: set it behind a proxy that serves the dashboard over https")
 	pos, err := f.parse(args)
 	if err != nil {
 		return err
@@ -51,12 +51,19 @@ func serveUI(ctx context.Context, e *env, args []string, ready chan<- string) er
 	if err != nil {
 		return fmt.Errorf("bq ui: listen on %s: %w", *addr, err)
 	}
-	srv := &http.Server{Handler: ui.Handler(client, ui.Options{Token: *token}), ReadHeaderTimeout: 10 * time.Second}
-	link := "http://" + ln.Addr().String() + "/"
-	if *token != "" {
-		link += "?token=" + url.QueryEscape(*token)
+	opts := ui.Options{Token: *token, SecureCookies: *secureCookies}
+	if *token == "" {
+		// Loopback names are answered anyway; --addr may be another.
+		opts.Hosts = []string{*addr}
 	}
+	srv := &http.Server{Handler: ui.Handler(client, opts), ReadHeaderTimeout: 10 * time.Second}
+	link := "http://" + ln.Addr().String() + "/"
 	fmt.Fprintf(e.stderr, "bq ui: serving the dashboard at %s (Ctrl-C to stop)\n", link)
+	if *token != "" {
+		// The token is the user's own (flag or environment): printing
+		// it would leave it in terminals and service logs.
+		fmt.Fprintf(e.stderr, "bq ui: it needs the token of --token or $BQ_UI_TOKEN: open %s?token=<token> once, or send Authorization: Bearer <token>\n", link)
+	}
 	if ready != nil {
 		ready <- ln.Addr().String()
 	}

@@ -2,6 +2,7 @@ package ui_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -32,7 +33,7 @@ func chromium(t *testing.T) string {
 }
 
 // browser starts a fresh headless Chromium with its own profile.
-func browser(t *testing.T, path string) context.Context {
+func browser(t *testing.T, path string, extra ...chromedp.ExecAllocatorOption) context.Context {
 	opts := []chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(path),
 		chromedp.Flag("headless", true),
@@ -46,6 +47,7 @@ func browser(t *testing.T, path string) context.Context {
 		chromedp.UserDataDir(t.TempDir()),
 		chromedp.WindowSize(1280, 900),
 	}
+	opts = append(opts, extra...)
 	ctx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancelBrowser := chromedp.NewContext(ctx)
 	ctx, cancelTimeout := context.WithTimeout(ctx, 2*time.Minute)
@@ -254,4 +256,69 @@ func (s *session) screenshot(page string) {
 		s.t.Fatal(err)
 	}
 	s.t.Logf("screenshot %s", file)
+}
+
+// rebindingAttack is what a DNS-rebinding page runs once its name
+// resolves to the dashboard's loopback address: it reads the failed page,
+// takes the form's CSRF token, reads a job's args and discards the job.
+const rebindingAttack = `(async () => {
+	const out = {};
+	const failed = await fetch("/failed");
+	out.failed = failed.status;
+	const m = (await failed.text()).match(/name="csrf" value="([^"]+)"/);
+	const job = await fetch("/jobs/%[1]d");
+	out.job = job.status;
+	out.args = (await job.text()).includes("bounce@example.com");
+	const d = await fetch("/jobs/%[1]d/discard", {method: "POST",
+		body: new URLSearchParams({csrf: m ? m[1] : "", next: "/failed"})});
+	out.discard = d.status;
+	return JSON.stringify(out);
+})()`
+
+// TestBrowserRebinding: Chromium resolves rebind.test to 127.0.0.1, as an
+// attacker's name does once rebound. A page under that name is "same
+// origin" with the dashboard, so only the Host check stands between it and
+// the jobs: the dashboard answers it 421 and the job stays failed, while
+// the same browser at 127.0.0.1 and localhost is served.
+func TestBrowserRebinding(t *testing.T) {
+	path := chromium(t)
+	f := newFixture(t, databases[0])
+	srv := httptest.NewServer(ui.Handler(f.client, ui.Options{}))
+	defer srv.Close()
+	port := srv.URL[strings.LastIndex(srv.URL, ":")+1:]
+	ctx := browser(t, path, chromedp.Flag("host-resolver-rules", "MAP rebind.test 127.0.0.1"))
+
+	resp, err := chromedp.Run(ctx, chromedp.NavigateResponse("http://rebind.test:"+port+"/"))
+	if err != nil {
+		t.Fatalf("open the dashboard as rebind.test: %v", err)
+	}
+	if resp.Status != http.StatusMisdirectedRequest {
+		t.Errorf("the dashboard answered rebind.test with %d, want 421", resp.Status)
+	}
+	raw, err := chromedp.Run(ctx, chromedp.Evaluate[string](fmt.Sprintf(rebindingAttack, f.mailFailed), chromedp.EvalAwaitPromise))
+	if err != nil {
+		t.Fatalf("run the rebinding page's script: %v", err)
+	}
+	var got struct {
+		Failed, Job, Discard int
+		Args                 bool
+	}
+	if err := json.Unmarshal([]byte(raw), &got); err != nil {
+		t.Fatalf("%s: %v", raw, err)
+	}
+	t.Logf("rebinding page: %s", raw)
+	if got.Failed != http.StatusMisdirectedRequest || got.Job != http.StatusMisdirectedRequest || got.Args || got.Discard != http.StatusMisdirectedRequest {
+		t.Errorf("the rebinding page got /failed %d, the job page %d (args read: %v), discard %d; want 421 for each",
+			got.Failed, got.Job, got.Args, got.Discard)
+	}
+	if st := f.state(t, f.mailFailed); st != bq.StateFailed {
+		t.Errorf("the rebinding page changed the job to %s", st)
+	}
+
+	for _, host := range []string{"127.0.0.1", "localhost"} {
+		resp, err := chromedp.Run(ctx, chromedp.NavigateResponse("http://"+host+":"+port+"/failed"))
+		if err != nil || resp.Status != http.StatusOK {
+			t.Errorf("open the dashboard at %s: %v, status %v; want 200", host, err, resp)
+		}
+	}
 }

@@ -1,6 +1,7 @@
 package ui_test
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -10,8 +11,11 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/bqueue/bq"
+	"github.com/bqueue/bq/internal/driver"
+	"github.com/bqueue/bq/internal/lifecycle"
 	"github.com/bqueue/bq/ui"
 )
 
@@ -71,6 +75,7 @@ func TestPages(t *testing.T) {
 				t.Fatal("no CSRF field on the failed page")
 			}
 			retry := fmt.Sprintf("%s/jobs/%d/retry", srv.URL, f.keyedFailed)
+			var cookies []*http.Cookie // of the last POST's answer
 			post := func(form url.Values, header http.Header) int {
 				req, _ := http.NewRequest(http.MethodPost, retry, strings.NewReader(form.Encode()))
 				req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
@@ -82,6 +87,7 @@ func TestPages(t *testing.T) {
 					t.Fatal(err)
 				}
 				resp.Body.Close()
+				cookies = resp.Cookies()
 				return resp.StatusCode
 			}
 			if code := post(url.Values{"next": {"/failed"}}, nil); code != http.StatusForbidden {
@@ -99,7 +105,17 @@ func TestPages(t *testing.T) {
 			if st := f.state(t, f.keyedFailed); st != bq.StateBlocked {
 				t.Errorf("retried job of a saturated key is %s, want blocked", st)
 			}
-			if _, body := get(t, c, fmt.Sprintf("%s/failed?done=retried&job=%d", srv.URL, f.keyedFailed)); !strings.Contains(body, "it is now blocked") {
+			req, _ := http.NewRequest(http.MethodGet, srv.URL+"/failed", nil)
+			for _, ck := range cookies {
+				req.AddCookie(ck)
+			}
+			resp, err := c.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if !strings.Contains(string(body), "it is now blocked") {
 				t.Error("the failed page does not say what became of the retried job")
 			}
 		})
@@ -139,5 +155,336 @@ func TestToken(t *testing.T) {
 	}
 	if code, _ := get(t, c, srv.URL+"/bq/processes"); code != http.StatusOK {
 		t.Errorf("with the cookie: %d, want 200", code)
+	}
+}
+
+// TestHostCheck: without a token only loopback names and Options.Hosts
+// are answered (421 otherwise, against DNS rebinding); with a token
+// every name is, unless Hosts is set.
+func TestHostCheck(t *testing.T) {
+	f := newFixture(t, databases[0])
+	for _, c := range []struct {
+		opts ui.Options
+		host string
+		want int
+	}{
+		{ui.Options{}, "127.0.0.1:8080", http.StatusOK},
+		{ui.Options{}, "localhost:8080", http.StatusOK},
+		{ui.Options{}, "LOCALHOST", http.StatusOK},
+		{ui.Options{}, "[::1]:8080", http.StatusOK},
+		{ui.Options{}, "127.0.0.2", http.StatusOK},
+		{ui.Options{}, "rebind.test:8080", http.StatusMisdirectedRequest},
+		{ui.Options{}, "localhost.:8080", http.StatusMisdirectedRequest},
+		{ui.Options{}, "app.localhost:8080", http.StatusMisdirectedRequest},
+		{ui.Options{}, "127.0.0.1.nip.io", http.StatusMisdirectedRequest},
+		{ui.Options{}, "192.0.2.1:8080", http.StatusMisdirectedRequest},
+		{ui.Options{Hosts: []string{"dash.example"}}, "Dash.Example:9999", http.StatusOK},
+		{ui.Options{Hosts: []string{"dash.example:8443"}}, "dash.example:8443", http.StatusOK},
+		{ui.Options{Hosts: []string{"dash.example:8443"}}, "dash.example:9999", http.StatusMisdirectedRequest},
+		{ui.Options{Hosts: []string{"*"}}, "anything.example", http.StatusOK},
+		{ui.Options{Token: "t"}, "anything.example", http.StatusUnauthorized},
+		{ui.Options{Token: "t", Hosts: []string{"a.example"}}, "b.example", http.StatusMisdirectedRequest},
+		{ui.Options{Token: "t", Hosts: []string{"a.example"}}, "a.example", http.StatusUnauthorized},
+	} {
+		srv := httptest.NewServer(ui.Handler(f.client, c.opts))
+		req, _ := http.NewRequest(http.MethodGet, srv.URL+"/processes", nil)
+		req.Host = c.host
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		srv.Close()
+		if resp.StatusCode != c.want {
+			t.Errorf("Host %q, Hosts %q, token %v: %d, want %d", c.host, c.opts.Hosts, c.opts.Token != "", resp.StatusCode, c.want)
+		}
+		if c.want == http.StatusMisdirectedRequest && !strings.Contains(string(body), "DNS-rebinding") {
+			t.Errorf("Host %q refused without saying why: %s", c.host, body)
+		}
+	}
+}
+
+// bigJob stores a failed job whose args and error are 3 MiB each, as a
+// job stored before bq.MaxArgsBytes could be: straight through the driver.
+func bigJob(t *testing.T, f *fixture) int64 {
+	t.Helper()
+	ctx := context.Background()
+	args := `{"Blob":"` + strings.Repeat("a", 3<<20) + `"}`
+	j := &driver.NewJob{Kind: "ui.mail", Queue: "big", Args: []byte(args), MaxAttempts: 1, ScheduledAt: time.Now()}
+	err := driver.InTx(ctx, f.client.Driver(), func(ex driver.Executor) error {
+		_, _, err := lifecycle.Enqueue(ctx, ex, []*driver.NewJob{j}, time.Now())
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := f.claim(t, "big")
+	err = driver.InTx(ctx, f.client.Driver(), func(ex driver.Executor) error {
+		_, err := lifecycle.Fail(ctx, ex, c, strings.Repeat("e", 3<<20), time.Now())
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return j.ID
+}
+
+// TestCaps: a page shows at most 64 KiB of a job's args and error, with
+// the whole value (up to 2 MiB) one download away; pages answer no
+// cross-site fetch; form bodies are bounded.
+func TestCaps(t *testing.T) {
+	f := newFixture(t, databases[0])
+	id := bigJob(t, f)
+	srv := httptest.NewServer(ui.Handler(f.client, ui.Options{}))
+	defer srv.Close()
+	c := srv.Client()
+
+	code, page := get(t, c, fmt.Sprintf("%s/jobs/%d", srv.URL, id))
+	t.Logf("page of a job with 3 MiB args and a 3 MiB error: %d bytes", len(page))
+	if code != http.StatusOK || len(page) > 200<<10 {
+		t.Errorf("page of a job with 3 MiB args and error: %d, %d bytes; want 200 and under 200 KiB", code, len(page))
+	}
+	for _, want := range []string{"first 64 KiB of 3145739 bytes", "first 64 KiB of 3145728 bytes",
+		fmt.Sprintf(`href="/jobs/%d/args"`, id), fmt.Sprintf(`href="/jobs/%d/error"`, id)} {
+		if !strings.Contains(page, want) {
+			t.Errorf("job page lacks %q", want)
+		}
+	}
+	for _, what := range []string{"args", "error"} {
+		resp, err := c.Get(fmt.Sprintf("%s/jobs/%d/%s", srv.URL, id, what))
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || len(body) != 2<<20 || !strings.HasPrefix(resp.Header.Get("Content-Disposition"), "attachment") ||
+			resp.Header.Get("X-Bq-Size") == "" {
+			t.Errorf("raw %s: %d, %d bytes, Content-Disposition %q, X-Bq-Size %q; want 200, 2 MiB as an attachment with its full size",
+				what, resp.StatusCode, len(body), resp.Header.Get("Content-Disposition"), resp.Header.Get("X-Bq-Size"))
+		}
+	}
+	if code, body := get(t, c, fmt.Sprintf("%s/jobs/%d/args", srv.URL, f.mailFailed)); code != http.StatusOK || body != `{"To":"bounce@example.com"}` {
+		t.Errorf("raw args of a small job: %d %q", code, body)
+	}
+
+	for _, h := range []struct {
+		path   string
+		header http.Header
+		want   int
+	}{
+		{"/failed", http.Header{"Sec-Fetch-Site": {"cross-site"}, "Sec-Fetch-Mode": {"no-cors"}, "Sec-Fetch-Dest": {"image"}}, http.StatusForbidden},
+		{"/failed", http.Header{"Sec-Fetch-Site": {"cross-site"}, "Sec-Fetch-Mode": {"cors"}, "Origin": {"http://evil.example"}}, http.StatusForbidden},
+		{"/failed", http.Header{"Sec-Fetch-Site": {"same-site"}, "Sec-Fetch-Mode": {"no-cors"}}, http.StatusForbidden},
+		{"/failed", http.Header{"Sec-Fetch-Site": {"cross-site"}, "Sec-Fetch-Mode": {"navigate"}, "Sec-Fetch-Dest": {"iframe"}}, http.StatusForbidden},
+		{"/failed", http.Header{"Sec-Fetch-Site": {"cross-site"}, "Sec-Fetch-Mode": {"navigate"}, "Sec-Fetch-Dest": {"document"}}, http.StatusForbidden},
+		{"/failed", http.Header{"Origin": {"http://evil.example"}}, http.StatusForbidden},
+		{"/failed", http.Header{"Origin": {"null"}}, http.StatusForbidden},
+		// A link the user followed from another site (a chat, a wiki).
+		{"/failed", http.Header{"Sec-Fetch-Site": {"cross-site"}, "Sec-Fetch-Mode": {"navigate"}, "Sec-Fetch-Dest": {"document"}, "Sec-Fetch-User": {"?1"}}, http.StatusOK},
+		{"/failed", http.Header{"Sec-Fetch-Site": {"same-origin"}}, http.StatusOK},
+		{"/failed", http.Header{"Sec-Fetch-Site": {"none"}}, http.StatusOK},
+		{"/failed", http.Header{"Origin": {srv.URL}}, http.StatusOK},
+		{"/assets/style.css", http.Header{"Sec-Fetch-Site": {"cross-site"}, "Sec-Fetch-Mode": {"no-cors"}}, http.StatusOK},
+	} {
+		req, _ := http.NewRequest(http.MethodGet, srv.URL+h.path, nil)
+		req.Header = h.header
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != h.want {
+			t.Errorf("GET %s with %v: %d, want %d", h.path, h.header, resp.StatusCode, h.want)
+		}
+	}
+
+	// A form body is read up to 16 KiB, multipart too.
+	for _, ct := range []string{"application/x-www-form-urlencoded", "multipart/form-data; boundary=x"} {
+		body := "csrf=" + strings.Repeat("a", 1<<20)
+		if strings.HasPrefix(ct, "multipart") {
+			body = "--x\r\nContent-Disposition: form-data; name=\"f\"; filename=\"f\"\r\n\r\n" + strings.Repeat("a", 1<<20) + "\r\n--x--\r\n"
+		}
+		req, _ := http.NewRequest(http.MethodPost, fmt.Sprintf("%s/jobs/%d/retry", srv.URL, f.mailFailed), strings.NewReader(body))
+		req.Header.Set("Content-Type", ct)
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusRequestEntityTooLarge {
+			t.Errorf("POST of a 1 MiB %s form: %d, want 413", ct, resp.StatusCode)
+		}
+	}
+}
+
+// TestHiddenCharacters: names holding control or bidi characters show
+// them written out (\u202e), so an override cannot reverse what follows
+// it and an escape cannot hide in a page.
+func TestHiddenCharacters(t *testing.T) {
+	f := newFixture(t, databases[0])
+	const tenant = "acme\u202eexe.\u2066\x1b[2K\x07"
+	var id int64
+	for range 3 {
+		res, err := exportJob.Enqueue(context.Background(), f.client, exportArgs{Tenant: tenant, Report: "r\u202e"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		id = res.ID
+	}
+	srv := httptest.NewServer(ui.Handler(f.client, ui.Options{}))
+	defer srv.Close()
+	for _, p := range []string{"/blocked", "/key?key=" + url.QueryEscape("ui.export/"+tenant), fmt.Sprintf("/jobs/%d", id)} {
+		code, body := get(t, srv.Client(), srv.URL+p)
+		if code != http.StatusOK {
+			t.Errorf("GET %s: %d", p, code)
+		}
+		if i := strings.IndexAny(body, "\u202e\u2066\x1b\x07"); i >= 0 {
+			t.Errorf("GET %s carries a raw control or bidi character: %q", p, body[max(0, i-30):min(len(body), i+30)])
+		}
+		if !strings.Contains(body, `acme\u202eexe.\u2066\u001b[2K\u0007`) {
+			t.Errorf("GET %s does not show the key's hidden characters written out", p)
+		}
+	}
+}
+
+// noRedirects is a client that stops at the first response.
+func noRedirects(c *http.Client) *http.Client {
+	cp := *c
+	cp.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return &cp
+}
+
+// TestTokenEdges: ?token= never redirects off the dashboard; any token
+// can log in through the cookie, which never carries the token itself and
+// is Secure behind a TLS proxy when told so.
+func TestTokenEdges(t *testing.T) {
+	f := newFixture(t, databases[0])
+	const token = `s3;cr"e\t ,x`
+	for _, secure := range []bool{false, true} {
+		srv := httptest.NewServer(ui.Handler(f.client, ui.Options{Token: token, SecureCookies: secure}))
+		c := noRedirects(srv.Client())
+		for _, p := range []string{"//evil.example/", "/\\evil.example/", "//evil.example/failed?x=1", "/%2F%2Fevil.example/"} {
+			resp, err := c.Get(srv.URL + p + sep(p) + "token=" + url.QueryEscape(token))
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			loc := resp.Header.Get("Location")
+			if strings.Contains(loc, "evil.example") && (strings.HasPrefix(loc, "//") || strings.HasPrefix(loc, "/\\") || strings.Contains(loc, "://")) {
+				t.Errorf("GET %s?token=: redirected off-site to %q", p, loc)
+			}
+		}
+		resp, err := c.Get(srv.URL + "/blocked?token=" + url.QueryEscape(token))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		cookies := resp.Cookies()
+		if resp.StatusCode != http.StatusSeeOther || len(cookies) != 1 {
+			t.Fatalf("?token=: %d with %d cookies, want 303 setting one", resp.StatusCode, len(cookies))
+		}
+		ck := cookies[0]
+		if strings.Contains(ck.Value, "s3") || ck.Secure != secure || !ck.HttpOnly {
+			t.Errorf("cookie %q: Secure %v HttpOnly %v; want no token in it, Secure %v, HttpOnly", ck.Value, ck.Secure, ck.HttpOnly, secure)
+		}
+		req, _ := http.NewRequest(http.MethodGet, srv.URL+"/processes", nil)
+		req.AddCookie(&http.Cookie{Name: ck.Name, Value: ck.Value})
+		if resp, err := c.Do(req); err != nil || resp.StatusCode != http.StatusOK {
+			t.Errorf("with the cookie of a token holding ; \" \\ and a space: %v %v, want 200", resp.Status, err)
+		}
+		srv.Close()
+	}
+}
+
+func sep(p string) string {
+	if strings.Contains(p, "?") {
+		return "&"
+	}
+	return "?"
+}
+
+// TestNextRedirect: an action redirects only to a path of the dashboard.
+func TestNextRedirect(t *testing.T) {
+	for _, next := range []string{"//evil.example/x", "/\\evil.example/x", "/\t/evil.example/x", "/\n/evil.example/x",
+		"/\r\n/evil.example", "https://evil.example/", "evil.example", "/x\x00", "\x00//evil.example"} {
+		f := newFixture(t, databases[0])
+		srv := httptest.NewServer(ui.Handler(f.client, ui.Options{}))
+		c := noRedirects(srv.Client())
+		_, page := get(t, c, srv.URL+"/failed")
+		m := csrfField.FindStringSubmatch(page)
+		if m == nil {
+			t.Fatal("no CSRF field")
+		}
+		resp, err := c.PostForm(fmt.Sprintf("%s/jobs/%d/discard", srv.URL, f.mailFailed), url.Values{"csrf": {m[1]}, "next": {next}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		loc := resp.Header.Get("Location")
+		if resp.StatusCode != http.StatusSeeOther || loc != fmt.Sprintf("/jobs/%d", f.mailFailed) {
+			t.Errorf("next=%q: %d to %q, want 303 to the job's page", next, resp.StatusCode, loc)
+		}
+		srv.Close()
+	}
+}
+
+// TestNotice: what became of a job is told after the POST that did it,
+// once; a crafted ?done= link tells nothing.
+func TestNotice(t *testing.T) {
+	f := newFixture(t, databases[0])
+	srv := httptest.NewServer(ui.Handler(f.client, ui.Options{}))
+	defer srv.Close()
+	c := srv.Client()
+	for _, q := range []string{"?done=retried&job=999999", fmt.Sprintf("?done=discarded&job=%d", f.keyedFailed)} {
+		if _, body := get(t, c, srv.URL+"/failed"+q); strings.Contains(body, `class="notice"`) {
+			t.Errorf("/failed%s shows a notice", q)
+		}
+	}
+	jar, _ := cookiejar.New(nil)
+	c.Jar = jar
+	_, page := get(t, c, srv.URL+"/failed")
+	m := csrfField.FindStringSubmatch(page)
+	if m == nil {
+		t.Fatal("no CSRF field")
+	}
+	resp, err := c.PostForm(fmt.Sprintf("%s/jobs/%d/retry", srv.URL, f.keyedFailed), url.Values{"csrf": {m[1]}, "next": {"/failed"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if want := fmt.Sprintf("Job %d retried: it is now blocked.", f.keyedFailed); !strings.Contains(string(body), want) {
+		t.Errorf("after the retry the page does not say %q", want)
+	}
+	if _, body := get(t, c, srv.URL+"/failed"); strings.Contains(body, `class="notice"`) {
+		t.Error("the notice shows again on the next page")
+	}
+}
+
+// TestAssetsAndKeys: /assets/ serves files, not listings; a key that is
+// not text gets 400, not a database error.
+func TestAssetsAndKeys(t *testing.T) {
+	for _, db := range selectedDatabases() {
+		t.Run(db.name, func(t *testing.T) {
+			f := newFixture(t, db)
+			srv := httptest.NewServer(ui.Handler(f.client, ui.Options{}))
+			defer srv.Close()
+			c := noRedirects(srv.Client())
+			for _, p := range []string{"/assets/", "/assets", "/assets/nope.js", "/assets/%2e%2e"} {
+				if code, body := get(t, c, srv.URL+p); code != http.StatusNotFound || strings.Contains(body, `href="live.js"`) {
+					t.Errorf("GET %s: %d (lists live.js: %v), want 404", p, code, strings.Contains(body, `href="live.js"`))
+				}
+			}
+			if code, _ := get(t, c, srv.URL+"/assets/style.css"); code != http.StatusOK {
+				t.Errorf("GET /assets/style.css: %d", code)
+			}
+			for _, key := range []string{"ui.export/a\x00b", "ui.export/\xff\xfe"} {
+				code, body := get(t, c, srv.URL+"/key?key="+url.QueryEscape(key))
+				if code != http.StatusBadRequest || !strings.Contains(body, "UTF-8") {
+					t.Errorf("key %q: %d, want 400 naming the problem", key, code)
+				}
+			}
+		})
 	}
 }

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/bqueue/bq"
 )
@@ -59,6 +61,12 @@ func (s *server) key(w http.ResponseWriter, r *http.Request) {
 		s.render(w, r, http.StatusBadRequest, "error", view{Title: "Bad request", Data: "Name a key: /key?key=group/key."})
 		return
 	}
+	if !utf8.ValidString(key) || strings.ContainsRune(key, 0) {
+		// PostgreSQL would refuse it with an error in its log.
+		s.render(w, r, http.StatusBadRequest, "error", view{Title: "Bad request",
+			Data: "That key is not UTF-8 text without NUL bytes, so no job has it: keys are text."})
+		return
+	}
 	k, err := s.client.KeyState(r.Context(), key)
 	if err != nil {
 		s.fail(w, r, err)
@@ -68,11 +76,14 @@ func (s *server) key(w http.ResponseWriter, r *http.Request) {
 		Refresh: int(s.opts.Refresh.Seconds() + 0.5), Data: k})
 }
 
-// jobData is a job's page.
+// jobData is a job's page. Args and Error are what the page shows of
+// them, at most renderCap bytes; the Cut ones have more, one download away.
 type jobData struct {
-	Job     *bq.JobInfo
-	Explain *bq.Explanation
-	Args    string
+	Job                 *bq.JobInfo
+	Explain             *bq.Explanation
+	Args, Error         string
+	ArgsCut, ErrorCut   bool
+	ArgsSize, ErrorSize int
 }
 
 // findJob is the header's job search: /jobs/?id=42 goes to /jobs/42.
@@ -96,8 +107,43 @@ func (s *server) job(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
+	d := jobData{Job: e.Job, Explain: e, ArgsSize: len(e.Job.Args), ErrorSize: len(e.Job.LastError)}
+	d.Args, d.ArgsCut = showArgs(e.Job.Args)
+	d.Error, d.ErrorCut = clip(e.Job.LastError, renderCap)
 	s.render(w, r, http.StatusOK, "job", view{Title: fmt.Sprintf("Job %d", id), Nav: "jobs",
-		Notice: s.notice(r), Data: jobData{Job: e.Job, Explain: e, Args: prettyJSON(e.Job.Args)}})
+		Notice: s.notice(w, r), Data: d})
+}
+
+// rawArgs serves a job's args as a download.
+func (s *server) rawArgs(w http.ResponseWriter, r *http.Request) {
+	s.raw(w, r, "args.json", "application/json", func(j *bq.JobInfo) string { return string(j.Args) })
+}
+
+// rawError serves a job's last error as a download.
+func (s *server) rawError(w http.ResponseWriter, r *http.Request) {
+	s.raw(w, r, "error.txt", "text/plain; charset=utf-8", func(j *bq.JobInfo) string { return j.LastError })
+}
+
+// raw serves one value of a job as an attachment of at most rawCap
+// bytes; X-Bq-Size tells its whole size.
+func (s *server) raw(w http.ResponseWriter, r *http.Request, name, contentType string, value func(*bq.JobInfo) string) {
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if err != nil || id <= 0 {
+		s.notFound(w, r)
+		return
+	}
+	j, err := s.client.Job(r.Context(), id)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	v := value(j)
+	shown, _ := clip(v, rawCap)
+	h := w.Header()
+	h.Set("Content-Type", contentType)
+	h.Set("Content-Disposition", fmt.Sprintf(`attachment; filename="job-%d-%s"`, id, name))
+	h.Set("X-Bq-Size", strconv.Itoa(len(v)))
+	_, _ = io.WriteString(w, shown)
 }
 
 // failedData is a page of failed jobs.
@@ -119,7 +165,7 @@ func (s *server) failed(w http.ResponseWriter, r *http.Request) {
 	if len(jobs) == failedPage {
 		d.Next = jobs[len(jobs)-1].JobID
 	}
-	s.render(w, r, http.StatusOK, "failed", view{Title: "Failed jobs", Nav: "failed", Notice: s.notice(r), Data: d})
+	s.render(w, r, http.StatusOK, "failed", view{Title: "Failed jobs", Nav: "failed", Notice: s.notice(w, r), Data: d})
 }
 
 func (s *server) processes(w http.ResponseWriter, r *http.Request) {
@@ -141,11 +187,14 @@ func (s *server) discard(w http.ResponseWriter, r *http.Request) {
 }
 
 // act runs a POSTed action on a failed job, then redirects (303) to the
-// form's next page, which tells what became of the job.
+// form's next page, which tells what became of the job (see tell).
 func (s *server) act(w http.ResponseWriter, r *http.Request, done string, action func(context.Context, int64) error) {
 	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
 	if err != nil || id <= 0 {
 		s.notFound(w, r)
+		return
+	}
+	if !parseForm(w, r) {
 		return
 	}
 	if !s.csrfOK(r) {
@@ -161,31 +210,9 @@ func (s *server) act(w http.ResponseWriter, r *http.Request, done string, action
 		return
 	}
 	next := r.PostFormValue("next")
-	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.Contains(next, "\\") {
+	if !localPath(next) {
 		next = fmt.Sprintf("/jobs/%d", id)
 	}
-	sep := "?"
-	if strings.Contains(next, "?") {
-		sep = "&"
-	}
-	http.Redirect(w, r, fmt.Sprintf("%s%s%sdone=%s&job=%d", s.opts.Path, next, sep, done, id), http.StatusSeeOther)
-}
-
-// notice reads the outcome of an action from the redirect's query and
-// says what became of the job, in words of the server's own making.
-func (s *server) notice(r *http.Request) string {
-	q := r.URL.Query()
-	done := q.Get("done")
-	if done != "retried" && done != "discarded" {
-		return ""
-	}
-	id, err := strconv.ParseInt(q.Get("job"), 10, 64)
-	if err != nil {
-		return ""
-	}
-	info, err := s.client.Job(r.Context(), id)
-	if err != nil {
-		return fmt.Sprintf("Job %d %s.", id, done)
-	}
-	return fmt.Sprintf("Job %d %s: it is now %s.", id, done, info.State)
+	s.tell(w, r, done, id)
+	http.Redirect(w, r, s.opts.Path+next, http.StatusSeeOther)
 }

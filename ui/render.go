@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"html/template"
+	"io"
 	"net/http"
 	"net/url"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/bqueue/bq/internal/humanize"
 
@@ -67,7 +69,10 @@ func (s *server) render(w http.ResponseWriter, r *http.Request, status int, name
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.WriteHeader(status)
-	_, _ = buf.WriteTo(w)
+	// Names come from applications and their tenants: a bidi override
+	// would reverse what follows it, a control character hide in a page.
+	// Written out (\u202e), they show; the templates hold none.
+	_, _ = io.WriteString(w, humanize.Visible(buf.String()))
 }
 
 // fail shows an error page: 404 for a missing job, 400 for bad input
@@ -89,13 +94,38 @@ func (s *server) notFound(w http.ResponseWriter, r *http.Request) {
 	s.render(w, r, http.StatusNotFound, "error", view{Title: "Not found", Data: "No page at " + r.URL.Path + "."})
 }
 
-// prettyJSON indents a job's args; args that are not JSON show as they are.
-func prettyJSON(raw []byte) string {
-	var buf bytes.Buffer
-	if err := json.Indent(&buf, raw, "", "  "); err != nil {
-		return string(raw)
+// renderCap bounds what a page shows of a job's args or error; the whole
+// value is a download away (rawCap).
+const renderCap = 64 << 10
+
+// rawCap bounds a download of a job's args or error: twice MaxArgsBytes,
+// so that any args bq accepts come whole, even as PostgreSQL's jsonb
+// spells them back (with a space after each ':' and ',').
+const rawCap = 2 * bq.MaxArgsBytes
+
+// showArgs indents a job's args for its page, at most renderCap bytes of
+// them; args that are not JSON, or too long to indent, show as they are.
+func showArgs(raw []byte) (string, bool) {
+	if len(raw) > renderCap {
+		return clip(string(raw), renderCap)
 	}
-	return buf.String()
+	var buf bytes.Buffer
+	if err := json.Indent(&buf, raw, "", "  "); err != nil || buf.Len() > renderCap {
+		return string(raw), false
+	}
+	return buf.String(), false
+}
+
+// clip cuts s to at most n bytes, at a character boundary, and says
+// whether it cut.
+func clip(s string, n int) (string, bool) {
+	if len(s) <= n {
+		return s, false
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n], true
 }
 
 func ago(t time.Time) string { return humanize.Ago(t, time.Now()) }
@@ -104,8 +134,8 @@ func age(d time.Duration) string { return humanize.Age(d) }
 
 func firstLine(s string) string {
 	s, _, cut := strings.Cut(s, "\n")
-	if len(s) > 160 {
-		return s[:160] + "…"
+	if s, long := clip(s, 160); long {
+		return s + "…"
 	}
 	if cut {
 		return s + " …"

@@ -2,15 +2,14 @@ package ui
 
 import (
 	"crypto/subtle"
+	"errors"
 	"net/http"
 	"net/url"
 	"strings"
 )
 
-const tokenCookie = "bq_ui_token"
-
-// secure wraps every request: security headers, the access token when
-// one is set, and cross-origin protection for POSTs.
+// secure wraps every request: security headers, the Host check, the
+// access token when one is set, and cross-origin protection for POSTs.
 func (s *server) secure(next http.Handler) http.Handler {
 	cop := http.NewCrossOriginProtection()
 	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -24,38 +23,72 @@ func (s *server) secure(next http.Handler) http.Handler {
 		h.Set("X-Frame-Options", "DENY")
 		h.Set("Referrer-Policy", "same-origin")
 		h.Set("Cache-Control", "no-store")
+		if !s.hostAllowed(r) {
+			s.refuseHost(w, r)
+			return
+		}
+		if crossSiteGET(r) && !strings.HasPrefix(r.URL.Path, "/assets/") {
+			http.Error(w, "cross-site request refused: the dashboard serves its pages to itself and to links you follow; open it directly", http.StatusForbidden)
+			return
+		}
 		if s.opts.Token != "" && !s.authorized(w, r) {
 			return
+		}
+		if r.Body != nil {
+			r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
 		}
 		guarded.ServeHTTP(w, r)
 	})
 }
 
-// authorized checks the token: a bearer header, the cookie, or ?token=
-// once, which sets the cookie and redirects to the URL without it so the
-// token does not linger in history or logs. It answers 401 otherwise.
-func (s *server) authorized(w http.ResponseWriter, r *http.Request) bool {
-	if auth, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok && s.tokenMatches(auth) {
-		return true
-	}
-	if c, err := r.Cookie(tokenCookie); err == nil && s.tokenMatches(c.Value) {
-		return true
-	}
-	if q := r.URL.Query(); q.Has("token") && r.Method == http.MethodGet && s.tokenMatches(q.Get("token")) {
-		http.SetCookie(w, &http.Cookie{Name: tokenCookie, Value: s.opts.Token, Path: s.opts.Path + "/",
-			HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
-		q.Del("token")
-		u := url.URL{Path: s.opts.Path + r.URL.Path, RawQuery: q.Encode()}
-		http.Redirect(w, r, u.String(), http.StatusSeeOther)
+// maxFormBytes bounds a request's body: the forms carry two short fields.
+const maxFormBytes = 16 << 10
+
+// crossSiteGET reports a GET (or HEAD) that another origin's page made:
+// a fetch, an image, a frame. Any page the user visits could fire them,
+// each costing a render. A top-level navigation the user made by hand (a
+// link from a chat or a wiki) stays allowed: its page goes to the user,
+// not to the other site. POSTs are CrossOriginProtection's.
+func crossSiteGET(r *http.Request) bool {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		return false
 	}
-	w.Header().Set("WWW-Authenticate", `Bearer realm="bq"`)
-	http.Error(w, "unauthorized: this dashboard needs its token (open it once with ?token=..., or send Authorization: Bearer ...)", http.StatusUnauthorized)
-	return false
+	switch r.Header.Get("Sec-Fetch-Site") {
+	case "same-origin", "none":
+		return false
+	case "":
+		// A browser without Fetch Metadata: only Origin can tell.
+		origin := r.Header.Get("Origin")
+		if origin == "" {
+			return false
+		}
+		u, err := url.Parse(origin)
+		return err != nil || !strings.EqualFold(u.Host, r.Host)
+	}
+	h := r.Header
+	return h.Get("Sec-Fetch-Mode") != "navigate" || h.Get("Sec-Fetch-Dest") != "document" || h.Get("Sec-Fetch-User") != "?1"
 }
 
-func (s *server) tokenMatches(got string) bool {
-	return subtle.ConstantTimeCompare([]byte(got), []byte(s.opts.Token)) == 1
+// parseForm reads a POSTed form within maxFormBytes, answering 413 or
+// 400 when it cannot.
+func parseForm(w http.ResponseWriter, r *http.Request) bool {
+	// ParseMultipartForm drops ParseForm's error on a form that is not
+	// multipart: call both.
+	err := r.ParseForm()
+	if err == nil {
+		if err = r.ParseMultipartForm(maxFormBytes); errors.Is(err, http.ErrNotMultipart) {
+			err = nil
+		}
+	}
+	if err == nil {
+		return true
+	}
+	if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+		http.Error(w, "the form is too large: it carries two short fields", http.StatusRequestEntityTooLarge)
+		return false
+	}
+	http.Error(w, "the form could not be read: "+err.Error(), http.StatusBadRequest)
+	return false
 }
 
 // csrfOK checks the token a form carries against this handler's secret.

@@ -8,6 +8,12 @@
 // the small script that refreshes them are embedded, so it works offline.
 // Retry and discard are POST forms protected against cross-site requests,
 // and go through admission like any job: they never bypass a limit.
+//
+// The handler has no access control of its own beyond Options.Token: put
+// your application's authentication in front of it. Without a token it
+// answers only loopback Host names and Options.Hosts (against DNS
+// rebinding); it refuses GETs made by other sites' pages and bounds what
+// each request costs. docs/observability.md lists every defence.
 package ui
 
 import (
@@ -33,9 +39,19 @@ var assetFS embed.FS
 type Options struct {
 	// Token, when set, is required on every request: as
 	// "Authorization: Bearer <token>", or through a cookie that visiting
-	// any page once with ?token=<token> sets. Default: none; then keep
-	// the dashboard on a loopback address or behind your own auth.
+	// any page once with ?token=<token> sets. Any string works. Default:
+	// none; then keep the dashboard on a loopback address or behind your
+	// own auth (and see Hosts).
 	Token string
+	// Hosts lists the names (a Host header's host, any port) or
+	// host:port pairs the dashboard answers besides loopback names
+	// (localhost, 127.0.0.1, [::1], any loopback address, any port);
+	// "*" answers every name. Default: none. Without a Token, a request
+	// for any other name is refused with 421 Misdirected Request: a page
+	// under a name its owner points at 127.0.0.1 (DNS rebinding) would
+	// otherwise be same-origin with the dashboard. With a Token every
+	// name is answered, unless Hosts is set.
+	Hosts []string
 	// Path is where the handler is mounted, e.g. "/bq" when serving it
 	// under http.StripPrefix("/bq", ...); links and cookies use it.
 	// Default "" (the root).
@@ -44,6 +60,14 @@ type Options struct {
 	Refresh time.Duration
 	// Logger for failed actions and rendering errors. Default slog.Default().
 	Logger *slog.Logger
+	// SecureCookies marks the dashboard's cookies Secure even on a
+	// request that came without TLS: set it behind a proxy that
+	// terminates TLS. Default: Secure when the request came over TLS.
+	// X-Forwarded-Proto is not read: any client can send it.
+	SecureCookies bool
+	// MaxInFlight is how many requests (assets aside) the dashboard
+	// serves at once; more get 503 with Retry-After. Default 4.
+	MaxInFlight int
 }
 
 // server is one mounted dashboard.
@@ -53,30 +77,48 @@ type server struct {
 	pages  *pages
 	// csrf is the token forms carry: random per handler (per process).
 	csrf string
+	// secret signs notices; session is the token cookie's value.
+	secret  []byte
+	session string
+	assets  fs.FS
 }
 
 // Handler returns the dashboard for client.
 func Handler(client *bq.Client, opts Options) http.Handler {
 	opts.Path = strings.TrimRight(opts.Path, "/")
 	opts.Refresh = cmp.Or(opts.Refresh, 3*time.Second)
+	opts.MaxInFlight = cmp.Or(opts.MaxInFlight, 4)
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	s := &server{client: client, opts: opts, pages: mustParse(), csrf: rand.Text()}
+	assets, _ := fs.Sub(assetFS, "assets")
+	s := &server{client: client, opts: opts, pages: mustParse(), csrf: rand.Text(),
+		secret: []byte(rand.Text()), session: sessionValue(opts.Token), assets: assets}
 
 	mux := http.NewServeMux()
-	assets, _ := fs.Sub(assetFS, "assets")
-	mux.Handle("GET /assets/", http.StripPrefix("/assets/", http.FileServerFS(assets)))
+	mux.HandleFunc("GET /assets/{file}", s.asset)
 	mux.HandleFunc("GET /{$}", s.overview)
 	mux.HandleFunc("GET /blocked", s.blocked)
 	mux.HandleFunc("GET /key", s.key)
 	mux.HandleFunc("GET /jobs/{$}", s.findJob)
 	mux.HandleFunc("GET /jobs/{id}", s.job)
+	mux.HandleFunc("GET /jobs/{id}/args", s.rawArgs)
+	mux.HandleFunc("GET /jobs/{id}/error", s.rawError)
 	mux.HandleFunc("GET /failed", s.failed)
 	mux.HandleFunc("GET /processes", s.processes)
 	mux.HandleFunc("POST /jobs/{id}/retry", s.retry)
 	mux.HandleFunc("POST /jobs/{id}/discard", s.discard)
 	mux.HandleFunc("/", s.notFound)
 
-	return s.secure(mux)
+	return s.secure(limitInFlight(opts.MaxInFlight, mux))
+}
+
+// asset serves one embedded file; there is no listing of them.
+func (s *server) asset(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("file")
+	if st, err := fs.Stat(s.assets, name); err != nil || st.IsDir() {
+		s.notFound(w, r)
+		return
+	}
+	http.ServeFileFS(w, r, s.assets, name)
 }

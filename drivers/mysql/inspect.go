@@ -35,8 +35,8 @@ func (e *executor) KeyHolders(ctx context.Context, key string, max int) ([]drive
 	return e.inspector().KeyHolders(ctx, key, max)
 }
 
-func (e *executor) BlockedAhead(ctx context.Context, key string, priority int, jobID int64) (int, error) {
-	return e.inspector().BlockedAhead(ctx, key, priority, jobID)
+func (e *executor) BlockedAhead(ctx context.Context, key string, priority int, jobID int64, max int) (int, error) {
+	return e.inspector().BlockedAhead(ctx, key, priority, jobID, max)
 }
 
 func (e *executor) BlockedLine(ctx context.Context, key string, max int) ([]driver.BlockedJob, error) {

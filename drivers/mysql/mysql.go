@@ -72,6 +72,7 @@ import (
 	gomysql "github.com/go-sql-driver/mysql"
 
 	"github.com/bqueue/bq/internal/driver"
+	"github.com/bqueue/bq/internal/humanize"
 	"github.com/bqueue/bq/migrations"
 )
 
@@ -170,16 +171,16 @@ func parseURL(rawURL string) (*gomysql.Config, error) {
 	}
 	db := strings.TrimPrefix(u.Path, "/")
 	if db == "" || strings.Contains(db, "/") {
-		return nil, fmt.Errorf("parse MySQL DSN %s: name one database, as in mysql://user:pass@host:3306/db", u.Redacted())
+		return nil, fmt.Errorf("parse MySQL DSN %s: name one database, as in mysql://user:pass@host:3306/db", humanize.RedactDSN(rawURL))
 	}
 	if err := checkCharset(u.Query()); err != nil {
-		return nil, fmt.Errorf("parse MySQL DSN %s: %w", u.Redacted(), err)
+		return nil, fmt.Errorf("parse MySQL DSN %s: %w", humanize.RedactDSN(rawURL), err)
 	}
 	// go-sql-driver parses its own parameters (timeout, tls, ...) and
 	// keeps the rest as session variables.
 	cfg, err := gomysql.ParseDSN("/?" + u.RawQuery)
 	if err != nil {
-		return nil, fmt.Errorf("parse MySQL DSN %s: %w", u.Redacted(), err)
+		return nil, fmt.Errorf("parse MySQL DSN %s: %w", humanize.RedactDSN(rawURL), err)
 	}
 	cfg.Net = "tcp"
 	cfg.Addr = u.Host
@@ -211,7 +212,7 @@ func parseURL(rawURL string) (*gomysql.Config, error) {
 		cfg.Params["time_zone"] = "'+00:00'"
 	}
 	if err := setDefaultCharset(cfg, q); err != nil {
-		return nil, fmt.Errorf("parse MySQL DSN %s: %w", u.Redacted(), err)
+		return nil, fmt.Errorf("parse MySQL DSN %s: %w", humanize.RedactDSN(rawURL), err)
 	}
 	return cfg, nil
 }

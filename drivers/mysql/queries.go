@@ -289,8 +289,8 @@ LEFT JOIN {p}processes p ON p.id = c.process_id
 WHERE j.concurrency_key_hash = ? AND j.concurrency_key = ? AND j.finished_at IS NULL
 	AND (c.job_id IS NOT NULL OR EXISTS (SELECT 1 FROM {p}ready_executions r WHERE r.job_id = j.id))
 ORDER BY j.id LIMIT ?`),
-		blockedAhead: p(`SELECT count(*) FROM {p}blocked_executions FORCE INDEX ({p}blocked_line)
-WHERE concurrency_key_hash = ? AND concurrency_key = ? AND (priority > ? OR (priority = ? AND job_id < ?))`),
+		blockedAhead: p(`SELECT count(*) FROM (SELECT 1 FROM {p}blocked_executions FORCE INDEX ({p}blocked_line)
+WHERE concurrency_key_hash = ? AND concurrency_key = ? AND (priority > ? OR (priority = ? AND job_id < ?)) LIMIT ?) ahead`),
 		blockedLine: p(`
 SELECT b.job_id, j.kind, b.queue, b.priority, b.created_at
 FROM {p}blocked_executions b FORCE INDEX ({p}blocked_line) JOIN {p}jobs j ON j.id = b.job_id

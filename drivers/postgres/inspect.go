@@ -92,9 +92,9 @@ func (e *executor) KeyHolders(ctx context.Context, key string, max int) ([]drive
 	return out, nil
 }
 
-func (e *executor) BlockedAhead(ctx context.Context, key string, priority int, jobID int64) (int, error) {
+func (e *executor) BlockedAhead(ctx context.Context, key string, priority int, jobID int64, max int) (int, error) {
 	var n int
-	if err := e.db.QueryRow(ctx, e.q.blockedAhead, key, priority, jobID).Scan(&n); err != nil {
+	if err := e.db.QueryRow(ctx, e.q.blockedAhead, key, priority, jobID, max).Scan(&n); err != nil {
 		return 0, fmt.Errorf("count blocked jobs ahead of job %d: %w", jobID, err)
 	}
 	return n, nil

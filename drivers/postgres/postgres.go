@@ -36,6 +36,7 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/bqueue/bq/internal/driver"
+	"github.com/bqueue/bq/internal/humanize"
 	"github.com/bqueue/bq/migrations"
 )
 
@@ -82,7 +83,7 @@ func New(pool *pgxpool.Pool) *Driver {
 func Open(ctx context.Context, dsn string) (*Driver, error) {
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
-		return nil, fmt.Errorf("parse PostgreSQL DSN: %w (expected postgres://user:pass@host:5432/db)", err)
+		return nil, fmt.Errorf("parse PostgreSQL DSN: %w (expected postgres://user:pass@host:5432/db)", redactParseError(err))
 	}
 	if !setsIdleTimeout(cfg.ConnConfig.RuntimeParams) {
 		cfg.ConnConfig.RuntimeParams[idleTimeoutParam] = milliseconds(txIdleTimeout)
@@ -96,6 +97,18 @@ func Open(ctx context.Context, dsn string) (*Driver, error) {
 		return nil, fmt.Errorf("connect to PostgreSQL at %s:%d: %w (is the server running and the DSN right?)", cfg.ConnConfig.Host, cfg.ConnConfig.Port, err)
 	}
 	return newDriver(pool, true, migrations.DefaultPrefix), nil
+}
+
+// redactParseError puts bq's redaction of the DSN in pgx's parse error,
+// whose own is best effort (it keeps ?pass=, a password holding @).
+func redactParseError(err error) error {
+	pe, ok := errors.AsType[*pgconn.ParseConfigError](err)
+	if !ok {
+		return err
+	}
+	redacted := *pe
+	redacted.ConnString = humanize.RedactDSN(pe.ConnString)
+	return &redacted
 }
 
 func newDriver(pool *pgxpool.Pool, owned bool, prefix string) *Driver {

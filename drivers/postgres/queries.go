@@ -332,8 +332,8 @@ LEFT JOIN {p}processes p ON p.id = c.process_id
 WHERE j.concurrency_key = $1 AND j.finished_at IS NULL
 	AND (c.job_id IS NOT NULL OR EXISTS (SELECT 1 FROM {p}ready_executions r WHERE r.job_id = j.id))
 ORDER BY j.id LIMIT $2`),
-		blockedAhead: p(`SELECT count(*) FROM {p}blocked_executions
-WHERE concurrency_key = $1 AND (priority > $2 OR (priority = $2 AND job_id < $3))`),
+		blockedAhead: p(`SELECT count(*) FROM (SELECT 1 FROM {p}blocked_executions
+WHERE concurrency_key = $1 AND (priority > $2 OR (priority = $2 AND job_id < $3)) LIMIT $4) ahead`),
 		blockedLine: p(`
 SELECT b.job_id, j.kind, b.queue, b.priority, b.created_at
 FROM {p}blocked_executions b JOIN {p}jobs j ON j.id = b.job_id

@@ -421,8 +421,9 @@ type Executor interface {
 	// jobs) in job id order.
 	KeyHolders(ctx context.Context, key string, max int) ([]Holder, error)
 	// BlockedAhead counts the blocked jobs of key that would be promoted
-	// before a blocked job of that priority and id.
-	BlockedAhead(ctx context.Context, key string, priority int, jobID int64) (int, error)
+	// before a blocked job of that priority and id, reading at most max
+	// of them: a long line costs no more than max rows.
+	BlockedAhead(ctx context.Context, key string, priority int, jobID int64, max int) (int, error)
 	// BlockedLine returns the first max blocked jobs of key, in promotion
 	// order (priority descending, then id).
 	BlockedLine(ctx context.Context, key string, max int) ([]BlockedJob, error)

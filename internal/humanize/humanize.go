@@ -1,10 +1,14 @@
-// Package humanize formats durations, instants and DSNs for people: the
-// CLI's tables, the dashboard's pages and error messages.
+// Package humanize formats durations, instants, DSNs and untrusted text
+// for people: the CLI's tables, the dashboard's pages and error messages.
 package humanize
 
 import (
+	"fmt"
+	"regexp"
+	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Age rounds a duration to what a table cell needs: milliseconds under a
@@ -33,18 +37,157 @@ func Ago(t, now time.Time) string {
 	return Age(now.Sub(t)) + " ago"
 }
 
-// RedactDSN hides the password of a URL-style DSN.
+// RedactDSN hides the secrets of a data source name, whatever its shape,
+// for a message or a log:
+//
+//	postgres://app:***@db:5432/app       a URL's password, all of it up to the
+//	                                     last @ (a raw @, : or / in it too)
+//	postgres://db/app?sslpassword=***    query parameters naming a secret
+//	root:***@tcp(127.0.0.1:3306)/db      go-sql-driver's own form
+//	host=db password=*** dbname=app      libpq's key=value form
+//
+// SQLite DSNs and file paths come back as they are: they hold no secret.
 func RedactDSN(dsn string) string {
-	scheme, rest, ok := strings.Cut(dsn, "://")
-	if !ok {
+	if strings.HasPrefix(dsn, "sqlite:") || strings.HasPrefix(dsn, "file:") || strings.HasPrefix(dsn, "/") || strings.HasPrefix(dsn, ".") {
 		return dsn
 	}
-	userinfo, host, ok := strings.Cut(rest, "@")
-	if !ok {
-		return dsn
+	if keyValueDSN.MatchString(dsn) {
+		return redactKeyValues(dsn)
 	}
-	if user, _, hasPass := strings.Cut(userinfo, ":"); hasPass {
-		return scheme + "://" + user + ":***@" + host
+	prefix, rest := "", dsn
+	if i := strings.Index(dsn, "://"); i >= 0 {
+		prefix, rest = dsn[:i+3], dsn[i+3:]
 	}
-	return dsn
+	// The userinfo ends at the last @: a password may hold more (and : or
+	// /), which drivers read differently; hiding up to the last one hides
+	// the password whichever way they read it. A "user" holding / or ?
+	// means that @ was in the path or query, not after a userinfo.
+	if at := strings.LastIndex(rest, "@"); at >= 0 {
+		if user, _, ok := strings.Cut(rest[:at], ":"); ok && !strings.ContainsAny(user, "/?#") {
+			return prefix + user + ":***@" + redactQuery(rest[at+1:])
+		}
+	}
+	return prefix + redactQuery(rest)
+}
+
+// keyValueDSN matches libpq's "key=value ..." form.
+var keyValueDSN = regexp.MustCompile(`^\s*[A-Za-z_][A-Za-z0-9_]*\s*=`)
+
+// keyValue is one pair of the key=value form: a value is a run without
+// spaces, or quoted with \' and \\ escapes.
+var keyValue = regexp.MustCompile(`([A-Za-z_][A-Za-z0-9_]*)(\s*=\s*)('(?:[^'\\]|\\.)*'?|\S*)`)
+
+func redactKeyValues(dsn string) string {
+	return keyValue.ReplaceAllStringFunc(dsn, func(pair string) string {
+		m := keyValue.FindStringSubmatch(pair)
+		if secretName(m[1]) {
+			return m[1] + m[2] + "***"
+		}
+		return pair
+	})
+}
+
+// redactQuery hides the values of the query parameters naming a secret
+// in what follows a DSN's host.
+func redactQuery(s string) string {
+	q := strings.IndexByte(s, '?')
+	if q < 0 {
+		return s
+	}
+	query, frag, hasFrag := strings.Cut(s[q+1:], "#")
+	params := strings.Split(query, "&")
+	for i, p := range params {
+		if name, _, ok := strings.Cut(p, "="); ok && secretName(name) {
+			params[i] = name + "=***"
+		}
+	}
+	out := s[:q+1] + strings.Join(params, "&")
+	if hasFrag {
+		out += "#" + frag
+	}
+	return out
+}
+
+// secretName reports a parameter that carries a secret: password, pass,
+// passwd, pwd, sslpassword, a token...
+func secretName(name string) bool {
+	n := strings.ToLower(name)
+	return strings.Contains(n, "pass") || strings.Contains(n, "pwd") || strings.Contains(n, "secret") || strings.Contains(n, "token")
+}
+
+// Thousands writes n with commas between groups of three digits: 10,001.
+func Thousands(n int) string {
+	s := strconv.Itoa(n)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var b strings.Builder
+	if neg {
+		b.WriteByte('-')
+	}
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
+}
+
+// Terminal writes out, as escapes, every character of s that could drive
+// a terminal or reorder the text around it: C0 controls (tab and newline
+// too), DEL, C1 controls, bidirectional overrides, isolates and marks,
+// and bytes that are not UTF-8. Queue, kind, key, group and process names
+// come from applications and their tenants: a key such as
+// "acme\x1b]0;PWNED\x07" would otherwise retitle the terminal, and one
+// holding U+202E would print the rest of its line reversed. A character is
+// written \u001b, a stray byte \x9b.
+func Terminal(s string) string { return escape(s, false) }
+
+// Visible is Terminal for text with a layout of its own (a page, a JSON
+// document, a multi-line error): it keeps tabs, newlines and carriage
+// returns. Its escapes are valid inside JSON strings, and JSON's own
+// never need them, so an encoded document stays valid and means the same.
+func Visible(s string) string { return escape(s, true) }
+
+func escape(s string, layout bool) string {
+	i := 0
+	for i < len(s) {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if (r == utf8.RuneError && size == 1) || hidden(r, layout) {
+			break
+		}
+		i += size
+	}
+	if i == len(s) {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s) + 16)
+	b.WriteString(s[:i])
+	for i < len(s) {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case hidden(r, layout):
+			fmt.Fprintf(&b, `\u%04x`, r)
+		default:
+			b.WriteString(s[i : i+size])
+		}
+		i += size
+	}
+	return b.String()
+}
+
+// hidden reports a character that acts rather than shows.
+func hidden(r rune, layout bool) bool {
+	switch {
+	case r == '\t' || r == '\n' || r == '\r':
+		return !layout
+	case r < 0x20, r == 0x7f, r >= 0x80 && r <= 0x9f:
+		return true
+	case r >= 0x202a && r <= 0x202e, r >= 0x2066 && r <= 0x2069, r == 0x200e, r == 0x200f, r == 0x061c:
+		return true
+	}
+	return false
 }

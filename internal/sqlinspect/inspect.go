@@ -23,7 +23,7 @@ type DB interface {
 
 // Queries are a driver's inspection statements. Those that name a key
 // take Key(key)'s arguments first; BlockedAhead then takes the priority
-// twice and the job id.
+// twice, the job id and how many rows to count at most.
 type Queries struct {
 	ReadyAges, GroupStats, TopBlockedKeys, ReadSem, KeyHolders string
 	BlockedAhead, BlockedLine, JobExecution, ListFailed        string
@@ -148,9 +148,9 @@ func (r Reader) KeyHolders(ctx context.Context, key string, max int) ([]driver.H
 	return out, nil
 }
 
-func (r Reader) BlockedAhead(ctx context.Context, key string, priority int, jobID int64) (int, error) {
+func (r Reader) BlockedAhead(ctx context.Context, key string, priority int, jobID int64, max int) (int, error) {
 	var n int
-	if err := r.DB.QueryRowContext(ctx, r.Q.BlockedAhead, append(r.Key(key), priority, priority, jobID)...).Scan(&n); err != nil {
+	if err := r.DB.QueryRowContext(ctx, r.Q.BlockedAhead, append(r.Key(key), priority, priority, jobID, max)...).Scan(&n); err != nil {
 		return 0, fmt.Errorf("count blocked jobs ahead of job %d: %w", jobID, err)
 	}
 	return n, nil

@@ -1,0 +1,24 @@
+package bq
+
+import "fmt"
+
+// MaxArgsBytes is the most a job's args may take once encoded as JSON:
+// 1 MiB. Enqueue refuses larger args before reaching the database, with
+// the same rule on every database. Keep large payloads in storage of your
+// own and pass a reference (an id, a URL) in the args.
+const MaxArgsBytes = 1 << 20
+
+// checkArgsSize refuses encoded args over MaxArgsBytes; i and n place
+// them among the args of one EnqueueMany.
+func checkArgsSize(raw []byte, i, n int) error {
+	if len(raw) <= MaxArgsBytes {
+		return nil
+	}
+	which := "args"
+	if n > 1 {
+		which = fmt.Sprintf("args[%d]", i)
+	}
+	return fmt.Errorf("%w: %s encode to %d bytes of JSON, over the limit of %d (bq.MaxArgsBytes): "+
+		"keep large payloads in storage of your own and pass a reference (an id, a URL) in the args",
+		ErrInvalidJob, which, len(raw), MaxArgsBytes)
+}

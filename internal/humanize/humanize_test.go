@@ -1,0 +1,74 @@
+package humanize
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestRedactDSN: every shape of DSN a user may pass loses its secrets and
+// keeps the rest; SQLite paths come back as they are.
+func TestRedactDSN(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		// URLs with user:pass.
+		{"postgres://app:hunter2@db:5432/app", "postgres://app:***@db:5432/app"},
+		{"postgresql://app:hunter2@db/app?sslmode=disable", "postgresql://app:***@db/app?sslmode=disable"},
+		{"mysql://root:hunter2@127.0.0.1:3306/test", "mysql://root:***@127.0.0.1:3306/test"},
+		{"postgres://:hunter2@db/app", "postgres://:***@db/app"},
+		// Passwords holding @, : and /, raw or percent-encoded.
+		{"postgres://app:hun@ter:2@db:5432/app", "postgres://app:***@db:5432/app"},
+		{"mysql://root:hu/nt?er2@db:3306/x", "mysql://root:***@db:3306/x"},
+		{"mysql://root:hunter%40%3A2@db:3306/x", "mysql://root:***@db:3306/x"},
+		// Secrets in the query string.
+		{"postgres://app@db/app?password=hunter2&sslmode=disable", "postgres://app@db/app?password=***&sslmode=disable"},
+		{"postgres://db/app?sslmode=verify-full&sslpassword=hunter2", "postgres://db/app?sslmode=verify-full&sslpassword=***"},
+		{"mysql://root@db/x?pass=hunter2", "mysql://root@db/x?pass=***"},
+		{"mysql://root:hunter1@db/x?Password=hunter2#frag", "mysql://root:***@db/x?Password=***#frag"},
+		{"postgres://db/app?password=hun:ter@2", "postgres://db/app?password=***"},
+		// Unknown schemes: redacted the same way.
+		{"mongodb://u:hunter2@h/x", "mongodb://u:***@h/x"},
+		// go-sql-driver's own form.
+		{"root:hunter2@tcp(127.0.0.1:3306)/db", "root:***@tcp(127.0.0.1:3306)/db"},
+		{"root:hun@ter2@tcp(127.0.0.1:3306)/db?parseTime=true", "root:***@tcp(127.0.0.1:3306)/db?parseTime=true"},
+		{"root:hunter2@unix(/tmp/mysql.sock)/db", "root:***@unix(/tmp/mysql.sock)/db"},
+		// libpq key=value.
+		{"host=db user=app password=hunter2 dbname=app", "host=db user=app password=*** dbname=app"},
+		{"host=db password = 'hun ter\\'2' dbname=app", "host=db password = *** dbname=app"},
+		{"sslpassword=hunter2 host=db", "sslpassword=*** host=db"},
+		// Nothing to hide.
+		{"postgres://app@db/app", "postgres://app@db/app"},
+		{"postgres://db/app?application_name=a@b", "postgres://db/app?application_name=a@b"},
+		{"host=db user=app", "host=db user=app"},
+		// SQLite paths, whatever they hold.
+		{"sqlite:///var/lib/app/jobs.db", "sqlite:///var/lib/app/jobs.db"},
+		{"sqlite::memory:", "sqlite::memory:"},
+		{"sqlite:///tmp/a:b@c.db?_pragma=busy_timeout(5000)", "sqlite:///tmp/a:b@c.db?_pragma=busy_timeout(5000)"},
+		{"/var/lib/a:b@c.db", "/var/lib/a:b@c.db"},
+	} {
+		got := RedactDSN(c.in)
+		if got != c.want {
+			t.Errorf("RedactDSN(%q) = %q, want %q", c.in, got, c.want)
+		}
+		if strings.Contains(got, "hunter") || strings.Contains(got, "ter2") {
+			t.Errorf("RedactDSN(%q) = %q keeps the secret", c.in, got)
+		}
+	}
+}
+
+func TestTerminal(t *testing.T) {
+	for _, c := range []struct{ in, term, visible string }{
+		{"acme", "acme", "acme"},
+		{"a\x1b]0;X\x07b", `a\u001b]0;X\u0007b`, `a\u001b]0;X\u0007b`},
+		{"a\tb\nc\r", `a\u0009b\u000ac\u000d`, "a\tb\nc\r"},
+		{"x\u202ey\u2066z\u200e\u200f\u061c", `x\u202ey\u2066z\u200e\u200f\u061c`, `x\u202ey\u2066z\u200e\u200f\u061c`},
+		{"c1\u0085\u009b del\x7f", `c1\u0085\u009b del\u007f`, `c1\u0085\u009b del\u007f`},
+		{"bad\x9bbyte", `bad\x9bbyte`, `bad\x9bbyte`},
+		{"ключ 🔑", "ключ 🔑", "ключ 🔑"},
+	} {
+		if got := Terminal(c.in); got != c.term {
+			t.Errorf("Terminal(%q) = %q, want %q", c.in, got, c.term)
+		}
+		if got := Visible(c.in); got != c.visible {
+			t.Errorf("Visible(%q) = %q, want %q", c.in, got, c.visible)
+		}
+	}
+}

@@ -1,0 +1,120 @@
+package ui
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+)
+
+const (
+	tokenCookie  = "bq_ui_token"
+	noticeCookie = "bq_ui_notice"
+)
+
+// authorized checks the token: a bearer header, the cookie, or ?token=
+// once, which sets the cookie and redirects to the URL without it so the
+// token does not linger in history or logs. It answers 401 otherwise.
+func (s *server) authorized(w http.ResponseWriter, r *http.Request) bool {
+	if auth, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok && s.tokenMatches(auth) {
+		return true
+	}
+	if c, err := r.Cookie(tokenCookie); err == nil && subtle.ConstantTimeCompare([]byte(c.Value), []byte(s.session)) == 1 {
+		return true
+	}
+	if q := r.URL.Query(); q.Has("token") && r.Method == http.MethodGet && s.tokenMatches(q.Get("token")) {
+		s.setCookie(w, r, tokenCookie, s.session, 0)
+		q.Del("token")
+		// r.URL.Path "//evil.example/" must not become a Location that
+		// leaves the dashboard.
+		target := s.opts.Path + r.URL.Path
+		if !localPath(target) {
+			target = s.opts.Path + "/"
+		}
+		u := url.URL{Path: target, RawQuery: q.Encode()}
+		http.Redirect(w, r, u.String(), http.StatusSeeOther)
+		return false
+	}
+	w.Header().Set("WWW-Authenticate", `Bearer realm="bq"`)
+	http.Error(w, "unauthorized: this dashboard needs its token (open it once with ?token=..., or send Authorization: Bearer ...)", http.StatusUnauthorized)
+	return false
+}
+
+func (s *server) tokenMatches(got string) bool {
+	return subtle.ConstantTimeCompare([]byte(got), []byte(s.opts.Token)) == 1
+}
+
+// sessionValue is what the token cookie holds: a MAC of the token, not
+// the token itself, so that any token (one holding ; " \ or spaces,
+// which a cookie cannot carry) can log in, and the cookie is no bearer
+// token for anything else.
+func sessionValue(token string) string {
+	m := hmac.New(sha256.New, []byte(token))
+	m.Write([]byte("bq ui session"))
+	return hex.EncodeToString(m.Sum(nil))
+}
+
+// setCookie sets one of the dashboard's cookies; maxAge as in
+// http.Cookie (0: for the session, -1: delete).
+func (s *server) setCookie(w http.ResponseWriter, r *http.Request, name, value string, maxAge int) {
+	http.SetCookie(w, &http.Cookie{Name: name, Value: value, Path: s.opts.Path + "/", MaxAge: maxAge,
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil || s.opts.SecureCookies})
+}
+
+// localPath reports whether p is a path of this site that a browser
+// cannot read as another host: one /, then not / or \, no \ anywhere
+// (browsers read it as /), and no control character (browsers drop tabs
+// and newlines, so "/\t/evil.example" would become "//evil.example").
+func localPath(p string) bool {
+	if !strings.HasPrefix(p, "/") || strings.HasPrefix(p, "//") || strings.Contains(p, "\\") {
+		return false
+	}
+	for i := 0; i < len(p); i++ {
+		if p[i] < 0x20 || p[i] == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// tell leaves the next page a notice of what an action did to job id, in
+// a cookie signed with this handler's secret: a link cannot fake one.
+func (s *server) tell(w http.ResponseWriter, r *http.Request, done string, id int64) {
+	v := fmt.Sprintf("%s.%d", done, id)
+	s.setCookie(w, r, noticeCookie, v+"."+s.sign(v), 60)
+}
+
+// notice reads and clears the notice an action left, and says what
+// became of the job since, in words of the server's own making.
+func (s *server) notice(w http.ResponseWriter, r *http.Request) string {
+	c, err := r.Cookie(noticeCookie)
+	if err != nil {
+		return ""
+	}
+	s.setCookie(w, r, noticeCookie, "", -1)
+	i := strings.LastIndexByte(c.Value, '.')
+	if i < 0 || !hmac.Equal([]byte(c.Value[i+1:]), []byte(s.sign(c.Value[:i]))) {
+		return ""
+	}
+	done, idText, _ := strings.Cut(c.Value[:i], ".")
+	id, err := strconv.ParseInt(idText, 10, 64)
+	if err != nil || (done != "retried" && done != "discarded") {
+		return ""
+	}
+	info, err := s.client.Job(r.Context(), id)
+	if err != nil {
+		return fmt.Sprintf("Job %d %s.", id, done)
+	}
+	return fmt.Sprintf("Job %d %s: it is now %s.", id, done, info.State)
+}
+
+func (s *server) sign(v string) string {
+	m := hmac.New(sha256.New, s.secret)
+	m.Write([]byte(v))
+	return hex.EncodeToString(m.Sum(nil))
+}
