@@ -9,7 +9,9 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -321,4 +323,85 @@ func TestBrowserRebinding(t *testing.T) {
 			t.Errorf("open the dashboard at %s: %v, status %v; want 200", host, err, resp)
 		}
 	}
+}
+
+// crossSitePage is a page of another site that loads the dashboard's job
+// page as an image and a frame and fetches it, as any page a user visits
+// could (%[1]s the dashboard's origin, %[2]d the job).
+const crossSitePage = `<!doctype html><html><body>
+<img src="%[1]s/jobs/%[2]d">
+<iframe src="%[1]s/jobs/%[2]d?frame=1"></iframe>
+<script>
+fetch("%[1]s/jobs/%[2]d?fetch=1", {mode: "no-cors", credentials: "include"})
+	.finally(() => { document.title = "done"; });
+</script></body></html>`
+
+// TestBrowserCrossSiteGETs: a page on another site (evil.test) that makes
+// Chromium request a job's page from the dashboard by an image, a frame
+// and a fetch gets 403 for each: the dashboard renders nothing for a GET
+// another site's page made, so no page on the web can make it render a
+// job (or its args) for it. Opening the dashboard itself is served.
+func TestBrowserCrossSiteGETs(t *testing.T) {
+	path := chromium(t)
+	f := newFixture(t, databases[0])
+	type seen struct {
+		path, site string
+		status     int
+	}
+	var mu sync.Mutex
+	var got []seen
+	dash := ui.Handler(f.client, ui.Options{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
+		dash.ServeHTTP(rec, r)
+		mu.Lock()
+		got = append(got, seen{r.URL.RequestURI(), r.Header.Get("Sec-Fetch-Site"), rec.status})
+		mu.Unlock()
+	}))
+	defer srv.Close()
+	evil := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, crossSitePage, srv.URL, f.mailFailed)
+	}))
+	defer evil.Close()
+	evilPort := evil.URL[strings.LastIndex(evil.URL, ":")+1:]
+	ctx := browser(t, path, chromedp.Flag("host-resolver-rules", "MAP evil.test 127.0.0.1"))
+	if _, err := chromedp.Run(ctx, chromedp.NavigateResponse("http://evil.test:"+evilPort+"/")); err != nil {
+		t.Fatalf("open the cross-site page: %v", err)
+	}
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`document.title === "done"`)); err != nil {
+		t.Fatalf("wait for the cross-site page's fetch: %v", err)
+	}
+	time.Sleep(300 * time.Millisecond) // the frame and image land too
+	mu.Lock()
+	requests := slices.Clone(got)
+	mu.Unlock()
+	jobPages := 0
+	for _, s := range requests {
+		if !strings.HasPrefix(s.path, fmt.Sprintf("/jobs/%d", f.mailFailed)) {
+			continue
+		}
+		jobPages++
+		t.Logf("cross-site GET %s (Sec-Fetch-Site %q): %d", s.path, s.site, s.status)
+		if s.status != http.StatusForbidden {
+			t.Errorf("cross-site GET %s (Sec-Fetch-Site %q) got %d, want 403", s.path, s.site, s.status)
+		}
+	}
+	if jobPages < 3 {
+		t.Errorf("the dashboard saw %d of the page's 3 requests: %+v", jobPages, requests)
+	}
+	resp, err := chromedp.Run(ctx, chromedp.NavigateResponse(srv.URL+"/failed"))
+	if err != nil || resp.Status != http.StatusOK {
+		t.Errorf("open the dashboard itself: %v, status %v; want 200", err, resp)
+	}
+}
+
+// statusRecorder keeps the status a handler wrote.
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (r *statusRecorder) WriteHeader(code int) {
+	r.status = code
+	r.ResponseWriter.WriteHeader(code)
 }
