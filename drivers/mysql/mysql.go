@@ -176,6 +176,13 @@ func parseURL(rawURL string) (*gomysql.Config, error) {
 	if err := checkCharset(u.Query()); err != nil {
 		return nil, fmt.Errorf("parse MySQL DSN %s: %w", humanize.RedactDSN(rawURL), err)
 	}
+	// go-sql-driver sends a parameter it does not know as a session SET:
+	// ?password=x would be `SET password = x`, changing the account's
+	// password rather than giving it.
+	if q := u.Query(); q.Has("password") || q.Has("passwd") {
+		return nil, fmt.Errorf("parse MySQL DSN %s: a password belongs in the URL's user part (mysql://user:pass@host:3306/db), not in ?password=, which the server would take as SET password",
+			humanize.RedactDSN(rawURL))
+	}
 	// go-sql-driver parses its own parameters (timeout, tls, ...) and
 	// keeps the rest as session variables.
 	cfg, err := gomysql.ParseDSN("/?" + u.RawQuery)

@@ -56,11 +56,13 @@ func TestParseURL(t *testing.T) {
 
 func TestParseURLErrors(t *testing.T) {
 	for dsn, want := range map[string]string{
-		"mysql://u:secret@h:3306":           "name one database",
-		"mysql://u:secret@h:3306/a/b":       "name one database",
-		"mysql://u:secret@h:3306/d?tls=bad": "parse MySQL DSN",
-		"postgres://u:secret@h/d":           "want mysql://",
-		"mysql://u:secret@h:port/d":         "parse MySQL DSN",
+		"mysql://u:secret@h:3306":            "name one database",
+		"mysql://u:secret@h:3306/a/b":        "name one database",
+		"mysql://u:secret@h:3306/d?tls=bad":  "parse MySQL DSN",
+		"postgres://u:secret@h/d":            "want mysql://",
+		"mysql://u:secret@h:port/d":          "parse MySQL DSN",
+		"mysql://u@h:3306/d?password=secret": "belongs in the URL's user part",
+		"mysql://u@h:3306/d?passwd=secret":   "belongs in the URL's user part",
 	} {
 		_, err := ParseURL(dsn)
 		if err == nil || !strings.Contains(err.Error(), want) {
