@@ -3,7 +3,11 @@ package bq
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strconv"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/bqueue/bq/internal/driver"
 	"github.com/bqueue/bq/internal/lifecycle"
@@ -24,6 +28,10 @@ func (w *queueWorker) record(runCtx context.Context, l *lease, def definition, r
 	ctx := w.recordCtx
 	var action func(ex driver.Executor) (lifecycle.Result, error)
 	var retryAt time.Time
+	var msg string
+	if runErr != nil {
+		msg = errorText(runErr.Error())
+	}
 	switch {
 	case runErr == nil:
 		action = nil // batched by the completer
@@ -34,19 +42,19 @@ func (w *queueWorker) record(runCtx context.Context, l *lease, def definition, r
 		// could start beside it. If the claim is still this run's, the
 		// attempt counts and the job is ready again with its slot, as
 		// if reaped.
-		msg := lifecycle.LostMessage
+		msg = lifecycle.LostMessage
 		if cause := context.Cause(runCtx); cause != nil {
-			msg = cause.Error()
+			msg = errorText(cause.Error())
 		}
 		action = func(ex driver.Executor) (lifecycle.Result, error) { return lifecycle.Lost(ctx, ex, cl, msg, now) }
 	case isPermanent(runErr) || cl.Attempt+1 >= cl.MaxAttempts:
 		action = func(ex driver.Executor) (lifecycle.Result, error) {
-			return lifecycle.Fail(ctx, ex, cl, runErr.Error(), now)
+			return lifecycle.Fail(ctx, ex, cl, msg, now)
 		}
 	default:
 		retryAt = now.Add(def.backoff(cl.Attempt + 1))
 		action = func(ex driver.Executor) (lifecycle.Result, error) {
-			return lifecycle.Retry(ctx, ex, cl, runErr.Error(), retryAt, now)
+			return lifecycle.Retry(ctx, ex, cl, msg, retryAt, now)
 		}
 	}
 	var res lifecycle.Result
@@ -54,7 +62,15 @@ func (w *queueWorker) record(runCtx context.Context, l *lease, def definition, r
 	if action == nil {
 		res, err = w.completer.complete(cl)
 	} else {
+		tries := 0
 		err = w.c.retryDB(ctx, "record job outcome", func() error {
+			if tries++; tries > 1 {
+				// The message itself may be what the database refuses
+				// (a text its connection's character set cannot hold):
+				// never let it keep the outcome, and the slot, from
+				// landing.
+				msg = asciiText(msg)
+			}
 			return driver.InTx(ctx, w.c.drv, func(ex driver.Executor) (err error) {
 				res, err = action(ex)
 				return err
@@ -100,4 +116,30 @@ func (w *queueWorker) record(runCtx context.Context, l *lease, def definition, r
 	// The slot may have passed to a blocked job of any queue, in any
 	// process; a job returned or retried at once is ready itself.
 	w.c.readyAll(res.Woken(cl.Queue))
+}
+
+// maxErrorBytes bounds the error message stored with a failed attempt: a
+// job may fail with any text, of any size.
+const maxErrorBytes = 64 << 10
+
+// errorText is an error message as every database stores it: valid UTF-8,
+// no NUL byte (PostgreSQL refuses both in text), at most maxErrorBytes.
+func errorText(s string) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	s = strings.ReplaceAll(s, "\x00", `\x00`)
+	if len(s) <= maxErrorBytes {
+		return s
+	}
+	cut := maxErrorBytes
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + fmt.Sprintf("… (%d bytes in all)", len(s))
+}
+
+// asciiText is s with every byte outside printable ASCII escaped, which
+// any character set holds.
+func asciiText(s string) string {
+	q := strconv.QuoteToASCII(s)
+	return q[1 : len(q)-1]
 }
