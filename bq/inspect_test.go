@@ -126,8 +126,10 @@ func TestUIExposure(t *testing.T) {
 }
 
 // hostile is a key built from a tenant name that retitles the terminal,
-// erases lines and reverses what follows it.
-const hostile = "acme\x1b]0;PWNED\x07\x1b[2K\r\x1b[1A\u202eexe.\u2066\u200f\x9b31m\xc2\x85\x7f"
+// erases lines and reverses what follows it. Keys are valid UTF-8, so its
+// C1 CSI is the character U+009B; the process name below carries the
+// stray byte 0x9b too.
+const hostile = "acme\x1b]0;PWNED\x07\x1b[2K\r\x1b[1A\u202eexe.\u2066\u200f\u009b31m\xc2\x85\x7f"
 
 // wantNoControls fails if out carries a byte or character that drives a
 // terminal: C0 controls other than tab and newline, DEL, C1 controls,
@@ -165,7 +167,7 @@ func TestTerminalEscapes(t *testing.T) {
 		}
 	}
 	ex := c.Driver().Exec()
-	proc, err := ex.RegisterProcess(ctx, driver.Process{Kind: "worker", Name: "w\x1b]0;PWNED\x07\u202e", Hostname: "h",
+	proc, err := ex.RegisterProcess(ctx, driver.Process{Kind: "worker", Name: "w\x1b]0;PWNED\x07\u202e\x9b31m", Hostname: "h",
 		PID: 1, Queues: "cli", HeartbeatInterval: time.Hour, StartedAt: time.Now()})
 	if err != nil {
 		t.Fatal(err)
