@@ -37,9 +37,14 @@ func (l *lease) check() {
 		return
 	}
 	if s := l.proc.silence(l.proc.c.cfg.Now()); s > l.bound {
-		l.fence(fmt.Errorf("%w: no heartbeat of this process landed for %s (the process was paused, or the database was unreachable), past the %s after which its claim may be taken",
-			ErrLeaseLost, s.Round(time.Millisecond), l.bound))
+		l.fence(l.lapsed(s))
 	}
+}
+
+// lapsed is the cause of a run fenced after a silence s past its bound.
+func (l *lease) lapsed(s time.Duration) error {
+	return fmt.Errorf("%w: no heartbeat of this process landed for %s (the process was paused, or the database was unreachable), past the %s after which its claim may be taken",
+		ErrLeaseLost, s.Round(time.Millisecond), l.bound)
 }
 
 // fence cancels the run with cause, once.

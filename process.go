@@ -160,8 +160,7 @@ func (p *process) fenceExpired(at time.Time) {
 			p.c.log.Warn("no heartbeat landed for too long; cancelling the run before its claim can be taken",
 				"job_id", l.claim.ID, "kind", l.claim.Kind, "process_id", p.ID(),
 				"silence", s.Round(time.Millisecond), "bound", l.bound)
-			l.fence(fmt.Errorf("%w: no heartbeat of this process landed for %s (the process was paused, or the database was unreachable), past the %s after which its claim may be taken",
-				ErrLeaseLost, s.Round(time.Millisecond), l.bound))
+			l.fence(l.lapsed(s))
 		}
 	}
 }
