@@ -10,8 +10,10 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net/url"
 	"strings"
+	"time"
 
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
@@ -70,7 +72,7 @@ func Open(ctx context.Context, path string) (*Driver, error) {
 		// Each connection to :memory: is a database of its own.
 		db.SetMaxOpenConns(1)
 	}
-	if err := db.PingContext(ctx); err != nil {
+	if err := ping(ctx, db); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open SQLite database %s: %w", path, err)
 	}
@@ -81,6 +83,26 @@ func Open(ctx context.Context, path string) (*Driver, error) {
 		d.ckpt = startCheckpointer(db)
 	}
 	return d, nil
+}
+
+// ping opens the first connection. Switching a new file to WAL takes an
+// exclusive lock without waiting in the busy handler, so processes
+// opening one fresh file at once can meet SQLITE_BUSY: try again, for as
+// long as busy_timeout would wait.
+func ping(ctx context.Context, db *sql.DB) error {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		err := db.PingContext(ctx)
+		var se *sqlite.Error
+		if err == nil || !errors.As(err, &se) || se.Code()&0xff != sqlite3.SQLITE_BUSY || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-time.After(time.Duration(5+rand.IntN(20)) * time.Millisecond):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }
 
 // New wraps a *sql.DB opened with the "sqlite" driver of modernc.org/sqlite;
