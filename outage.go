@@ -24,8 +24,8 @@ type outage struct {
 	back       chan struct{} // closed when the outage ends
 }
 
-// closed is a channel that is always ready.
-var closed = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+// readyNow is a channel that is always ready.
+var readyNow = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
 // recovered is ready once the current outage has ended (at once if there
 // is none): a call waiting to retry need not wait out its backoff.
@@ -33,7 +33,7 @@ func (o *outage) recovered() <-chan struct{} {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if !o.down.Load() {
-		return closed
+		return readyNow
 	}
 	return o.back
 }

@@ -95,10 +95,14 @@ func (p *process) silence(now time.Time) time.Duration {
 	return elapsed(now, *p.lastBeat.Load())
 }
 
+// minBound is the least bound any run can have: ProcessDeadAfter is at
+// least three heartbeat intervals, and so is a key's reclaim silence.
+func (p *process) minBound() time.Duration { return 2 * p.c.cfg.HeartbeatInterval }
+
 // canClaim reports whether a new claim would get a lease: beats are
-// landing (no run's bound is under two heartbeat intervals).
+// landing.
 func (p *process) canClaim() bool {
-	return p.silence(p.c.cfg.Now()) < 2*p.c.cfg.HeartbeatInterval
+	return p.silence(p.c.cfg.Now()) < p.minBound()
 }
 
 // landed records a beat sent at `at` that landed.
@@ -155,6 +159,9 @@ func (p *process) activeLeases() []*lease {
 // fenceExpired fences every run whose lease has lapsed at `at`.
 func (p *process) fenceExpired(at time.Time) {
 	s := p.silence(at)
+	if s <= p.minBound() {
+		return // beats are landing: the watchdog's every tick ends here
+	}
 	for _, l := range p.activeLeases() {
 		if s > l.bound && !l.fenced.Load() {
 			p.c.log.Warn("no heartbeat landed for too long; cancelling the run before its claim can be taken",
@@ -385,13 +392,6 @@ func (p *process) verifyClaims(ctx context.Context) {
 		}
 		p.c.log.Warn("returned to ready a claim of this process that no run held", "job_id", h.JobID, "process_id", id)
 	}
-}
-
-// returnClaims puts every claim this process still holds back to ready,
-// as a graceful stop ends: a claim committed as the stop began, that no
-// run took, must not wait to be reaped.
-func (p *process) returnClaims(ctx context.Context) {
-	p.verifyClaims(ctx)
 }
 
 func (p *process) deregister(ctx context.Context) {

@@ -7,9 +7,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/bqueue/bq/internal/driver"
+	"github.com/bqueue/bq/internal/humanize"
 	"github.com/bqueue/bq/internal/lifecycle"
 	"github.com/bqueue/bq/internal/metrics"
 )
@@ -127,14 +127,10 @@ const maxErrorBytes = 64 << 10
 func errorText(s string) string {
 	s = strings.ToValidUTF8(s, "\uFFFD")
 	s = strings.ReplaceAll(s, "\x00", `\x00`)
-	if len(s) <= maxErrorBytes {
-		return s
+	if cut, long := humanize.Clip(s, maxErrorBytes); long {
+		return cut + fmt.Sprintf("… (%d bytes in all)", len(s))
 	}
-	cut := maxErrorBytes
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + fmt.Sprintf("… (%d bytes in all)", len(s))
+	return s
 }
 
 // asciiText is s with every byte outside printable ASCII escaped, which

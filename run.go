@@ -112,8 +112,9 @@ func (c *Client) run(ctx context.Context, work, dispatch bool) error {
 	stopRecording()
 	cp.stop()
 	// A claim that committed as the stop began, that no runner took, goes
-	// back to ready now rather than when reaped.
-	proc.returnClaims(bg)
+	// back to ready now rather than when reaped (verifyClaims returns
+	// claims no run holds).
+	proc.verifyClaims(bg)
 	stopBeat()
 	services.Wait()
 	c.log.Info("bq stopped", "process_id", proc.ID())

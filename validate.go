@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/bqueue/bq/internal/humanize"
 )
 
 // MaxKeyBytes is the longest full concurrency key, Group + "/" + Key, in
@@ -89,9 +91,6 @@ func quoted(s string) string {
 	if len(s) <= 64 {
 		return fmt.Sprintf("%q", s)
 	}
-	start := s[:32]
-	for i := 0; i < 3 && !utf8.ValidString(start); i++ {
-		start = start[:len(start)-1] // do not cut a character in two
-	}
+	start, _ := humanize.Clip(s, 32)
 	return fmt.Sprintf("%q...", start)
 }

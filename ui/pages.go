@@ -9,6 +9,7 @@ import (
 	"strconv"
 
 	"github.com/bqueue/bq"
+	"github.com/bqueue/bq/internal/humanize"
 )
 
 // overviewData sums the report for the overview's cards.
@@ -103,7 +104,7 @@ func (s *server) job(w http.ResponseWriter, r *http.Request) {
 	}
 	d := jobData{Job: e.Job, Explain: e, ArgsSize: len(e.Job.Args), ErrorSize: len(e.Job.LastError)}
 	d.Args, d.ArgsCut = showArgs(e.Job.Args)
-	d.Error, d.ErrorCut = clip(e.Job.LastError, renderCap)
+	d.Error, d.ErrorCut = humanize.Clip(e.Job.LastError, renderCap)
 	s.render(w, r, http.StatusOK, "job", view{Title: fmt.Sprintf("Job %d", id), Nav: "jobs",
 		Notice: s.notice(w, r), Data: d})
 }
@@ -132,7 +133,7 @@ func (s *server) raw(w http.ResponseWriter, r *http.Request, name, contentType s
 		return
 	}
 	v := value(j)
-	shown, _ := clip(v, rawCap)
+	shown, _ := humanize.Clip(v, rawCap)
 	h := w.Header()
 	h.Set("Content-Type", contentType)
 	h.Set("Content-Disposition", fmt.Sprintf(`attachment; filename="job-%d-%s"`, id, name))

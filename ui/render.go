@@ -10,7 +10,6 @@ import (
 	"net/url"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/bqueue/bq/internal/humanize"
 
@@ -107,7 +106,7 @@ const rawCap = 2 * bq.MaxArgsBytes
 // them; args that are not JSON, or too long to indent, show as they are.
 func showArgs(raw []byte) (string, bool) {
 	if len(raw) > renderCap {
-		return clip(string(raw), renderCap)
+		return humanize.Clip(string(raw), renderCap)
 	}
 	var buf bytes.Buffer
 	if err := json.Indent(&buf, raw, "", "  "); err != nil || buf.Len() > renderCap {
@@ -116,25 +115,13 @@ func showArgs(raw []byte) (string, bool) {
 	return buf.String(), false
 }
 
-// clip cuts s to at most n bytes, at a character boundary, and says
-// whether it cut.
-func clip(s string, n int) (string, bool) {
-	if len(s) <= n {
-		return s, false
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n], true
-}
-
 func ago(t time.Time) string { return humanize.Ago(t, time.Now()) }
 
 func age(d time.Duration) string { return humanize.Age(d) }
 
 func firstLine(s string) string {
 	s, _, cut := strings.Cut(s, "\n")
-	if s, long := clip(s, 160); long {
+	if s, long := humanize.Clip(s, 160); long {
 		return s + "…"
 	}
 	if cut {

@@ -115,6 +115,18 @@ func secretName(name string) bool {
 	return strings.Contains(n, "pass") || strings.Contains(n, "pwd") || strings.Contains(n, "secret") || strings.Contains(n, "token")
 }
 
+// Clip cuts s to at most n bytes, at a character boundary, and says
+// whether it cut.
+func Clip(s string, n int) (string, bool) {
+	if len(s) <= n {
+		return s, false
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n], true
+}
+
 // Thousands writes n with commas between groups of three digits: 10,001.
 func Thousands(n int) string {
 	s := strconv.Itoa(n)
