@@ -37,17 +37,12 @@ const watchEvery = 50 * time.Millisecond
 func (d *Driver) notify(ctx context.Context, db dbtx, queues []string) error {
 	now := micros(time.Now())
 	for chunk := range slices.Chunk(queues, maxRows) {
-		var q strings.Builder
-		q.WriteString("INSERT INTO " + d.prefix + "signal_log (queue, created_at) VALUES ")
 		args := make([]any, 0, 2*len(chunk))
-		for i, queue := range chunk {
-			if i > 0 {
-				q.WriteString(", ")
-			}
-			q.WriteString("(?, ?)")
+		for _, queue := range chunk {
 			args = append(args, []byte(queue), now)
 		}
-		if _, err := db.ExecContext(ctx, q.String(), args...); err != nil {
+		q := "INSERT INTO " + d.prefix + "signal_log (queue, created_at) VALUES " + values(len(chunk), 2)
+		if _, err := db.ExecContext(ctx, q, args...); err != nil {
 			return fmt.Errorf("signal queues %q: %w", chunk, err)
 		}
 	}
