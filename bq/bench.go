@@ -16,6 +16,7 @@ import (
 
 	"github.com/bqueue/bq"
 	"github.com/bqueue/bq/internal/humanize"
+	"github.com/bqueue/bq/internal/pgstats"
 )
 
 // benchModes are the workloads of `bq bench`.
@@ -40,6 +41,8 @@ type benchOptions struct {
 	progress     bool
 	cpuprofile   string
 	sqlStats     bool
+	tableStats   bool   // PostgreSQL drains: measure the tables (dead rows, size)
+	autovacuum   string // with tableStats: "on" (the server's) or "off" on the run's tables
 }
 
 // benchResult is the one JSON line `bq bench --json` prints; River's peer
@@ -69,8 +72,10 @@ type benchResult struct {
 	BacklogSmallMS float64 `json:"backlog_small_ms,omitempty"`
 	BacklogLargeMS float64 `json:"backlog_large_ms,omitempty"`
 	BacklogRatio   float64 `json:"backlog_ratio,omitempty"`
-	GoVersion      string  `json:"go"`
-	CPUs           int     `json:"cpus"`
+	// --table-stats: what the run left in each table of its schema.
+	Tables    *pgstats.Report `json:"tables,omitempty"`
+	GoVersion string          `json:"go"`
+	CPUs      int             `json:"cpus"`
 }
 
 func runBench(ctx context.Context, e *env, args []string) error {
@@ -94,7 +99,14 @@ client with --slots slots. Modes:
 
 --config tuned sets PollInterval 50ms and DispatchInterval 100ms (both
 documented Config fields); --config default uses bq's defaults. Progress
-goes to stderr; --json prints one JSON line on stdout.`)
+goes to stderr; --json prints one JSON line on stdout.
+
+--table-stats (PostgreSQL; drain, keyed, hotkey) reads pg_stat_user_tables
+and the size of every table of the run's schema after migrating and again
+after the drain, once the run's connections have closed: rows inserted,
+updated (HOT) and deleted, dead tuples left, autovacuum runs, bytes.
+--autovacuum off disables autovacuum on those tables for the run, so that
+every dead tuple made is still counted at the end.`)
 	var o benchOptions
 	f.StringVar(&o.dsn, "dsn", os.Getenv("BQ_DSN"), "`DSN` of the server: postgres://... (a fresh schema is made), mysql://... (a fresh database) or sqlite (a fresh temporary file)")
 	f.StringVar(&o.mode, "mode", "drain", "workload: "+strings.Join(benchModes, ", "))
@@ -113,6 +125,8 @@ goes to stderr; --json prints one JSON line on stdout.`)
 	f.BoolVar(&o.progress, "progress", true, "draw progress bars on stderr")
 	f.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the measured phases to `file`")
 	f.BoolVar(&o.sqlStats, "sql-stats", false, "PostgreSQL: print the statements by total client-side time to stderr")
+	f.BoolVar(&o.tableStats, "table-stats", false, "PostgreSQL drains: report each table's inserts, updates, deletes, dead tuples and size")
+	f.StringVar(&o.autovacuum, "autovacuum", "on", "with --table-stats: on (as the server has it) or off on the run's tables")
 	pos, err := f.parse(args)
 	if err != nil {
 		return err
@@ -192,6 +206,14 @@ func (o *benchOptions) validate(f *flagSet) error {
 		return f.fail("--backlog-small, --backlog-large and --handoffs must be at least 1")
 	case o.config != "tuned" && o.config != "default":
 		return f.fail("--config %q: use tuned or default", o.config)
+	case o.autovacuum != "on" && o.autovacuum != "off":
+		return f.fail("--autovacuum %q: use on or off", o.autovacuum)
+	case o.autovacuum == "off" && !o.tableStats:
+		return f.fail("--autovacuum off is a setting of --table-stats; add it")
+	case o.tableStats && !strings.HasPrefix(o.dsn, "postgres"):
+		return f.fail("--table-stats reads PostgreSQL's statistics: use a postgres:// DSN")
+	case o.tableStats && o.mode != "drain" && o.mode != "keyed" && o.mode != "hotkey":
+		return f.fail("--table-stats measures a drain: use --mode drain, keyed or hotkey")
 	}
 	return nil
 }
@@ -226,6 +248,9 @@ func printBenchResult(w io.Writer, r *benchResult) {
 		fmt.Fprintf(w, "  enqueue %.0f jobs/s (%.2fs), work %.0f jobs/s (%.2fs)\n", r.EnqueuePerS, r.EnqueueS, r.WorkPerS, r.WorkS)
 	}
 	fmt.Fprintf(w, "  peak RSS %.1f MB\n", r.PeakRSSMB)
+	if r.Tables != nil {
+		r.Tables.Print(w, r.Jobs)
+	}
 }
 
 // peakRSSMB is the process's peak resident set size (getrusage's Maxrss,

@@ -23,6 +23,7 @@ import (
 	bqmysql "github.com/bqueue/bq/drivers/mysql"
 	"github.com/bqueue/bq/drivers/postgres"
 	"github.com/bqueue/bq/internal/humanize"
+	"github.com/bqueue/bq/internal/pgstats"
 )
 
 // bencher is one run of `bq bench`.
@@ -58,6 +59,11 @@ type benchDB struct {
 	drop    func()
 	clients []*bq.Client
 	pools   []*pgxpool.Pool
+	// PostgreSQL: the schema, the pool that made it, and with
+	// --table-stats the measurement of its tables begun after migrating.
+	schema string
+	admin  *pgxpool.Pool
+	tables *pgstats.Measurement
 }
 
 // freshDB creates an empty, migrated database and returns it.
@@ -85,6 +91,7 @@ func (b *bencher) freshDB(ctx context.Context) (*benchDB, error) {
 			return nil, fmt.Errorf("bench: connect to %s: %w", humanize.RedactDSN(b.o.dsn), err)
 		}
 		schema := "bench_" + suffix
+		db.schema, db.admin = schema, admin
 		if _, err := admin.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
 			admin.Close()
 			return nil, fmt.Errorf("bench: create schema %s: %w", schema, err)
@@ -112,6 +119,12 @@ func (b *bencher) freshDB(ctx context.Context) (*benchDB, error) {
 		db.close()
 		return nil, err
 	}
+	if b.o.tableStats {
+		if db.tables, err = pgstats.Begin(ctx, db.admin, db.schema, b.o.autovacuum == "on"); err != nil {
+			db.close()
+			return nil, fmt.Errorf("bench: %w", err)
+		}
+	}
 	return db, nil
 }
 
@@ -131,6 +144,8 @@ func (db *benchDB) client(ctx context.Context) (*bq.Client, error) {
 		if db.b.o.sqlStats {
 			pc.ConnConfig.Tracer = db.b.stats
 		}
+		// Named, so that --table-stats can wait for them to close.
+		pc.ConnConfig.RuntimeParams["application_name"] = pgstats.AppName(db.schema)
 		var pool *pgxpool.Pool
 		if pool, err = pgxpool.NewWithConfig(ctx, pc); err != nil {
 			return nil, err
@@ -146,13 +161,30 @@ func (db *benchDB) client(ctx context.Context) (*bq.Client, error) {
 }
 
 func (db *benchDB) close() {
+	db.closeClients()
+	db.drop()
+}
+
+func (db *benchDB) closeClients() {
 	for _, c := range db.clients {
 		c.Close()
 	}
 	for _, p := range db.pools {
 		p.Close()
 	}
-	db.drop()
+	db.clients, db.pools = nil, nil
+}
+
+// tableStats ends the --table-stats measurement: it closes the run's
+// clients, whose connections report their last counts as they go, and
+// reads the tables.
+func (db *benchDB) tableStats(ctx context.Context) (*pgstats.Report, error) {
+	db.closeClients()
+	r, err := db.tables.End(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	return r, nil
 }
 
 func randomSuffix() string {

@@ -278,7 +278,10 @@ func (b *bencher) drain(ctx context.Context, res *benchResult) error {
 	res.EnqueueS, res.WorkS = enq.Seconds(), work.Seconds()
 	res.EnqueuePerS = float64(b.o.jobs) / enq.Seconds()
 	res.WorkPerS = float64(b.o.jobs) / work.Seconds()
-	return nil
+	if b.o.tableStats {
+		res.Tables, err = db.tableStats(ctx)
+	}
+	return err
 }
 
 // steady: 4 producers enqueue one job at a time at --rate in total while

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/bqueue/bq/internal/pgstats"
 )
 
 func TestBenchUsage(t *testing.T) {
@@ -21,6 +23,10 @@ func TestBenchUsage(t *testing.T) {
 		{[]string{"bench", "--dsn", "mongodb://x", "--mode", "drain"}, "use postgres://"},
 		{[]string{"bench", "--dsn", "sqlite", "--jobs", "0"}, "--jobs must be at least 1"},
 		{[]string{"bench", "--dsn", "sqlite", "--config", "fast"}, `--config "fast"`},
+		{[]string{"bench", "--dsn", "sqlite", "--table-stats"}, "use a postgres:// DSN"},
+		{[]string{"bench", "--dsn", "postgres://x/y", "--mode", "steady", "--table-stats"}, "--mode drain, keyed or hotkey"},
+		{[]string{"bench", "--dsn", "postgres://x/y", "--autovacuum", "off"}, "a setting of --table-stats"},
+		{[]string{"bench", "--dsn", "postgres://x/y", "--table-stats", "--autovacuum", "no"}, `--autovacuum "no"`},
 	} {
 		code, _, stderr := bqCmd(t, ctx, c.args...)
 		if code != 2 || !strings.Contains(stderr, c.inStderr) {
@@ -42,8 +48,12 @@ func TestBench(t *testing.T) {
 				args := []string{"bench", "--dsn", dsn, "--mode", mode, "--json", "--progress=false", "--jobs", "60",
 					"--slots", "8", "--keys", "5", "--rate", "2000", "--batch", "25",
 					"--backlog-small", "5", "--backlog-large", "40", "--handoffs", "3", "--cpuprofile", prof}
+				measured := db.name == "postgres" && (mode == "drain" || mode == "keyed")
 				if db.name == "postgres" {
 					args = append(args, "--sql-stats")
+				}
+				if measured {
+					args = append(args, "--table-stats", "--autovacuum", "off")
 				}
 				code, stdout, stderr := bqCmd(t, context.Background(), args...)
 				if code != 0 {
@@ -76,7 +86,37 @@ func TestBench(t *testing.T) {
 				if db.name == "postgres" && !strings.Contains(stderr, "round trips") {
 					t.Errorf("%s: --sql-stats printed nothing:\n%s", mode, stderr)
 				}
+				if measured {
+					checkTableStats(t, mode, r)
+				}
 			}
 		})
+	}
+}
+
+// checkTableStats checks what --table-stats counted in a drain of 60 jobs:
+// every job inserted once into bq_jobs and updated once as it finished,
+// and, unkeyed, moved once through ready and claimed; none of it vacuumed.
+func checkTableStats(t *testing.T, mode string, r benchResult) {
+	t.Helper()
+	if r.Tables == nil || r.Tables.Autovacuum != "off" {
+		t.Fatalf("%s --table-stats: %+v", mode, r.Tables)
+	}
+	byName := map[string]pgstats.Change{}
+	for _, c := range r.Tables.Tables {
+		byName[c.Table] = c
+	}
+	want := map[string][2]int64{"bq_jobs": {60, 60}, "bq_ready_executions": {60, 0}, "bq_claimed_executions": {60, 0}}
+	for table, w := range want {
+		c := byName[table]
+		if c.Inserted != w[0] || c.Updated != w[1] || c.Autovacuums != 0 || c.Bytes <= 0 {
+			t.Errorf("%s --table-stats: %s %+v; want %d inserted, %d updated, no autovacuum", mode, table, c, w[0], w[1])
+		}
+		if mode == "drain" && (c.DeadMade() != 60 || c.DeadLeft > 60) {
+			t.Errorf("%s --table-stats: %s made %d dead tuples, %d left; want 60, at most 60", mode, table, c.DeadMade(), c.DeadLeft)
+		}
+	}
+	if s := byName["bq_semaphores"]; mode == "keyed" && s.Inserted != 5 {
+		t.Errorf("keyed --table-stats: bq_semaphores %+v; want 5 keys inserted", s)
 	}
 }

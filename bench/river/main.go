@@ -41,6 +41,8 @@ import (
 	"github.com/riverqueue/river/rivermigrate"
 	"github.com/schollz/progressbar/v3"
 	_ "modernc.org/sqlite"
+
+	"github.com/bqueue/bq/internal/pgstats"
 )
 
 const benchQueue = "bench"
@@ -56,6 +58,8 @@ type options struct {
 	progress   bool
 	cpuprofile string
 	sqlStats   bool
+	tableStats bool   // PostgreSQL drain: measure the tables (dead rows, size)
+	autovacuum string // with tableStats: "on" (the server's) or "off" on the run's tables
 }
 
 // result is the JSON line, the same shape as bq bench's.
@@ -77,8 +81,10 @@ type result struct {
 	PeakRSSMB   float64 `json:"peak_rss_mb"`
 	EnqueueS    float64 `json:"enqueue_s"`
 	WorkS       float64 `json:"work_s"`
-	GoVersion   string  `json:"go"`
-	CPUs        int     `json:"cpus"`
+	// --table-stats: what the run left in each table of its schema.
+	Tables    *pgstats.Report `json:"tables,omitempty"`
+	GoVersion string          `json:"go"`
+	CPUs      int             `json:"cpus"`
 }
 
 func main() {
@@ -104,6 +110,8 @@ func run(ctx context.Context, args []string) error {
 	fs.BoolVar(&o.progress, "progress", true, "draw progress bars on stderr")
 	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the measured phase to `file`")
 	fs.BoolVar(&o.sqlStats, "sql-stats", false, "PostgreSQL: print round trips per statement to stderr")
+	fs.BoolVar(&o.tableStats, "table-stats", false, "PostgreSQL drain: report each table's inserts, updates, deletes, dead tuples and size (as bq bench --table-stats)")
+	fs.StringVar(&o.autovacuum, "autovacuum", "on", "with --table-stats: on (as the server has it) or off on the run's tables")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -114,6 +122,10 @@ func run(ctx context.Context, args []string) error {
 		return fmt.Errorf("--mode %q: use drain or steady", o.mode)
 	case o.jobs < 1 || o.slots < 1 || o.rate <= 0 || o.batch < 1:
 		return errors.New("--jobs, --slots, --rate and --batch must be positive")
+	case o.autovacuum != "on" && o.autovacuum != "off":
+		return fmt.Errorf("--autovacuum %q: use on or off", o.autovacuum)
+	case o.tableStats && (o.mode != "drain" || strings.HasPrefix(o.dsn, "sqlite")):
+		return errors.New("--table-stats measures a drain on PostgreSQL")
 	}
 	var prof *os.File
 	if o.cpuprofile != "" {
@@ -143,6 +155,9 @@ func run(ctx context.Context, args []string) error {
 	}
 	fmt.Printf("river %s on %s: %d jobs, %d slots: enqueue %.0f jobs/s, work %.0f jobs/s, p50 %.2f ms, p95 %.2f ms, p99 %.2f ms, peak RSS %.1f MB\n",
 		res.Mode, res.Driver, res.Jobs, res.Slots, res.EnqueuePerS, res.WorkPerS, res.P50MS, res.P95MS, res.P99MS, res.PeakRSSMB)
+	if res.Tables != nil {
+		res.Tables.Print(os.Stdout, res.Jobs)
+	}
 	return nil
 }
 
@@ -166,6 +181,8 @@ func onPostgres(ctx context.Context, o options, prof *os.File, res *result) erro
 	if err != nil {
 		return err
 	}
+	// Named, so that --table-stats can wait for them to close.
+	cfg.ConnConfig.RuntimeParams["application_name"] = pgstats.AppName(schema)
 	stats := &roundTrips{n: map[string]int{}}
 	if o.sqlStats {
 		cfg.ConnConfig.Tracer = stats
@@ -181,7 +198,23 @@ func onPostgres(ctx context.Context, o options, prof *os.File, res *result) erro
 		err := pool.QueryRow(ctx, liveJobs).Scan(&n)
 		return n, err
 	}
-	return bench(ctx, o, prof, res, riverpgxv5.New(pool), schema, live)
+	var m *pgstats.Measurement
+	migrated := func(ctx context.Context) error {
+		if !o.tableStats {
+			return nil
+		}
+		m, err = pgstats.Begin(ctx, admin, schema, o.autovacuum == "on")
+		return err
+	}
+	if err := bench(ctx, o, prof, res, riverpgxv5.New(pool), schema, live, migrated); err != nil {
+		return err
+	}
+	if m != nil {
+		// Closed, so that the connections report their last counts.
+		pool.Close()
+		res.Tables, err = m.End(ctx)
+	}
+	return err
 }
 
 // onSQLite runs on a new file in a temporary directory, with one
@@ -205,7 +238,7 @@ func onSQLite(ctx context.Context, o options, prof *os.File, res *result) error 
 		err := db.QueryRowContext(ctx, liveJobs).Scan(&n)
 		return n, err
 	}
-	return bench(ctx, o, prof, res, riversqlite.New(db), "", live)
+	return bench(ctx, o, prof, res, riversqlite.New(db), "", live, func(context.Context) error { return nil })
 }
 
 // liveJobs counts the bench queue's jobs not yet finished.
@@ -251,8 +284,10 @@ func (t *tally) start(enqueuedAt int64) {
 	}
 }
 
+// bench runs the workload on drv; migrated is called once River's tables
+// exist, before the first job is inserted.
 func bench[TTx any](ctx context.Context, o options, prof *os.File, res *result, drv riverdriver.Driver[TTx],
-	schema string, live func(context.Context) (int, error)) error {
+	schema string, live func(context.Context) (int, error), migrated func(context.Context) error) error {
 	quiet := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	migrator, err := rivermigrate.New(drv, &rivermigrate.Config{Logger: quiet, Schema: schema})
 	if err != nil {
@@ -260,6 +295,9 @@ func bench[TTx any](ctx context.Context, o options, prof *os.File, res *result, 
 	}
 	if _, err := migrator.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
 		return fmt.Errorf("migrate: %w", err)
+	}
+	if err := migrated(ctx); err != nil {
+		return err
 	}
 	t := &tally{want: int64(o.jobs), done: make(chan struct{})}
 	if o.mode == "steady" {
