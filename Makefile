@@ -72,7 +72,10 @@ demo:
 build:
 	$(GO) build ./...
 
-# BENCH_FLAGS passes sizes to bench/matrix, e.g. BENCH_FLAGS='--rounds 1 --drain-jobs 2000'.
+# BENCH_FLAGS passes sizes to bench/matrix, e.g. BENCH_FLAGS='--rounds 1 --drain-jobs 2000';
+# BENCH_FLAGS='--only dead --drain-jobs 100000 --keyed-jobs 100000' runs only the
+# dead-rows and table-size runs (PostgreSQL, bq and River) and rewrites only
+# that section (and the notes) of docs/benchmarks.md.
 BENCH_FLAGS ?=
 bench: ensure-databases
 	mkdir -p .artifacts/bench

@@ -24,6 +24,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/bqueue/bq/internal/pgstats"
 )
 
 // result is the JSON line of `bq bench --json` and of bench/river.
@@ -45,6 +47,8 @@ type result struct {
 	BacklogSmallMS float64 `json:"backlog_small_ms"`
 	BacklogLargeMS float64 `json:"backlog_large_ms"`
 	BacklogRatio   float64 `json:"backlog_ratio"`
+	// Tables is what a --table-stats run left in its schema's tables.
+	Tables *pgstats.Report `json:"tables"`
 }
 
 // item is one command of the matrix.
@@ -54,6 +58,9 @@ type item struct {
 	args []string // after the binary
 	bin  string   // "bq" or "river"
 	runs int      // rounds it runs in (the first ones)
+	// tables: a --table-stats run, reported in the dead-rows section
+	// rather than among the timings.
+	tables bool
 }
 
 type sizes struct {
@@ -75,9 +82,9 @@ func main() {
 
 func run(ctx context.Context) error {
 	var (
-		bqBin, riverBin, dsn, mysqlDSN, out, raw, drivers, from string
-		rounds                                                  int
-		s                                                       sizes
+		bqBin, riverBin, dsn, mysqlDSN, out, raw, drivers, from, only string
+		rounds                                                        int
+		s                                                             sizes
 	)
 	flag.StringVar(&bqBin, "bq", "", "the bq binary")
 	flag.StringVar(&riverBin, "river", "", "the bench/river binary")
@@ -97,13 +104,22 @@ func run(ctx context.Context) error {
 	flag.IntVar(&s.backlogLarge, "backlog-large", 1000000, "backlog's large line")
 	flag.IntVar(&s.backlogRuns, "backlog-runs", 3, "rounds the backlog runs in (building the large line is the slow part)")
 	flag.StringVar(&from, "from", "", "re-render the report from this results file of an earlier run, running nothing")
+	flag.StringVar(&only, "only", "", "run only the items whose id contains one of these comma-separated words (\"dead\": the dead-rows runs) "+
+		"and rewrite only the dead-rows section and the notes of --out, keeping the rest of it")
 	flag.Parse()
 	var items []item
 	for d := range strings.SplitSeq(drivers, ",") {
 		items = append(items, matrix(d, dsn, mysqlDSN, s, rounds)...)
 	}
+	if only != "" {
+		items = selectItems(items, only)
+		if !flagSet("raw") {
+			raw = ".artifacts/bench/results-only.jsonl" // the full run's results stay
+		}
+	}
+	r := report{items: items, s: s, rounds: rounds, pgDSN: dsn, partial: only != ""}
 	if from != "" {
-		return rerender(items, from, out, s, rounds, dsn)
+		return rerender(r, from, out)
 	}
 	if bqBin == "" || riverBin == "" {
 		return errors.New("--bq and --river are required")
@@ -117,7 +133,7 @@ func run(ctx context.Context) error {
 	}
 	defer rawFile.Close()
 
-	results := map[string][]*result{} // by item id, one per round
+	r.results = map[string][]*result{} // by item id, one per round
 	t0 := time.Now()
 	for round := range rounds {
 		for _, it := range items {
@@ -129,38 +145,38 @@ func run(ctx context.Context) error {
 				bin = riverBin
 			}
 			fmt.Fprintf(os.Stderr, "[round %d/%d, %s] %s\n", round+1, rounds, time.Since(t0).Round(time.Second), it.name)
-			r, line, err := runOne(ctx, bin, it.args)
+			res, line, err := runOne(ctx, bin, it.args)
 			if err != nil {
 				return fmt.Errorf("%s: %w", it.name, err)
 			}
 			fmt.Fprintf(rawFile, "{\"item\":%q,\"round\":%d,\"result\":%s}\n", it.id, round+1, bytes.TrimSpace(line))
 			_ = rawFile.Sync()
-			results[it.id] = append(results[it.id], r)
+			r.results[it.id] = append(r.results[it.id], res)
 		}
 	}
-	report := render(items, results, s, rounds, dsn, time.Since(t0))
-	if err := os.WriteFile(out, []byte(report), 0o644); err != nil {
+	r.took, r.at = time.Since(t0), time.Now()
+	if err := r.write(out); err != nil {
 		return err
 	}
-	fmt.Fprintf(rawFile, "{\"took_s\":%.0f}\n", time.Since(t0).Seconds())
+	fmt.Fprintf(rawFile, "{\"took_s\":%.0f,\"at\":%q}\n", r.took.Seconds(), r.at.Format(time.RFC3339))
 	fmt.Fprintf(os.Stderr, "wrote %s in %s\n", out, time.Since(t0).Round(time.Second))
 	return nil
 }
 
 // rerender writes the report from the results file of an earlier run
 // (after the notes changed, say).
-func rerender(items []item, from, out string, s sizes, rounds int, dsn string) error {
+func rerender(r report, from, out string) error {
 	data, err := os.ReadFile(from)
 	if err != nil {
 		return err
 	}
-	results := map[string][]*result{}
-	var took time.Duration
+	r.results = map[string][]*result{}
 	for line := range bytes.SplitSeq(data, []byte("\n")) {
 		var rec struct {
-			Item   string  `json:"item"`
-			Result *result `json:"result"`
-			TookS  float64 `json:"took_s"`
+			Item   string    `json:"item"`
+			Result *result   `json:"result"`
+			TookS  float64   `json:"took_s"`
+			At     time.Time `json:"at"`
 		}
 		if len(bytes.TrimSpace(line)) == 0 {
 			continue
@@ -169,13 +185,35 @@ func rerender(items []item, from, out string, s sizes, rounds int, dsn string) e
 			return fmt.Errorf("%s: %w", from, err)
 		}
 		if rec.TookS > 0 {
-			took = time.Duration(rec.TookS * float64(time.Second))
+			r.took, r.at = time.Duration(rec.TookS*float64(time.Second)), rec.At
 		}
 		if rec.Item != "" {
-			results[rec.Item] = append(results[rec.Item], rec.Result)
+			r.results[rec.Item] = append(r.results[rec.Item], rec.Result)
 		}
 	}
-	return os.WriteFile(out, []byte(render(items, results, s, rounds, dsn, took)), 0o644)
+	return r.write(out)
+}
+
+// selectItems keeps the items whose id contains one of the comma-separated
+// words of only.
+func selectItems(items []item, only string) []item {
+	var out []item
+	for _, it := range items {
+		for w := range strings.SplitSeq(only, ",") {
+			if w != "" && strings.Contains(it.id, w) {
+				out = append(out, it)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// flagSet says whether flag name was given on the command line.
+func flagSet(name string) bool {
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
 
 // matrix lists driver d's commands.
@@ -216,6 +254,26 @@ func matrix(d, dsn, mysqlDSN string, s sizes, rounds int) []item {
 		pool.name += " (pool_max_conns=16)"
 		pgOnly = append(pgOnly, pool,
 			bqItem("steady-remote", "--mode", "steady", "--jobs", n(s.steady), "--rate", rate, "--separate-producer"))
+		// Dead rows and table size, bq beside River, in the first round
+		// only (they are counts): with autovacuum off on the run's tables,
+		// so that every dead tuple made is counted, then as the server
+		// has it.
+		for _, av := range []string{"off", "on"} {
+			suffix := ""
+			if av == "on" {
+				suffix = "-av"
+			}
+			dead := []item{
+				bqItem("drain-dead"+suffix, "--mode", "drain", "--jobs", n(s.drain), "--table-stats", "--autovacuum", av),
+				riverItem("drain-dead"+suffix, "--mode", "drain", "--jobs", n(s.drain), "--table-stats", "--autovacuum", av),
+				bqItem("keyed-dead"+suffix, "--mode", "keyed", "--jobs", n(s.keyed), "--keys", "1000", "--to", "2",
+					"--table-stats", "--autovacuum", av),
+			}
+			for i := range dead {
+				dead[i].runs, dead[i].tables = 1, true
+			}
+			pgOnly = append(pgOnly, dead...)
+		}
 	}
 	if d == "mysql" {
 		// River has no MySQL driver: bq's own figures, for reference.

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"cmp"
 	_ "embed"
 	"fmt"
+	"os"
 	"runtime"
 	"strings"
 	"time"
@@ -74,9 +76,46 @@ func targets() []target {
 	}
 }
 
-func render(items []item, results map[string][]*result, s sizes, rounds int, pgDSN string, took time.Duration) string {
+// report is a run of the matrix (or a re-rendering of one) to write.
+type report struct {
+	items   []item
+	results map[string][]*result // by item id, one per round
+	s       sizes
+	rounds  int
+	pgDSN   string
+	took    time.Duration
+	at      time.Time // when the run ended
+	// partial: only some items ran (--only); the report replaces the
+	// dead-rows section and the notes of the file, keeping its head.
+	partial bool
+}
+
+// write writes the report to out.
+func (r report) write(out string) error {
+	text := r.head() + r.tail()
+	if r.partial {
+		old, err := os.ReadFile(out)
+		if err != nil {
+			return fmt.Errorf("--only rewrites part of %s: %w", out, err)
+		}
+		if text, err = splice(string(old), r.tail()); err != nil {
+			return fmt.Errorf("%s: %w", out, err)
+		}
+	}
+	return os.WriteFile(out, []byte(text), 0o644)
+}
+
+// tail is the part of the report after the targets: the dead rows, the
+// raw results' place and the notes.
+func (r report) tail() string {
+	return r.deadRows() + "\nRaw JSON lines of every run: `.artifacts/bench/results.jsonl` (not committed).\n" + notes
+}
+
+// head is the report up to the targets, included.
+func (r report) head() string {
+	items, s, rounds, took := r.items, r.s, r.rounds, r.took
 	var b strings.Builder
-	get := func(id string) []*result { return results[id] }
+	get := func(id string) []*result { return r.results[id] }
 	fmt.Fprintf(&b, `# Benchmarks
 
 Written by `+"`make bench`"+` (bench/matrix) on %s, in %s. Do not edit by hand:
@@ -98,25 +137,15 @@ fresh file in a temporary directory.
 
 ## Results (medians)
 
-`, time.Now().UTC().Format("2006-01-02 15:04 UTC"), took.Round(time.Second), runtime.NumCPU(), runtime.GOOS, runtime.GOARCH,
+`, r.when(), took.Round(time.Second), runtime.NumCPU(), runtime.GOOS, runtime.GOARCH,
 		rounds, s.slots)
 	var rows [][]string
 	for _, it := range items {
 		rs := get(it.id)
-		if len(rs) == 0 {
+		if len(rs) == 0 || it.tables {
 			continue
 		}
-		shown := make([]string, len(it.args))
-		for i, a := range it.args {
-			shown[i] = strings.Replace(a, pgDSN, "$PG", 1)
-			if strings.ContainsAny(shown[i], "&?") {
-				shown[i] = `"` + shown[i] + `"`
-			}
-		}
-		cmd := "bq " + strings.Join(shown, " ")
-		if it.bin == "river" {
-			cmd = "(cd bench/river && go run . " + strings.Join(shown, " ") + ")"
-		}
+		cmd := r.command(it)
 		f := func(fn func(*result) float64, prec int) string {
 			vals := field(rs, fn)
 			if median(vals) == 0 {
@@ -158,9 +187,27 @@ fresh file in a temporary directory.
 		rows = append(rows, []string{t.what, t.goal, fmtVals(vals, 2) + unit, verdict})
 	}
 	writeTable(&b, []string{"target", "goal", "measured", "verdict"}, rows)
-	fmt.Fprintf(&b, "\nRaw JSON lines of every run: `.artifacts/bench/results.jsonl` (not committed).\n")
-	b.WriteString(notes)
 	return b.String()
+}
+
+// when is when the run ended (now, for a results file that does not say).
+func (r report) when() string {
+	return cmp.Or(r.at, time.Now()).UTC().Format("2006-01-02 15:04 UTC")
+}
+
+// command is how to run item it by hand, the server's DSN shown as $PG.
+func (r report) command(it item) string {
+	shown := make([]string, len(it.args))
+	for i, a := range it.args {
+		shown[i] = strings.Replace(a, r.pgDSN, "$PG", 1)
+		if strings.ContainsAny(shown[i], "&?") {
+			shown[i] = `"` + shown[i] + `"`
+		}
+	}
+	if it.bin == "river" {
+		return "(cd bench/river && go run . " + strings.Join(shown, " ") + ")"
+	}
+	return "bq " + strings.Join(shown, " ")
 }
 
 // fmtVals shows the median and, for several runs, each run in brackets.
