@@ -51,6 +51,9 @@ type result struct {
 	Tables *pgstats.Report `json:"tables"`
 }
 
+// fullRaw is where a whole run's JSON lines go by default.
+const fullRaw = ".artifacts/bench/results.jsonl"
+
 // item is one command of the matrix.
 type item struct {
 	id   string // e.g. "pg/bq/drain"
@@ -92,7 +95,7 @@ func run(ctx context.Context) error {
 	flag.StringVar(&mysqlDSN, "mysql-dsn", "mysql://root@127.0.0.1:3306/test", "MySQL/MariaDB server DSN")
 	flag.StringVar(&drivers, "drivers", "postgres,sqlite,mysql", "databases to run on")
 	flag.StringVar(&out, "out", "docs/benchmarks.md", "the report to write")
-	flag.StringVar(&raw, "raw", ".artifacts/bench/results.jsonl", "where every JSON line goes")
+	flag.StringVar(&raw, "raw", fullRaw, "where every JSON line goes")
 	flag.IntVar(&rounds, "rounds", 3, "runs of each command; medians are over them")
 	flag.IntVar(&s.drain, "drain-jobs", 20000, "jobs of drain")
 	flag.IntVar(&s.keyed, "keyed-jobs", 20000, "jobs of keyed")
@@ -117,7 +120,7 @@ func run(ctx context.Context) error {
 			raw = ".artifacts/bench/results-only.jsonl" // the full run's results stay
 		}
 	}
-	r := report{items: items, s: s, rounds: rounds, pgDSN: dsn, partial: only != ""}
+	r := report{items: items, s: s, rounds: rounds, pgDSN: dsn, partial: only != "", raw: raw}
 	if from != "" {
 		return rerender(r, from, out)
 	}

@@ -85,6 +85,7 @@ type report struct {
 	pgDSN   string
 	took    time.Duration
 	at      time.Time // when the run ended
+	raw     string    // where its JSON lines went
 	// partial: only some items ran (--only); the report replaces the
 	// dead-rows section and the notes of the file, keeping its head.
 	partial bool
@@ -108,7 +109,11 @@ func (r report) write(out string) error {
 // tail is the part of the report after the targets: the dead rows, the
 // raw results' place and the notes.
 func (r report) tail() string {
-	return r.deadRows() + "\nRaw JSON lines of every run: `.artifacts/bench/results.jsonl` (not committed).\n" + notes
+	raw := "\nRaw JSON lines of every run: `" + fullRaw + "` (not committed)"
+	if r.partial {
+		raw += "; of the dead-rows runs, `" + r.raw + "`"
+	}
+	return r.deadRows() + raw + ".\n" + notes
 }
 
 // head is the report up to the targets, included.
