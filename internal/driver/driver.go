@@ -59,6 +59,14 @@ type Driver interface {
 	Retryable(err error) bool
 	// SQLDB returns a database/sql handle for migrations.
 	SQLDB() *sql.DB
+	// MigrationLock serialises bq's migrations of this prefix across
+	// processes until unlock is called: several processes may migrate at
+	// once on start-up, and the others must wait for the first rather
+	// than fail half-way. The lock is the database's own (PostgreSQL's
+	// advisory lock, MySQL's GET_LOCK, a file lock beside a SQLite file),
+	// held by a session or file that ends with the process, so a
+	// migrator that dies releases it. It waits at most MigrationLockWait.
+	MigrationLock(ctx context.Context) (unlock func(), err error)
 	// Close releases what the driver opened itself; a wrapped pool or
 	// *sql.DB belongs to the caller and stays open.
 	Close() error
