@@ -4,7 +4,6 @@ import (
 	"context"
 	sqldriver "database/sql/driver"
 	"fmt"
-	"hash/fnv"
 
 	"github.com/bqueue/bq/internal/driver"
 )
@@ -25,9 +24,7 @@ func (d *Driver) MigrationLock(ctx context.Context) (func(), error) {
 		conn.Close()
 		return nil, fmt.Errorf("take migration lock: read current database: %w", err)
 	}
-	h := fnv.New64a()
-	h.Write([]byte(database + "." + d.prefix))
-	name := fmt.Sprintf("bq-migrate-%016x", h.Sum64())
+	name := fmt.Sprintf("bq-migrate-%016x", driver.MigrationLockKey(database, d.prefix))
 	if _, err := conn.ExecContext(ctx, "SET SESSION wait_timeout = 28800"); err != nil {
 		conn.Close()
 		return nil, fmt.Errorf("take migration lock %s: %w", name, err)

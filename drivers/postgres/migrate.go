@@ -3,7 +3,6 @@ package postgres
 import (
 	"context"
 	"fmt"
-	"hash/fnv"
 
 	"github.com/bqueue/bq/internal/driver"
 )
@@ -23,9 +22,7 @@ func (d *Driver) MigrationLock(ctx context.Context) (func(), error) {
 		conn.Release()
 		return nil, fmt.Errorf("take migration lock: read current schema: %w", err)
 	}
-	h := fnv.New64a()
-	h.Write([]byte(schema + "." + d.prefix))
-	id := int64(h.Sum64() >> 1)
+	id := int64(driver.MigrationLockKey(schema, d.prefix) >> 1)
 	err = driver.PollMigrationLock(ctx, fmt.Sprintf("%d", id), func() (got bool, err error) {
 		err = conn.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", id).Scan(&got)
 		return got, err

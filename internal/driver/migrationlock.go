@@ -3,6 +3,7 @@ package driver
 import (
 	"context"
 	"fmt"
+	"hash/fnv"
 	"time"
 )
 
@@ -32,4 +33,13 @@ func PollMigrationLock(ctx context.Context, what string, try func() (bool, error
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+// MigrationLockKey keys the migration lock of the bq tables named with
+// prefix in scope (a schema or database), so separate installations on
+// one server do not wait on each other.
+func MigrationLockKey(scope, prefix string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(scope + "." + prefix))
+	return h.Sum64()
 }
