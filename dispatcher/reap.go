@@ -57,7 +57,7 @@ func handleLost(ctx context.Context, ex driver.Executor, claims []*driver.Claim,
 	slices.SortFunc(claims, func(a, b *driver.Claim) int { return strings.Compare(a.Limit.Key, b.Limit.Key) })
 	out := make([]reap, 0, len(claims))
 	for _, c := range claims {
-		r, err := lifecycle.Lost(ctx, ex, c, lifecycle.LostMessage, now)
+		r, err := lifecycle.Reap(ctx, ex, c, lifecycle.LostMessage, now)
 		if err != nil {
 			return nil, err
 		}

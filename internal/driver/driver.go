@@ -286,12 +286,46 @@ type QueueCounts struct {
 	Failed    int    `json:"failed"`
 }
 
-// Executor runs bq's statements, inside or outside a transaction.
+// Executor runs bq's statements, inside or outside a transaction. It is
+// the union of the roles below; the engine's packages each take only the
+// roles they use, so they can be tested against a fake.
 type Executor interface {
+	JobStore
+	ClaimStore
+	SemaphoreStore
+	Maintenance
+	PolicyStore
+	ProcessStore
+	Inspector
+}
+
+// JobStore writes jobs and the execution rows that give them a state.
+type JobStore interface {
 	// InsertJobs inserts jobs and their execution rows, setting each ID.
 	InsertJobs(ctx context.Context, now time.Time, jobs []*NewJob) error
 	// InsertExecutions puts existing jobs into state's table.
 	InsertExecutions(ctx context.Context, state State, rows []Execution) error
+	// FinishJob records the job's end: attempt+1, finished_at, and
+	// discarded when admission dropped it.
+	FinishJob(ctx context.Context, jobID int64, now time.Time, discarded bool) error
+	// DeleteJobs removes jobs outright (retention 0).
+	DeleteJobs(ctx context.Context, ids []int64) error
+	// RecordError ends an attempt that failed: attempt+1 and last_error.
+	RecordError(ctx context.Context, jobID int64, msg string) error
+	// InsertFailed moves a job to the failed table.
+	InsertFailed(ctx context.Context, jobID int64, msg string, now time.Time) error
+	// GetJob returns a job and its state; ok is false when it does not exist.
+	GetJob(ctx context.Context, id int64) (info *JobInfo, ok bool, err error)
+	// TakeDueScheduled removes up to max scheduled executions due at now
+	// and returns their jobs.
+	TakeDueScheduled(ctx context.Context, now time.Time, max int) ([]*Job, error)
+	// DeleteFailed removes job id's failed execution, as it is retried or
+	// discarded by hand. It reports false when the job is not failed.
+	DeleteFailed(ctx context.Context, jobID int64) (bool, error)
+}
+
+// ClaimStore takes ready jobs for a worker and ends claims by their fence.
+type ClaimStore interface {
 	// ClaimReady moves up to p.Max ready jobs of p.Queue to claimed, in
 	// priority then FIFO order, skipping rows other claimers hold. When the
 	// queue's policy has MaxActive, claimers of the queue take turns and
@@ -305,16 +339,10 @@ type Executor interface {
 	// finished_at) or, with keep false, deleted. It returns the claims
 	// that matched.
 	CompleteClaims(ctx context.Context, claims []*Claim, keep bool, now time.Time) ([]Fenced, error)
-	// FinishJob records the job's end: attempt+1, finished_at, and
-	// discarded when admission dropped it.
-	FinishJob(ctx context.Context, jobID int64, now time.Time, discarded bool) error
-	// DeleteJobs removes jobs outright (retention 0).
-	DeleteJobs(ctx context.Context, ids []int64) error
-	// RecordError ends an attempt that failed: attempt+1 and last_error.
-	RecordError(ctx context.Context, jobID int64, msg string) error
-	// InsertFailed moves a job to the failed table.
-	InsertFailed(ctx context.Context, jobID int64, msg string, now time.Time) error
+}
 
+// SemaphoreStore keeps each key's slot count; see package semaphore.
+type SemaphoreStore interface {
 	// SemaphoreEnsure creates key's semaphore with every slot free (limit
 	// max(l.To, 1)) unless it exists; it never fails on a concurrent create.
 	SemaphoreEnsure(ctx context.Context, l Limit, now time.Time) error
@@ -335,12 +363,13 @@ type Executor interface {
 	PromoteBlocked(ctx context.Context, key string, n int, now time.Time) (Promotion, error)
 	// CountHolders counts the key's ready and claimed jobs, and its blocked ones.
 	CountHolders(ctx context.Context, key string) (holders, blocked int, err error)
+}
 
+// Maintenance is what the dispatcher's passes run: due scheduled jobs,
+// expired and promotable semaphores, lost claims, old rows.
+type Maintenance interface {
 	// HasDueScheduled reports whether a scheduled job is due at now.
 	HasDueScheduled(ctx context.Context, now time.Time) (bool, error)
-	// TakeDueScheduled removes up to max scheduled executions due at now
-	// and returns their jobs.
-	TakeDueScheduled(ctx context.Context, now time.Time, max int) ([]*Job, error)
 	// ExpiredSemaphores lists keys after `after` whose semaphore expired.
 	ExpiredSemaphores(ctx context.Context, now time.Time, after string, max int) ([]string, error)
 	// PromotableSemaphores lists keys after `after` with a free slot and a
@@ -361,7 +390,10 @@ type Executor interface {
 	LostClaimsOfKey(ctx context.Context, key string, now time.Time, silence time.Duration) ([]*Claim, error)
 	// DeleteFinishedJobs removes up to max jobs finished before `before`.
 	DeleteFinishedJobs(ctx context.Context, before time.Time, max int) (int, error)
+}
 
+// PolicyStore keeps queue policies and key overrides.
+type PolicyStore interface {
 	// LockPolicies returns, locked and ordered by queue, the policies of
 	// namespace and of the named queues.
 	LockPolicies(ctx context.Context, namespace string, queues []string) ([]Policy, error)
@@ -383,7 +415,10 @@ type Executor interface {
 	// LatestJobLimit returns the limit and queue of key's newest unfinished
 	// job; ok is false when it has none.
 	LatestJobLimit(ctx context.Context, key string) (l Limit, queue string, ok bool, err error)
+}
 
+// ProcessStore keeps the process rows heartbeats prove alive.
+type ProcessStore interface {
 	// RegisterProcess inserts p and returns its ID.
 	RegisterProcess(ctx context.Context, p Process) (int64, error)
 	// Heartbeat records the beat in the process row, in a statement of
@@ -402,17 +437,17 @@ type Executor interface {
 	DeleteDeadProcesses(ctx context.Context, now time.Time, deadAfter time.Duration) (int, error)
 	// ListProcesses returns the registered processes.
 	ListProcesses(ctx context.Context) ([]Process, error)
+}
 
-	// GetJob returns a job and its state; ok is false when it does not exist.
-	GetJob(ctx context.Context, id int64) (info *JobInfo, ok bool, err error)
+// Inspector reads, for Health, Explain, the CLI and the dashboard:
+// read-only, one statement each, bounded by max where the answer could
+// grow with the data (see inspect.go).
+type Inspector interface {
 	// CountByQueue returns per-queue counts of every live state.
 	CountByQueue(ctx context.Context) ([]QueueCounts, error)
 	// SchemaVersion returns the newest applied migration version, 0 when
 	// bq's tables were never created.
 	SchemaVersion(ctx context.Context) (int64, error)
-
-	// Inspection: read-only, one statement each, bounded by max where
-	// the answer could grow with the data. See inspect.go.
 
 	// ReadyAges returns, per queue with ready jobs, when its oldest ready
 	// job became ready.
@@ -441,10 +476,6 @@ type Executor interface {
 	// ListFailed returns up to max failed jobs with an id below before
 	// (0: from the newest), newest first.
 	ListFailed(ctx context.Context, before int64, max int) ([]FailedJob, error)
-
-	// DeleteFailed removes job id's failed execution, as it is retried or
-	// discarded by hand. It reports false when the job is not failed.
-	DeleteFailed(ctx context.Context, jobID int64) (bool, error)
 }
 
 // BatchReleaser is an executor that releases the slots of many keys in a
