@@ -205,15 +205,15 @@ func (c *Client) insert(ctx context.Context, ex driver.Executor, tx any, jobs []
 	var verdicts []lifecycle.Verdict
 	var promoted driver.Promotion
 	var err error
-	if admits(jobs, now) {
-		err = driver.InTx(ctx, c.drv, func(ex driver.Executor) (err error) {
-			verdicts, promoted, err = lifecycle.Enqueue(ctx, ex, jobs, now)
-			return err
-		})
-	} else {
-		// No key to lock: the insert is one atomic statement of its own.
-		verdicts, promoted, err = lifecycle.Enqueue(ctx, c.drv.Exec(), jobs, now)
+	run := driver.InTx
+	if !admits(jobs, now) {
+		// No key to lock: the insert is the only write.
+		run = driver.Atomic
 	}
+	err = run(ctx, c.drv, func(ex driver.Executor) (err error) {
+		verdicts, promoted, err = lifecycle.Enqueue(ctx, ex, jobs, now)
+		return err
+	})
 	if err != nil {
 		return nil, c.explainErr(ctx, err)
 	}

@@ -258,11 +258,14 @@ func (d *Dispatcher) promoteBlocked(ctx context.Context) error {
 // processes that hold nothing.
 func (d *Dispatcher) cleanup(ctx context.Context) error {
 	now := d.cfg.Now()
-	ex := d.drv.Exec()
 	var errs []error
 	if d.cfg.Retention > 0 {
 		for {
-			n, err := ex.DeleteFinishedJobs(ctx, now.Add(-d.cfg.Retention), d.cfg.BatchSize)
+			var n int
+			err := driver.Atomic(ctx, d.drv, func(ex driver.Executor) (err error) {
+				n, err = ex.DeleteFinishedJobs(ctx, now.Add(-d.cfg.Retention), d.cfg.BatchSize)
+				return err
+			})
 			if err != nil {
 				errs = append(errs, err)
 				break
@@ -272,12 +275,11 @@ func (d *Dispatcher) cleanup(ctx context.Context) error {
 			}
 		}
 	}
-	if _, err := ex.DeleteIdleSemaphores(ctx, now, d.cfg.BatchSize); err != nil {
-		errs = append(errs, err)
-	}
-	if _, err := ex.DeleteDeadProcesses(ctx, now, d.cfg.ProcessDeadAfter); err != nil {
-		errs = append(errs, err)
-	}
+	errs = append(errs, driver.Atomic(ctx, d.drv, func(ex driver.Executor) error {
+		_, err := ex.DeleteIdleSemaphores(ctx, now, d.cfg.BatchSize)
+		return err
+	}))
+	errs = append(errs, d.deleteDeadProcesses(ctx))
 	return errors.Join(errs...)
 }
 

@@ -326,10 +326,20 @@ type JobStore interface {
 
 // ClaimStore takes ready jobs for a worker and ends claims by their fence.
 type ClaimStore interface {
+	// HasReady reports whether queue has ready jobs: a claimer looks
+	// before it takes any lock, since most idle polls find nothing.
+	HasReady(ctx context.Context, queue string) (bool, error)
+	// QueueCap returns queue's MaxActive, 0 when it has none. Inside a
+	// transaction it locks the queue's policy row until the transaction
+	// ends, so claimers of a capped queue take turns and each counts the
+	// claims of those before it; outside one it only reads.
+	QueueCap(ctx context.Context, queue string) (int, error)
+	// CountClaimed counts the claimed jobs of queue.
+	CountClaimed(ctx context.Context, queue string) (int, error)
 	// ClaimReady moves up to p.Max ready jobs of p.Queue to claimed, in
-	// priority then FIFO order, skipping rows other claimers hold. When the
-	// queue's policy has MaxActive, claimers of the queue take turns and
-	// claim only what keeps its claimed jobs within it.
+	// priority then FIFO order, skipping rows other claimers hold. It
+	// knows no cap: the engine's claim rule (lifecycle.Claim) decides
+	// p.Max. It may run several statements: run it in a transaction.
 	ClaimReady(ctx context.Context, p ClaimParams) ([]*Claim, error)
 	// DeleteClaim removes the claim matching both jobID and fence. It
 	// reports false when the claim no longer exists (a stale fence).
@@ -422,12 +432,16 @@ type ProcessStore interface {
 	// RegisterProcess inserts p and returns its ID.
 	RegisterProcess(ctx context.Context, p Process) (int64, error)
 	// Heartbeat records the beat in the process row, in a statement of
-	// its own that waits on no lock but the row's, then renews the
-	// semaphores its claims hold, skipping rows others hold. landed is
-	// true once the row recorded the beat, even if the renewal then
-	// failed (err says so); it is false with a nil err when the row is
-	// gone (the process was declared dead).
+	// its own that waits on no lock but the row's. It reports false with
+	// a nil err when the row is gone (the process was declared dead).
 	Heartbeat(ctx context.Context, b Beat) (landed bool, err error)
+	// RenewHeld renews the semaphores that processID's claims hold and
+	// whose expiry is less than renewBelow (a fraction) of their Duration
+	// after at: each then expires Duration after at. It skips rows others
+	// hold (a skipped key is renewed next beat) and locks keys in order,
+	// so two renewals never deadlock. It may run several statements: run
+	// it in a transaction.
+	RenewHeld(ctx context.Context, processID int64, at time.Time, renewBelow float64) error
 	// ClaimsOfProcess lists the process's claims.
 	ClaimsOfProcess(ctx context.Context, processID int64) ([]OwnClaim, error)
 	// DeregisterProcess removes the process row.
@@ -487,6 +501,15 @@ type BatchReleaser interface {
 	// slots, highest priority first, FIFO among equals. It returns what
 	// each key promoted.
 	ReleaseMany(ctx context.Context, keys []string, counts []int, now time.Time) ([]Promotion, error)
+}
+
+// OneStatementClaimer is an executor that claims from a queue with no
+// MaxActive in one statement, outside any transaction (PostgreSQL's
+// CTE): uncapped queues, the common case, pay no BEGIN and COMMIT.
+type OneStatementClaimer interface {
+	// ClaimUncapped claims like ClaimReady when queue has no MaxActive,
+	// and claims nothing when it has one.
+	ClaimUncapped(ctx context.Context, p ClaimParams) ([]*Claim, error)
 }
 
 // Beaconer is a driver whose processes also show they are alive through a

@@ -165,8 +165,19 @@ func (s *Store) sorted(match func(*Row) bool) []*Row {
 	return out
 }
 
-// ClaimReady takes up to p.Max ready jobs of p.Queue; memstore keeps no
-// policies' MaxActive.
+func (s *Store) HasReady(_ context.Context, queue string) (bool, error) {
+	return len(s.sorted(func(r *Row) bool { return r.State == driver.StateReady && r.Queue == queue })) > 0, nil
+}
+
+func (s *Store) QueueCap(_ context.Context, queue string) (int, error) {
+	return s.Policies[queue].MaxActive, nil
+}
+
+func (s *Store) CountClaimed(_ context.Context, queue string) (int, error) {
+	return len(s.sorted(func(r *Row) bool { return r.State == driver.StateRunning && r.Queue == queue })), nil
+}
+
+// ClaimReady takes up to p.Max ready jobs of p.Queue.
 func (s *Store) ClaimReady(_ context.Context, p driver.ClaimParams) ([]*driver.Claim, error) {
 	var out []*driver.Claim
 	for _, r := range s.sorted(func(r *Row) bool { return r.State == driver.StateReady && r.Queue == p.Queue }) {
