@@ -258,23 +258,10 @@ func (c *Client) Close() error {
 // Driver returns the client's database driver.
 func (c *Client) Driver() Driver { return c.drv }
 
-// migrationLocker is a driver that serialises migrations itself (SQLite:
-// goose has no lock for it).
-type migrationLocker interface {
-	MigrationLock(ctx context.Context) (unlock func(), err error)
-}
-
-func (c *Client) lockMigrations(ctx context.Context) (func(), error) {
-	if l, ok := c.drv.(migrationLocker); ok {
-		return l.MigrationLock(ctx)
-	}
-	return func() {}, nil
-}
-
 // Migrate applies every pending migration, creating bq's tables. Several
 // processes may migrate at once: the others wait for the first.
 func (c *Client) Migrate(ctx context.Context) error {
-	unlock, err := c.lockMigrations(ctx)
+	unlock, err := c.drv.MigrationLock(ctx)
 	if err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
@@ -291,7 +278,7 @@ func (c *Client) Migrate(ctx context.Context) error {
 
 // MigrateDown rolls back the newest applied migration.
 func (c *Client) MigrateDown(ctx context.Context) error {
-	unlock, err := c.lockMigrations(ctx)
+	unlock, err := c.drv.MigrationLock(ctx)
 	if err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}

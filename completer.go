@@ -108,14 +108,12 @@ func (cp *completer) write(batch []*completion) {
 	}
 	var results []lifecycle.Result
 	err := cp.c.retryDB(ctx, "record completions", func() error {
+		run := driver.InTx
 		if !anyKeyed(claims) {
-			// No slot to release: ending the claims is one atomic
-			// statement, with no transaction around it.
-			var err error
-			results, err = lifecycle.CompleteMany(ctx, cp.c.drv.Exec(), claims, keep, cp.c.cfg.Now())
-			return err
+			// No slot to release: ending the claims is one write.
+			run = driver.Atomic
 		}
-		return driver.InTx(ctx, cp.c.drv, func(ex driver.Executor) (err error) {
+		return run(ctx, cp.c.drv, func(ex driver.Executor) (err error) {
 			results, err = lifecycle.CompleteMany(ctx, ex, claims, keep, cp.c.cfg.Now())
 			return err
 		})

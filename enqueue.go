@@ -175,12 +175,12 @@ func (j *Job[A]) enqueue(ctx context.Context, c *Client, tx any, args []A, opts 
 	results := make([]EnqueueResult, len(jobs))
 	for i, v := range verdicts {
 		r := EnqueueResult{ID: jobs[i].ID}
-		switch v.Outcome {
-		case lifecycle.Blocked:
+		switch v.State {
+		case driver.StateBlocked:
 			r.Blocked = true
-		case lifecycle.Scheduled:
+		case driver.StateScheduled:
 			r.Scheduled = true
-		case lifecycle.Discarded:
+		case driver.StateDiscarded:
 			r = EnqueueResult{Discarded: true, Reason: v.Reason}
 		}
 		results[i] = r
@@ -205,15 +205,15 @@ func (c *Client) insert(ctx context.Context, ex driver.Executor, tx any, jobs []
 	var verdicts []lifecycle.Verdict
 	var promoted driver.Promotion
 	var err error
-	if admits(jobs, now) {
-		err = driver.InTx(ctx, c.drv, func(ex driver.Executor) (err error) {
-			verdicts, promoted, err = lifecycle.Enqueue(ctx, ex, jobs, now)
-			return err
-		})
-	} else {
-		// No key to lock: the insert is one atomic statement of its own.
-		verdicts, promoted, err = lifecycle.Enqueue(ctx, c.drv.Exec(), jobs, now)
+	run := driver.InTx
+	if !admits(jobs, now) {
+		// No key to lock: the insert is the only write.
+		run = driver.Atomic
 	}
+	err = run(ctx, c.drv, func(ex driver.Executor) (err error) {
+		verdicts, promoted, err = lifecycle.Enqueue(ctx, ex, jobs, now)
+		return err
+	})
 	if err != nil {
 		return nil, c.explainErr(ctx, err)
 	}
@@ -226,7 +226,7 @@ func (c *Client) insert(ctx context.Context, ex driver.Executor, tx any, jobs []
 func readyQueues(jobs []*driver.NewJob, verdicts []lifecycle.Verdict, promoted driver.Promotion) []string {
 	qs := slices.Clone(promoted.Queues)
 	for i, v := range verdicts {
-		if q := jobs[i].Queue; v.Outcome == lifecycle.Admitted && !slices.Contains(qs, q) {
+		if q := jobs[i].Queue; v.State == driver.StateReady && !slices.Contains(qs, q) {
 			qs = append(qs, q)
 		}
 	}
@@ -250,7 +250,7 @@ func (c *Client) enqueued(ctx context.Context, jobs []*driver.NewJob, verdicts [
 	debug := c.log.Enabled(ctx, slog.LevelDebug)
 	for i, v := range verdicts {
 		j := jobs[i]
-		state := v.Outcome.State()
+		state := v.State
 		c.met.Enqueue(ctx, metrics.Job{Queue: j.Queue, Kind: j.Kind, Key: j.Limit.Key}, state)
 		if debug {
 			c.log.Debug("job enqueued: "+string(state), "job_id", j.ID, "kind", j.Kind, "queue", j.Queue,

@@ -37,10 +37,10 @@ func (c *Client) FailedJobs(ctx context.Context, before int64, limit int) ([]Fai
 // a job that fails again fails for good.
 func (c *Client) RetryFailed(ctx context.Context, id int64) error {
 	var job *driver.Job
-	var out lifecycle.Outcome
+	var state JobState
 	var woken driver.Promotion
 	err := driver.InTx(ctx, c.drv, func(ex driver.Executor) (err error) {
-		job, out, woken, err = lifecycle.RetryFailed(ctx, ex, id, c.cfg.Now())
+		job, state, woken, err = lifecycle.RetryFailed(ctx, ex, id, c.cfg.Now())
 		return err
 	})
 	if err != nil {
@@ -49,7 +49,6 @@ func (c *Client) RetryFailed(ctx context.Context, id int64) error {
 	if job == nil {
 		return c.notFailed(ctx, "retry", id)
 	}
-	state := out.State()
 	c.log.Info("failed job retried by hand", "job_id", id, "kind", job.Kind, "queue", job.Queue,
 		"key", job.Limit.Key, "state", state)
 	c.met.RetriedByHand(ctx, metrics.JobOf(job), state)

@@ -236,6 +236,13 @@ const (
 	retryMax   = 100 * time.Millisecond
 )
 
+// renewBelow is when a heartbeat renews a semaphore its claims hold: once
+// less than half its Duration is left. Renewing at every beat would
+// write every held key every HeartbeatInterval; at half, a key is written
+// about twice per Duration and is never closer than half a Duration to
+// expiring while its holder beats.
+const renewBelow = 0.5
+
 // beat sends one heartbeat stamped send and reports whether it landed.
 func (p *process) beat(ctx context.Context, send time.Time) bool {
 	cfg := p.c.cfg
@@ -251,8 +258,8 @@ func (p *process) beat(ctx context.Context, send time.Time) bool {
 	p.mu.Unlock()
 	// A beat that cannot land within two intervals is as good as lost.
 	beatCtx, cancel := context.WithTimeout(ctx, 2*cfg.HeartbeatInterval)
+	defer cancel()
 	landed, err := p.c.drv.Exec().Heartbeat(beatCtx, driver.Beat{ProcessID: id, At: send, BeatingSince: since})
-	cancel()
 	switch {
 	case landed:
 		p.landed(send)
@@ -262,6 +269,9 @@ func (p *process) beat(ctx context.Context, send time.Time) bool {
 		}
 		p.mu.Unlock()
 		p.c.dbOK("heartbeat")
+		err := driver.InTx(beatCtx, p.c.drv, func(tx driver.Executor) error {
+			return tx.RenewHeld(beatCtx, id, send, renewBelow)
+		})
 		if err != nil {
 			p.c.log.Debug("heartbeat landed; renewing semaphores failed (next beat tries again)", "process_id", id, "error", err)
 		}

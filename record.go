@@ -46,7 +46,7 @@ func (w *queueWorker) record(runCtx context.Context, l *lease, def definition, r
 		if cause := context.Cause(runCtx); cause != nil {
 			msg = errorText(cause.Error())
 		}
-		action = func(ex driver.Executor) (lifecycle.Result, error) { return lifecycle.Lost(ctx, ex, cl, msg, now) }
+		action = func(ex driver.Executor) (lifecycle.Result, error) { return lifecycle.Reap(ctx, ex, cl, msg, now) }
 	case isPermanent(runErr) || cl.Attempt+1 >= cl.MaxAttempts:
 		action = func(ex driver.Executor) (lifecycle.Result, error) {
 			return lifecycle.Fail(ctx, ex, cl, msg, now)

@@ -130,7 +130,7 @@ func (w *queueWorker) claimLoop(ctx context.Context) {
 const claimTimeout = 30 * time.Second
 
 func (w *queueWorker) claim(ctx context.Context, n int) ([]*driver.Claim, error) {
-	return w.c.drv.Exec().ClaimReady(ctx, driver.ClaimParams{
+	return lifecycle.Claim(ctx, w.c.drv, driver.ClaimParams{
 		Queue: w.queue, Max: n, ProcessID: w.proc.ID(), Now: w.c.cfg.Now(),
 	})
 }

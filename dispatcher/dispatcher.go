@@ -1,6 +1,6 @@
 // Package dispatcher runs bq's background maintenance: it admits due
 // scheduled jobs, returns the claims of dead processes, keeps semaphores
-// honest (reclaims expired ones, promotes blocked jobs beside free slots)
+// honest (recounts expired ones, promotes blocked jobs beside free slots)
 // and clears finished jobs. It needs no job code, so it runs embedded in a
 // worker (client.Run) or alone (`bq dispatcher`). Several dispatchers may
 // run at once: every step locks what it changes and skips what another
@@ -107,7 +107,7 @@ func (d *Dispatcher) Pass(ctx context.Context) error {
 	errs := []error{
 		d.promoteScheduled(ctx),
 		d.reapLostClaims(ctx),
-		d.reclaimExpired(ctx),
+		d.recountExpired(ctx),
 		d.promoteBlocked(ctx),
 	}
 	if now := d.cfg.Now(); now.Sub(d.lastCleanup) >= d.cfg.CleanupInterval {
@@ -129,17 +129,17 @@ func (d *Dispatcher) promoteScheduled(ctx context.Context) error {
 	}
 	for {
 		var jobs []*driver.Job
-		var outcomes []lifecycle.Outcome
+		var states []driver.JobState
 		var woken driver.Promotion
 		err := d.inTx(ctx, func(ex driver.Executor) (err error) {
-			jobs, outcomes, woken, err = lifecycle.PromoteScheduled(ctx, ex, d.cfg.BatchSize, d.cfg.Now())
+			jobs, states, woken, err = lifecycle.PromoteScheduled(ctx, ex, d.cfg.BatchSize, d.cfg.Now())
 			return err
 		})
 		if err != nil {
 			return err
 		}
 		for i, j := range jobs {
-			state := outcomes[i].State()
+			state := states[i]
 			if state == driver.StateReady {
 				woken.AddQueue(j.Queue)
 			}
@@ -165,14 +165,14 @@ func (d *Dispatcher) logPromoted(ctx context.Context, key string, p driver.Promo
 	d.notify(p.Queues)
 }
 
-// reclaimExpired recounts semaphores whose expiry passed. Live holders
+// recountExpired recounts semaphores whose expiry passed. Live holders
 // renew expiry through their process's heartbeat, so an expired semaphore
 // has no live running holder: claims of its key whose process is dead for
 // the key's Duration are reaped, then its slots are recounted. A key
 // another transaction holds is skipped (its holder releases and promotes
 // it), so a frozen holder never stalls the pass; a key that fails does
 // not stop the others.
-func (d *Dispatcher) reclaimExpired(ctx context.Context) error {
+func (d *Dispatcher) recountExpired(ctx context.Context) error {
 	var errs []error
 	after := ""
 	for {
@@ -200,16 +200,16 @@ func (d *Dispatcher) reclaimExpired(ctx context.Context) error {
 				if reaped, err = handleLost(ctx, ex, lost, now); err != nil {
 					return err
 				}
-				promoted, err = semaphore.Reclaim(ctx, ex, key, now)
+				promoted, err = semaphore.Recount(ctx, ex, key, now)
 				return err
 			})
 			if err != nil {
-				errs = append(errs, fmt.Errorf("reclaim semaphore %q: %w", key, err))
+				errs = append(errs, fmt.Errorf("recount semaphore %q: %w", key, err))
 				continue
 			}
 			d.reaped(ctx, reaped)
 			if promoted.Jobs > 0 {
-				d.cfg.Logger.Debug("reclaimed expired semaphore", "key", key)
+				d.cfg.Logger.Debug("recounted expired semaphore", "key", key)
 				d.logPromoted(ctx, key, promoted)
 			}
 		}
@@ -222,7 +222,7 @@ func (d *Dispatcher) reclaimExpired(ctx context.Context) error {
 
 // promoteBlocked hands free slots to blocked jobs, min(free, blocked) per
 // key, paging through keys so no key is starved by a LIMIT. Keys another
-// transaction holds are skipped, as in reclaimExpired.
+// transaction holds are skipped, as in recountExpired.
 func (d *Dispatcher) promoteBlocked(ctx context.Context) error {
 	var errs []error
 	after := ""
@@ -258,11 +258,14 @@ func (d *Dispatcher) promoteBlocked(ctx context.Context) error {
 // processes that hold nothing.
 func (d *Dispatcher) cleanup(ctx context.Context) error {
 	now := d.cfg.Now()
-	ex := d.drv.Exec()
 	var errs []error
 	if d.cfg.Retention > 0 {
 		for {
-			n, err := ex.DeleteFinishedJobs(ctx, now.Add(-d.cfg.Retention), d.cfg.BatchSize)
+			var n int
+			err := driver.Atomic(ctx, d.drv, func(ex driver.Executor) (err error) {
+				n, err = ex.DeleteFinishedJobs(ctx, now.Add(-d.cfg.Retention), d.cfg.BatchSize)
+				return err
+			})
 			if err != nil {
 				errs = append(errs, err)
 				break
@@ -272,12 +275,11 @@ func (d *Dispatcher) cleanup(ctx context.Context) error {
 			}
 		}
 	}
-	if _, err := ex.DeleteIdleSemaphores(ctx, now, d.cfg.BatchSize); err != nil {
-		errs = append(errs, err)
-	}
-	if _, err := ex.DeleteDeadProcesses(ctx, now, d.cfg.ProcessDeadAfter); err != nil {
-		errs = append(errs, err)
-	}
+	errs = append(errs, driver.Atomic(ctx, d.drv, func(ex driver.Executor) error {
+		_, err := ex.DeleteIdleSemaphores(ctx, now, d.cfg.BatchSize)
+		return err
+	}))
+	errs = append(errs, d.deleteDeadProcesses(ctx))
 	return errors.Join(errs...)
 }
 

@@ -42,8 +42,15 @@ func (d *Dispatcher) reapLostClaims(ctx context.Context) error {
 	}
 	// Remove the dead processes now their claims are gone: if one was only
 	// paused, its next heartbeat finds no row and it cancels its runs.
-	_, err := d.drv.Exec().DeleteDeadProcesses(ctx, d.cfg.Now(), d.cfg.ProcessDeadAfter)
-	return err
+	return d.deleteDeadProcesses(ctx)
+}
+
+// deleteDeadProcesses removes dead processes that hold no claims.
+func (d *Dispatcher) deleteDeadProcesses(ctx context.Context) error {
+	return driver.Atomic(ctx, d.drv, func(ex driver.Executor) error {
+		_, err := ex.DeleteDeadProcesses(ctx, d.cfg.Now(), d.cfg.ProcessDeadAfter)
+		return err
+	})
 }
 
 // reap is one lost claim handled, told once its transaction commits.
@@ -57,7 +64,7 @@ func handleLost(ctx context.Context, ex driver.Executor, claims []*driver.Claim,
 	slices.SortFunc(claims, func(a, b *driver.Claim) int { return strings.Compare(a.Limit.Key, b.Limit.Key) })
 	out := make([]reap, 0, len(claims))
 	for _, c := range claims {
-		r, err := lifecycle.Lost(ctx, ex, c, lifecycle.LostMessage, now)
+		r, err := lifecycle.Reap(ctx, ex, c, lifecycle.LostMessage, now)
 		if err != nil {
 			return nil, err
 		}

@@ -3,20 +3,16 @@
 package migrations
 
 import (
-	"context"
 	"database/sql"
 	"embed"
 	"fmt"
-	"hash/fnv"
 	"io/fs"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing/fstest"
-	"time"
 
 	"github.com/pressly/goose/v3"
-	"github.com/pressly/goose/v3/lock"
 )
 
 //go:embed postgres/*.sql sqlite/*.sql mysql/*.sql
@@ -37,122 +33,33 @@ func ValidatePrefix(prefix string) error {
 	return nil
 }
 
+var gooseDialects = map[string]goose.Dialect{
+	"postgres": goose.DialectPostgres,
+	"sqlite":   goose.DialectSQLite3,
+	"mysql":    goose.DialectMySQL,
+}
+
 // NewProvider returns a goose provider for dialect ("postgres", "sqlite"
 // or "mysql") whose migrations create tables named with prefix. Its
-// version table is prefix + "schema_migrations".
+// version table is prefix + "schema_migrations". It takes no lock: run it
+// under the driver's MigrationLock when other processes may migrate the
+// same tables at once (goose would create its version table before any
+// session lock of its own, and MySQL commits DDL at once).
 func NewProvider(db *sql.DB, dialect, prefix string) (*goose.Provider, error) {
 	if err := ValidatePrefix(prefix); err != nil {
 		return nil, err
 	}
-	var gooseDialect goose.Dialect
-	switch dialect {
-	case "postgres":
-		gooseDialect = goose.DialectPostgres
-	case "sqlite":
-		gooseDialect = goose.DialectSQLite3
-	case "mysql":
-		gooseDialect = goose.DialectMySQL
-	default:
+	gooseDialect, ok := gooseDialects[dialect]
+	if !ok {
 		return nil, fmt.Errorf("no migrations for dialect %q", dialect)
 	}
 	fsys, err := withPrefix(dialect, prefix)
 	if err != nil {
 		return nil, err
 	}
-	opts := []goose.ProviderOption{
-		goose.WithTableName(prefix + "schema_migrations"),
-		goose.WithDisableGlobalRegistry(true),
-	}
-	if dialect == "postgres" {
-		// Several processes may migrate at once on start-up; an advisory
-		// lock makes the others wait instead of failing half-way.
-		// The lock is database-wide; key it by schema and prefix so that
-		// separate bq installations in one database do not wait on each other.
-		var schema string
-		if err := db.QueryRow("SELECT current_schema()").Scan(&schema); err != nil {
-			return nil, fmt.Errorf("read current schema: %w", err)
-		}
-		h := fnv.New64a()
-		h.Write([]byte(schema + "." + prefix))
-		locker, err := lock.NewPostgresSessionLocker(
-			lock.WithLockID(int64(h.Sum64()>>1)),
-			lock.WithLockTimeout(1, 300))
-		if err != nil {
-			return nil, fmt.Errorf("create migration lock: %w", err)
-		}
-		opts = append(opts, goose.WithSessionLocker(locker))
-	}
-	if dialect == "mysql" {
-		return newMySQLProvider(db, fsys, prefix, opts)
-	}
-	return goose.NewProvider(gooseDialect, db, fsys, opts...)
-}
-
-// newMySQLProvider serialises migrations like the PostgreSQL advisory
-// lock, through a named lock of the server keyed by database and prefix.
-func newMySQLProvider(db *sql.DB, fsys fs.FS, prefix string, opts []goose.ProviderOption) (*goose.Provider, error) {
-	var database string
-	if err := db.QueryRow("SELECT DATABASE()").Scan(&database); err != nil {
-		return nil, fmt.Errorf("read current database: %w", err)
-	}
-	h := fnv.New64a()
-	h.Write([]byte(database + "." + prefix))
-	locker := &mysqlLocker{name: fmt.Sprintf("bq-migrate-%016x", h.Sum64()), timeout: 300}
-	p, err := goose.NewProvider(goose.DialectMySQL, db, fsys, append(opts, goose.WithSessionLocker(locker))...)
-	if err != nil {
-		return nil, err
-	}
-	// goose creates its version table before it takes the session lock
-	// (Up first asks HasPending, which does not lock), as CREATE TABLE
-	// then INSERT of version 0 in one transaction. MySQL commits DDL at
-	// once, so another process could find the table without its version
-	// 0 row and fail with "missing zero version migration". Have it
-	// created here, under the lock, by HasPending (which, not locking,
-	// does not wait for the lock held here).
-	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(locker.timeout+30)*time.Second)
-	defer cancel()
-	conn, err := db.Conn(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("create migration version table: %w", err)
-	}
-	defer conn.Close()
-	if err := locker.SessionLock(ctx, conn); err != nil {
-		return nil, err
-	}
-	_, verr := p.HasPending(ctx)
-	if err := locker.SessionUnlock(ctx, conn); err != nil {
-		return nil, err
-	}
-	if verr != nil {
-		return nil, fmt.Errorf("create migration version table: %w", verr)
-	}
-	return p, nil
-}
-
-// mysqlLocker serialises migrations with GET_LOCK, a lock of the server
-// held by the session (MySQL 5.7+, MariaDB): it ends with the connection,
-// so a migrator that dies releases it.
-type mysqlLocker struct {
-	name    string
-	timeout int // seconds to wait for the lock
-}
-
-func (l *mysqlLocker) SessionLock(ctx context.Context, conn *sql.Conn) error {
-	var got sql.NullInt64
-	if err := conn.QueryRowContext(ctx, "SELECT GET_LOCK(?, ?)", l.name, l.timeout).Scan(&got); err != nil {
-		return fmt.Errorf("take migration lock %s: %w", l.name, err)
-	}
-	if !got.Valid || got.Int64 != 1 {
-		return fmt.Errorf("take migration lock %s: another process has held it for %ds; is a migration stuck?", l.name, l.timeout)
-	}
-	return nil
-}
-
-func (l *mysqlLocker) SessionUnlock(ctx context.Context, conn *sql.Conn) error {
-	if _, err := conn.ExecContext(ctx, "DO RELEASE_LOCK(?)", l.name); err != nil {
-		return fmt.Errorf("release migration lock %s: %w", l.name, err)
-	}
-	return nil
+	return goose.NewProvider(gooseDialect, db, fsys,
+		goose.WithTableName(prefix+"schema_migrations"),
+		goose.WithDisableGlobalRegistry(true))
 }
 
 // withPrefix reads dialect's migrations with {prefix} replaced.

@@ -4,7 +4,7 @@
 //
 // A semaphore's value is its free slots: limit minus holders, where a
 // holder is a ready or claimed job of the key. Admission (Lock, Wait,
-// Block) and release (Signal) lock the row first, so an enqueue that
+// Block) and release (Release) lock the row first, so an enqueue that
 // decides to block and a completion that frees the slot are serialised:
 // the completion sees the blocked row and promotes it (no lost wake-up).
 package semaphore
@@ -20,7 +20,7 @@ import (
 
 // Semaphore is one key's slot count, locked until the transaction ends.
 type Semaphore struct {
-	ex         driver.Executor
+	ex         driver.SemaphoreStore
 	row        driver.Semaphore
 	now        time.Time
 	maxBlocked int
@@ -44,7 +44,7 @@ func Limit(l driver.Limit, override int, policy driver.Policy) int {
 }
 
 // lock reads the key's semaphore, creating it if missing.
-func lock(ctx context.Context, ex driver.Executor, l driver.Limit, queue string, now time.Time) (*Semaphore, error) {
+func lock(ctx context.Context, ex driver.SemaphoreStore, l driver.Limit, queue string, now time.Time) (*Semaphore, error) {
 	// The dispatcher deletes idle semaphores; one may vanish between the
 	// create and the lock, so try again.
 	for range 3 {
@@ -67,24 +67,20 @@ func lock(ctx context.Context, ex driver.Executor, l driver.Limit, queue string,
 // Lock creates the key's semaphore if it is missing and locks it for
 // admitting jobs of queue. The stored limit follows the resolved limit
 // (see Limit): a changed limit moves the free slots by the difference, so
-// the holders already admitted stay counted. Jobs already blocked on the
-// key take any free slot before Lock returns, so a fresh enqueue never
-// overtakes them.
-func Lock(ctx context.Context, ex driver.Executor, l driver.Limit, queue string, now time.Time) (*Semaphore, error) {
+// the holders already admitted stay counted. Admission calls
+// PromoteBlocked next, so jobs already blocked on the key take any free
+// slot before a fresh enqueue can.
+func Lock(ctx context.Context, ex driver.SemaphoreStore, l driver.Limit, queue string, now time.Time) (*Semaphore, error) {
 	s, err := lock(ctx, ex, l, queue, now)
 	if err != nil {
 		return nil, err
 	}
 	s.row.Duration = l.Duration
 	s.maxBlocked = cmp.Or(l.MaxBlocked, s.row.Policy.MaxBlocked)
-	if err := s.promote(ctx); err != nil {
-		return nil, err
-	}
 	return s, nil
 }
 
-// Promoted is what the semaphore promoted while locked: blocked jobs that
-// took free slots before new ones were admitted.
+// Promoted is what the semaphore promoted while locked.
 func (s *Semaphore) Promoted() driver.Promotion { return s.promoted }
 
 // setLimit moves the free slots by the change of limit.
@@ -98,13 +94,13 @@ func (s *Semaphore) setLimit(limit int) {
 // nothing until the holders drain below it (running jobs finish). l is the
 // key's job spec and queue their queue (for the policy); a key never seen
 // gets a semaphore.
-func Resolve(ctx context.Context, ex driver.Executor, l driver.Limit, queue string, now time.Time) (driver.Promotion, error) {
+func Resolve(ctx context.Context, ex driver.SemaphoreStore, l driver.Limit, queue string, now time.Time) (driver.Promotion, error) {
 	l.Duration = cmp.Or(l.Duration, DefaultDuration)
 	s, err := lock(ctx, ex, l, queue, now)
 	if err != nil {
 		return driver.Promotion{}, err
 	}
-	if err := s.promote(ctx); err != nil {
+	if err := s.PromoteBlocked(ctx); err != nil {
 		return driver.Promotion{}, err
 	}
 	return s.promoted, s.Save(ctx)
@@ -149,9 +145,9 @@ func (s *Semaphore) renew() {
 	}
 }
 
-// promote hands free slots to blocked jobs: min(free, blocked) of them,
-// highest priority first, FIFO among equals.
-func (s *Semaphore) promote(ctx context.Context) error {
+// PromoteBlocked hands free slots to blocked jobs: min(free, blocked) of
+// them, highest priority first, FIFO among equals.
+func (s *Semaphore) PromoteBlocked(ctx context.Context) error {
 	n := min(s.Free(), s.row.Blocked)
 	if n <= 0 {
 		return nil
@@ -173,43 +169,43 @@ func (s *Semaphore) promote(ctx context.Context) error {
 	return nil
 }
 
-// Signal releases one slot of key, as a holder finishes, fails or leaves
+// Release gives back one slot of key, as a holder finishes, fails or leaves
 // for a later retry, and passes it straight to the next blocked job. The
 // free count never rises above the limit, so a second release of the same
 // holder cannot create a slot. Callers release only after deleting the
 // holder's claim (fence matched) in the same transaction.
-func Signal(ctx context.Context, ex driver.Executor, key string, now time.Time) (driver.Promotion, error) {
-	return SignalN(ctx, ex, key, 1, now)
+func Release(ctx context.Context, ex driver.SemaphoreStore, key string, now time.Time) (driver.Promotion, error) {
+	return ReleaseN(ctx, ex, key, 1, now)
 }
 
-// SignalN releases n slots of key at once (n holders finished in one
-// transaction), capped at the limit like Signal.
-func SignalN(ctx context.Context, ex driver.Executor, key string, n int, now time.Time) (driver.Promotion, error) {
+// ReleaseN gives back n slots of key at once (n holders finished in one
+// transaction), capped at the limit like Release.
+func ReleaseN(ctx context.Context, ex driver.SemaphoreStore, key string, n int, now time.Time) (driver.Promotion, error) {
 	row, ok, err := ex.SemaphoreLock(ctx, key, "")
 	if err != nil || !ok {
 		return driver.Promotion{}, err
 	}
 	s := &Semaphore{ex: ex, row: row, now: now}
 	s.row.Value = min(s.row.Value+n, s.row.Limit)
-	if err := s.promote(ctx); err != nil {
+	if err := s.PromoteBlocked(ctx); err != nil {
 		return driver.Promotion{}, err
 	}
 	return s.promoted, s.Save(ctx)
 }
 
-// SignalMany releases counts[i] slots of each of keys (sorted, distinct)
-// in one transaction, as SignalN does for one key, and returns what each
+// ReleaseMany gives back counts[i] slots of each of keys (sorted,
+// distinct) in one transaction, as ReleaseN does for one key, and returns what each
 // promoted. Drivers that can do it set-wise
 // (driver.BatchReleaser) take a fixed number of statements for any
 // number of keys.
-func SignalMany(ctx context.Context, ex driver.Executor, keys []string, counts []int, now time.Time) ([]driver.Promotion, error) {
+func ReleaseMany(ctx context.Context, ex driver.SemaphoreStore, keys []string, counts []int, now time.Time) ([]driver.Promotion, error) {
 	if br, ok := ex.(driver.BatchReleaser); ok && len(keys) > 1 {
 		return br.ReleaseMany(ctx, keys, counts, now)
 	}
 	out := make([]driver.Promotion, len(keys))
 	for i, k := range keys {
 		var err error
-		if out[i], err = SignalN(ctx, ex, k, counts[i], now); err != nil {
+		if out[i], err = ReleaseN(ctx, ex, k, counts[i], now); err != nil {
 			return nil, err
 		}
 	}
@@ -219,25 +215,25 @@ func SignalMany(ctx context.Context, ex driver.Executor, keys []string, counts [
 // Promote hands a key's free slots to its blocked jobs; the dispatcher
 // runs it for keys that have both, so nothing waits beside a free slot
 // for longer than one dispatcher interval.
-func Promote(ctx context.Context, ex driver.Executor, key string, now time.Time) (driver.Promotion, error) {
+func Promote(ctx context.Context, ex driver.SemaphoreStore, key string, now time.Time) (driver.Promotion, error) {
 	row, ok, err := ex.SemaphoreLock(ctx, key, "")
 	if err != nil || !ok {
 		return driver.Promotion{}, err
 	}
 	s := &Semaphore{ex: ex, row: row, now: now}
-	if err := s.promote(ctx); err != nil || s.promoted.Jobs == 0 {
+	if err := s.PromoteBlocked(ctx); err != nil || s.promoted.Jobs == 0 {
 		return s.promoted, err
 	}
 	return s.promoted, s.Save(ctx)
 }
 
-// Reclaim recounts an expired semaphore from the rows it stands for:
+// Recount recounts an expired semaphore from the rows it stands for:
 // free = limit - (ready + claimed jobs of the key), and blocked from the
 // blocked table. Slots whose holders are gone come back and pass to
 // blocked jobs; slots of live holders stay taken, so reclaiming never lets
 // a job start beside one that still runs. Callers first return the claims
 // of dead processes to ready (they keep their slots) or fail them.
-func Reclaim(ctx context.Context, ex driver.Executor, key string, now time.Time) (driver.Promotion, error) {
+func Recount(ctx context.Context, ex driver.SemaphoreStore, key string, now time.Time) (driver.Promotion, error) {
 	row, ok, err := ex.SemaphoreLock(ctx, key, "")
 	if err != nil || !ok {
 		return driver.Promotion{}, err
@@ -250,7 +246,7 @@ func Reclaim(ctx context.Context, ex driver.Executor, key string, now time.Time)
 	s.row.Value = s.row.Limit - holders
 	s.row.Blocked = blocked
 	s.row.ExpiresAt = now.Add(s.row.Duration)
-	if err := s.promote(ctx); err != nil {
+	if err := s.PromoteBlocked(ctx); err != nil {
 		return driver.Promotion{}, err
 	}
 	return s.promoted, s.Save(ctx)

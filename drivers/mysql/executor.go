@@ -300,11 +300,7 @@ func (e *executor) ClaimReady(ctx context.Context, p driver.ClaimParams) ([]*dri
 	var claims []*driver.Claim
 	err := e.atomic(ctx, func(e *executor) error {
 		claims = nil
-		max, err := e.capClaim(ctx, p)
-		if err != nil || max <= 0 {
-			return err
-		}
-		picked, err := queryColumn[int64](ctx, e.db, e.q.pickReady, []byte(p.Queue), max)
+		picked, err := queryColumn[int64](ctx, e.db, e.q.pickReady, []byte(p.Queue), p.Max)
 		if err != nil || len(picked) == 0 {
 			return err
 		}
@@ -321,29 +317,28 @@ func (e *executor) ClaimReady(ctx context.Context, p driver.ClaimParams) ([]*dri
 		claims, err = e.queryClaims(ctx, in(e.q.selectClaims, len(picked)), anys(picked)...)
 		return err
 	})
-	if err != nil {
-		return nil, fmt.Errorf("claim jobs of queue %q: %w", p.Queue, err)
-	}
-	return claims, nil
+	return claims, err
 }
 
-// capClaim returns how many jobs of p.Queue this claim may take: p.Max,
-// or less when the queue's policy caps its running jobs. A capped queue's
-// policy row stays locked until the claim commits, so claimers take turns
-// and each counts the claims of those before it.
-func (e *executor) capClaim(ctx context.Context, p driver.ClaimParams) (int, error) {
-	var limit, active int
-	err := e.db.QueryRowContext(ctx, e.q.lockCap, []byte(p.Queue)).Scan(&limit)
+func (e *executor) HasReady(ctx context.Context, queue string) (bool, error) {
+	var any bool
+	err := e.db.QueryRowContext(ctx, e.q.hasReady, []byte(queue)).Scan(&any)
+	return any, err
+}
+
+func (e *executor) QueueCap(ctx context.Context, queue string) (int, error) {
+	var limit int
+	err := e.db.QueryRowContext(ctx, e.q.lockCap, []byte(queue)).Scan(&limit)
 	if errors.Is(err, sql.ErrNoRows) {
-		return p.Max, nil
+		return 0, nil
 	}
-	if err != nil {
-		return 0, err
-	}
-	if err := e.db.QueryRowContext(ctx, e.q.countClaimed, []byte(p.Queue)).Scan(&active); err != nil {
-		return 0, err
-	}
-	return min(p.Max, limit-active), nil
+	return limit, err
+}
+
+func (e *executor) CountClaimed(ctx context.Context, queue string) (int, error) {
+	var n int
+	err := e.db.QueryRowContext(ctx, e.q.countClaimed, []byte(queue)).Scan(&n)
+	return n, err
 }
 
 func (e *executor) CompleteClaims(ctx context.Context, claims []*driver.Claim, keep bool, now time.Time) ([]driver.Fenced, error) {
@@ -676,22 +671,26 @@ func (e *executor) Heartbeat(ctx context.Context, b driver.Beat) (bool, error) {
 			return false, err
 		}
 	}
-	err = e.atomic(ctx, func(e *executor) error {
-		keys, err := queryColumn[[]byte](ctx, e.db, e.q.heldKeys, b.ProcessID)
+	return true, nil
+}
+
+func (e *executor) RenewHeld(ctx context.Context, processID int64, at time.Time, renewBelow float64) error {
+	err := e.atomic(ctx, func(e *executor) error {
+		keys, err := queryColumn[[]byte](ctx, e.db, e.q.heldKeys, processID)
 		if err != nil || len(keys) == 0 {
 			return err
 		}
-		renew, err := queryColumn[[]byte](ctx, e.db, in(e.q.pickRenewable, len(keys)), append(anys(keys), micros(b.At))...)
+		renew, err := queryColumn[[]byte](ctx, e.db, in(e.q.pickRenewable, len(keys)), append(anys(keys), micros(at), renewBelow)...)
 		if err != nil || len(renew) == 0 {
 			return err
 		}
-		_, err = e.db.ExecContext(ctx, in(e.q.renewSems, len(renew)), append([]any{micros(b.At)}, anys(renew)...)...)
+		_, err = e.db.ExecContext(ctx, in(e.q.renewSems, len(renew)), append([]any{micros(at)}, anys(renew)...)...)
 		return err
 	})
 	if err != nil {
-		return true, fmt.Errorf("renew semaphores: %w", err)
+		return fmt.Errorf("renew semaphores: %w", err)
 	}
-	return true, nil
+	return nil
 }
 
 func (e *executor) ClaimsOfProcess(ctx context.Context, processID int64) ([]driver.OwnClaim, error) {

@@ -49,7 +49,7 @@ type queries struct {
 
 	getJob, countByQueue, schemaVersion string
 
-	lockCap, countClaimed                                                            string
+	lockCap, countClaimed, hasReady                                                  string
 	lockPolicies, insertPolicy, updatePolicy, deletePolicy, listPolicies, policyKeys string
 	setKeyLimit, deleteKeyLimit, latestJobLimit                                      string
 
@@ -206,7 +206,7 @@ WHERE c.fence IN ` + list + ` ORDER BY c.job_id`),
 JOIN {p}jobs j ON j.id = c.job_id
 WHERE c.process_id = ? AND j.concurrency_key_hash IS NOT NULL`),
 		pickRenewable: p(`SELECT key_hash FROM {p}semaphores
-WHERE key_hash IN ` + list + ` AND expires_at < ? + duration_ms * 500
+WHERE key_hash IN ` + list + ` AND expires_at < ? + duration_ms * 1000 * ?
 ORDER BY key_hash FOR UPDATE SKIP LOCKED`),
 		renewSems: p(`UPDATE {p}semaphores SET expires_at = ? + duration_ms * 1000 WHERE key_hash IN ` + list +
 			` ORDER BY key_hash` + byKey),
@@ -253,6 +253,7 @@ SELECT queue, CAST(sum(ready) AS SIGNED), CAST(sum(running) AS SIGNED), CAST(sum
 
 		// Claimers of a capped queue take turns on its policy row, then
 		// count its claims in a statement of their own, after the lock.
+		hasReady:     p(`SELECT EXISTS (SELECT 1 FROM {p}ready_executions WHERE queue = ?)`),
 		lockCap:      p(`SELECT max_active FROM {p}policies WHERE queue = ? AND max_active > 0 FOR UPDATE`),
 		countClaimed: p(`SELECT count(*) FROM {p}claimed_executions FORCE INDEX ({p}claimed_queue) WHERE queue = ?`),
 		lockPolicies: p(`SELECT ` + policyColumns + ` FROM {p}policies

@@ -170,76 +170,50 @@ func collectClaims(rows pgx.Rows, withClaimedAt bool, now time.Time) ([]*driver.
 	return out, rows.Err()
 }
 
+// ClaimUncapped is the one-statement claim: it leaves queues with a
+// MaxActive alone, so uncapped queues pay one index probe for the feature.
+func (e *executor) ClaimUncapped(ctx context.Context, p driver.ClaimParams) ([]*driver.Claim, error) {
+	return e.claim(ctx, e.q.claimUncapped, p)
+}
+
 func (e *executor) ClaimReady(ctx context.Context, p driver.ClaimParams) ([]*driver.Claim, error) {
-	claims, err := e.claim(ctx, e.db, e.q.claimReady, p.Max, p)
-	if err != nil || len(claims) > 0 {
-		return claims, err
-	}
-	// Nothing claimed: the queue is empty, or capped by a policy.
-	var limit int
-	if err := e.db.QueryRow(ctx, e.q.policyCap, p.Queue).Scan(&limit); err != nil {
-		return nil, fmt.Errorf("read the cap of queue %q: %w", p.Queue, err)
-	}
-	if limit == 0 {
-		return nil, nil
-	}
-	return e.claimCapped(ctx, p)
+	return e.claim(ctx, e.q.claimReady, p)
 }
 
-func (e *executor) claim(ctx context.Context, db dbtx, query string, max int, p driver.ClaimParams) ([]*driver.Claim, error) {
-	rows, err := db.Query(ctx, query, p.Queue, max, p.ProcessID, p.Now)
+func (e *executor) claim(ctx context.Context, query string, p driver.ClaimParams) ([]*driver.Claim, error) {
+	rows, err := e.db.Query(ctx, query, p.Queue, p.Max, p.ProcessID, p.Now)
 	if err != nil {
-		return nil, fmt.Errorf("claim jobs of queue %q: %w", p.Queue, err)
-	}
-	claims, err := collectClaims(rows, false, p.Now)
-	if err != nil {
-		return nil, fmt.Errorf("claim jobs of queue %q: %w", p.Queue, err)
-	}
-	return claims, nil
-}
-
-// claimCapped claims within the queue's MaxActive. Claimers of the queue
-// take turns on its policy row; the count of claimed jobs is read after
-// the lock, in a statement of its own, so it sees every claim committed
-// before this one's turn.
-func (e *executor) claimCapped(ctx context.Context, p driver.ClaimParams) (claims []*driver.Claim, err error) {
-	pool, ok := e.db.(*pgxpool.Pool)
-	if !ok {
-		return e.claimWithin(ctx, e.db, p) // already in a transaction
-	}
-	// A pipeTx like Driver.Begin's, so this transaction is bounded too.
-	conn, err := pool.Acquire(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("claim jobs of capped queue %q: %w", p.Queue, err)
-	}
-	tx := &pipeTx{conn: conn, idleTimeout: e.txIdle}
-	if claims, err = e.claimWithin(ctx, tx, p); err != nil {
-		_ = tx.Rollback(context.WithoutCancel(ctx))
 		return nil, err
 	}
-	if err := tx.Commit(ctx); err != nil {
-		return nil, fmt.Errorf("claim jobs of capped queue %q: %w", p.Queue, err)
-	}
-	return claims, nil
+	return collectClaims(rows, false, p.Now)
 }
 
-// claimWithin is claimCapped's work inside tx.
-func (e *executor) claimWithin(ctx context.Context, tx dbtx, p driver.ClaimParams) (claims []*driver.Claim, err error) {
-	var limit, active int
-	err = tx.QueryRow(ctx, e.q.lockPolicyCap, p.Queue).Scan(&limit)
-	if errors.Is(err, pgx.ErrNoRows) {
-		limit, err = p.Max, nil // the policy went away meanwhile
+func (e *executor) HasReady(ctx context.Context, queue string) (bool, error) {
+	var any bool
+	err := e.db.QueryRow(ctx, e.q.hasReady, queue).Scan(&any)
+	return any, err
+}
+
+// QueueCap locks the policy row only inside a transaction: outside one
+// (the pool) a lock would end with its statement.
+func (e *executor) QueueCap(ctx context.Context, queue string) (int, error) {
+	query := e.q.lockPolicyCap
+	if _, pool := e.db.(*pgxpool.Pool); pool {
+		query = e.q.policyCap
 	}
-	if err != nil {
-		return nil, fmt.Errorf("lock the cap of queue %q: %w", p.Queue, err)
+	var limit int
+	if err := e.db.QueryRow(ctx, query, queue).Scan(&limit); err != nil {
+		return 0, fmt.Errorf("read the cap of queue %q: %w", queue, err)
 	}
-	if err := tx.QueryRow(ctx, e.q.countClaimed, p.Queue).Scan(&active); err != nil {
-		return nil, fmt.Errorf("count running jobs of queue %q: %w", p.Queue, err)
+	return limit, nil
+}
+
+func (e *executor) CountClaimed(ctx context.Context, queue string) (int, error) {
+	var n int
+	if err := e.db.QueryRow(ctx, e.q.countClaimed, queue).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count running jobs of queue %q: %w", queue, err)
 	}
-	if n := min(p.Max, limit-active); n > 0 {
-		return e.claim(ctx, tx, e.q.claimCapped, n, p)
-	}
-	return nil, nil
+	return n, nil
 }
 
 func (e *executor) CompleteClaims(ctx context.Context, claims []*driver.Claim, keep bool, now time.Time) ([]driver.Fenced, error) {
@@ -508,13 +482,14 @@ func (e *executor) Heartbeat(ctx context.Context, b driver.Beat) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("heartbeat: %w", err)
 	}
-	if tag.RowsAffected() == 0 {
-		return false, nil
+	return tag.RowsAffected() > 0, nil
+}
+
+func (e *executor) RenewHeld(ctx context.Context, processID int64, at time.Time, renewBelow float64) error {
+	if _, err := e.db.Exec(ctx, e.q.renewSems, processID, at, renewBelow); err != nil {
+		return fmt.Errorf("renew semaphores: %w", err)
 	}
-	if _, err := e.db.Exec(ctx, e.q.renewSems, b.ProcessID, b.At); err != nil {
-		return true, fmt.Errorf("renew semaphores: %w", err)
-	}
-	return true, nil
+	return nil
 }
 
 func (e *executor) ClaimsOfProcess(ctx context.Context, processID int64) ([]driver.OwnClaim, error) {

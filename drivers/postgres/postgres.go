@@ -193,3 +193,7 @@ func (t *txExecutor) Commit(ctx context.Context) error {
 	return t.tx.Commit(ctx)
 }
 func (t *txExecutor) Rollback(ctx context.Context) error { return t.tx.Rollback(ctx) }
+
+// OneStatementWrites: every write of this driver is one statement (see
+// driver.OneStatementWriter).
+func (d *Driver) OneStatementWrites() {}

@@ -20,7 +20,7 @@ type queries struct {
 
 	getJob, countByQueue, schemaVersion string
 
-	claimCapped, policyCap, lockPolicyCap, countClaimed                              string
+	claimUncapped, policyCap, lockPolicyCap, countClaimed, hasReady                  string
 	lockPolicies, insertPolicy, updatePolicy, deletePolicy, listPolicies, policyKeys string
 	setKeyLimit, deleteKeyLimit, latestJobLimit                                      string
 
@@ -105,14 +105,15 @@ SELECT * FROM unnest($1::bigint[], $2::text[], $3::int[], $4::timestamptz[])`),
 		insertBlocked: p(`INSERT INTO {p}blocked_executions (job_id, queue, priority, concurrency_key, created_at)
 SELECT * FROM unnest($1::bigint[], $2::text[], $3::int[], $4::text[], $5::timestamptz[])`),
 
-		// Queues with a MaxActive policy are claimed by claimCapped; this
-		// one-statement claim leaves them alone, so uncapped queues pay
-		// one index probe for the feature.
-		claimReady: p(claimFrom(`
+		// Queues with a MaxActive policy are claimed by lifecycle.Claim's
+		// transaction; this one-statement claim leaves them alone.
+		claimUncapped: p(claimFrom(`
 		AND NOT EXISTS (SELECT 1 FROM {p}policies WHERE queue = $1 AND max_active > 0)`)),
-		claimCapped:   p(claimFrom("")),
-		policyCap:     p(`SELECT coalesce(max(max_active), 0) FROM {p}policies WHERE queue = $1`),
-		lockPolicyCap: p(`SELECT max_active FROM {p}policies WHERE queue = $1 FOR UPDATE`),
+		claimReady: p(claimFrom("")),
+		policyCap:  p(`SELECT coalesce(max(max_active), 0) FROM {p}policies WHERE queue = $1`),
+		// No row, no cap: coalesce(max()) reads 0 rather than no rows.
+		lockPolicyCap: p(`SELECT coalesce(max(max_active), 0) FROM (SELECT max_active FROM {p}policies WHERE queue = $1 FOR UPDATE) p`),
+		hasReady:      p(`SELECT EXISTS (SELECT 1 FROM {p}ready_executions WHERE queue = $1)`),
 		countClaimed:  p(`SELECT count(*) FROM {p}claimed_executions WHERE queue = $1`),
 		deleteClaim:   p(`DELETE FROM {p}claimed_executions WHERE job_id = $1 AND fence = $2`),
 		// One statement ends a batch of runs: only claims whose fence
@@ -263,7 +264,7 @@ WHERE s.key IN (
 	WHERE s2.key IN (
 		SELECT j.concurrency_key FROM {p}claimed_executions c JOIN {p}jobs j ON j.id = c.job_id
 		WHERE c.process_id = $1 AND j.concurrency_key IS NOT NULL)
-	AND s2.expires_at < $2::timestamptz + s2.duration_ms * interval '1 millisecond' / 2
+	AND s2.expires_at < $2::timestamptz + s2.duration_ms * $3::float8 * interval '1 millisecond'
 	ORDER BY s2.key
 	FOR UPDATE SKIP LOCKED)`),
 		deregisterProcess: p(`DELETE FROM {p}processes WHERE id = $1`),

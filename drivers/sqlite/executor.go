@@ -234,34 +234,9 @@ func (e *executor) queryIDs(ctx context.Context, query string, args ...any) ([]i
 }
 
 func (e *executor) ClaimReady(ctx context.Context, p driver.ClaimParams) ([]*driver.Claim, error) {
-	if !e.inTx {
-		// Look before taking the write lock: an idle poll only reads.
-		var any bool
-		if err := e.db.QueryRowContext(ctx, e.q.hasReady, p.Queue).Scan(&any); err != nil {
-			return nil, fmt.Errorf("look for ready jobs of queue %q: %w", p.Queue, err)
-		}
-		if !any {
-			return nil, nil
-		}
-	}
 	var claims []*driver.Claim
 	err := e.atomic(ctx, func(e *executor) error {
-		// The write lock serialises claimers, so a queue's MaxActive holds
-		// by counting its claims here.
-		max := p.Max
-		var limit, active int
-		if err := e.db.QueryRowContext(ctx, e.q.policyCap, p.Queue).Scan(&limit); err != nil {
-			return err
-		}
-		if limit > 0 {
-			if err := e.db.QueryRowContext(ctx, e.q.countClaimed, p.Queue).Scan(&active); err != nil {
-				return err
-			}
-			if max = min(max, limit-active); max <= 0 {
-				return nil
-			}
-		}
-		picked, err := e.queryIDs(ctx, e.q.pickReady, p.Queue, max)
+		picked, err := e.queryIDs(ctx, e.q.pickReady, p.Queue, p.Max)
 		if err != nil || len(picked) == 0 {
 			return err
 		}
@@ -275,10 +250,27 @@ func (e *executor) ClaimReady(ctx context.Context, p driver.ClaimParams) ([]*dri
 		claims, err = e.queryClaims(ctx, e.q.selectClaims, list)
 		return err
 	})
-	if err != nil {
-		return nil, fmt.Errorf("claim jobs of queue %q: %w", p.Queue, err)
-	}
-	return claims, nil
+	return claims, err
+}
+
+func (e *executor) HasReady(ctx context.Context, queue string) (bool, error) {
+	var any bool
+	err := e.db.QueryRowContext(ctx, e.q.hasReady, queue).Scan(&any)
+	return any, err
+}
+
+// QueueCap needs no row lock: the write lock of the claim's transaction
+// serialises claimers.
+func (e *executor) QueueCap(ctx context.Context, queue string) (int, error) {
+	var limit int
+	err := e.db.QueryRowContext(ctx, e.q.policyCap, queue).Scan(&limit)
+	return limit, err
+}
+
+func (e *executor) CountClaimed(ctx context.Context, queue string) (int, error) {
+	var n int
+	err := e.db.QueryRowContext(ctx, e.q.countClaimed, queue).Scan(&n)
+	return n, err
 }
 
 func (e *executor) CompleteClaims(ctx context.Context, claims []*driver.Claim, keep bool, now time.Time) ([]driver.Fenced, error) {
@@ -718,22 +710,18 @@ func (e *executor) RegisterProcess(ctx context.Context, p driver.Process) (int64
 // would only take it twice. A beat the lock holds up still shows through
 // the process's beacon (beacon.go).
 func (e *executor) Heartbeat(ctx context.Context, b driver.Beat) (bool, error) {
-	found := false
-	err := e.atomic(ctx, func(e *executor) error {
-		n, err := e.exec(ctx, e.q.heartbeat, micros(b.At), micros(b.BeatingSince), b.ProcessID)
-		if err != nil || n == 0 {
-			return err
-		}
-		found = true
-		if _, err := e.exec(ctx, e.q.renewSems, micros(b.At), b.ProcessID); err != nil {
-			return fmt.Errorf("renew semaphores: %w", err)
-		}
-		return nil
-	})
+	n, err := e.exec(ctx, e.q.heartbeat, micros(b.At), micros(b.BeatingSince), b.ProcessID)
 	if err != nil {
 		return false, fmt.Errorf("heartbeat: %w", err)
 	}
-	return found, nil
+	return n > 0, nil
+}
+
+func (e *executor) RenewHeld(ctx context.Context, processID int64, at time.Time, renewBelow float64) error {
+	if _, err := e.exec(ctx, e.q.renewSems, micros(at), processID, renewBelow); err != nil {
+		return fmt.Errorf("renew semaphores: %w", err)
+	}
+	return nil
 }
 
 func (e *executor) ClaimsOfProcess(ctx context.Context, processID int64) ([]driver.OwnClaim, error) {

@@ -8,7 +8,8 @@ import (
 	"fmt"
 	"os"
 	"syscall"
-	"time"
+
+	"github.com/bqueue/bq/internal/driver"
 )
 
 // MigrationLock serialises migrations of one database file across
@@ -24,20 +25,16 @@ func (d *Driver) MigrationLock(ctx context.Context) (unlock func(), err error) {
 	if err != nil {
 		return nil, fmt.Errorf("open migration lock: %w", err)
 	}
-	for {
+	err = driver.PollMigrationLock(ctx, f.Name(), func() (bool, error) {
 		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-		if err == nil {
-			return func() { _ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN); f.Close() }, nil
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return false, nil
 		}
-		if !errors.Is(err, syscall.EWOULDBLOCK) {
-			f.Close()
-			return nil, fmt.Errorf("take migration lock: %w", err)
-		}
-		select {
-		case <-ctx.Done():
-			f.Close()
-			return nil, fmt.Errorf("take migration lock: %w", ctx.Err())
-		case <-time.After(20 * time.Millisecond):
-		}
+		return err == nil, err
+	})
+	if err != nil {
+		f.Close()
+		return nil, err
 	}
+	return func() { _ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN); f.Close() }, nil
 }

@@ -197,7 +197,7 @@ RETURNING id`),
 		claimsOfProcess: p(`SELECT job_id, fence, claimed_at FROM {p}claimed_executions WHERE process_id = ?`),
 		renewSems: p(`
 UPDATE {p}semaphores SET expires_at = ?1 + duration_ms * 1000
-WHERE expires_at < ?1 + duration_ms * 500 AND key IN (
+WHERE expires_at < ?1 + duration_ms * 1000 * ?3 AND key IN (
 	SELECT j.concurrency_key FROM {p}claimed_executions c JOIN {p}jobs j ON j.id = c.job_id
 	WHERE c.process_id = ?2 AND j.concurrency_key IS NOT NULL)`),
 		deregisterProcess: p(`DELETE FROM {p}processes WHERE id = ?`),

@@ -386,7 +386,7 @@ func testCappedIncrements(t *testing.T, h *harness) {
 	}
 	for range 3 {
 		err := driver.InTx(ctx, h.driver(), func(ex driver.Executor) error {
-			_, err := semaphore.Signal(ctx, ex, "cap", time.Now())
+			_, err := semaphore.Release(ctx, ex, "cap", time.Now())
 			return err
 		})
 		if err != nil {

@@ -59,6 +59,14 @@ type Driver interface {
 	Retryable(err error) bool
 	// SQLDB returns a database/sql handle for migrations.
 	SQLDB() *sql.DB
+	// MigrationLock serialises bq's migrations of this prefix across
+	// processes until unlock is called: several processes may migrate at
+	// once on start-up, and the others must wait for the first rather
+	// than fail half-way. The lock is the database's own (PostgreSQL's
+	// advisory lock, MySQL's GET_LOCK, a file lock beside a SQLite file),
+	// held by a session or file that ends with the process, so a
+	// migrator that dies releases it. It waits at most MigrationLockWait.
+	MigrationLock(ctx context.Context) (unlock func(), err error)
 	// Close releases what the driver opened itself; a wrapped pool or
 	// *sql.DB belongs to the caller and stays open.
 	Close() error
@@ -278,25 +286,25 @@ type QueueCounts struct {
 	Failed    int    `json:"failed"`
 }
 
-// Executor runs bq's statements, inside or outside a transaction.
+// Executor runs bq's statements, inside or outside a transaction. It is
+// the union of the roles below; the engine's packages each take only the
+// roles they use, so they can be tested against a fake.
 type Executor interface {
+	JobStore
+	ClaimStore
+	SemaphoreStore
+	Maintenance
+	PolicyStore
+	ProcessStore
+	Inspector
+}
+
+// JobStore writes jobs and the execution rows that give them a state.
+type JobStore interface {
 	// InsertJobs inserts jobs and their execution rows, setting each ID.
 	InsertJobs(ctx context.Context, now time.Time, jobs []*NewJob) error
 	// InsertExecutions puts existing jobs into state's table.
 	InsertExecutions(ctx context.Context, state State, rows []Execution) error
-	// ClaimReady moves up to p.Max ready jobs of p.Queue to claimed, in
-	// priority then FIFO order, skipping rows other claimers hold. When the
-	// queue's policy has MaxActive, claimers of the queue take turns and
-	// claim only what keeps its claimed jobs within it.
-	ClaimReady(ctx context.Context, p ClaimParams) ([]*Claim, error)
-	// DeleteClaim removes the claim matching both jobID and fence. It
-	// reports false when the claim no longer exists (a stale fence).
-	DeleteClaim(ctx context.Context, jobID, fence int64) (bool, error)
-	// CompleteClaims ends many successful runs at once: each claim whose
-	// fence still matches is deleted and its job finished (attempt+1,
-	// finished_at) or, with keep false, deleted. It returns the claims
-	// that matched.
-	CompleteClaims(ctx context.Context, claims []*Claim, keep bool, now time.Time) ([]Fenced, error)
 	// FinishJob records the job's end: attempt+1, finished_at, and
 	// discarded when admission dropped it.
 	FinishJob(ctx context.Context, jobID int64, now time.Time, discarded bool) error
@@ -306,7 +314,45 @@ type Executor interface {
 	RecordError(ctx context.Context, jobID int64, msg string) error
 	// InsertFailed moves a job to the failed table.
 	InsertFailed(ctx context.Context, jobID int64, msg string, now time.Time) error
+	// GetJob returns a job and its state; ok is false when it does not exist.
+	GetJob(ctx context.Context, id int64) (info *JobInfo, ok bool, err error)
+	// TakeDueScheduled removes up to max scheduled executions due at now
+	// and returns their jobs.
+	TakeDueScheduled(ctx context.Context, now time.Time, max int) ([]*Job, error)
+	// DeleteFailed removes job id's failed execution, as it is retried or
+	// discarded by hand. It reports false when the job is not failed.
+	DeleteFailed(ctx context.Context, jobID int64) (bool, error)
+}
 
+// ClaimStore takes ready jobs for a worker and ends claims by their fence.
+type ClaimStore interface {
+	// HasReady reports whether queue has ready jobs: a claimer looks
+	// before it takes any lock, since most idle polls find nothing.
+	HasReady(ctx context.Context, queue string) (bool, error)
+	// QueueCap returns queue's MaxActive, 0 when it has none. Inside a
+	// transaction it locks the queue's policy row until the transaction
+	// ends, so claimers of a capped queue take turns and each counts the
+	// claims of those before it; outside one it only reads.
+	QueueCap(ctx context.Context, queue string) (int, error)
+	// CountClaimed counts the claimed jobs of queue.
+	CountClaimed(ctx context.Context, queue string) (int, error)
+	// ClaimReady moves up to p.Max ready jobs of p.Queue to claimed, in
+	// priority then FIFO order, skipping rows other claimers hold. It
+	// knows no cap: the engine's claim rule (lifecycle.Claim) decides
+	// p.Max. It may run several statements: run it in a transaction.
+	ClaimReady(ctx context.Context, p ClaimParams) ([]*Claim, error)
+	// DeleteClaim removes the claim matching both jobID and fence. It
+	// reports false when the claim no longer exists (a stale fence).
+	DeleteClaim(ctx context.Context, jobID, fence int64) (bool, error)
+	// CompleteClaims ends many successful runs at once: each claim whose
+	// fence still matches is deleted and its job finished (attempt+1,
+	// finished_at) or, with keep false, deleted. It returns the claims
+	// that matched.
+	CompleteClaims(ctx context.Context, claims []*Claim, keep bool, now time.Time) ([]Fenced, error)
+}
+
+// SemaphoreStore keeps each key's slot count; see package semaphore.
+type SemaphoreStore interface {
 	// SemaphoreEnsure creates key's semaphore with every slot free (limit
 	// max(l.To, 1)) unless it exists; it never fails on a concurrent create.
 	SemaphoreEnsure(ctx context.Context, l Limit, now time.Time) error
@@ -327,12 +373,13 @@ type Executor interface {
 	PromoteBlocked(ctx context.Context, key string, n int, now time.Time) (Promotion, error)
 	// CountHolders counts the key's ready and claimed jobs, and its blocked ones.
 	CountHolders(ctx context.Context, key string) (holders, blocked int, err error)
+}
 
+// Maintenance is what the dispatcher's passes run: due scheduled jobs,
+// expired and promotable semaphores, lost claims, old rows.
+type Maintenance interface {
 	// HasDueScheduled reports whether a scheduled job is due at now.
 	HasDueScheduled(ctx context.Context, now time.Time) (bool, error)
-	// TakeDueScheduled removes up to max scheduled executions due at now
-	// and returns their jobs.
-	TakeDueScheduled(ctx context.Context, now time.Time, max int) ([]*Job, error)
 	// ExpiredSemaphores lists keys after `after` whose semaphore expired.
 	ExpiredSemaphores(ctx context.Context, now time.Time, after string, max int) ([]string, error)
 	// PromotableSemaphores lists keys after `after` with a free slot and a
@@ -353,7 +400,10 @@ type Executor interface {
 	LostClaimsOfKey(ctx context.Context, key string, now time.Time, silence time.Duration) ([]*Claim, error)
 	// DeleteFinishedJobs removes up to max jobs finished before `before`.
 	DeleteFinishedJobs(ctx context.Context, before time.Time, max int) (int, error)
+}
 
+// PolicyStore keeps queue policies and key overrides.
+type PolicyStore interface {
 	// LockPolicies returns, locked and ordered by queue, the policies of
 	// namespace and of the named queues.
 	LockPolicies(ctx context.Context, namespace string, queues []string) ([]Policy, error)
@@ -375,16 +425,23 @@ type Executor interface {
 	// LatestJobLimit returns the limit and queue of key's newest unfinished
 	// job; ok is false when it has none.
 	LatestJobLimit(ctx context.Context, key string) (l Limit, queue string, ok bool, err error)
+}
 
+// ProcessStore keeps the process rows heartbeats prove alive.
+type ProcessStore interface {
 	// RegisterProcess inserts p and returns its ID.
 	RegisterProcess(ctx context.Context, p Process) (int64, error)
 	// Heartbeat records the beat in the process row, in a statement of
-	// its own that waits on no lock but the row's, then renews the
-	// semaphores its claims hold, skipping rows others hold. landed is
-	// true once the row recorded the beat, even if the renewal then
-	// failed (err says so); it is false with a nil err when the row is
-	// gone (the process was declared dead).
+	// its own that waits on no lock but the row's. It reports false with
+	// a nil err when the row is gone (the process was declared dead).
 	Heartbeat(ctx context.Context, b Beat) (landed bool, err error)
+	// RenewHeld renews the semaphores that processID's claims hold and
+	// whose expiry is less than renewBelow (a fraction) of their Duration
+	// after at: each then expires Duration after at. It skips rows others
+	// hold (a skipped key is renewed next beat) and locks keys in order,
+	// so two renewals never deadlock. It may run several statements: run
+	// it in a transaction.
+	RenewHeld(ctx context.Context, processID int64, at time.Time, renewBelow float64) error
 	// ClaimsOfProcess lists the process's claims.
 	ClaimsOfProcess(ctx context.Context, processID int64) ([]OwnClaim, error)
 	// DeregisterProcess removes the process row.
@@ -394,17 +451,17 @@ type Executor interface {
 	DeleteDeadProcesses(ctx context.Context, now time.Time, deadAfter time.Duration) (int, error)
 	// ListProcesses returns the registered processes.
 	ListProcesses(ctx context.Context) ([]Process, error)
+}
 
-	// GetJob returns a job and its state; ok is false when it does not exist.
-	GetJob(ctx context.Context, id int64) (info *JobInfo, ok bool, err error)
+// Inspector reads, for Health, Explain, the CLI and the dashboard:
+// read-only, one statement each, bounded by max where the answer could
+// grow with the data (see inspect.go).
+type Inspector interface {
 	// CountByQueue returns per-queue counts of every live state.
 	CountByQueue(ctx context.Context) ([]QueueCounts, error)
 	// SchemaVersion returns the newest applied migration version, 0 when
 	// bq's tables were never created.
 	SchemaVersion(ctx context.Context) (int64, error)
-
-	// Inspection: read-only, one statement each, bounded by max where
-	// the answer could grow with the data. See inspect.go.
 
 	// ReadyAges returns, per queue with ready jobs, when its oldest ready
 	// job became ready.
@@ -433,10 +490,6 @@ type Executor interface {
 	// ListFailed returns up to max failed jobs with an id below before
 	// (0: from the newest), newest first.
 	ListFailed(ctx context.Context, before int64, max int) ([]FailedJob, error)
-
-	// DeleteFailed removes job id's failed execution, as it is retried or
-	// discarded by hand. It reports false when the job is not failed.
-	DeleteFailed(ctx context.Context, jobID int64) (bool, error)
 }
 
 // BatchReleaser is an executor that releases the slots of many keys in a
@@ -448,6 +501,15 @@ type BatchReleaser interface {
 	// slots, highest priority first, FIFO among equals. It returns what
 	// each key promoted.
 	ReleaseMany(ctx context.Context, keys []string, counts []int, now time.Time) ([]Promotion, error)
+}
+
+// OneStatementClaimer is an executor that claims from a queue with no
+// MaxActive in one statement, outside any transaction (PostgreSQL's
+// CTE): uncapped queues, the common case, pay no BEGIN and COMMIT.
+type OneStatementClaimer interface {
+	// ClaimUncapped claims like ClaimReady when queue has no MaxActive,
+	// and claims nothing when it has one.
+	ClaimUncapped(ctx context.Context, p ClaimParams) ([]*Claim, error)
 }
 
 // Beaconer is a driver whose processes also show they are alive through a

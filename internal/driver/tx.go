@@ -66,3 +66,24 @@ func runTx(ctx context.Context, d Driver, fn func(ex Executor) error) error {
 	}
 	return nil
 }
+
+// OneStatementWriter is a driver each of whose writing Executor methods
+// runs one statement, atomic by itself (PostgreSQL, whose multi-table
+// writes are single statements with CTEs). Atomic runs them outside a
+// transaction, saving its BEGIN and COMMIT.
+type OneStatementWriter interface {
+	OneStatementWrites()
+}
+
+// Atomic runs fn, which makes one write (one Executor method that
+// writes) and nothing that must commit with another, atomically: on
+// d.Exec() when d's writes are single statements, else in a transaction
+// of its own (InTx). The engine, not a driver, decides where bq's
+// transactions begin and end; a driver's method that needs several
+// statements runs them in the transaction it is given.
+func Atomic(ctx context.Context, d Driver, fn func(ex Executor) error) error {
+	if _, ok := d.(OneStatementWriter); ok {
+		return fn(d.Exec())
+	}
+	return InTx(ctx, d, fn)
+}

@@ -14,21 +14,24 @@ import (
 	"github.com/bqueue/bq/semaphore"
 )
 
-// Outcome is what admission did with one job.
-type Outcome int
+// Store is what moving jobs between states writes: jobs, their claims
+// and their keys' semaphores.
+type Store interface {
+	driver.JobStore
+	driver.ClaimStore
+	driver.SemaphoreStore
+}
 
-const (
-	Admitted  Outcome = iota // ready, holding a slot if keyed
-	Blocked                  // waiting for its key's slot
-	Discarded                // its key had no slot; nothing kept
-	Scheduled                // due later; admitted when due
-)
+// Admission leaves a job in one of these states: ready (holding a slot if
+// keyed), blocked (waiting for its key's slot), discarded (its key had no
+// slot; nothing kept for a new job) or scheduled (due later; admitted
+// when due).
 
 type candidate struct {
 	limit    driver.Limit
 	queue    string
 	priority int
-	outcome  Outcome
+	outcome  driver.JobState
 	reason   string // why it was discarded
 }
 
@@ -38,12 +41,12 @@ type candidate struct {
 // order; the rest block or are discarded by their own OnConflict. It
 // returns what the locks promoted: jobs already blocked take any free
 // slot before new ones are admitted.
-func admit(ctx context.Context, ex driver.Executor, cands []*candidate, now time.Time) (driver.Promotion, error) {
+func admit(ctx context.Context, ex Store, cands []*candidate, now time.Time) (driver.Promotion, error) {
 	var promoted driver.Promotion
 	byKey := map[string][]*candidate{}
 	for _, c := range cands {
 		if c.limit.Key == "" {
-			c.outcome = Admitted
+			c.outcome = driver.StateReady
 			continue
 		}
 		byKey[c.limit.Key] = append(byKey[c.limit.Key], c)
@@ -60,20 +63,24 @@ func admit(ctx context.Context, ex driver.Executor, cands []*candidate, now time
 		if err != nil {
 			return promoted, err
 		}
+		// Jobs already blocked on the key take any free slot first.
+		if err := sem.PromoteBlocked(ctx); err != nil {
+			return promoted, err
+		}
 		promoted.Add(sem.Promoted())
 		granted := sem.Wait(len(group))
 		for i, c := range group {
 			switch {
 			case i < granted:
-				c.outcome = Admitted
+				c.outcome = driver.StateReady
 			case c.limit.OnConflict == driver.Discard:
-				c.outcome = Discarded
+				c.outcome = driver.StateDiscarded
 				c.reason = fmt.Sprintf("concurrency key %q has no free slot (limit %d) and the job discards on conflict", key, sem.Limit())
 			case sem.BacklogFull():
-				c.outcome = Discarded
+				c.outcome = driver.StateDiscarded
 				c.reason = fmt.Sprintf("concurrency key %q already has %d jobs waiting, its MaxBlocked", key, sem.MaxBlocked())
 			default:
-				c.outcome = Blocked
+				c.outcome = driver.StateBlocked
 				sem.Block(1)
 			}
 		}
@@ -86,19 +93,19 @@ func admit(ctx context.Context, ex driver.Executor, cands []*candidate, now time
 
 // Verdict is admission's decision on one job.
 type Verdict struct {
-	Outcome Outcome
-	Reason  string // why it was discarded
+	State  driver.JobState // ready, blocked, scheduled or discarded
+	Reason string          // why it was discarded
 }
 
 // Enqueue admits new jobs and inserts every one not discarded. Jobs due
 // later are stored scheduled and admitted when the dispatcher promotes
 // them. It also returns what admission promoted of the jobs already
 // blocked on the keys.
-func Enqueue(ctx context.Context, ex driver.Executor, jobs []*driver.NewJob, now time.Time) ([]Verdict, driver.Promotion, error) {
+func Enqueue(ctx context.Context, ex Store, jobs []*driver.NewJob, now time.Time) ([]Verdict, driver.Promotion, error) {
 	cands := make([]*candidate, len(jobs))
 	var due []*candidate
 	for i, j := range jobs {
-		cands[i] = &candidate{limit: j.Limit, queue: j.Queue, priority: j.Priority, outcome: Scheduled}
+		cands[i] = &candidate{limit: j.Limit, queue: j.Queue, priority: j.Priority, outcome: driver.StateScheduled}
 		if !j.ScheduledAt.After(now) {
 			due = append(due, cands[i])
 		}
@@ -110,15 +117,15 @@ func Enqueue(ctx context.Context, ex driver.Executor, jobs []*driver.NewJob, now
 	results := make([]Verdict, len(jobs))
 	kept := make([]*driver.NewJob, 0, len(jobs))
 	for i, c := range cands {
-		results[i] = Verdict{Outcome: c.outcome, Reason: c.reason}
+		results[i] = Verdict{State: c.outcome, Reason: c.reason}
 		switch c.outcome {
-		case Admitted:
+		case driver.StateReady:
 			jobs[i].State = driver.Ready
-		case Blocked:
+		case driver.StateBlocked:
 			jobs[i].State = driver.Blocked
-		case Scheduled:
+		case driver.StateScheduled:
 			jobs[i].State = driver.Scheduled
-		case Discarded:
+		case driver.StateDiscarded:
 			continue
 		}
 		kept = append(kept, jobs[i])
@@ -132,7 +139,7 @@ func Enqueue(ctx context.Context, ex driver.Executor, jobs []*driver.NewJob, now
 // PromoteScheduled admits up to max scheduled jobs that are due, as if
 // they were enqueued now. It returns the jobs it took, what admission did
 // with each, and what it promoted of the jobs already blocked.
-func PromoteScheduled(ctx context.Context, ex driver.Executor, max int, now time.Time) ([]*driver.Job, []Outcome, driver.Promotion, error) {
+func PromoteScheduled(ctx context.Context, ex Store, max int, now time.Time) ([]*driver.Job, []driver.JobState, driver.Promotion, error) {
 	jobs, err := ex.TakeDueScheduled(ctx, now, max)
 	if err != nil || len(jobs) == 0 {
 		return nil, nil, driver.Promotion{}, err
@@ -144,7 +151,7 @@ func PromoteScheduled(ctx context.Context, ex driver.Executor, max int, now time
 // admitExisting admits jobs that are already stored (due scheduled jobs,
 // immediate retries) and writes their new execution rows. A discarded one
 // is finished as discarded: it was accepted once, so it is not deleted.
-func admitExisting(ctx context.Context, ex driver.Executor, jobs []*driver.Job, now time.Time) ([]Outcome, driver.Promotion, error) {
+func admitExisting(ctx context.Context, ex Store, jobs []*driver.Job, now time.Time) ([]driver.JobState, driver.Promotion, error) {
 	cands := make([]*candidate, len(jobs))
 	for i, j := range jobs {
 		cands[i] = &candidate{limit: j.Limit, queue: j.Queue, priority: j.Priority}
@@ -153,18 +160,18 @@ func admitExisting(ctx context.Context, ex driver.Executor, jobs []*driver.Job, 
 	if err != nil {
 		return nil, promoted, err
 	}
-	outcomes := make([]Outcome, len(jobs))
+	outcomes := make([]driver.JobState, len(jobs))
 	var ready, blocked []driver.Execution
 	for i, c := range cands {
 		j := jobs[i]
 		outcomes[i] = c.outcome
 		row := driver.Execution{JobID: j.ID, Queue: j.Queue, Priority: j.Priority, Key: j.Limit.Key, At: now}
 		switch c.outcome {
-		case Admitted:
+		case driver.StateReady:
 			ready = append(ready, row)
-		case Blocked:
+		case driver.StateBlocked:
 			blocked = append(blocked, row)
-		case Discarded:
+		case driver.StateDiscarded:
 			if err := ex.FinishJob(ctx, j.ID, now, true); err != nil {
 				return nil, promoted, err
 			}
@@ -177,18 +184,4 @@ func admitExisting(ctx context.Context, ex driver.Executor, jobs []*driver.Job, 
 		return nil, promoted, err
 	}
 	return outcomes, promoted, nil
-}
-
-// State is the job state an admission outcome leaves a job in.
-func (o Outcome) State() driver.JobState {
-	switch o {
-	case Blocked:
-		return driver.StateBlocked
-	case Discarded:
-		return driver.StateDiscarded
-	case Scheduled:
-		return driver.StateScheduled
-	default:
-		return driver.StateReady
-	}
 }

@@ -15,14 +15,14 @@ import (
 // one more run. It returns the job, its outcome and what its admission
 // promoted of the jobs already blocked, or a nil job, having changed
 // nothing, when the job is not failed.
-func RetryFailed(ctx context.Context, ex driver.Executor, id int64, now time.Time) (*driver.Job, Outcome, driver.Promotion, error) {
+func RetryFailed(ctx context.Context, ex Store, id int64, now time.Time) (*driver.Job, driver.JobState, driver.Promotion, error) {
 	job, err := takeFailed(ctx, ex, id)
 	if job == nil || err != nil {
-		return nil, 0, driver.Promotion{}, err
+		return nil, "", driver.Promotion{}, err
 	}
 	outcomes, promoted, err := admitExisting(ctx, ex, []*driver.Job{job}, now)
 	if err != nil {
-		return nil, 0, promoted, err
+		return nil, "", promoted, err
 	}
 	return job, outcomes[0], promoted, nil
 }
@@ -30,7 +30,7 @@ func RetryFailed(ctx context.Context, ex driver.Executor, id int64, now time.Tim
 // DiscardFailed takes a failed job out of the failed table and finishes
 // it as discarded. A failed job holds no slot, so nothing is released. It
 // returns the job, or nil, having changed nothing, when it is not failed.
-func DiscardFailed(ctx context.Context, ex driver.Executor, id int64, now time.Time) (*driver.Job, error) {
+func DiscardFailed(ctx context.Context, ex Store, id int64, now time.Time) (*driver.Job, error) {
 	job, err := takeFailed(ctx, ex, id)
 	if job == nil || err != nil {
 		return nil, err
@@ -41,7 +41,7 @@ func DiscardFailed(ctx context.Context, ex driver.Executor, id int64, now time.T
 // takeFailed deletes job id's failed row and reads the job; nil when the
 // job is not failed. Concurrent retries or discards of the same job race
 // on that delete: one matches, the others change nothing.
-func takeFailed(ctx context.Context, ex driver.Executor, id int64) (*driver.Job, error) {
+func takeFailed(ctx context.Context, ex Store, id int64) (*driver.Job, error) {
 	if ok, err := ex.DeleteFailed(ctx, id); !ok || err != nil {
 		return nil, err
 	}

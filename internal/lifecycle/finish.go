@@ -38,16 +38,16 @@ func (r Result) Woken(queue string) []string {
 
 // release gives back the slot a keyed job held and returns what blocked
 // jobs took it.
-func release(ctx context.Context, ex driver.Executor, c *driver.Claim, now time.Time) (driver.Promotion, error) {
+func release(ctx context.Context, ex Store, c *driver.Claim, now time.Time) (driver.Promotion, error) {
 	if c.Limit.Key == "" {
 		return driver.Promotion{}, nil
 	}
-	return semaphore.Signal(ctx, ex, c.Limit.Key, now)
+	return semaphore.Release(ctx, ex, c.Limit.Key, now)
 }
 
 // Complete records a successful run. With keep false the job row is
 // deleted instead of kept as finished.
-func Complete(ctx context.Context, ex driver.Executor, c *driver.Claim, keep bool, now time.Time) (Result, error) {
+func Complete(ctx context.Context, ex Store, c *driver.Claim, keep bool, now time.Time) (Result, error) {
 	if ok, err := ex.DeleteClaim(ctx, c.ID, c.Fence); !ok || err != nil {
 		return Result{}, err
 	}
@@ -68,7 +68,7 @@ func Complete(ctx context.Context, ex driver.Executor, c *driver.Claim, keep boo
 // every claim whose fence still matches, then each key's semaphore gets
 // back its finished holders' slots, keys in sorted order. Results follow
 // claims; a claim that no longer matched changed nothing.
-func CompleteMany(ctx context.Context, ex driver.Executor, claims []*driver.Claim, keep bool, now time.Time) ([]Result, error) {
+func CompleteMany(ctx context.Context, ex Store, claims []*driver.Claim, keep bool, now time.Time) ([]Result, error) {
 	matched, err := ex.CompleteClaims(ctx, claims, keep, now)
 	if err != nil {
 		return nil, err
@@ -103,7 +103,7 @@ func CompleteMany(ctx context.Context, ex driver.Executor, claims []*driver.Clai
 	for i, k := range keys {
 		counts[i] = count[k]
 	}
-	promoted, err := semaphore.SignalMany(ctx, ex, keys, counts, now)
+	promoted, err := semaphore.ReleaseMany(ctx, ex, keys, counts, now)
 	if err != nil {
 		return nil, err
 	}
@@ -117,7 +117,7 @@ func CompleteMany(ctx context.Context, ex driver.Executor, claims []*driver.Clai
 // slot is released before the retry is admitted, so the retry competes
 // for it like any job and is not discarded by its own failing run; a
 // retry due now is admitted at once, after any job already blocked.
-func Retry(ctx context.Context, ex driver.Executor, c *driver.Claim, msg string, at, now time.Time) (Result, error) {
+func Retry(ctx context.Context, ex Store, c *driver.Claim, msg string, at, now time.Time) (Result, error) {
 	if ok, err := ex.DeleteClaim(ctx, c.ID, c.Fence); !ok || err != nil {
 		return Result{}, err
 	}
@@ -137,13 +137,13 @@ func Retry(ctx context.Context, ex driver.Executor, c *driver.Claim, msg string,
 	if err != nil {
 		return Result{}, err
 	}
-	r.State = outcomes[0].State()
+	r.State = outcomes[0]
 	r.Promoted.Add(more)
 	return r, nil
 }
 
 // Fail records a last failed attempt and moves the job to failed.
-func Fail(ctx context.Context, ex driver.Executor, c *driver.Claim, msg string, now time.Time) (Result, error) {
+func Fail(ctx context.Context, ex Store, c *driver.Claim, msg string, now time.Time) (Result, error) {
 	if ok, err := ex.DeleteClaim(ctx, c.ID, c.Fence); !ok || err != nil {
 		return Result{}, err
 	}
@@ -160,7 +160,7 @@ func Fail(ctx context.Context, ex driver.Executor, c *driver.Claim, msg string, 
 // Return puts a claimed job back to ready without counting the attempt,
 // as a worker shuts down before the job ends. It keeps its slot: it is
 // still a holder, now waiting to be claimed again.
-func Return(ctx context.Context, ex driver.Executor, c *driver.Claim, now time.Time) (Result, error) {
+func Return(ctx context.Context, ex Store, c *driver.Claim, now time.Time) (Result, error) {
 	if ok, err := ex.DeleteClaim(ctx, c.ID, c.Fence); !ok || err != nil {
 		return Result{}, err
 	}
@@ -171,11 +171,11 @@ func Return(ctx context.Context, ex driver.Executor, c *driver.Claim, now time.T
 // LostMessage is the error recorded for an attempt whose process died.
 const LostMessage = "process lost: the worker running this job stopped heartbeating"
 
-// Lost handles a claim whose run was lost: its process stopped
+// Reap ends a claim whose run was lost: its process stopped
 // heartbeating (the reaper), or the run stopped itself as its lease lapsed
 // (the worker). The attempt counts, with msg as its error; the job goes
 // back to ready keeping its slot, or fails once its attempts are spent.
-func Lost(ctx context.Context, ex driver.Executor, c *driver.Claim, msg string, now time.Time) (Result, error) {
+func Reap(ctx context.Context, ex Store, c *driver.Claim, msg string, now time.Time) (Result, error) {
 	if c.Attempt+1 >= c.MaxAttempts {
 		return Fail(ctx, ex, c, msg, now)
 	}

@@ -1,0 +1,284 @@
+// Package memstore is an in-memory store of jobs, claims and semaphores
+// for unit tests of the engine's rules (package semaphore, lifecycle):
+// the tables a driver keeps, as maps, with no transactions and no locks.
+// It implements driver.JobStore, driver.ClaimStore and
+// driver.SemaphoreStore as their contracts in package driver say.
+package memstore
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"slices"
+	"time"
+
+	"github.com/bqueue/bq/internal/driver"
+)
+
+// Row is a job with the table that holds it.
+type Row struct {
+	driver.Job
+	State     driver.JobState
+	LastError string
+	Fence     int64 // of its claim, while running
+}
+
+// Store holds the rows. Its fields are for tests to arrange and inspect.
+type Store struct {
+	Jobs       map[int64]*Row
+	Semaphores map[string]*driver.Semaphore
+	Overrides  map[string]int
+	Policies   map[string]driver.Policy
+	nextID     int64
+	nextFence  int64
+}
+
+// New returns an empty store.
+func New() *Store {
+	return &Store{Jobs: map[int64]*Row{}, Semaphores: map[string]*driver.Semaphore{},
+		Overrides: map[string]int{}, Policies: map[string]driver.Policy{}}
+}
+
+var (
+	_ driver.JobStore       = (*Store)(nil)
+	_ driver.ClaimStore     = (*Store)(nil)
+	_ driver.SemaphoreStore = (*Store)(nil)
+)
+
+// Of returns the jobs of key in state, in id order.
+func (s *Store) Of(key string, state driver.JobState) []*Row {
+	var out []*Row
+	for _, r := range s.Jobs {
+		if r.Limit.Key == key && r.State == state {
+			out = append(out, r)
+		}
+	}
+	slices.SortFunc(out, func(a, b *Row) int { return cmp.Compare(a.ID, b.ID) })
+	return out
+}
+
+func (s *Store) InsertJobs(_ context.Context, now time.Time, jobs []*driver.NewJob) error {
+	for _, j := range jobs {
+		s.nextID++
+		j.ID = s.nextID
+		state := map[driver.State]driver.JobState{driver.Ready: driver.StateReady,
+			driver.Blocked: driver.StateBlocked, driver.Scheduled: driver.StateScheduled}[j.State]
+		s.Jobs[j.ID] = &Row{State: state, Job: driver.Job{ID: j.ID, Kind: j.Kind, Queue: j.Queue, Args: j.Args,
+			Priority: j.Priority, MaxAttempts: j.MaxAttempts, Limit: j.Limit, ScheduledAt: j.ScheduledAt, CreatedAt: now}}
+	}
+	return nil
+}
+
+func (s *Store) InsertExecutions(_ context.Context, state driver.State, rows []driver.Execution) error {
+	to := map[driver.State]driver.JobState{driver.Ready: driver.StateReady,
+		driver.Blocked: driver.StateBlocked, driver.Scheduled: driver.StateScheduled}[state]
+	for _, x := range rows {
+		r, ok := s.Jobs[x.JobID]
+		if !ok {
+			return errors.New("memstore: execution of a missing job")
+		}
+		r.State = to
+		if state == driver.Scheduled {
+			r.ScheduledAt = x.At
+		}
+	}
+	return nil
+}
+
+func (s *Store) end(id int64, state driver.JobState) error {
+	r, ok := s.Jobs[id]
+	if !ok {
+		return errors.New("memstore: no such job")
+	}
+	r.State = state
+	return nil
+}
+
+func (s *Store) FinishJob(_ context.Context, id int64, _ time.Time, discarded bool) error {
+	if discarded {
+		return s.end(id, driver.StateDiscarded)
+	}
+	s.Jobs[id].Attempt++
+	return s.end(id, driver.StateCompleted)
+}
+
+func (s *Store) DeleteJobs(_ context.Context, ids []int64) error {
+	for _, id := range ids {
+		delete(s.Jobs, id)
+	}
+	return nil
+}
+
+func (s *Store) RecordError(_ context.Context, id int64, msg string) error {
+	r := s.Jobs[id]
+	r.Attempt++
+	r.LastError = msg
+	return nil
+}
+
+func (s *Store) InsertFailed(_ context.Context, id int64, msg string, _ time.Time) error {
+	s.Jobs[id].LastError = msg
+	return s.end(id, driver.StateFailed)
+}
+
+func (s *Store) DeleteFailed(_ context.Context, id int64) (bool, error) {
+	r, ok := s.Jobs[id]
+	if !ok || r.State != driver.StateFailed {
+		return false, nil
+	}
+	r.State = ""
+	return true, nil
+}
+
+func (s *Store) GetJob(_ context.Context, id int64) (*driver.JobInfo, bool, error) {
+	r, ok := s.Jobs[id]
+	if !ok {
+		return nil, false, nil
+	}
+	return &driver.JobInfo{Job: r.Job, State: r.State, LastError: r.LastError}, true, nil
+}
+
+func (s *Store) TakeDueScheduled(_ context.Context, now time.Time, max int) ([]*driver.Job, error) {
+	var out []*driver.Job
+	for _, r := range s.sorted(func(r *Row) bool { return r.State == driver.StateScheduled && !r.ScheduledAt.After(now) }) {
+		if len(out) == max {
+			break
+		}
+		r.State = ""
+		out = append(out, &r.Job)
+	}
+	return out, nil
+}
+
+// sorted returns the rows that match in promotion order: priority
+// descending, then id.
+func (s *Store) sorted(match func(*Row) bool) []*Row {
+	var out []*Row
+	for _, r := range s.Jobs {
+		if match(r) {
+			out = append(out, r)
+		}
+	}
+	slices.SortFunc(out, func(a, b *Row) int {
+		return cmp.Or(cmp.Compare(b.Priority, a.Priority), cmp.Compare(a.ID, b.ID))
+	})
+	return out
+}
+
+func (s *Store) HasReady(_ context.Context, queue string) (bool, error) {
+	return len(s.sorted(func(r *Row) bool { return r.State == driver.StateReady && r.Queue == queue })) > 0, nil
+}
+
+func (s *Store) QueueCap(_ context.Context, queue string) (int, error) {
+	return s.Policies[queue].MaxActive, nil
+}
+
+func (s *Store) CountClaimed(_ context.Context, queue string) (int, error) {
+	return len(s.sorted(func(r *Row) bool { return r.State == driver.StateRunning && r.Queue == queue })), nil
+}
+
+// ClaimReady takes up to p.Max ready jobs of p.Queue.
+func (s *Store) ClaimReady(_ context.Context, p driver.ClaimParams) ([]*driver.Claim, error) {
+	var out []*driver.Claim
+	for _, r := range s.sorted(func(r *Row) bool { return r.State == driver.StateReady && r.Queue == p.Queue }) {
+		if len(out) == p.Max {
+			break
+		}
+		s.nextFence++
+		r.State, r.Fence = driver.StateRunning, s.nextFence
+		out = append(out, &driver.Claim{Job: r.Job, Fence: r.Fence, ClaimedAt: p.Now})
+	}
+	return out, nil
+}
+
+func (s *Store) DeleteClaim(_ context.Context, id, fence int64) (bool, error) {
+	r, ok := s.Jobs[id]
+	if !ok || r.State != driver.StateRunning || r.Fence != fence {
+		return false, nil
+	}
+	r.State, r.Fence = "", 0
+	return true, nil
+}
+
+func (s *Store) CompleteClaims(ctx context.Context, claims []*driver.Claim, keep bool, now time.Time) ([]driver.Fenced, error) {
+	var out []driver.Fenced
+	for _, c := range claims {
+		if ok, _ := s.DeleteClaim(ctx, c.ID, c.Fence); !ok {
+			continue
+		}
+		out = append(out, driver.Fenced{JobID: c.ID, Fence: c.Fence})
+		if keep {
+			_ = s.FinishJob(ctx, c.ID, now, false)
+		} else {
+			delete(s.Jobs, c.ID)
+		}
+	}
+	return out, nil
+}
+
+func (s *Store) SemaphoreEnsure(_ context.Context, l driver.Limit, now time.Time) error {
+	if _, ok := s.Semaphores[l.Key]; !ok {
+		n := max(l.To, 1)
+		s.Semaphores[l.Key] = &driver.Semaphore{Key: l.Key, Value: n, Limit: n, Duration: l.Duration, ExpiresAt: now.Add(l.Duration)}
+	}
+	return nil
+}
+
+func (s *Store) SemaphoreLock(_ context.Context, key, queue string) (driver.Semaphore, bool, error) {
+	row, ok := s.Semaphores[key]
+	if !ok {
+		return driver.Semaphore{}, false, nil
+	}
+	out := *row
+	out.Override = s.Overrides[key]
+	out.Policy = s.Policies[queue]
+	return out, true, nil
+}
+
+func (s *Store) SemaphoreTryLock(_ context.Context, key string) (bool, error) {
+	_, ok := s.Semaphores[key]
+	return ok, nil
+}
+
+func (s *Store) SemaphoreSave(_ context.Context, sem driver.Semaphore) error {
+	sem.Override, sem.Policy = 0, driver.Policy{}
+	s.Semaphores[sem.Key] = &sem
+	return nil
+}
+
+func (s *Store) PromoteBlocked(_ context.Context, key string, n int, _ time.Time) (driver.Promotion, error) {
+	var p driver.Promotion
+	for _, r := range s.sorted(func(r *Row) bool { return r.State == driver.StateBlocked && r.Limit.Key == key }) {
+		if p.Jobs == n {
+			break
+		}
+		r.State = driver.StateReady
+		p.Jobs++
+		p.AddQueue(r.Queue)
+	}
+	return p, nil
+}
+
+func (s *Store) CountHolders(_ context.Context, key string) (int, int, error) {
+	return len(s.Of(key, driver.StateReady)) + len(s.Of(key, driver.StateRunning)), len(s.Of(key, driver.StateBlocked)), nil
+}
+
+// Honest reports whether key's semaphore counts its rows: free slots are
+// the limit minus its holders (ready and running jobs), and blocked the
+// jobs waiting. It returns a description of the first mismatch, or "".
+func (s *Store) Honest(key string) string {
+	sem, ok := s.Semaphores[key]
+	if !ok {
+		return "no semaphore for " + key
+	}
+	holders, blocked, _ := s.CountHolders(context.Background(), key)
+	switch {
+	case holders > sem.Limit:
+		return "more holders than the limit"
+	case sem.Value != sem.Limit-holders:
+		return "free slots do not match the holders"
+	case sem.Blocked != blocked:
+		return "the blocked count does not match the blocked rows"
+	}
+	return ""
+}

@@ -1,0 +1,68 @@
+package lifecycle
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/bqueue/bq/internal/driver"
+)
+
+// Claim takes up to p.Max ready jobs of p.Queue for p.ProcessID, within
+// the queue's MaxActive. This is the one place the cap is enforced: a
+// capped queue's policy row is locked for the claim's transaction, so its
+// claimers take turns and each counts the claims committed before its
+// turn; the count and the claim are in the same transaction, so no two
+// claimers can both fill the last free run.
+//
+// Drivers that can claim from an uncapped queue in one statement
+// (driver.OneStatementClaimer) do so without a transaction; others look
+// for ready jobs first, so an idle poll takes no lock.
+func Claim(ctx context.Context, d driver.Driver, p driver.ClaimParams) ([]*driver.Claim, error) {
+	ex := d.Exec()
+	one, oneStatement := ex.(driver.OneStatementClaimer)
+	if oneStatement {
+		claims, err := one.ClaimUncapped(ctx, p)
+		if err != nil || len(claims) > 0 {
+			return claims, err
+		}
+		// Nothing: the queue is empty, or capped.
+		limit, err := ex.QueueCap(ctx, p.Queue)
+		if err != nil || limit == 0 {
+			return nil, wrapClaim(p, err)
+		}
+	} else if any, err := ex.HasReady(ctx, p.Queue); err != nil || !any {
+		return nil, wrapClaim(p, err)
+	}
+	var claims []*driver.Claim
+	err := driver.InTx(ctx, d, func(tx driver.Executor) error {
+		claims = nil
+		n, err := claimable(ctx, tx, p)
+		if err != nil || n <= 0 {
+			return err
+		}
+		claims, err = tx.ClaimReady(ctx, driver.ClaimParams{Queue: p.Queue, Max: n, ProcessID: p.ProcessID, Now: p.Now})
+		return err
+	})
+	return claims, wrapClaim(p, err)
+}
+
+// claimable is how many jobs a claim may take: p.Max, or less when the
+// queue's MaxActive leaves less room beside its claimed jobs.
+func claimable(ctx context.Context, tx driver.ClaimStore, p driver.ClaimParams) (int, error) {
+	limit, err := tx.QueueCap(ctx, p.Queue)
+	if err != nil || limit == 0 {
+		return p.Max, err
+	}
+	active, err := tx.CountClaimed(ctx, p.Queue)
+	if err != nil {
+		return 0, err
+	}
+	return min(p.Max, limit-active), nil
+}
+
+func wrapClaim(p driver.ClaimParams, err error) error {
+	if err != nil {
+		return fmt.Errorf("claim jobs of queue %q: %w", p.Queue, err)
+	}
+	return nil
+}
