@@ -39,8 +39,16 @@ import (
 )
 
 // Driver is a database driver: postgres.New(pool), mysql.New(db),
-// sqlite.New(db), or what Open builds from a DSN.
-type Driver = driver.Driver
+// sqlite.New(db), or what Open builds from a DSN. It shows only what is
+// safe to call: the statements bq runs stay inside it, so no caller can
+// free a concurrency slot outside bq's checks.
+type Driver interface {
+	// Dialect names the database: "postgres", "mysql" or "sqlite".
+	Dialect() string
+	// Close releases what the driver opened itself (Open, or the
+	// driver's Open); a pool or *sql.DB you passed to New stays open.
+	Close() error
+}
 
 // NoRetention, as Config.Retention, deletes jobs as they complete.
 const NoRetention time.Duration = -1
@@ -151,7 +159,8 @@ func (c Config) validate() error {
 
 // Client enqueues jobs and runs workers and the dispatcher on one database.
 type Client struct {
-	drv        driver.Driver
+	pub        Driver        // what Driver returns
+	drv        driver.Driver // the engine inside pub, with cfg.Prefix
 	cfg        Config
 	log        *slog.Logger
 	met        *metrics.Instruments
@@ -196,7 +205,7 @@ func Open(ctx context.Context, dsn string, cfg ...Config) (*Client, error) {
 	return client, nil
 }
 
-func openDriver(ctx context.Context, dsn string) (driver.Driver, error) {
+func openDriver(ctx context.Context, dsn string) (Driver, error) {
 	scheme, rest, _ := strings.Cut(dsn, ":")
 	switch {
 	case dsn == "":
@@ -221,18 +230,22 @@ func NewClient(drv Driver, cfg Config) (*Client, error) {
 	if drv == nil {
 		return nil, errors.New("bq.NewClient: the driver is nil: pass postgres.New(pool), mysql.New(db) or sqlite.New(db)")
 	}
+	engine := driver.EngineOf(drv)
+	if engine == nil {
+		return nil, fmt.Errorf("bq.NewClient: %T is not a driver bq made: pass postgres.New(pool), mysql.New(db) or sqlite.New(db)", drv)
+	}
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("bq.NewClient: %w", err)
 	}
-	if cfg.Prefix != drv.Prefix() {
-		drv = drv.WithPrefix(cfg.Prefix)
+	if cfg.Prefix != engine.Prefix() {
+		engine = engine.WithPrefix(cfg.Prefix)
 	}
 	met, err := metrics.New(cfg.MeterProvider)
 	if err != nil {
 		return nil, fmt.Errorf("bq.NewClient: create metric instruments: %w", err)
 	}
-	c := &Client{drv: drv, cfg: cfg, log: cfg.Logger, met: met, stopGauges: func() error { return nil },
+	c := &Client{pub: drv, drv: engine, cfg: cfg, log: cfg.Logger, met: met, stopGauges: func() error { return nil },
 		wakers: map[string][]chan struct{}{}}
 	if !cfg.NoGauges {
 		if c.stopGauges, err = met.ObserveGauges(c.gaugeSnapshot); err != nil {
@@ -255,8 +268,16 @@ func (c *Client) Close() error {
 	return errors.Join(c.stopGauges(), c.drv.Close())
 }
 
-// Driver returns the client's database driver.
-func (c *Client) Driver() Driver { return c.drv }
+// Driver returns the client's database driver: the value passed to
+// NewClient, or the one Open made (a *postgres.Driver, *mysql.Driver or
+// *sqlite.Driver, whose Pool or DB is the pool to begin transactions on).
+func (c *Client) Driver() Driver { return c.pub }
+
+// bq's own white-box tests reach a client's engine through the internal
+// driver package; users cannot import it.
+func init() {
+	driver.ClientEngine = func(client any) driver.Driver { return client.(*Client).drv }
+}
 
 // migrationLocker is a driver that serialises migrations itself (SQLite:
 // goose has no lock for it).

@@ -87,7 +87,7 @@ func TestMetrics(t *testing.T) {
 	lost := enq(mReap, metricArgs{})
 	// A process that stopped heartbeating an hour ago claims one job: the
 	// dispatcher reaps it.
-	ex := client.Driver().Exec()
+	ex := driver.ClientEngine(client).Exec()
 	dead, err := ex.RegisterProcess(ctx, driver.Process{Kind: "worker", Name: "dead", Hostname: "h", PID: 1,
 		HeartbeatInterval: time.Second, StartedAt: time.Now().Add(-time.Hour)})
 	if err != nil {

@@ -166,7 +166,7 @@ func TestTerminalEscapes(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	ex := c.Driver().Exec()
+	ex := driver.ClientEngine(c).Exec()
 	proc, err := ex.RegisterProcess(ctx, driver.Process{Kind: "worker", Name: "w\x1b]0;PWNED\x07\u202e\x9b31m", Hostname: "h",
 		PID: 1, Queues: "cli", HeartbeatInterval: time.Hour, StartedAt: time.Now()})
 	if err != nil {

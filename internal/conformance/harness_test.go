@@ -198,7 +198,7 @@ func newHarness(t *testing.T, db database) *harness {
 	if err := client.Migrate(ctx); err != nil {
 		t.Fatalf("migrate: %v", err)
 	}
-	h := &harness{t: t, db: db.name, dsn: dsn, client: client, raw: client.Driver().SQLDB(), test: randomHex(8)}
+	h := &harness{t: t, db: db.name, dsn: dsn, client: client, raw: driver.ClientEngine(client).SQLDB(), test: randomHex(8)}
 	for _, ddl := range []string{
 		`CREATE TABLE test_runs (
 		job_id BIGINT NOT NULL, test TEXT NOT NULL, kind TEXT NOT NULL, jkey TEXT NOT NULL, pid BIGINT NOT NULL,
@@ -331,14 +331,14 @@ FROM bq_semaphores s`)
 }
 
 // driver returns the client's internal driver for white-box steps.
-func (h *harness) driver() driver.Driver { return h.client.Driver() }
+func (h *harness) driver() driver.Driver { return driver.ClientEngine(h.client) }
 
 // beginTx starts a transaction of the caller's kind on the client's
 // database (pgx.Tx on PostgreSQL, *sql.Tx on SQLite and MySQL). One left
 // open by a failing test is rolled back before its database is dropped.
 func (h *harness) beginTx(ctx context.Context) (tx any, commit func() error) {
 	h.t.Helper()
-	switch d := h.driver().(type) {
+	switch d := h.client.Driver().(type) {
 	case *postgres.Driver:
 		tx, err := d.Pool().Begin(ctx)
 		if err != nil {
@@ -361,7 +361,7 @@ func (h *harness) beginTx(ctx context.Context) (tx any, commit func() error) {
 		h.t.Cleanup(func() { _ = tx.Rollback() })
 		return tx, tx.Commit
 	}
-	h.t.Fatalf("no transaction helper for %T", h.driver())
+	h.t.Fatalf("no transaction helper for %T", h.client.Driver())
 	return nil, nil
 }
 

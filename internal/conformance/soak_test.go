@@ -59,7 +59,7 @@ func testContentionSoak(t *testing.T, h *harness) {
 	)
 	ctx := context.Background()
 	var seen atomic.Int64
-	client, err := bq.NewClient(conflictCounter{Driver: h.driver(), seen: &seen}, testConfig())
+	client, err := bq.NewClient(driver.Seal(conflictCounter{Driver: h.driver(), seen: &seen}), testConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
