@@ -29,9 +29,6 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/metric"
 
-	"github.com/bqueue/bq/drivers/mysql"
-	"github.com/bqueue/bq/drivers/postgres"
-	"github.com/bqueue/bq/drivers/sqlite"
 	"github.com/bqueue/bq/internal/driver"
 	"github.com/bqueue/bq/internal/humanize"
 	"github.com/bqueue/bq/internal/metrics"
@@ -184,6 +181,11 @@ type Client struct {
 //	postgres://user:pass@host:5432/db
 //	mysql://user:pass@host:3306/db  MySQL 8.0+ or MariaDB 10.6+
 //
+// The DSN's driver must be imported, as database/sql drivers are, so a
+// program links only the databases it uses:
+//
+//	import _ "github.com/bqueue/bq/drivers/postgres"
+//
 // Call Migrate once to create bq's tables. Close the client when done.
 func Open(ctx context.Context, dsn string, cfg ...Config) (*Client, error) {
 	if len(cfg) > 1 {
@@ -205,18 +207,28 @@ func Open(ctx context.Context, dsn string, cfg ...Config) (*Client, error) {
 	return client, nil
 }
 
+// driverImports names the package to import for each DSN scheme bq knows.
+var driverImports = map[string]string{
+	"sqlite":     "github.com/bqueue/bq/drivers/sqlite",
+	"postgres":   "github.com/bqueue/bq/drivers/postgres",
+	"postgresql": "github.com/bqueue/bq/drivers/postgres",
+	"mysql":      "github.com/bqueue/bq/drivers/mysql",
+}
+
+// openDriver opens dsn with the driver registered for its scheme: each
+// driver registers itself when imported, so a program links only the
+// drivers it names.
 func openDriver(ctx context.Context, dsn string) (Driver, error) {
-	scheme, rest, _ := strings.Cut(dsn, ":")
-	switch {
-	case dsn == "":
+	scheme, _, _ := strings.Cut(dsn, ":")
+	if dsn == "" {
 		return nil, errors.New("bq.Open: the DSN is empty: use sqlite:///path/to/file.db, sqlite::memory:, postgres://user:pass@host:5432/db or mysql://user:pass@host:3306/db")
-	case scheme == "sqlite":
-		path, _, _ := strings.Cut(strings.TrimPrefix(rest, "//"), "?")
-		return sqlite.Open(ctx, path)
-	case scheme == "postgres" || scheme == "postgresql":
-		return postgres.Open(ctx, dsn)
-	case scheme == "mysql":
-		return mysql.Open(ctx, dsn)
+	}
+	if open, ok := driver.OpenerOf(scheme); ok {
+		return open(ctx, dsn)
+	}
+	switch imp, known := driverImports[scheme]; {
+	case known:
+		return nil, fmt.Errorf("bq.Open: no driver for %q: add import _ %q", humanize.RedactDSN(dsn), imp)
 	case strings.Contains(dsn, "@tcp(") || strings.Contains(dsn, "@unix("):
 		return nil, fmt.Errorf("bq.Open: DSN %q is in go-sql-driver's form: write it as mysql://user:pass@host:3306/db", humanize.RedactDSN(dsn))
 	default:

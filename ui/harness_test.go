@@ -15,6 +15,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/bqueue/bq"
+	_ "github.com/bqueue/bq/drivers/postgres"
+	_ "github.com/bqueue/bq/drivers/sqlite"
 	"github.com/bqueue/bq/internal/driver"
 	"github.com/bqueue/bq/internal/lifecycle"
 )

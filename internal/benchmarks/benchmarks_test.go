@@ -26,6 +26,8 @@ import (
 
 	"github.com/bqueue/bq"
 	bqmysql "github.com/bqueue/bq/drivers/mysql"
+	_ "github.com/bqueue/bq/drivers/postgres"
+	_ "github.com/bqueue/bq/drivers/sqlite"
 	"github.com/bqueue/bq/internal/driver"
 	"github.com/bqueue/bq/internal/lifecycle"
 )
