@@ -72,18 +72,25 @@ func TestDefaultBackoffGrowsWithinBounds(t *testing.T) {
 }
 
 func TestOpenMemory(t *testing.T) {
+	if err := openMemory(t).checkSchema(context.Background()); err != nil {
+		t.Fatalf("after Migrate: %v", err)
+	}
+}
+
+// openMemory opens a migrated in-memory SQLite client, closed when the
+// test ends.
+func openMemory(t *testing.T) *Client {
+	t.Helper()
 	ctx := context.Background()
 	c, err := Open(ctx, "sqlite::memory:")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	t.Cleanup(func() { c.Close() })
 	if err := c.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.checkSchema(ctx); err != nil {
-		t.Fatalf("after Migrate: %v", err)
-	}
+	return c
 }
 
 func TestOpenMySQLErrors(t *testing.T) {

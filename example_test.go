@@ -118,13 +118,13 @@ func Example_transactionalEnqueue() {
 	db := client.Driver().(*sqlite.Driver).DB()
 
 	tx, _ := db.BeginTx(ctx, nil)
-	res, _ := Export.EnqueueTx(ctx, client, tx, ExportArgs{Tenant: "acme"})
+	res, _ := Export.EnqueueTx(ctx, client, sqlite.Tx(tx), ExportArgs{Tenant: "acme"})
 	_ = tx.Rollback()
 	_, err := client.Job(ctx, res.ID)
 	fmt.Println("after rollback:", err != nil)
 
 	tx, _ = db.BeginTx(ctx, nil)
-	res, _ = Export.EnqueueTx(ctx, client, tx, ExportArgs{Tenant: "acme"})
+	res, _ = Export.EnqueueTx(ctx, client, sqlite.Tx(tx), ExportArgs{Tenant: "acme"})
 	_ = tx.Commit()
 	info, _ := client.Job(ctx, res.ID)
 	fmt.Println("after commit:", info.State)

@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/bqueue/bq/internal/driver"
@@ -17,3 +18,11 @@ func seal(e *engine) *Driver { return &Driver{Sealed: driver.Seal(e), e: e} }
 
 // Pool returns the underlying pool.
 func (d *Driver) Pool() *pgxpool.Pool { return d.e.pool }
+
+// WrappedTx is a transaction of yours wrapped for bq.Job.EnqueueTx.
+type WrappedTx struct{ driver.UserTx }
+
+// Tx wraps tx, begun on the pool bq uses (Pool), so that
+// Job.EnqueueTx writes inside it: the job exists only if tx commits. bq
+// sets no timeout inside it.
+func Tx(tx pgx.Tx) WrappedTx { return WrappedTx{driver.WrapUserTx(driver.Postgres, tx)} }

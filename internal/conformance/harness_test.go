@@ -334,9 +334,10 @@ FROM bq_semaphores s`)
 func (h *harness) driver() driver.Driver { return driver.ClientEngine(h.client) }
 
 // beginTx starts a transaction of the caller's kind on the client's
-// database (pgx.Tx on PostgreSQL, *sql.Tx on SQLite and MySQL). One left
-// open by a failing test is rolled back before its database is dropped.
-func (h *harness) beginTx(ctx context.Context) (tx any, commit func() error) {
+// database (pgx.Tx on PostgreSQL, *sql.Tx on SQLite and MySQL), wrapped by
+// its driver for EnqueueTx. One left open by a failing test is rolled back
+// before its database is dropped.
+func (h *harness) beginTx(ctx context.Context) (tx bq.Tx, commit func() error) {
 	h.t.Helper()
 	switch d := h.client.Driver().(type) {
 	case *postgres.Driver:
@@ -345,24 +346,28 @@ func (h *harness) beginTx(ctx context.Context) (tx any, commit func() error) {
 			h.t.Fatal(err)
 		}
 		h.t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
-		return tx, func() error { return tx.Commit(ctx) }
+		return postgres.Tx(tx), func() error { return tx.Commit(ctx) }
 	case *sqlite.Driver:
-		tx, err := d.DB().BeginTx(ctx, nil)
-		if err != nil {
-			h.t.Fatal(err)
-		}
-		h.t.Cleanup(func() { _ = tx.Rollback() })
-		return tx, tx.Commit
+		tx := h.beginSQLTx(ctx, d.DB())
+		return sqlite.Tx(tx), tx.Commit
 	case *bqmysql.Driver:
-		tx, err := d.DB().BeginTx(ctx, nil)
-		if err != nil {
-			h.t.Fatal(err)
-		}
-		h.t.Cleanup(func() { _ = tx.Rollback() })
-		return tx, tx.Commit
+		tx := h.beginSQLTx(ctx, d.DB())
+		return bqmysql.Tx(tx), tx.Commit
 	}
 	h.t.Fatalf("no transaction helper for %T", h.client.Driver())
 	return nil, nil
+}
+
+// beginSQLTx begins a transaction on db, rolled back when the test ends
+// unless committed.
+func (h *harness) beginSQLTx(ctx context.Context, db *sql.DB) *sql.Tx {
+	h.t.Helper()
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.t.Cleanup(func() { _ = tx.Rollback() })
+	return tx
 }
 
 // dumpState logs what is where, for a test that is stuck.

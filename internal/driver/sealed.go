@@ -1,7 +1,5 @@
 package driver
 
-import "reflect"
-
 // Sealed carries a driver's engine inside the public type its package
 // hands users (postgres.Driver, ...), which embeds it. Users see only
 // Dialect and Close: the engine's executor could free a slot without the
@@ -38,8 +36,8 @@ func EngineOf(d any) Driver {
 	if !ok {
 		return nil
 	}
-	if v := reflect.ValueOf(d); v.Kind() == reflect.Pointer && v.IsNil() {
-		return nil // a failed Open's nil *postgres.Driver, say
+	if isNilPointer(d) {
+		return nil
 	}
 	return s.sealedEngine()
 }
