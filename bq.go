@@ -10,7 +10,7 @@
 //		},
 //	})
 //
-//	client, _ := bq.Open(ctx, "sqlite:///var/lib/app/jobs.db")
+//	client, _ := bq.Open(ctx, "sqlite:///var/lib/app/jobs.db", bq.Config{})
 //	_ = client.Migrate(ctx)
 //	res, _ := Charge.Enqueue(ctx, client, ChargeArgs{OrderID: 42})
 //	_ = client.Run(ctx) // workers and dispatcher, until ctx ends
@@ -187,19 +187,12 @@ type Client struct {
 //	import _ "github.com/bqueue/bq/drivers/postgres"
 //
 // Call Migrate once to create bq's tables. Close the client when done.
-func Open(ctx context.Context, dsn string, cfg ...Config) (*Client, error) {
-	if len(cfg) > 1 {
-		return nil, errors.New("bq.Open: pass at most one Config")
-	}
-	var c Config
-	if len(cfg) == 1 {
-		c = cfg[0]
-	}
+func Open(ctx context.Context, dsn string, cfg Config) (*Client, error) {
 	drv, err := openDriver(ctx, dsn)
 	if err != nil {
 		return nil, err
 	}
-	client, err := NewClient(drv, c)
+	client, err := NewClient(drv, cfg)
 	if err != nil {
 		drv.Close()
 		return nil, err

@@ -24,7 +24,7 @@ func (fakeDriver) Close() error    { return nil }
 func TestEnqueueTxRefusesOtherTransactions(t *testing.T) {
 	ctx := context.Background()
 	c := openMemory(t)
-	job := Define("face.enqueue-tx", func(context.Context, struct{}) error { return nil })
+	job := Define("face.enqueue-tx", func(context.Context, struct{}) error { return nil }, JobOptions[struct{}]{})
 	sqlTx, err := c.Driver().(*sqlite.Driver).DB().BeginTx(ctx, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -32,7 +32,7 @@ func inspectDB(t *testing.T) (string, int64) {
 	t.Helper()
 	ctx := context.Background()
 	dsn := "sqlite://" + t.TempDir() + "/cli.db"
-	c, err := bq.Open(ctx, dsn)
+	c, err := bq.Open(ctx, dsn, bq.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +152,7 @@ func wantNoControls(t *testing.T, what, out string) {
 func TestTerminalEscapes(t *testing.T) {
 	ctx := context.Background()
 	dsn := "sqlite://" + t.TempDir() + "/cli.db"
-	c, err := bq.Open(ctx, dsn)
+	c, err := bq.Open(ctx, dsn, bq.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

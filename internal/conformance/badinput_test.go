@@ -78,16 +78,16 @@ func testInvalidSpecs(t *testing.T, h *harness) {
 
 func testBadDSN(t *testing.T, h *harness) {
 	ctx := context.Background()
-	_, err := bq.Open(ctx, "")
+	_, err := bq.Open(ctx, "", bq.Config{})
 	wantErr(t, err, "DSN is empty", "sqlite://")
-	_, err = bq.Open(ctx, "mongodb://localhost/x")
+	_, err = bq.Open(ctx, "mongodb://localhost/x", bq.Config{})
 	wantErr(t, err, "unknown DSN", "mongodb")
-	_, err = bq.Open(ctx, "postgres://nobody:secret@127.0.0.1:1/none?connect_timeout=2")
+	_, err = bq.Open(ctx, "postgres://nobody:secret@127.0.0.1:1/none?connect_timeout=2", bq.Config{})
 	wantErr(t, err, "PostgreSQL")
 	if err != nil && strings.Contains(err.Error(), "secret") {
 		t.Errorf("error %q leaks the password", err)
 	}
-	_, err = bq.Open(ctx, "sqlite:///nonexistent-dir-bq/sub/x.db")
+	_, err = bq.Open(ctx, "sqlite:///nonexistent-dir-bq/sub/x.db", bq.Config{})
 	wantErr(t, err, "SQLite")
 }
 
@@ -204,7 +204,7 @@ type duplicateReport struct {
 func duplicateMain(ctx context.Context, client *bq.Client) int {
 	noop := func(context.Context, Args) error { return nil }
 	var r duplicateReport
-	first, firstAt := bq.Define("c.dup", noop), here()
+	first, firstAt := bq.Define("c.dup", noop, bq.JobOptions[Args]{}), here()
 	second, secondAt := bq.Define("c.dup", noop, bq.JobOptions[Args]{Queue: "dup"}), here()
 	r.FirstAt, r.SecondAt = firstAt, secondAt
 	if err := second.Err(); err != nil {

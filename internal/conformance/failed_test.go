@@ -35,7 +35,7 @@ func testRetryFailed(t *testing.T, h *harness) {
 		t.Fatalf("retried job of a full key is %s, want blocked", st)
 	}
 	h.checkSemaphores()
-	if q := health(t, h).Queues[1]; q.Queue != "failing" || q.Failed != 0 || q.Blocked != 1 {
+	if q := health(t, h, bq.HealthOptions{}).Queues[1]; q.Queue != "failing" || q.Failed != 0 || q.Blocked != 1 {
 		t.Errorf("queue after retry: %+v, want failing with 0 failed, 1 blocked", q)
 	}
 	if ok, err := complete(ctx, h, holder); err != nil || !ok {

@@ -352,7 +352,7 @@ func testHeartbeatNotStarved(t *testing.T, h *harness) {
 	go func() {
 		defer close(watched)
 		for watchCtx.Err() == nil {
-			if hl, err := h.client.Health(watchCtx); err == nil {
+			if hl, err := h.client.Health(watchCtx, bq.HealthOptions{}); err == nil {
 				for _, p := range hl.Processes {
 					oldest = max(oldest, hl.At.Sub(p.LastHeartbeat))
 				}

@@ -13,7 +13,7 @@ import (
 )
 
 func main() {
-	client, err := bq.Open(context.Background(), os.Getenv("DATABASE_URL"))
+	client, err := bq.Open(context.Background(), os.Getenv("DATABASE_URL"), bq.Config{})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
