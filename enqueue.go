@@ -16,15 +16,17 @@ import (
 
 // EnqueueResult says what became of one enqueued job.
 type EnqueueResult struct {
-	// ID of the stored job; 0 when Discarded.
+	// ID of the stored job; 0 when discarded.
 	ID int64
-	// Blocked: stored, waiting for a slot of its concurrency key.
-	Blocked bool
-	// Discarded: its key had no free slot and the job discards on
-	// conflict, so nothing was stored.
-	Discarded bool
-	// Scheduled: stored to run later; admitted when due.
-	Scheduled bool
+	// State is where the job went, in the words of Job(ctx, id).State:
+	//
+	//	StateReady      stored, holding a slot of its key if keyed
+	//	StateBlocked    stored, waiting for a slot of its key
+	//	StateScheduled  stored to run later; admitted when due
+	//	StateDiscarded  its key had no free slot and the job discards on
+	//	                conflict (or its key's backlog was full): nothing
+	//	                was stored
+	State JobState
 	// Reason explains a discard.
 	Reason string
 }
@@ -205,16 +207,10 @@ func (j *Job[A]) enqueue(ctx context.Context, c *Client, tx any, args []A, opts 
 	c.enqueued(ctx, jobs, verdicts)
 	results := make([]EnqueueResult, len(jobs))
 	for i, v := range verdicts {
-		r := EnqueueResult{ID: jobs[i].ID}
-		switch v.Outcome {
-		case lifecycle.Blocked:
-			r.Blocked = true
-		case lifecycle.Scheduled:
-			r.Scheduled = true
-		case lifecycle.Discarded:
-			r = EnqueueResult{Discarded: true, Reason: v.Reason}
+		results[i] = EnqueueResult{ID: jobs[i].ID, State: JobState(v.Outcome.State())}
+		if v.Outcome == lifecycle.Discarded {
+			results[i] = EnqueueResult{State: StateDiscarded, Reason: v.Reason}
 		}
-		results[i] = r
 	}
 	return results, nil
 }

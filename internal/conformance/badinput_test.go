@@ -438,18 +438,18 @@ func testZeroLimit(t *testing.T, h *harness) {
 	}
 	a := enqueue(t, h, unkeyedJob, Args{}, bq.WithConcurrencyKey("z", 0))
 	b := enqueue(t, h, unkeyedJob, Args{}, bq.WithConcurrencyKey("z", 0))
-	if a.Blocked || !b.Blocked || limitOf("c.unkeyed/z") != 1 {
+	if a.State == bq.StateBlocked || b.State != bq.StateBlocked || limitOf("c.unkeyed/z") != 1 {
 		t.Errorf("no policy: %+v, %+v, limit %d; want the default 1: the second blocked", a, b, limitOf("c.unkeyed/z"))
 	}
 	if err := h.client.SyncPolicies(ctx, "c.test", []bq.Policy{{Queue: "zq", MaxActivePerKey: 3}}); err != nil {
 		t.Fatal(err)
 	}
 	for range 3 {
-		if r := enqueue(t, h, unkeyedJob, Args{}, bq.Queue("zq"), bq.WithConcurrencyKey("zp", 0)); r.Blocked {
+		if r := enqueue(t, h, unkeyedJob, Args{}, bq.Queue("zq"), bq.WithConcurrencyKey("zp", 0)); r.State == bq.StateBlocked {
 			t.Errorf("policy MaxActivePerKey 3: job blocked before 3 held the key")
 		}
 	}
-	if r := enqueue(t, h, unkeyedJob, Args{}, bq.Queue("zq"), bq.WithConcurrencyKey("zp", 0)); !r.Blocked || limitOf("c.unkeyed/zp") != 3 {
+	if r := enqueue(t, h, unkeyedJob, Args{}, bq.Queue("zq"), bq.WithConcurrencyKey("zp", 0)); r.State != bq.StateBlocked || limitOf("c.unkeyed/zp") != 3 {
 		t.Errorf("policy MaxActivePerKey 3: fourth %+v, limit %d; want blocked at 3", r, limitOf("c.unkeyed/zp"))
 	}
 

@@ -125,7 +125,7 @@ func testDiscardFailed(t *testing.T, h *harness) {
 	if info.State != bq.StateDiscarded || info.FinishedAt == nil || info.Attempts != 1 {
 		t.Errorf("discarded job: %s, finished %v, %d attempts; want discarded, finished, 1 attempt", info.State, info.FinishedAt, info.Attempts)
 	}
-	if next := enqueue(t, h, limit1Job, Args{Key: "df"}); next.Blocked {
+	if next := enqueue(t, h, limit1Job, Args{Key: "df"}); next.State == bq.StateBlocked {
 		t.Error("the key is full after discarding a failed job: it held no slot")
 	}
 	h.checkSemaphores()

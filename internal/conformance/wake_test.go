@@ -84,7 +84,7 @@ func testClaimsBesideOpenTx(t *testing.T, h *harness) {
 	var ready []int64 // 4 unkeyed, 2 of key ot; 2 more of ot blocked
 	for i := range 4 {
 		ready = append(ready, enqueue(t, h, unkeyedJob, Args{Test: h.test, Seq: i}).ID)
-		if res := enqueue(t, h, limit2Job, Args{Test: h.test, Key: "ot", Seq: i}); !res.Blocked {
+		if res := enqueue(t, h, limit2Job, Args{Test: h.test, Key: "ot", Seq: i}); res.State != bq.StateBlocked {
 			ready = append(ready, res.ID)
 		}
 	}
