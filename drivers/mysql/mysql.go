@@ -1,7 +1,9 @@
 // Package mysql runs bq on MySQL 8.0+ and MariaDB 10.6+ through
 // github.com/go-sql-driver/mysql.
 //
-//	client, _ := bq.Open(ctx, "mysql://app:secret@db:3306/app")
+//	import _ "github.com/bqueue/bq/drivers/mysql"
+//
+//	client, _ := bq.Open(ctx, "mysql://app:secret@db:3306/app", bq.Config{})
 //
 // or, on a *sql.DB of your own (open it with DSN for bq's settings):
 //
