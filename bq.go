@@ -10,7 +10,7 @@
 //		},
 //	})
 //
-//	client, _ := bq.Open(ctx, "sqlite:///var/lib/app/jobs.db")
+//	client, _ := bq.Open(ctx, "sqlite:///var/lib/app/jobs.db", bq.Config{})
 //	_ = client.Migrate(ctx)
 //	res, _ := Charge.Enqueue(ctx, client, ChargeArgs{OrderID: 42})
 //	_ = client.Run(ctx) // workers and dispatcher, until ctx ends
@@ -29,9 +29,6 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/metric"
 
-	"github.com/bqueue/bq/drivers/mysql"
-	"github.com/bqueue/bq/drivers/postgres"
-	"github.com/bqueue/bq/drivers/sqlite"
 	"github.com/bqueue/bq/internal/driver"
 	"github.com/bqueue/bq/internal/humanize"
 	"github.com/bqueue/bq/internal/metrics"
@@ -39,8 +36,16 @@ import (
 )
 
 // Driver is a database driver: postgres.New(pool), mysql.New(db),
-// sqlite.New(db), or what Open builds from a DSN.
-type Driver = driver.Driver
+// sqlite.New(db), or what Open builds from a DSN. It shows only what is
+// safe to call: the statements bq runs stay inside it, so no caller can
+// free a concurrency slot outside bq's checks.
+type Driver interface {
+	// Dialect names the database: "postgres", "mysql" or "sqlite".
+	Dialect() string
+	// Close releases what the driver opened itself (Open, or the
+	// driver's Open); a pool or *sql.DB you passed to New stays open.
+	Close() error
+}
 
 // NoRetention, as Config.Retention, deletes jobs as they complete.
 const NoRetention time.Duration = -1
@@ -151,7 +156,8 @@ func (c Config) validate() error {
 
 // Client enqueues jobs and runs workers and the dispatcher on one database.
 type Client struct {
-	drv        driver.Driver
+	pub        Driver        // what Driver returns
+	drv        driver.Driver // the engine inside pub, with cfg.Prefix
 	cfg        Config
 	log        *slog.Logger
 	met        *metrics.Instruments
@@ -175,20 +181,18 @@ type Client struct {
 //	postgres://user:pass@host:5432/db
 //	mysql://user:pass@host:3306/db  MySQL 8.0+ or MariaDB 10.6+
 //
+// The DSN's driver must be imported, as database/sql drivers are, so a
+// program links only the databases it uses:
+//
+//	import _ "github.com/bqueue/bq/drivers/postgres"
+//
 // Call Migrate once to create bq's tables. Close the client when done.
-func Open(ctx context.Context, dsn string, cfg ...Config) (*Client, error) {
-	if len(cfg) > 1 {
-		return nil, errors.New("bq.Open: pass at most one Config")
-	}
-	var c Config
-	if len(cfg) == 1 {
-		c = cfg[0]
-	}
+func Open(ctx context.Context, dsn string, cfg Config) (*Client, error) {
 	drv, err := openDriver(ctx, dsn)
 	if err != nil {
 		return nil, err
 	}
-	client, err := NewClient(drv, c)
+	client, err := NewClient(drv, cfg)
 	if err != nil {
 		drv.Close()
 		return nil, err
@@ -196,18 +200,28 @@ func Open(ctx context.Context, dsn string, cfg ...Config) (*Client, error) {
 	return client, nil
 }
 
-func openDriver(ctx context.Context, dsn string) (driver.Driver, error) {
-	scheme, rest, _ := strings.Cut(dsn, ":")
-	switch {
-	case dsn == "":
+// driverImports names the package to import for each DSN scheme bq knows.
+var driverImports = map[string]string{
+	"sqlite":     "github.com/bqueue/bq/drivers/sqlite",
+	"postgres":   "github.com/bqueue/bq/drivers/postgres",
+	"postgresql": "github.com/bqueue/bq/drivers/postgres",
+	"mysql":      "github.com/bqueue/bq/drivers/mysql",
+}
+
+// openDriver opens dsn with the driver registered for its scheme: each
+// driver registers itself when imported, so a program links only the
+// drivers it names.
+func openDriver(ctx context.Context, dsn string) (Driver, error) {
+	scheme, _, _ := strings.Cut(dsn, ":")
+	if dsn == "" {
 		return nil, errors.New("bq.Open: the DSN is empty: use sqlite:///path/to/file.db, sqlite::memory:, postgres://user:pass@host:5432/db or mysql://user:pass@host:3306/db")
-	case scheme == "sqlite":
-		path, _, _ := strings.Cut(strings.TrimPrefix(rest, "//"), "?")
-		return sqlite.Open(ctx, path)
-	case scheme == "postgres" || scheme == "postgresql":
-		return postgres.Open(ctx, dsn)
-	case scheme == "mysql":
-		return mysql.Open(ctx, dsn)
+	}
+	if open, ok := driver.OpenerOf(scheme); ok {
+		return open(ctx, dsn)
+	}
+	switch imp, known := driverImports[scheme]; {
+	case known:
+		return nil, fmt.Errorf("bq.Open: no driver for %q: add import _ %q", humanize.RedactDSN(dsn), imp)
 	case strings.Contains(dsn, "@tcp(") || strings.Contains(dsn, "@unix("):
 		return nil, fmt.Errorf("bq.Open: DSN %q is in go-sql-driver's form: write it as mysql://user:pass@host:3306/db", humanize.RedactDSN(dsn))
 	default:
@@ -221,18 +235,22 @@ func NewClient(drv Driver, cfg Config) (*Client, error) {
 	if drv == nil {
 		return nil, errors.New("bq.NewClient: the driver is nil: pass postgres.New(pool), mysql.New(db) or sqlite.New(db)")
 	}
+	engine := driver.EngineOf(drv)
+	if engine == nil {
+		return nil, fmt.Errorf("bq.NewClient: %T is not a driver bq made: pass postgres.New(pool), mysql.New(db) or sqlite.New(db)", drv)
+	}
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("bq.NewClient: %w", err)
 	}
-	if cfg.Prefix != drv.Prefix() {
-		drv = drv.WithPrefix(cfg.Prefix)
+	if cfg.Prefix != engine.Prefix() {
+		engine = engine.WithPrefix(cfg.Prefix)
 	}
 	met, err := metrics.New(cfg.MeterProvider)
 	if err != nil {
 		return nil, fmt.Errorf("bq.NewClient: create metric instruments: %w", err)
 	}
-	c := &Client{drv: drv, cfg: cfg, log: cfg.Logger, met: met, stopGauges: func() error { return nil },
+	c := &Client{pub: drv, drv: engine, cfg: cfg, log: cfg.Logger, met: met, stopGauges: func() error { return nil },
 		wakers: map[string][]chan struct{}{}}
 	if !cfg.NoGauges {
 		if c.stopGauges, err = met.ObserveGauges(c.gaugeSnapshot); err != nil {
@@ -255,8 +273,16 @@ func (c *Client) Close() error {
 	return errors.Join(c.stopGauges(), c.drv.Close())
 }
 
-// Driver returns the client's database driver.
-func (c *Client) Driver() Driver { return c.drv }
+// Driver returns the client's database driver: the value passed to
+// NewClient, or the one Open made (a *postgres.Driver, *mysql.Driver or
+// *sqlite.Driver, whose Pool or DB is the pool to begin transactions on).
+func (c *Client) Driver() Driver { return c.pub }
+
+// bq's own white-box tests reach a client's engine through the internal
+// driver package; users cannot import it.
+func init() {
+	driver.ClientEngine = func(client any) driver.Driver { return client.(*Client).drv }
+}
 
 // Migrate applies every pending migration, creating bq's tables. Several
 // processes may migrate at once: the others wait for the first.

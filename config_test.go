@@ -46,7 +46,7 @@ func TestOpenRedactsDSN(t *testing.T) {
 		{"postgres://db:notaport/x?sslpassword=hunter2", "PostgreSQL"},
 		{"postgres://u@db:notaport/x?pass=hunter2", "PostgreSQL"},
 	} {
-		_, err := Open(ctx, c.dsn)
+		_, err := Open(ctx, c.dsn, Config{})
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("Open(%q): %v, want an error mentioning %q", c.dsn, err, c.want)
 		}
@@ -72,34 +72,41 @@ func TestDefaultBackoffGrowsWithinBounds(t *testing.T) {
 }
 
 func TestOpenMemory(t *testing.T) {
-	ctx := context.Background()
-	c, err := Open(ctx, "sqlite::memory:")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	if err := c.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.checkSchema(ctx); err != nil {
+	if err := openMemory(t).checkSchema(context.Background()); err != nil {
 		t.Fatalf("after Migrate: %v", err)
 	}
 }
 
+// openMemory opens a migrated in-memory SQLite client, closed when the
+// test ends.
+func openMemory(t *testing.T) *Client {
+	t.Helper()
+	ctx := context.Background()
+	c, err := Open(ctx, "sqlite::memory:", Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if err := c.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
 func TestOpenMySQLErrors(t *testing.T) {
 	ctx := context.Background()
-	_, err := Open(ctx, "mysql://nobody:secret@127.0.0.1:1/none?timeout=2s")
+	_, err := Open(ctx, "mysql://nobody:secret@127.0.0.1:1/none?timeout=2s", Config{})
 	if err == nil || !strings.Contains(err.Error(), "MySQL at 127.0.0.1:1") {
 		t.Errorf("unreachable MySQL: %v, want an error naming the address", err)
 	}
 	if err != nil && strings.Contains(err.Error(), "secret") {
 		t.Errorf("error %q leaks the password", err)
 	}
-	_, err = Open(ctx, "mysql://nobody:secret@127.0.0.1:1")
+	_, err = Open(ctx, "mysql://nobody:secret@127.0.0.1:1", Config{})
 	if err == nil || !strings.Contains(err.Error(), "name one database") || strings.Contains(err.Error(), "secret") {
 		t.Errorf("MySQL DSN without a database: %v", err)
 	}
-	_, err = Open(ctx, "mongodb://localhost/x")
+	_, err = Open(ctx, "mongodb://localhost/x", Config{})
 	if err == nil || !strings.Contains(err.Error(), "mysql://") {
 		t.Errorf("unknown DSN: %v, want the error to list mysql://", err)
 	}

@@ -16,15 +16,17 @@ import (
 
 // EnqueueResult says what became of one enqueued job.
 type EnqueueResult struct {
-	// ID of the stored job; 0 when Discarded.
+	// ID of the stored job; 0 when discarded.
 	ID int64
-	// Blocked: stored, waiting for a slot of its concurrency key.
-	Blocked bool
-	// Discarded: its key had no free slot and the job discards on
-	// conflict, so nothing was stored.
-	Discarded bool
-	// Scheduled: stored to run later; admitted when due.
-	Scheduled bool
+	// State is where the job went, in the words of Job(ctx, id).State:
+	//
+	//	StateReady      stored, holding a slot of its key if keyed
+	//	StateBlocked    stored, waiting for a slot of its key
+	//	StateScheduled  stored to run later; admitted when due
+	//	StateDiscarded  its key had no free slot and the job discards on
+	//	                conflict (or its key's backlog was full): nothing
+	//	                was stored
+	State JobState
 	// Reason explains a discard.
 	Reason string
 }
@@ -86,20 +88,51 @@ func (j *Job[A]) Enqueue(ctx context.Context, c *Client, args A, opts ...Enqueue
 	return res[0], nil
 }
 
+// Tx is a transaction of yours for EnqueueTx, wrapped by the driver of
+// its database: postgres.Tx(pgxTx), mysql.Tx(sqlTx) or sqlite.Tx(sqlTx).
+// A raw pgx.Tx or *sql.Tx is not a Tx, so passing one fails to compile.
+type Tx interface {
+	// TxDialect names the database the transaction is on: "postgres",
+	// "mysql" or "sqlite".
+	TxDialect() string
+}
+
 // EnqueueTx stores one job inside tx, the caller's transaction on the
-// client's database (a pgx.Tx for PostgreSQL, a *sql.Tx for SQLite): the
-// job exists only if tx commits. A transient conflict (deadlock,
-// serialization failure) is returned for the caller to retry the whole
-// transaction; see driver errors.
-func (j *Job[A]) EnqueueTx(ctx context.Context, c *Client, tx any, args A, opts ...EnqueueOption) (EnqueueResult, error) {
-	if tx == nil {
-		return EnqueueResult{}, errors.New("EnqueueTx: the transaction is nil: pass the pgx.Tx or *sql.Tx to enqueue in, or use Enqueue")
+// client's database, wrapped by its driver:
+//
+//	res, err := Charge.EnqueueTx(ctx, client, postgres.Tx(tx), args)
+//
+// The job exists only if tx commits. A transient conflict (deadlock,
+// serialization failure) is returned as ErrConflict for the caller to
+// retry the whole transaction.
+func (j *Job[A]) EnqueueTx(ctx context.Context, c *Client, tx Tx, args A, opts ...EnqueueOption) (EnqueueResult, error) {
+	raw, err := unwrapTx(c, tx)
+	if err != nil {
+		return EnqueueResult{}, err
 	}
-	res, err := j.enqueue(ctx, c, tx, []A{args}, opts)
+	res, err := j.enqueue(ctx, c, raw, []A{args}, opts)
 	if err != nil {
 		return EnqueueResult{}, err
 	}
 	return res[0], nil
+}
+
+// unwrapTx returns the pgx.Tx or *sql.Tx inside tx, checking that it is
+// on the client's kind of database.
+func unwrapTx(c *Client, tx Tx) (any, error) {
+	if tx == nil {
+		return nil, errors.New("EnqueueTx: the transaction is nil: pass your transaction wrapped by its driver (postgres.Tx(tx), mysql.Tx(tx), sqlite.Tx(tx)), or use Enqueue")
+	}
+	dialect, raw, ok := driver.UserTxOf(tx)
+	switch {
+	case !ok:
+		return nil, fmt.Errorf("EnqueueTx: %T is no transaction a bq driver wrapped: pass postgres.Tx(tx), mysql.Tx(tx) or sqlite.Tx(tx)", tx)
+	case raw == nil:
+		return nil, fmt.Errorf("EnqueueTx: the transaction %s.Tx wraps is nil: begin one on the client's database, or use Enqueue", dialect)
+	case c != nil && dialect != c.drv.Dialect():
+		return nil, fmt.Errorf("EnqueueTx: the transaction is %s's (%s.Tx), the client runs on %s: begin it on the client's database", dialect, dialect, c.drv.Dialect())
+	}
+	return raw, nil
 }
 
 // EnqueueMany stores many jobs in one transaction. Keyed jobs are
@@ -174,16 +207,10 @@ func (j *Job[A]) enqueue(ctx context.Context, c *Client, tx any, args []A, opts 
 	c.enqueued(ctx, jobs, verdicts)
 	results := make([]EnqueueResult, len(jobs))
 	for i, v := range verdicts {
-		r := EnqueueResult{ID: jobs[i].ID}
-		switch v.State {
-		case driver.StateBlocked:
-			r.Blocked = true
-		case driver.StateScheduled:
-			r.Scheduled = true
-		case driver.StateDiscarded:
-			r = EnqueueResult{Discarded: true, Reason: v.Reason}
+		results[i] = EnqueueResult{ID: jobs[i].ID, State: JobState(v.State)}
+		if v.State == driver.StateDiscarded {
+			results[i] = EnqueueResult{State: StateDiscarded, Reason: v.Reason}
 		}
-		results[i] = r
 	}
 	return results, nil
 }

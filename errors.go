@@ -1,10 +1,6 @@
 package bq
 
-import (
-	"errors"
-
-	"github.com/bqueue/bq/internal/driver"
-)
+import "errors"
 
 var (
 	// ErrInvalidJob wraps every problem with a job definition or an
@@ -17,7 +13,7 @@ var (
 	ErrInvalidArgument = errors.New("invalid argument")
 	// ErrNotMigrated reports that bq's tables are missing or older than
 	// this version of bq.
-	ErrNotMigrated = driver.ErrNotMigrated
+	ErrNotMigrated = errors.New("bq tables are missing or out of date: run client.Migrate(ctx) or `bq migrate up --dsn ...`")
 	// ErrConflict wraps a transient conflict (deadlock, serialization
 	// failure, busy database) met inside the caller's transaction: roll
 	// the transaction back and run it again. Inside its own transactions

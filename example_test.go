@@ -68,12 +68,12 @@ func Example_block() {
 	ctx := context.Background()
 	for range 3 {
 		res, _ := Export.Enqueue(ctx, client, ExportArgs{Tenant: "acme"})
-		fmt.Println("blocked:", res.Blocked)
+		fmt.Println(res.State)
 	}
 	// Output:
-	// blocked: false
-	// blocked: false
-	// blocked: true
+	// ready
+	// ready
+	// blocked
 }
 
 // With OnConflict: Discard a duplicate is not stored at all.
@@ -83,8 +83,8 @@ func Example_discard() {
 	ctx := context.Background()
 	first, _ := Refresh.Enqueue(ctx, client, ExportArgs{Report: "sales"})
 	second, _ := Refresh.Enqueue(ctx, client, ExportArgs{Report: "sales"})
-	fmt.Println(first.Discarded, second.Discarded, second.ID)
-	// Output: false true 0
+	fmt.Println(first.State, second.State, second.ID)
+	// Output: ready discarded 0
 }
 
 // Job kinds that name the same Group share one limit per key.
@@ -94,8 +94,8 @@ func Example_sharedGroup() {
 	ctx := context.Background()
 	charge, _ := ChargeCard.Enqueue(ctx, client, ExportArgs{Tenant: "acme"})
 	refund, _ := RefundCard.Enqueue(ctx, client, ExportArgs{Tenant: "acme"})
-	fmt.Println(charge.Blocked, refund.Blocked)
-	// Output: false true
+	fmt.Println(charge.State, refund.State)
+	// Output: ready blocked
 }
 
 // A scheduled job's key is checked when it becomes due, not at enqueue.
@@ -105,8 +105,8 @@ func Example_scheduled() {
 	ctx := context.Background()
 	res, _ := Export.Enqueue(ctx, client, ExportArgs{Tenant: "acme"}, bq.In(time.Hour))
 	info, _ := client.Job(ctx, res.ID)
-	fmt.Println(res.Scheduled, info.State)
-	// Output: true scheduled
+	fmt.Println(res.State, info.State)
+	// Output: scheduled scheduled
 }
 
 // EnqueueTx writes the job inside your transaction: it exists only if
@@ -118,13 +118,13 @@ func Example_transactionalEnqueue() {
 	db := client.Driver().(*sqlite.Driver).DB()
 
 	tx, _ := db.BeginTx(ctx, nil)
-	res, _ := Export.EnqueueTx(ctx, client, tx, ExportArgs{Tenant: "acme"})
+	res, _ := Export.EnqueueTx(ctx, client, sqlite.Tx(tx), ExportArgs{Tenant: "acme"})
 	_ = tx.Rollback()
 	_, err := client.Job(ctx, res.ID)
 	fmt.Println("after rollback:", err != nil)
 
 	tx, _ = db.BeginTx(ctx, nil)
-	res, _ = Export.EnqueueTx(ctx, client, tx, ExportArgs{Tenant: "acme"})
+	res, _ = Export.EnqueueTx(ctx, client, sqlite.Tx(tx), ExportArgs{Tenant: "acme"})
 	_ = tx.Commit()
 	info, _ := client.Job(ctx, res.ID)
 	fmt.Println("after commit:", info.State)
@@ -140,9 +140,9 @@ func Example_withConcurrencyKey() {
 	ctx := context.Background()
 	for range 2 {
 		res, _ := Refresh.Enqueue(ctx, client, ExportArgs{Report: "r"}, bq.WithConcurrencyKey("tenant:acme", 1, bq.Block))
-		fmt.Println("blocked:", res.Blocked)
+		fmt.Println(res.State)
 	}
 	// Output:
-	// blocked: false
-	// blocked: true
+	// ready
+	// blocked
 }

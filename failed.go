@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/bqueue/bq/internal/driver"
 	"github.com/bqueue/bq/internal/lifecycle"
@@ -15,7 +16,15 @@ import (
 var ErrJobNotFailed = errors.New("job is not failed")
 
 // FailedJob is a job that spent its attempts or failed permanently.
-type FailedJob = driver.FailedJob
+type FailedJob struct {
+	JobID    int64
+	Kind     string
+	Queue    string
+	Key      string // full concurrency key; "" when unkeyed
+	Attempt  int    // attempts that have ended
+	Error    string // the last attempt's error
+	FailedAt time.Time
+}
 
 // FailedJobs lists up to limit failed jobs (at most 500) with an id below
 // before (0: from the newest), newest first: pass the last id of a page to
@@ -26,7 +35,11 @@ func (c *Client) FailedJobs(ctx context.Context, before int64, limit int) ([]Fai
 	if err != nil {
 		return nil, c.explainErr(ctx, err)
 	}
-	return jobs, nil
+	out := make([]FailedJob, len(jobs))
+	for i, j := range jobs {
+		out[i] = FailedJob(j)
+	}
+	return out, nil
 }
 
 // RetryFailed gives a failed job one more run. Its failed record is
@@ -37,7 +50,7 @@ func (c *Client) FailedJobs(ctx context.Context, before int64, limit int) ([]Fai
 // a job that fails again fails for good.
 func (c *Client) RetryFailed(ctx context.Context, id int64) error {
 	var job *driver.Job
-	var state JobState
+	var state driver.JobState
 	var woken driver.Promotion
 	err := driver.InTx(ctx, c.drv, func(ex driver.Executor) (err error) {
 		job, state, woken, err = lifecycle.RetryFailed(ctx, ex, id, c.cfg.Now())
@@ -52,7 +65,7 @@ func (c *Client) RetryFailed(ctx context.Context, id int64) error {
 	c.log.Info("failed job retried by hand", "job_id", id, "kind", job.Kind, "queue", job.Queue,
 		"key", job.Limit.Key, "state", state)
 	c.met.RetriedByHand(ctx, metrics.JobOf(job), state)
-	if state == StateReady {
+	if state == driver.StateReady {
 		woken.AddQueue(job.Queue)
 	}
 	c.readyAll(woken.Queues)

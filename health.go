@@ -108,12 +108,8 @@ type ProcessHealth struct {
 }
 
 // Health reports the state of every queue, limit group and process.
-func (c *Client) Health(ctx context.Context, opts ...HealthOptions) (*Health, error) {
-	var o HealthOptions
-	if len(opts) > 0 {
-		o = opts[0]
-	}
-	top := min(max(cmp.Or(o.TopKeys, defaultTopKeys), 1), maxTopKeys)
+func (c *Client) Health(ctx context.Context, opts HealthOptions) (*Health, error) {
+	top := min(max(cmp.Or(opts.TopKeys, defaultTopKeys), 1), maxTopKeys)
 	h, err := c.health(ctx, top)
 	if err != nil {
 		return nil, fmt.Errorf("health: %w", c.explainErr(ctx, err))

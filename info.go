@@ -5,22 +5,28 @@ import (
 	"errors"
 	"fmt"
 	"time"
-
-	"github.com/bqueue/bq/internal/driver"
 )
 
 // JobState is where a job is. Live states are read from which execution
 // table holds the job; finished jobs are completed or discarded.
-type JobState = driver.JobState
+type JobState string
 
 const (
-	StateScheduled = driver.StateScheduled
-	StateReady     = driver.StateReady
-	StateBlocked   = driver.StateBlocked
-	StateRunning   = driver.StateRunning
-	StateCompleted = driver.StateCompleted
-	StateDiscarded = driver.StateDiscarded
-	StateFailed    = driver.StateFailed
+	// StateScheduled: stored to run later; admitted when due.
+	StateScheduled JobState = "scheduled"
+	// StateReady: waiting for a worker, holding its key's slot if keyed.
+	StateReady JobState = "ready"
+	// StateBlocked: waiting for a slot of its concurrency key.
+	StateBlocked JobState = "blocked"
+	// StateRunning: claimed by a worker.
+	StateRunning JobState = "running"
+	// StateCompleted: finished successfully.
+	StateCompleted JobState = "completed"
+	// StateDiscarded: dropped, its key having no free slot (OnConflict
+	// Discard, MaxBlocked), or discarded by hand.
+	StateDiscarded JobState = "discarded"
+	// StateFailed: spent its attempts or failed permanently.
+	StateFailed JobState = "failed"
 )
 
 // ErrJobNotFound is returned for a job id that does not exist (never
@@ -56,14 +62,21 @@ func (c *Client) Job(ctx context.Context, id int64) (*JobInfo, error) {
 	}
 	return &JobInfo{
 		ID: info.ID, Kind: info.Kind, Queue: info.Queue, Args: info.Args, Priority: info.Priority,
-		State: info.State, Attempts: info.Attempt, MaxAttempts: info.MaxAttempts,
+		State: JobState(info.State), Attempts: info.Attempt, MaxAttempts: info.MaxAttempts,
 		Key: info.Limit.Key, Limit: info.Limit.To, ScheduledAt: info.ScheduledAt,
 		CreatedAt: info.CreatedAt, FinishedAt: info.FinishedAt, LastError: info.LastError,
 	}, nil
 }
 
 // QueueStats counts one queue's jobs in each live state.
-type QueueStats = driver.QueueCounts
+type QueueStats struct {
+	Queue     string `json:"queue"`
+	Ready     int    `json:"ready"`
+	Running   int    `json:"running"`
+	Scheduled int    `json:"scheduled"`
+	Blocked   int    `json:"blocked"`
+	Failed    int    `json:"failed"`
+}
 
 // QueueStats returns per-queue counts of ready, running, scheduled,
 // blocked and failed jobs.
@@ -72,5 +85,9 @@ func (c *Client) QueueStats(ctx context.Context) ([]QueueStats, error) {
 	if err != nil {
 		return nil, c.explainErr(ctx, err)
 	}
-	return counts, nil
+	out := make([]QueueStats, len(counts))
+	for i, q := range counts {
+		out[i] = QueueStats(q)
+	}
+	return out, nil
 }

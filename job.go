@@ -118,15 +118,8 @@ type Job[A any] struct {
 // refuse to start in that process, since a worker could not tell which
 // definition runs the jobs of that kind. Define job kinds once, in
 // package-level variables.
-func Define[A any](name string, fn func(ctx context.Context, args A) error, opts ...JobOptions[A]) *Job[A] {
-	j := &Job[A]{name: name, fn: fn, site: callSite(2)}
-	if len(opts) > 1 {
-		j.err = fmt.Errorf("define job %q: pass at most one JobOptions", name)
-		return j
-	}
-	if len(opts) == 1 {
-		j.opts = opts[0]
-	}
+func Define[A any](name string, fn func(ctx context.Context, args A) error, opts JobOptions[A]) *Job[A] {
+	j := &Job[A]{name: name, fn: fn, opts: opts, site: callSite(2)}
 	j.opts.Queue = cmp.Or(j.opts.Queue, defaultQueue)
 	j.opts.MaxAttempts = cmp.Or(j.opts.MaxAttempts, defaultMaxAttempts)
 	if j.opts.Backoff == nil {

@@ -69,17 +69,17 @@ func TestMetrics(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !res.Discarded {
+		if res.State != bq.StateDiscarded {
 			ids = append(ids, res.ID)
 		}
 		return res
 	}
 	enq(mBlock, metricArgs{Key: secret})
-	if !enq(mBlock, metricArgs{Key: secret}).Blocked {
+	if enq(mBlock, metricArgs{Key: secret}).State != bq.StateBlocked {
 		t.Fatal("second job of a limit-1 key not blocked")
 	}
 	enq(mDiscard, metricArgs{Key: secret})
-	if !enq(mDiscard, metricArgs{Key: secret}).Discarded {
+	if enq(mDiscard, metricArgs{Key: secret}).State != bq.StateDiscarded {
 		t.Fatal("second job of a discarding key not discarded")
 	}
 	enq(mBlock, metricArgs{Key: secret + "-later"}, bq.In(100*time.Millisecond))
@@ -87,7 +87,7 @@ func TestMetrics(t *testing.T) {
 	lost := enq(mReap, metricArgs{})
 	// A process that stopped heartbeating an hour ago claims one job: the
 	// dispatcher reaps it.
-	ex := client.Driver().Exec()
+	ex := driver.ClientEngine(client).Exec()
 	dead, err := ex.RegisterProcess(ctx, driver.Process{Kind: "worker", Name: "dead", Hostname: "h", PID: 1,
 		HeartbeatInterval: time.Second, StartedAt: time.Now().Add(-time.Hour)})
 	if err != nil {

@@ -179,7 +179,7 @@ func (d *demo) enqueue(ctx context.Context) error {
 	ready, blocked := map[string]int{}, map[string]int{}
 	for i, r := range results {
 		d.ids = append(d.ids, r.ID)
-		if r.Blocked {
+		if r.State == bq.StateBlocked {
 			blocked[exports[i].Tenant]++
 		} else {
 			ready[exports[i].Tenant]++
@@ -206,27 +206,15 @@ func (d *demo) enqueueRefresh(ctx context.Context, target string) error {
 	if err != nil {
 		return err
 	}
-	if r.Discarded {
+	if r.State == bq.StateDiscarded {
 		d.dropped[target]++
 		fmt.Fprintf(d.e.stdout, "  refresh %-9s -> discarded: %s\n", target, r.Reason)
 		return nil
 	}
 	d.ids = append(d.ids, r.ID)
 	d.admits[target] = append(d.admits[target], r.ID)
-	fmt.Fprintf(d.e.stdout, "  refresh %-9s -> %s, job %d\n", target, describe(r), r.ID)
+	fmt.Fprintf(d.e.stdout, "  refresh %-9s -> %s, job %d\n", target, r.State, r.ID)
 	return nil
-}
-
-func describe(r bq.EnqueueResult) string {
-	switch {
-	case r.Discarded:
-		return "discarded"
-	case r.Blocked:
-		return "blocked"
-	case r.Scheduled:
-		return "scheduled"
-	}
-	return "ready"
 }
 
 // work runs the workers until every job has finished, then reports.

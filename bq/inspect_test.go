@@ -32,7 +32,7 @@ func inspectDB(t *testing.T) (string, int64) {
 	t.Helper()
 	ctx := context.Background()
 	dsn := "sqlite://" + t.TempDir() + "/cli.db"
-	c, err := bq.Open(ctx, dsn)
+	c, err := bq.Open(ctx, dsn, bq.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +152,7 @@ func wantNoControls(t *testing.T, what, out string) {
 func TestTerminalEscapes(t *testing.T) {
 	ctx := context.Background()
 	dsn := "sqlite://" + t.TempDir() + "/cli.db"
-	c, err := bq.Open(ctx, dsn)
+	c, err := bq.Open(ctx, dsn, bq.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,7 +166,7 @@ func TestTerminalEscapes(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	ex := c.Driver().Exec()
+	ex := driver.ClientEngine(c).Exec()
 	proc, err := ex.RegisterProcess(ctx, driver.Process{Kind: "worker", Name: "w\x1b]0;PWNED\x07\u202e\x9b31m", Hostname: "h",
 		PID: 1, Queues: "cli", HeartbeatInterval: time.Hour, StartedAt: time.Now()})
 	if err != nil {

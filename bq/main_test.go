@@ -93,7 +93,7 @@ func TestMigrateAndStatus(t *testing.T) {
 				t.Fatalf("status of an empty database: exit %d\n%s", code, stdout)
 			}
 
-			client, err := bq.Open(ctx, dsn)
+			client, err := bq.Open(ctx, dsn, bq.Config{})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -105,7 +105,7 @@ func browse(t *testing.T, b *session, f *fixture, token string) {
 	b.screenshot("overview")
 
 	// The overview refreshes itself: a job blocked now shows up.
-	if res, err := exportJob.Enqueue(context.Background(), f.client, exportArgs{Tenant: "acme", Report: "late"}); err != nil || !res.Blocked {
+	if res, err := exportJob.Enqueue(context.Background(), f.client, exportArgs{Tenant: "acme", Report: "late"}); err != nil || res.State != bq.StateBlocked {
 		t.Fatalf("enqueue a fourth blocked job: %+v %v", res, err)
 	}
 	if _, err := chromedp.Run(b.ctx, chromedp.Poll[bool](

@@ -212,7 +212,7 @@ func bigJob(t *testing.T, f *fixture) int64 {
 	ctx := context.Background()
 	args := `{"Blob":"` + strings.Repeat("a", 3<<20) + `"}`
 	j := &driver.NewJob{Kind: "ui.mail", Queue: "big", Args: []byte(args), MaxAttempts: 1, ScheduledAt: time.Now()}
-	err := driver.InTx(ctx, f.client.Driver(), func(ex driver.Executor) error {
+	err := driver.InTx(ctx, driver.ClientEngine(f.client), func(ex driver.Executor) error {
 		_, _, err := lifecycle.Enqueue(ctx, ex, []*driver.NewJob{j}, time.Now())
 		return err
 	})
@@ -220,7 +220,7 @@ func bigJob(t *testing.T, f *fixture) int64 {
 		t.Fatal(err)
 	}
 	c := f.claim(t, "big")
-	err = driver.InTx(ctx, f.client.Driver(), func(ex driver.Executor) error {
+	err = driver.InTx(ctx, driver.ClientEngine(f.client), func(ex driver.Executor) error {
 		_, err := lifecycle.Fail(ctx, ex, c, strings.Repeat("e", 3<<20), time.Now())
 		return err
 	})

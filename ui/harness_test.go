@@ -15,6 +15,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/bqueue/bq"
+	_ "github.com/bqueue/bq/drivers/postgres"
+	_ "github.com/bqueue/bq/drivers/sqlite"
 	"github.com/bqueue/bq/internal/driver"
 	"github.com/bqueue/bq/internal/lifecycle"
 )
@@ -122,7 +124,7 @@ func newFixture(t *testing.T, db database) *fixture {
 	if err := client.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	ex := client.Driver().Exec()
+	ex := driver.ClientEngine(client).Exec()
 	f := &fixture{client: client}
 	f.process, err = ex.RegisterProcess(ctx, driver.Process{Kind: "worker", Name: "worker-1", Hostname: "host-a",
 		PID: 4242, Queues: "exports,mail", HeartbeatInterval: time.Hour, StartedAt: time.Now()})
@@ -154,7 +156,7 @@ func newFixture(t *testing.T, db database) *fixture {
 
 func (f *fixture) claim(t *testing.T, queue string) *driver.Claim {
 	t.Helper()
-	claims, err := f.client.Driver().Exec().ClaimReady(context.Background(), driver.ClaimParams{
+	claims, err := driver.ClientEngine(f.client).Exec().ClaimReady(context.Background(), driver.ClaimParams{
 		Queue: queue, Max: 1, ProcessID: f.process, Now: time.Now()})
 	if err != nil || len(claims) != 1 {
 		t.Fatalf("claim from %s: %v %v", queue, claims, err)
@@ -171,7 +173,7 @@ func (f *fixture) failed(t *testing.T, queue string, enqueue func() (bq.EnqueueR
 	}
 	c := f.claim(t, queue)
 	ctx := context.Background()
-	err = driver.InTx(ctx, f.client.Driver(), func(ex driver.Executor) error {
+	err = driver.InTx(ctx, driver.ClientEngine(f.client), func(ex driver.Executor) error {
 		_, err := lifecycle.Fail(ctx, ex, c, "export service answered 503\nretry later", time.Now())
 		return err
 	})

@@ -20,7 +20,7 @@ type overviewData struct {
 }
 
 func (s *server) overview(w http.ResponseWriter, r *http.Request) {
-	h, err := s.client.Health(r.Context())
+	h, err := s.client.Health(r.Context(), bq.HealthOptions{})
 	if err != nil {
 		s.fail(w, r, err)
 		return

@@ -67,7 +67,7 @@ func testURL(t *testing.T) string {
 	}
 	u.Path = "/" + name
 	d := New(plainDB(t, u.String()))
-	p, err := migrations.NewProvider(d.SQLDB(), "mysql", migrations.DefaultPrefix)
+	p, err := migrations.NewProvider(d.DB(), "mysql", migrations.DefaultPrefix)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +113,7 @@ func server(t *testing.T, db *sql.DB) serverKind {
 
 // lockInTx commits key's semaphore, then begins a bq transaction that
 // locks its row.
-func lockInTx(t *testing.T, d *Driver, key string) driver.Tx {
+func lockInTx(t *testing.T, d *engine, key string) driver.Tx {
 	t.Helper()
 	ctx := context.Background()
 	l := driver.Limit{Key: key, To: 1, Duration: time.Minute}
@@ -155,7 +155,7 @@ func rowLocked(t *testing.T, other *sql.DB, key string) bool {
 // bound and checks the server ended it: the next statement fails, the lock
 // is free, and the pool goes on with fresh connections, no error reaching
 // bq's callers.
-func checkFrozenTxEnds(t *testing.T, d *Driver, other *sql.DB) {
+func checkFrozenTxEnds(t *testing.T, d *engine, other *sql.DB) {
 	t.Helper()
 	ctx := context.Background()
 	tx := lockInTx(t, d, "g/frozen")
@@ -200,7 +200,7 @@ func TestFrozenTxEndsOpen(t *testing.T) {
 			t.Errorf("@@SESSION.%s = %d, %v; want %d", v, got, err, n)
 		}
 	}
-	checkFrozenTxEnds(t, d, plainDB(t, u))
+	checkFrozenTxEnds(t, d.e, plainDB(t, u))
 }
 
 // A *sql.DB opened from DSN gets the bound too, through wait_timeout (the
@@ -231,7 +231,7 @@ func TestFrozenTxEndsDSN(t *testing.T) {
 	for _, c := range conns {
 		c.Close()
 	}
-	checkFrozenTxEnds(t, New(db), plainDB(t, u))
+	checkFrozenTxEnds(t, New(db).e, plainDB(t, u))
 }
 
 // A bq statement waiting for a row lock gives up within the bound, as a
@@ -245,10 +245,10 @@ func TestLockWaitBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { d.Close() })
-	holder := lockInTx(t, New(plainDB(t, u)), "g/held") // an unbounded session holds the row
+	holder := lockInTx(t, New(plainDB(t, u)).e, "g/held") // an unbounded session holds the row
 	defer holder.Rollback(ctx)
 
-	tx, err := d.Begin(ctx)
+	tx, err := d.e.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -258,7 +258,7 @@ func TestLockWaitBounded(t *testing.T) {
 	start := time.Now()
 	_, _, err = tx.SemaphoreLock(waitCtx, "g/held", "")
 	waited := time.Since(start)
-	if err == nil || !d.Retryable(err) {
+	if err == nil || !d.e.Retryable(err) {
 		t.Fatalf("lock a held row: %v after %s, want a retryable lock wait timeout", err, waited)
 	}
 	if waited > 10*testBound {

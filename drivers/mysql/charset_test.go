@@ -124,11 +124,11 @@ func TestCharsetOnServer(t *testing.T) {
 			}
 			for _, key := range injectionKeys {
 				start := time.Now()
-				err := d.Exec().SemaphoreEnsure(ctx, driver.Limit{Key: key, To: 1, Duration: time.Minute}, time.Now())
+				err := d.e.Exec().SemaphoreEnsure(ctx, driver.Limit{Key: key, To: 1, Duration: time.Minute}, time.Now())
 				if took := time.Since(start); err != nil || took >= time.Second {
 					t.Errorf("ensure %q: %v after %s", key, err, took)
 				}
-				if s, ok, err := d.Exec().ReadSemaphore(ctx, key); err != nil || !ok || s.Limit != 1 {
+				if s, ok, err := d.e.Exec().ReadSemaphore(ctx, key); err != nil || !ok || s.Limit != 1 {
 					t.Errorf("read %q: %+v, %v, %v", key, s, ok, err)
 				}
 			}

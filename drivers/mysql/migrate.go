@@ -14,7 +14,7 @@ import (
 // releases it; the session's wait_timeout is raised first, since bq's own
 // sessions may have a short one (see New) and this one sits idle while
 // the migrations run on others.
-func (d *Driver) MigrationLock(ctx context.Context) (func(), error) {
+func (d *engine) MigrationLock(ctx context.Context) (func(), error) {
 	conn, err := d.db.Conn(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("take migration lock: %w", err)

@@ -1,7 +1,9 @@
 // Package mysql runs bq on MySQL 8.0+ and MariaDB 10.6+ through
 // github.com/go-sql-driver/mysql.
 //
-//	client, _ := bq.Open(ctx, "mysql://app:secret@db:3306/app")
+//	import _ "github.com/bqueue/bq/drivers/mysql"
+//
+//	client, _ := bq.Open(ctx, "mysql://app:secret@db:3306/app", bq.Config{})
 //
 // or, on a *sql.DB of your own (open it with DSN for bq's settings):
 //
@@ -76,8 +78,9 @@ import (
 	"github.com/bqueue/bq/migrations"
 )
 
-// Driver is bq's MySQL/MariaDB driver.
-type Driver struct {
+// engine is bq's MySQL/MariaDB driver as the engine sees it; users hold
+// it sealed in a Driver.
+type engine struct {
 	db     *sql.DB
 	owned  bool // opened by Open, closed by Close
 	prefix string
@@ -292,7 +295,7 @@ func Open(ctx context.Context, rawURL string) (*Driver, error) {
 	}
 	db.SetMaxIdleConns(16)
 	db.SetConnMaxIdleTime(connMaxIdleTime(time.Duration(wait) * time.Second))
-	return newDriver(db, true, migrations.DefaultPrefix), nil
+	return seal(newDriver(db, true, migrations.DefaultPrefix)), nil
 }
 
 func connect(ctx context.Context, cfg *gomysql.Config) (*sql.DB, error) {
@@ -368,31 +371,31 @@ func checkVersion(version string) (serverKind, error) {
 // pool's default isolation. The sessions are bounded only if the pool was
 // opened from DSN (see the package documentation).
 func New(db *sql.DB) *Driver {
-	return newDriver(db, false, migrations.DefaultPrefix)
+	return seal(newDriver(db, false, migrations.DefaultPrefix))
 }
 
-func newDriver(db *sql.DB, owned bool, prefix string) *Driver {
-	return &Driver{db: db, owned: owned, prefix: prefix, q: newQueries(prefix)}
+func newDriver(db *sql.DB, owned bool, prefix string) *engine {
+	return &engine{db: db, owned: owned, prefix: prefix, q: newQueries(prefix)}
 }
 
 // DB returns the underlying *sql.DB.
-func (d *Driver) DB() *sql.DB { return d.db }
+func (d *engine) DB() *sql.DB { return d.db }
 
-func (d *Driver) Dialect() driver.Dialect { return driver.MySQL }
-func (d *Driver) Prefix() string          { return d.prefix }
+func (d *engine) Dialect() driver.Dialect { return driver.MySQL }
+func (d *engine) Prefix() string          { return d.prefix }
 
-func (d *Driver) WithPrefix(prefix string) driver.Driver {
-	return &Driver{db: d.db, owned: d.owned, prefix: prefix, q: newQueries(prefix)}
+func (d *engine) WithPrefix(prefix string) driver.Driver {
+	return &engine{db: d.db, owned: d.owned, prefix: prefix, q: newQueries(prefix)}
 }
 
 // Exec returns an executor whose writes each run in a READ COMMITTED
 // transaction of their own.
-func (d *Driver) Exec() driver.Executor { return &executor{d: d, db: d.db, q: d.q} }
+func (d *engine) Exec() driver.Executor { return &executor{d: d, db: d.db, q: d.q} }
 
 // Begin starts a READ COMMITTED transaction: InnoDB then locks the rows a
 // statement changes, not the gaps between them, so enqueues of new keys
 // and claims do not deadlock on each other's gap locks.
-func (d *Driver) Begin(ctx context.Context) (driver.Tx, error) {
+func (d *engine) Begin(ctx context.Context) (driver.Tx, error) {
 	tx, err := d.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 	if err != nil {
 		return nil, fmt.Errorf("begin transaction: %w", err)
@@ -403,7 +406,7 @@ func (d *Driver) Begin(ctx context.Context) (driver.Tx, error) {
 // WrapTx adapts the caller's *sql.Tx. bq writes inside it at whatever
 // isolation it was begun with; READ COMMITTED is what bq uses itself, and
 // a deadlock met in it comes back as bq.ErrConflict.
-func (d *Driver) WrapTx(tx any) (driver.Executor, error) {
+func (d *engine) WrapTx(tx any) (driver.Executor, error) {
 	t, ok := tx.(*sql.Tx)
 	if !ok {
 		return nil, fmt.Errorf("the MySQL driver enqueues inside a *sql.Tx, got %T: begin the transaction on the same *sql.DB", tx)
@@ -420,7 +423,7 @@ const (
 
 // Retryable reports deadlocks and lock wait timeouts (and MariaDB's
 // "record has changed since last read" under snapshot isolation).
-func (d *Driver) Retryable(err error) bool {
+func (d *engine) Retryable(err error) bool {
 	var myErr *gomysql.MySQLError
 	if errors.As(err, &myErr) {
 		switch myErr.Number {
@@ -431,9 +434,9 @@ func (d *Driver) Retryable(err error) bool {
 	return false
 }
 
-func (d *Driver) SQLDB() *sql.DB { return d.db }
+func (d *engine) SQLDB() *sql.DB { return d.db }
 
-func (d *Driver) Close() error {
+func (d *engine) Close() error {
 	if d.owned {
 		return d.db.Close()
 	}

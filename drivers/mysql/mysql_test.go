@@ -108,7 +108,7 @@ func TestCheckVersion(t *testing.T) {
 }
 
 func TestRetryable(t *testing.T) {
-	d := &Driver{}
+	d := &engine{}
 	for number, want := range map[uint16]bool{1213: true, 1205: true, 1020: true, 1062: false, 1146: false} {
 		err := fmt.Errorf("claim: %w", &gomysql.MySQLError{Number: number, Message: "x"})
 		if got := d.Retryable(err); got != want {

@@ -34,7 +34,7 @@ const watchEvery = 50 * time.Millisecond
 // prunes rows every listener has read, skipping locked ones. See tracker
 // for ids that commit out of order.
 
-func (d *Driver) notify(ctx context.Context, db dbtx, queues []string) error {
+func (d *engine) notify(ctx context.Context, db dbtx, queues []string) error {
 	now := micros(time.Now())
 	for chunk := range slices.Chunk(queues, maxRows) {
 		args := make([]any, 0, 2*len(chunk))
@@ -50,13 +50,13 @@ func (d *Driver) notify(ctx context.Context, db dbtx, queues []string) error {
 }
 
 // Notify signals queues outside any transaction.
-func (d *Driver) Notify(ctx context.Context, queues []string) error {
+func (d *engine) Notify(ctx context.Context, queues []string) error {
 	return d.notify(ctx, d.db, queues)
 }
 
 // NotifyTx signals inside the caller's *sql.Tx: listeners see it only if
 // it commits, and nothing waits for it meanwhile.
-func (d *Driver) NotifyTx(ctx context.Context, tx any, queues []string) error {
+func (d *engine) NotifyTx(ctx context.Context, tx any, queues []string) error {
 	t, ok := tx.(*sql.Tx)
 	if !ok {
 		return fmt.Errorf("signal in a %T: want a *sql.Tx", tx)
@@ -66,7 +66,7 @@ func (d *Driver) NotifyTx(ctx context.Context, tx any, queues []string) error {
 
 // Listen calls ready for each queue signalled after it started, until ctx
 // ends. A failing read is told to failed once, until reads work again.
-func (d *Driver) Listen(ctx context.Context, ready func(queue string), failed func(error)) error {
+func (d *engine) Listen(ctx context.Context, ready func(queue string), failed func(error)) error {
 	l := &listener{d: d, ready: ready, failed: failed}
 	t := time.NewTicker(watchEvery)
 	defer t.Stop()
@@ -109,7 +109,7 @@ func (d *Driver) Listen(ctx context.Context, ready func(queue string), failed fu
 }
 
 type listener struct {
-	d      *Driver
+	d      *engine
 	ready  func(queue string)
 	failed func(error)
 	t      *tracker

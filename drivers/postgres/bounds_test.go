@@ -31,7 +31,7 @@ func shortBound(t *testing.T) {
 
 // lockInTx commits key's semaphore, then begins a bq transaction that
 // locks its row.
-func lockInTx(t *testing.T, d *Driver, key string) driver.Tx {
+func lockInTx(t *testing.T, d *engine, key string) driver.Tx {
 	t.Helper()
 	ctx := context.Background()
 	l := driver.Limit{Key: key, To: 1, Duration: time.Minute}
@@ -88,7 +88,7 @@ func rowLocked(t *testing.T, other *pgx.Conn, key string) bool {
 // checkFrozenTxEnds freezes a bq transaction holding a row lock past the
 // bound and checks the server ended it: the next statement fails, the lock
 // is free, and the pool goes on with fresh connections.
-func checkFrozenTxEnds(t *testing.T, d *Driver, other *pgx.Conn) {
+func checkFrozenTxEnds(t *testing.T, d *engine, other *pgx.Conn) {
 	t.Helper()
 	ctx := context.Background()
 	tx := lockInTx(t, d, "g/frozen")
@@ -131,7 +131,7 @@ func TestFrozenTxEndsOpen(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer other.Close(context.Background())
-	checkFrozenTxEnds(t, d, other)
+	checkFrozenTxEnds(t, d.e, other)
 }
 
 // On a pool of the application's own, bq bounds its own transactions
@@ -153,7 +153,7 @@ func TestFrozenTxEndsUserPool(t *testing.T) {
 	}
 	defer other.Close(ctx)
 
-	tx := lockInTx(t, d, "g/done") // a bq transaction that ends well
+	tx := lockInTx(t, d.e, "g/done") // a bq transaction that ends well
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -176,7 +176,7 @@ func TestFrozenTxEndsUserPool(t *testing.T) {
 		t.Fatalf("commit the user's transaction: %v", err)
 	}
 
-	checkFrozenTxEnds(t, d, other)
+	checkFrozenTxEnds(t, d.e, other)
 }
 
 // The DSN's own setting wins over bq's.
@@ -188,7 +188,7 @@ func TestOpenKeepsDSNIdleTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { d.Close() })
-	tx := lockInTx(t, d, "g/k")
+	tx := lockInTx(t, d.e, "g/k")
 	if idle, _, _ := txSettings(t, tx); idle != "1min" {
 		t.Errorf("idle_in_transaction_session_timeout %s, want the DSN's 1min", idle)
 	}

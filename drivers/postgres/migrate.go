@@ -12,7 +12,7 @@ import (
 // prefix: separate bq installations in one database do not wait on each
 // other. The key is the one earlier releases took through goose's
 // session locker, so processes of both exclude each other.
-func (d *Driver) MigrationLock(ctx context.Context) (func(), error) {
+func (d *engine) MigrationLock(ctx context.Context) (func(), error) {
 	conn, err := d.pool.Acquire(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("take migration lock: %w", err)

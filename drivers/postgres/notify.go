@@ -10,12 +10,12 @@ import (
 )
 
 // channel is the LISTEN/NOTIFY channel of this prefix's installation.
-func (d *Driver) channel() string { return d.prefix + "ready" }
+func (d *engine) channel() string { return d.prefix + "ready" }
 
 // Notify sends one notification per queue, outside any transaction: a
 // NOTIFY inside the enqueue transaction would serialise every committing
 // enqueue on PostgreSQL's notification queue lock.
-func (d *Driver) Notify(ctx context.Context, queues []string) error {
+func (d *engine) Notify(ctx context.Context, queues []string) error {
 	if _, err := d.pool.Exec(ctx, `SELECT pg_notify($1, q) FROM unnest($2::text[]) AS q`, d.channel(), queues); err != nil {
 		return fmt.Errorf("notify ready queues: %w", err)
 	}
@@ -24,7 +24,7 @@ func (d *Driver) Notify(ctx context.Context, queues []string) error {
 
 // NotifyTx notifies inside the caller's pgx.Tx: PostgreSQL delivers it at
 // commit, never after a rollback.
-func (d *Driver) NotifyTx(ctx context.Context, tx any, queues []string) error {
+func (d *engine) NotifyTx(ctx context.Context, tx any, queues []string) error {
 	t, ok := tx.(pgx.Tx)
 	if !ok {
 		return fmt.Errorf("notify in a %T: want a pgx.Tx", tx)
@@ -36,7 +36,7 @@ func (d *Driver) NotifyTx(ctx context.Context, tx any, queues []string) error {
 }
 
 // Listen holds one connection in LISTEN until ctx ends.
-func (d *Driver) Listen(ctx context.Context, ready func(queue string), failed func(error)) error {
+func (d *engine) Listen(ctx context.Context, ready func(queue string), failed func(error)) error {
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
 		err := d.listenOnce(ctx, ready)
@@ -55,7 +55,7 @@ func (d *Driver) Listen(ctx context.Context, ready func(queue string), failed fu
 	return nil
 }
 
-func (d *Driver) listenOnce(ctx context.Context, ready func(queue string)) error {
+func (d *engine) listenOnce(ctx context.Context, ready func(queue string)) error {
 	pooled, err := d.pool.Acquire(ctx)
 	if err != nil {
 		return err

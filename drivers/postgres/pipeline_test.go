@@ -17,14 +17,14 @@ import (
 
 // testDriver returns a driver opened by Open on a fresh, migrated schema,
 // or skips when BQ_TEST_DRIVERS leaves PostgreSQL out.
-func testDriver(t *testing.T) *Driver {
+func testDriver(t *testing.T) *engine {
 	t.Helper()
 	d, err := Open(context.Background(), testDSN(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { d.Close() })
-	return d
+	return d.e
 }
 
 // testDSN creates a fresh schema, migrates it and returns a DSN whose
@@ -69,7 +69,7 @@ func testDSN(t *testing.T) string {
 	defer pool.Close()
 	d := New(pool)
 	defer d.Close()
-	p, err := migrations.NewProvider(d.SQLDB(), "postgres", migrations.DefaultPrefix)
+	p, err := migrations.NewProvider(d.e.SQLDB(), "postgres", migrations.DefaultPrefix)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -40,8 +40,9 @@ import (
 	"github.com/bqueue/bq/migrations"
 )
 
-// Driver is bq's PostgreSQL driver.
-type Driver struct {
+// engine is bq's PostgreSQL driver as the engine sees it; users hold it
+// sealed in a Driver.
+type engine struct {
 	pool   *pgxpool.Pool
 	owned  bool // opened by Open, closed by Close
 	prefix string
@@ -74,7 +75,7 @@ func milliseconds(d time.Duration) string { return strconv.FormatInt(d.Milliseco
 // New wraps an existing pool; the pool stays the caller's to close. bq
 // bounds its own transactions on it (see the package documentation).
 func New(pool *pgxpool.Pool) *Driver {
-	return newDriver(pool, false, migrations.DefaultPrefix)
+	return seal(newDriver(pool, false, migrations.DefaultPrefix))
 }
 
 // Open connects to dsn (postgres://user:pass@host:5432/db?...). Its
@@ -96,7 +97,7 @@ func Open(ctx context.Context, dsn string) (*Driver, error) {
 		pool.Close()
 		return nil, fmt.Errorf("connect to PostgreSQL at %s:%d: %w (is the server running and the DSN right?)", cfg.ConnConfig.Host, cfg.ConnConfig.Port, err)
 	}
-	return newDriver(pool, true, migrations.DefaultPrefix), nil
+	return seal(newDriver(pool, true, migrations.DefaultPrefix)), nil
 }
 
 // redactParseError puts bq's redaction of the DSN in pgx's parse error,
@@ -111,8 +112,8 @@ func redactParseError(err error) error {
 	return &redacted
 }
 
-func newDriver(pool *pgxpool.Pool, owned bool, prefix string) *Driver {
-	d := &Driver{pool: pool, owned: owned, prefix: prefix, q: newQueries(prefix)}
+func newDriver(pool *pgxpool.Pool, owned bool, prefix string) *engine {
+	d := &engine{pool: pool, owned: owned, prefix: prefix, q: newQueries(prefix)}
 	// Open's sessions carry the bound; on the application's pool bq
 	// bounds its own transactions only, unless the pool chose a value.
 	if !owned && !setsIdleTimeout(pool.Config().ConnConfig.RuntimeParams) {
@@ -122,20 +123,20 @@ func newDriver(pool *pgxpool.Pool, owned bool, prefix string) *Driver {
 }
 
 // Pool returns the underlying pool.
-func (d *Driver) Pool() *pgxpool.Pool { return d.pool }
+func (d *engine) Pool() *pgxpool.Pool { return d.pool }
 
-func (d *Driver) Dialect() driver.Dialect { return driver.Postgres }
-func (d *Driver) Prefix() string          { return d.prefix }
+func (d *engine) Dialect() driver.Dialect { return driver.Postgres }
+func (d *engine) Prefix() string          { return d.prefix }
 
-func (d *Driver) WithPrefix(prefix string) driver.Driver {
-	return &Driver{pool: d.pool, owned: d.owned, prefix: prefix, q: newQueries(prefix), txIdle: d.txIdle}
+func (d *engine) WithPrefix(prefix string) driver.Driver {
+	return &engine{pool: d.pool, owned: d.owned, prefix: prefix, q: newQueries(prefix), txIdle: d.txIdle}
 }
 
-func (d *Driver) Exec() driver.Executor { return &executor{db: d.pool, q: d.q, txIdle: d.txIdle} }
+func (d *engine) Exec() driver.Executor { return &executor{db: d.pool, q: d.q, txIdle: d.txIdle} }
 
 // Begin takes a connection for a READ COMMITTED transaction; BEGIN itself
 // goes out with the first statement (see pipeTx).
-func (d *Driver) Begin(ctx context.Context) (driver.Tx, error) {
+func (d *engine) Begin(ctx context.Context) (driver.Tx, error) {
 	conn, err := d.pool.Acquire(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("begin transaction: %w", err)
@@ -145,7 +146,7 @@ func (d *Driver) Begin(ctx context.Context) (driver.Tx, error) {
 }
 
 // WrapTx adapts the caller's pgx.Tx; bq sets no timeout inside it.
-func (d *Driver) WrapTx(tx any) (driver.Executor, error) {
+func (d *engine) WrapTx(tx any) (driver.Executor, error) {
 	t, ok := tx.(pgx.Tx)
 	if !ok {
 		return nil, fmt.Errorf("the PostgreSQL driver enqueues inside a pgx.Tx, got %T: begin the transaction on the same pgxpool.Pool", tx)
@@ -157,7 +158,7 @@ func (d *Driver) WrapTx(tx any) (driver.Executor, error) {
 // and a transaction the server ended because it sat idle past
 // TxIdleTimeout (its client froze): the server rolled it back, so it can
 // run again on another connection.
-func (d *Driver) Retryable(err error) bool {
+func (d *engine) Retryable(err error) bool {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		switch pgErr.Code {
@@ -168,12 +169,12 @@ func (d *Driver) Retryable(err error) bool {
 	return false
 }
 
-func (d *Driver) SQLDB() *sql.DB {
+func (d *engine) SQLDB() *sql.DB {
 	d.sqlOnce.Do(func() { d.sqlDB = stdlib.OpenDBFromPool(d.pool) })
 	return d.sqlDB
 }
 
-func (d *Driver) Close() error {
+func (d *engine) Close() error {
 	if d.sqlDB != nil {
 		d.sqlDB.Close()
 	}
@@ -196,4 +197,4 @@ func (t *txExecutor) Rollback(ctx context.Context) error { return t.tx.Rollback(
 
 // OneStatementWrites: every write of this driver is one statement (see
 // driver.OneStatementWriter).
-func (d *Driver) OneStatementWrites() {}
+func (d *engine) OneStatementWrites() {}

@@ -49,12 +49,12 @@ func dbPath(ctx context.Context, db dbtx) string {
 	return ""
 }
 
-func (d *Driver) beaconPath(processID int64) string {
+func (d *engine) beaconPath(processID int64) string {
 	return filepath.Join(d.beacons, d.prefix+strconv.FormatInt(processID, 10))
 }
 
 // Beacon sets the process's beacon to at, creating it if missing.
-func (d *Driver) Beacon(processID int64, at time.Time) error {
+func (d *engine) Beacon(processID int64, at time.Time) error {
 	if d.beacons == "" {
 		return driver.ErrNoBeacon
 	}
@@ -76,7 +76,7 @@ func (d *Driver) Beacon(processID int64, at time.Time) error {
 }
 
 // beaconAt is when the process last set its beacon; zero when it has none.
-func (d *Driver) beaconAt(processID int64) time.Time {
+func (d *engine) beaconAt(processID int64) time.Time {
 	if d.beacons == "" {
 		return time.Time{}
 	}
@@ -88,7 +88,7 @@ func (d *Driver) beaconAt(processID int64) time.Time {
 }
 
 // removeBeacons deletes the beacons of processes whose rows are gone.
-func (d *Driver) removeBeacons(ids []int64) {
+func (d *engine) removeBeacons(ids []int64) {
 	for _, id := range ids {
 		if d.beacons != "" {
 			_ = os.Remove(d.beaconPath(id))
@@ -98,7 +98,7 @@ func (d *Driver) removeBeacons(ids []int64) {
 
 // aliveByBeacon reports whether the process's beacon is younger than
 // silence at now: it is running, whatever its row says.
-func (d *Driver) aliveByBeacon(processID int64, now time.Time, silence time.Duration) bool {
+func (d *engine) aliveByBeacon(processID int64, now time.Time, silence time.Duration) bool {
 	at := d.beaconAt(processID)
 	return !at.IsZero() && now.Sub(at) <= silence
 }
@@ -124,4 +124,4 @@ func (e *executor) deadProcesses(ctx context.Context, now time.Time, deadAfter t
 	return dead, rows.Err()
 }
 
-var _ driver.Beaconer = (*Driver)(nil)
+var _ driver.Beaconer = (*engine)(nil)

@@ -21,7 +21,7 @@ type dbtx interface {
 }
 
 type executor struct {
-	d    *Driver
+	d    *engine
 	db   dbtx
 	q    *queries
 	inTx bool

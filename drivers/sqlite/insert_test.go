@@ -11,7 +11,7 @@ import (
 	"github.com/bqueue/bq/migrations"
 )
 
-func testDriver(t *testing.T) *Driver {
+func testDriver(t *testing.T) *engine {
 	t.Helper()
 	ctx := context.Background()
 	d, err := Open(ctx, filepath.Join(t.TempDir(), "bq.db"))
@@ -19,14 +19,14 @@ func testDriver(t *testing.T) *Driver {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { d.Close() })
-	p, err := migrations.NewProvider(d.SQLDB(), "sqlite", migrations.DefaultPrefix)
+	p, err := migrations.NewProvider(d.e.SQLDB(), "sqlite", migrations.DefaultPrefix)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := p.Up(ctx); err != nil {
 		t.Fatal(err)
 	}
-	return d
+	return d.e
 }
 
 // InsertJobs' multi-row inserts give each job its own id, in input

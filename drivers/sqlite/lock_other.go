@@ -6,4 +6,4 @@ import "context"
 
 // MigrationLock does nothing where advisory file locks are unavailable:
 // migrate from one process at a time there.
-func (d *Driver) MigrationLock(context.Context) (func(), error) { return func() {}, nil }
+func (d *engine) MigrationLock(context.Context) (func(), error) { return func() {}, nil }

@@ -17,7 +17,7 @@ import (
 // once would both try to create the tables. It holds an advisory lock on
 // a file beside the database until unlock is called. In-memory databases
 // and databases passed to New (whose path bq does not know) are not locked.
-func (d *Driver) MigrationLock(ctx context.Context) (unlock func(), err error) {
+func (d *engine) MigrationLock(ctx context.Context) (unlock func(), err error) {
 	if d.path == "" || d.memory {
 		return func() {}, nil
 	}

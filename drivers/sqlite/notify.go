@@ -10,17 +10,17 @@ const watchEvery = 50 * time.Millisecond
 
 // Notify does nothing: on SQLite the commit itself is the signal, seen by
 // Listen through PRAGMA data_version.
-func (d *Driver) Notify(context.Context, []string) error { return nil }
+func (d *engine) Notify(context.Context, []string) error { return nil }
 
 // NotifyTx does nothing, as Notify.
-func (d *Driver) NotifyTx(context.Context, any, []string) error { return nil }
+func (d *engine) NotifyTx(context.Context, any, []string) error { return nil }
 
 // Listen watches PRAGMA data_version, which changes whenever another
 // connection (of this process or another) commits to the database file,
 // and calls ready("") for every change: a cheap cross-process wake-up
 // that reads no table. An in-memory database has one connection and one
 // process, so it is not watched.
-func (d *Driver) Listen(ctx context.Context, ready func(queue string), failed func(error)) error {
+func (d *engine) Listen(ctx context.Context, ready func(queue string), failed func(error)) error {
 	if d.memory {
 		return nil
 	}

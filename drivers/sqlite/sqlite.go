@@ -22,8 +22,9 @@ import (
 	"github.com/bqueue/bq/migrations"
 )
 
-// Driver is bq's SQLite driver.
-type Driver struct {
+// engine is bq's SQLite driver as the engine sees it; users hold it
+// sealed in a Driver.
+type engine struct {
 	db     *sql.DB
 	owned  bool
 	prefix string
@@ -82,7 +83,7 @@ func Open(ctx context.Context, path string) (*Driver, error) {
 	if !d.memory {
 		d.ckpt = startCheckpointer(db)
 	}
-	return d, nil
+	return seal(d), nil
 }
 
 // ping opens the first connection. Switching a new file to WAL takes an
@@ -113,32 +114,32 @@ func New(db *sql.DB) *Driver {
 	d := newDriver(db, false, migrations.DefaultPrefix)
 	d.ckpt = startCheckpointer(db)
 	d.beacons = beaconDirOf(dbPath(context.Background(), db))
-	return d
+	return seal(d)
 }
 
-func newDriver(db *sql.DB, owned bool, prefix string) *Driver {
-	return &Driver{db: db, owned: owned, prefix: prefix, q: newQueries(prefix), writer: make(chan struct{}, 1),
+func newDriver(db *sql.DB, owned bool, prefix string) *engine {
+	return &engine{db: db, owned: owned, prefix: prefix, q: newQueries(prefix), writer: make(chan struct{}, 1),
 		stmts: newStmtCache(db)}
 }
 
 // DB returns the underlying *sql.DB.
-func (d *Driver) DB() *sql.DB { return d.db }
+func (d *engine) DB() *sql.DB { return d.db }
 
-func (d *Driver) Dialect() driver.Dialect { return driver.SQLite }
-func (d *Driver) Prefix() string          { return d.prefix }
+func (d *engine) Dialect() driver.Dialect { return driver.SQLite }
+func (d *engine) Prefix() string          { return d.prefix }
 
-func (d *Driver) WithPrefix(prefix string) driver.Driver {
-	return &Driver{db: d.db, owned: d.owned, prefix: prefix, q: newQueries(prefix), writer: d.writer,
+func (d *engine) WithPrefix(prefix string) driver.Driver {
+	return &engine{db: d.db, owned: d.owned, prefix: prefix, q: newQueries(prefix), writer: d.writer,
 		memory: d.memory, path: d.path, stmts: d.stmts, ckpt: d.ckpt, beacons: d.beacons}
 }
 
 // Exec returns an executor whose writes each run in a transaction of
 // their own.
-func (d *Driver) Exec() driver.Executor {
+func (d *engine) Exec() driver.Executor {
 	return &executor{d: d, db: prepared{db: d.db, cache: d.stmts}, q: d.q}
 }
 
-func (d *Driver) Begin(ctx context.Context) (driver.Tx, error) {
+func (d *engine) Begin(ctx context.Context) (driver.Tx, error) {
 	select {
 	case d.writer <- struct{}{}:
 	case <-ctx.Done():
@@ -153,7 +154,7 @@ func (d *Driver) Begin(ctx context.Context) (driver.Tx, error) {
 	return &txExecutor{executor: ex, tx: tx}, nil
 }
 
-func (d *Driver) WrapTx(tx any) (driver.Executor, error) {
+func (d *engine) WrapTx(tx any) (driver.Executor, error) {
 	t, ok := tx.(*sql.Tx)
 	if !ok {
 		return nil, fmt.Errorf("the SQLite driver enqueues inside a *sql.Tx, got %T: begin the transaction on the same *sql.DB", tx)
@@ -162,7 +163,7 @@ func (d *Driver) WrapTx(tx any) (driver.Executor, error) {
 }
 
 // Retryable reports SQLITE_BUSY and SQLITE_LOCKED.
-func (d *Driver) Retryable(err error) bool {
+func (d *engine) Retryable(err error) bool {
 	var se *sqlite.Error
 	if errors.As(err, &se) {
 		switch se.Code() & 0xff {
@@ -173,9 +174,9 @@ func (d *Driver) Retryable(err error) bool {
 	return err != nil && strings.Contains(err.Error(), "database is locked")
 }
 
-func (d *Driver) SQLDB() *sql.DB { return d.db }
+func (d *engine) SQLDB() *sql.DB { return d.db }
 
-func (d *Driver) Close() error {
+func (d *engine) Close() error {
 	d.ckpt.close()
 	d.stmts.close()
 	if d.owned {

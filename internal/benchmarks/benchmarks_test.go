@@ -26,6 +26,8 @@ import (
 
 	"github.com/bqueue/bq"
 	bqmysql "github.com/bqueue/bq/drivers/mysql"
+	_ "github.com/bqueue/bq/drivers/postgres"
+	_ "github.com/bqueue/bq/drivers/sqlite"
 	"github.com/bqueue/bq/internal/driver"
 	"github.com/bqueue/bq/internal/lifecycle"
 )
@@ -186,7 +188,7 @@ func fill(b *testing.B, c *bq.Client, n int) {
 func BenchmarkClaimReady10(b *testing.B) {
 	forEachDB(b, func(b *testing.B, c *bq.Client) {
 		ctx := context.Background()
-		ex := c.Driver().Exec()
+		ex := driver.ClientEngine(c).Exec()
 		const refill = 10000
 		left := 0
 		for b.Loop() {
@@ -234,7 +236,7 @@ func BenchmarkCompleteBatch50(b *testing.B) {
 
 func benchComplete(b *testing.B, c *bq.Client, isKeyed bool, batch int) {
 	ctx := context.Background()
-	drv := c.Driver()
+	drv := driver.ClientEngine(c)
 	queue := "plain"
 	var claims []*driver.Claim
 	// claimAll stores n jobs and claims them all, outside the timer. Keyed

@@ -57,7 +57,7 @@ func testBatchAcrossKeys(t *testing.T, h *harness) {
 	// batch completes.
 	tx, commit := h.beginTx(ctx)
 	late, err := limit1Job.EnqueueTx(ctx, h.client, tx, Args{Test: h.test, Key: "kb"})
-	if err != nil || !late.Blocked {
+	if err != nil || late.State != bq.StateBlocked {
 		t.Fatalf("enqueue inside the transaction: %+v, %v; want blocked", late, err)
 	}
 	done := make(chan error, 1)
@@ -152,11 +152,11 @@ func testPromotionOrder(t *testing.T, h *harness) {
 	holder := enqueue(t, h, limit1Job, Args{Key: "p", Seq: 0, SleepMS: 20})
 	for _, b := range []struct{ seq, prio int }{{1, 0}, {2, 5}, {3, 0}, {4, 5}} {
 		res := enqueue(t, h, limit1Job, Args{Key: "p", Seq: b.seq, SleepMS: 5}, bq.Priority(b.prio))
-		if !res.Blocked {
+		if res.State != bq.StateBlocked {
 			t.Fatalf("job %d: %+v, want blocked behind the holder", b.seq, res)
 		}
 	}
-	if holder.Blocked {
+	if holder.State == bq.StateBlocked {
 		t.Fatal("first job of a free key was blocked")
 	}
 	worker(h, 4)
@@ -187,24 +187,24 @@ func equal(a, b []int) bool {
 // stored; once the slot frees, the key admits again.
 func testDiscard(t *testing.T, h *harness) {
 	first := enqueue(t, h, discard1Job, Args{Key: "d", SleepMS: 1})
-	if first.Discarded || first.Blocked || first.ID == 0 {
+	if first.State == bq.StateDiscarded || first.State == bq.StateBlocked || first.ID == 0 {
 		t.Fatalf("first enqueue: %+v, want admitted", first)
 	}
 	second := enqueue(t, h, discard1Job, Args{Key: "d"})
-	if !second.Discarded || second.ID != 0 || second.Reason == "" {
+	if second.State != bq.StateDiscarded || second.ID != 0 || second.Reason == "" {
 		t.Fatalf("second enqueue: %+v, want discarded with a reason", second)
 	}
 	if n := h.count(`SELECT count(*) FROM bq_jobs WHERE kind = 'c.discard1'`); n != 1 {
 		t.Fatalf("%d jobs stored, want 1: a discarded job must not be inserted", n)
 	}
 	other := enqueue(t, h, discard1Job, Args{Key: "other"})
-	if other.Discarded {
+	if other.State == bq.StateDiscarded {
 		t.Fatal("a different key was discarded")
 	}
 	worker(h, 2)
 	h.waitState(first.ID, bq.StateCompleted)
 	third := enqueue(t, h, discard1Job, Args{Key: "d"})
-	if third.Discarded {
+	if third.State == bq.StateDiscarded {
 		t.Fatalf("enqueue after the slot freed was discarded: %+v", third)
 	}
 	h.waitState(third.ID, bq.StateCompleted)
@@ -216,7 +216,7 @@ func testSharedGroup(t *testing.T, h *harness) {
 	a := enqueue(t, h, groupAJob, Args{Key: "x"})
 	b := enqueue(t, h, groupBJob, Args{Key: "x"})
 	c := enqueue(t, h, groupBJob, Args{Key: "y"})
-	if a.Blocked || !b.Blocked || c.Blocked {
+	if a.State == bq.StateBlocked || b.State != bq.StateBlocked || c.State == bq.StateBlocked {
 		t.Fatalf("A(x) %+v, B(x) %+v, B(y) %+v: want only B(x) blocked", a, b, c)
 	}
 	worker(h, 4)
@@ -234,7 +234,7 @@ func testScheduledAdmittedWhenDue(t *testing.T, h *harness) {
 	discardLater := enqueue(t, h, discard1Job, Args{Key: "s"}, bq.In(time.Hour))
 	freeLater := enqueue(t, h, limit1Job, Args{Key: "free"}, bq.At(time.Now().Add(time.Hour)))
 	for _, r := range []bq.EnqueueResult{blockLater, discardLater, freeLater} {
-		if !r.Scheduled || r.Discarded || r.Blocked {
+		if r.State != bq.StateScheduled || r.State == bq.StateDiscarded || r.State == bq.StateBlocked {
 			t.Fatalf("%+v: want scheduled (its key is not checked until due)", r)
 		}
 	}
@@ -336,7 +336,7 @@ func testLostWakeup(t *testing.T, h *harness) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !blocked.Blocked {
+	if blocked.State != bq.StateBlocked {
 		t.Fatalf("%+v: want blocked behind the running holder", blocked)
 	}
 	done := make(chan error, 1)
@@ -456,12 +456,12 @@ func testLimitChange(t *testing.T, h *harness) {
 	if st1, st2 := h.state(b1.ID), h.state(b2.ID); st1 != bq.StateReady || st2 != bq.StateReady {
 		t.Errorf("after raising the limit to 3: blocked jobs are %s and %s, want ready", st1, st2)
 	}
-	if !raised.Blocked {
+	if raised.State != bq.StateBlocked {
 		t.Errorf("the enqueue that raised the limit: %+v, want blocked (the blocked jobs go first)", raised)
 	}
 	h.checkSemaphores()
 	lowered := enqueue(t, h, limit1Job, Args{Key: "lc"})
-	if !lowered.Blocked {
+	if lowered.State != bq.StateBlocked {
 		t.Errorf("back at limit 1 with 3 holders: %+v, want blocked", lowered)
 	}
 	if v := h.count(`SELECT value FROM bq_semaphores WHERE key = 'c.limit1/lc'`); v != -2 {
@@ -487,7 +487,7 @@ func testEnqueueMany(t *testing.T, h *harness) {
 		if r.ID == 0 {
 			t.Fatalf("result %d has no id", i)
 		}
-		if !r.Blocked {
+		if r.State != bq.StateBlocked {
 			admitted[args[i].Key]++
 			if i >= 6 {
 				t.Errorf("job %d of key %s admitted ahead of earlier jobs of its key", i, args[i].Key)
@@ -504,8 +504,8 @@ func testEnqueueMany(t *testing.T, h *harness) {
 		t.Fatal(err)
 	}
 	for i, r := range dres {
-		if want := i >= 3; r.Discarded != want {
-			t.Errorf("discard job %d: discarded=%v, want %v", i, r.Discarded, want)
+		if want := i >= 3; (r.State == bq.StateDiscarded) != want {
+			t.Errorf("discard job %d: discarded=%v, want %v", i, r.State == bq.StateDiscarded, want)
 		}
 	}
 	h.checkSemaphores()

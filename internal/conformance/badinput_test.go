@@ -78,16 +78,16 @@ func testInvalidSpecs(t *testing.T, h *harness) {
 
 func testBadDSN(t *testing.T, h *harness) {
 	ctx := context.Background()
-	_, err := bq.Open(ctx, "")
+	_, err := bq.Open(ctx, "", bq.Config{})
 	wantErr(t, err, "DSN is empty", "sqlite://")
-	_, err = bq.Open(ctx, "mongodb://localhost/x")
+	_, err = bq.Open(ctx, "mongodb://localhost/x", bq.Config{})
 	wantErr(t, err, "unknown DSN", "mongodb")
-	_, err = bq.Open(ctx, "postgres://nobody:secret@127.0.0.1:1/none?connect_timeout=2")
+	_, err = bq.Open(ctx, "postgres://nobody:secret@127.0.0.1:1/none?connect_timeout=2", bq.Config{})
 	wantErr(t, err, "PostgreSQL")
 	if err != nil && strings.Contains(err.Error(), "secret") {
 		t.Errorf("error %q leaks the password", err)
 	}
-	_, err = bq.Open(ctx, "sqlite:///nonexistent-dir-bq/sub/x.db")
+	_, err = bq.Open(ctx, "sqlite:///nonexistent-dir-bq/sub/x.db", bq.Config{})
 	wantErr(t, err, "SQLite")
 }
 
@@ -204,7 +204,7 @@ type duplicateReport struct {
 func duplicateMain(ctx context.Context, client *bq.Client) int {
 	noop := func(context.Context, Args) error { return nil }
 	var r duplicateReport
-	first, firstAt := bq.Define("c.dup", noop), here()
+	first, firstAt := bq.Define("c.dup", noop, bq.JobOptions[Args]{}), here()
 	second, secondAt := bq.Define("c.dup", noop, bq.JobOptions[Args]{Queue: "dup"}), here()
 	r.FirstAt, r.SecondAt = firstAt, secondAt
 	if err := second.Err(); err != nil {
@@ -438,18 +438,18 @@ func testZeroLimit(t *testing.T, h *harness) {
 	}
 	a := enqueue(t, h, unkeyedJob, Args{}, bq.WithConcurrencyKey("z", 0))
 	b := enqueue(t, h, unkeyedJob, Args{}, bq.WithConcurrencyKey("z", 0))
-	if a.Blocked || !b.Blocked || limitOf("c.unkeyed/z") != 1 {
+	if a.State == bq.StateBlocked || b.State != bq.StateBlocked || limitOf("c.unkeyed/z") != 1 {
 		t.Errorf("no policy: %+v, %+v, limit %d; want the default 1: the second blocked", a, b, limitOf("c.unkeyed/z"))
 	}
 	if err := h.client.SyncPolicies(ctx, "c.test", []bq.Policy{{Queue: "zq", MaxActivePerKey: 3}}); err != nil {
 		t.Fatal(err)
 	}
 	for range 3 {
-		if r := enqueue(t, h, unkeyedJob, Args{}, bq.Queue("zq"), bq.WithConcurrencyKey("zp", 0)); r.Blocked {
+		if r := enqueue(t, h, unkeyedJob, Args{}, bq.Queue("zq"), bq.WithConcurrencyKey("zp", 0)); r.State == bq.StateBlocked {
 			t.Errorf("policy MaxActivePerKey 3: job blocked before 3 held the key")
 		}
 	}
-	if r := enqueue(t, h, unkeyedJob, Args{}, bq.Queue("zq"), bq.WithConcurrencyKey("zp", 0)); !r.Blocked || limitOf("c.unkeyed/zp") != 3 {
+	if r := enqueue(t, h, unkeyedJob, Args{}, bq.Queue("zq"), bq.WithConcurrencyKey("zp", 0)); r.State != bq.StateBlocked || limitOf("c.unkeyed/zp") != 3 {
 		t.Errorf("policy MaxActivePerKey 3: fourth %+v, limit %d; want blocked at 3", r, limitOf("c.unkeyed/zp"))
 	}
 

@@ -56,7 +56,7 @@ func testUnsafeCharset(t *testing.T, h *harness) {
 		sep = "&"
 	}
 	for _, cs := range []string{"gbk", "big5", "sjis", "cp932", "gb18030"} {
-		_, err := bq.Open(ctx, h.dsn+sep+"charset="+cs)
+		_, err := bq.Open(ctx, h.dsn+sep+"charset="+cs, bq.Config{})
 		wantErr(t, err, cs, "interpolateParams=false")
 	}
 	c, err := bq.Open(ctx, h.dsn+sep+"charset=gbk&interpolateParams=false", testConfig())

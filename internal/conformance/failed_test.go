@@ -35,7 +35,7 @@ func testRetryFailed(t *testing.T, h *harness) {
 		t.Fatalf("retried job of a full key is %s, want blocked", st)
 	}
 	h.checkSemaphores()
-	if q := health(t, h).Queues[1]; q.Queue != "failing" || q.Failed != 0 || q.Blocked != 1 {
+	if q := health(t, h, bq.HealthOptions{}).Queues[1]; q.Queue != "failing" || q.Failed != 0 || q.Blocked != 1 {
 		t.Errorf("queue after retry: %+v, want failing with 0 failed, 1 blocked", q)
 	}
 	if ok, err := complete(ctx, h, holder); err != nil || !ok {
@@ -125,7 +125,7 @@ func testDiscardFailed(t *testing.T, h *harness) {
 	if info.State != bq.StateDiscarded || info.FinishedAt == nil || info.Attempts != 1 {
 		t.Errorf("discarded job: %s, finished %v, %d attempts; want discarded, finished, 1 attempt", info.State, info.FinishedAt, info.Attempts)
 	}
-	if next := enqueue(t, h, limit1Job, Args{Key: "df"}); next.Blocked {
+	if next := enqueue(t, h, limit1Job, Args{Key: "df"}); next.State == bq.StateBlocked {
 		t.Error("the key is full after discarding a failed job: it held no slot")
 	}
 	h.checkSemaphores()

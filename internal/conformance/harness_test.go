@@ -198,7 +198,7 @@ func newHarness(t *testing.T, db database) *harness {
 	if err := client.Migrate(ctx); err != nil {
 		t.Fatalf("migrate: %v", err)
 	}
-	h := &harness{t: t, db: db.name, dsn: dsn, client: client, raw: client.Driver().SQLDB(), test: randomHex(8)}
+	h := &harness{t: t, db: db.name, dsn: dsn, client: client, raw: driver.ClientEngine(client).SQLDB(), test: randomHex(8)}
 	for _, ddl := range []string{
 		`CREATE TABLE test_runs (
 		job_id BIGINT NOT NULL, test TEXT NOT NULL, kind TEXT NOT NULL, jkey TEXT NOT NULL, pid BIGINT NOT NULL,
@@ -331,38 +331,43 @@ FROM bq_semaphores s`)
 }
 
 // driver returns the client's internal driver for white-box steps.
-func (h *harness) driver() driver.Driver { return h.client.Driver() }
+func (h *harness) driver() driver.Driver { return driver.ClientEngine(h.client) }
 
 // beginTx starts a transaction of the caller's kind on the client's
-// database (pgx.Tx on PostgreSQL, *sql.Tx on SQLite and MySQL). One left
-// open by a failing test is rolled back before its database is dropped.
-func (h *harness) beginTx(ctx context.Context) (tx any, commit func() error) {
+// database (pgx.Tx on PostgreSQL, *sql.Tx on SQLite and MySQL), wrapped by
+// its driver for EnqueueTx. One left open by a failing test is rolled back
+// before its database is dropped.
+func (h *harness) beginTx(ctx context.Context) (tx bq.Tx, commit func() error) {
 	h.t.Helper()
-	switch d := h.driver().(type) {
+	switch d := h.client.Driver().(type) {
 	case *postgres.Driver:
 		tx, err := d.Pool().Begin(ctx)
 		if err != nil {
 			h.t.Fatal(err)
 		}
 		h.t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
-		return tx, func() error { return tx.Commit(ctx) }
+		return postgres.Tx(tx), func() error { return tx.Commit(ctx) }
 	case *sqlite.Driver:
-		tx, err := d.DB().BeginTx(ctx, nil)
-		if err != nil {
-			h.t.Fatal(err)
-		}
-		h.t.Cleanup(func() { _ = tx.Rollback() })
-		return tx, tx.Commit
+		tx := h.beginSQLTx(ctx, d.DB())
+		return sqlite.Tx(tx), tx.Commit
 	case *bqmysql.Driver:
-		tx, err := d.DB().BeginTx(ctx, nil)
-		if err != nil {
-			h.t.Fatal(err)
-		}
-		h.t.Cleanup(func() { _ = tx.Rollback() })
-		return tx, tx.Commit
+		tx := h.beginSQLTx(ctx, d.DB())
+		return bqmysql.Tx(tx), tx.Commit
 	}
-	h.t.Fatalf("no transaction helper for %T", h.driver())
+	h.t.Fatalf("no transaction helper for %T", h.client.Driver())
 	return nil, nil
+}
+
+// beginSQLTx begins a transaction on db, rolled back when the test ends
+// unless committed.
+func (h *harness) beginSQLTx(ctx context.Context, db *sql.DB) *sql.Tx {
+	h.t.Helper()
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.t.Cleanup(func() { _ = tx.Rollback() })
+	return tx
 }
 
 // dumpState logs what is where, for a test that is stuck.

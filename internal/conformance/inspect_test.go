@@ -58,9 +58,9 @@ func claimFrom(t *testing.T, h *harness, queue string, process int64) *driver.Cl
 	return claims[0]
 }
 
-func health(t *testing.T, h *harness, opts ...bq.HealthOptions) *bq.Health {
+func health(t *testing.T, h *harness, opts bq.HealthOptions) *bq.Health {
 	t.Helper()
-	hl, err := h.client.Health(context.Background(), opts...)
+	hl, err := h.client.Health(context.Background(), opts)
 	if err != nil {
 		t.Fatalf("health: %v", err)
 	}
@@ -80,7 +80,7 @@ func testHealth(t *testing.T, h *harness) {
 	enqueue(t, h, unkeyedJob, Args{})
 	enqueue(t, h, unkeyedJob, Args{}, bq.In(time.Hour))
 
-	hl := health(t, h)
+	hl := health(t, h, bq.HealthOptions{})
 	want := bq.QueueHealth{Queue: "default", Ready: 1, Running: 2, Scheduled: 1, Blocked: 3}
 	if len(hl.Queues) != 2 || hl.Queues[1] != (bq.QueueHealth{Queue: "failing", Failed: 1}) {
 		t.Fatalf("queues %+v, want default and failing (1 failed)", hl.Queues)
@@ -125,7 +125,7 @@ func testHealthBounded(t *testing.T, h *harness) {
 	for range 4 {
 		enqueue(t, h, limit1Job, Args{Key: "big"})
 	}
-	hl := health(t, h)
+	hl := health(t, h, bq.HealthOptions{})
 	if len(hl.TopKeys) != 10 || hl.TopKeys[0].Key != "c.limit1/big" || hl.TopKeys[0].Blocked != 3 {
 		t.Fatalf("%d top keys, first %+v; want 10, the most blocked (c.limit1/big, 3) first", len(hl.TopKeys), hl.TopKeys[0])
 	}

@@ -31,7 +31,7 @@ var (
 func testGroupSlash(t *testing.T, h *harness) {
 	a := enqueue(t, h, billingChargeJob, Args{Key: "acme"})
 	b := enqueue(t, h, billingJob, Args{Key: "charge/acme"})
-	if a.Blocked || b.Blocked {
+	if a.State == bq.StateBlocked || b.State == bq.StateBlocked {
 		t.Fatalf("group c.billing/charge, tenant acme: %+v; group c.billing, tenant charge/acme: %+v; want both ready (different keys)", a, b)
 	}
 	ka, kb := jobInfo(t, h, a.ID).Key, jobInfo(t, h, b.ID).Key
@@ -57,14 +57,14 @@ func testLongAndLookalikeKeys(t *testing.T, h *harness) {
 	}
 	first := enqueue(t, h, limit1Job, Args{Key: long})
 	second := enqueue(t, h, limit1Job, Args{Key: long})
-	if first.Blocked || !second.Blocked {
+	if first.State == bq.StateBlocked || second.State != bq.StateBlocked {
 		t.Fatalf("two jobs of one 1,000-character key: %+v, %+v; want the second blocked", first, second)
 	}
 	if info := jobInfo(t, h, second.ID); info.Key != "c.limit1/"+long {
 		t.Fatalf("stored key is %d bytes, want the full %d", len(info.Key), len("c.limit1/"+long))
 	}
 	for _, k := range []string{"look", "Look", "look ", "look\u00a0"} {
-		if res := enqueue(t, h, limit1Job, Args{Key: k}); res.Blocked {
+		if res := enqueue(t, h, limit1Job, Args{Key: k}); res.State == bq.StateBlocked {
 			t.Errorf("key %q was blocked by a lookalike: keys compare byte for byte", k)
 		}
 	}

@@ -177,7 +177,7 @@ func testPolicyPerKey(t *testing.T, h *harness) {
 	for range 4 {
 		res = append(res, enqueue(t, h, policyKeyedJob, Args{Key: "pk"}))
 	}
-	if res[0].Blocked || !res[1].Blocked {
+	if res[0].State == bq.StateBlocked || res[1].State != bq.StateBlocked {
 		t.Fatalf("without a policy: %+v, want limit 1", res)
 	}
 	if err := h.client.SyncPolicies(ctx, "ops", []bq.Policy{{Queue: "pq", MaxActivePerKey: 3}}); err != nil {
@@ -186,11 +186,11 @@ func testPolicyPerKey(t *testing.T, h *harness) {
 	if st1, st2, st3 := h.state(res[1].ID), h.state(res[2].ID), h.state(res[3].ID); st1 != bq.StateReady || st2 != bq.StateReady || st3 != bq.StateBlocked {
 		t.Errorf("after the policy raised the per-key limit to 3: %s %s %s, want ready ready blocked", st1, st2, st3)
 	}
-	if r := enqueue(t, h, policyKeyedJob, Args{Key: "other"}); r.Blocked {
+	if r := enqueue(t, h, policyKeyedJob, Args{Key: "other"}); r.State == bq.StateBlocked {
 		t.Error("a fresh key of the queue was blocked")
 	}
 	// A job's own To beats the policy.
-	if r := enqueue(t, h, policyKeyedJob, Args{Key: "pk"}, bq.WithConcurrencyKey("own", 1)); r.Blocked {
+	if r := enqueue(t, h, policyKeyedJob, Args{Key: "pk"}, bq.WithConcurrencyKey("own", 1)); r.State == bq.StateBlocked {
 		t.Error("a job with its own limit was blocked by the policy's key")
 	}
 	h.checkSemaphores()
@@ -214,7 +214,7 @@ func testKeyLimit(t *testing.T, h *harness) {
 		}
 	}
 	// The override beats the definition's To at the next enqueue, too.
-	if r := enqueue(t, h, limit1Job, Args{Key: "kl", Seq: 6, SleepMS: 80}); !r.Blocked {
+	if r := enqueue(t, h, limit1Job, Args{Key: "kl", Seq: 6, SleepMS: 80}); r.State != bq.StateBlocked {
 		t.Error("an enqueue at the definition's limit reset the override")
 	}
 	h.checkSemaphores()
@@ -250,8 +250,8 @@ func testMaxBlocked(t *testing.T, h *harness) {
 	var got []bool
 	for range 4 {
 		r := enqueue(t, h, backlogJob, Args{Key: "bl"})
-		got = append(got, r.Discarded)
-		if r.Discarded && !strings.Contains(r.Reason, "MaxBlocked") {
+		got = append(got, r.State == bq.StateDiscarded)
+		if r.State == bq.StateDiscarded && !strings.Contains(r.Reason, "MaxBlocked") {
 			t.Errorf("reason %q does not say the backlog is full", r.Reason)
 		}
 	}
@@ -263,7 +263,7 @@ func testMaxBlocked(t *testing.T, h *harness) {
 	}
 	got = nil
 	for range 3 {
-		got = append(got, enqueue(t, h, policyKeyedJob, Args{Key: "pb"}).Discarded)
+		got = append(got, enqueue(t, h, policyKeyedJob, Args{Key: "pb"}).State == bq.StateDiscarded)
 	}
 	if want := []bool{false, false, true}; !slices.Equal(got, want) {
 		t.Errorf("with a policy MaxBlocked 1: discarded %v, want %v", got, want)
@@ -331,7 +331,7 @@ func testFullKeyNeverDelays(t *testing.T, h *harness) {
 	proc := registerProcess(t, h, time.Now())
 	claimOne(t, h, proc) // the full key's one holder runs
 	other := enqueue(t, h, limit1Job, Args{Key: "free"})
-	if other.Blocked {
+	if other.State == bq.StateBlocked {
 		t.Fatal("a free key's job was blocked")
 	}
 	if c := claimOne(t, h, proc); c.ID != other.ID {
@@ -365,7 +365,7 @@ func testConcurrentBulk(t *testing.T, h *harness) {
 			mu.Lock()
 			defer mu.Unlock()
 			for i, r := range res {
-				if !r.Blocked {
+				if r.State != bq.StateBlocked {
 					admitted[batch[i].Key]++
 				}
 			}

@@ -27,8 +27,8 @@ func testExplainLongLine(t *testing.T, h *harness) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res[0].Blocked || !res[n-1].Blocked {
-		t.Fatalf("first job blocked %v, last %v; want the first to hold the key and the rest blocked", res[0].Blocked, res[n-1].Blocked)
+	if res[0].State == bq.StateBlocked || res[n-1].State != bq.StateBlocked {
+		t.Fatalf("first job blocked %v, last %v; want the first to hold the key and the rest blocked", res[0].State == bq.StateBlocked, res[n-1].State == bq.StateBlocked)
 	}
 
 	exact := explain(t, h, res[n-2].ID) // MaxCountedAhead ahead of it

@@ -5,6 +5,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/bqueue/bq/internal/driver"
 )
 
 var _ = register(
@@ -19,7 +21,7 @@ func testMigrationsAtOnce(t *testing.T, h *harness) {
 	cfg := testConfig()
 	cfg.Prefix = "mig_"
 	holder := h.clientWith(cfg)
-	unlock, err := holder.Driver().MigrationLock(ctx)
+	unlock, err := driver.ClientEngine(holder).MigrationLock(ctx)
 	if err != nil {
 		t.Fatalf("take the migration lock: %v", err)
 	}

@@ -125,7 +125,7 @@ func testPausedHolderDurationPath(t *testing.T, h *harness) {
 	a := enqueue(t, h, pauseHolderJob, Args{Key: "ph", Mode: "poll-ctx", SleepMS: 12000})
 	h.waitState(a.ID, bq.StateRunning)
 	b := enqueue(t, h, pauseHolderJob, Args{Key: "ph", Mode: "poll-ctx", SleepMS: 500})
-	if !b.Blocked {
+	if b.State != bq.StateBlocked {
 		t.Fatalf("B was not blocked behind A: %+v", b)
 	}
 	w2 := h.spawn("worker", 1, env...)
@@ -166,7 +166,7 @@ func testPausedBeyondDeadAfter(t *testing.T, h *harness) {
 	}
 	for range 3 {
 		res := enqueue(t, h, pause3Job, Args{Key: "p3", Mode: "poll-ctx", SleepMS: 1000})
-		if !res.Blocked {
+		if res.State != bq.StateBlocked {
 			t.Fatalf("job %d was not blocked behind the three running: %+v", res.ID, res)
 		}
 		ids = append(ids, res.ID)
@@ -352,7 +352,7 @@ func testHeartbeatNotStarved(t *testing.T, h *harness) {
 	go func() {
 		defer close(watched)
 		for watchCtx.Err() == nil {
-			if hl, err := h.client.Health(watchCtx); err == nil {
+			if hl, err := h.client.Health(watchCtx, bq.HealthOptions{}); err == nil {
 				for _, p := range hl.Processes {
 					oldest = max(oldest, hl.At.Sub(p.LastHeartbeat))
 				}

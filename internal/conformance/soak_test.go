@@ -59,7 +59,7 @@ func testContentionSoak(t *testing.T, h *harness) {
 	)
 	ctx := context.Background()
 	var seen atomic.Int64
-	client, err := bq.NewClient(conflictCounter{Driver: h.driver(), seen: &seen}, testConfig())
+	client, err := bq.NewClient(driver.Seal(conflictCounter{Driver: h.driver(), seen: &seen}), testConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +109,7 @@ func testContentionSoak(t *testing.T, h *harness) {
 				}
 				mu.Lock()
 				for _, r := range res {
-					if r.ID == 0 || r.Discarded {
+					if r.ID == 0 || r.State == bq.StateDiscarded {
 						t.Errorf("enqueuer %d: %+v: want every job stored (Block)", g, r)
 					}
 					ids = append(ids, r.ID)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/bqueue/bq"
 	"github.com/bqueue/bq/dispatcher"
+	bqmysql "github.com/bqueue/bq/drivers/mysql"
 	"github.com/bqueue/bq/internal/driver"
 )
 
@@ -83,7 +84,7 @@ func testClaimsBesideOpenTx(t *testing.T, h *harness) {
 	var ready []int64 // 4 unkeyed, 2 of key ot; 2 more of ot blocked
 	for i := range 4 {
 		ready = append(ready, enqueue(t, h, unkeyedJob, Args{Test: h.test, Seq: i}).ID)
-		if res := enqueue(t, h, limit2Job, Args{Test: h.test, Key: "ot", Seq: i}); !res.Blocked {
+		if res := enqueue(t, h, limit2Job, Args{Test: h.test, Key: "ot", Seq: i}); res.State != bq.StateBlocked {
 			ready = append(ready, res.ID)
 		}
 	}
@@ -241,24 +242,25 @@ func testSignalLogPruned(t *testing.T, h *harness) {
 		return
 	}
 	ctx := context.Background()
-	long, commitLong := h.beginTx(ctx)
+	db := h.client.Driver().(*bqmysql.Driver).DB()
+	long := h.beginSQLTx(ctx, db)
 	// Held open longer than the idle bound bq's sessions carry
 	// (mysql.TxIdleTimeout): lift it for this one transaction's session.
 	for _, set := range []string{"SET SESSION wait_timeout = 3600", "SET SESSION idle_transaction_timeout = 0"} {
-		_, _ = long.(*sql.Tx).ExecContext(ctx, set) // the second is MariaDB's alone
+		_, _ = long.ExecContext(ctx, set) // the second is MariaDB's alone
 	}
-	longRes, err := unkeyedJob.EnqueueTx(ctx, h.client, long, Args{Test: h.test, Seq: 0}, bq.Queue("wake"))
+	longRes, err := unkeyedJob.EnqueueTx(ctx, h.client, bqmysql.Tx(long), Args{Test: h.test, Seq: 0}, bq.Queue("wake"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	enqueue := func(seq int, queue string, rollback bool) {
-		tx, commit := h.beginTx(ctx)
-		if _, err := unkeyedJob.EnqueueTx(ctx, h.client, tx, Args{Test: h.test, Seq: seq}, bq.Queue(queue)); err != nil {
+		tx := h.beginSQLTx(ctx, db)
+		if _, err := unkeyedJob.EnqueueTx(ctx, h.client, bqmysql.Tx(tx), Args{Test: h.test, Seq: seq}, bq.Queue(queue)); err != nil {
 			t.Fatal(err)
 		}
 		if rollback {
-			_ = tx.(*sql.Tx).Rollback() // a hole in the ids for good
-		} else if err := commit(); err != nil {
+			_ = tx.Rollback() // a hole in the ids for good
+		} else if err := tx.Commit(); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -284,7 +286,7 @@ func testSignalLogPruned(t *testing.T, h *harness) {
 		t.Errorf("%d jobs ran, want the 14 committed in the worker's queue", n)
 	}
 	sent := time.Now()
-	if err := commitLong(); err != nil {
+	if err := long.Commit(); err != nil {
 		t.Fatal(err)
 	}
 	started, ok := h.startedAt(longRes.ID, 30*time.Second)

@@ -76,7 +76,7 @@ func testWakeupsFromEveryPath(t *testing.T, h *harness) {
 			holder := add(enqueue(t, h, wakeJob, Args{Mode: "poll-ctx", SleepMS: 600}, bq.Queue("wq2"), bq.WithConcurrencyKey(key, 1)))
 			h.waitRun(holder.ID, 1, 20*time.Second)
 			res := add(enqueue(t, h, wakeJob, Args{SleepMS: 5}, bq.WithConcurrencyKey(key, 1)))
-			if !res.Blocked {
+			if res.State != bq.StateBlocked {
 				t.Fatalf("job %d of key %s is %+v, want blocked behind the holder in wq2", res.ID, key, res)
 			}
 			ended := h.waitRunEnd(holder.ID, 20*time.Second)
@@ -95,7 +95,7 @@ func testWakeupsFromEveryPath(t *testing.T, h *harness) {
 			holder := add(enqueue(t, h, wakeJob, Args{Mode: "poll-ctx", SleepMS: 500}, bq.Queue("wq2"), bq.WithConcurrencyKey(key, 1)))
 			h.waitRun(holder.ID, 1, 20*time.Second)
 			res := add(enqueue(t, h, wakeJob, Args{SleepMS: 5}, bq.WithConcurrencyKey(key, 1)))
-			if !res.Blocked {
+			if res.State != bq.StateBlocked {
 				t.Fatalf("job %d of key %s is %+v, want blocked", res.ID, key, res)
 			}
 			if err := h.client.SetKeyLimit(ctx, bq.Key(wakeJob.Name(), key), 2); err != nil {
@@ -109,7 +109,7 @@ func testWakeupsFromEveryPath(t *testing.T, h *harness) {
 			holder := add(enqueue(t, h, wakePolicyJob, Args{Key: key, Mode: "poll-ctx", SleepMS: 500}))
 			h.waitRun(holder.ID, 1, 20*time.Second)
 			res := add(enqueue(t, h, wakePolicyJob, Args{Key: key, SleepMS: 5}))
-			if !res.Blocked {
+			if res.State != bq.StateBlocked {
 				t.Fatalf("job %d of key %s is %+v, want blocked", res.ID, key, res)
 			}
 			policy(2)

@@ -34,9 +34,6 @@ const (
 	MySQL    Dialect = "mysql"
 )
 
-// ErrNotMigrated reports that bq's tables are missing or out of date.
-var ErrNotMigrated = errors.New("bq tables are missing or out of date: run client.Migrate(ctx) or `bq migrate up --dsn ...`")
-
 // Driver opens transactions on one database.
 type Driver interface {
 	Dialect() Dialect

@@ -23,6 +23,7 @@ import (
 
 	"github.com/bqueue/bq"
 	bqmysql "github.com/bqueue/bq/drivers/mysql"
+	_ "github.com/bqueue/bq/drivers/postgres"
 )
 
 type Args struct {

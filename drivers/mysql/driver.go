@@ -1,0 +1,28 @@
+package mysql
+
+import (
+	"database/sql"
+
+	"github.com/bqueue/bq/internal/driver"
+)
+
+// Driver is bq's MySQL/MariaDB driver: pass it to bq.NewClient. It shows
+// only what is safe to call; the statements bq runs stay inside.
+type Driver struct {
+	driver.Sealed
+	e *engine
+}
+
+func seal(e *engine) *Driver { return &Driver{Sealed: driver.Seal(e), e: e} }
+
+// DB returns the underlying *sql.DB.
+func (d *Driver) DB() *sql.DB { return d.e.db }
+
+// WrappedTx is a transaction of yours wrapped for bq.Job.EnqueueTx.
+type WrappedTx struct{ driver.UserTx }
+
+// Tx wraps tx, begun on the *sql.DB bq uses (DB), so that Job.EnqueueTx
+// writes inside it: the job exists only if tx commits. bq writes at
+// whatever isolation tx was begun with; READ COMMITTED is what bq uses
+// itself, and a deadlock met in it comes back as bq.ErrConflict.
+func Tx(tx *sql.Tx) WrappedTx { return WrappedTx{driver.WrapUserTx(driver.MySQL, tx)} }

@@ -1,0 +1,7 @@
+package postgres
+
+import "github.com/bqueue/bq/internal/driver"
+
+// Importing the package lets bq.Open take postgres:// and postgresql://
+// DSNs, as importing a database/sql driver registers it.
+func init() { driver.Register(driver.Opens(Open), "postgres", "postgresql") }
