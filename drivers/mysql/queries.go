@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/bqueue/bq/internal/sqlexec"
+	"github.com/bqueue/bq/internal/sqltext"
 )
 
 // MySQL's statements, with the table prefix spliced in once; those both
@@ -59,7 +60,7 @@ func in(query string, n int) string {
 }
 
 func newQueries(prefix string) (*sqlexec.Queries, *ownQueries) {
-	p := sqlexec.Spelling(prefix)
+	p := sqltext.Spelling(prefix)
 	q := sqlexec.Common(p)
 
 	// The index matches the ORDER BY, so the scan stops after the rows it
@@ -123,16 +124,16 @@ ORDER BY s.expires_at LIMIT ? FOR UPDATE SKIP LOCKED`)
 
 	q.CountByQueue = p(`
 SELECT queue, CAST(sum(ready) AS SIGNED), CAST(sum(running) AS SIGNED), CAST(sum(scheduled) AS SIGNED),
-	CAST(sum(blocked) AS SIGNED), CAST(sum(failed) AS SIGNED) FROM (` + sqlexec.QueueCounts + `) t GROUP BY queue ORDER BY queue`)
+	CAST(sum(blocked) AS SIGNED), CAST(sum(failed) AS SIGNED) FROM (` + sqltext.QueueCounts + `) t GROUP BY queue ORDER BY queue`)
 
-	q.LockPolicies = p(`SELECT ` + sqlexec.PolicyColumns + ` FROM {p}policies
+	q.LockPolicies = p(`SELECT ` + sqltext.PolicyColumns + ` FROM {p}policies
 WHERE namespace = ? OR queue IN ` + list + ` ORDER BY queue FOR UPDATE`)
 	q.InsertPolicy = p(`INSERT INTO {p}policies (queue, namespace, max_active, max_active_per_key, max_blocked,
 	created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?) ON DUPLICATE KEY UPDATE queue = queue`)
 	q.SetKeyLimit = p("INSERT INTO {p}key_limits (key_hash, `key`, lim, updated_at) VALUES (?, ?, ?, ?)\n" +
 		"ON DUPLICATE KEY UPDATE lim = VALUES(lim), updated_at = VALUES(updated_at)")
 	q.DeleteKeyLimit = p("DELETE FROM {p}key_limits WHERE key_hash = ? AND `key` = ?")
-	q.LatestJobLimit = p(`SELECT ` + sqlexec.JobColumns + ` FROM {p}jobs j FORCE INDEX ({p}jobs_live_key)
+	q.LatestJobLimit = p(`SELECT ` + sqltext.JobColumns + ` FROM {p}jobs j FORCE INDEX ({p}jobs_live_key)
 WHERE j.concurrency_key_hash = ? AND j.finished_at IS NULL ORDER BY j.id DESC LIMIT 1`)
 
 	// Inspection (read-only).
@@ -179,7 +180,7 @@ WHERE j.concurrency_key_hash = ? AND j.finished_at IS NULL
 ORDER BY c.job_id`),
 		lockClaims: p(`SELECT fence FROM {p}claimed_executions WHERE fence IN ` + list + `
 ORDER BY fence FOR UPDATE SKIP LOCKED`),
-		selectLockedClaims: p(`SELECT ` + sqlexec.JobColumns + `, c.fence, c.claimed_at
+		selectLockedClaims: p(`SELECT ` + sqltext.JobColumns + `, c.fence, c.claimed_at
 FROM {p}claimed_executions c JOIN {p}jobs j ON j.id = c.job_id
 WHERE c.fence IN ` + list + ` ORDER BY c.job_id`),
 

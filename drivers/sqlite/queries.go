@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"github.com/bqueue/bq/internal/sqlexec"
+	"github.com/bqueue/bq/internal/sqltext"
 )
 
 // SQLite's statements, with the table prefix spliced in once; those both
@@ -33,7 +34,7 @@ type ownQueries struct {
 }
 
 func newQueries(prefix string) (*sqlexec.Queries, *ownQueries) {
-	p := sqlexec.Spelling(prefix, sqlexec.ListMarker, idList)
+	p := sqltext.Spelling(prefix, sqlexec.ListMarker, idList)
 	q := sqlexec.Common(p)
 
 	q.PickReady = p(`SELECT job_id FROM {p}ready_executions WHERE queue = ?
@@ -87,17 +88,17 @@ ORDER BY s.key LIMIT ?`)
 	SELECT id FROM {p}jobs WHERE finished_at < ? ORDER BY finished_at LIMIT ?)`)
 
 	q.CountByQueue = p(`
-SELECT queue, sum(ready), sum(running), sum(scheduled), sum(blocked), sum(failed) FROM (` + sqlexec.QueueCounts + `) t GROUP BY queue ORDER BY queue`)
+SELECT queue, sum(ready), sum(running), sum(scheduled), sum(blocked), sum(failed) FROM (` + sqltext.QueueCounts + `) t GROUP BY queue ORDER BY queue`)
 
 	// LockPolicies reads; the write transaction is the lock.
-	q.LockPolicies = p(`SELECT ` + sqlexec.PolicyColumns + ` FROM {p}policies
+	q.LockPolicies = p(`SELECT ` + sqltext.PolicyColumns + ` FROM {p}policies
 WHERE namespace = ? OR queue IN ` + idList + ` ORDER BY queue`)
 	q.InsertPolicy = p(`INSERT INTO {p}policies (queue, namespace, max_active, max_active_per_key, max_blocked,
 	created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (queue) DO NOTHING`)
 	q.SetKeyLimit = p(`INSERT INTO {p}key_limits (key, lim, updated_at) VALUES (?, ?, ?)
 ON CONFLICT (key) DO UPDATE SET lim = excluded.lim, updated_at = excluded.updated_at`)
 	q.DeleteKeyLimit = p(`DELETE FROM {p}key_limits WHERE key = ?`)
-	q.LatestJobLimit = p(`SELECT ` + sqlexec.JobColumns + ` FROM {p}jobs j
+	q.LatestJobLimit = p(`SELECT ` + sqltext.JobColumns + ` FROM {p}jobs j
 WHERE j.concurrency_key = ? AND j.finished_at IS NULL ORDER BY j.id DESC LIMIT 1`)
 
 	// Inspection (read-only).
@@ -161,7 +162,7 @@ RETURNING job_id, queue`),
 SELECT p.id, max(?2, p.dead_after_ms) FROM {p}processes p WHERE ` + deadFor(`max(?2, p.dead_after_ms)`)),
 		// Claims of the processes listed (JSON) or of processes gone.
 		claimsOfDead: p(`
-SELECT ` + sqlexec.JobColumns + `, c.fence, c.claimed_at
+SELECT ` + sqltext.JobColumns + `, c.fence, c.claimed_at
 FROM {p}claimed_executions c
 JOIN {p}jobs j ON j.id = c.job_id
 WHERE c.process_id IN ` + idList + `
@@ -171,7 +172,7 @@ ORDER BY c.job_id LIMIT ?`),
 		// when gone) and the silence that made it lost, for the beacon
 		// check.
 		lostClaimsOfKey: p(`
-SELECT ` + sqlexec.JobColumns + `, c.fence, c.claimed_at, coalesce(p.id, 0),
+SELECT ` + sqltext.JobColumns + `, c.fence, c.claimed_at, coalesce(p.id, 0),
 	max(?3, j.concurrency_duration_ms, 3 * coalesce(p.heartbeat_interval_ms, 0))
 FROM {p}jobs j
 JOIN {p}claimed_executions c ON c.job_id = j.id

@@ -3,7 +3,6 @@ package sqlexec
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"time"
 
@@ -56,12 +55,12 @@ func (e *Executor) ClaimReady(ctx context.Context, p driver.ClaimParams) ([]*dri
 // claims of those before it.
 func (e *Executor) capClaim(ctx context.Context, queue any, max int) (int, error) {
 	var limit, active int
-	err := e.db.QueryRowContext(ctx, e.q.LockCap, queue).Scan(&limit)
-	if errors.Is(err, sql.ErrNoRows) {
-		return max, nil
-	}
+	capped, err := found(e.db.QueryRowContext(ctx, e.q.LockCap, queue).Scan(&limit))
 	if err != nil {
 		return 0, err
+	}
+	if !capped {
+		return max, nil
 	}
 	if err := e.db.QueryRowContext(ctx, e.q.CountClaimed, queue).Scan(&active); err != nil {
 		return 0, err

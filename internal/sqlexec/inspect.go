@@ -3,7 +3,6 @@ package sqlexec
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"math"
 
@@ -52,15 +51,12 @@ func (e *Executor) TopBlockedKeys(ctx context.Context, max int) ([]driver.Semaph
 func (e *Executor) ReadSemaphore(ctx context.Context, key string) (driver.Semaphore, bool, error) {
 	s := driver.Semaphore{Key: key}
 	var durMS, expires int64
-	err := e.db.QueryRowContext(ctx, e.q.ReadSem, e.d.KeyArgs(key)...).Scan(&s.Value, &s.Limit, &s.Blocked, &durMS, &expires)
-	if errors.Is(err, sql.ErrNoRows) {
-		return s, false, nil
-	}
+	ok, err := found(e.db.QueryRowContext(ctx, e.q.ReadSem, e.d.KeyArgs(key)...).Scan(&s.Value, &s.Limit, &s.Blocked, &durMS, &expires))
 	if err != nil {
 		return s, false, fmt.Errorf("read semaphore %q: %w", key, err)
 	}
 	s.Duration, s.ExpiresAt = fromMillis(durMS), FromMicros(expires)
-	return s, true, nil
+	return s, ok, nil
 }
 
 func (e *Executor) KeyHolders(ctx context.Context, key string, max int) ([]driver.Holder, error) {
@@ -100,13 +96,13 @@ func (e *Executor) BlockedLine(ctx context.Context, key string, max int) ([]driv
 func (e *Executor) JobExecution(ctx context.Context, id int64) (driver.ExecutionDetail, bool, error) {
 	var x driver.ExecutionDetail
 	var ready, blocked, due, claimed, failed, beat sql.NullInt64
-	err := e.db.QueryRowContext(ctx, e.q.JobExecution, id).Scan(&ready, &blocked, &due, &claimed, &failed,
-		&x.ProcessID, &x.ProcessName, &beat)
-	if errors.Is(err, sql.ErrNoRows) {
-		return x, false, nil
-	}
+	ok, err := found(e.db.QueryRowContext(ctx, e.q.JobExecution, id).Scan(&ready, &blocked, &due, &claimed, &failed,
+		&x.ProcessID, &x.ProcessName, &beat))
 	if err != nil {
 		return x, false, fmt.Errorf("read execution of job %d: %w", id, err)
+	}
+	if !ok {
+		return x, false, nil
 	}
 	x.ReadySince, x.BlockedSince, x.DueAt = optMicros(ready), optMicros(blocked), optMicros(due)
 	x.ClaimedAt, x.FailedAt, x.ProcessBeat = optMicros(claimed), optMicros(failed), optMicros(beat)

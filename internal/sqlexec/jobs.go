@@ -3,7 +3,6 @@ package sqlexec
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"time"
 
@@ -210,12 +209,12 @@ func (e *Executor) GetJob(ctx context.Context, id int64) (*driver.JobInfo, bool,
 	info := &driver.JobInfo{}
 	var state string
 	var finished sql.NullInt64
-	err := ScanJob(e.db.QueryRowContext(ctx, e.q.GetJob, id).Scan, &info.Job, &info.LastError, &finished, &state)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, false, nil
-	}
+	ok, err := found(ScanJob(e.db.QueryRowContext(ctx, e.q.GetJob, id).Scan, &info.Job, &info.LastError, &finished, &state))
 	if err != nil {
 		return nil, false, fmt.Errorf("get job %d: %w", id, err)
+	}
+	if !ok {
+		return nil, false, nil
 	}
 	if finished.Valid {
 		t := FromMicros(finished.Int64)

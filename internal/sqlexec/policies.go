@@ -3,7 +3,6 @@ package sqlexec
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"time"
 
@@ -94,12 +93,9 @@ func (e *Executor) DeleteKeyLimit(ctx context.Context, key string) (bool, error)
 
 func (e *Executor) LatestJobLimit(ctx context.Context, key string) (driver.Limit, string, bool, error) {
 	var j driver.Job
-	err := ScanJob(e.db.QueryRowContext(ctx, e.q.LatestJobLimit, e.d.KeyIndex(key)).Scan, &j)
-	if errors.Is(err, sql.ErrNoRows) {
-		return driver.Limit{}, "", false, nil
-	}
+	ok, err := found(ScanJob(e.db.QueryRowContext(ctx, e.q.LatestJobLimit, e.d.KeyIndex(key)).Scan, &j))
 	if err != nil {
 		return driver.Limit{}, "", false, fmt.Errorf("read the newest job of key %q: %w", key, err)
 	}
-	return j.Limit, j.Queue, true, nil
+	return j.Limit, j.Queue, ok, nil
 }

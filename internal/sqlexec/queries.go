@@ -1,6 +1,6 @@
 package sqlexec
 
-import "strings"
+import "github.com/bqueue/bq/internal/sqltext"
 
 // Queries are the statements the Executor runs, in a dialect's spelling.
 // Common fills those both dialects spell alike; a driver sets the rest.
@@ -34,23 +34,8 @@ type Queries struct {
 	DeleteFailed                                               string
 }
 
-// Spelling returns a function splicing prefix in for {p} in a
-// statement, then making the changes of more (old, new, old, new, ...).
-func Spelling(prefix string, more ...string) func(string) string {
-	r := strings.NewReplacer(append([]string{"{p}", prefix}, more...)...)
-	return r.Replace
-}
-
-// JobColumns are the columns ScanJob reads, of jobs aliased j.
-const JobColumns = `j.id, j.kind, j.queue, j.args, j.priority, j.attempt, j.max_attempts,
-	coalesce(j.concurrency_key, ''), j.concurrency_limit, j.concurrency_duration_ms, j.on_conflict,
-	j.max_blocked, j.scheduled_at, j.created_at`
-
-// PolicyColumns are the columns of a policy row, in scanning order.
-const PolicyColumns = `queue, namespace, max_active, max_active_per_key, max_blocked, created_at, updated_at`
-
-// Common returns the statements both dialects spell alike, each passed
-// through spell (see Spelling).
+// Common returns the statements both database/sql dialects spell alike, each passed
+// through spell (see sqltext.Spelling).
 func Common(spell func(string) string) Queries {
 	p := spell
 	return Queries{
@@ -66,14 +51,14 @@ func Common(spell func(string) string) Queries {
 SELECT id, queue, ?, ? FROM {p}jobs WHERE id = ?`),
 
 		HasReady: p(`SELECT EXISTS (SELECT 1 FROM {p}ready_executions WHERE queue = ?)`),
-		SelectClaims: p(`SELECT ` + JobColumns + `, c.fence, c.claimed_at
+		SelectClaims: p(`SELECT ` + sqltext.JobColumns + `, c.fence, c.claimed_at
 FROM {p}claimed_executions c JOIN {p}jobs j ON j.id = c.job_id
 WHERE c.job_id IN ` + ListMarker + ` ORDER BY j.priority DESC, j.id`),
 		DeleteClaim:     p(`DELETE FROM {p}claimed_executions WHERE fence = ? AND job_id = ?`),
 		ClaimsOfProcess: p(`SELECT job_id, fence, claimed_at FROM {p}claimed_executions WHERE process_id = ?`),
 
 		HasDueScheduled: p(`SELECT EXISTS (SELECT 1 FROM {p}scheduled_executions WHERE scheduled_at <= ?)`),
-		SelectJobs: p(`SELECT ` + JobColumns + ` FROM {p}jobs j WHERE j.id IN ` + ListMarker +
+		SelectJobs: p(`SELECT ` + sqltext.JobColumns + ` FROM {p}jobs j WHERE j.id IN ` + ListMarker +
 			` ORDER BY j.priority DESC, j.id`),
 
 		RegisterProcess: p(`INSERT INTO {p}processes (kind, name, hostname, pid, queues, heartbeat_interval_ms,
@@ -85,60 +70,20 @@ WHERE c.job_id IN ` + ListMarker + ` ORDER BY j.priority DESC, j.id`),
 	started_at, last_heartbeat_at, beating_since FROM {p}processes ORDER BY id`),
 
 		GetJob: p(`
-SELECT ` + JobColumns + `, coalesce(j.last_error, ''), j.finished_at, ` + JobState + `
+SELECT ` + sqltext.JobColumns + `, coalesce(j.last_error, ''), j.finished_at, ` + sqltext.JobState + `
 FROM {p}jobs j WHERE j.id = ?`),
 		SchemaVersion: p(`SELECT coalesce(max(version_id), 0) FROM {p}schema_migrations WHERE is_applied`),
 
 		UpdatePolicy: p(`UPDATE {p}policies SET max_active = ?, max_active_per_key = ?, max_blocked = ?,
 	updated_at = ? WHERE queue = ?`),
 		DeletePolicy: p(`DELETE FROM {p}policies WHERE queue = ?`),
-		ListPolicies: p(`SELECT ` + PolicyColumns + ` FROM {p}policies ORDER BY queue`),
+		ListPolicies: p(`SELECT ` + sqltext.PolicyColumns + ` FROM {p}policies ORDER BY queue`),
 		PolicyKeys: p(`SELECT DISTINCT concurrency_key FROM {p}jobs WHERE queue = ? AND concurrency_limit = 0
 AND concurrency_key IS NOT NULL AND finished_at IS NULL ORDER BY 1`),
 
-		ReadyAges: p(`SELECT queue, min(created_at) FROM {p}ready_executions GROUP BY queue ORDER BY queue`),
-		JobExecution: p(`
-SELECT r.created_at, b.created_at, s.scheduled_at, c.claimed_at, f.failed_at,
-	coalesce(c.process_id, 0), coalesce(p.name, ''), p.last_heartbeat_at
-FROM {p}jobs j
-LEFT JOIN {p}ready_executions r ON r.job_id = j.id
-LEFT JOIN {p}blocked_executions b ON b.job_id = j.id
-LEFT JOIN {p}scheduled_executions s ON s.job_id = j.id
-LEFT JOIN {p}claimed_executions c ON c.job_id = j.id
-LEFT JOIN {p}failed_executions f ON f.job_id = j.id
-LEFT JOIN {p}processes p ON p.id = c.process_id
-WHERE j.id = ?`),
-		ListFailed: p(`
-SELECT f.job_id, j.kind, f.queue, coalesce(j.concurrency_key, ''), j.attempt, f.error, f.failed_at
-FROM {p}failed_executions f JOIN {p}jobs j ON j.id = f.job_id
-WHERE f.job_id < ?
-ORDER BY f.job_id DESC LIMIT ?`),
+		ReadyAges:    p(`SELECT queue, min(created_at) FROM {p}ready_executions GROUP BY queue ORDER BY queue`),
+		JobExecution: p(sqltext.JobExecution + `WHERE j.id = ?`),
+		ListFailed:   p(sqltext.FailedJobs + `WHERE f.job_id < ? ORDER BY f.job_id DESC LIMIT ?`),
 		DeleteFailed: p(`DELETE FROM {p}failed_executions WHERE job_id = ?`),
 	}
 }
-
-// JobState is the state of job j, by which table holds it (driver.JobState);
-// {p} is the table prefix. Every dialect spells it alike.
-const JobState = `CASE
-		WHEN EXISTS (SELECT 1 FROM {p}claimed_executions x WHERE x.job_id = j.id) THEN 'running'
-		WHEN EXISTS (SELECT 1 FROM {p}ready_executions x WHERE x.job_id = j.id) THEN 'ready'
-		WHEN EXISTS (SELECT 1 FROM {p}blocked_executions x WHERE x.job_id = j.id) THEN 'blocked'
-		WHEN EXISTS (SELECT 1 FROM {p}scheduled_executions x WHERE x.job_id = j.id) THEN 'scheduled'
-		WHEN EXISTS (SELECT 1 FROM {p}failed_executions x WHERE x.job_id = j.id) THEN 'failed'
-		WHEN j.discarded THEN 'discarded'
-		WHEN j.finished_at IS NOT NULL THEN 'completed'
-		ELSE ''
-	END`
-
-// QueueCounts counts each queue's jobs in each live state, one row per
-// queue and state table; the dialects sum them up per queue, each casting
-// the sums its own way. {p} is the table prefix.
-const QueueCounts = `
-	SELECT queue, count(*) AS ready, 0 AS running, 0 AS scheduled, 0 AS blocked, 0 AS failed
-		FROM {p}ready_executions GROUP BY queue
-	UNION ALL SELECT j.queue, 0, count(*), 0, 0, 0
-		FROM {p}claimed_executions c JOIN {p}jobs j ON j.id = c.job_id GROUP BY j.queue
-	UNION ALL SELECT queue, 0, 0, count(*), 0, 0 FROM {p}scheduled_executions GROUP BY queue
-	UNION ALL SELECT queue, 0, 0, 0, count(*), 0 FROM {p}blocked_executions GROUP BY queue
-	UNION ALL SELECT queue, 0, 0, 0, 0, count(*) FROM {p}failed_executions GROUP BY queue
-`

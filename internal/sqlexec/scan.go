@@ -3,11 +3,12 @@ package sqlexec
 import (
 	"context"
 	"database/sql"
+	"errors"
 
 	"github.com/bqueue/bq/internal/driver"
 )
 
-// ScanJob reads JobColumns into j, then extra.
+// ScanJob reads sqltext.JobColumns into j, then extra.
 func ScanJob(scan func(...any) error, j *driver.Job, extra ...any) error {
 	var durMS, scheduled, created int64
 	var conflict int
@@ -50,7 +51,7 @@ func Column[T any](ctx context.Context, db DB, query string, args ...any) ([]T, 
 	}, query, args...)
 }
 
-// Claims reads rows of JobColumns, fence and claimed_at.
+// Claims reads rows of sqltext.JobColumns, fence and claimed_at.
 func (e *Executor) Claims(ctx context.Context, query string, args ...any) ([]*driver.Claim, error) {
 	return Collect(ctx, e.db, func(rows *sql.Rows) (*driver.Claim, error) {
 		c := &driver.Claim{}
@@ -74,6 +75,15 @@ func (e *Executor) jobsIn(ctx context.Context, query string, ids []int64) ([]*dr
 		j := &driver.Job{}
 		return j, ScanJob(rows.Scan, j)
 	}, q, args...)
+}
+
+// found reports whether a one-row read found its row: a missing row is
+// no error.
+func found(err error) (bool, error) {
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	return err == nil, err
 }
 
 // CloseRows closes rows read to the end and reports any error of theirs.

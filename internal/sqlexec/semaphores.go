@@ -3,7 +3,6 @@ package sqlexec
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"time"
 
@@ -33,28 +32,22 @@ func (e *Executor) SemaphoreLock(ctx context.Context, key, queue string) (driver
 	s := driver.Semaphore{Key: key}
 	var durMS, expires int64
 	q := e.d.Text(queue)
-	err := e.db.QueryRowContext(ctx, e.q.SemLock, append([]any{q, q, q}, e.d.KeyArgs(key)...)...).Scan(&s.Value, &s.Limit,
-		&s.Blocked, &durMS, &expires, &s.Override, &s.Policy.Queue, &s.Policy.MaxActivePerKey, &s.Policy.MaxBlocked)
-	if errors.Is(err, sql.ErrNoRows) {
-		return s, false, nil
-	}
+	ok, err := found(e.db.QueryRowContext(ctx, e.q.SemLock, append([]any{q, q, q}, e.d.KeyArgs(key)...)...).Scan(&s.Value,
+		&s.Limit, &s.Blocked, &durMS, &expires, &s.Override, &s.Policy.Queue, &s.Policy.MaxActivePerKey, &s.Policy.MaxBlocked))
 	if err != nil {
 		return s, false, fmt.Errorf("lock semaphore %q: %w", key, err)
 	}
 	s.Duration, s.ExpiresAt = fromMillis(durMS), FromMicros(expires)
-	return s, true, nil
+	return s, ok, nil
 }
 
 func (e *Executor) SemaphoreTryLock(ctx context.Context, key string) (bool, error) {
 	var one int
-	err := e.db.QueryRowContext(ctx, e.q.SemTryLock, e.d.KeyArgs(key)...).Scan(&one)
-	if errors.Is(err, sql.ErrNoRows) {
-		return false, nil
-	}
+	ok, err := found(e.db.QueryRowContext(ctx, e.q.SemTryLock, e.d.KeyArgs(key)...).Scan(&one))
 	if err != nil {
 		return false, fmt.Errorf("lock semaphore %q: %w", key, err)
 	}
-	return true, nil
+	return ok, nil
 }
 
 func (e *Executor) SemaphoreSave(ctx context.Context, s driver.Semaphore) error {
@@ -74,7 +67,8 @@ func (e *Executor) PromoteBlocked(ctx context.Context, key string, n int, now ti
 		// key's blocked rows takes first: a plain read is stable.
 		picked, err := Collect(ctx, x.db, func(rows *sql.Rows) (r driver.Execution, err error) {
 			r = driver.Execution{Key: key, At: now}
-			return r, rows.Scan(&r.JobID, &r.Queue, &r.Priority)
+			err = rows.Scan(&r.JobID, &r.Queue, &r.Priority)
+			return r, err
 		}, x.q.PickBlocked, x.d.KeyIndex(key), n)
 		if err != nil || len(picked) == 0 {
 			return err
