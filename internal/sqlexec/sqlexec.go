@@ -3,7 +3,9 @@
 // scanning of rows into driver types and the error wrapping. Each driver
 // supplies a Dialect: its statements, how it passes keys and id lists,
 // and the few steps it takes its own way (locking reads on MySQL, the
-// single writer and its beacons on SQLite).
+// single writer and its beacons on SQLite). Which errors are worth
+// running a transaction again for stays the driver's Retryable, which
+// Atomic meets through driver.InTx.
 //
 // Times are stored as Unix microseconds and durations as milliseconds, so
 // no time zone setting of either database matters.
