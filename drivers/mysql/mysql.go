@@ -75,6 +75,7 @@ import (
 
 	"github.com/bqueue/bq/internal/driver"
 	"github.com/bqueue/bq/internal/humanize"
+	"github.com/bqueue/bq/internal/sqlexec"
 	"github.com/bqueue/bq/migrations"
 )
 
@@ -84,7 +85,7 @@ type engine struct {
 	db     *sql.DB
 	owned  bool // opened by Open, closed by Close
 	prefix string
-	q      *queries
+	dl     *dialect
 }
 
 // TxIdleTimeout bounds bq's sessions (see the package documentation): a
@@ -375,7 +376,7 @@ func New(db *sql.DB) *Driver {
 }
 
 func newDriver(db *sql.DB, owned bool, prefix string) *engine {
-	return &engine{db: db, owned: owned, prefix: prefix, q: newQueries(prefix)}
+	return &engine{db: db, owned: owned, prefix: prefix, dl: newDialect(prefix)}
 }
 
 // DB returns the underlying *sql.DB.
@@ -385,12 +386,12 @@ func (d *engine) Dialect() driver.Dialect { return driver.MySQL }
 func (d *engine) Prefix() string          { return d.prefix }
 
 func (d *engine) WithPrefix(prefix string) driver.Driver {
-	return &engine{db: d.db, owned: d.owned, prefix: prefix, q: newQueries(prefix)}
+	return newDriver(d.db, d.owned, prefix)
 }
 
 // Exec returns an executor whose writes each run in a READ COMMITTED
 // transaction of their own.
-func (d *engine) Exec() driver.Executor { return &executor{d: d, db: d.db, q: d.q} }
+func (d *engine) Exec() driver.Executor { return sqlexec.New(d.dl, d, d.db) }
 
 // Begin starts a READ COMMITTED transaction: InnoDB then locks the rows a
 // statement changes, not the gaps between them, so enqueues of new keys
@@ -400,7 +401,7 @@ func (d *engine) Begin(ctx context.Context) (driver.Tx, error) {
 	if err != nil {
 		return nil, fmt.Errorf("begin transaction: %w", err)
 	}
-	return &txExecutor{executor: executor{d: d, db: tx, q: d.q, inTx: true}, tx: tx}, nil
+	return sqlexec.Begun(d.dl, d, tx, tx, nil), nil
 }
 
 // WrapTx adapts the caller's *sql.Tx. bq writes inside it at whatever
@@ -411,7 +412,7 @@ func (d *engine) WrapTx(tx any) (driver.Executor, error) {
 	if !ok {
 		return nil, fmt.Errorf("the MySQL driver enqueues inside a *sql.Tx, got %T: begin the transaction on the same *sql.DB", tx)
 	}
-	return &executor{d: d, db: t, q: d.q, inTx: true}, nil
+	return sqlexec.Wrap(d.dl, d, t), nil
 }
 
 // Server error numbers worth running a transaction again for.
@@ -442,14 +443,3 @@ func (d *engine) Close() error {
 	}
 	return nil
 }
-
-type txExecutor struct {
-	executor
-	tx *sql.Tx
-}
-
-func (t *txExecutor) Commit(ctx context.Context) error {
-	driver.CallBeforeCommit()
-	return t.tx.Commit()
-}
-func (t *txExecutor) Rollback(ctx context.Context) error { return t.tx.Rollback() }

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	gomysql "github.com/go-sql-driver/mysql"
+
+	"github.com/bqueue/bq/internal/sqlexec"
 )
 
 // watchEvery is how often Listen reads the signal log.
@@ -34,14 +36,14 @@ const watchEvery = 50 * time.Millisecond
 // prunes rows every listener has read, skipping locked ones. See tracker
 // for ids that commit out of order.
 
-func (d *engine) notify(ctx context.Context, db dbtx, queues []string) error {
-	now := micros(time.Now())
+func (d *engine) notify(ctx context.Context, db sqlexec.DB, queues []string) error {
+	now := sqlexec.Micros(time.Now())
 	for chunk := range slices.Chunk(queues, maxRows) {
 		args := make([]any, 0, 2*len(chunk))
 		for _, queue := range chunk {
 			args = append(args, []byte(queue), now)
 		}
-		q := "INSERT INTO " + d.prefix + "signal_log (queue, created_at) VALUES " + values(len(chunk), 2)
+		q := "INSERT INTO " + d.prefix + "signal_log (queue, created_at) VALUES " + sqlexec.Values(len(chunk), 2)
 		if _, err := db.ExecContext(ctx, q, args...); err != nil {
 			return fmt.Errorf("signal queues %q: %w", chunk, err)
 		}
@@ -187,7 +189,7 @@ func (l *listener) poll(ctx context.Context, now time.Time) error {
 	}
 }
 
-func readSignals(ctx context.Context, db dbtx, query string, args []any, ids *[]int64, queues map[string]bool) error {
+func readSignals(ctx context.Context, db sqlexec.DB, query string, args []any, ids *[]int64, queues map[string]bool) error {
 	rows, err := db.QueryContext(ctx, query, args...)
 	if err != nil {
 		return err
@@ -263,7 +265,7 @@ type pruneResult struct {
 }
 
 func (l *listener) pruneJob(now time.Time) pruneWork {
-	w := pruneWork{from: l.t.lo, to: -1, abandoned: micros(now.Add(-abandonAfter))}
+	w := pruneWork{from: l.t.lo, to: -1, abandoned: sqlexec.Micros(now.Add(-abandonAfter))}
 	if from, to, keep, ok := l.t.pruneRange(now); ok {
 		w.from, w.to, w.keep = from, to, keep
 	}

@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"time"
@@ -15,14 +14,10 @@ import (
 // The inspection statements: read-only, for health, explain and the UI.
 
 func (e *executor) ReadyAges(ctx context.Context) ([]driver.QueueAge, error) {
-	rows, err := e.db.Query(ctx, e.q.readyAges)
-	if err != nil {
-		return nil, fmt.Errorf("read ready ages: %w", err)
-	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (a driver.QueueAge, err error) {
+	out, err := collect(ctx, e.db, func(r pgx.CollectableRow) (a driver.QueueAge, err error) {
 		err = r.Scan(&a.Queue, &a.OldestReady)
 		return a, err
-	})
+	}, e.q.readyAges)
 	if err != nil {
 		return nil, fmt.Errorf("read ready ages: %w", err)
 	}
@@ -30,14 +25,10 @@ func (e *executor) ReadyAges(ctx context.Context) ([]driver.QueueAge, error) {
 }
 
 func (e *executor) GroupStats(ctx context.Context, max int) ([]driver.GroupStats, error) {
-	rows, err := e.db.Query(ctx, e.q.groupStats, max)
-	if err != nil {
-		return nil, fmt.Errorf("sum semaphores by group: %w", err)
-	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (g driver.GroupStats, err error) {
+	out, err := collect(ctx, e.db, func(r pgx.CollectableRow) (g driver.GroupStats, err error) {
 		err = r.Scan(&g.Group, &g.Keys, &g.MinLimit, &g.MaxLimit, &g.Active, &g.Blocked, &g.Saturated)
 		return g, err
-	})
+	}, e.q.groupStats, max)
 	if err != nil {
 		return nil, fmt.Errorf("sum semaphores by group: %w", err)
 	}
@@ -45,16 +36,12 @@ func (e *executor) GroupStats(ctx context.Context, max int) ([]driver.GroupStats
 }
 
 func (e *executor) TopBlockedKeys(ctx context.Context, max int) ([]driver.Semaphore, error) {
-	rows, err := e.db.Query(ctx, e.q.topBlockedKeys, max)
-	if err != nil {
-		return nil, fmt.Errorf("list keys with blocked jobs: %w", err)
-	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (s driver.Semaphore, err error) {
+	out, err := collect(ctx, e.db, func(r pgx.CollectableRow) (s driver.Semaphore, err error) {
 		var durMS int64
 		err = r.Scan(&s.Key, &s.Value, &s.Limit, &s.Blocked, &durMS, &s.ExpiresAt)
 		s.Duration = time.Duration(durMS) * time.Millisecond
 		return s, err
-	})
+	}, e.q.topBlockedKeys, max)
 	if err != nil {
 		return nil, fmt.Errorf("list keys with blocked jobs: %w", err)
 	}
@@ -64,28 +51,21 @@ func (e *executor) TopBlockedKeys(ctx context.Context, max int) ([]driver.Semaph
 func (e *executor) ReadSemaphore(ctx context.Context, key string) (driver.Semaphore, bool, error) {
 	s := driver.Semaphore{Key: key}
 	var durMS int64
-	err := e.db.QueryRow(ctx, e.q.readSem, key).Scan(&s.Value, &s.Limit, &s.Blocked, &durMS, &s.ExpiresAt)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return s, false, nil
-	}
+	ok, err := found(e.db.QueryRow(ctx, e.q.readSem, key).Scan(&s.Value, &s.Limit, &s.Blocked, &durMS, &s.ExpiresAt))
 	if err != nil {
 		return s, false, fmt.Errorf("read semaphore %q: %w", key, err)
 	}
 	s.Duration = time.Duration(durMS) * time.Millisecond
-	return s, true, nil
+	return s, ok, nil
 }
 
 func (e *executor) KeyHolders(ctx context.Context, key string, max int) ([]driver.Holder, error) {
-	rows, err := e.db.Query(ctx, e.q.keyHolders, key, max)
-	if err != nil {
-		return nil, fmt.Errorf("list holders of %q: %w", key, err)
-	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (h driver.Holder, err error) {
+	out, err := collect(ctx, e.db, func(r pgx.CollectableRow) (h driver.Holder, err error) {
 		var beat, claimed *time.Time
 		err = r.Scan(&h.JobID, &h.Kind, &h.Queue, &h.Running, &h.ProcessID, &h.ProcessName, &beat, &claimed)
 		h.ProcessBeat, h.ClaimedAt = deref(beat), deref(claimed)
 		return h, err
-	})
+	}, e.q.keyHolders, key, max)
 	if err != nil {
 		return nil, fmt.Errorf("list holders of %q: %w", key, err)
 	}
@@ -101,14 +81,10 @@ func (e *executor) BlockedAhead(ctx context.Context, key string, priority int, j
 }
 
 func (e *executor) BlockedLine(ctx context.Context, key string, max int) ([]driver.BlockedJob, error) {
-	rows, err := e.db.Query(ctx, e.q.blockedLine, key, max)
-	if err != nil {
-		return nil, fmt.Errorf("list blocked jobs of %q: %w", key, err)
-	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (b driver.BlockedJob, err error) {
+	out, err := collect(ctx, e.db, func(r pgx.CollectableRow) (b driver.BlockedJob, err error) {
 		err = r.Scan(&b.JobID, &b.Kind, &b.Queue, &b.Priority, &b.Since)
 		return b, err
-	})
+	}, e.q.blockedLine, key, max)
 	if err != nil {
 		return nil, fmt.Errorf("list blocked jobs of %q: %w", key, err)
 	}
@@ -118,13 +94,13 @@ func (e *executor) BlockedLine(ctx context.Context, key string, max int) ([]driv
 func (e *executor) JobExecution(ctx context.Context, id int64) (driver.ExecutionDetail, bool, error) {
 	var x driver.ExecutionDetail
 	var ready, blocked, due, claimed, failed, beat *time.Time
-	err := e.db.QueryRow(ctx, e.q.jobExecution, id).Scan(&ready, &blocked, &due, &claimed, &failed,
-		&x.ProcessID, &x.ProcessName, &beat)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return x, false, nil
-	}
+	ok, err := found(e.db.QueryRow(ctx, e.q.jobExecution, id).Scan(&ready, &blocked, &due, &claimed, &failed,
+		&x.ProcessID, &x.ProcessName, &beat))
 	if err != nil {
 		return x, false, fmt.Errorf("read execution of job %d: %w", id, err)
+	}
+	if !ok {
+		return x, false, nil
 	}
 	x.ReadySince, x.BlockedSince, x.DueAt = deref(ready), deref(blocked), deref(due)
 	x.ClaimedAt, x.FailedAt, x.ProcessBeat = deref(claimed), deref(failed), deref(beat)
@@ -135,14 +111,10 @@ func (e *executor) ListFailed(ctx context.Context, before int64, max int) ([]dri
 	if before <= 0 {
 		before = math.MaxInt64
 	}
-	rows, err := e.db.Query(ctx, e.q.listFailed, before, max)
-	if err != nil {
-		return nil, fmt.Errorf("list failed jobs: %w", err)
-	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (f driver.FailedJob, err error) {
+	out, err := collect(ctx, e.db, func(r pgx.CollectableRow) (f driver.FailedJob, err error) {
 		err = r.Scan(&f.JobID, &f.Kind, &f.Queue, &f.Key, &f.Attempt, &f.Error, &f.FailedAt)
 		return f, err
-	})
+	}, e.q.listFailed, before, max)
 	if err != nil {
 		return nil, fmt.Errorf("list failed jobs: %w", err)
 	}

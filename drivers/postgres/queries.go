@@ -1,6 +1,6 @@
 package postgres
 
-import "strings"
+import "github.com/bqueue/bq/internal/sqltext"
 
 // queries holds every statement with the table prefix spliced in once.
 type queries struct {
@@ -29,11 +29,10 @@ type queries struct {
 	deleteFailed                                               string
 }
 
-const jobColumns = `j.id, j.kind, j.queue, j.args, j.priority, j.attempt, j.max_attempts,
-	coalesce(j.concurrency_key, ''), j.concurrency_limit, j.concurrency_duration_ms, j.on_conflict,
-	j.max_blocked, j.scheduled_at, j.created_at`
-
-const policyColumns = `queue, namespace, max_active, max_active_per_key, max_blocked, created_at, updated_at`
+const (
+	jobColumns    = sqltext.JobColumns
+	policyColumns = sqltext.PolicyColumns
+)
 
 // claimFrom is the claim of up to $2 ready jobs of queue $1 for process $3
 // at $4; guard filters the ready rows.
@@ -66,7 +65,7 @@ func deadFor(silenceMS string) string {
 }
 
 func newQueries(prefix string) *queries {
-	p := func(s string) string { return strings.ReplaceAll(s, "{p}", prefix) }
+	p := sqltext.Spelling(prefix)
 	return &queries{
 		// IDs come from an identity column, so they rise in the order the
 		// ORDER BY feeds rows in; numbering them by id recovers each input
@@ -275,28 +274,11 @@ AND NOT EXISTS (SELECT 1 FROM {p}claimed_executions c WHERE c.process_id = p.id)
 FROM {p}processes ORDER BY id`),
 
 		getJob: p(`
-SELECT ` + jobColumns + `, coalesce(j.last_error, ''), j.finished_at,
-	CASE
-		WHEN EXISTS (SELECT 1 FROM {p}claimed_executions x WHERE x.job_id = j.id) THEN 'running'
-		WHEN EXISTS (SELECT 1 FROM {p}ready_executions x WHERE x.job_id = j.id) THEN 'ready'
-		WHEN EXISTS (SELECT 1 FROM {p}blocked_executions x WHERE x.job_id = j.id) THEN 'blocked'
-		WHEN EXISTS (SELECT 1 FROM {p}scheduled_executions x WHERE x.job_id = j.id) THEN 'scheduled'
-		WHEN EXISTS (SELECT 1 FROM {p}failed_executions x WHERE x.job_id = j.id) THEN 'failed'
-		WHEN j.discarded THEN 'discarded'
-		WHEN j.finished_at IS NOT NULL THEN 'completed'
-		ELSE ''
-	END
+SELECT ` + jobColumns + `, coalesce(j.last_error, ''), j.finished_at, ` + sqltext.JobState + `
 FROM {p}jobs j WHERE j.id = $1`),
 		countByQueue: p(`
-SELECT queue, sum(ready)::int, sum(running)::int, sum(scheduled)::int, sum(blocked)::int, sum(failed)::int FROM (
-	SELECT queue, count(*) AS ready, 0 AS running, 0 AS scheduled, 0 AS blocked, 0 AS failed
-		FROM {p}ready_executions GROUP BY queue
-	UNION ALL SELECT j.queue, 0, count(*), 0, 0, 0
-		FROM {p}claimed_executions c JOIN {p}jobs j ON j.id = c.job_id GROUP BY j.queue
-	UNION ALL SELECT queue, 0, 0, count(*), 0, 0 FROM {p}scheduled_executions GROUP BY queue
-	UNION ALL SELECT queue, 0, 0, 0, count(*), 0 FROM {p}blocked_executions GROUP BY queue
-	UNION ALL SELECT queue, 0, 0, 0, 0, count(*) FROM {p}failed_executions GROUP BY queue
-) t GROUP BY queue ORDER BY queue`),
+SELECT queue, sum(ready)::int, sum(running)::int, sum(scheduled)::int, sum(blocked)::int, sum(failed)::int
+FROM (` + sqltext.QueueCounts + `) t GROUP BY queue ORDER BY queue`),
 		schemaVersion: p(`SELECT coalesce(max(version_id), 0) FROM {p}schema_migrations WHERE is_applied`),
 
 		lockPolicies: p(`SELECT ` + policyColumns + ` FROM {p}policies
@@ -339,22 +321,8 @@ WHERE concurrency_key = $1 AND (priority > $2 OR (priority = $2 AND job_id < $3)
 SELECT b.job_id, j.kind, b.queue, b.priority, b.created_at
 FROM {p}blocked_executions b JOIN {p}jobs j ON j.id = b.job_id
 WHERE b.concurrency_key = $1 ORDER BY b.priority DESC, b.job_id LIMIT $2`),
-		jobExecution: p(`
-SELECT r.created_at, b.created_at, s.scheduled_at, c.claimed_at, f.failed_at,
-	coalesce(c.process_id, 0), coalesce(p.name, ''), p.last_heartbeat_at
-FROM {p}jobs j
-LEFT JOIN {p}ready_executions r ON r.job_id = j.id
-LEFT JOIN {p}blocked_executions b ON b.job_id = j.id
-LEFT JOIN {p}scheduled_executions s ON s.job_id = j.id
-LEFT JOIN {p}claimed_executions c ON c.job_id = j.id
-LEFT JOIN {p}failed_executions f ON f.job_id = j.id
-LEFT JOIN {p}processes p ON p.id = c.process_id
-WHERE j.id = $1`),
-		listFailed: p(`
-SELECT f.job_id, j.kind, f.queue, coalesce(j.concurrency_key, ''), j.attempt, f.error, f.failed_at
-FROM {p}failed_executions f JOIN {p}jobs j ON j.id = f.job_id
-WHERE f.job_id < $1
-ORDER BY f.job_id DESC LIMIT $2`),
+		jobExecution: p(sqltext.JobExecution + `WHERE j.id = $1`),
+		listFailed:   p(sqltext.FailedJobs + `WHERE f.job_id < $1 ORDER BY f.job_id DESC LIMIT $2`),
 
 		deleteFailed: p(`DELETE FROM {p}failed_executions WHERE job_id = $1`),
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/bqueue/bq/internal/driver"
+	"github.com/bqueue/bq/internal/sqlexec"
 )
 
 // Beacons. A process frozen inside a write transaction holds SQLite's one
@@ -33,7 +34,7 @@ func beaconDirOf(path string) string {
 }
 
 // dbPath asks SQLite which file the main database is ("" in memory).
-func dbPath(ctx context.Context, db dbtx) string {
+func dbPath(ctx context.Context, db sqlexec.DB) string {
 	rows, err := db.QueryContext(ctx, "PRAGMA database_list")
 	if err != nil {
 		return ""
@@ -105,8 +106,8 @@ func (d *engine) aliveByBeacon(processID int64, now time.Time, silence time.Dura
 
 // deadProcesses lists the processes dead at now (driver package doc),
 // by their rows and their beacons.
-func (e *executor) deadProcesses(ctx context.Context, now time.Time, deadAfter time.Duration) ([]int64, error) {
-	rows, err := e.db.QueryContext(ctx, e.q.deadProcesses, micros(now), deadAfter.Milliseconds())
+func (d *engine) deadProcesses(ctx context.Context, db sqlexec.DB, now time.Time, deadAfter time.Duration) ([]int64, error) {
+	rows, err := db.QueryContext(ctx, d.dl.own.deadProcesses, sqlexec.Micros(now), deadAfter.Milliseconds())
 	if err != nil {
 		return nil, err
 	}
@@ -117,11 +118,43 @@ func (e *executor) deadProcesses(ctx context.Context, now time.Time, deadAfter t
 		if err := rows.Scan(&id, &silenceMS); err != nil {
 			return nil, err
 		}
-		if !e.d.aliveByBeacon(id, now, time.Duration(silenceMS)*time.Millisecond) {
+		if !d.aliveByBeacon(id, now, time.Duration(silenceMS)*time.Millisecond) {
 			dead = append(dead, id)
 		}
 	}
 	return dead, rows.Err()
+}
+
+// RegisterProcess sets the new process's beacon too.
+func (e executor) RegisterProcess(ctx context.Context, p driver.Process) (int64, error) {
+	id, err := e.Executor.RegisterProcess(ctx, p)
+	if err != nil {
+		return 0, err
+	}
+	if err := e.d.Beacon(id, p.StartedAt); err != nil && !errors.Is(err, driver.ErrNoBeacon) {
+		return 0, fmt.Errorf("register process: %w", err)
+	}
+	return id, nil
+}
+
+// DeregisterProcess removes the process's beacon too.
+func (e executor) DeregisterProcess(ctx context.Context, processID int64) error {
+	if err := e.Executor.DeregisterProcess(ctx, processID); err != nil {
+		return err
+	}
+	e.d.removeBeacons([]int64{processID})
+	return nil
+}
+
+// ListProcesses reports a beacon fresher than the row as the last beat.
+func (e executor) ListProcesses(ctx context.Context) ([]driver.Process, error) {
+	out, err := e.Executor.ListProcesses(ctx)
+	for i, p := range out {
+		if at := e.d.beaconAt(p.ID); at.After(p.LastHeartbeatAt) {
+			out[i].LastHeartbeatAt = at
+		}
+	}
+	return out, err
 }
 
 var _ driver.Beaconer = (*engine)(nil)

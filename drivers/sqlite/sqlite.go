@@ -19,6 +19,7 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/bqueue/bq/internal/driver"
+	"github.com/bqueue/bq/internal/sqlexec"
 	"github.com/bqueue/bq/migrations"
 )
 
@@ -28,7 +29,7 @@ type engine struct {
 	db     *sql.DB
 	owned  bool
 	prefix string
-	q      *queries
+	dl     *dialect
 	// writer serialises this process's write transactions in Go, so they
 	// queue on a channel instead of spinning in SQLite's busy handler;
 	// busy_timeout still arbitrates between processes.
@@ -118,8 +119,9 @@ func New(db *sql.DB) *Driver {
 }
 
 func newDriver(db *sql.DB, owned bool, prefix string) *engine {
-	return &engine{db: db, owned: owned, prefix: prefix, q: newQueries(prefix), writer: make(chan struct{}, 1),
-		stmts: newStmtCache(db)}
+	d := &engine{db: db, owned: owned, prefix: prefix, writer: make(chan struct{}, 1), stmts: newStmtCache(db)}
+	d.dl = newDialect(d, prefix)
+	return d
 }
 
 // DB returns the underlying *sql.DB.
@@ -129,14 +131,16 @@ func (d *engine) Dialect() driver.Dialect { return driver.SQLite }
 func (d *engine) Prefix() string          { return d.prefix }
 
 func (d *engine) WithPrefix(prefix string) driver.Driver {
-	return &engine{db: d.db, owned: d.owned, prefix: prefix, q: newQueries(prefix), writer: d.writer,
+	w := &engine{db: d.db, owned: d.owned, prefix: prefix, writer: d.writer,
 		memory: d.memory, path: d.path, stmts: d.stmts, ckpt: d.ckpt, beacons: d.beacons}
+	w.dl = newDialect(w, prefix)
+	return w
 }
 
 // Exec returns an executor whose writes each run in a transaction of
 // their own.
 func (d *engine) Exec() driver.Executor {
-	return &executor{d: d, db: prepared{db: d.db, cache: d.stmts}, q: d.q}
+	return executor{sqlexec.New(d.dl, d, prepared{db: d.db, cache: d.stmts}), d}
 }
 
 func (d *engine) Begin(ctx context.Context) (driver.Tx, error) {
@@ -150,8 +154,8 @@ func (d *engine) Begin(ctx context.Context) (driver.Tx, error) {
 		<-d.writer
 		return nil, fmt.Errorf("begin transaction: %w", err)
 	}
-	ex := executor{d: d, db: prepared{db: tx, tx: tx, cache: d.stmts}, q: d.q, inTx: true}
-	return &txExecutor{executor: ex, tx: tx}, nil
+	t := sqlexec.Begun(d.dl, d, tx, prepared{db: tx, tx: tx, cache: d.stmts}, func() { <-d.writer })
+	return &txExecutor{executor{t.Executor, d}, t}, nil
 }
 
 func (d *engine) WrapTx(tx any) (driver.Executor, error) {
@@ -159,7 +163,7 @@ func (d *engine) WrapTx(tx any) (driver.Executor, error) {
 	if !ok {
 		return nil, fmt.Errorf("the SQLite driver enqueues inside a *sql.Tx, got %T: begin the transaction on the same *sql.DB", tx)
 	}
-	return &executor{d: d, db: t, q: d.q, inTx: true}, nil
+	return executor{sqlexec.Wrap(d.dl, d, t), d}, nil
 }
 
 // Retryable reports SQLITE_BUSY and SQLITE_LOCKED.
@@ -183,30 +187,4 @@ func (d *engine) Close() error {
 		return d.db.Close()
 	}
 	return nil
-}
-
-type txExecutor struct {
-	executor
-	tx   *sql.Tx
-	done bool
-}
-
-func (t *txExecutor) Commit(ctx context.Context) error {
-	driver.CallBeforeCommit()
-	err := t.tx.Commit()
-	t.release()
-	return err
-}
-
-func (t *txExecutor) Rollback(ctx context.Context) error {
-	err := t.tx.Rollback()
-	t.release()
-	return err
-}
-
-func (t *txExecutor) release() {
-	if !t.done {
-		t.done = true
-		<-t.d.writer
-	}
 }

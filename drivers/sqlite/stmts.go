@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"sync"
+
+	"github.com/bqueue/bq/internal/sqlexec"
 )
 
 // stmtCache prepares each of bq's statements once and database/sql keeps
@@ -53,7 +55,7 @@ func (c *stmtCache) close() {
 // prepared runs statements through the cache, on the database or in a
 // transaction bq owns.
 type prepared struct {
-	db    dbtx
+	db    sqlexec.DB
 	tx    *sql.Tx // set when db is a transaction
 	cache *stmtCache
 }

@@ -1,0 +1,132 @@
+package sqlexec
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+
+	"github.com/bqueue/bq/internal/driver"
+)
+
+// ClaimReady picks, deletes and claims ready rows: several statements,
+// so the engine runs it in a transaction (lifecycle.Claim).
+func (e *Executor) ClaimReady(ctx context.Context, p driver.ClaimParams) ([]*driver.Claim, error) {
+	queue := e.d.Text(p.Queue)
+	var claims []*driver.Claim
+	err := e.Atomic(ctx, func(x *Executor) error {
+		claims = nil
+		picked, err := Column[int64](ctx, x.db, x.q.PickReady, queue, p.Max)
+		if err != nil || len(picked) == 0 {
+			return err
+		}
+		if _, err := ExecIn(ctx, x, x.q.DeleteReady, picked); err != nil {
+			return err
+		}
+		query, args := x.d.ListRows(x.q.InsertClaims, picked, queue, p.ProcessID, Micros(p.Now))
+		if _, err := x.db.ExecContext(ctx, query, args...); err != nil {
+			return err
+		}
+		claims, err = ClaimsIn(ctx, x, x.q.SelectClaims, picked)
+		return err
+	})
+	return claims, err
+}
+
+func (e *Executor) HasReady(ctx context.Context, queue string) (bool, error) {
+	var ready bool
+	err := e.db.QueryRowContext(ctx, e.q.HasReady, e.d.Text(queue)).Scan(&ready)
+	return ready, err
+}
+
+// QueueCap reads the queue's policy row with LockCap: a locking read
+// (MySQL) or, on a single writer, a plain one under the write lock.
+func (e *Executor) QueueCap(ctx context.Context, queue string) (int, error) {
+	var limit int
+	if _, err := found(e.db.QueryRowContext(ctx, e.q.LockCap, e.d.Text(queue)).Scan(&limit)); err != nil {
+		return 0, fmt.Errorf("read the cap of queue %q: %w", queue, err)
+	}
+	return limit, nil
+}
+
+func (e *Executor) CountClaimed(ctx context.Context, queue string) (int, error) {
+	var n int
+	if err := e.db.QueryRowContext(ctx, e.q.CountClaimed, e.d.Text(queue)).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count running jobs of queue %q: %w", queue, err)
+	}
+	return n, nil
+}
+
+// CompleteClaims ends the claims one by one; a dialect with RETURNING may
+// do it set-wise instead.
+func (e *Executor) CompleteClaims(ctx context.Context, claims []*driver.Claim, keep bool, now time.Time) ([]driver.Fenced, error) {
+	var matched []driver.Fenced
+	err := e.Atomic(ctx, func(x *Executor) error {
+		matched = matched[:0]
+		for _, c := range claims {
+			ok, err := x.DeleteClaim(ctx, c.ID, c.Fence)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				continue
+			}
+			if keep {
+				err = x.FinishJob(ctx, c.ID, now, false)
+			} else {
+				_, err = ExecIn(ctx, x, x.q.DeleteJobs, []int64{c.ID})
+			}
+			if err != nil {
+				return err
+			}
+			matched = append(matched, driver.Fenced{JobID: c.ID, Fence: c.Fence})
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, CompleteError(len(claims), err)
+	}
+	return matched, nil
+}
+
+// CompleteError is the error of a CompleteClaims of n claims.
+func CompleteError(n int, err error) error {
+	return fmt.Errorf("complete %d jobs: %w", n, err)
+}
+
+func (e *Executor) DeleteClaim(ctx context.Context, jobID, fence int64) (bool, error) {
+	n, err := e.exec(ctx, e.q.DeleteClaim, fence, jobID)
+	if err != nil {
+		return false, fmt.Errorf("delete claim of job %d: %w", jobID, err)
+	}
+	return n == 1, nil
+}
+
+func (e *Executor) LostClaims(ctx context.Context, now time.Time, deadAfter time.Duration, max int) ([]*driver.Claim, error) {
+	claims, err := e.d.LostClaims(ctx, e, now, deadAfter, max)
+	if err != nil {
+		return nil, fmt.Errorf("find claims of dead processes: %w", err)
+	}
+	return claims, nil
+}
+
+func (e *Executor) LostClaimsOfKey(ctx context.Context, key string, now time.Time, silence time.Duration) ([]*driver.Claim, error) {
+	claims, err := e.d.LostClaimsOfKey(ctx, e, key, now, silence)
+	if err != nil {
+		return nil, fmt.Errorf("find lost claims of %q: %w", key, err)
+	}
+	return claims, nil
+}
+
+func (e *Executor) ClaimsOfProcess(ctx context.Context, processID int64) ([]driver.OwnClaim, error) {
+	out, err := Collect(ctx, e.db, func(rows *sql.Rows) (c driver.OwnClaim, err error) {
+		var at int64
+		err = rows.Scan(&c.JobID, &c.Fence, &at)
+		c.ClaimedAt = FromMicros(at)
+		return c, err
+	}, e.q.ClaimsOfProcess, processID)
+	if err != nil {
+		return nil, fmt.Errorf("list claims of process %d: %w", processID, err)
+	}
+	return out, nil
+}

@@ -1,0 +1,114 @@
+package sqlexec
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"github.com/bqueue/bq/internal/driver"
+)
+
+// Dialect is what one database does its own way.
+type Dialect interface {
+	// Queries are the dialect's statements, the table prefix spliced in.
+	Queries() *Queries
+
+	// Text passes a queue, namespace or key as its column takes it (MySQL's
+	// VARBINARY columns take []byte, so no character set alters them).
+	Text(s string) any
+	// KeyArgs are the arguments that look a full key up (MySQL: its
+	// SHA-256, which the indexes hold, then the key itself).
+	KeyArgs(key string) []any
+	// KeyIndex is the one argument that matches a key's indexed column
+	// (MySQL: its SHA-256).
+	KeyIndex(key string) any
+	// CheckKey refuses a key too long for the dialect's columns.
+	CheckKey(key string) error
+
+	// List returns query with its ListMarker made a list of n items, and
+	// ListArgs the arguments that pass the items (MySQL: n placeholders
+	// and the items; SQLite: one JSON array read with json_each).
+	List(query string, n int) string
+	ListArgs(items []any) []any
+	// MaxList bounds the items of one list in a statement; 0: no bound.
+	MaxList() int
+	// ListRows binds a statement inserting one row per id: the id, then
+	// consts.
+	ListRows(query string, ids []int64, consts ...any) (string, []any)
+
+	// Batch is how many of n rows the next multi-row INSERT takes; ids
+	// says the caller reads the new rows' ids.
+	Batch(n int, ids bool) int
+	// InsertIDs runs a multi-row INSERT and returns the new rows' ids in
+	// input order.
+	InsertIDs(ctx context.Context, db DB, query string, args []any) ([]int64, error)
+
+	// SingleWriter reports a database with one write lock and no row
+	// locks (SQLite): the write lock serialises every writer.
+	SingleWriter() bool
+	// NoTable reports that err is about a table that does not exist.
+	NoTable(err error) bool
+
+	// The steps the dialects take their own ways: locking reads that
+	// skip what others hold (MySQL), or one writer whose processes also
+	// show they live through beacons (SQLite).
+
+	// Renew does what driver.Executor's RenewHeld says, inside x's
+	// transaction.
+	Renew(ctx context.Context, x *Executor, processID int64, at time.Time, renewBelow float64) error
+	// LostClaims, LostClaimsOfKey and DeleteDeadProcesses do what the
+	// driver.Executor methods of the same names say.
+	LostClaims(ctx context.Context, x *Executor, now time.Time, deadAfter time.Duration, max int) ([]*driver.Claim, error)
+	LostClaimsOfKey(ctx context.Context, x *Executor, key string, now time.Time, silence time.Duration) ([]*driver.Claim, error)
+	DeleteDeadProcesses(ctx context.Context, x *Executor, now time.Time, deadAfter time.Duration) (int, error)
+}
+
+// ListMarker marks where a statement takes a list of items; the
+// dialect's List expands it.
+const ListMarker = "(/*list*/)"
+
+// in binds query's list to items.
+func in[T any](x *Executor, query string, items []T) (string, []any) {
+	return x.d.List(query, len(items)), x.d.ListArgs(Anys(items))
+}
+
+// ExecIn runs the write statement query with its list bound to items,
+// in as many statements as the dialect's MaxList needs, and returns the
+// rows they changed.
+func ExecIn[T any](ctx context.Context, x *Executor, query string, items []T) (int64, error) {
+	var n int64
+	for len(items) > 0 {
+		size := len(items)
+		if m := x.d.MaxList(); m > 0 {
+			size = min(size, m)
+		}
+		q, args := in(x, query, items[:size])
+		res, err := x.db.ExecContext(ctx, q, args...)
+		if err != nil {
+			return n, err
+		}
+		m, err := res.RowsAffected()
+		if err != nil {
+			return n, err
+		}
+		n += m
+		items = items[size:]
+	}
+	return n, nil
+}
+
+// Anys returns list's items as []any.
+func Anys[T any](list []T) []any {
+	out := make([]any, len(list))
+	for i, v := range list {
+		out[i] = v
+	}
+	return out
+}
+
+// Values returns n rows of a multi-row VALUES list, each of width
+// placeholders.
+func Values(n, width int) string {
+	row := "(" + strings.TrimSuffix(strings.Repeat("?, ", width), ", ") + ")"
+	return strings.TrimSuffix(strings.Repeat(row+", ", n), ", ")
+}

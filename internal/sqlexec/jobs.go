@@ -1,0 +1,248 @@
+package sqlexec
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+
+	"github.com/bqueue/bq/internal/driver"
+)
+
+// nullKey is the concurrency_key column's value: NULL for an unkeyed job.
+func (e *Executor) nullKey(key string) any {
+	if key == "" {
+		return nil
+	}
+	return e.d.Text(key)
+}
+
+func (e *Executor) InsertJobs(ctx context.Context, now time.Time, jobs []*driver.NewJob) error {
+	if len(jobs) == 0 {
+		return nil
+	}
+	for _, j := range jobs {
+		if err := e.d.CheckKey(j.Limit.Key); err != nil {
+			return fmt.Errorf("insert job: %w", err)
+		}
+	}
+	values := make([]any, 0, 12*len(jobs))
+	for _, j := range jobs {
+		values = append(values, j.Kind, e.d.Text(j.Queue), string(j.Args), j.Priority, j.MaxAttempts,
+			e.nullKey(j.Limit.Key), j.Limit.To, j.Limit.Duration.Milliseconds(), int(j.Limit.OnConflict),
+			j.Limit.MaxBlocked, Micros(j.ScheduledAt), Micros(now))
+	}
+	return e.Atomic(ctx, func(x *Executor) error {
+		ids, err := x.insertRows(ctx, x.q.InsertJobs, 12, values, true)
+		if err != nil {
+			return fmt.Errorf("insert jobs: %w", err)
+		}
+		byState := map[driver.State][]driver.Execution{}
+		for i, j := range jobs {
+			j.ID = ids[i]
+			at := now
+			if j.State == driver.Scheduled {
+				at = j.ScheduledAt
+			}
+			byState[j.State] = append(byState[j.State], driver.Execution{
+				JobID: j.ID, Queue: j.Queue, Priority: j.Priority, Key: j.Limit.Key, At: at})
+		}
+		for _, state := range []driver.State{driver.Ready, driver.Scheduled, driver.Blocked} {
+			if err := x.insertExecutions(ctx, state, byState[state]); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// insertRows inserts the rows of values (width values each) with
+// multi-row INSERTs of the sizes the dialect's Batch gives: head is the
+// statement up to VALUES. With ids it returns the new rows' ids in input
+// order.
+func (e *Executor) insertRows(ctx context.Context, head string, width int, values []any, ids bool) ([]int64, error) {
+	n := len(values) / width
+	var out []int64
+	if ids {
+		out = make([]int64, 0, n)
+	}
+	for done := 0; done < n; {
+		size := e.d.Batch(n-done, ids)
+		query := head + Values(size, width)
+		args := values[done*width : (done+size)*width]
+		done += size
+		if !ids {
+			if _, err := e.db.ExecContext(ctx, query, args...); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		chunk, err := e.d.InsertIDs(ctx, e.db, query, args)
+		if err != nil {
+			return nil, err
+		}
+		if len(chunk) != size {
+			return nil, fmt.Errorf("%d ids returned for %d rows", len(chunk), size)
+		}
+		out = append(out, chunk...)
+	}
+	return out, nil
+}
+
+func (e *Executor) InsertExecutions(ctx context.Context, state driver.State, rows []driver.Execution) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	return e.Atomic(ctx, func(x *Executor) error { return x.insertExecutions(ctx, state, rows) })
+}
+
+// insertExecutions puts rows into state's table, each row's At being its
+// created_at (ready, blocked) or scheduled_at (scheduled).
+func (e *Executor) insertExecutions(ctx context.Context, state driver.State, rows []driver.Execution) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	head, width := "", 4
+	switch state {
+	case driver.Ready:
+		head = e.q.InsertReady
+	case driver.Scheduled:
+		head = e.q.InsertScheduled
+	case driver.Blocked:
+		head, width = e.q.InsertBlocked, 5
+	default:
+		return fmt.Errorf("insert executions: unknown state %d", state)
+	}
+	values := make([]any, 0, width*len(rows))
+	for _, r := range rows {
+		values = append(values, r.JobID, e.d.Text(r.Queue), r.Priority)
+		if state == driver.Blocked {
+			if err := e.d.CheckKey(r.Key); err != nil {
+				return fmt.Errorf("insert execution of job %d: %w", r.JobID, err)
+			}
+			values = append(values, e.d.Text(r.Key))
+		}
+		values = append(values, Micros(r.At))
+	}
+	if _, err := e.insertRows(ctx, head, width, values, false); err != nil {
+		return fmt.Errorf("insert executions: %w", err)
+	}
+	return nil
+}
+
+func (e *Executor) FinishJob(ctx context.Context, jobID int64, now time.Time, discarded bool) error {
+	attempt := 1
+	if discarded {
+		attempt = 0
+	}
+	if _, err := e.exec(ctx, e.q.FinishJob, attempt, Micros(now), discarded, jobID); err != nil {
+		return fmt.Errorf("finish job %d: %w", jobID, err)
+	}
+	return nil
+}
+
+func (e *Executor) DeleteJobs(ctx context.Context, ids []int64) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	err := e.Atomic(ctx, func(x *Executor) error {
+		_, err := ExecIn(ctx, x, x.q.DeleteJobs, ids)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("delete jobs: %w", err)
+	}
+	return nil
+}
+
+func (e *Executor) RecordError(ctx context.Context, jobID int64, msg string) error {
+	if _, err := e.exec(ctx, e.q.RecordError, msg, jobID); err != nil {
+		return fmt.Errorf("record error of job %d: %w", jobID, err)
+	}
+	return nil
+}
+
+func (e *Executor) InsertFailed(ctx context.Context, jobID int64, msg string, now time.Time) error {
+	if _, err := e.exec(ctx, e.q.InsertFailed, msg, Micros(now), jobID); err != nil {
+		return fmt.Errorf("move job %d to failed: %w", jobID, err)
+	}
+	return nil
+}
+
+func (e *Executor) HasDueScheduled(ctx context.Context, now time.Time) (bool, error) {
+	var due bool
+	if err := e.db.QueryRowContext(ctx, e.q.HasDueScheduled, Micros(now)).Scan(&due); err != nil {
+		return false, fmt.Errorf("look for due scheduled jobs: %w", err)
+	}
+	return due, nil
+}
+
+func (e *Executor) TakeDueScheduled(ctx context.Context, now time.Time, max int) ([]*driver.Job, error) {
+	var out []*driver.Job
+	err := e.Atomic(ctx, func(x *Executor) error {
+		out = nil
+		due, err := Column[int64](ctx, x.db, x.q.PickDueScheduled, Micros(now), max)
+		if err != nil || len(due) == 0 {
+			return err
+		}
+		if _, err := ExecIn(ctx, x, x.q.DeleteScheduled, due); err != nil {
+			return err
+		}
+		out, err = x.jobsIn(ctx, x.q.SelectJobs, due)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("take due scheduled jobs: %w", err)
+	}
+	return out, nil
+}
+
+func (e *Executor) DeleteFinishedJobs(ctx context.Context, before time.Time, max int) (int, error) {
+	n, err := e.exec(ctx, e.q.DeleteFinished, Micros(before), max)
+	if err != nil {
+		return 0, fmt.Errorf("delete finished jobs: %w", err)
+	}
+	return int(n), nil
+}
+
+func (e *Executor) GetJob(ctx context.Context, id int64) (*driver.JobInfo, bool, error) {
+	info := &driver.JobInfo{}
+	var state string
+	var finished sql.NullInt64
+	ok, err := found(ScanJob(e.db.QueryRowContext(ctx, e.q.GetJob, id).Scan, &info.Job, &info.LastError, &finished, &state))
+	if err != nil {
+		return nil, false, fmt.Errorf("get job %d: %w", id, err)
+	}
+	if !ok {
+		return nil, false, nil
+	}
+	if finished.Valid {
+		t := FromMicros(finished.Int64)
+		info.FinishedAt = &t
+	}
+	info.State = driver.JobState(state)
+	return info, true, nil
+}
+
+func (e *Executor) CountByQueue(ctx context.Context) ([]driver.QueueCounts, error) {
+	out, err := Collect(ctx, e.db, func(rows *sql.Rows) (c driver.QueueCounts, err error) {
+		err = rows.Scan(&c.Queue, &c.Ready, &c.Running, &c.Scheduled, &c.Blocked, &c.Failed)
+		return c, err
+	}, e.q.CountByQueue)
+	if err != nil {
+		return nil, fmt.Errorf("count jobs by queue: %w", err)
+	}
+	return out, nil
+}
+
+func (e *Executor) SchemaVersion(ctx context.Context) (int64, error) {
+	var v int64
+	err := e.db.QueryRowContext(ctx, e.q.SchemaVersion).Scan(&v)
+	if err != nil && e.d.NoTable(err) {
+		return 0, nil // never migrated
+	}
+	if err != nil {
+		return 0, fmt.Errorf("read schema version: %w", err)
+	}
+	return v, nil
+}

@@ -1,0 +1,89 @@
+package sqlexec
+
+import "github.com/bqueue/bq/internal/sqltext"
+
+// Queries are the statements the Executor runs, in a dialect's spelling.
+// Common fills those both dialects spell alike; a driver sets the rest.
+// The arguments are bound in the order the Executor method running each
+// statement passes them; a key travels as the dialect's KeyArgs (looked
+// up) or KeyIndex (matched on its index), a queue as its Text.
+type Queries struct {
+	// Multi-row INSERTs, up to VALUES: the rows follow (Values).
+	InsertJobs, InsertReady, InsertScheduled, InsertBlocked string
+
+	FinishJob, DeleteJobs, RecordError, InsertFailed string
+
+	HasReady, LockCap, CountClaimed, PickReady, DeleteReady, InsertClaims, SelectClaims string
+	DeleteClaim, ClaimsOfProcess                                                        string
+
+	SemEnsure, SemLock, SemTryLock, SemSave, PickBlocked, DeleteBlocked, CountHolders string
+	ExpiredSems, PromotableSems, PickIdleSems, DeleteSems                             string
+
+	HasDueScheduled, PickDueScheduled, DeleteScheduled, SelectJobs, DeleteFinished string
+
+	// RegisterProcess is a one-row INSERT, up to VALUES.
+	RegisterProcess, Heartbeat, ProcessExists, DeregisterProcess, ListProcesses string
+
+	GetJob, CountByQueue, SchemaVersion string
+
+	LockPolicies, InsertPolicy, UpdatePolicy, DeletePolicy, ListPolicies, PolicyKeys string
+	SetKeyLimit, DeleteKeyLimit, LatestJobLimit                                      string
+
+	ReadyAges, GroupStats, TopBlockedKeys, ReadSem, KeyHolders string
+	BlockedAhead, BlockedLine, JobExecution, ListFailed        string
+	DeleteFailed                                               string
+}
+
+// Common returns the statements both database/sql dialects spell alike, each passed
+// through spell (see sqltext.Spelling).
+func Common(spell func(string) string) Queries {
+	p := spell
+	return Queries{
+		InsertJobs: p(`INSERT INTO {p}jobs (kind, queue, args, priority, max_attempts, concurrency_key,
+	concurrency_limit, concurrency_duration_ms, on_conflict, max_blocked, scheduled_at, created_at) VALUES `),
+		InsertReady:     p(`INSERT INTO {p}ready_executions (job_id, queue, priority, created_at) VALUES `),
+		InsertScheduled: p(`INSERT INTO {p}scheduled_executions (job_id, queue, priority, scheduled_at) VALUES `),
+		InsertBlocked:   p(`INSERT INTO {p}blocked_executions (job_id, queue, priority, concurrency_key, created_at) VALUES `),
+
+		FinishJob:   p(`UPDATE {p}jobs SET attempt = attempt + ?, finished_at = ?, discarded = ? WHERE id = ?`),
+		RecordError: p(`UPDATE {p}jobs SET attempt = attempt + 1, last_error = ? WHERE id = ?`),
+		InsertFailed: p(`INSERT INTO {p}failed_executions (job_id, queue, error, failed_at)
+SELECT id, queue, ?, ? FROM {p}jobs WHERE id = ?`),
+
+		HasReady: p(`SELECT EXISTS (SELECT 1 FROM {p}ready_executions WHERE queue = ?)`),
+		SelectClaims: p(`SELECT ` + sqltext.JobColumns + `, c.fence, c.claimed_at
+FROM {p}claimed_executions c JOIN {p}jobs j ON j.id = c.job_id
+WHERE c.job_id IN ` + ListMarker + ` ORDER BY j.priority DESC, j.id`),
+		DeleteClaim:     p(`DELETE FROM {p}claimed_executions WHERE fence = ? AND job_id = ?`),
+		ClaimsOfProcess: p(`SELECT job_id, fence, claimed_at FROM {p}claimed_executions WHERE process_id = ?`),
+
+		HasDueScheduled: p(`SELECT EXISTS (SELECT 1 FROM {p}scheduled_executions WHERE scheduled_at <= ?)`),
+		SelectJobs: p(`SELECT ` + sqltext.JobColumns + ` FROM {p}jobs j WHERE j.id IN ` + ListMarker +
+			` ORDER BY j.priority DESC, j.id`),
+
+		RegisterProcess: p(`INSERT INTO {p}processes (kind, name, hostname, pid, queues, heartbeat_interval_ms,
+	dead_after_ms, started_at, last_heartbeat_at, beating_since) VALUES `),
+		Heartbeat:         p(`UPDATE {p}processes SET last_heartbeat_at = ?, beating_since = ? WHERE id = ?`),
+		ProcessExists:     p(`SELECT EXISTS (SELECT 1 FROM {p}processes WHERE id = ?)`),
+		DeregisterProcess: p(`DELETE FROM {p}processes WHERE id = ?`),
+		ListProcesses: p(`SELECT id, kind, name, hostname, pid, queues, heartbeat_interval_ms, dead_after_ms,
+	started_at, last_heartbeat_at, beating_since FROM {p}processes ORDER BY id`),
+
+		GetJob: p(`
+SELECT ` + sqltext.JobColumns + `, coalesce(j.last_error, ''), j.finished_at, ` + sqltext.JobState + `
+FROM {p}jobs j WHERE j.id = ?`),
+		SchemaVersion: p(`SELECT coalesce(max(version_id), 0) FROM {p}schema_migrations WHERE is_applied`),
+
+		UpdatePolicy: p(`UPDATE {p}policies SET max_active = ?, max_active_per_key = ?, max_blocked = ?,
+	updated_at = ? WHERE queue = ?`),
+		DeletePolicy: p(`DELETE FROM {p}policies WHERE queue = ?`),
+		ListPolicies: p(`SELECT ` + sqltext.PolicyColumns + ` FROM {p}policies ORDER BY queue`),
+		PolicyKeys: p(`SELECT DISTINCT concurrency_key FROM {p}jobs WHERE queue = ? AND concurrency_limit = 0
+AND concurrency_key IS NOT NULL AND finished_at IS NULL ORDER BY 1`),
+
+		ReadyAges:    p(`SELECT queue, min(created_at) FROM {p}ready_executions GROUP BY queue ORDER BY queue`),
+		JobExecution: p(sqltext.JobExecution + `WHERE j.id = ?`),
+		ListFailed:   p(sqltext.FailedJobs + `WHERE f.job_id < ? ORDER BY f.job_id DESC LIMIT ?`),
+		DeleteFailed: p(`DELETE FROM {p}failed_executions WHERE job_id = ?`),
+	}
+}

@@ -1,0 +1,145 @@
+package sqlexec
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+
+	"github.com/bqueue/bq/internal/driver"
+)
+
+// key returns key's lookup arguments (KeyArgs), then more.
+func (e *Executor) key(key string, more ...any) []any {
+	return append(e.d.KeyArgs(key), more...)
+}
+
+func (e *Executor) SemaphoreEnsure(ctx context.Context, l driver.Limit, now time.Time) error {
+	if err := e.d.CheckKey(l.Key); err != nil {
+		return fmt.Errorf("create semaphore: %w", err)
+	}
+	to := max(l.To, 1)
+	if _, err := e.exec(ctx, e.q.SemEnsure, e.key(l.Key, to, to, l.Duration.Milliseconds(), Micros(now.Add(l.Duration)))...); err != nil {
+		return fmt.Errorf("create semaphore %q: %w", l.Key, err)
+	}
+	return nil
+}
+
+// SemaphoreLock reads the row with a locking read (FOR UPDATE; outside a
+// transaction the lock ends with the statement), or, on a single writer,
+// a plain one: the write lock its transaction holds is the lock.
+func (e *Executor) SemaphoreLock(ctx context.Context, key, queue string) (driver.Semaphore, bool, error) {
+	s := driver.Semaphore{Key: key}
+	var durMS, expires int64
+	q := e.d.Text(queue)
+	ok, err := found(e.db.QueryRowContext(ctx, e.q.SemLock, append([]any{q, q, q}, e.d.KeyArgs(key)...)...).Scan(&s.Value,
+		&s.Limit, &s.Blocked, &durMS, &expires, &s.Override, &s.Policy.Queue, &s.Policy.MaxActivePerKey, &s.Policy.MaxBlocked))
+	if err != nil {
+		return s, false, fmt.Errorf("lock semaphore %q: %w", key, err)
+	}
+	s.Duration, s.ExpiresAt = fromMillis(durMS), FromMicros(expires)
+	return s, ok, nil
+}
+
+func (e *Executor) SemaphoreTryLock(ctx context.Context, key string) (bool, error) {
+	var one int
+	ok, err := found(e.db.QueryRowContext(ctx, e.q.SemTryLock, e.d.KeyArgs(key)...).Scan(&one))
+	if err != nil {
+		return false, fmt.Errorf("lock semaphore %q: %w", key, err)
+	}
+	return ok, nil
+}
+
+func (e *Executor) SemaphoreSave(ctx context.Context, s driver.Semaphore) error {
+	_, err := e.exec(ctx, e.q.SemSave, s.Value, s.Limit, s.Blocked, s.Duration.Milliseconds(), Micros(s.ExpiresAt),
+		e.d.KeyIndex(s.Key))
+	if err != nil {
+		return fmt.Errorf("save semaphore %q: %w", s.Key, err)
+	}
+	return nil
+}
+
+func (e *Executor) PromoteBlocked(ctx context.Context, key string, n int, now time.Time) (driver.Promotion, error) {
+	var moved driver.Promotion
+	err := e.Atomic(ctx, func(x *Executor) error {
+		moved = driver.Promotion{}
+		// Callers hold the key's semaphore lock, which every writer of the
+		// key's blocked rows takes first: a plain read is stable.
+		picked, err := Collect(ctx, x.db, func(rows *sql.Rows) (r driver.Execution, err error) {
+			r = driver.Execution{Key: key, At: now}
+			err = rows.Scan(&r.JobID, &r.Queue, &r.Priority)
+			return r, err
+		}, x.q.PickBlocked, x.d.KeyIndex(key), n)
+		if err != nil || len(picked) == 0 {
+			return err
+		}
+		ids := make([]int64, len(picked))
+		for i, r := range picked {
+			ids[i] = r.JobID
+		}
+		deleted, err := ExecIn(ctx, x, x.q.DeleteBlocked, ids)
+		if err != nil {
+			return err
+		}
+		if deleted != int64(len(picked)) {
+			return fmt.Errorf("%d of %d blocked rows vanished under the semaphore lock", int64(len(picked))-deleted, len(picked))
+		}
+		if err := x.insertExecutions(ctx, driver.Ready, picked); err != nil {
+			return err
+		}
+		for _, r := range picked {
+			moved.Jobs++
+			moved.AddQueue(r.Queue)
+		}
+		return nil
+	})
+	if err != nil {
+		return driver.Promotion{}, fmt.Errorf("promote blocked jobs of %q: %w", key, err)
+	}
+	return moved, nil
+}
+
+func (e *Executor) CountHolders(ctx context.Context, key string) (int, int, error) {
+	var holders, blocked int
+	k := e.d.KeyIndex(key)
+	if err := e.db.QueryRowContext(ctx, e.q.CountHolders, k, k, k).Scan(&holders, &blocked); err != nil {
+		return 0, 0, fmt.Errorf("count holders of %q: %w", key, err)
+	}
+	return holders, blocked, nil
+}
+
+func (e *Executor) keys(ctx context.Context, what, query string, args ...any) ([]string, error) {
+	keys, err := Column[string](ctx, e.db, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list %s semaphores: %w", what, err)
+	}
+	return keys, nil
+}
+
+func (e *Executor) ExpiredSemaphores(ctx context.Context, now time.Time, after string, max int) ([]string, error) {
+	return e.keys(ctx, "expired", e.q.ExpiredSems, Micros(now), e.d.Text(after), max)
+}
+
+func (e *Executor) PromotableSemaphores(ctx context.Context, after string, max int) ([]string, error) {
+	return e.keys(ctx, "promotable", e.q.PromotableSems, e.d.Text(after), max)
+}
+
+// DeleteIdleSemaphores picks idle semaphores (with a locking read that
+// skips rows others hold, where there are row locks), then deletes those
+// picked by their index.
+func (e *Executor) DeleteIdleSemaphores(ctx context.Context, now time.Time, max int) (int, error) {
+	var n int64
+	err := e.Atomic(ctx, func(x *Executor) error {
+		n = 0
+		idle, err := Column[any](ctx, x.db, x.q.PickIdleSems, Micros(now), max)
+		if err != nil || len(idle) == 0 {
+			return err
+		}
+		n, err = ExecIn(ctx, x, x.q.DeleteSems, idle)
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("delete idle semaphores: %w", err)
+	}
+	return int(n), nil
+}

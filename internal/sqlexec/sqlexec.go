@@ -1,0 +1,159 @@
+// Package sqlexec is the database/sql implementation of driver.Executor
+// that the MySQL and SQLite drivers share: the statements both run, the
+// scanning of rows into driver types and the error wrapping. Each driver
+// supplies a Dialect: its statements, how it passes keys and id lists,
+// and the few steps it takes its own way (locking reads on MySQL, the
+// single writer and its beacons on SQLite). Which errors are worth
+// running a transaction again for stays the driver's Retryable, which
+// Atomic meets through driver.InTx.
+//
+// Times are stored as Unix microseconds and durations as milliseconds, so
+// no time zone setting of either database matters.
+package sqlexec
+
+import (
+	"context"
+	"database/sql"
+	"time"
+
+	"github.com/bqueue/bq/internal/driver"
+)
+
+// DB is what *sql.DB and *sql.Tx have in common.
+type DB interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// Executor runs bq's statements on one database/sql database, inside a
+// transaction or outside any.
+type Executor struct {
+	d   Dialect
+	q   *Queries
+	drv driver.Driver // begins the transactions Atomic opens
+	db  DB
+	// inTx: db is a transaction (bq's own or the caller's).
+	inTx bool
+}
+
+var _ driver.Executor = (*Executor)(nil)
+
+// New returns an executor that runs statements on db outside any
+// transaction; each write still runs in a transaction of its own, begun
+// on drv (see Atomic).
+func New(d Dialect, drv driver.Driver, db DB) *Executor {
+	return &Executor{d: d, q: d.Queries(), drv: drv, db: db}
+}
+
+// Wrap returns an executor writing inside the caller's transaction tx.
+func Wrap(d Dialect, drv driver.Driver, tx DB) *Executor {
+	e := New(d, drv, tx)
+	e.inTx = true
+	return e
+}
+
+// DB is what the executor runs statements on.
+func (e *Executor) DB() DB { return e.db }
+
+// Tx is a transaction bq owns.
+type Tx struct {
+	*Executor
+	tx   *sql.Tx
+	end  func() // run once the transaction is over; may be nil
+	over bool
+}
+
+var _ driver.Tx = (*Tx)(nil)
+
+// Begun wraps tx, a transaction the driver began for bq; db runs its
+// statements (tx itself, or tx through prepared statements). end, if not
+// nil, runs once the transaction is over (SQLite frees its writer slot).
+func Begun(d Dialect, drv driver.Driver, tx *sql.Tx, db DB, end func()) *Tx {
+	return &Tx{Executor: Wrap(d, drv, db), tx: tx, end: end}
+}
+
+func (t *Tx) Commit(ctx context.Context) error {
+	driver.CallBeforeCommit()
+	err := t.tx.Commit()
+	t.finish()
+	return err
+}
+
+func (t *Tx) Rollback(ctx context.Context) error {
+	err := t.tx.Rollback()
+	t.finish()
+	return err
+}
+
+func (t *Tx) finish() {
+	if !t.over && t.end != nil {
+		t.end()
+	}
+	t.over = true
+}
+
+// based is any executor built on an Executor: a Tx, or a driver's own
+// type embedding one.
+type based interface{ base() *Executor }
+
+func (e *Executor) base() *Executor { return e }
+
+// once is a driver none of whose conflicts are worth running a
+// transaction again for: driver.InTx then runs it once.
+type once struct{ driver.Driver }
+
+func (once) Retryable(error) bool { return false }
+
+// Atomic runs fn inside a transaction: the executor's own, or, outside
+// any, a new one begun on the driver (READ COMMITTED on MySQL, BEGIN
+// IMMEDIATE on SQLite). It is the one place the database/sql drivers
+// open transactions. A new transaction meets deadlocks like any bq
+// transaction and is run again (driver.InTx); a single writer's runs once,
+// as it has no deadlocks and a busy database has already waited out its
+// busy timeout.
+func (e *Executor) Atomic(ctx context.Context, fn func(x *Executor) error) error {
+	if e.inTx {
+		return fn(e)
+	}
+	drv := e.drv
+	if e.d.SingleWriter() {
+		drv = once{drv}
+	}
+	return driver.InTx(ctx, drv, func(tx driver.Executor) error { return fn(tx.(based).base()) })
+}
+
+// exec runs one write statement and returns the rows it changed. Outside
+// a transaction it still runs in one (Atomic): on MySQL a READ COMMITTED
+// one whatever the pool's default isolation, so it takes no gap locks; on
+// SQLite it queues on the process's writer, so writers never spin in the
+// busy handler.
+func (e *Executor) exec(ctx context.Context, query string, args ...any) (int64, error) {
+	var n int64
+	err := e.Atomic(ctx, func(x *Executor) error {
+		res, err := x.db.ExecContext(ctx, query, args...)
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	return n, err
+}
+
+// Micros is how a time is stored: Unix microseconds.
+func Micros(t time.Time) int64 { return t.UnixMicro() }
+
+// FromMicros reads a stored time.
+func FromMicros(us int64) time.Time { return time.UnixMicro(us) }
+
+// fromMillis reads a stored duration.
+func fromMillis(ms int64) time.Duration { return time.Duration(ms) * time.Millisecond }
+
+// optMicros reads a nullable time column.
+func optMicros(v sql.NullInt64) time.Time {
+	if !v.Valid {
+		return time.Time{}
+	}
+	return FromMicros(v.Int64)
+}

@@ -1,0 +1,69 @@
+// Package sqltext holds the SQL every dialect spells alike: column lists
+// and expressions over bq's tables, with {p} for the table prefix, so
+// that a rule such as which table means which job state is written once.
+package sqltext
+
+import "strings"
+
+// Spelling returns a function splicing prefix in for {p} in a statement,
+// then making the changes of more (old, new, old, new, ...).
+func Spelling(prefix string, more ...string) func(string) string {
+	return strings.NewReplacer(append([]string{"{p}", prefix}, more...)...).Replace
+}
+
+// JobColumns are the columns of a job row as the drivers scan it, of
+// jobs aliased j.
+const JobColumns = `j.id, j.kind, j.queue, j.args, j.priority, j.attempt, j.max_attempts,
+	coalesce(j.concurrency_key, ''), j.concurrency_limit, j.concurrency_duration_ms, j.on_conflict,
+	j.max_blocked, j.scheduled_at, j.created_at`
+
+// PolicyColumns are the columns of a policy row, in scanning order.
+const PolicyColumns = `queue, namespace, max_active, max_active_per_key, max_blocked, created_at, updated_at`
+
+// JobState is the state of job j (driver.JobState), by which table holds
+// it.
+const JobState = `CASE
+		WHEN EXISTS (SELECT 1 FROM {p}claimed_executions x WHERE x.job_id = j.id) THEN 'running'
+		WHEN EXISTS (SELECT 1 FROM {p}ready_executions x WHERE x.job_id = j.id) THEN 'ready'
+		WHEN EXISTS (SELECT 1 FROM {p}blocked_executions x WHERE x.job_id = j.id) THEN 'blocked'
+		WHEN EXISTS (SELECT 1 FROM {p}scheduled_executions x WHERE x.job_id = j.id) THEN 'scheduled'
+		WHEN EXISTS (SELECT 1 FROM {p}failed_executions x WHERE x.job_id = j.id) THEN 'failed'
+		WHEN j.discarded THEN 'discarded'
+		WHEN j.finished_at IS NOT NULL THEN 'completed'
+		ELSE ''
+	END`
+
+// QueueCounts counts each queue's jobs in each live state, a row per
+// queue and state table, as columns queue, ready, running, scheduled,
+// blocked, failed: a dialect sums them per queue, casting the sums its
+// own way.
+const QueueCounts = `
+	SELECT queue, count(*) AS ready, 0 AS running, 0 AS scheduled, 0 AS blocked, 0 AS failed
+		FROM {p}ready_executions GROUP BY queue
+	UNION ALL SELECT j.queue, 0, count(*), 0, 0, 0
+		FROM {p}claimed_executions c JOIN {p}jobs j ON j.id = c.job_id GROUP BY j.queue
+	UNION ALL SELECT queue, 0, 0, count(*), 0, 0 FROM {p}scheduled_executions GROUP BY queue
+	UNION ALL SELECT queue, 0, 0, 0, count(*), 0 FROM {p}blocked_executions GROUP BY queue
+	UNION ALL SELECT queue, 0, 0, 0, 0, count(*) FROM {p}failed_executions GROUP BY queue
+`
+
+// JobExecution reads the execution row of job j, whatever table holds it,
+// and its claim's process; a dialect adds the WHERE naming the job.
+const JobExecution = `
+SELECT r.created_at, b.created_at, s.scheduled_at, c.claimed_at, f.failed_at,
+	coalesce(c.process_id, 0), coalesce(p.name, ''), p.last_heartbeat_at
+FROM {p}jobs j
+LEFT JOIN {p}ready_executions r ON r.job_id = j.id
+LEFT JOIN {p}blocked_executions b ON b.job_id = j.id
+LEFT JOIN {p}scheduled_executions s ON s.job_id = j.id
+LEFT JOIN {p}claimed_executions c ON c.job_id = j.id
+LEFT JOIN {p}failed_executions f ON f.job_id = j.id
+LEFT JOIN {p}processes p ON p.id = c.process_id
+`
+
+// FailedJobs reads failed jobs f with their job rows; a dialect adds the
+// WHERE and the page.
+const FailedJobs = `
+SELECT f.job_id, j.kind, f.queue, coalesce(j.concurrency_key, ''), j.attempt, f.error, f.failed_at
+FROM {p}failed_executions f JOIN {p}jobs j ON j.id = f.job_id
+`
