@@ -15,6 +15,7 @@ import (
 
 	"github.com/bqueue/bq"
 	"github.com/bqueue/bq/internal/driver"
+	"github.com/bqueue/bq/internal/lifecycle"
 )
 
 // secret is a key value that must never reach a metric attribute.
@@ -93,7 +94,7 @@ func TestMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if claims, err := ex.ClaimReady(ctx, driver.ClaimParams{Queue: "metrics-reap", Max: 1, ProcessID: dead,
+	if claims, err := lifecycle.Claim(ctx, driver.ClientEngine(client), driver.ClaimParams{Queue: "metrics-reap", Max: 1, ProcessID: dead,
 		Now: time.Now()}); err != nil || len(claims) != 1 || claims[0].ID != lost.ID {
 		t.Fatalf("claim for the dead process: %v %v", claims, err)
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/bqueue/bq"
 	"github.com/bqueue/bq/internal/driver"
+	"github.com/bqueue/bq/internal/lifecycle"
 )
 
 type inspectArgs struct{ Account string }
@@ -172,7 +173,7 @@ func TestTerminalEscapes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if claims, err := ex.ClaimReady(ctx, driver.ClaimParams{Queue: "cli", Max: 1, ProcessID: proc, Now: time.Now()}); err != nil || len(claims) != 1 {
+	if claims, err := lifecycle.Claim(ctx, driver.ClientEngine(c), driver.ClaimParams{Queue: "cli", Max: 1, ProcessID: proc, Now: time.Now()}); err != nil || len(claims) != 1 {
 		t.Fatalf("claim: %v %v", claims, err)
 	}
 	for _, args := range [][]string{

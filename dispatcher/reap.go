@@ -16,7 +16,13 @@ import (
 // ProcessDeadAfter and its own bound while others' heartbeats landed, so
 // an outage or a locked database every process shared kills none.
 func (d *Dispatcher) reapLostClaims(ctx context.Context) error {
-	if lost, err := d.drv.Exec().LostClaims(ctx, d.cfg.Now(), d.cfg.ProcessDeadAfter, 1); err != nil || len(lost) == 0 {
+	// Look first: most passes find no lost claim.
+	var lost []*driver.Claim
+	err := driver.Atomic(ctx, d.drv, func(ex driver.Executor) (err error) {
+		lost, err = ex.LostClaims(ctx, d.cfg.Now(), d.cfg.ProcessDeadAfter, 1)
+		return err
+	})
+	if err != nil || len(lost) == 0 {
 		return err
 	}
 	for {

@@ -156,7 +156,7 @@ func newFixture(t *testing.T, db database) *fixture {
 
 func (f *fixture) claim(t *testing.T, queue string) *driver.Claim {
 	t.Helper()
-	claims, err := driver.ClientEngine(f.client).Exec().ClaimReady(context.Background(), driver.ClaimParams{
+	claims, err := lifecycle.Claim(context.Background(), driver.ClientEngine(f.client), driver.ClaimParams{
 		Queue: queue, Max: 1, ProcessID: f.process, Now: time.Now()})
 	if err != nil || len(claims) != 1 {
 		t.Fatalf("claim from %s: %v %v", queue, claims, err)

@@ -188,7 +188,6 @@ func fill(b *testing.B, c *bq.Client, n int) {
 func BenchmarkClaimReady10(b *testing.B) {
 	forEachDB(b, func(b *testing.B, c *bq.Client) {
 		ctx := context.Background()
-		ex := driver.ClientEngine(c).Exec()
 		const refill = 10000
 		left := 0
 		for b.Loop() {
@@ -198,7 +197,7 @@ func BenchmarkClaimReady10(b *testing.B) {
 				left += refill
 				b.StartTimer()
 			}
-			claims, err := ex.ClaimReady(ctx, driver.ClaimParams{Queue: "plain", Max: 10, ProcessID: 1, Now: time.Now()})
+			claims, err := lifecycle.Claim(ctx, driver.ClientEngine(c), driver.ClaimParams{Queue: "plain", Max: 10, ProcessID: 1, Now: time.Now()})
 			if err != nil || len(claims) != 10 {
 				b.Fatalf("claimed %d: %v", len(claims), err)
 			}
@@ -244,7 +243,7 @@ func benchComplete(b *testing.B, c *bq.Client, isKeyed bool, batch int) {
 	// and promoted as completions release their slots.
 	claimReady := func() {
 		for {
-			got, err := drv.Exec().ClaimReady(ctx, driver.ClaimParams{Queue: queue, Max: 500, ProcessID: 1, Now: time.Now()})
+			got, err := lifecycle.Claim(ctx, drv, driver.ClaimParams{Queue: queue, Max: 500, ProcessID: 1, Now: time.Now()})
 			if err != nil {
 				b.Fatal(err)
 			}

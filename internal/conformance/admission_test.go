@@ -305,7 +305,7 @@ func witness(t *testing.T, h *harness) int64 {
 // claimOne claims the next ready job of the default queue for process.
 func claimOne(t *testing.T, h *harness, process int64) *driver.Claim {
 	t.Helper()
-	claims, err := h.driver().Exec().ClaimReady(context.Background(), driver.ClaimParams{
+	claims, err := lifecycle.Claim(context.Background(), h.driver(), driver.ClaimParams{
 		Queue: "default", Max: 1, ProcessID: process, Now: time.Now(),
 	})
 	if err != nil || len(claims) != 1 {

@@ -34,7 +34,7 @@ func testCompletionBatchAcrossKeys(t *testing.T, h *harness) {
 	bcLow := enqueue(t, h, limit2Job, Args{Key: "bc"}).ID
 	bcHigh := enqueue(t, h, limit2Job, Args{Key: "bc"}, bq.Priority(3)).ID
 
-	claims, err := h.driver().Exec().ClaimReady(ctx, driver.ClaimParams{
+	claims, err := lifecycle.Claim(ctx, h.driver(), driver.ClaimParams{
 		Queue: "default", Max: 10, ProcessID: registerProcess(t, h, time.Now()), Now: time.Now(),
 	})
 	if err != nil || len(claims) != 5 {

@@ -49,7 +49,7 @@ func failedJob(t *testing.T, h *harness, job *bq.Job[Args], key string, process 
 // claimFrom claims the next ready job of queue for process.
 func claimFrom(t *testing.T, h *harness, queue string, process int64) *driver.Claim {
 	t.Helper()
-	claims, err := h.driver().Exec().ClaimReady(context.Background(), driver.ClaimParams{
+	claims, err := lifecycle.Claim(context.Background(), h.driver(), driver.ClaimParams{
 		Queue: queue, Max: 1, ProcessID: process, Now: time.Now(),
 	})
 	if err != nil || len(claims) != 1 {

@@ -13,6 +13,7 @@ import (
 	"github.com/bqueue/bq/dispatcher"
 	bqmysql "github.com/bqueue/bq/drivers/mysql"
 	"github.com/bqueue/bq/internal/driver"
+	"github.com/bqueue/bq/internal/lifecycle"
 )
 
 var _ = register(
@@ -96,7 +97,7 @@ func testClaimsBesideOpenTx(t *testing.T, h *harness) {
 	start := time.Now()
 	var claims []*driver.Claim
 	for len(claims) < len(ready) && time.Since(start) < 5*time.Second {
-		got, err := h.driver().Exec().ClaimReady(ctx, driver.ClaimParams{Queue: "default", Max: 10, ProcessID: p, Now: time.Now()})
+		got, err := lifecycle.Claim(ctx, h.driver(), driver.ClaimParams{Queue: "default", Max: 10, ProcessID: p, Now: time.Now()})
 		if err != nil {
 			t.Fatalf("claim beside an open transaction: %v", err)
 		}

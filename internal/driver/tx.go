@@ -67,6 +67,10 @@ func runTx(ctx context.Context, d Driver, fn func(ex Executor) error) error {
 	return nil
 }
 
+// ErrNeedsTx is an Executor method that runs several statements, called
+// outside a transaction: call it through InTx or Atomic.
+var ErrNeedsTx = errors.New("this method runs several statements: call it in a transaction (driver.InTx or driver.Atomic)")
+
 // OneStatementWriter is a driver each of whose writing Executor methods
 // runs one statement, atomic by itself (PostgreSQL, whose multi-table
 // writes are single statements with CTEs). Atomic runs them outside a

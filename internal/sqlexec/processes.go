@@ -11,7 +11,7 @@ import (
 
 func (e *Executor) RegisterProcess(ctx context.Context, p driver.Process) (int64, error) {
 	var id int64
-	err := e.Atomic(ctx, func(x *Executor) error {
+	err := e.single(ctx, func(x *Executor) error { // one INSERT
 		ids, err := x.insertRows(ctx, x.q.RegisterProcess, 10, []any{p.Kind, p.Name, p.Hostname, p.PID, p.Queues,
 			p.HeartbeatInterval.Milliseconds(), p.DeadAfter.Milliseconds(), Micros(p.StartedAt), Micros(p.StartedAt),
 			Micros(p.StartedAt)}, true)
@@ -26,7 +26,6 @@ func (e *Executor) RegisterProcess(ctx context.Context, p driver.Process) (int64
 	return id, nil
 }
 
-// Heartbeat writes the beat, then renews the semaphores its claims hold.
 // Heartbeat records the beat in a statement of its own, so the process
 // row is locked only for that statement: a renewal waiting on semaphores
 // never holds up a reaper's read of the row.

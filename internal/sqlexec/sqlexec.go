@@ -105,32 +105,29 @@ type once struct{ driver.Driver }
 
 func (once) Retryable(error) bool { return false }
 
-// Atomic runs fn inside a transaction: the executor's own, or, outside
-// any, a new one begun on the driver (READ COMMITTED on MySQL, BEGIN
-// IMMEDIATE on SQLite). It is the one place the database/sql drivers
-// open transactions. A new transaction meets deadlocks like any bq
-// transaction and is run again (driver.InTx); a single writer's runs once,
-// as it has no deadlocks and a busy database has already waited out its
-// busy timeout.
+// Atomic runs fn, the several statements of one Executor method, in the
+// executor's transaction. The engine decides where bq's transactions
+// begin and end (driver.InTx, driver.Atomic); outside one, Atomic
+// refuses rather than open one of its own.
 func (e *Executor) Atomic(ctx context.Context, fn func(x *Executor) error) error {
-	if e.inTx {
-		return fn(e)
+	if !e.inTx {
+		return driver.ErrNeedsTx
 	}
-	drv := e.drv
-	if e.d.SingleWriter() {
-		drv = once{drv}
-	}
-	return driver.InTx(ctx, drv, func(tx driver.Executor) error { return fn(tx.(based).base()) })
+	return fn(e)
 }
 
 // exec runs one write statement and returns the rows it changed. Outside
-// a transaction it still runs in one (Atomic): on MySQL a READ COMMITTED
-// one whatever the pool's default isolation, so it takes no gap locks; on
-// SQLite it queues on the process's writer, so writers never spin in the
-// busy handler.
+// a transaction it runs in one of its own, for the dialect's sake, not as
+// a unit of work (one statement is atomic by itself): on MySQL a READ
+// COMMITTED one whatever the pool's default isolation, so it takes no gap
+// locks; on SQLite it queues on the process's writer, so writers never
+// spin in the busy handler. A new transaction meets deadlocks like any
+// bq transaction and is run again (driver.InTx); a single writer's runs
+// once, as it has no deadlocks and a busy database has already waited
+// out its busy timeout.
 func (e *Executor) exec(ctx context.Context, query string, args ...any) (int64, error) {
 	var n int64
-	err := e.Atomic(ctx, func(x *Executor) error {
+	err := e.single(ctx, func(x *Executor) error {
 		res, err := x.db.ExecContext(ctx, query, args...)
 		if err != nil {
 			return err
@@ -139,6 +136,18 @@ func (e *Executor) exec(ctx context.Context, query string, args ...any) (int64, 
 		return err
 	})
 	return n, err
+}
+
+// single runs fn, one write statement, as exec does.
+func (e *Executor) single(ctx context.Context, fn func(x *Executor) error) error {
+	if e.inTx {
+		return fn(e)
+	}
+	drv := e.drv
+	if e.d.SingleWriter() {
+		drv = once{drv}
+	}
+	return driver.InTx(ctx, drv, func(tx driver.Executor) error { return fn(tx.(based).base()) })
 }
 
 // Micros is how a time is stored: Unix microseconds.
