@@ -151,7 +151,7 @@ var _ = add("claims",
 			if !keep {
 				g = f.other()
 			}
-			ids := g.insert(T0, job("q"), job("q"), job("q"))
+			g.insert(T0, jobs(3, "q")...)
 			claims := g.claim(g.ex(), "q", 3, 1, T0)
 			stale := *claims[1]
 			stale.Fence++
@@ -169,7 +169,7 @@ var _ = add("claims",
 				info, ok, err := g.ex().GetJob(g.ctx, c.ID)
 				g.must(err)
 				switch {
-				case keep && (!ok || info.State != driver.StateCompleted || info.Attempt != 1 || !info.FinishedAt.Equal(end)):
+				case keep && (!ok || info.State != driver.StateCompleted || info.Attempt != 1 || info.FinishedAt == nil || !info.FinishedAt.Equal(end)):
 					t.Errorf("kept job %d: %v %+v; want completed at %v, attempt 1", c.ID, ok, info, end)
 				case !keep && ok:
 					t.Errorf("job %d still exists after CompleteClaims without keep", c.ID)
@@ -180,7 +180,6 @@ var _ = add("claims",
 			if len(again) != 1 || again[0].JobID != claims[1].ID {
 				t.Errorf("keep %v: second CompleteClaims matched %v, want only job %d's claim, never completed", keep, again, claims[1].ID)
 			}
-			_ = ids
 		}
 	}},
 	test{"ClaimsOfProcess", func(t *testing.T, f *fixture) {

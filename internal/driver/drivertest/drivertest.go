@@ -9,6 +9,20 @@
 // A test that needs row locks (a second transaction skipping or waiting
 // for rows the first holds) is skipped on SQLite, whose write
 // transactions take the database's one write lock at BEGIN instead.
+//
+// A driver's tests run it on fresh databases from internal/testdb:
+//
+//	func TestDriverContract(t *testing.T) {
+//		testdb.Require(t, testdb.Postgres)
+//		drivertest.Exercise(t, func(t *testing.T) driver.Driver {
+//			d, err := postgres.Open(context.Background(), testdb.FreshPostgres(t))
+//			if err != nil {
+//				t.Fatal(err)
+//			}
+//			t.Cleanup(func() { d.Close() })
+//			return drivertest.Migrate(t, d)
+//		})
+//	}
 package drivertest
 
 import (
