@@ -3,19 +3,16 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
-	"os"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/bqueue/bq"
+	"github.com/bqueue/bq/internal/testdb"
 	"github.com/bqueue/bq/migrations"
 )
 
@@ -202,61 +199,17 @@ type testDatabase struct {
 }
 
 // testDatabases returns the databases BQ_TEST_DRIVERS selects (default:
-// all). A selected database that is unreachable fails the test.
+// all) of the two this package's tests run on. A selected database that
+// is unreachable fails the test (testdb).
 func testDatabases(t *testing.T) []testDatabase {
-	all := []testDatabase{
-		{"sqlite", func(t *testing.T) string { return "sqlite://" + t.TempDir() + "/bq.db" }},
-		{"postgres", freshPostgres},
-	}
-	want := os.Getenv("BQ_TEST_DRIVERS")
-	if want == "" {
-		return all
-	}
 	var out []testDatabase
-	for _, name := range strings.Split(want, ",") {
-		for _, db := range all {
-			if db.name == strings.TrimSpace(name) {
-				out = append(out, db)
-			}
+	for _, name := range []string{testdb.SQLite, testdb.Postgres} {
+		if slices.Contains(testdb.Selected(t), name) {
+			out = append(out, testDatabase{name, func(t *testing.T) string { return testdb.Fresh(t, name) }})
 		}
 	}
 	return out
 }
 
-func postgresDSN() string {
-	if dsn := os.Getenv("BQ_TEST_POSTGRES_DSN"); dsn != "" {
-		return dsn
-	}
-	return "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-}
-
-// freshPostgres creates a schema of the test's own and returns a DSN whose
-// search_path points at it.
-func freshPostgres(t *testing.T) string {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	pool, err := pgxpool.New(ctx, postgresDSN())
-	if err == nil {
-		err = pool.Ping(ctx)
-	}
-	if err != nil {
-		t.Fatalf("PostgreSQL is selected (BQ_TEST_DRIVERS) but unreachable at %s: %v", postgresDSN(), err)
-	}
-	b := make([]byte, 6)
-	_, _ = rand.Read(b)
-	schema := "cli_" + hex.EncodeToString(b)
-	if _, err := pool.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-		t.Fatalf("create schema: %v", err)
-	}
-	t.Cleanup(func() {
-		if _, err := pool.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE"); err != nil {
-			t.Logf("drop schema %s: %v", schema, err)
-		}
-		pool.Close()
-	})
-	sep := "?"
-	if strings.Contains(postgresDSN(), "?") {
-		sep = "&"
-	}
-	return postgresDSN() + sep + "search_path=" + schema
-}
+// postgresDSN is the PostgreSQL server the tests use.
+func postgresDSN() string { return testdb.PostgresBaseDSN() }

@@ -68,7 +68,7 @@ func TestBrowser(t *testing.T) {
 	if err := os.MkdirAll(shots, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	for _, db := range selectedDatabases() {
+	for _, db := range selectedDatabases(t) {
 		t.Run(db.name, func(t *testing.T) {
 			f := newFixture(t, db)
 			// PostgreSQL's run mounts the dashboard under /bq with a token,

@@ -35,7 +35,7 @@ var csrfField = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
 // TestPages renders every page over HTTP on each database and checks the
 // figures, the actions' protections and a retry through admission.
 func TestPages(t *testing.T) {
-	for _, db := range selectedDatabases() {
+	for _, db := range selectedDatabases(t) {
 		t.Run(db.name, func(t *testing.T) {
 			f := newFixture(t, db)
 			srv := httptest.NewServer(ui.Handler(f.client, ui.Options{}))
@@ -465,7 +465,7 @@ func TestNotice(t *testing.T) {
 // TestAssetsAndKeys: /assets/ serves files, not listings; a key that is
 // not text gets 400, not a database error.
 func TestAssetsAndKeys(t *testing.T) {
-	for _, db := range selectedDatabases() {
+	for _, db := range selectedDatabases(t) {
 		t.Run(db.name, func(t *testing.T) {
 			f := newFixture(t, db)
 			srv := httptest.NewServer(ui.Handler(f.client, ui.Options{}))

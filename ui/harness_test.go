@@ -2,23 +2,18 @@ package ui_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"io"
 	"log/slog"
-	"os"
-	"strings"
-	"sync"
+	"slices"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/bqueue/bq"
 	_ "github.com/bqueue/bq/drivers/postgres"
 	_ "github.com/bqueue/bq/drivers/sqlite"
 	"github.com/bqueue/bq/internal/driver"
 	"github.com/bqueue/bq/internal/lifecycle"
+	"github.com/bqueue/bq/internal/testdb"
 )
 
 // The dashboard's tests run on a real database of each kind, like the
@@ -29,60 +24,21 @@ type database struct {
 	fresh func(t *testing.T) string
 }
 
-func postgresDSN() string {
-	if dsn := os.Getenv("BQ_TEST_POSTGRES_DSN"); dsn != "" {
-		return dsn
-	}
-	return "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-}
-
 var databases = []database{
-	{"sqlite", func(t *testing.T) string { return "sqlite://" + t.TempDir() + "/ui.db" }},
-	{"postgres", freshSchema},
+	{testdb.SQLite, func(t *testing.T) string { return testdb.Fresh(t, testdb.SQLite) }},
+	{testdb.Postgres, func(t *testing.T) string { return testdb.Fresh(t, testdb.Postgres) }},
 }
 
-// selectedDatabases honours BQ_TEST_DRIVERS (comma list; default all).
-func selectedDatabases() []database {
-	want := os.Getenv("BQ_TEST_DRIVERS")
-	if want == "" {
-		return databases
-	}
+// selectedDatabases are those of databases BQ_TEST_DRIVERS selects
+// (comma list; default all).
+func selectedDatabases(t *testing.T) []database {
 	var out []database
 	for _, db := range databases {
-		if strings.Contains(","+want+",", ","+db.name+",") {
+		if slices.Contains(testdb.Selected(t), db.name) {
 			out = append(out, db)
 		}
 	}
 	return out
-}
-
-var pgAdmin = sync.OnceValues(func() (*pgxpool.Pool, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	pool, err := pgxpool.New(ctx, postgresDSN())
-	if err != nil {
-		return nil, err
-	}
-	return pool, pool.Ping(ctx)
-})
-
-func freshSchema(t *testing.T) string {
-	admin, err := pgAdmin()
-	if err != nil {
-		t.Fatalf("PostgreSQL unreachable at %s: %v (run `make test`, which starts it, or set BQ_TEST_DRIVERS=sqlite)", postgresDSN(), err)
-	}
-	b := make([]byte, 6)
-	_, _ = rand.Read(b)
-	schema := "ui_" + hex.EncodeToString(b)
-	if _, err := admin.Exec(context.Background(), "CREATE SCHEMA "+schema); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _, _ = admin.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE") })
-	sep := "?"
-	if strings.Contains(postgresDSN(), "?") {
-		sep = "&"
-	}
-	return postgresDSN() + sep + "search_path=" + schema
 }
 
 type exportArgs struct {

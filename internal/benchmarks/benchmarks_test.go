@@ -10,26 +10,20 @@ package benchmarks
 
 import (
 	"context"
-	"crypto/rand"
-	"database/sql"
-	"encoding/hex"
 	"fmt"
 	"log/slog"
-	"net/url"
 	"os"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/bqueue/bq"
-	bqmysql "github.com/bqueue/bq/drivers/mysql"
+	_ "github.com/bqueue/bq/drivers/mysql"
 	_ "github.com/bqueue/bq/drivers/postgres"
 	_ "github.com/bqueue/bq/drivers/sqlite"
 	"github.com/bqueue/bq/internal/driver"
 	"github.com/bqueue/bq/internal/lifecycle"
+	"github.com/bqueue/bq/internal/testdb"
 )
 
 type benchArgs struct {
@@ -47,23 +41,10 @@ var (
 // forEachDB runs fn as a sub-benchmark on each selected database, with a
 // migrated client on a fresh file or schema.
 func forEachDB(b *testing.B, fn func(b *testing.B, c *bq.Client)) {
-	dbs := map[string]func(b *testing.B) string{
-		"sqlite":   func(b *testing.B) string { return "sqlite://" + b.TempDir() + "/bq.db" },
-		"postgres": freshPostgres,
-		"mysql":    freshMySQL,
-	}
-	want := os.Getenv("BQ_TEST_DRIVERS")
-	if want == "" {
-		want = "sqlite,postgres,mysql"
-	}
-	for name := range strings.SplitSeq(want, ",") {
-		fresh, ok := dbs[strings.TrimSpace(name)]
-		if !ok {
-			b.Fatalf("BQ_TEST_DRIVERS names %q: known are sqlite, postgres, mysql", name)
-		}
-		b.Run(strings.TrimSpace(name), func(b *testing.B) {
+	for _, name := range testdb.Selected(b) {
+		b.Run(name, func(b *testing.B) {
 			ctx := context.Background()
-			c, err := bq.Open(ctx, fresh(b), bq.Config{
+			c, err := bq.Open(ctx, testdb.Fresh(b, name), bq.Config{
 				Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 			})
 			if err != nil {
@@ -76,71 +57,6 @@ func forEachDB(b *testing.B, fn func(b *testing.B, c *bq.Client)) {
 			fn(b, c)
 		})
 	}
-}
-
-func freshPostgres(b *testing.B) string {
-	base := os.Getenv("BQ_TEST_POSTGRES_DSN")
-	if base == "" {
-		base = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-	}
-	ctx := context.Background()
-	admin, err := pgxpool.New(ctx, base)
-	if err == nil {
-		err = admin.Ping(ctx)
-	}
-	if err != nil {
-		b.Fatalf("PostgreSQL is selected (BQ_TEST_DRIVERS) but unreachable at %s: %v", base, err)
-	}
-	buf := make([]byte, 6)
-	_, _ = rand.Read(buf)
-	schema := "benchmarks_" + hex.EncodeToString(buf)
-	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() {
-		_, _ = admin.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE")
-		admin.Close()
-	})
-	sep := "?"
-	if strings.Contains(base, "?") {
-		sep = "&"
-	}
-	return base + sep + "search_path=" + schema
-}
-
-// freshMySQL creates a database of the benchmark's own and returns its DSN.
-func freshMySQL(b *testing.B) string {
-	base := os.Getenv("BQ_TEST_MYSQL_DSN")
-	if base == "" {
-		base = "mysql://root@127.0.0.1:3306/test"
-	}
-	u, err := url.Parse(base)
-	if err != nil {
-		b.Fatalf("BQ_TEST_MYSQL_DSN: %v", err)
-	}
-	cfg, err := bqmysql.ParseURL(base)
-	if err != nil {
-		b.Fatal(err)
-	}
-	admin, err := sql.Open("mysql", cfg.FormatDSN())
-	if err == nil {
-		err = admin.Ping()
-	}
-	if err != nil {
-		b.Fatalf("MySQL is selected (BQ_TEST_DRIVERS) but unreachable at %s: %v", u.Redacted(), err)
-	}
-	buf := make([]byte, 6)
-	_, _ = rand.Read(buf)
-	name := "benchmarks_" + hex.EncodeToString(buf)
-	if _, err := admin.Exec("CREATE DATABASE " + name); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() {
-		_, _ = admin.Exec("DROP DATABASE " + name)
-		admin.Close()
-	})
-	u.Path = "/" + name
-	return u.String()
 }
 
 // BenchmarkEnqueueKeyed admits one keyed job per transaction: lock the

@@ -7,15 +7,11 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
-	"net/url"
 	"os"
 	"regexp"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	_ "github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/bqueue/bq"
@@ -23,6 +19,7 @@ import (
 	"github.com/bqueue/bq/drivers/postgres"
 	"github.com/bqueue/bq/drivers/sqlite"
 	"github.com/bqueue/bq/internal/driver"
+	"github.com/bqueue/bq/internal/testdb"
 )
 
 // database is one driver the suite runs against.
@@ -32,136 +29,20 @@ type database struct {
 	fresh func(t *testing.T) string
 }
 
-func postgresBaseDSN() string {
-	if dsn := os.Getenv("BQ_TEST_POSTGRES_DSN"); dsn != "" {
-		return dsn
+// selected returns the databases BQ_TEST_DRIVERS names (default: all); a
+// selected one that is unreachable fails its tests (testdb).
+func selected(t *testing.T) []database {
+	var out []database
+	for _, name := range testdb.Selected(t) {
+		out = append(out, database{name: name, fresh: func(t *testing.T) string { return testdb.Fresh(t, name) }})
 	}
-	return "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-}
-
-func mysqlBaseDSN() string {
-	if dsn := os.Getenv("BQ_TEST_MYSQL_DSN"); dsn != "" {
-		return dsn
-	}
-	return "mysql://root@127.0.0.1:3306/test"
-}
-
-var databases = []database{
-	{name: "sqlite", fresh: func(t *testing.T) string {
-		return "sqlite://" + t.TempDir() + "/bq.db"
-	}},
-	{name: "postgres", fresh: freshPostgres},
-	{name: "mysql", fresh: freshMySQL},
-}
-
-var pgAdmin = sync.OnceValues(func() (*pgxpool.Pool, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	pool, err := pgxpool.New(ctx, postgresBaseDSN())
-	if err != nil {
-		return nil, err
-	}
-	if err := pool.Ping(ctx); err != nil {
-		pool.Close()
-		return nil, err
-	}
-	return pool, nil
-})
-
-// freshPostgres creates a schema of the test's own and returns a DSN whose
-// search_path points at it; the schema is dropped when the test ends.
-func freshPostgres(t *testing.T) string {
-	admin, err := pgAdmin()
-	if err != nil {
-		t.Fatalf("PostgreSQL is selected (BQ_TEST_DRIVERS) but unreachable at %s: %v", postgresBaseDSN(), err)
-	}
-	schema := "t_" + randomHex(6)
-	ctx := context.Background()
-	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-		t.Fatalf("create schema: %v", err)
-	}
-	t.Cleanup(func() {
-		if _, err := admin.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE"); err != nil {
-			t.Logf("drop schema %s: %v", schema, err)
-		}
-	})
-	sep := "?"
-	if strings.Contains(postgresBaseDSN(), "?") {
-		sep = "&"
-	}
-	return postgresBaseDSN() + sep + "search_path=" + schema
-}
-
-var myAdmin = sync.OnceValues(func() (*sql.DB, error) {
-	dsn, err := bqmysql.DSN(mysqlBaseDSN())
-	if err != nil {
-		return nil, err
-	}
-	db, err := sql.Open("mysql", dsn)
-	if err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := db.PingContext(ctx); err != nil {
-		db.Close()
-		return nil, err
-	}
-	return db, nil
-})
-
-// freshMySQL creates a database of the test's own on the server of
-// BQ_TEST_MYSQL_DSN and returns its URL; the database is dropped when the
-// test ends.
-func freshMySQL(t *testing.T) string {
-	base, err := url.Parse(mysqlBaseDSN())
-	if err != nil {
-		t.Fatalf("BQ_TEST_MYSQL_DSN: %v", err)
-	}
-	admin, err := myAdmin()
-	if err != nil {
-		t.Fatalf("MySQL is selected (BQ_TEST_DRIVERS) but unreachable at %s: %v", base.Redacted(), err)
-	}
-	name := "t_" + randomHex(6)
-	ctx := context.Background()
-	if _, err := admin.ExecContext(ctx, "CREATE DATABASE "+name+" CHARACTER SET utf8mb4"); err != nil {
-		t.Fatalf("create database: %v", err)
-	}
-	t.Cleanup(func() {
-		if _, err := admin.ExecContext(context.Background(), "DROP DATABASE "+name); err != nil {
-			t.Logf("drop database %s: %v", name, err)
-		}
-	})
-	base.Path = "/" + name
-	return base.String()
+	return out
 }
 
 func randomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
-}
-
-// selected returns the databases BQ_TEST_DRIVERS names (default: all).
-func selected(t *testing.T) []database {
-	want := os.Getenv("BQ_TEST_DRIVERS")
-	if want == "" {
-		return databases
-	}
-	var out []database
-	for _, name := range strings.Split(want, ",") {
-		found := false
-		for _, db := range databases {
-			if db.name == strings.TrimSpace(name) {
-				out = append(out, db)
-				found = true
-			}
-		}
-		if !found {
-			t.Fatalf("BQ_TEST_DRIVERS names %q, which this suite does not know (known: sqlite, postgres, mysql)", name)
-		}
-	}
-	return out
 }
 
 // harness is one test's database, migrated, with a client on it.

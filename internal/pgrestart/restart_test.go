@@ -24,6 +24,7 @@ import (
 	"github.com/bqueue/bq"
 	bqmysql "github.com/bqueue/bq/drivers/mysql"
 	_ "github.com/bqueue/bq/drivers/postgres"
+	"github.com/bqueue/bq/internal/testdb"
 )
 
 type Args struct {
@@ -62,20 +63,6 @@ var job = bq.Define("pgrestart.job", func(ctx context.Context, a Args) error {
 	Backoff:     func(int) time.Duration { return 100 * time.Millisecond },
 	Concurrency: &bq.Concurrency[Args]{Key: func(a Args) string { return a.Key }, To: limit},
 })
-
-func pgDSN() string {
-	if dsn := os.Getenv("BQ_TEST_POSTGRES_DSN"); dsn != "" {
-		return dsn
-	}
-	return "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-}
-
-func mysqlDSN() string {
-	if dsn := os.Getenv("BQ_TEST_MYSQL_DSN"); dsn != "" {
-		return dsn
-	}
-	return "mysql://root@127.0.0.1:3306/test"
-}
 
 // localPort returns the port of a DSN that names this machine, and
 // refuses any other: only a local server is ever restarted.
@@ -121,22 +108,22 @@ func TestPostgresRestart(t *testing.T) {
 	if os.Getenv("BQ_TEST_PG_RESTART") != "1" {
 		t.Skip("restarts the PostgreSQL server: run through `make test`, which sets BQ_TEST_PG_RESTART=1 for a last step of its own")
 	}
-	v, cluster := pgCluster(t, localPort(t, pgDSN(), "5432"))
+	v, cluster := pgCluster(t, localPort(t, testdb.PostgresBaseDSN(), "5432"))
 	ctx := context.Background()
-	admin, err := pgxpool.New(ctx, pgDSN())
+	admin, err := pgxpool.New(ctx, testdb.PostgresBaseDSN())
 	if err != nil {
 		t.Fatal(err)
 	}
 	schema := "restart_" + time.Now().Format("150405")
 	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-		t.Fatalf("PostgreSQL unreachable at %s: %v", pgDSN(), err)
+		t.Fatalf("PostgreSQL unreachable at %s: %v", testdb.PostgresBaseDSN(), err)
 	}
 	admin.Close()
 	sep := "?"
-	if strings.Contains(pgDSN(), "?") {
+	if strings.Contains(testdb.PostgresBaseDSN(), "?") {
 		sep = "&"
 	}
-	restartUnder(t, pgDSN()+sep+"search_path="+schema,
+	restartUnder(t, testdb.PostgresBaseDSN()+sep+"search_path="+schema,
 		func() { run(t, "pg_ctlcluster", "--skip-systemctl-redirect", v, cluster, "stop") },
 		func() time.Time {
 			// pg_ctlcluster start returns once the server accepts connections.
@@ -149,8 +136,8 @@ func TestMariaDBRestart(t *testing.T) {
 	if os.Getenv("BQ_TEST_MYSQL_RESTART") != "1" {
 		t.Skip("restarts the MariaDB server: run through `make test`, which sets BQ_TEST_MYSQL_RESTART=1 for a last step of its own")
 	}
-	port := localPort(t, mysqlDSN(), "3306")
-	cfg, err := bqmysql.ParseURL(mysqlDSN())
+	port := localPort(t, testdb.MySQLBaseDSN(), "3306")
+	cfg, err := bqmysql.ParseURL(testdb.MySQLBaseDSN())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +151,7 @@ func TestMariaDBRestart(t *testing.T) {
 	}
 	db := "restart_" + time.Now().Format("150405")
 	run(t, "mysql", append(admin, "-e", "CREATE DATABASE "+db)...)
-	u, _ := url.Parse(mysqlDSN())
+	u, _ := url.Parse(testdb.MySQLBaseDSN())
 	u.Path = "/" + db
 	restartUnder(t, u.String(),
 		func() {

@@ -1,0 +1,145 @@
+package drivertest
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/bqueue/bq/internal/driver"
+)
+
+// Policies: stored queue policies and key overrides, and the jobs that
+// leave their limit to them.
+var _ = add("policies",
+	test{"InsertUpdateDeleteList", func(t *testing.T, f *fixture) {
+		b := driver.Policy{Queue: "b", Namespace: "ns", MaxActive: 5, MaxActivePerKey: 2, MaxBlocked: 9, UpdatedAt: T0}
+		a := driver.Policy{Queue: "a", Namespace: "other", MaxActive: 1, UpdatedAt: T0}
+		for _, p := range []driver.Policy{b, a} {
+			if ok, err := f.ex().InsertPolicy(f.ctx, p); !ok || err != nil {
+				t.Fatalf("InsertPolicy(%s) = %v, %v", p.Queue, ok, err)
+			}
+		}
+		if ok, err := f.ex().InsertPolicy(f.ctx, driver.Policy{Queue: "b", Namespace: "x", MaxActive: 1, UpdatedAt: T0}); ok || err != nil {
+			t.Errorf("InsertPolicy of a queue that has one = %v, %v; want false", ok, err)
+		}
+		later := T0.Add(time.Hour)
+		b2 := driver.Policy{Queue: "b", Namespace: "ns", MaxActive: 6, MaxActivePerKey: 3, MaxBlocked: 0, UpdatedAt: later}
+		f.must(f.ex().UpdatePolicy(f.ctx, b2))
+		list, err := f.ex().ListPolicies(f.ctx)
+		f.must(err)
+		if len(list) != 2 || list[0].Queue != "a" || list[1].Queue != "b" {
+			t.Fatalf("ListPolicies = %+v, want a then b", list)
+		}
+		got := list[1]
+		if got.Namespace != "ns" || got.MaxActive != 6 || got.MaxActivePerKey != 3 || got.MaxBlocked != 0 {
+			t.Errorf("updated policy = %+v, want %+v", got, b2)
+		}
+		f.sameTime("CreatedAt", got.CreatedAt, T0)
+		f.sameTime("UpdatedAt", got.UpdatedAt, later)
+		f.must(f.ex().DeletePolicy(f.ctx, "a"))
+		if list, err := f.ex().ListPolicies(f.ctx); err != nil || len(list) != 1 || list[0].Queue != "b" {
+			t.Errorf("ListPolicies after deleting a = %+v, %v", list, err)
+		}
+	}},
+	test{"LockPoliciesOfANamespaceAndQueues", func(t *testing.T, f *fixture) {
+		for _, p := range []driver.Policy{{Queue: "d", Namespace: "ns"}, {Queue: "a", Namespace: "ns"},
+			{Queue: "c", Namespace: "other"}, {Queue: "b", Namespace: "other"}, {Queue: "e", Namespace: "third"}} {
+			p.MaxActive, p.UpdatedAt = 1, T0
+			_, err := f.ex().InsertPolicy(f.ctx, p)
+			f.must(err)
+		}
+		var queues []string
+		f.tx(func(ex driver.Executor) error {
+			list, err := ex.LockPolicies(f.ctx, "ns", []string{"c", "zz"})
+			for _, p := range list {
+				queues = append(queues, p.Queue)
+			}
+			return err
+		})
+		if want := []string{"a", "c", "d"}; !slices.Equal(queues, want) {
+			t.Errorf("LockPolicies(ns, [c zz]) = %v, want %v: the namespace's and the named queues', by queue", queues, want)
+		}
+		if !f.rowLocks() {
+			return
+		}
+		holder := f.begin()
+		_, err := holder.LockPolicies(f.ctx, "ns", nil)
+		f.must(err)
+		waiting, wait := waits(func() error {
+			return driver.InTx(f.ctx, f.d, func(ex driver.Executor) error {
+				_, err := ex.LockPolicies(f.ctx, "other", []string{"a"})
+				return err
+			})
+		})
+		if !waiting {
+			t.Errorf("LockPolicies of a policy another transaction locked returned at once")
+		}
+		f.must(holder.Commit(f.ctx))
+		f.must(wait())
+	}},
+	test{"PolicyKeys", func(t *testing.T, f *fixture) {
+		f.insert(T0, job("q", keyed("g/b", 0)), job("q", keyed("g/a", 0)), job("q", keyed("g/a", 0), blocked),
+			job("q", keyed("g/own", 3)), job("q"), job("other", keyed("g/c", 0)), job("q", keyed("g/done", 0)))
+		// g/done's job finishes: it no longer counts.
+		for _, c := range f.claim(f.ex(), "q", 10, 1, T0) {
+			if c.Limit.Key == "g/done" {
+				_, err := f.ex().CompleteClaims(f.ctx, []*driver.Claim{c}, true, T0)
+				f.must(err)
+			}
+		}
+		keys, err := f.ex().PolicyKeys(f.ctx, "q")
+		f.must(err)
+		if want := []string{"g/a", "g/b"}; !slices.Equal(keys, want) {
+			t.Errorf("PolicyKeys(q) = %v, want %v: unfinished jobs of q that leave their limit to the policy, each key once", keys, want)
+		}
+	}},
+	test{"KeyLimits", func(t *testing.T, f *fixture) {
+		f.semaphore("g/k", 1, 1, 0, T0)
+		override := func() int {
+			var o int
+			f.tx(func(ex driver.Executor) error {
+				s, _, err := ex.SemaphoreLock(f.ctx, "g/k", "")
+				o = s.Override
+				return err
+			})
+			return o
+		}
+		f.must(f.ex().SetKeyLimit(f.ctx, "g/k", 4, T0))
+		first := override()
+		f.must(f.ex().SetKeyLimit(f.ctx, "g/k", 2, T0.Add(time.Minute)))
+		if second := override(); first != 4 || second != 2 {
+			t.Errorf("overrides read %d then %d, want 4 then 2 (SetKeyLimit replaces)", first, second)
+		}
+		ok, err := f.ex().DeleteKeyLimit(f.ctx, "g/k")
+		f.must(err)
+		again, err := f.ex().DeleteKeyLimit(f.ctx, "g/k")
+		f.must(err)
+		if !ok || again || override() != 0 {
+			t.Errorf("DeleteKeyLimit = %v then %v, override left %d; want true, false, none", ok, again, override())
+		}
+	}},
+	test{"LatestJobLimit", func(t *testing.T, f *fixture) {
+		if _, _, ok, err := f.ex().LatestJobLimit(f.ctx, "g/k"); ok || err != nil {
+			t.Errorf("LatestJobLimit of a key without jobs = %v, %v; want false", ok, err)
+		}
+		newest := driver.Limit{Key: "g/k", To: 3, Duration: 2 * time.Minute, OnConflict: driver.Discard, MaxBlocked: 4}
+		f.insert(T0, job("old", keyed("g/k", 1)), job("new", func(j *driver.NewJob) { j.Limit = newest }), job("q", keyed("g/other", 9)))
+		l, q, ok, err := f.ex().LatestJobLimit(f.ctx, "g/k")
+		f.must(err)
+		if !ok || l != newest || q != "new" {
+			t.Errorf("LatestJobLimit = %+v of %q (%v), want %+v of the newest job's queue", l, q, ok, newest)
+		}
+		// Once every job of the key has finished there is none.
+		for _, c := range f.claim(f.ex(), "old", 1, 1, T0) {
+			_, err := f.ex().CompleteClaims(f.ctx, []*driver.Claim{c}, true, T0)
+			f.must(err)
+		}
+		for _, c := range f.claim(f.ex(), "new", 1, 1, T0) {
+			_, err := f.ex().CompleteClaims(f.ctx, []*driver.Claim{c}, true, T0)
+			f.must(err)
+		}
+		if _, _, ok, err := f.ex().LatestJobLimit(f.ctx, "g/k"); ok || err != nil {
+			t.Errorf("LatestJobLimit once the key's jobs finished = %v, %v; want false", ok, err)
+		}
+	}},
+)
