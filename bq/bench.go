@@ -96,7 +96,7 @@ client with --slots slots. Modes:
 documented Config fields); --config default uses bq's defaults. Progress
 goes to stderr; --json prints one JSON line on stdout.`)
 	var o benchOptions
-	f.StringVar(&o.dsn, "dsn", os.Getenv("BQ_DSN"), "`DSN` of the server: postgres://... (a fresh schema is made), mysql://... (a fresh database) or sqlite (a fresh temporary file)")
+	f.envString(&o.dsn, "dsn", "BQ_DSN", "`DSN` of the server: postgres://... (a fresh schema is made), mysql://... (a fresh database) or sqlite (a fresh temporary file)")
 	f.StringVar(&o.mode, "mode", "drain", "workload: "+strings.Join(benchModes, ", "))
 	f.IntVar(&o.jobs, "jobs", 20000, "number of jobs")
 	f.IntVar(&o.slots, "slots", 100, "worker slots (jobs at once) of the one client")

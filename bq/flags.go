@@ -26,6 +26,34 @@ type flagSet struct {
 	*flag.FlagSet
 	name, usage, about string
 	e                  *env
+	fromEnv            []envFlag
+}
+
+// envFlag is a flag whose value, when the flag is not given, comes from
+// an environment variable.
+type envFlag struct {
+	flag, variable string
+	value          *string
+}
+
+// envString defines a string flag that defaults to $variable. The
+// variable's value is not the flag's default, which the usage would
+// print: it is often a secret (a DSN's password, the dashboard's token).
+func (f *flagSet) envString(p *string, name, variable, usage string) {
+	f.StringVar(p, name, "", usage+" (default $"+variable+")")
+	f.fromEnv = append(f.fromEnv, envFlag{flag: name, variable: variable, value: p})
+}
+
+// applyEnv gives the flags of envString not on the command line the
+// value of their variable.
+func (f *flagSet) applyEnv() {
+	given := map[string]bool{}
+	f.Visit(func(fl *flag.Flag) { given[fl.Name] = true })
+	for _, ef := range f.fromEnv {
+		if !given[ef.flag] {
+			*ef.value = os.Getenv(ef.variable)
+		}
+	}
 }
 
 // newFlagSet returns the flags of subcommand name; usage is its synopsis
@@ -59,9 +87,11 @@ func (f *flagSet) parse(args []string) ([]string, error) {
 		}
 		args = f.Args()
 		if len(args) == 0 {
+			f.applyEnv()
 			return positional, nil
 		}
 		if args[0] == "--" {
+			f.applyEnv()
 			return append(positional, args[1:]...), nil
 		}
 		positional = append(positional, args[0])
@@ -83,8 +113,7 @@ type dbFlags struct {
 }
 
 func (d *dbFlags) register(f *flagSet) {
-	f.StringVar(&d.dsn, "dsn", os.Getenv("BQ_DSN"),
-		"database `DSN`: sqlite:///path/to/file.db or postgres://user:pass@host:5432/db (default $BQ_DSN)")
+	f.envString(&d.dsn, "dsn", "BQ_DSN", "database `DSN`: "+dsnForms)
 	f.StringVar(&d.prefix, "prefix", migrations.DefaultPrefix, "table-name `prefix` of bq's tables")
 }
 

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"database/sql"
 	"encoding/hex"
 	"encoding/json"
+	"net/url"
 	"os"
 	"regexp"
 	"strconv"
@@ -16,6 +18,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/bqueue/bq"
+	bqmysql "github.com/bqueue/bq/drivers/mysql"
+	"github.com/bqueue/bq/internal/humanize"
 	"github.com/bqueue/bq/migrations"
 )
 
@@ -207,6 +211,7 @@ func testDatabases(t *testing.T) []testDatabase {
 	all := []testDatabase{
 		{"sqlite", func(t *testing.T) string { return "sqlite://" + t.TempDir() + "/bq.db" }},
 		{"postgres", freshPostgres},
+		{"mysql", freshMySQL},
 	}
 	want := os.Getenv("BQ_TEST_DRIVERS")
 	if want == "" {
@@ -230,6 +235,58 @@ func postgresDSN() string {
 	return "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
 }
 
+func mysqlDSN() string {
+	if dsn := os.Getenv("BQ_TEST_MYSQL_DSN"); dsn != "" {
+		return dsn
+	}
+	return "mysql://root@127.0.0.1:3306/test"
+}
+
+// mysqlAdmin runs statements on the server of BQ_TEST_MYSQL_DSN.
+func mysqlAdmin(t *testing.T) *sql.DB {
+	dsn, err := bqmysql.DSN(mysqlDSN())
+	if err != nil {
+		t.Fatalf("BQ_TEST_MYSQL_DSN: %v", err)
+	}
+	db, err := sql.Open("mysql", dsn)
+	if err == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err = db.PingContext(ctx)
+		cancel()
+	}
+	if err != nil {
+		t.Fatalf("MySQL is selected (BQ_TEST_DRIVERS) but unreachable at %s: %v", humanize.RedactDSN(mysqlDSN()), err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// freshMySQL creates a database of the test's own and returns its URL.
+func freshMySQL(t *testing.T) string {
+	admin := mysqlAdmin(t)
+	name := "cli_" + randomHex(6)
+	if _, err := admin.Exec("CREATE DATABASE " + name + " CHARACTER SET utf8mb4"); err != nil {
+		t.Fatalf("create database: %v", err)
+	}
+	t.Cleanup(func() {
+		if _, err := admin.Exec("DROP DATABASE " + name); err != nil {
+			t.Logf("drop database %s: %v", name, err)
+		}
+	})
+	u, err := url.Parse(mysqlDSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Path = "/" + name
+	return u.String()
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
 // freshPostgres creates a schema of the test's own and returns a DSN whose
 // search_path points at it.
 func freshPostgres(t *testing.T) string {
@@ -242,9 +299,7 @@ func freshPostgres(t *testing.T) string {
 	if err != nil {
 		t.Fatalf("PostgreSQL is selected (BQ_TEST_DRIVERS) but unreachable at %s: %v", postgresDSN(), err)
 	}
-	b := make([]byte, 6)
-	_, _ = rand.Read(b)
-	schema := "cli_" + hex.EncodeToString(b)
+	schema := "cli_" + randomHex(6)
 	if _, err := pool.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
 		t.Fatalf("create schema: %v", err)
 	}

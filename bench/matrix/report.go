@@ -6,6 +6,8 @@ import (
 	"runtime"
 	"strings"
 	"time"
+
+	"github.com/bqueue/bq/internal/humanize"
 )
 
 // notes is the hand-written part of the report: reading the numbers,
@@ -108,7 +110,7 @@ fresh file in a temporary directory.
 		}
 		shown := make([]string, len(it.args))
 		for i, a := range it.args {
-			shown[i] = strings.Replace(a, pgDSN, "$PG", 1)
+			shown[i] = humanize.RedactDSN(strings.Replace(a, pgDSN, "$PG", 1))
 			if strings.ContainsAny(shown[i], "&?") {
 				shown[i] = `"` + shown[i] + `"`
 			}

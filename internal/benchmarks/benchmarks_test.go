@@ -27,6 +27,7 @@ import (
 	"github.com/bqueue/bq"
 	bqmysql "github.com/bqueue/bq/drivers/mysql"
 	"github.com/bqueue/bq/internal/driver"
+	"github.com/bqueue/bq/internal/humanize"
 	"github.com/bqueue/bq/internal/lifecycle"
 )
 
@@ -125,7 +126,7 @@ func freshMySQL(b *testing.B) string {
 		err = admin.Ping()
 	}
 	if err != nil {
-		b.Fatalf("MySQL is selected (BQ_TEST_DRIVERS) but unreachable at %s: %v", u.Redacted(), err)
+		b.Fatalf("MySQL is selected (BQ_TEST_DRIVERS) but unreachable at %s: %v", humanize.RedactDSN(u.String()), err)
 	}
 	buf := make([]byte, 6)
 	_, _ = rand.Read(buf)
