@@ -4,9 +4,9 @@ import (
 	"context"
 	"fmt"
 	"text/tabwriter"
-	"time"
 
 	"github.com/bqueue/bq"
+	"github.com/bqueue/bq/internal/humanize"
 )
 
 func runMigrate(ctx context.Context, e *env, args []string) error {
@@ -96,7 +96,7 @@ func printMigrations(e *env, ms []bq.Migration) error {
 		if m.Applied {
 			applied = "yes"
 			if !m.AppliedAt.IsZero() {
-				at = m.AppliedAt.Local().Format(time.DateTime)
+				at = humanize.Time(m.AppliedAt)
 			}
 		}
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\n", m.Version, m.Name, applied, at)

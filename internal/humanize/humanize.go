@@ -39,6 +39,10 @@ func Ago(t, now time.Time) string {
 	return Age(now.Sub(t)) + " ago"
 }
 
+// Time writes an instant the one way bq's messages and tables write
+// instants: RFC 3339 in UTC, to the second ("2026-12-01T05:44:58Z").
+func Time(t time.Time) string { return t.UTC().Format(time.RFC3339) }
+
 // RedactDSN hides the secrets of a data source name, whatever its shape,
 // for a message or a log:
 //
