@@ -170,7 +170,9 @@ type Client struct {
 
 // Open connects to the database dsn names and returns a client:
 //
-//	sqlite:///path/to/file.db   a SQLite file (created if missing)
+//	sqlite:///path/to/file.db   a SQLite file (created if missing): three
+//	                            slashes before an absolute path
+//	sqlite:path/to/file.db      one relative to the working directory
 //	sqlite::memory:             an in-memory SQLite database (tests)
 //	postgres://user:pass@host:5432/db
 //	mysql://user:pass@host:3306/db  MySQL 8.0+ or MariaDB 10.6+
@@ -197,12 +199,15 @@ func Open(ctx context.Context, dsn string, cfg ...Config) (*Client, error) {
 }
 
 func openDriver(ctx context.Context, dsn string) (driver.Driver, error) {
-	scheme, rest, _ := strings.Cut(dsn, ":")
+	scheme, _, _ := strings.Cut(dsn, ":")
 	switch {
 	case dsn == "":
 		return nil, errors.New("bq.Open: the DSN is empty: use sqlite:///path/to/file.db, sqlite::memory:, postgres://user:pass@host:5432/db or mysql://user:pass@host:3306/db")
 	case scheme == "sqlite":
-		path, _, _ := strings.Cut(strings.TrimPrefix(rest, "//"), "?")
+		path, err := sqlite.ParseURL(dsn)
+		if err != nil {
+			return nil, err
+		}
 		return sqlite.Open(ctx, path)
 	case scheme == "postgres" || scheme == "postgresql":
 		return postgres.Open(ctx, dsn)

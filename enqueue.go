@@ -87,8 +87,10 @@ func (j *Job[A]) Enqueue(ctx context.Context, c *Client, args A, opts ...Enqueue
 }
 
 // EnqueueTx stores one job inside tx, the caller's transaction on the
-// client's database (a pgx.Tx for PostgreSQL, a *sql.Tx for SQLite): the
-// job exists only if tx commits. A transient conflict (deadlock,
+// client's database: a pgx.Tx for PostgreSQL (begun on the driver's
+// pool), a *sql.Tx for MySQL/MariaDB and SQLite (begun on the driver's
+// *sql.DB, or one opened with mysql.DSN or sqlite.DSN): the job exists
+// only if tx commits. A transient conflict (deadlock,
 // serialization failure) is returned for the caller to retry the whole
 // transaction; see driver errors.
 func (j *Job[A]) EnqueueTx(ctx context.Context, c *Client, tx any, args A, opts ...EnqueueOption) (EnqueueResult, error) {

@@ -6,11 +6,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"strings"
 
 	"github.com/bqueue/bq"
+	"github.com/bqueue/bq/drivers/sqlite"
 	"github.com/bqueue/bq/migrations"
 )
 
@@ -127,8 +129,39 @@ func (d *dbFlags) validate(f *flagSet) error {
 	return nil
 }
 
-// open opens a client on the flags' database.
+// open opens a client on the flags' database. A SQLite file must exist
+// already: commands that read or tend a database never create one (an
+// empty file would then fail as "not migrated"); see create.
 func (d *dbFlags) open(ctx context.Context, cfg bq.Config) (*bq.Client, error) {
+	cfg.Prefix = d.prefix
+	if !strings.HasPrefix(d.dsn, "sqlite:") {
+		return bq.Open(ctx, d.dsn, cfg)
+	}
+	path, err := sqlite.ParseURL(d.dsn)
+	if err != nil {
+		return nil, err
+	}
+	drv, err := sqlite.OpenExisting(ctx, path)
+	if errors.Is(err, fs.ErrNotExist) {
+		create := "bq migrate up --dsn " + d.dsn
+		if d.prefix != migrations.DefaultPrefix {
+			create += " --prefix " + d.prefix
+		}
+		return nil, fmt.Errorf("%w (create it with `%s`)", err, create)
+	}
+	if err != nil {
+		return nil, err
+	}
+	client, err := bq.NewClient(drv, cfg)
+	if err != nil {
+		drv.Close()
+		return nil, err
+	}
+	return client, nil
+}
+
+// create is open for `migrate up`, which creates a missing SQLite file.
+func (d *dbFlags) create(ctx context.Context, cfg bq.Config) (*bq.Client, error) {
 	cfg.Prefix = d.prefix
 	return bq.Open(ctx, d.dsn, cfg)
 }

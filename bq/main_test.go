@@ -7,8 +7,11 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
+	"io/fs"
 	"net/url"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -82,9 +85,13 @@ func TestMigrateAndStatus(t *testing.T) {
 			ctx := context.Background()
 			dsn := db.fresh(t)
 
-			code, _, stderr := bqCmd(t, ctx, "status", "--dsn", dsn)
-			if code != 1 || !strings.Contains(stderr, "missing or out of date") {
-				t.Fatalf("status before migrating: exit %d, stderr %q; want exit 1 naming the missing migration", code, stderr)
+			// A SQLite file is created by migrate up only: see
+			// TestMissingSQLiteFile.
+			if db.name != "sqlite" {
+				code, _, stderr := bqCmd(t, ctx, "status", "--dsn", dsn)
+				if code != 1 || !strings.Contains(stderr, "missing or out of date") {
+					t.Fatalf("status before migrating: exit %d, stderr %q; want exit 1 naming the missing migration", code, stderr)
+				}
 			}
 			if code, stdout, stderr := bqCmd(t, ctx, "migrate", "up", "--dsn", dsn); code != 0 || !atLatest(stdout) {
 				t.Fatalf("migrate up: exit %d\n%s%s", code, stdout, stderr)
@@ -134,6 +141,57 @@ func TestMigrateAndStatus(t *testing.T) {
 				t.Fatalf("second migrate down: exit %d\n%s", code, stdout)
 			}
 		})
+	}
+}
+
+// TestMissingSQLiteFile: commands that read or tend a database refuse a
+// SQLite file that does not exist, saying how to create it, and create
+// nothing; migrate up creates it. A DSN with a slash too many or too few
+// says how many it takes.
+func TestMissingSQLiteFile(t *testing.T) {
+	ctx := context.Background()
+	path := t.TempDir() + "/jobs.db"
+	dsn := "sqlite://" + path
+	for _, args := range [][]string{
+		{"status"}, {"status", "--json"}, {"explain", "1"}, {"migrate", "status"}, {"migrate", "down"},
+		{"dispatcher"}, {"ui", "--addr", "127.0.0.1:0"},
+	} {
+		code, stdout, stderr := bqCmd(t, ctx, append(args, "--dsn", dsn)...)
+		want := "bq: no such database file: " + path + " (create it with `bq migrate up --dsn " + dsn + "`)\n"
+		if code != 1 || stderr != want {
+			t.Errorf("bq %s on a missing file: exit %d, stderr %q, stdout %q; want exit 1 and %q", strings.Join(args, " "), code, stderr, stdout, want)
+		}
+		if _, err := os.Stat(path); !errors.Is(err, fs.ErrNotExist) {
+			t.Fatalf("bq %s created the missing file: %v", strings.Join(args, " "), err)
+		}
+	}
+	if code, _, stderr := bqCmd(t, ctx, "status", "--dsn", dsn, "--prefix", "app_bq_"); code != 1 || !strings.Contains(stderr, "--dsn "+dsn+" --prefix app_bq_`") {
+		t.Errorf("status --prefix on a missing file: exit %d, %q; want the migrate command with the prefix", code, stderr)
+	}
+	if code, stdout, stderr := bqCmd(t, ctx, "migrate", "up", "--dsn", dsn); code != 0 || !atLatest(stdout) {
+		t.Fatalf("migrate up: exit %d\n%s%s", code, stdout, stderr)
+	}
+	if code, stdout, stderr := bqCmd(t, ctx, "status", "--dsn", dsn); code != 0 || !strings.Contains(stdout, "no live jobs") {
+		t.Fatalf("status after migrate up: exit %d\n%s%s", code, stdout, stderr)
+	}
+	for typo, hint := range map[string]string{
+		"sqlite:///" + path:                         "4 slashes; an absolute path takes three: " + dsn,
+		"sqlite://tmp/jobs.db":                      "write sqlite:///tmp/jobs.db (three slashes) for the absolute path /tmp/jobs.db, or sqlite:tmp/jobs.db",
+		"sqlite://" + strings.Repeat("/", 3) + path: "6 slashes",
+	} {
+		for _, cmd := range []string{"status", "migrate up"} {
+			code, _, stderr := bqCmd(t, ctx, append(strings.Fields(cmd), "--dsn", typo)...)
+			if code != 1 || !strings.Contains(stderr, hint) {
+				t.Errorf("bq %s --dsn %s: exit %d, %q; want exit 1 saying %q", cmd, typo, code, stderr, hint)
+			}
+		}
+	}
+	// Nothing but the database, its WAL files and no lock file.
+	entries, _ := os.ReadDir(filepath.Dir(path))
+	for _, e := range entries {
+		if strings.HasSuffix(e.Name(), ".migrate-lock") {
+			t.Errorf("migrate up left %s behind", e.Name())
+		}
 	}
 }
 

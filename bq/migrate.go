@@ -30,7 +30,11 @@ is applied.`)
 	if err := db.validate(f); err != nil {
 		return err
 	}
-	client, err := db.open(ctx, bq.Config{})
+	open := db.open
+	if action == "up" {
+		open = db.create
+	}
+	client, err := open(ctx, bq.Config{})
 	if err != nil {
 		return err
 	}
