@@ -220,12 +220,21 @@ func TestDemo(t *testing.T) {
 			if code != 0 {
 				t.Fatalf("bq demo: exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 			}
-			for _, want := range []string{
-				"2 ready, 8 blocked",
+			want := []string{
+				"acme     2 ready, 38 blocked",
+				"globex   2 ready, 3 blocked",
 				"discarded",
 				"acme 2, globex 2, initech 2",
+				"acme     40 exports, the large tenant: first started at",
+				"The small tenants' exports had all started by",
 				"Every limit held",
-			} {
+			}
+			if db.name == "sqlite" {
+				want = append(want, "is deleted now; run `bq demo --keep` to keep it")
+			} else {
+				want = append(want, "  bq status --dsn "+shellQuote(args[2])+" --prefix bq_demo_\n", "  bq ui --dsn ")
+			}
+			for _, want := range want {
 				if !strings.Contains(stdout, want) {
 					t.Errorf("bq demo output lacks %q:\n%s", want, stdout)
 				}
