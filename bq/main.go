@@ -106,10 +106,12 @@ Commands:
 		fmt.Fprintf(w, "	%-11s %s\n", c.name, c.summary)
 	}
 	fmt.Fprint(w, `
-DSNs: `+dsnForms+`
-(--dsn defaults to $BQ_DSN). A SQLite path is absolute after three slashes
-(sqlite:///var/lib/app/jobs.db) and relative to the working directory after
-none (sqlite:jobs.db).
+DSNs (--dsn, default $BQ_DSN):
+
+	sqlite:///var/lib/app/jobs.db      SQLite; three slashes before an absolute path,
+	sqlite:jobs.db                     none before one relative to the working directory
+	postgres://user:pass@host:5432/db  PostgreSQL
+	mysql://user:pass@host:3306/db     MySQL 8.0+, MariaDB 10.6+
 
 Run 'bq <command> -h' for a command's flags. Try 'bq demo': it needs no server.
 `)

@@ -32,7 +32,7 @@ func commandsOfHelp(t *testing.T) []string {
 		t.Fatalf("bq help: exit %d", code)
 	}
 	_, list, _ := strings.Cut(out, "Commands:\n")
-	list, _, _ = strings.Cut(list, "\n\n\n")
+	list, _, _ = strings.Cut(strings.TrimLeft(list, "\n"), "\n\n")
 	var names []string
 	for _, m := range regexp.MustCompile(`(?m)^\t(\w+) `).FindAllStringSubmatch(list, -1) {
 		names = append(names, m[1])
