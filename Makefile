@@ -1,8 +1,9 @@
 # bq's developer tasks. Every target works from a fresh clone.
 #
-#   make test   ensure the test databases (installing/starting PostgreSQL
-#               and MariaDB if needed) and headless Chromium for the dashboard's
-#               browser tests, then run every test with the race detector
+#   make test   ensure a C compiler (-race needs cgo), the test databases
+#               (installing/starting PostgreSQL and MariaDB if needed) and
+#               headless Chromium for the dashboard's browser tests, then
+#               run every test with the race detector
 #   make lint   gofmt, go vet, staticcheck
 #   make demo   the self-contained demo (SQLite in a temp dir; no server)
 #   make build  compile everything, including the bq binary
@@ -26,9 +27,9 @@ DEFAULT_MYSQL_DSN := mysql://root@127.0.0.1:3306/test
 export BQ_TEST_POSTGRES_DSN ?= $(DEFAULT_POSTGRES_DSN)
 export BQ_TEST_MYSQL_DSN ?= $(DEFAULT_MYSQL_DSN)
 
-.PHONY: test soak lint demo build bench ensure-databases ensure-chromium staticcheck
+.PHONY: test soak lint demo build bench ensure-cc ensure-databases ensure-chromium staticcheck
 
-test: ensure-databases ensure-chromium
+test: ensure-cc ensure-databases ensure-chromium
 	$(GO) test -race -count=1 -timeout 20m ./...
 	@# Last, on their own: restarting a server would disturb any test beside
 	@# it. Only the local servers the scripts manage (the default DSNs).
@@ -44,6 +45,9 @@ test: ensure-databases ensure-chromium
 # The chaos test for ten minutes per database (CI runs it for 20 s).
 soak: ensure-databases
 	BQ_CHAOS_DURATION=10m $(GO) test -count=1 -timeout 60m -run 'TestConformance/.*/ChaosKill9' -v ./internal/conformance
+
+ensure-cc:
+	GO="$(GO)" scripts/ensure-cc.sh
 
 ensure-databases:
 	scripts/ensure-databases.sh

@@ -176,7 +176,9 @@ type Client struct {
 
 // Open connects to the database dsn names and returns a client:
 //
-//	sqlite:///path/to/file.db   a SQLite file (created if missing)
+//	sqlite:///path/to/file.db   a SQLite file (created if missing): three
+//	                            slashes before an absolute path
+//	sqlite:path/to/file.db      one relative to the working directory
 //	sqlite::memory:             an in-memory SQLite database (tests)
 //	postgres://user:pass@host:5432/db
 //	mysql://user:pass@host:3306/db  MySQL 8.0+ or MariaDB 10.6+

@@ -98,7 +98,9 @@ type Tx interface {
 }
 
 // EnqueueTx stores one job inside tx, the caller's transaction on the
-// client's database, wrapped by its driver:
+// client's database, wrapped by its driver: postgres.Tx for a pgx.Tx
+// (PostgreSQL), mysql.Tx for a *sql.Tx (MySQL/MariaDB), sqlite.Tx for a
+// *sql.Tx (SQLite), each begun on the pool or *sql.DB the driver uses:
 //
 //	res, err := Charge.EnqueueTx(ctx, client, postgres.Tx(tx), args)
 //

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -76,7 +77,9 @@ func (c *Client) explain(ctx context.Context, info *JobInfo) (*Explanation, erro
 	}
 	now := c.cfg.Now()
 	var procs []driver.Process
-	if info.State == StateReady || info.State == StateBlocked || info.State == StateScheduled {
+	switch info.State {
+	case StateReady, StateBlocked, StateScheduled, StateRunning:
+		// Who would move the job on: its queue's workers, a dispatcher.
 		if procs, err = ex.ListProcesses(ctx); err != nil {
 			return nil, err
 		}
@@ -84,7 +87,7 @@ func (c *Client) explain(ctx context.Context, info *JobInfo) (*Explanation, erro
 	switch info.State {
 	case StateBlocked:
 		e.Since = x.BlockedSince
-		if e.Key, err = c.keyState(ctx, info.Key, 0); err != nil {
+		if e.Key, err = c.keyState(ctx, info.Key, maxLineShow); err != nil {
 			return nil, err
 		}
 		ahead, err := ex.BlockedAhead(ctx, info.Key, info.Priority, info.ID, MaxCountedAhead+1)
@@ -98,31 +101,35 @@ func (c *Client) explain(ctx context.Context, info *JobInfo) (*Explanation, erro
 	case StateReady:
 		e.Since = x.ReadySince
 		e.Summary = fmt.Sprintf("Ready since %s: waiting for a worker of queue %q.", when(e.Since, now), info.Queue)
-		if !c.anyAlive(procs, now, func(p driver.Process) bool { return slices.Contains(strings.Split(p.Queues, ","), info.Queue) }) {
+		if !c.worksQueue(procs, info.Queue, now) {
 			e.Summary += fmt.Sprintf(" No live process works queue %q: start a worker that does.", info.Queue)
 		}
 	case StateRunning:
 		e.Since, e.ProcessID, e.ProcessName = x.ClaimedAt, x.ProcessID, x.ProcessName
 		e.ProcessAlive = c.alive(x.ProcessBeat, 0, now)
-		e.Summary = fmt.Sprintf("Running on process %s since %s (attempt %d of %d).",
+		e.Summary = fmt.Sprintf("Running on process %s since %s; attempt %d of %d.",
 			processLabel(x.ProcessID, x.ProcessName), when(e.Since, now), info.Attempts+1, info.MaxAttempts)
+		reap := "the dispatcher will reap the claim and run the job again."
+		if !c.dispatcherAlive(procs, now) {
+			reap = "no live dispatcher is registered to reap the claim: start one (client.Run or `bq dispatcher`) and it will run the job again."
+		}
 		switch {
 		case x.ProcessBeat.IsZero():
-			e.Summary += " Its process is no longer registered: the dispatcher will reap the claim and run the job again."
+			e.Summary += " Its process is no longer registered: " + reap
 		case !e.ProcessAlive:
-			e.Summary += fmt.Sprintf(" Its process last heartbeat %s: the dispatcher will reap the claim and run the job again.", when(x.ProcessBeat, now))
+			e.Summary += fmt.Sprintf(" Its process's last heartbeat landed at %s: %s", when(x.ProcessBeat, now), reap)
 		}
 	case StateScheduled:
 		e.DueAt = x.DueAt
 		e.Summary = c.scheduledSummary(info, x.DueAt, procs, now)
 	case StateFailed:
 		e.Since = x.FailedAt
-		e.Summary = fmt.Sprintf("Failed %s after %s: %s. Retry or discard it by hand.",
+		e.Summary = fmt.Sprintf("Failed at %s after %s: %s. Retry or discard it by hand.",
 			when(e.Since, now), count(info.Attempts, "attempt"), firstLine(info.LastError))
 	case StateCompleted:
-		e.Summary = fmt.Sprintf("Completed %s after %s.", whenPtr(info.FinishedAt, now), count(info.Attempts, "attempt"))
+		e.Summary = fmt.Sprintf("Completed at %s after %s.", whenPtr(info.FinishedAt, now), count(info.Attempts, "attempt"))
 	case StateDiscarded:
-		e.Summary = fmt.Sprintf("Discarded %s", whenPtr(info.FinishedAt, now))
+		e.Summary = fmt.Sprintf("Discarded at %s", whenPtr(info.FinishedAt, now))
 		if info.Key != "" {
 			e.Summary += fmt.Sprintf(": key %q had no free slot when it was admitted and its kind discards on conflict (or it was discarded by hand after failing).", info.Key)
 		} else {
@@ -134,6 +141,9 @@ func (c *Client) explain(ctx context.Context, info *JobInfo) (*Explanation, erro
 	return e, nil
 }
 
+// noDispatcher is the sentence for work only a dispatcher moves on.
+const noDispatcher = " No live dispatcher is registered: start one (client.Run or `bq dispatcher`), or nothing will promote it."
+
 // blockedSummary says what would release a blocked job.
 func (c *Client) blockedSummary(k *KeyState, ahead int, procs []driver.Process, now time.Time) string {
 	line := "it is next in line"
@@ -143,30 +153,51 @@ func (c *Client) blockedSummary(k *KeyState, ahead int, procs []driver.Process, 
 	case ahead > 0:
 		line = fmt.Sprintf("%d ahead of it", ahead)
 	}
-	noDispatcher := ""
-	if !c.anyAlive(procs, now, func(p driver.Process) bool { return strings.Contains(p.Kind, "dispatcher") }) {
-		noDispatcher = " No live dispatcher is registered: start one (client.Run or `bq dispatcher`), or nothing will promote it."
+	dispatcher := c.dispatcherAlive(procs, now)
+	// Only a dispatcher recreates, promotes and reclaims: say it will
+	// only when one is alive.
+	tail := ""
+	if !dispatcher {
+		tail = noDispatcher
 	}
 	switch {
 	case !k.Exists:
-		return fmt.Sprintf("Blocked on key %q, which has no semaphore: the dispatcher recreates and promotes it within one interval.%s", k.Key, noDispatcher)
+		s := fmt.Sprintf("Blocked on key %q, which has no semaphore", k.Key)
+		if dispatcher {
+			return s + ": the dispatcher recreates and promotes it within one interval."
+		}
+		return s + "." + tail
 	case k.Free > 0:
-		return fmt.Sprintf("Blocked on key %q, which has %s of %d: the dispatcher promotes blocked jobs into them within one interval; %s.%s",
-			k.Key, count(k.Free, "free slot"), k.Limit, line, noDispatcher)
+		s := fmt.Sprintf("Blocked on key %q, which has %s of %d", k.Key, count(k.Free, "free slot"), k.Limit)
+		if dispatcher {
+			return fmt.Sprintf("%s: the dispatcher promotes blocked jobs into them within one interval; %s.", s, line)
+		}
+		return fmt.Sprintf("%s; %s.%s", s, line, tail)
 	case len(k.Holders) == 0:
-		return fmt.Sprintf("Blocked on key %q (limit %d): no ready or running job holds its slots, which were lost; they come back when its semaphore expires %s; %s.%s",
-			k.Key, k.Limit, when(k.ExpiresAt, now), line, noDispatcher)
+		return fmt.Sprintf("Blocked on key %q (limit %d): no ready or running job holds its slots, which were lost; they come back when its semaphore expires at %s; %s.%s",
+			k.Key, k.Limit, when(k.ExpiresAt, now), line, tail)
 	}
 	var running, ready int
-	var dead []string
+	var dead []string                // processes that stopped heartbeating, in order
+	deadJobs := map[string][]int64{} // their running holders
+	readyIn := map[string]int{}      // ready holders by queue
+	var queues []string
 	for _, h := range k.Holders {
-		if h.State == StateRunning {
-			running++
-			if !h.ProcessAlive {
-				dead = append(dead, fmt.Sprintf("job %d on process %s", h.JobID, processLabel(h.ProcessID, h.ProcessName)))
-			}
-		} else {
+		if h.State != StateRunning {
 			ready++
+			if readyIn[h.Queue] == 0 {
+				queues = append(queues, h.Queue)
+			}
+			readyIn[h.Queue]++
+			continue
+		}
+		running++
+		if !h.ProcessAlive {
+			p := processLabel(h.ProcessID, h.ProcessName)
+			if deadJobs[p] == nil {
+				dead = append(dead, p)
+			}
+			deadJobs[p] = append(deadJobs[p], h.JobID)
 		}
 	}
 	var s string
@@ -181,11 +212,49 @@ func (c *Client) blockedSummary(k *KeyState, ahead int, procs []driver.Process, 
 		s = fmt.Sprintf("Waiting for one of the %s of key %q to finish (limit %d: %d running, %d ready and waiting for a worker); %s.",
 			count(running+ready, "holder"), k.Key, k.Limit, running, ready, line)
 	}
+	for _, q := range queues {
+		if !c.worksQueue(procs, q, now) {
+			s += fmt.Sprintf(" No live process works queue %q, where %s: start a worker that does.", q, waits(readyIn[q]))
+		}
+	}
+	// One sentence per process: only the dispatcher's reaper frees these
+	// slots.
+	for _, p := range dead {
+		jobs := deadJobs[p]
+		claims := "its claim"
+		if len(jobs) > 1 {
+			claims = "their claims"
+		}
+		reap := "the dispatcher will reap " + claims
+		if !dispatcher {
+			reap = claims + " will be reaped once a dispatcher runs"
+		}
+		s += fmt.Sprintf(" Process %s stopped heartbeating while running %s: %s.", p, jobList(jobs), reap)
+	}
 	if len(dead) > 0 {
-		// Only the dispatcher's reaper frees these slots.
-		s += fmt.Sprintf(" The process of %s stopped heartbeating: its claim will be reaped.%s", strings.Join(dead, ", "), noDispatcher)
+		s += tail
 	}
 	return s
+}
+
+// waits writes "1 ready holder waits", "2 ready holders wait".
+func waits(n int) string {
+	if n == 1 {
+		return "1 ready holder waits"
+	}
+	return fmt.Sprintf("%d ready holders wait", n)
+}
+
+// jobList writes "job 7", "jobs 7 and 8", "jobs 7, 8 and 9".
+func jobList(ids []int64) string {
+	if len(ids) == 1 {
+		return fmt.Sprintf("job %d", ids[0])
+	}
+	parts := make([]string, len(ids))
+	for i, id := range ids {
+		parts[i] = strconv.FormatInt(id, 10)
+	}
+	return "jobs " + strings.Join(parts[:len(parts)-1], ", ") + " and " + parts[len(parts)-1]
 }
 
 func (c *Client) scheduledSummary(info *JobInfo, due time.Time, procs []driver.Process, now time.Time) string {
@@ -193,15 +262,26 @@ func (c *Client) scheduledSummary(info *JobInfo, due time.Time, procs []driver.P
 	if info.Attempts > 0 {
 		what = fmt.Sprintf("Retry %d of %d scheduled", info.Attempts+1, info.MaxAttempts)
 	}
-	s := fmt.Sprintf("%s: due %s", what, when(due, now))
+	s := fmt.Sprintf("%s: due at %s", what, when(due, now))
 	if info.Key != "" {
 		s += fmt.Sprintf(", then admitted through key %q (limit %d)", info.Key, info.Limit)
 	}
 	s += "."
-	if !due.After(now) && !c.anyAlive(procs, now, func(p driver.Process) bool { return strings.Contains(p.Kind, "dispatcher") }) {
+	if !due.After(now) && !c.dispatcherAlive(procs, now) {
 		s += " It is due but no live dispatcher is registered to admit it: start one (client.Run or `bq dispatcher`)."
 	}
 	return s
+}
+
+// dispatcherAlive reports a live process that runs a dispatcher (kind
+// "dispatcher" or "worker+dispatcher").
+func (c *Client) dispatcherAlive(procs []driver.Process, now time.Time) bool {
+	return c.anyAlive(procs, now, func(p driver.Process) bool { return strings.Contains(p.Kind, "dispatcher") })
+}
+
+// worksQueue reports a live process that works queue.
+func (c *Client) worksQueue(procs []driver.Process, queue string, now time.Time) bool {
+	return c.anyAlive(procs, now, func(p driver.Process) bool { return slices.Contains(strings.Split(p.Queues, ","), queue) })
 }
 
 func (c *Client) anyAlive(procs []driver.Process, now time.Time, match func(driver.Process) bool) bool {
@@ -217,22 +297,18 @@ func processLabel(id int64, name string) string {
 	return fmt.Sprintf("%s (#%d)", name, id)
 }
 
-// when formats t for a sentence: "at 2025-01-02T15:04:05Z (3m ago)".
+// when writes t for a sentence, after "at" or "since":
+// "2025-01-02T15:04:05Z (3m0s ago)".
 func when(t, now time.Time) string {
 	if t.IsZero() {
-		return "at an unknown time"
+		return "an unknown time"
 	}
-	d := now.Sub(t).Round(time.Second)
-	rel := d.String() + " ago"
-	if d < 0 {
-		rel = "in " + (-d).String()
-	}
-	return fmt.Sprintf("at %s (%s)", t.UTC().Format(time.RFC3339), rel)
+	return fmt.Sprintf("%s (%s)", humanize.Time(t), humanize.Ago(t, now))
 }
 
 func whenPtr(t *time.Time, now time.Time) string {
 	if t == nil {
-		return "at an unknown time"
+		return "an unknown time"
 	}
 	return when(*t, now)
 }

@@ -2,6 +2,7 @@ package bq
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -33,22 +34,23 @@ const (
 // enqueued, or deleted after its retention).
 var ErrJobNotFound = errors.New("job not found")
 
-// JobInfo is a stored job and its state.
+// JobInfo is a stored job and its state. Its JSON (bq explain --json)
+// is snake_case like bq's other reports, with Args as the JSON it is.
 type JobInfo struct {
-	ID          int64
-	Kind        string
-	Queue       string
-	Args        []byte // JSON
-	Priority    int
-	State       JobState
-	Attempts    int // attempts that have ended
-	MaxAttempts int
-	Key         string // full concurrency key; "" when unkeyed
-	Limit       int
-	ScheduledAt time.Time
-	CreatedAt   time.Time
-	FinishedAt  *time.Time
-	LastError   string
+	ID          int64           `json:"id"`
+	Kind        string          `json:"kind"`
+	Queue       string          `json:"queue"`
+	Args        json.RawMessage `json:"args"`
+	Priority    int             `json:"priority"`
+	State       JobState        `json:"state"`
+	Attempts    int             `json:"attempts"` // attempts that have ended
+	MaxAttempts int             `json:"max_attempts"`
+	Key         string          `json:"key,omitempty"` // full concurrency key; "" when unkeyed
+	Limit       int             `json:"limit,omitzero"`
+	ScheduledAt time.Time       `json:"scheduled_at"`
+	CreatedAt   time.Time       `json:"created_at"`
+	FinishedAt  *time.Time      `json:"finished_at,omitempty"`
+	LastError   string          `json:"last_error,omitempty"`
 }
 
 // Job returns the job with id and its current state.

@@ -108,7 +108,7 @@ updated (HOT) and deleted, dead tuples left, autovacuum runs, bytes.
 --autovacuum off disables autovacuum on those tables for the run, so that
 every dead tuple made is still counted at the end.`)
 	var o benchOptions
-	f.StringVar(&o.dsn, "dsn", os.Getenv("BQ_DSN"), "`DSN` of the server: postgres://... (a fresh schema is made), mysql://... (a fresh database) or sqlite (a fresh temporary file)")
+	f.envString(&o.dsn, "dsn", "BQ_DSN", "`DSN` of the server: postgres://... (a fresh schema is made), mysql://... (a fresh database) or sqlite (a fresh temporary file)")
 	f.StringVar(&o.mode, "mode", "drain", "workload: "+strings.Join(benchModes, ", "))
 	f.IntVar(&o.jobs, "jobs", 20000, "number of jobs")
 	f.IntVar(&o.slots, "slots", 100, "worker slots (jobs at once) of the one client")

@@ -39,10 +39,7 @@ func TestBenchUsage(t *testing.T) {
 func TestBench(t *testing.T) {
 	for _, db := range testDatabases(t) {
 		t.Run(db.name, func(t *testing.T) {
-			dsn := "sqlite"
-			if db.name == "postgres" {
-				dsn = postgresDSN()
-			}
+			dsn := map[string]string{"sqlite": "sqlite", "postgres": postgresDSN(), "mysql": mysqlDSN()}[db.name]
 			for _, mode := range benchModes {
 				prof := filepath.Join(t.TempDir(), "cpu.prof")
 				args := []string{"bench", "--dsn", dsn, "--mode", mode, "--json", "--progress=false", "--jobs", "60",

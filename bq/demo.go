@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,20 +18,26 @@ import (
 	"github.com/bqueue/bq"
 )
 
-// The demo's cast: three tenants exporting, two things being refreshed.
+// The demo's cast: one large tenant with a backlog and two small ones
+// exporting, two things being refreshed.
 var (
 	demoTenants = []string{"acme", "globex", "initech"}
+	// demoExports is each tenant's number of exports: the large tenant's
+	// backlog is enqueued first, yet delays no small tenant.
+	demoExports = map[string]int{"acme": 40, "globex": 5, "initech": 5}
 	demoTargets = []string{"dashboard", "report"}
 )
 
+// demoLarge is the tenant with the backlog.
+const demoLarge = "acme"
+
 const (
-	demoExportsPerTenant = 10
-	demoExportLimit      = 2 // exports of one tenant at once
-	demoRefreshes        = 3 // back-to-back refreshes of each target
-	demoWorkers          = 3
-	demoSlots            = 3 // jobs at once per worker
-	demoPrefix           = "bq_demo_"
-	demoDeadline         = 45 * time.Second
+	demoExportLimit = 2 // exports of one tenant at once
+	demoRefreshes   = 3 // back-to-back refreshes of each target
+	demoWorkers     = 3
+	demoSlots       = 3 // jobs at once per worker
+	demoPrefix      = "bq_demo_"
+	demoDeadline    = 45 * time.Second
 )
 
 type exportArgs struct {
@@ -59,25 +66,34 @@ type demo struct {
 }
 
 func runDemo(ctx context.Context, e *env, args []string) error {
-	f := newFlagSet(e, "demo", "demo [--dsn DSN]",
+	f := newFlagSet(e, "demo", "demo [--dsn DSN | --keep]",
 		`Shows the headline feature: per-key concurrency limits held across
 several workers. It defines an "export" job limited to 2 per tenant (the
 rest wait, bq.Block) and a "refresh" job limited to 1 per target (duplicates
-are dropped, bq.Discard), enqueues 30 exports and a few duplicate refreshes,
-runs 3 workers (separate clients on one database, as separate processes
-would be), and prints a timeline and how many exports of each tenant ran
-at once, measured from the jobs' own start and end instants.
+are dropped, bq.Discard), enqueues a backlog of 40 exports for one large
+tenant and then 5 for each of two small ones, and a few duplicate
+refreshes, runs 3 workers (separate clients on one database, as separate
+processes would be), and prints a timeline, how many exports of each
+tenant ran at once and how long each tenant waited, measured from the
+jobs' own start and end instants: the large tenant's backlog does not
+delay the small ones.
 
-With no --dsn it uses a SQLite file in a new temporary directory: no server
-needed. With --dsn it uses tables prefixed bq_demo_, dropping and
-re-creating them first; bq's own tables (bq_*) are not touched.`)
+With no --dsn it uses a SQLite file in a new temporary directory, deleted
+at the end unless --keep is given: no server needed. With --dsn it uses
+tables prefixed bq_demo_, dropping and re-creating them first, and leaves
+them for bq status and bq ui (it prints both commands); bq's own tables
+(bq_*) are not touched.`)
 	dsn := f.String("dsn", "", "database `DSN` to run on (default: a temporary SQLite file)")
+	keep := f.Bool("keep", false, "keep the temporary SQLite file, to look at it with bq status and bq ui")
 	pos, err := f.parse(args)
 	if err != nil {
 		return err
 	}
 	if err := f.noArgs(pos); err != nil {
 		return err
+	}
+	if *keep && *dsn != "" {
+		return f.fail("--keep is for the temporary SQLite file: with --dsn the demo's tables stay anyway")
 	}
 
 	cfg := bq.Config{
@@ -87,15 +103,17 @@ re-creating them first; bq's own tables (bq_*) are not touched.`)
 		ShutdownTimeout:  5 * time.Second,
 		Logger:           slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	}
-	var where string
+	var where, temp string
 	if *dsn == "" {
 		dir, err := os.MkdirTemp("", "bq-demo-")
 		if err != nil {
 			return fmt.Errorf("demo: create a temporary directory: %w", err)
 		}
-		defer os.RemoveAll(dir)
-		path := filepath.Join(dir, "demo.db")
-		*dsn, where = "sqlite://"+path, "a new SQLite file, "+path
+		if !*keep {
+			defer os.RemoveAll(dir)
+		}
+		temp = filepath.Join(dir, "demo.db")
+		*dsn, where = "sqlite://"+temp, "a new SQLite file, "+temp
 	} else {
 		cfg.Prefix = demoPrefix
 		where = humanize.RedactDSN(*dsn) + ", tables " + demoPrefix + "*"
@@ -128,7 +146,45 @@ re-creating them first; bq's own tables (bq_*) are not touched.`)
 	if err := d.enqueue(ctx); err != nil {
 		return err
 	}
-	return d.work(ctx)
+	if err := d.work(ctx); err != nil {
+		return err
+	}
+	d.afterwards(*dsn, cfg.Prefix, temp, *keep)
+	return nil
+}
+
+// afterwards says where the demo's jobs are left, with the commands that
+// show them.
+func (d *demo) afterwards(dsn, prefix, temp string, keep bool) {
+	out := d.e.stdout
+	if temp != "" && !keep {
+		fmt.Fprintf(out, "\nThe temporary file %s is deleted now; run `bq demo --keep` to keep it and look at it with bq status and bq ui.\n", temp)
+		return
+	}
+	shown := humanize.RedactDSN(dsn)
+	var flags string
+	if prefix != "" {
+		flags = " --prefix " + prefix
+	}
+	where := "the file " + temp + " is kept"
+	if temp == "" {
+		where = "its tables, prefixed " + prefix + ", are kept"
+	}
+	fmt.Fprintf(out, "\nThe demo's jobs stay where they ran (%s); look at them with:\n", where)
+	fmt.Fprintf(out, "  bq status --dsn %s%s\n", shellQuote(shown), flags)
+	fmt.Fprintf(out, "  bq ui --dsn %s%s\n", shellQuote(shown), flags)
+	if shown != dsn {
+		fmt.Fprintf(out, "(with your password where the DSN shows ***)\n")
+	}
+}
+
+// shellQuote quotes s for a POSIX shell when it holds anything but
+// plain characters (a DSN's ? and & would be taken by the shell).
+func shellQuote(s string) string {
+	if strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./:@%+=,") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // define points the demo's two job kinds at this run.
@@ -166,9 +222,11 @@ var (
 // one, before any worker runs, so what is admitted is deterministic.
 func (d *demo) enqueue(ctx context.Context) error {
 	c, out := d.clients[0], d.e.stdout
+	// The large tenant's backlog first: in a queue worked oldest first
+	// without per-tenant limits, the small tenants would wait behind it.
 	var exports []exportArgs
-	for n := 1; n <= demoExportsPerTenant; n++ {
-		for _, t := range demoTenants {
+	for _, t := range demoTenants {
+		for n := 1; n <= demoExports[t]; n++ {
 			exports = append(exports, exportArgs{Tenant: t, N: n})
 		}
 	}
@@ -185,7 +243,8 @@ func (d *demo) enqueue(ctx context.Context) error {
 			ready[exports[i].Tenant]++
 		}
 	}
-	fmt.Fprintf(out, "Enqueue %d exports in one transaction (export.EnqueueMany), %d per tenant:\n", len(exports), demoExportsPerTenant)
+	fmt.Fprintf(out, "Enqueue %d exports in one transaction (export.EnqueueMany), %s's backlog of %d first:\n",
+		len(exports), demoLarge, demoExports[demoLarge])
 	for _, t := range demoTenants {
 		fmt.Fprintf(out, "  %-8s %d ready, %d blocked\n", t, ready[t], blocked[t])
 	}

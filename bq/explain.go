@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/bqueue/bq"
+	"github.com/bqueue/bq/internal/humanize"
 )
 
 // runExplain prints what a job waits for, and why.
@@ -58,11 +60,14 @@ func printExplanation(w io.Writer, e *bq.Explanation) error {
 	k := e.Key
 	fmt.Fprintf(w, "\nKey %s: limit %d, free %d, %d blocked; this job is number %s in line\n",
 		term(k.Key), k.Limit, k.Free, k.Blocked, e.Place())
+	if len(k.Line) > 0 {
+		fmt.Fprintf(w, "First in line: %s\n", lineOf(k))
+	}
 	if len(k.Holders) == 0 {
 		return nil
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "HOLDER\tKIND\tSTATE\tPROCESS\tRUNNING SINCE")
+	fmt.Fprintln(tw, "\nHOLDER\tKIND\tSTATE\tPROCESS\tRUNNING SINCE")
 	for _, h := range k.Holders {
 		proc, since := "-", "-"
 		if h.State == bq.StateRunning {
@@ -70,9 +75,34 @@ func printExplanation(w io.Writer, e *bq.Explanation) error {
 			if !h.ProcessAlive {
 				proc += " not heartbeating"
 			}
-			since = h.RunningSince.UTC().Format("2006-01-02 15:04:05Z")
+			since = humanize.Time(h.RunningSince)
 		}
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", h.JobID, term(h.Kind), h.State, proc, since)
 	}
 	return tw.Flush()
+}
+
+// lineShown is how many of a key's blocked line explain prints.
+const lineShown = 10
+
+// lineOf writes the first jobs of k's blocked line: "jobs 7, 8 (priority
+// 5), 9 … and 4,990 more".
+func lineOf(k *bq.KeyState) string {
+	var parts []string
+	for _, b := range k.Line[:min(len(k.Line), lineShown)] {
+		p := strconv.FormatInt(b.JobID, 10)
+		if b.Priority != 0 {
+			p += fmt.Sprintf(" (priority %d)", b.Priority)
+		}
+		parts = append(parts, p)
+	}
+	s := "job "
+	if len(parts) > 1 {
+		s = "jobs "
+	}
+	s += strings.Join(parts, ", ")
+	if more := k.Blocked - len(parts); more > 0 {
+		s += fmt.Sprintf(" and %s more", humanize.Thousands(more))
+	}
+	return s
 }

@@ -6,11 +6,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"strings"
 
 	"github.com/bqueue/bq"
+	"github.com/bqueue/bq/drivers/sqlite"
 	"github.com/bqueue/bq/migrations"
 )
 
@@ -26,6 +28,34 @@ type flagSet struct {
 	*flag.FlagSet
 	name, usage, about string
 	e                  *env
+	fromEnv            []envFlag
+}
+
+// envFlag is a flag whose value, when the flag is not given, comes from
+// an environment variable.
+type envFlag struct {
+	flag, variable string
+	value          *string
+}
+
+// envString defines a string flag that defaults to $variable. The
+// variable's value is not the flag's default, which the usage would
+// print: it is often a secret (a DSN's password, the dashboard's token).
+func (f *flagSet) envString(p *string, name, variable, usage string) {
+	f.StringVar(p, name, "", usage+" (default $"+variable+")")
+	f.fromEnv = append(f.fromEnv, envFlag{flag: name, variable: variable, value: p})
+}
+
+// applyEnv gives the flags of envString not on the command line the
+// value of their variable.
+func (f *flagSet) applyEnv() {
+	given := map[string]bool{}
+	f.Visit(func(fl *flag.Flag) { given[fl.Name] = true })
+	for _, ef := range f.fromEnv {
+		if !given[ef.flag] {
+			*ef.value = os.Getenv(ef.variable)
+		}
+	}
 }
 
 // newFlagSet returns the flags of subcommand name; usage is its synopsis
@@ -59,9 +89,11 @@ func (f *flagSet) parse(args []string) ([]string, error) {
 		}
 		args = f.Args()
 		if len(args) == 0 {
+			f.applyEnv()
 			return positional, nil
 		}
 		if args[0] == "--" {
+			f.applyEnv()
 			return append(positional, args[1:]...), nil
 		}
 		positional = append(positional, args[0])
@@ -83,8 +115,7 @@ type dbFlags struct {
 }
 
 func (d *dbFlags) register(f *flagSet) {
-	f.StringVar(&d.dsn, "dsn", os.Getenv("BQ_DSN"),
-		"database `DSN`: sqlite:///path/to/file.db or postgres://user:pass@host:5432/db (default $BQ_DSN)")
+	f.envString(&d.dsn, "dsn", "BQ_DSN", "database `DSN`: "+dsnForms)
 	f.StringVar(&d.prefix, "prefix", migrations.DefaultPrefix, "table-name `prefix` of bq's tables")
 }
 
@@ -98,8 +129,39 @@ func (d *dbFlags) validate(f *flagSet) error {
 	return nil
 }
 
-// open opens a client on the flags' database.
+// open opens a client on the flags' database. A SQLite file must exist
+// already: commands that read or tend a database never create one (an
+// empty file would then fail as "not migrated"); see create.
 func (d *dbFlags) open(ctx context.Context, cfg bq.Config) (*bq.Client, error) {
+	cfg.Prefix = d.prefix
+	if !strings.HasPrefix(d.dsn, "sqlite:") {
+		return bq.Open(ctx, d.dsn, cfg)
+	}
+	path, err := sqlite.ParseURL(d.dsn)
+	if err != nil {
+		return nil, err
+	}
+	drv, err := sqlite.OpenExisting(ctx, path)
+	if errors.Is(err, fs.ErrNotExist) {
+		create := "bq migrate up --dsn " + d.dsn
+		if d.prefix != migrations.DefaultPrefix {
+			create += " --prefix " + d.prefix
+		}
+		return nil, fmt.Errorf("%w (create it with `%s`)", err, create)
+	}
+	if err != nil {
+		return nil, err
+	}
+	client, err := bq.NewClient(drv, cfg)
+	if err != nil {
+		drv.Close()
+		return nil, err
+	}
+	return client, nil
+}
+
+// create is open for `migrate up`, which creates a missing SQLite file.
+func (d *dbFlags) create(ctx context.Context, cfg bq.Config) (*bq.Client, error) {
 	cfg.Prefix = d.prefix
 	return bq.Open(ctx, d.dsn, cfg)
 }

@@ -43,6 +43,9 @@ var commands = []command{
 	{"bench", "measure throughput and latency on a fresh schema or file", runBench},
 }
 
+// dsnForms names the DSN of each database, for usage texts.
+const dsnForms = "sqlite:///path/to/file.db, postgres://user:pass@host:5432/db or mysql://user:pass@host:3306/db (MySQL 8.0+, MariaDB 10.6+)"
+
 // env is what a subcommand writes to.
 type env struct {
 	stdout, stderr io.Writer
@@ -57,6 +60,8 @@ func main() {
 
 // run executes one command line and returns the exit status.
 func run(ctx context.Context, args []string, e *env) int {
+	e, flush := e.redacting(secretsOf(args))
+	defer flush()
 	if len(args) == 0 {
 		printUsage(e.stderr)
 		return 2
@@ -101,8 +106,12 @@ Commands:
 		fmt.Fprintf(w, "	%-11s %s\n", c.name, c.summary)
 	}
 	fmt.Fprint(w, `
-DSNs: sqlite:///path/to/file.db or postgres://user:pass@host:5432/db
-(--dsn defaults to $BQ_DSN).
+DSNs (--dsn, default $BQ_DSN):
+
+	sqlite:///var/lib/app/jobs.db      SQLite; three slashes before an absolute path,
+	sqlite:jobs.db                     none before one relative to the working directory
+	postgres://user:pass@host:5432/db  PostgreSQL
+	mysql://user:pass@host:3306/db     MySQL 8.0+, MariaDB 10.6+
 
 Run 'bq <command> -h' for a command's flags. Try 'bq demo': it needs no server.
 `)

@@ -3,7 +3,14 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
 	"encoding/json"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -12,6 +19,8 @@ import (
 	"time"
 
 	"github.com/bqueue/bq"
+	bqmysql "github.com/bqueue/bq/drivers/mysql"
+	"github.com/bqueue/bq/internal/humanize"
 	"github.com/bqueue/bq/internal/testdb"
 	"github.com/bqueue/bq/migrations"
 )
@@ -75,9 +84,13 @@ func TestMigrateAndStatus(t *testing.T) {
 			ctx := context.Background()
 			dsn := db.fresh(t)
 
-			code, _, stderr := bqCmd(t, ctx, "status", "--dsn", dsn)
-			if code != 1 || !strings.Contains(stderr, "missing or out of date") {
-				t.Fatalf("status before migrating: exit %d, stderr %q; want exit 1 naming the missing migration", code, stderr)
+			// A SQLite file is created by migrate up only: see
+			// TestMissingSQLiteFile.
+			if db.name != "sqlite" {
+				code, _, stderr := bqCmd(t, ctx, "status", "--dsn", dsn)
+				if code != 1 || !strings.Contains(stderr, "missing or out of date") {
+					t.Fatalf("status before migrating: exit %d, stderr %q; want exit 1 naming the missing migration", code, stderr)
+				}
 			}
 			if code, stdout, stderr := bqCmd(t, ctx, "migrate", "up", "--dsn", dsn); code != 0 || !atLatest(stdout) {
 				t.Fatalf("migrate up: exit %d\n%s%s", code, stdout, stderr)
@@ -130,6 +143,57 @@ func TestMigrateAndStatus(t *testing.T) {
 	}
 }
 
+// TestMissingSQLiteFile: commands that read or tend a database refuse a
+// SQLite file that does not exist, saying how to create it, and create
+// nothing; migrate up creates it. A DSN with a slash too many or too few
+// says how many it takes.
+func TestMissingSQLiteFile(t *testing.T) {
+	ctx := context.Background()
+	path := t.TempDir() + "/jobs.db"
+	dsn := "sqlite://" + path
+	for _, args := range [][]string{
+		{"status"}, {"status", "--json"}, {"explain", "1"}, {"migrate", "status"}, {"migrate", "down"},
+		{"dispatcher"}, {"ui", "--addr", "127.0.0.1:0"},
+	} {
+		code, stdout, stderr := bqCmd(t, ctx, append(args, "--dsn", dsn)...)
+		want := "bq: no such database file: " + path + " (create it with `bq migrate up --dsn " + dsn + "`)\n"
+		if code != 1 || stderr != want {
+			t.Errorf("bq %s on a missing file: exit %d, stderr %q, stdout %q; want exit 1 and %q", strings.Join(args, " "), code, stderr, stdout, want)
+		}
+		if _, err := os.Stat(path); !errors.Is(err, fs.ErrNotExist) {
+			t.Fatalf("bq %s created the missing file: %v", strings.Join(args, " "), err)
+		}
+	}
+	if code, _, stderr := bqCmd(t, ctx, "status", "--dsn", dsn, "--prefix", "app_bq_"); code != 1 || !strings.Contains(stderr, "--dsn "+dsn+" --prefix app_bq_`") {
+		t.Errorf("status --prefix on a missing file: exit %d, %q; want the migrate command with the prefix", code, stderr)
+	}
+	if code, stdout, stderr := bqCmd(t, ctx, "migrate", "up", "--dsn", dsn); code != 0 || !atLatest(stdout) {
+		t.Fatalf("migrate up: exit %d\n%s%s", code, stdout, stderr)
+	}
+	if code, stdout, stderr := bqCmd(t, ctx, "status", "--dsn", dsn); code != 0 || !strings.Contains(stdout, "no live jobs") {
+		t.Fatalf("status after migrate up: exit %d\n%s%s", code, stdout, stderr)
+	}
+	for typo, hint := range map[string]string{
+		"sqlite:///" + path:                         "4 slashes; an absolute path takes three: " + dsn,
+		"sqlite://tmp/jobs.db":                      "write sqlite:///tmp/jobs.db (three slashes) for the absolute path /tmp/jobs.db, or sqlite:tmp/jobs.db",
+		"sqlite://" + strings.Repeat("/", 3) + path: "6 slashes",
+	} {
+		for _, cmd := range []string{"status", "migrate up"} {
+			code, _, stderr := bqCmd(t, ctx, append(strings.Fields(cmd), "--dsn", typo)...)
+			if code != 1 || !strings.Contains(stderr, hint) {
+				t.Errorf("bq %s --dsn %s: exit %d, %q; want exit 1 saying %q", cmd, typo, code, stderr, hint)
+			}
+		}
+	}
+	// Nothing but the database, its WAL files and no lock file.
+	entries, _ := os.ReadDir(filepath.Dir(path))
+	for _, e := range entries {
+		if strings.HasSuffix(e.Name(), ".migrate-lock") {
+			t.Errorf("migrate up left %s behind", e.Name())
+		}
+	}
+}
+
 func TestDispatcherStopsOnCancel(t *testing.T) {
 	ctx := context.Background()
 	dsn := "sqlite://" + t.TempDir() + "/bq.db"
@@ -155,12 +219,21 @@ func TestDemo(t *testing.T) {
 			if code != 0 {
 				t.Fatalf("bq demo: exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 			}
-			for _, want := range []string{
-				"2 ready, 8 blocked",
+			want := []string{
+				"acme     2 ready, 38 blocked",
+				"globex   2 ready, 3 blocked",
 				"discarded",
 				"acme 2, globex 2, initech 2",
+				"acme     40 exports, the large tenant: first started at",
+				"The small tenants' exports had all started by",
 				"Every limit held",
-			} {
+			}
+			if db.name == "sqlite" {
+				want = append(want, "is deleted now; run `bq demo --keep` to keep it")
+			} else {
+				want = append(want, "  bq status --dsn "+shellQuote(args[2])+" --prefix bq_demo_\n", "  bq ui --dsn ")
+			}
+			for _, want := range want {
 				if !strings.Contains(stdout, want) {
 					t.Errorf("bq demo output lacks %q:\n%s", want, stdout)
 				}
@@ -199,11 +272,11 @@ type testDatabase struct {
 }
 
 // testDatabases returns the databases BQ_TEST_DRIVERS selects (default:
-// all) of the two this package's tests run on. A selected database that
+// all) of the three this package's tests run on. A selected database that
 // is unreachable fails the test (testdb).
 func testDatabases(t *testing.T) []testDatabase {
 	var out []testDatabase
-	for _, name := range []string{testdb.SQLite, testdb.Postgres} {
+	for _, name := range []string{testdb.SQLite, testdb.Postgres, testdb.MySQL} {
 		if slices.Contains(testdb.Selected(t), name) {
 			out = append(out, testDatabase{name, func(t *testing.T) string { return testdb.Fresh(t, name) }})
 		}
@@ -213,3 +286,31 @@ func testDatabases(t *testing.T) []testDatabase {
 
 // postgresDSN is the PostgreSQL server the tests use.
 func postgresDSN() string { return testdb.PostgresBaseDSN() }
+
+// mysqlDSN is the MySQL server the tests use.
+func mysqlDSN() string { return testdb.MySQLBaseDSN() }
+
+// mysqlAdmin runs statements on the server of BQ_TEST_MYSQL_DSN.
+func mysqlAdmin(t *testing.T) *sql.DB {
+	dsn, err := bqmysql.DSN(mysqlDSN())
+	if err != nil {
+		t.Fatalf("BQ_TEST_MYSQL_DSN: %v", err)
+	}
+	db, err := sql.Open("mysql", dsn)
+	if err == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err = db.PingContext(ctx)
+		cancel()
+	}
+	if err != nil {
+		t.Fatalf("MySQL is selected (BQ_TEST_DRIVERS) but unreachable at %s: %v", humanize.RedactDSN(mysqlDSN()), err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}

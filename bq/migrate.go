@@ -4,9 +4,9 @@ import (
 	"context"
 	"fmt"
 	"text/tabwriter"
-	"time"
 
 	"github.com/bqueue/bq"
+	"github.com/bqueue/bq/internal/humanize"
 )
 
 func runMigrate(ctx context.Context, e *env, args []string) error {
@@ -30,7 +30,11 @@ is applied.`)
 	if err := db.validate(f); err != nil {
 		return err
 	}
-	client, err := db.open(ctx, bq.Config{})
+	open := db.open
+	if action == "up" {
+		open = db.create
+	}
+	client, err := open(ctx, bq.Config{})
 	if err != nil {
 		return err
 	}
@@ -96,7 +100,7 @@ func printMigrations(e *env, ms []bq.Migration) error {
 		if m.Applied {
 			applied = "yes"
 			if !m.AppliedAt.IsZero() {
-				at = m.AppliedAt.Local().Format(time.DateTime)
+				at = humanize.Time(m.AppliedAt)
 			}
 		}
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\n", m.Version, m.Name, applied, at)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"os"
 	"time"
 
 	"github.com/bqueue/bq/ui"
@@ -26,7 +25,8 @@ func serveUI(ctx context.Context, e *env, args []string, ready chan<- string) er
 	var db dbFlags
 	db.register(f)
 	addr := f.String("addr", "127.0.0.1:8080", "`address` to listen on; anything but a loopback address needs --token")
-	token := f.String("token", os.Getenv("BQ_UI_TOKEN"), "access `token` every request must carry (default $BQ_UI_TOKEN)")
+	var token string
+	f.envString(&token, "token", "BQ_UI_TOKEN", "access `token` every request must carry")
 	secureCookies := f.Bool("secure-cookies", false, "mark cookies Secure: set it behind a proxy that serves the dashboard over https")
 	pos, err := f.parse(args)
 	if err != nil {
@@ -38,7 +38,7 @@ func serveUI(ctx context.Context, e *env, args []string, ready chan<- string) er
 	if err := db.validate(f); err != nil {
 		return err
 	}
-	if err := checkExposure(*addr, *token); err != nil {
+	if err := checkExposure(*addr, token); err != nil {
 		return f.fail("%v", err)
 	}
 	client, err := db.open(ctx, inspectConfig())
@@ -51,15 +51,15 @@ func serveUI(ctx context.Context, e *env, args []string, ready chan<- string) er
 	if err != nil {
 		return fmt.Errorf("bq ui: listen on %s: %w", *addr, err)
 	}
-	opts := ui.Options{Token: *token, SecureCookies: *secureCookies}
-	if *token == "" {
+	opts := ui.Options{Token: token, SecureCookies: *secureCookies}
+	if token == "" {
 		// Loopback names are answered anyway; --addr may be another.
 		opts.Hosts = []string{*addr}
 	}
 	srv := &http.Server{Handler: ui.Handler(client, opts), ReadHeaderTimeout: 10 * time.Second}
 	link := "http://" + ln.Addr().String() + "/"
 	fmt.Fprintf(e.stderr, "bq ui: serving the dashboard at %s (Ctrl-C to stop)\n", link)
-	if *token != "" {
+	if token != "" {
 		// The token is the user's own (flag or environment): printing
 		// it would leave it in terminals and service logs.
 		fmt.Fprintf(e.stderr, "bq ui: it needs the token of --token or $BQ_UI_TOKEN: open %s?token=<token> once, or send Authorization: Bearer <token>\n", link)

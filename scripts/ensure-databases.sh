@@ -8,69 +8,79 @@
 #
 # When BQ_TEST_POSTGRES_DSN names a server of your own, the script only
 # checks that it answers; it manages the local server only for the default.
+# It trusts local connections in pg_hba.conf only on a server it installed
+# itself (see setup-common.sh): a PostgreSQL that was there before keeps
+# its authentication, and the script says what to do if the tests cannot
+# log in.
 set -euo pipefail
 
+tag=ensure-databases
+# shellcheck source=scripts/setup-common.sh
+. "$(dirname "${BASH_SOURCE[0]}")/setup-common.sh"
+
 DEFAULT_PG_DSN='postgres://postgres@127.0.0.1:5432/test?sslmode=disable'
+PG_PORT=5432
+pg_etc=/etc/postgresql
 drivers="${BQ_TEST_DRIVERS:-sqlite,postgres,mysql}"
 pg_dsn="${BQ_TEST_POSTGRES_DSN:-$DEFAULT_PG_DSN}"
 
-log() { echo "ensure-databases: $*" >&2; }
-die() { echo "ensure-databases: ERROR: $*" >&2; exit 1; }
+pg_up() { pg_isready -q -h 127.0.0.1 -p "$PG_PORT" -t 2 >/dev/null 2>&1; }
+pg_sql() { psql -h 127.0.0.1 -p "$PG_PORT" -U postgres -d postgres -qtAc "$1"; }
 
-# as_root runs a command as root, through sudo when we are not root.
-as_root() {
-	if [ "$(id -u)" -eq 0 ]; then
-		"$@"
-	elif command -v sudo >/dev/null 2>&1; then
-		sudo -n "$@"
-	else
-		die "need root to run '$*' (no sudo); install and start the database yourself"
-	fi
+# newest_pg_version prints the newest PostgreSQL major version configured
+# (sort -V: 9.6 before 10).
+newest_pg_version() {
+	find "$pg_etc" -mindepth 1 -maxdepth 1 -type d -printf '%f\n' 2>/dev/null | sort -V | tail -n 1
 }
 
-pg_up() { pg_isready -q -h 127.0.0.1 -p 5432 -t 2 >/dev/null 2>&1; }
-
-# newest_pg_version prints the newest PostgreSQL major version configured.
-newest_pg_version() {
-	ls /etc/postgresql 2>/dev/null | sort -V | tail -n 1
+# port_cluster prints "version name" of the cluster configured on
+# $PG_PORT, the newest version if several are (pg_lsclusters).
+port_cluster() {
+	pg_lsclusters --no-header 2>/dev/null | awk -v port="$PG_PORT" '$3 == port { print $1, $2 }' | sort -V | tail -n 1
 }
 
 install_postgres() {
 	log "PostgreSQL is not installed; installing it with apt-get"
-	command -v apt-get >/dev/null 2>&1 ||
-		die "PostgreSQL is not installed and apt-get is not available: install PostgreSQL, or point BQ_TEST_POSTGRES_DSN at a server"
-	as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq
-	as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null
-	local v hba
-	v="$(newest_pg_version)"
-	[ -n "$v" ] || die "apt-get installed PostgreSQL but /etc/postgresql is empty"
-	# A fresh install asks for passwords over TCP; the tests connect as
-	# postgres without one, so trust local connections (this machine's
-	# throwaway test server only).
-	hba="/etc/postgresql/$v/main/pg_hba.conf"
-	if [ -f "$hba" ] && ! grep -qE '^host\s+all\s+all\s+127\.0\.0\.1/32\s+trust' "$hba"; then
-		log "trusting local TCP connections in $hba"
+	apt_install postgresql
+	[ -n "$(newest_pg_version)" ] || die "apt-get installed PostgreSQL but $pg_etc is empty"
+	mark_installed postgresql
+}
+
+# trust_local rewrites pg_hba.conf of cluster "$1 $2" to trust local
+# connections, as the tests connect (postgres, no password). Only for a
+# server this script installed: the machine's throwaway test server.
+trust_local() {
+	local hba="$pg_etc/$1/$2/pg_hba.conf"
+	installed_here postgresql || die "refusing to change $hba: this script did not install this PostgreSQL"
+	[ -f "$hba" ] || return 0
+	if ! grep -qE '^host\s+all\s+all\s+127\.0\.0\.1/32\s+trust' "$hba"; then
+		log "trusting local connections in $hba (a server this script installed)"
 		as_root sed -i -E 's/^(local|host)(\s+.*\s+)(peer|md5|scram-sha-256)\s*$/\1\2trust/' "$hba"
 	fi
+	as_root pg_ctlcluster --skip-systemctl-redirect "$1" "$2" reload >/dev/null 2>&1 || true
 }
 
 start_postgres() {
-	local v
-	v="$(newest_pg_version)"
-	[ -n "$v" ] || die "no PostgreSQL cluster is configured under /etc/postgresql"
-	if [ ! -d "/etc/postgresql/$v/main" ]; then
-		log "creating PostgreSQL $v cluster 'main'"
-		as_root pg_createcluster "$v" main
+	local cluster v name
+	cluster="$(port_cluster)"
+	if [ -z "$cluster" ]; then
+		v="$(newest_pg_version)"
+		[ -n "$v" ] || die "no PostgreSQL is configured under $pg_etc"
+		log "creating PostgreSQL $v cluster 'main' on port $PG_PORT"
+		as_root pg_createcluster --port "$PG_PORT" "$v" main
+		cluster="$v main"
 	fi
-	log "starting PostgreSQL $v cluster 'main'"
-	as_root pg_ctlcluster --skip-systemctl-redirect "$v" main start || true
-	# A cluster that was already running reloads its pg_hba.conf.
-	as_root pg_ctlcluster --skip-systemctl-redirect "$v" main reload >/dev/null 2>&1 || true
+	read -r v name <<<"$cluster"
+	if installed_here postgresql; then
+		trust_local "$v" "$name"
+	fi
+	log "starting PostgreSQL $v cluster '$name' (port $PG_PORT)"
+	as_root pg_ctlcluster --skip-systemctl-redirect "$v" "$name" start || true
 	for _ in $(seq 1 30); do
 		pg_up && return 0
 		sleep 1
 	done
-	die "PostgreSQL $v did not accept connections on 127.0.0.1:5432 within 30s (see /var/log/postgresql/)"
+	die "PostgreSQL $v did not accept connections on 127.0.0.1:$PG_PORT within 30s (see /var/log/postgresql/)"
 }
 
 ensure_postgres() {
@@ -89,16 +99,24 @@ ensure_postgres() {
 		fi
 		start_postgres
 	fi
-	pg_up || die "PostgreSQL is not accepting connections on 127.0.0.1:5432"
+	pg_up || die "PostgreSQL is not accepting connections on 127.0.0.1:$PG_PORT"
 	local has
-	has="$(psql -h 127.0.0.1 -p 5432 -U postgres -d postgres -qtAc "SELECT 1 FROM pg_database WHERE datname = 'test'")" ||
-		die "cannot connect to PostgreSQL as user postgres without a password: trust local connections in pg_hba.conf, or set BQ_TEST_POSTGRES_DSN"
+	if ! has="$(pg_sql "SELECT 1 FROM pg_database WHERE datname = 'test'")"; then
+		local cluster
+		cluster="$(port_cluster)"
+		if ! installed_here postgresql || [ -z "$cluster" ]; then
+			die "cannot connect to PostgreSQL as user postgres without a password, and this script did not install this server, so it leaves its pg_hba.conf alone: trust 127.0.0.1 for user postgres yourself, or set BQ_TEST_POSTGRES_DSN"
+		fi
+		# shellcheck disable=SC2086 # "version name"
+		trust_local $cluster
+		has="$(pg_sql "SELECT 1 FROM pg_database WHERE datname = 'test'")" ||
+			die "cannot connect to PostgreSQL as user postgres without a password, even after trusting local connections"
+	fi
 	if [ "$has" != "1" ]; then
 		log "creating database 'test'"
-		psql -h 127.0.0.1 -p 5432 -U postgres -d postgres -qc 'CREATE DATABASE test' ||
-			die "could not create database 'test'"
+		pg_sql 'CREATE DATABASE test' || die "could not create database 'test'"
 	fi
-	log "PostgreSQL: ready at 127.0.0.1:5432, database test"
+	log "PostgreSQL: ready at 127.0.0.1:$PG_PORT, database test"
 }
 
 # MySQL / MariaDB: scripts/ensure-mariadb.sh starts or installs the local
@@ -107,14 +125,22 @@ ensure_mysql() {
 	"$(dirname "${BASH_SOURCE[0]}")/ensure-mariadb.sh"
 }
 
-IFS=',' read -r -a selected <<<"$drivers"
-for d in "${selected[@]}"; do
-	d="${d// /}"
-	case "$d" in
-	sqlite) log "SQLite: embedded, nothing to start" ;;
-	postgres) ensure_postgres ;;
-	mysql | mariadb) ensure_mysql ;;
-	"") ;;
-	*) die "BQ_TEST_DRIVERS names '$d'; known: sqlite, postgres, mysql" ;;
-	esac
-done
+main() {
+	local selected d
+	IFS=',' read -r -a selected <<<"$drivers"
+	for d in "${selected[@]}"; do
+		d="${d// /}"
+		case "$d" in
+		sqlite) log "SQLite: embedded, nothing to start" ;;
+		postgres) ensure_postgres ;;
+		mysql | mariadb) ensure_mysql ;;
+		"") ;;
+		*) die "BQ_TEST_DRIVERS names '$d'; known: sqlite, postgres, mysql" ;;
+		esac
+	done
+}
+
+# Sourced (by scripts/scripts_test.go) it only defines the functions.
+if [ "${BASH_SOURCE[0]}" = "$0" ]; then
+	main "$@"
+fi

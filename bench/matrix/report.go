@@ -8,6 +8,8 @@ import (
 	"runtime"
 	"strings"
 	"time"
+
+	"github.com/bqueue/bq/internal/humanize"
 )
 
 // notes is the hand-written part of the report: reading the numbers,
@@ -204,7 +206,7 @@ func (r report) when() string {
 func (r report) command(it item) string {
 	shown := make([]string, len(it.args))
 	for i, a := range it.args {
-		shown[i] = strings.Replace(a, r.pgDSN, "$PG", 1)
+		shown[i] = humanize.RedactDSN(strings.Replace(a, r.pgDSN, "$PG", 1))
 		if strings.ContainsAny(shown[i], "&?") {
 			shown[i] = `"` + shown[i] + `"`
 		}

@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"strings"
 
 	"github.com/bqueue/bq/internal/driver"
 )
@@ -14,6 +13,9 @@ func init() { driver.Register(driver.Opens(openDSN), "sqlite") }
 // openDSN opens sqlite:///path/to/file.db (or sqlite:path) and
 // sqlite::memory:; a query string is ignored, as bq sets its own pragmas.
 func openDSN(ctx context.Context, dsn string) (*Driver, error) {
-	path, _, _ := strings.Cut(strings.TrimPrefix(strings.TrimPrefix(dsn, "sqlite:"), "//"), "?")
+	path, err := ParseURL(dsn)
+	if err != nil {
+		return nil, err
+	}
 	return Open(ctx, path)
 }

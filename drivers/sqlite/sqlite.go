@@ -10,8 +10,10 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math/rand/v2"
 	"net/url"
+	"os"
 	"strings"
 	"time"
 
@@ -60,13 +62,69 @@ func DSN(path string) string {
 	return "file:" + (&url.URL{Path: path}).EscapedPath() + "?" + pragmas
 }
 
+// ParseURL returns the path a sqlite: DSN names. After sqlite: comes
+// the path, and after sqlite:// an absolute one, so an absolute path
+// takes three slashes and a relative one none:
+//
+//	sqlite:///var/lib/app/jobs.db   /var/lib/app/jobs.db
+//	sqlite:jobs.db                  jobs.db, in the working directory
+//	sqlite::memory:                 an in-memory database
+//
+// A query (?...) is ignored. Four slashes (SQLAlchemy's absolute form)
+// and two before a relative path (where a URL has its host) are refused
+// with the spelling to use, rather than opened as something else.
+func ParseURL(dsn string) (string, error) {
+	rest, ok := strings.CutPrefix(dsn, "sqlite:")
+	if !ok {
+		return "", fmt.Errorf("parse SQLite DSN %q: it must start with sqlite: (sqlite:///path/to/file.db)", dsn)
+	}
+	rest, _, _ = strings.Cut(rest, "?")
+	if after, ok := strings.CutPrefix(rest, "//"); ok {
+		abs := "/" + strings.TrimLeft(after, "/")
+		switch slashes := len(rest) - len(strings.TrimLeft(rest, "/")); {
+		case after == ":memory:":
+		case slashes > 3:
+			return "", fmt.Errorf("parse SQLite DSN %q: %d slashes; an absolute path takes three: sqlite://%s", dsn, slashes, abs)
+		case slashes == 2 && after != "":
+			first, _, _ := strings.Cut(after, "/")
+			return "", fmt.Errorf("parse SQLite DSN %q: after sqlite:// comes an absolute path, not a host (%q): write sqlite://%s (three slashes) for the absolute path %s, or sqlite:%s for a path relative to the working directory",
+				dsn, first, abs, abs, after)
+		}
+		rest = after
+	}
+	return rest, nil
+}
+
 // Open opens (creating if needed) the database file at path, or an
 // in-memory database for ":memory:".
 func Open(ctx context.Context, path string) (*Driver, error) {
+	return open(ctx, path, "")
+}
+
+// OpenExisting is Open for a database file that must exist: it creates
+// nothing, and a missing file is an error wrapping fs.ErrNotExist. For
+// tools that only read or tend a database (bq status, explain, ui).
+func OpenExisting(ctx context.Context, path string) (*Driver, error) {
+	if path != ":memory:" && path != "" {
+		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+			return nil, missingFile(path)
+		}
+	}
+	// mode=rw: a file removed since the check is not created either.
+	return open(ctx, path, "&mode=rw")
+}
+
+// missingFile is OpenExisting's error for a file that is not there.
+type missingFile string
+
+func (m missingFile) Error() string { return "no such database file: " + string(m) }
+func (m missingFile) Unwrap() error { return fs.ErrNotExist }
+
+func open(ctx context.Context, path, params string) (*Driver, error) {
 	if path == "" {
 		return nil, errors.New("open SQLite: empty path: use sqlite:///path/to/file.db or sqlite::memory: for an in-memory database")
 	}
-	db, err := sql.Open("sqlite", DSN(path))
+	db, err := sql.Open("sqlite", DSN(path)+params)
 	if err != nil {
 		return nil, fmt.Errorf("open SQLite database %s: %w", path, err)
 	}

@@ -4,7 +4,9 @@ package humanize
 
 import (
 	"fmt"
+	"net/url"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -37,6 +39,10 @@ func Ago(t, now time.Time) string {
 	return Age(now.Sub(t)) + " ago"
 }
 
+// Time writes an instant the one way bq's messages and tables write
+// instants: RFC 3339 in UTC, to the second ("2026-12-01T05:44:58Z").
+func Time(t time.Time) string { return t.UTC().Format(time.RFC3339) }
+
 // RedactDSN hides the secrets of a data source name, whatever its shape,
 // for a message or a log:
 //
@@ -47,27 +53,88 @@ func Ago(t, now time.Time) string {
 //	host=db password=*** dbname=app      libpq's key=value form
 //
 // SQLite DSNs and file paths come back as they are: they hold no secret.
+// It is the one redaction of DSNs: every message, log line and page that
+// shows a DSN goes through it.
 func RedactDSN(dsn string) string {
+	var b strings.Builder
+	last := 0
+	for _, sp := range secretSpans(dsn) {
+		b.WriteString(dsn[last:sp[0]])
+		b.WriteString(redacted)
+		last = sp[1]
+	}
+	b.WriteString(dsn[last:])
+	return b.String()
+}
+
+// redacted stands for a hidden secret.
+const redacted = "***"
+
+// DSNSecrets returns the secrets dsn carries, as RedactDSN finds them,
+// each as written and percent-decoded, for Redact to hide wherever they
+// turn up in free text (an error a driver wrote, say).
+func DSNSecrets(dsn string) []string {
+	var out []string
+	for _, sp := range secretSpans(dsn) {
+		raw := dsn[sp[0]:sp[1]]
+		out = append(out, raw)
+		if dec, err := url.PathUnescape(raw); err == nil && dec != raw {
+			out = append(out, dec)
+		}
+	}
+	return out
+}
+
+// MinSecret is the shortest secret Redact hides in free text: a shorter
+// one would match ordinary words. RedactDSN hides any length, since it
+// knows where a DSN's secrets are.
+const MinSecret = 4
+
+// Redact replaces every occurrence in s of each secret (a token, or what
+// DSNSecrets returned) with ***; secrets shorter than MinSecret are left.
+func Redact(s string, secrets ...string) string {
+	// Longest first, so that a secret holding another is hidden whole.
+	secrets = slices.Clone(secrets)
+	slices.SortFunc(secrets, func(a, b string) int { return len(b) - len(a) })
+	for _, secret := range secrets {
+		if len(secret) >= MinSecret {
+			s = strings.ReplaceAll(s, secret, redacted)
+		}
+	}
+	return s
+}
+
+// secretSpans returns the [start, end) byte ranges of dsn's secrets, in
+// order.
+func secretSpans(dsn string) [][2]int {
 	if strings.HasPrefix(dsn, "sqlite:") || strings.HasPrefix(dsn, "file:") || strings.HasPrefix(dsn, "/") || strings.HasPrefix(dsn, ".") {
-		return dsn
+		return nil
 	}
 	if keyValueDSN.MatchString(dsn) {
-		return redactKeyValues(dsn)
+		var spans [][2]int
+		for _, m := range keyValue.FindAllStringSubmatchIndex(dsn, -1) {
+			if secretName(dsn[m[2]:m[3]]) {
+				spans = append(spans, [2]int{m[6], m[7]})
+			}
+		}
+		return spans
 	}
-	prefix, rest := "", dsn
+	start := 0
 	if i := strings.Index(dsn, "://"); i >= 0 {
-		prefix, rest = dsn[:i+3], dsn[i+3:]
+		start = i + 3
 	}
+	rest := dsn[start:]
 	// The userinfo ends at the last @: a password may hold more (and : or
 	// /), which drivers read differently; hiding up to the last one hides
 	// the password whichever way they read it. A "user" holding / or ?
 	// means that @ was in the path or query, not after a userinfo.
 	if at := strings.LastIndex(rest, "@"); at >= 0 {
 		if user, _, ok := strings.Cut(rest[:at], ":"); ok && !strings.ContainsAny(user, "/?#") {
-			return prefix + user + ":***@" + redactQuery(rest[at+1:])
+			pass := [2]int{start + len(user) + 1, start + at}
+			return append([][2]int{pass}, querySpans(dsn, start+at+1)...)
 		}
 	}
-	return prefix + redactQuery(rest)
+	return querySpans(dsn, start)
 }
 
 // keyValueDSN matches libpq's "key=value ..." form.
@@ -77,35 +144,23 @@ var keyValueDSN = regexp.MustCompile(`^\s*[A-Za-z_][A-Za-z0-9_]*\s*=`)
 // spaces, or quoted with \' and \\ escapes.
 var keyValue = regexp.MustCompile(`([A-Za-z_][A-Za-z0-9_]*)(\s*=\s*)('(?:[^'\\]|\\.)*'?|\S*)`)
 
-func redactKeyValues(dsn string) string {
-	return keyValue.ReplaceAllStringFunc(dsn, func(pair string) string {
-		m := keyValue.FindStringSubmatch(pair)
-		if secretName(m[1]) {
-			return m[1] + m[2] + "***"
-		}
-		return pair
-	})
-}
-
-// redactQuery hides the values of the query parameters naming a secret
-// in what follows a DSN's host.
-func redactQuery(s string) string {
-	q := strings.IndexByte(s, '?')
+// querySpans returns the values of the query parameters naming a secret
+// in dsn[from:], what follows a DSN's host.
+func querySpans(dsn string, from int) [][2]int {
+	q := strings.IndexByte(dsn[from:], '?')
 	if q < 0 {
-		return s
+		return nil
 	}
-	query, frag, hasFrag := strings.Cut(s[q+1:], "#")
-	params := strings.Split(query, "&")
-	for i, p := range params {
-		if name, _, ok := strings.Cut(p, "="); ok && secretName(name) {
-			params[i] = name + "=***"
+	at := from + q + 1
+	query, _, _ := strings.Cut(dsn[at:], "#")
+	var spans [][2]int
+	for p := range strings.SplitSeq(query, "&") {
+		if name, value, ok := strings.Cut(p, "="); ok && secretName(name) {
+			spans = append(spans, [2]int{at + len(name) + 1, at + len(name) + 1 + len(value)})
 		}
+		at += len(p) + 1
 	}
-	out := s[:q+1] + strings.Join(params, "&")
-	if hasFrag {
-		out += "#" + frag
-	}
-	return out
+	return spans
 }
 
 // secretName reports a parameter that carries a secret: password, pass,

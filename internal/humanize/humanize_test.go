@@ -1,6 +1,7 @@
 package humanize
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -70,5 +71,31 @@ func TestTerminal(t *testing.T) {
 		if got := Visible(c.in); got != c.visible {
 			t.Errorf("Visible(%q) = %q, want %q", c.in, got, c.visible)
 		}
+	}
+}
+
+// TestDSNSecrets: what RedactDSN hides is what DSNSecrets returns, as
+// written and percent-decoded, and Redact hides it in any text.
+func TestDSNSecrets(t *testing.T) {
+	for _, c := range []struct {
+		dsn  string
+		want []string
+	}{
+		{"postgres://app:hunter2@db:5432/app", []string{"hunter2"}},
+		{"mysql://root:hunter%40%3A2@db:3306/x", []string{"hunter%40%3A2", "hunter@:2"}},
+		{"postgres://app:pw1@db/app?sslpassword=pw2&sslmode=disable", []string{"pw1", "pw2"}},
+		{"host=db password='hun ter' dbname=app", []string{"'hun ter'"}},
+		{"root:hunter2@tcp(127.0.0.1:3306)/db", []string{"hunter2"}},
+		{"postgres://app@db/app", nil},
+		{"sqlite:///tmp/a:b@c.db", nil},
+	} {
+		if got := DSNSecrets(c.dsn); !slices.Equal(got, c.want) {
+			t.Errorf("DSNSecrets(%q) = %q, want %q", c.dsn, got, c.want)
+		}
+	}
+	msg := `connect "mysql://root:hunter@:2@db" as root (password hunter@:2): token s3cr3t-t0ken; pw "ab"`
+	got := Redact(msg, append(DSNSecrets("mysql://root:hunter%40%3A2@db/x"), "s3cr3t-t0ken", "ab")...)
+	if want := `connect "mysql://root:***@db" as root (password ***): token ***; pw "ab"`; got != want {
+		t.Errorf("Redact = %q, want %q", got, want)
 	}
 }

@@ -9,11 +9,13 @@ package pgrestart
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/url"
 	"os"
 	"os/exec"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -24,6 +26,7 @@ import (
 	"github.com/bqueue/bq"
 	bqmysql "github.com/bqueue/bq/drivers/mysql"
 	_ "github.com/bqueue/bq/drivers/postgres"
+	"github.com/bqueue/bq/internal/humanize"
 	"github.com/bqueue/bq/internal/testdb"
 )
 
@@ -66,35 +69,83 @@ var job = bq.Define("pgrestart.job", func(ctx context.Context, a Args) error {
 
 // localPort returns the port of a DSN that names this machine, and
 // refuses any other: only a local server is ever restarted.
-func localPort(t *testing.T, dsn, def string) string {
-	t.Helper()
+func localPort(dsn, def string) (string, error) {
 	u, err := url.Parse(dsn)
-	if err != nil {
-		t.Fatalf("parse DSN: %v", err)
+	if err != nil || u.Scheme == "" {
+		return "", fmt.Errorf("refusing to restart the server of %s: write the DSN as a URL naming 127.0.0.1, localhost or ::1", humanize.RedactDSN(dsn))
 	}
 	if h := u.Hostname(); h != "127.0.0.1" && h != "localhost" && h != "::1" {
-		t.Fatalf("refusing to restart the server at %s: it is not on this machine (unset BQ_TEST_*_RESTART for a server of your own)", u.Redacted())
+		return "", fmt.Errorf("refusing to restart the server at %s: it is not on this machine (unset BQ_TEST_*_RESTART for a server of your own)", humanize.RedactDSN(dsn))
 	}
 	if p := u.Port(); p != "" {
-		return p
+		return p, nil
 	}
-	return def
+	return def, nil
 }
 
-// pgCluster names the local cluster listening on port (pg_lsclusters).
+// pickCluster returns the cluster of pg_lsclusters' output that serves
+// port: the online one configured on it, the newest by version order
+// (9.6 before 10, as sort -V) should several be. It refuses when none is
+// online there: whatever answers on the port is not a cluster this
+// machine's pg_ctlcluster manages, and restarting another would test
+// nothing and disturb its users.
+func pickCluster(lsclusters, port string) (version, name string, err error) {
+	for _, line := range strings.Split(lsclusters, "\n") {
+		f := strings.Fields(line)
+		if len(f) < 4 || f[2] != port || f[3] != "online" {
+			continue
+		}
+		if version == "" || versionLess(version, f[0]) {
+			version, name = f[0], f[1]
+		}
+	}
+	if version == "" {
+		return "", "", fmt.Errorf("refusing to restart PostgreSQL: no local cluster is online on port %s (pg_lsclusters):\n%s", port, lsclusters)
+	}
+	return version, name, nil
+}
+
+// versionLess orders versions as sort -V does: 9.6 < 10 < 10.1.
+func versionLess(a, b string) bool {
+	as, bs := strings.Split(a, "."), strings.Split(b, ".")
+	for i := range min(len(as), len(bs)) {
+		x, errX := strconv.Atoi(as[i])
+		y, errY := strconv.Atoi(bs[i])
+		if errX != nil || errY != nil {
+			if as[i] != bs[i] {
+				return as[i] < bs[i]
+			}
+			continue
+		}
+		if x != y {
+			return x < y
+		}
+	}
+	return len(as) < len(bs)
+}
+
+// pgCluster names the local cluster serving port.
 func pgCluster(t *testing.T, port string) (version, name string) {
 	t.Helper()
 	out, err := exec.Command("pg_lsclusters", "--no-header").CombinedOutput()
 	if err != nil {
 		t.Fatalf("pg_lsclusters: %v\n%s", err, out)
 	}
-	for _, line := range strings.Split(string(out), "\n") {
-		if f := strings.Fields(line); len(f) >= 3 && f[2] == port {
-			return f[0], f[1]
-		}
+	version, name, err = pickCluster(string(out), port)
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Fatalf("no local PostgreSQL cluster listens on port %s:\n%s", port, out)
-	return "", ""
+	return version, name
+}
+
+// mustLocalPort is localPort for a test: it fails the test on a refusal.
+func mustLocalPort(t *testing.T, dsn, def string) string {
+	t.Helper()
+	port, err := localPort(dsn, def)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return port
 }
 
 func run(t *testing.T, name string, args ...string) {
@@ -104,11 +155,48 @@ func run(t *testing.T, name string, args ...string) {
 	}
 }
 
+// TestRestartPicksTheDSNsServer: the restart tests restart only a local
+// server, and for PostgreSQL only the cluster online on the DSN's port.
+// It runs always: it restarts nothing.
+func TestRestartPicksTheDSNsServer(t *testing.T) {
+	for _, c := range []struct{ dsn, port, err string }{
+		{"postgres://postgres@127.0.0.1:5432/test?sslmode=disable", "5432", ""},
+		{"postgres://postgres@localhost/test", "5432", ""},
+		{"postgres://postgres@[::1]:5433/test", "5433", ""},
+		{"postgres://app:hunter2@db.example.com:5432/test", "", "not on this machine"},
+		{"postgres://app:hunter2@10.0.0.7/test", "", "not on this machine"},
+		{"postgres:///test?host=/var/run/postgresql", "", "not on this machine"},
+		{"host=127.0.0.1 port=5432 password=hunter2", "", "write the DSN as a URL"},
+	} {
+		port, err := localPort(c.dsn, "5432")
+		if c.err == "" && (err != nil || port != c.port) || c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)) {
+			t.Errorf("localPort(%q) = %q, %v; want %q or an error saying %q", c.dsn, port, err, c.port, c.err)
+		}
+		if err != nil && strings.Contains(err.Error(), "hunter2") {
+			t.Errorf("localPort(%q): the refusal shows the password: %v", c.dsn, err)
+		}
+	}
+	const ls = `9.6 main    5432 down   postgres /var/lib/postgresql/9.6/main /var/log/postgresql/postgresql-9.6-main.log
+10  main    5432 online postgres /var/lib/postgresql/10/main /var/log/postgresql/postgresql-10-main.log
+16  main    5433 online postgres /var/lib/postgresql/16/main /var/log/postgresql/postgresql-16-main.log
+9.6 old     5434 online postgres /var/lib/postgresql/9.6/old /var/log/postgresql/postgresql-9.6-old.log
+10  other   5434 online postgres /var/lib/postgresql/10/other /var/log/postgresql/postgresql-10-other.log
+`
+	for _, c := range []struct{ port, version, name string }{
+		{"5432", "10", "main"}, {"5433", "16", "main"}, {"5434", "10", "other"}, {"5999", "", ""},
+	} {
+		v, name, err := pickCluster(ls, c.port)
+		if v != c.version || name != c.name || (err == nil) != (c.version != "") {
+			t.Errorf("pickCluster(port %s) = %s %s, %v; want %q %q", c.port, v, name, err, c.version, c.name)
+		}
+	}
+}
+
 func TestPostgresRestart(t *testing.T) {
 	if os.Getenv("BQ_TEST_PG_RESTART") != "1" {
 		t.Skip("restarts the PostgreSQL server: run through `make test`, which sets BQ_TEST_PG_RESTART=1 for a last step of its own")
 	}
-	v, cluster := pgCluster(t, localPort(t, testdb.PostgresBaseDSN(), "5432"))
+	v, cluster := pgCluster(t, mustLocalPort(t, testdb.PostgresBaseDSN(), "5432"))
 	ctx := context.Background()
 	admin, err := pgxpool.New(ctx, testdb.PostgresBaseDSN())
 	if err != nil {
@@ -136,7 +224,7 @@ func TestMariaDBRestart(t *testing.T) {
 	if os.Getenv("BQ_TEST_MYSQL_RESTART") != "1" {
 		t.Skip("restarts the MariaDB server: run through `make test`, which sets BQ_TEST_MYSQL_RESTART=1 for a last step of its own")
 	}
-	port := localPort(t, testdb.MySQLBaseDSN(), "3306")
+	port := mustLocalPort(t, testdb.MySQLBaseDSN(), "3306")
 	cfg, err := bqmysql.ParseURL(testdb.MySQLBaseDSN())
 	if err != nil {
 		t.Fatal(err)
