@@ -27,6 +27,8 @@ type queries struct {
 	readyAges, groupStats, topBlockedKeys, readSem, keyHolders string
 	blockedAhead, blockedLine, jobExecution, listFailed        string
 	deleteFailed                                               string
+
+	history historyQueries // history.go
 }
 
 const jobColumns = `j.id, j.kind, j.queue, j.args, j.priority, j.attempt, j.max_attempts,
@@ -356,5 +358,7 @@ WHERE f.job_id < $1
 ORDER BY f.job_id DESC LIMIT $2`),
 
 		deleteFailed: p(`DELETE FROM {p}failed_executions WHERE job_id = $1`),
+
+		history: newHistoryQueries(p),
 	}
 }

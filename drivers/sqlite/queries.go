@@ -36,6 +36,8 @@ type queries struct {
 	blockedAhead, blockedLine, jobExecution, listFailed        string
 	inspect                                                    sqlinspect.Queries
 	deleteFailed                                               string
+
+	history historyQueries // history.go
 }
 
 const policyColumns = `queue, namespace, max_active, max_active_per_key, max_blocked, created_at, updated_at`
@@ -281,5 +283,6 @@ WHERE b.concurrency_key = ? ORDER BY b.priority DESC, b.job_id LIMIT ?`),
 	q.inspect = sqlinspect.Queries{ReadyAges: q.readyAges, GroupStats: q.groupStats, TopBlockedKeys: q.topBlockedKeys,
 		ReadSem: q.readSem, KeyHolders: q.keyHolders, BlockedAhead: q.blockedAhead, BlockedLine: q.blockedLine,
 		JobExecution: q.jobExecution, ListFailed: q.listFailed}
+	q.history = newHistoryQueries(p)
 	return q
 }

@@ -109,12 +109,7 @@ func (r Reader) GroupStats(ctx context.Context, max int) ([]driver.GroupStats, e
 }
 
 func (r Reader) TopBlockedKeys(ctx context.Context, max int) ([]driver.Semaphore, error) {
-	out, err := collect(ctx, r, func(row *sql.Rows) (s driver.Semaphore, err error) {
-		var durMS, expires int64
-		err = row.Scan(&s.Key, &s.Value, &s.Limit, &s.Blocked, &durMS, &expires)
-		s.Duration, s.ExpiresAt = time.Duration(durMS)*time.Millisecond, fromMicros(expires)
-		return s, err
-	}, r.Q.TopBlockedKeys, max)
+	out, err := collect(ctx, r, scanSemaphore, r.Q.TopBlockedKeys, max)
 	if err != nil {
 		return nil, fmt.Errorf("list keys with blocked jobs: %w", err)
 	}
