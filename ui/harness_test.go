@@ -3,9 +3,11 @@ package ui_test
 import (
 	"context"
 	"crypto/rand"
+	"database/sql"
 	"encoding/hex"
 	"io"
 	"log/slog"
+	"net/url"
 	"os"
 	"strings"
 	"sync"
@@ -15,12 +17,14 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/bqueue/bq"
+	bqmysql "github.com/bqueue/bq/drivers/mysql"
 	"github.com/bqueue/bq/internal/driver"
 	"github.com/bqueue/bq/internal/lifecycle"
 )
 
 // The dashboard's tests run on a real database of each kind, like the
-// conformance suite: a SQLite file and a PostgreSQL schema of their own.
+// conformance suite: a SQLite file, a PostgreSQL schema and a MySQL
+// database of their own.
 
 type database struct {
 	name  string
@@ -34,9 +38,17 @@ func postgresDSN() string {
 	return "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
 }
 
+func mysqlDSN() string {
+	if dsn := os.Getenv("BQ_TEST_MYSQL_DSN"); dsn != "" {
+		return dsn
+	}
+	return "mysql://root@127.0.0.1:3306/test"
+}
+
 var databases = []database{
 	{"sqlite", func(t *testing.T) string { return "sqlite://" + t.TempDir() + "/ui.db" }},
 	{"postgres", freshSchema},
+	{"mysql", freshMySQL},
 }
 
 // selectedDatabases honours BQ_TEST_DRIVERS (comma list; default all).
@@ -81,6 +93,42 @@ func freshSchema(t *testing.T) string {
 		sep = "&"
 	}
 	return postgresDSN() + sep + "search_path=" + schema
+}
+
+var myAdmin = sync.OnceValues(func() (*sql.DB, error) {
+	dsn, err := bqmysql.DSN(mysqlDSN())
+	if err != nil {
+		return nil, err
+	}
+	db, err := sql.Open("mysql", dsn)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return db, db.PingContext(ctx)
+})
+
+// freshMySQL creates a database of the test's own on the server of
+// BQ_TEST_MYSQL_DSN and drops it when the test ends.
+func freshMySQL(t *testing.T) string {
+	base, err := url.Parse(mysqlDSN())
+	if err != nil {
+		t.Fatalf("BQ_TEST_MYSQL_DSN: %v", err)
+	}
+	admin, err := myAdmin()
+	if err != nil {
+		t.Fatalf("MySQL unreachable at %s: %v (run `make test`, which starts it, or set BQ_TEST_DRIVERS=sqlite)", base.Redacted(), err)
+	}
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	name := "ui_" + hex.EncodeToString(b)
+	if _, err := admin.ExecContext(context.Background(), "CREATE DATABASE "+name+" CHARACTER SET utf8mb4"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = admin.ExecContext(context.Background(), "DROP DATABASE "+name) })
+	base.Path = "/" + name
+	return base.String()
 }
 
 type exportArgs struct {
@@ -189,3 +237,43 @@ func (f *fixture) state(t *testing.T, id int64) bq.JobState {
 	}
 	return info.State
 }
+
+// seededMinutes is how many minutes of history seedHistory writes, up to
+// the current one.
+const seededMinutes = 30
+
+// seedHistory writes the last 30 minutes of history as worker processes
+// and dispatchers would: 10 to 16 completed runs a minute, 2 failed every
+// fifth minute; a snapshot each minute but for a gap three to five
+// minutes ago (no dispatcher ran), with acme's line growing and
+// globex's steady.
+func (f *fixture) seedHistory(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	hs := f.client.Driver().Exec().(driver.HistoryStore)
+	now := time.Now().Truncate(time.Minute)
+	var counts []driver.Throughput
+	for i := range seededMinutes {
+		m := now.Add(-time.Duration(seededMinutes-1-i) * time.Minute)
+		c := driver.Throughput{Minute: m, Queue: "exports", Completed: seededCompleted(i)}
+		if i%5 == 0 {
+			c.Failed = 2
+		}
+		counts = append(counts, c)
+		if ago := seededMinutes - 1 - i; ago >= 3 && ago <= 5 {
+			continue
+		}
+		snap := driver.HistorySnapshot{Minute: m, TakenAt: m,
+			Queues: []driver.QueueCounts{{Queue: "exports", Ready: i % 4, Running: 2, Blocked: i / 3}},
+			Keys:   []driver.Semaphore{{Key: "ui.export/acme", Blocked: i / 3}, {Key: "ui.export/globex", Blocked: 1}}}
+		if _, err := hs.SnapshotHistory(ctx, snap); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := hs.AddThroughput(ctx, counts); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// seededCompleted is how many runs completed in the i-th seeded minute.
+func seededCompleted(i int) int { return 10 + i%7 }
