@@ -112,9 +112,18 @@ func Handler(client *bq.Client, opts Options) http.Handler {
 	mux.HandleFunc("GET /search", s.search)
 	mux.HandleFunc("POST /jobs/{id}/retry", s.retry)
 	mux.HandleFunc("POST /jobs/{id}/discard", s.discard)
+	// A link to an action, followed or prefetched, does nothing.
+	mux.HandleFunc("/jobs/{id}/retry", postOnly)
+	mux.HandleFunc("/jobs/{id}/discard", postOnly)
 	mux.HandleFunc("/", s.notFound)
 
 	return s.secure(limitInFlight(opts.MaxInFlight, mux))
+}
+
+// postOnly answers a request for an action that is not a POST.
+func postOnly(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Allow", http.MethodPost)
+	http.Error(w, "this action is the POST of a form: open the job's page and use its button", http.StatusMethodNotAllowed)
 }
 
 // asset serves one embedded file; there is no listing of them.
