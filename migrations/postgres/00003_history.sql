@@ -1,7 +1,6 @@
 -- +goose Up
 -- The queue's history, minute by minute, for the dashboard's charts and
 -- `bq status --watch`; kept a day (dispatchers prune older minutes).
--- (Version 3 is MySQL's signal log: the sets share their numbers.)
 --
 -- history: one row per minute and queue. completed and failed are added
 -- by every worker process once a minute, an additive upsert of what it
