@@ -56,8 +56,9 @@ type HistoryMinute struct {
 	// dies loses at most its last minute.
 	Completed int `json:"completed"`
 	Failed    int `json:"failed"`
-	// Snapped: a dispatcher recorded the depth at the start of the
-	// minute. Without it (no dispatcher ran) the depth is unknown, and 0.
+	// Snapped: a dispatcher recorded the depth early in the minute, at
+	// its first pass in it. Without it (no dispatcher ran) the depth is
+	// unknown, and 0.
 	Snapped   bool `json:"snapped"`
 	Ready     int  `json:"ready"`
 	Running   int  `json:"running"`

@@ -18,8 +18,10 @@ type overviewData struct {
 	Health                                     *bq.Health
 	Ready, Running, Blocked, Failed, Saturated int
 	Fleet                                      fleet
-	// Charts are the last hour's throughput and depth.
-	Charts []chart
+	// Charts are the last hour's throughput and depth; HistoryErr says
+	// why there are none.
+	Charts     []chart
+	HistoryErr string
 }
 
 func (s *server) overview(w http.ResponseWriter, r *http.Request) {
@@ -28,12 +30,15 @@ func (s *server) overview(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	hist, err := s.client.History(r.Context())
-	if err != nil {
-		s.fail(w, r, err)
-		return
+	d := overviewData{Health: h, Fleet: fleetOf(h)}
+	// The counts matter more than the pictures: a history that cannot
+	// be read leaves the rest of the page.
+	if hist, err := s.client.History(r.Context()); err != nil {
+		s.opts.Logger.Error("bq ui: read the history", "error", err)
+		d.HistoryErr = err.Error()
+	} else {
+		d.Charts = historyCharts(hist, time.Minute, false)
 	}
-	d := overviewData{Health: h, Fleet: fleetOf(h), Charts: historyCharts(hist, time.Minute, false)}
 	for _, q := range h.Queues {
 		d.Ready += q.Ready
 		d.Running += q.Running

@@ -12,7 +12,8 @@ import (
 )
 
 // The header's search box: a job id, a full key (group/key), a group
-// (group/) or a bare key, a tenant say, which names no group.
+// (group/), a key's end (/key) or a bare key, a tenant say, which names
+// no group.
 
 // keyRule tells how keys are spelled, for a search that found none.
 const keyRule = "Keys are group/key: the group is the job's name unless its Concurrency names a Group, e.g. reports.export/acme. " +
@@ -47,6 +48,10 @@ func (s *server) search(w http.ResponseWriter, r *http.Request) {
 		return
 	case strings.HasSuffix(q, "/"):
 		s.searchKeys(w, r, searchData{Query: q, GroupName: strings.TrimSuffix(q, "/")}, bq.KeySearch{Prefix: q, Max: searchShown})
+		return
+	case strings.HasPrefix(q, "/"):
+		// "/acme": the keys that end with it, in any group.
+		s.searchKeys(w, r, searchData{Query: strings.TrimPrefix(q, "/")}, bq.KeySearch{Suffix: q, Max: searchShown})
 		return
 	case strings.Contains(q, "/"):
 		// A full key: its page says whether it is in use.
@@ -86,15 +91,24 @@ func (s *server) search(w http.ResponseWriter, r *http.Request) {
 	s.render(w, r, http.StatusOK, "search", view{Title: "Search: " + q, Data: d})
 }
 
-// searchKeys shows the keys of a group (a query ending in "/").
+// searchKeys shows the keys of a group (a query ending in "/") or those
+// that end with a query starting with "/".
 func (s *server) searchKeys(w http.ResponseWriter, r *http.Request, d searchData, ks bq.KeySearch) {
-	var err error
-	if d.Group, d.GroupMore, err = s.client.SearchKeys(r.Context(), ks); err != nil {
+	found, more, err := s.client.SearchKeys(r.Context(), ks)
+	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	if len(d.Group) == 0 {
-		d.Hint = fmt.Sprintf("No key in use starts with %s. %s", d.Query, keyRule)
+	if ks.Prefix != "" {
+		d.Group, d.GroupMore = found, more
+	} else {
+		d.Suffix, d.SuffixMore = found, more
 	}
-	s.render(w, r, http.StatusOK, "search", view{Title: "Search: " + d.Query, Data: d})
+	if len(found) == 0 {
+		d.Hint = fmt.Sprintf("No key in use starts with %s%s. %s", ks.Prefix, ks.Suffix, keyRule)
+		if ks.Suffix != "" {
+			d.Hint = fmt.Sprintf("No key in use ends with %s. %s", ks.Suffix, keyRule)
+		}
+	}
+	s.render(w, r, http.StatusOK, "search", view{Title: "Search: " + ks.Prefix + ks.Suffix, Data: d})
 }

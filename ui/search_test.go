@@ -3,6 +3,8 @@ package ui_test
 import (
 	"context"
 	"fmt"
+	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -58,6 +60,8 @@ func TestSearchAndHistoryRequests(t *testing.T) {
 		{"/bq/search?q=nobody", http.StatusOK, "Keys are group/key"},
 		{"/bq/search?q=999999", http.StatusOK, "No job has id 999999"},
 		{"/bq/search?q=ui.export%2F", http.StatusOK, `href="/bq/key?key=ui.export%2Facme"`},
+		{"/bq/search?q=%2Facme", http.StatusOK, `href="/bq/key?key=ui.export%2Facme"`},
+		{"/bq/search?q=%2Fnobody", http.StatusOK, "No key in use ends with /nobody"},
 		{"/bq/search?q=%FF", http.StatusBadRequest, "not valid UTF-8"},
 		{"/bq/history", http.StatusOK, `id="chart-throughput"`},
 		{"/bq/history?since=24h&queue=exports", http.StatusOK, `aria-current="page">24h`},
@@ -68,5 +72,20 @@ func TestSearchAndHistoryRequests(t *testing.T) {
 		if code != p.code || !strings.Contains(body, p.want) {
 			t.Errorf("GET %s: %d, want %d with %q", p.path, code, p.code, p.want)
 		}
+	}
+}
+
+// TestOverviewWithoutHistory: a history that cannot be read costs the
+// overview its charts, not its counts.
+func TestOverviewWithoutHistory(t *testing.T) {
+	f := newFixture(t, databases[0])
+	if _, err := f.client.Driver().SQLDB().Exec("DROP TABLE bq_history"); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(ui.Handler(f.client, ui.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}))
+	defer srv.Close()
+	code, body := get(t, srv.Client(), srv.URL+"/")
+	if code != http.StatusOK || !strings.Contains(body, `id="history-error"`) || !strings.Contains(body, `<tr data-queue="exports">`) {
+		t.Errorf("the overview without its history table: %d, want 200 with the queues and the history's error", code)
 	}
 }

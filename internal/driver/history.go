@@ -53,7 +53,8 @@ type Throughput struct {
 	Failed int
 }
 
-// HistorySnapshot is the depth of the queue at the start of Minute.
+// HistorySnapshot is the depth of the queue early in Minute (at the
+// first dispatcher pass in it).
 type HistorySnapshot struct {
 	Minute  time.Time
 	TakenAt time.Time
