@@ -167,6 +167,8 @@ type Client struct {
 	// passes: failing dispatcher passes, logged the same way apart from
 	// the calls of workers (a pass can fail while claims succeed).
 	passes outage
+	// tally counts completed and failed runs for the history.
+	tally tally
 
 	mu       sync.Mutex
 	wakers   map[string][]chan struct{} // queue -> workers of this process

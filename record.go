@@ -106,6 +106,9 @@ func (w *queueWorker) record(runCtx context.Context, l *lease, def definition, r
 		log.Warn("job failed; will retry", "error", runErr, "retry_at", retryAt, "state", res.State)
 	}
 	w.c.met.Ran(ctx, job, ran.Seconds(), outcome)
+	if outcome == "completed" || outcome == "retried" || outcome == "failed" {
+		w.c.tally.count(cl.Queue, now, runErr != nil)
+	}
 	if !shutdown {
 		w.c.met.Finished(ctx, job, res.State)
 	}

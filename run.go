@@ -83,6 +83,7 @@ func (c *Client) run(ctx context.Context, work, dispatch bool) error {
 	}
 	if work {
 		services.Go(func() { c.listen(beatCtx) })
+		services.Go(func() { c.flushHistory(beatCtx) })
 	}
 	if dispatch {
 		d := dispatcher.New(c.drv, dispatcher.Config{

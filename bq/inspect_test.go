@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -257,6 +258,96 @@ func TestUIToken(t *testing.T) {
 		}
 		if out := stderr.String(); strings.Contains(out, "s3") || !strings.Contains(out, "?token=<token>") {
 			t.Errorf("bq ui printed (env %v):\n%s\nwant no token, and how to pass it", viaEnv, out)
+		}
+	}
+}
+
+// TestStatusWatch: --watch redraws the report with the last hour's
+// history as sparklines until its context ends (Ctrl-C), and returns
+// nil then.
+func TestStatusWatch(t *testing.T) {
+	dsn, _ := inspectDB(t)
+	ctx := context.Background()
+	c, err := bq.Open(ctx, dsn, bq.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	hs, _ := driver.HistoryOf(driver.ClientEngine(c))
+	now := time.Now().Truncate(time.Minute)
+	var counts []driver.Throughput
+	for i := range 10 {
+		m := now.Add(-time.Duration(9-i) * time.Minute)
+		counts = append(counts, driver.Throughput{Minute: m, Queue: "cli", Completed: i + 1})
+		if i != 4 {
+			_, err := hs.SnapshotHistory(ctx, driver.HistorySnapshot{Minute: m, TakenAt: m,
+				Queues: []driver.QueueCounts{{Queue: "cli", Ready: 1, Blocked: i}},
+				Keys:   []driver.Semaphore{{Key: "cli_test.inspect/a1", Blocked: i}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := hs.AddThroughput(ctx, counts); err != nil {
+		t.Fatal(err)
+	}
+
+	defer func(every time.Duration) { watchEvery = every }(watchEvery)
+	watchEvery = 100 * time.Millisecond
+	var out syncBuffer
+	wctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		done <- runStatus(wctx, &env{stdout: &out, stderr: io.Discard}, []string{"--dsn", dsn, "--watch"})
+	}()
+	deadline := time.Now().Add(20 * time.Second)
+	for strings.Count(out.String(), "Ctrl-C to stop") < 2 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	stop()
+	if err := <-done; err != nil {
+		t.Fatalf("bq status --watch returned %v after Ctrl-C, want nil", err)
+	}
+	text := out.String()
+	if n := strings.Count(text, "QUEUES"); n < 2 {
+		t.Fatalf("bq status --watch drew %d frames in 20s, want at least 2:\n%s", n, text)
+	}
+	frame := text[strings.LastIndex(text, "QUEUES"):]
+	// 50 minutes of nothing, then 10 of 1 to 10 completed runs.
+	completed := strings.Repeat("▁", 50) + sparkline([]int{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, nil, 10)
+	for _, want := range []string{
+		"LAST HOUR",
+		"completed  " + completed + "  10   10",
+		// The blocked line has a blank where no snapshot was taken.
+		"blocked    " + strings.Repeat(" ", 50) + "▁▂▃▄ ▅▆▇██  9    9",
+		"cli_test.inspect/a1",
+	} {
+		if !strings.Contains(frame, want) {
+			t.Errorf("the last frame lacks %q:\n%s", want, frame)
+		}
+	}
+	if strings.Contains(text, clearScreen) {
+		t.Error("a frame written to a non-terminal clears the screen")
+	}
+	if _, err := runCmd(runStatus, "--dsn", dsn, "--watch", "--json"); !errors.Is(err, errUsage) {
+		t.Errorf("--watch with --json: %v, want a usage error", err)
+	}
+}
+
+func TestSparkline(t *testing.T) {
+	for _, c := range []struct {
+		values []int
+		known  []bool
+		top    int
+		want   string
+	}{
+		{[]int{0, 1, 50, 100}, nil, 100, "▁▂▅█"},
+		{[]int{1}, nil, 1, "█"},
+		{[]int{0, 0}, nil, 0, "▁▁"},
+		{[]int{3, 7, 2}, []bool{true, false, true}, 3, "█ ▆"},
+	} {
+		if got := sparkline(c.values, c.known, c.top); got != c.want {
+			t.Errorf("sparkline(%v, %v, %d) = %q, want %q", c.values, c.known, c.top, got, c.want)
 		}
 	}
 }

@@ -4,7 +4,7 @@
 //
 //	bq migrate up|down|status --dsn DSN [--prefix bq_]
 //	bq dispatcher --dsn DSN
-//	bq status --dsn DSN [--json]
+//	bq status --dsn DSN [--json | --watch]
 //	bq explain --dsn DSN JOB_ID
 //	bq ui --dsn DSN [--addr 127.0.0.1:8080] [--token T]
 //	bq demo [--dsn DSN]

@@ -13,20 +13,26 @@ import (
 // runStatus prints the Health report: queues, limit groups, the most
 // blocked keys and the processes.
 func runStatus(ctx context.Context, e *env, args []string) error {
-	f := newFlagSet(e, "status", "status --dsn DSN [--prefix bq_] [--json] [--top 10]",
+	f := newFlagSet(e, "status", "status --dsn DSN [--prefix bq_] [--json | --watch] [--top 10]",
 		`Shows each queue's ready, running, scheduled, blocked and failed jobs, the
 limit groups and their saturated keys, the most blocked keys, and the
-registered processes.`)
+registered processes. With --watch it redraws them every 2s until Ctrl-C,
+with the last hour's history as sparklines: runs completed and failed,
+jobs by state, and the blocked jobs of the most blocked keys.`)
 	var db dbFlags
 	db.register(f)
 	asJSON := f.Bool("json", false, "print the report as JSON")
 	top := f.Int("top", 10, "how many of the most blocked keys to list (at most 100)")
+	watch := f.Bool("watch", false, "redraw every 2s, with the last hour's history, until Ctrl-C")
 	pos, err := f.parse(args)
 	if err != nil {
 		return err
 	}
 	if err := f.noArgs(pos); err != nil {
 		return err
+	}
+	if *watch && *asJSON {
+		return f.fail("--watch draws for a person: use --json without it, once per report")
 	}
 	if err := db.validate(f); err != nil {
 		return err
@@ -37,6 +43,9 @@ registered processes.`)
 		return err
 	}
 	defer client.Close()
+	if *watch {
+		return watchStatus(ctx, w, client, *top)
+	}
 	h, err := client.Health(ctx, bq.HealthOptions{TopKeys: *top})
 	if err != nil {
 		return err

@@ -1,10 +1,10 @@
 // Package dispatcher runs bq's background maintenance: it admits due
 // scheduled jobs, returns the claims of dead processes, keeps semaphores
-// honest (recounts expired ones, promotes blocked jobs beside free slots)
-// and clears finished jobs. It needs no job code, so it runs embedded in a
-// worker (client.Run) or alone (`bq dispatcher`). Several dispatchers may
-// run at once: every step locks what it changes and skips what another
-// holds.
+// honest (recounts expired ones, promotes blocked jobs beside free slots),
+// clears finished jobs and records the queue's history minute by minute.
+// It needs no job code, so it runs embedded in a worker (client.Run) or
+// alone (`bq dispatcher`). Several dispatchers may run at once: every
+// step locks what it changes and skips what another holds.
 package dispatcher
 
 import (
@@ -73,6 +73,7 @@ type Dispatcher struct {
 	drv         driver.Driver
 	cfg         Config
 	lastCleanup time.Time
+	snapped     time.Time // the last minute of history this dispatcher snapshotted
 }
 
 // New returns a dispatcher for drv.
@@ -109,6 +110,7 @@ func (d *Dispatcher) Pass(ctx context.Context) error {
 		d.reapLostClaims(ctx),
 		d.recountExpired(ctx),
 		d.promoteBlocked(ctx),
+		d.snapshotHistory(ctx),
 	}
 	if now := d.cfg.Now(); now.Sub(d.lastCleanup) >= d.cfg.CleanupInterval {
 		d.lastCleanup = now
@@ -254,8 +256,8 @@ func (d *Dispatcher) promoteBlocked(ctx context.Context) error {
 	}
 }
 
-// cleanup deletes finished jobs past retention, idle semaphores and dead
-// processes that hold nothing.
+// cleanup deletes finished jobs past retention, idle semaphores, dead
+// processes that hold nothing and history past a day.
 func (d *Dispatcher) cleanup(ctx context.Context) error {
 	now := d.cfg.Now()
 	var errs []error
@@ -280,6 +282,7 @@ func (d *Dispatcher) cleanup(ctx context.Context) error {
 		return err
 	}))
 	errs = append(errs, d.deleteDeadProcesses(ctx))
+	errs = append(errs, d.pruneHistory(ctx, now))
 	return errors.Join(errs...)
 }
 

@@ -58,10 +58,12 @@ func browser(t *testing.T, path string, extra ...chromedp.ExecAllocatorOption) c
 }
 
 // TestBrowser drives the dashboard in headless Chromium against each
-// database holding blocked, running and failed jobs: the pages show the
-// right counts, the overview refreshes itself, and retrying a failed job
-// of a saturated key from the failed page brings it back blocked. A
-// screenshot of each page goes to .artifacts/screenshots/.
+// database holding blocked, running and failed jobs and half an hour of
+// history: the pages show the right counts, the overview refreshes
+// itself, retrying a failed job of a saturated key from the failed page
+// brings it back blocked, the header's search finds jobs and keys, and
+// the charts draw the history. A screenshot of each page goes to
+// .artifacts/screenshots/.
 func TestBrowser(t *testing.T) {
 	path := chromium(t)
 	shots := filepath.Join("..", ".artifacts", "screenshots")
@@ -84,8 +86,11 @@ func TestBrowser(t *testing.T) {
 			}
 			srv := httptest.NewServer(mux)
 			defer srv.Close()
+			f.seedHistory(t)
 			b := &session{t: t, ctx: browser(t, path), root: srv.URL + base, shots: shots, prefix: db.name}
 			browse(t, b, f, opts.Token)
+			browseSearch(b, f)
+			browseHistory(b)
 		})
 	}
 }
@@ -102,6 +107,9 @@ func browse(t *testing.T, b *session, f *fixture, token string) {
 	b.wantText(`tr[data-queue="mail"] td.scheduled`, "1")
 	b.wantText(`#card-failed .n`, "2")
 	b.wantText(`#card-saturated .n`, "1")
+	// The last hour is drawn on the overview too, and no dispatcher runs.
+	b.wantCount(`#chart-throughput rect.pt[data-series="completed"]`, seededMinutes)
+	b.wantContains("#no-dispatcher", "bq dispatcher")
 	b.screenshot("overview")
 
 	// The overview refreshes itself: a job blocked now shows up.
@@ -142,6 +150,7 @@ func browse(t *testing.T, b *session, f *fixture, token string) {
 
 	b.open(fmt.Sprintf("/jobs/%d", f.keyedFailed), "#summary")
 	b.wantText("#job-state", "blocked")
+	b.wantCount("#holders .not-heartbeating", 0)
 	// Its id is the oldest of the key: first come, first in line.
 	b.wantText("#position", "1")
 	b.wantContains("#summary", `Waiting for one of 2 running jobs of key "ui.export/acme" to finish (limit 2); it is next in line`)
@@ -238,11 +247,7 @@ func (s *session) wantContains(sel, want string) {
 
 func (s *session) wantCount(sel string, want int) {
 	s.t.Helper()
-	n, err := chromedp.Run(s.ctx, chromedp.Evaluate[int](fmt.Sprintf("document.querySelectorAll(%q).length", sel)))
-	if err != nil {
-		s.t.Fatalf("count %s: %v", sel, err)
-	}
-	if n != want {
+	if n := s.count(sel); n != want {
 		s.t.Errorf("%d elements match %s, want %d", n, sel, want)
 	}
 }
@@ -404,4 +409,90 @@ type statusRecorder struct {
 func (r *statusRecorder) WriteHeader(code int) {
 	r.status = code
 	r.ResponseWriter.WriteHeader(code)
+}
+
+// search types q into the header's search box of a page of the
+// dashboard and waits for ready on the page it leads to.
+func (s *session) search(q, ready string) {
+	s.t.Helper()
+	s.open("/failed", "#search")
+	s.run("search "+q, chromedp.SetValue(chromedp.CSS("#search"), q), chromedp.Submit(chromedp.CSS("#search")),
+		chromedp.WaitVisible(chromedp.CSS(ready)))
+}
+
+// browseSearch: the header's search takes a job id to its page, a full
+// key to its page, a key without its group (a tenant) to the keys that
+// end with it, a group to its keys, and says how keys are spelled when
+// nothing matches.
+func browseSearch(b *session, f *fixture) {
+	b.search("acme", "table.found")
+	b.wantCount(`table.found tr[data-key="ui.export/acme"]`, 1)
+	b.wantContains("main h2", "Keys ending with /acme")
+	b.screenshot("search")
+	b.run("open the key found", chromedp.Click(chromedp.CSS(`table.found tr[data-key="ui.export/acme"] a`)),
+		chromedp.WaitVisible(chromedp.CSS("#key-facts")))
+	b.wantText("#key-facts .blocked", "5") // 3, the late one and the retried one
+
+	b.search("ui.export/acme", "#key-facts")
+	b.wantText("#key-facts .limit", "2")
+	b.search("ui.export/", "table.found")
+	b.wantContains("main h2", "Keys of group ui.export")
+	b.search(fmt.Sprint(f.mailFailed), "#summary")
+	b.wantText("#job-state", "discarded")
+	b.search("Acme", "#search-hint")
+	b.wantContains("#search-hint", "Keys are group/key")
+	b.wantContains("#search-hint", "reports.export/acme")
+}
+
+// browseHistory: the history page draws each seeded minute's runs, the
+// depth with a gap where no dispatcher snapshotted it, and the most
+// blocked keys; a longer span sums the same runs into fewer bars.
+func browseHistory(b *session) {
+	b.open("/history", "#chart-throughput svg")
+	b.wantCount(`#chart-throughput rect.pt[data-series="completed"]`, seededMinutes)
+	b.wantCount(`#chart-throughput rect.pt[data-series="failed"]`, seededMinutes/5)
+	want := 0
+	for i := range seededMinutes {
+		want += seededCompleted(i)
+	}
+	if got := b.sum(`#chart-throughput rect.pt[data-series="completed"]`); got != want {
+		b.t.Errorf("the throughput bars add up to %d completed runs, want %d", got, want)
+	}
+	// 30 minutes less a 3-minute gap: two runs of the line, a point each.
+	b.wantCount(`#chart-depth polyline.s-blocked`, 2)
+	b.wantCount(`#chart-depth circle.pt[data-series="blocked"]`, seededMinutes-3)
+	b.wantContains("#chart-keys .legend", "ui.export/acme")
+	b.wantContains("#chart-keys .legend", "ui.export/globex")
+	b.wantCount(`#chart-keys circle.pt[data-series="ui.export/acme"]`, seededMinutes-3)
+	b.screenshot("charts")
+
+	b.run("show six hours", chromedp.Click(chromedp.CSS(`nav.choices a[href$="since=6h"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`nav.choices a[aria-current][href$="since=6h"]`)))
+	if got := b.sum(`#chart-throughput rect.pt[data-series="completed"]`); got != want {
+		b.t.Errorf("six hours' bars add up to %d completed runs, want %d", got, want)
+	}
+	if n := b.count(`#chart-throughput rect.pt[data-series="completed"]`); n < 6 || n > 7 {
+		b.t.Errorf("six hours draw %d bars for 30 minutes of runs, want 6 or 7 of 5 minutes", n)
+	}
+}
+
+// count counts the elements sel matches.
+func (s *session) count(sel string) int {
+	s.t.Helper()
+	n, err := chromedp.Run(s.ctx, chromedp.Evaluate[int](fmt.Sprintf("document.querySelectorAll(%q).length", sel)))
+	if err != nil {
+		s.t.Fatalf("count %s: %v", sel, err)
+	}
+	return n
+}
+
+// sum adds up the data-value of the elements sel matches.
+func (s *session) sum(sel string) int {
+	s.t.Helper()
+	n, err := chromedp.Run(s.ctx, chromedp.Evaluate[int](fmt.Sprintf(
+		"[...document.querySelectorAll(%q)].reduce((a, e) => a + Number(e.dataset.value), 0)", sel)))
+	if err != nil {
+		s.t.Fatalf("sum %s: %v", sel, err)
+	}
+	return n
 }

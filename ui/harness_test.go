@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/bqueue/bq"
+	_ "github.com/bqueue/bq/drivers/mysql"
 	_ "github.com/bqueue/bq/drivers/postgres"
 	_ "github.com/bqueue/bq/drivers/sqlite"
 	"github.com/bqueue/bq/internal/driver"
@@ -17,7 +18,8 @@ import (
 )
 
 // The dashboard's tests run on a real database of each kind, like the
-// conformance suite: a SQLite file and a PostgreSQL schema of their own.
+// conformance suite: a SQLite file, a PostgreSQL schema and a MySQL
+// database of their own.
 
 type database struct {
 	name  string
@@ -27,6 +29,7 @@ type database struct {
 var databases = []database{
 	{testdb.SQLite, func(t *testing.T) string { return testdb.Fresh(t, testdb.SQLite) }},
 	{testdb.Postgres, func(t *testing.T) string { return testdb.Fresh(t, testdb.Postgres) }},
+	{testdb.MySQL, func(t *testing.T) string { return testdb.Fresh(t, testdb.MySQL) }},
 }
 
 // selectedDatabases are those of databases BQ_TEST_DRIVERS selects
@@ -147,3 +150,44 @@ func (f *fixture) state(t *testing.T, id int64) bq.JobState {
 	}
 	return info.State
 }
+
+// seededMinutes is how many minutes of history seedHistory writes, up to
+// the current one.
+const seededMinutes = 30
+
+// seedHistory writes the last 30 minutes of history as worker processes
+// and dispatchers would: 10 to 16 completed runs a minute, 2 failed every
+// fifth minute; a snapshot each minute but for a gap three to five
+// minutes ago (no dispatcher ran), with acme's line growing and
+// globex's steady.
+func (f *fixture) seedHistory(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	hs, _ := driver.HistoryOf(driver.ClientEngine(f.client))
+	now := time.Now().Truncate(time.Minute)
+	var counts []driver.Throughput
+	for i := range seededMinutes {
+		m := now.Add(-time.Duration(seededMinutes-1-i) * time.Minute)
+		c := driver.Throughput{Minute: m, Queue: "exports", Completed: seededCompleted(i)}
+		if i%5 == 0 {
+			c.Failed = 2
+		}
+		counts = append(counts, c)
+		if ago := seededMinutes - 1 - i; ago >= 3 && ago <= 5 {
+			continue
+		}
+		snap := driver.HistorySnapshot{Minute: m, TakenAt: m,
+			Queues: []driver.QueueCounts{{Queue: "exports", Ready: i % 4, Running: 2, Blocked: i / 3}},
+			Keys:   []driver.Semaphore{{Key: "ui.export/acme", Blocked: i / 3}, {Key: "ui.export/globex", Blocked: 1}}}
+		_, err := hs.SnapshotHistory(ctx, snap)
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := hs.AddThroughput(ctx, counts); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// seededCompleted is how many runs completed in the i-th seeded minute.
+func seededCompleted(i int) int { return 10 + i%7 }

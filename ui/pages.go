@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/bqueue/bq"
 	"github.com/bqueue/bq/internal/humanize"
@@ -16,7 +17,11 @@ import (
 type overviewData struct {
 	Health                                     *bq.Health
 	Ready, Running, Blocked, Failed, Saturated int
-	LiveProcesses                              int
+	Fleet                                      fleet
+	// Charts are the last hour's throughput and depth; HistoryErr says
+	// why there are none.
+	Charts     []chart
+	HistoryErr string
 }
 
 func (s *server) overview(w http.ResponseWriter, r *http.Request) {
@@ -25,7 +30,15 @@ func (s *server) overview(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	d := overviewData{Health: h}
+	d := overviewData{Health: h, Fleet: fleetOf(h)}
+	// The counts matter more than the pictures: a history that cannot
+	// be read leaves the rest of the page.
+	if hist, err := s.client.History(r.Context(), bq.HistoryOptions{}); err != nil {
+		s.opts.Logger.Error("bq ui: read the history", "error", err)
+		d.HistoryErr = err.Error()
+	} else {
+		d.Charts = historyCharts(hist, time.Minute, false)
+	}
 	for _, q := range h.Queues {
 		d.Ready += q.Ready
 		d.Running += q.Running
@@ -34,11 +47,6 @@ func (s *server) overview(w http.ResponseWriter, r *http.Request) {
 	}
 	for _, g := range h.Groups {
 		d.Saturated += g.Saturated
-	}
-	for _, p := range h.Processes {
-		if p.Alive {
-			d.LiveProcesses++
-		}
 	}
 	s.render(w, r, http.StatusOK, "overview", view{Title: "Overview", Nav: "overview",
 		Refresh: int(s.opts.Refresh.Seconds() + 0.5), Data: d})
@@ -81,7 +89,8 @@ type jobData struct {
 	ArgsSize, ErrorSize int
 }
 
-// findJob is the header's job search: /jobs/?id=42 goes to /jobs/42.
+// findJob keeps the former header's job search working for links and
+// bookmarks: /jobs/?id=42 goes to /jobs/42 (the header now searches).
 func (s *server) findJob(w http.ResponseWriter, r *http.Request) {
 	id, err := strconv.ParseInt(r.URL.Query().Get("id"), 10, 64)
 	if err != nil || id <= 0 {
@@ -163,6 +172,12 @@ func (s *server) failed(w http.ResponseWriter, r *http.Request) {
 	s.render(w, r, http.StatusOK, "failed", view{Title: "Failed jobs", Nav: "failed", Notice: s.notice(w, r), Data: d})
 }
 
+// processesData is the processes page.
+type processesData struct {
+	Health *bq.Health
+	Fleet  fleet
+}
+
 func (s *server) processes(w http.ResponseWriter, r *http.Request) {
 	h, err := s.client.Health(r.Context(), bq.HealthOptions{TopKeys: 1})
 	if err != nil {
@@ -170,7 +185,7 @@ func (s *server) processes(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.render(w, r, http.StatusOK, "processes", view{Title: "Processes", Nav: "processes",
-		Refresh: int(s.opts.Refresh.Seconds() + 0.5), Data: h})
+		Refresh: int(s.opts.Refresh.Seconds() + 0.5), Data: processesData{Health: h, Fleet: fleetOf(h)}})
 }
 
 func (s *server) retry(w http.ResponseWriter, r *http.Request) {

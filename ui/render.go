@@ -7,7 +7,6 @@ import (
 	"html/template"
 	"io"
 	"net/http"
-	"net/url"
 	"strings"
 	"time"
 
@@ -25,11 +24,13 @@ var funcs = template.FuncMap{
 	"ago":       ago,
 	"age":       age,
 	"firstLine": firstLine,
-	"keyURL":    func(key string) string { return "/key?key=" + url.QueryEscape(key) },
+	"keyURL":    keyURL,
 	"join":      strings.Join,
-	"stamp":     func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05Z") },
+	"stamp":     humanize.Time,
 	"inc":       func(i int) int { return i + 1 },
 	"sub":       func(a, b int) int { return a - b },
+	// withBase hands a template both the mount path and its data.
+	"withBase": func(base string, data any) map[string]any { return map[string]any{"Base": base, "Data": data} },
 	// actionData is what the retry and discard forms need.
 	"actionData": func(base, csrf string, id int64, next string) map[string]any {
 		return map[string]any{"Base": base, "CSRF": csrf, "ID": id, "Next": next}
@@ -38,8 +39,9 @@ var funcs = template.FuncMap{
 
 func mustParse() *pages {
 	p := &pages{byName: map[string]*template.Template{}}
-	for _, name := range []string{"overview", "blocked", "key", "job", "failed", "processes", "error"} {
-		t := template.Must(template.New(name).Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+name+".html"))
+	for _, name := range []string{"overview", "blocked", "key", "job", "failed", "processes", "error", "history", "search"} {
+		t := template.Must(template.New(name).Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/chart.html",
+			"templates/"+name+".html"))
 		p.byName[name] = t
 	}
 	return p

@@ -12,6 +12,7 @@ import (
 
 	"github.com/bqueue/bq/internal/driver"
 	"github.com/bqueue/bq/internal/sqlexec"
+	"github.com/bqueue/bq/internal/sqltext"
 )
 
 // MaxKeyBytes is the longest concurrency key (Group + "/" + Key) the MySQL
@@ -29,11 +30,13 @@ const maxRows = 1000
 type dialect struct {
 	q   *sqlexec.Queries
 	own *ownQueries
+
+	history historyQueries // history.go
 }
 
 func newDialect(prefix string) *dialect {
 	q, own := newQueries(prefix)
-	return &dialect{q: q, own: own}
+	return &dialect{q: q, own: own, history: newHistoryQueries(sqltext.Spelling(prefix))}
 }
 
 func (d *dialect) Queries() *sqlexec.Queries { return d.q }

@@ -48,6 +48,14 @@ func (e *executor) TopBlockedKeys(ctx context.Context, max int) ([]driver.Semaph
 	return out, nil
 }
 
+// scanSemaphore reads key, value, lim, blocked, duration_ms, expires_at.
+func scanSemaphore(r pgx.CollectableRow) (s driver.Semaphore, err error) {
+	var durMS int64
+	err = r.Scan(&s.Key, &s.Value, &s.Limit, &s.Blocked, &durMS, &s.ExpiresAt)
+	s.Duration = time.Duration(durMS) * time.Millisecond
+	return s, err
+}
+
 func (e *executor) ReadSemaphore(ctx context.Context, key string) (driver.Semaphore, bool, error) {
 	s := driver.Semaphore{Key: key}
 	var durMS int64

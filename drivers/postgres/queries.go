@@ -27,6 +27,8 @@ type queries struct {
 	readyAges, groupStats, topBlockedKeys, readSem, keyHolders string
 	blockedAhead, blockedLine, jobExecution, listFailed        string
 	deleteFailed                                               string
+
+	history historyQueries // history.go
 }
 
 const (
@@ -325,5 +327,7 @@ WHERE b.concurrency_key = $1 ORDER BY b.priority DESC, b.job_id LIMIT $2`),
 		listFailed:   p(sqltext.FailedJobs + `WHERE f.job_id < $1 ORDER BY f.job_id DESC LIMIT $2`),
 
 		deleteFailed: p(`DELETE FROM {p}failed_executions WHERE job_id = $1`),
+
+		history: newHistoryQueries(p),
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/bqueue/bq/internal/driver"
 	"github.com/bqueue/bq/internal/sqlexec"
+	"github.com/bqueue/bq/internal/sqltext"
 )
 
 // dialect is SQLite's sqlexec.Dialect.
@@ -17,11 +18,13 @@ type dialect struct {
 	d   *engine // for the processes' beacons
 	q   *sqlexec.Queries
 	own *ownQueries
+
+	history historyQueries // history.go
 }
 
 func newDialect(d *engine, prefix string) *dialect {
 	q, own := newQueries(prefix)
-	return &dialect{d: d, q: q, own: own}
+	return &dialect{d: d, q: q, own: own, history: newHistoryQueries(sqltext.Spelling(prefix))}
 }
 
 func (dl *dialect) Queries() *sqlexec.Queries { return dl.q }

@@ -1,7 +1,8 @@
 // Package benchmarks holds the hot-path benchmarks of every driver:
 // admission (Enqueue, EnqueueMany), claiming (ClaimReady) and completion
-// (lifecycle.Complete), each on a fresh SQLite file and a fresh PostgreSQL
-// schema. BQ_TEST_DRIVERS selects the databases, as for the tests.
+// (lifecycle.Complete), and the costs of the history and the key search
+// (history_test.go), each on a fresh SQLite file, PostgreSQL schema and
+// MySQL database. BQ_TEST_DRIVERS selects the databases, as for the tests.
 //
 //	go test -run '^$' -bench . ./internal/benchmarks
 //

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/bqueue/bq/internal/driver"
+	"github.com/bqueue/bq/internal/sqlhistory"
 )
 
 // Dialect is what one database does its own way.
@@ -48,6 +49,14 @@ type Dialect interface {
 	SingleWriter() bool
 	// NoTable reports that err is about a table that does not exist.
 	NoTable(err error) bool
+
+	// History is the dialect's history statements (driver.HistoryStore).
+	History() *sqlhistory.Queries
+	// SearchKeys is the key search statement (semaphore columns key,
+	// value, lim, blocked, duration_ms, expires_at; args pattern, max) and
+	// the pattern of the keys that start with prefix and end with suffix,
+	// matched byte for byte.
+	SearchKeys(prefix, suffix string) (query string, pattern any)
 
 	// The steps the dialects take their own ways: locking reads that
 	// skip what others hold (MySQL), or one writer whose processes also

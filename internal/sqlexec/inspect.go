@@ -36,12 +36,7 @@ func (e *Executor) GroupStats(ctx context.Context, max int) ([]driver.GroupStats
 }
 
 func (e *Executor) TopBlockedKeys(ctx context.Context, max int) ([]driver.Semaphore, error) {
-	out, err := Collect(ctx, e.db, func(row *sql.Rows) (s driver.Semaphore, err error) {
-		var durMS, expires int64
-		err = row.Scan(&s.Key, &s.Value, &s.Limit, &s.Blocked, &durMS, &expires)
-		s.Duration, s.ExpiresAt = fromMillis(durMS), FromMicros(expires)
-		return s, err
-	}, e.q.TopBlockedKeys, max)
+	out, err := Collect(ctx, e.db, scanSemaphore, e.q.TopBlockedKeys, max)
 	if err != nil {
 		return nil, fmt.Errorf("list keys with blocked jobs: %w", err)
 	}

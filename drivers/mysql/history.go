@@ -1,0 +1,51 @@
+package mysql
+
+import (
+	"github.com/bqueue/bq/internal/driver"
+	"github.com/bqueue/bq/internal/sqlhistory"
+)
+
+// The history (driver.HistoryStore) and the key search
+// (driver.KeySearcher): sqlexec runs this SQL.
+
+// historyQueries are the history's statements and the key search.
+type historyQueries struct {
+	sqlhistory.Queries
+	searchKeys string
+}
+
+func newHistoryQueries(p func(string) string) historyQueries {
+	rows, ofQueue := sqlhistory.RowsSQL(func(col string) string { return "CAST(sum(" + col + ") AS SIGNED)" })
+	return historyQueries{Queries: sqlhistory.Queries{
+		// VALUES() rather than a row alias: MariaDB has no alias.
+		ThroughputHead: p(sqlhistory.ThroughputHead),
+		ThroughputRow:  `(?, ?, ?, ?)`,
+		ThroughputTail: ` ON DUPLICATE KEY UPDATE completed = completed + VALUES(completed), failed = failed + VALUES(failed)`,
+		// Without CLIENT_FOUND_ROWS an update that changes nothing
+		// counts 0 rows: the minute was taken.
+		ClaimMinute: p(`INSERT INTO {p}history_snapshots (minute, taken_at) VALUES (?, ?) ON DUPLICATE KEY UPDATE minute = minute`),
+		DepthHead:   p(sqlhistory.DepthHead),
+		DepthRow:    `(?, ?, ?, ?, ?, ?)`,
+		DepthTail: ` ON DUPLICATE KEY UPDATE ready = VALUES(ready), running = VALUES(running), blocked = VALUES(blocked),
+	scheduled = VALUES(scheduled)`,
+		KeysHead:      p("INSERT INTO {p}history_keys (minute, `rank`, `key`, blocked) VALUES "),
+		KeysRow:       `(?, ?, ?, ?)`,
+		PruneRows:     p(`DELETE FROM {p}history WHERE minute < ? ORDER BY minute LIMIT ?`),
+		PruneKeys:     p(`DELETE FROM {p}history_keys WHERE minute < ? ORDER BY minute LIMIT ?`),
+		PruneSnapshot: p(`DELETE FROM {p}history_snapshots WHERE minute < ? ORDER BY minute LIMIT ?`),
+		Rows:          p(rows),
+		RowsOfQueue:   p(ofQueue),
+		Snapped:       p(sqlhistory.Snapped),
+		Keys:          p("SELECT minute, `key`, blocked FROM {p}history_keys WHERE minute >= ? ORDER BY minute, `rank` LIMIT ?"),
+	},
+		// Keys are VARBINARY: LIKE compares bytes, with no case folding.
+		searchKeys: p("SELECT `key`, value, lim, blocked, duration_ms, expires_at FROM {p}semaphores\n" +
+			"WHERE `key` LIKE ? ESCAPE '!' ORDER BY `key` LIMIT ?"),
+	}
+}
+
+func (d *dialect) History() *sqlhistory.Queries { return &d.history.Queries }
+
+func (d *dialect) SearchKeys(prefix, suffix string) (string, any) {
+	return d.history.searchKeys, []byte(driver.LikePattern(prefix, suffix))
+}

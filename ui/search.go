@@ -1,0 +1,114 @@
+package ui
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/bqueue/bq"
+)
+
+// The header's search box: a job id, a full key (group/key), a group
+// (group/), a key's end (/key) or a bare key, a tenant say, which names
+// no group.
+
+// keyRule tells how keys are spelled, for a search that found none.
+const keyRule = "Keys are group/key: the group is the job's name unless its Concurrency names a Group, e.g. reports.export/acme. " +
+	"Only keys in use are found: those with a ready, running or blocked job, or one lately."
+
+// keyURL is the path of a key's page.
+func keyURL(key string) string { return "/key?key=" + url.QueryEscape(key) }
+
+// searchShown bounds each list of keys a search shows.
+const searchShown = 50
+
+// searchData is the search page: what was searched and what matched.
+type searchData struct {
+	Query string
+	// Job is the job whose id the query is; nil for none.
+	Job *bq.JobInfo
+	// Suffix lists the keys that end with "/" + the query; Group those of
+	// the group the query names (that start with query + "/").
+	Suffix, Group         []bq.KeyHealth
+	SuffixMore, GroupMore bool
+	GroupName             string
+	// Hint, when set, says what to search for instead.
+	Hint string
+}
+
+func (s *server) search(w http.ResponseWriter, r *http.Request) {
+	q := strings.TrimSpace(r.URL.Query().Get("q"))
+	switch {
+	case q == "":
+		s.render(w, r, http.StatusOK, "search", view{Title: "Search", Data: searchData{
+			Hint: "Search for a job id (42), a key as group/key (reports.export/acme), a group's keys (reports.export/) or a key without its group (acme)."}})
+		return
+	case strings.HasSuffix(q, "/"):
+		s.searchKeys(w, r, searchData{Query: q, GroupName: strings.TrimSuffix(q, "/")}, bq.KeySearch{Prefix: q, Max: searchShown})
+		return
+	case strings.HasPrefix(q, "/"):
+		// "/acme": the keys that end with it, in any group.
+		s.searchKeys(w, r, searchData{Query: strings.TrimPrefix(q, "/")}, bq.KeySearch{Suffix: q, Max: searchShown})
+		return
+	case strings.Contains(q, "/"):
+		// A full key: its page says whether it is in use.
+		http.Redirect(w, r, s.opts.Path+keyURL(q), http.StatusSeeOther)
+		return
+	}
+	d := searchData{Query: q, GroupName: q}
+	if id, err := strconv.ParseInt(q, 10, 64); err == nil && id > 0 {
+		job, err := s.client.Job(r.Context(), id)
+		switch {
+		case err == nil:
+			d.Job = job
+		case !errors.Is(err, bq.ErrJobNotFound):
+			s.fail(w, r, err)
+			return
+		}
+	}
+	var err error
+	if d.Suffix, d.SuffixMore, err = s.client.SearchKeys(r.Context(), bq.KeySearch{Suffix: "/" + q, Max: searchShown}); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if d.Group, d.GroupMore, err = s.client.SearchKeys(r.Context(), bq.KeySearch{Prefix: q + "/", Max: searchShown}); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if d.Job != nil && len(d.Suffix) == 0 && len(d.Group) == 0 {
+		http.Redirect(w, r, fmt.Sprintf("%s/jobs/%d", s.opts.Path, d.Job.ID), http.StatusSeeOther)
+		return
+	}
+	if d.Job == nil && len(d.Suffix) == 0 && len(d.Group) == 0 {
+		d.Hint = fmt.Sprintf("No key in use ends with /%s, and no group %s has keys in use. %s", q, q, keyRule)
+		if _, err := strconv.ParseInt(q, 10, 64); err == nil {
+			d.Hint = fmt.Sprintf("No job has id %s, no key in use ends with /%s and no group %s has keys in use. %s", q, q, q, keyRule)
+		}
+	}
+	s.render(w, r, http.StatusOK, "search", view{Title: "Search: " + q, Data: d})
+}
+
+// searchKeys shows the keys of a group (a query ending in "/") or those
+// that end with a query starting with "/".
+func (s *server) searchKeys(w http.ResponseWriter, r *http.Request, d searchData, ks bq.KeySearch) {
+	found, more, err := s.client.SearchKeys(r.Context(), ks)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if ks.Prefix != "" {
+		d.Group, d.GroupMore = found, more
+	} else {
+		d.Suffix, d.SuffixMore = found, more
+	}
+	if len(found) == 0 {
+		d.Hint = fmt.Sprintf("No key in use starts with %s%s. %s", ks.Prefix, ks.Suffix, keyRule)
+		if ks.Suffix != "" {
+			d.Hint = fmt.Sprintf("No key in use ends with %s. %s", ks.Suffix, keyRule)
+		}
+	}
+	s.render(w, r, http.StatusOK, "search", view{Title: "Search: " + ks.Prefix + ks.Suffix, Data: d})
+}
