@@ -14,7 +14,7 @@ var now = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 
 // keyed enqueues n jobs of key in state, priorities as given (0 when
 // short), straight into the store.
-func keyed(t *testing.T, s *memstore.Store, key string, state driver.State, prio ...int) []int64 {
+func keyed(t *testing.T, s *memstore.Store, key string, state driver.JobState, prio ...int) []int64 {
 	t.Helper()
 	var ids []int64
 	for i := range max(len(prio), 1) {
@@ -67,9 +67,9 @@ func TestReleaseNeverRaisesFreeAboveLimit(t *testing.T) {
 func TestReleasePromotesHighestPriorityThenOldest(t *testing.T) {
 	ctx := context.Background()
 	s := memstore.New()
-	keyed(t, s, "k", driver.Ready)
-	keyed(t, s, "k", driver.Ready)
-	blocked := keyed(t, s, "k", driver.Blocked, 0, 5, 5, 1)
+	keyed(t, s, "k", driver.StateReady)
+	keyed(t, s, "k", driver.StateReady)
+	blocked := keyed(t, s, "k", driver.StateBlocked, 0, 5, 5, 1)
 	s.Semaphores["k"] = &driver.Semaphore{Key: "k", Value: 0, Limit: 2, Blocked: 4, Duration: time.Minute}
 
 	// Two holders finish: their slots pass to the two priority-5 jobs, the
@@ -101,7 +101,7 @@ func TestReleasePromotesHighestPriorityThenOldest(t *testing.T) {
 func TestLockMovesFreeSlotsByTheChangeOfLimit(t *testing.T) {
 	ctx := context.Background()
 	s := memstore.New()
-	keyed(t, s, "k", driver.Ready)
+	keyed(t, s, "k", driver.StateReady)
 	s.Semaphores["k"] = &driver.Semaphore{Key: "k", Value: 1, Limit: 2, Duration: time.Minute}
 	s.Overrides["k"] = 4
 	sem, err := semaphore.Lock(ctx, s, driver.Limit{Key: "k", To: 2}, "q", now)
@@ -113,7 +113,7 @@ func TestLockMovesFreeSlotsByTheChangeOfLimit(t *testing.T) {
 	}
 	// Lowering below the holders admits nothing until they drain.
 	s.Overrides["k"] = 1
-	keyed(t, s, "k", driver.Ready)
+	keyed(t, s, "k", driver.StateReady)
 	s.Semaphores["k"] = &driver.Semaphore{Key: "k", Value: 0, Limit: 2, Duration: time.Minute}
 	sem, err = semaphore.Lock(ctx, s, driver.Limit{Key: "k", To: 2}, "q", now)
 	if err != nil {
@@ -148,8 +148,8 @@ func TestWaitTakesOnlyFreeSlotsAndRenews(t *testing.T) {
 func TestRecountFreesOnlyTheSlotsOfGoneHolders(t *testing.T) {
 	ctx := context.Background()
 	s := memstore.New()
-	keyed(t, s, "k", driver.Ready)
-	keyed(t, s, "k", driver.Blocked, 0, 0)
+	keyed(t, s, "k", driver.StateReady)
+	keyed(t, s, "k", driver.StateBlocked, 0, 0)
 	// The semaphore lost count: it believes both slots are taken and
 	// nothing waits.
 	s.Semaphores["k"] = &driver.Semaphore{Key: "k", Value: 0, Limit: 2, Duration: time.Minute}
@@ -193,7 +193,7 @@ func TestReleaseManyEqualsReleaseNPerKey(t *testing.T) {
 	arrange := func() *memstore.Store {
 		s := memstore.New()
 		for _, k := range []string{"a", "b"} {
-			keyed(t, s, k, driver.Blocked, 0, 2, 1)
+			keyed(t, s, k, driver.StateBlocked, 0, 2, 1)
 			s.Semaphores[k] = &driver.Semaphore{Key: k, Value: 0, Limit: 2, Blocked: 3, Duration: time.Minute}
 		}
 		return s

@@ -89,6 +89,9 @@ func (e *executor) InsertJobs(ctx context.Context, now time.Time, jobs []*driver
 	if n == 0 {
 		return nil
 	}
+	if err := driver.CheckNewJobs(jobs); err != nil {
+		return err
+	}
 	for _, j := range jobs {
 		if err := checkKey(j.Limit.Key); err != nil {
 			return fmt.Errorf("insert job: %w", err)
@@ -99,7 +102,7 @@ func (e *executor) InsertJobs(ctx context.Context, now time.Time, jobs []*driver
 		args                       = make([]string, n)
 		prios, maxAttempts, limits = make([]int32, n), make([]int32, n), make([]int32, n)
 		durations                  = make([]int64, n)
-		conflicts, states          = make([]int16, n), make([]int16, n)
+		conflicts, states          = make([]int16, n), make([]string, n)
 		scheduled                  = make([]time.Time, n)
 		maxBlocked                 = make([]int32, n)
 	)
@@ -107,7 +110,7 @@ func (e *executor) InsertJobs(ctx context.Context, now time.Time, jobs []*driver
 		kinds[i], queues[i], args[i] = j.Kind, j.Queue, string(j.Args)
 		prios[i], maxAttempts[i] = int32(j.Priority), int32(j.MaxAttempts)
 		keys[i], limits[i], durations[i] = j.Limit.Key, int32(j.Limit.To), j.Limit.Duration.Milliseconds()
-		conflicts[i], states[i] = int16(j.Limit.OnConflict), int16(j.State)
+		conflicts[i], states[i] = int16(j.Limit.OnConflict), string(j.State)
 		maxBlocked[i] = int32(j.Limit.MaxBlocked)
 		scheduled[i] = j.ScheduledAt
 	}
@@ -125,7 +128,7 @@ func (e *executor) InsertJobs(ctx context.Context, now time.Time, jobs []*driver
 	return nil
 }
 
-func (e *executor) InsertExecutions(ctx context.Context, state driver.State, rows []driver.Execution) error {
+func (e *executor) InsertExecutions(ctx context.Context, state driver.JobState, rows []driver.Execution) error {
 	if len(rows) == 0 {
 		return nil
 	}
@@ -136,14 +139,14 @@ func (e *executor) InsertExecutions(ctx context.Context, state driver.State, row
 	}
 	var err error
 	switch state {
-	case driver.Ready:
+	case driver.StateReady:
 		err = e.write(ctx, e.q.insertReady, ids, queues, prios, at)
-	case driver.Scheduled:
+	case driver.StateScheduled:
 		err = e.write(ctx, e.q.insertScheduled, ids, queues, prios, at)
-	case driver.Blocked:
+	case driver.StateBlocked:
 		err = e.write(ctx, e.q.insertBlocked, ids, queues, prios, keys, at)
 	default:
-		return fmt.Errorf("insert executions: unknown state %d", state)
+		return fmt.Errorf("insert executions: no execution table for state %q", state)
 	}
 	if err != nil {
 		return fmt.Errorf("insert executions: %w", err)

@@ -79,7 +79,7 @@ func testDSN(t *testing.T) string {
 	return dsn
 }
 
-func insertJob(t *testing.T, ex driver.Executor, state driver.State) int64 {
+func insertJob(t *testing.T, ex driver.Executor, state driver.JobState) int64 {
 	t.Helper()
 	j := &driver.NewJob{Kind: "k", Queue: "q", Args: []byte(`{}`), MaxAttempts: 1, ScheduledAt: time.Now(), State: state}
 	if err := ex.InsertJobs(context.Background(), time.Now(), []*driver.NewJob{j}); err != nil {
@@ -97,9 +97,9 @@ func TestPipelineQueuedWriteFailsAtNextCall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	id := insertJob(t, tx, driver.Scheduled)
+	id := insertJob(t, tx, driver.StateScheduled)
 	// No job 0: the foreign key fails, but only when the write is sent.
-	if err := tx.InsertExecutions(ctx, driver.Ready, []driver.Execution{{JobID: 0, Queue: "q", At: time.Now()}}); err != nil {
+	if err := tx.InsertExecutions(ctx, driver.StateReady, []driver.Execution{{JobID: 0, Queue: "q", At: time.Now()}}); err != nil {
 		t.Fatalf("a queued write failed at once: %v", err)
 	}
 	if _, _, err := tx.SemaphoreLock(ctx, "x", ""); err == nil || !strings.Contains(err.Error(), "foreign key") {
@@ -127,8 +127,8 @@ func TestPipelineQueuedWriteFailsAtCommit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	id := insertJob(t, tx, driver.Scheduled)
-	if err := tx.InsertExecutions(ctx, driver.Ready, []driver.Execution{{JobID: 0, Queue: "q", At: time.Now()}}); err != nil {
+	id := insertJob(t, tx, driver.StateScheduled)
+	if err := tx.InsertExecutions(ctx, driver.StateReady, []driver.Execution{{JobID: 0, Queue: "q", At: time.Now()}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := tx.Commit(ctx); err == nil {

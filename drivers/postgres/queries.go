@@ -75,7 +75,7 @@ func newQueries(prefix string) *queries {
 		insertJobs: p(`
 WITH input AS (
 	SELECT * FROM unnest($1::text[], $2::text[], $3::jsonb[], $4::int[], $5::int[], $6::text[],
-		$7::int[], $8::bigint[], $9::smallint[], $10::timestamptz[], $11::smallint[], $13::int[])
+		$7::int[], $8::bigint[], $9::smallint[], $10::timestamptz[], $11::text[], $13::int[])
 	WITH ORDINALITY AS t(kind, queue, args, priority, max_attempts, ckey, clim, cdur, conflict, scheduled_at, state, mblocked, ord)
 ), inserted AS (
 	INSERT INTO {p}jobs (kind, queue, args, priority, max_attempts, concurrency_key, concurrency_limit,
@@ -89,13 +89,13 @@ WITH input AS (
 	SELECT n.id, i.queue, i.priority, i.ckey, i.scheduled_at, i.state FROM numbered n JOIN input i ON i.ord = n.ord
 ), r AS (
 	INSERT INTO {p}ready_executions (job_id, queue, priority, created_at)
-	SELECT id, queue, priority, $12 FROM placed WHERE state = 0
+	SELECT id, queue, priority, $12 FROM placed WHERE state = 'ready'
 ), s AS (
 	INSERT INTO {p}scheduled_executions (job_id, queue, priority, scheduled_at)
-	SELECT id, queue, priority, scheduled_at FROM placed WHERE state = 1
+	SELECT id, queue, priority, scheduled_at FROM placed WHERE state = 'scheduled'
 ), b AS (
 	INSERT INTO {p}blocked_executions (job_id, queue, priority, concurrency_key, created_at)
-	SELECT id, queue, priority, ckey, $12 FROM placed WHERE state = 2
+	SELECT id, queue, priority, ckey, $12 FROM placed WHERE state = 'blocked'
 )
 SELECT id FROM numbered ORDER BY ord`),
 

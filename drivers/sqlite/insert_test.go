@@ -40,11 +40,11 @@ func TestInsertJobsMultiRow(t *testing.T) {
 		jobs := make([]*driver.NewJob, n)
 		for i := range jobs {
 			j := &driver.NewJob{Kind: "k", Queue: fmt.Sprintf("q%d", n), Args: fmt.Appendf(nil, `{"i":%d}`, i),
-				Priority: i % 3, MaxAttempts: 1, ScheduledAt: now, State: driver.State(i % 3)}
+				Priority: i % 3, MaxAttempts: 1, ScheduledAt: now, State: []driver.JobState{driver.StateReady, driver.StateScheduled, driver.StateBlocked}[i%3]}
 			switch j.State {
-			case driver.Scheduled:
+			case driver.StateScheduled:
 				j.ScheduledAt = now.Add(time.Hour)
-			case driver.Blocked:
+			case driver.StateBlocked:
 				j.Limit = driver.Limit{Key: "g/k", To: 1, Duration: time.Minute}
 			}
 			jobs[i] = j
@@ -52,8 +52,8 @@ func TestInsertJobsMultiRow(t *testing.T) {
 		if err := driver.InTx(ctx, d, func(ex driver.Executor) error { return ex.InsertJobs(ctx, now, jobs) }); err != nil {
 			t.Fatalf("%d jobs: %v", n, err)
 		}
-		want := map[driver.State]driver.JobState{driver.Ready: driver.StateReady,
-			driver.Scheduled: driver.StateScheduled, driver.Blocked: driver.StateBlocked}
+		want := map[driver.JobState]driver.JobState{driver.StateReady: driver.StateReady,
+			driver.StateScheduled: driver.StateScheduled, driver.StateBlocked: driver.StateBlocked}
 		seen := map[int64]bool{}
 		for i, j := range jobs {
 			info, ok, err := d.Exec().GetJob(ctx, j.ID)

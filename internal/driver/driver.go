@@ -21,6 +21,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"slices"
 	"time"
 )
@@ -76,15 +77,6 @@ type Tx interface {
 	Rollback(ctx context.Context) error
 }
 
-// State is the execution table a job is written to.
-type State int
-
-const (
-	Ready State = iota
-	Scheduled
-	Blocked
-)
-
 // OnConflict says what admission does with a job whose key has no slot.
 type OnConflict int
 
@@ -118,7 +110,7 @@ type NewJob struct {
 	MaxAttempts int
 	Limit       Limit
 	ScheduledAt time.Time
-	State       State
+	State       JobState // ready, scheduled or blocked: the table it is written to
 }
 
 // Job is a job row as the engine reads it back.
@@ -265,6 +257,23 @@ const (
 	StateFailed    JobState = "failed"
 )
 
+// Executes reports whether s has an execution table a job can be written
+// to: ready, scheduled or blocked.
+func (s JobState) Executes() bool {
+	return s == StateReady || s == StateScheduled || s == StateBlocked
+}
+
+// CheckNewJobs refuses a job whose State has no execution table: it would
+// be stored in none, and so never run.
+func CheckNewJobs(jobs []*NewJob) error {
+	for i, j := range jobs {
+		if !j.State.Executes() {
+			return fmt.Errorf("insert jobs: job %d has state %q: a new job is ready, scheduled or blocked", i, j.State)
+		}
+	}
+	return nil
+}
+
 // JobInfo is a job with its state, for inspection.
 type JobInfo struct {
 	Job
@@ -301,7 +310,7 @@ type JobStore interface {
 	// InsertJobs inserts jobs and their execution rows, setting each ID.
 	InsertJobs(ctx context.Context, now time.Time, jobs []*NewJob) error
 	// InsertExecutions puts existing jobs into state's table.
-	InsertExecutions(ctx context.Context, state State, rows []Execution) error
+	InsertExecutions(ctx context.Context, state JobState, rows []Execution) error
 	// FinishJob records the job's end: attempt+1, finished_at, and
 	// discarded when admission dropped it.
 	FinishJob(ctx context.Context, jobID int64, now time.Time, discarded bool) error

@@ -120,11 +120,11 @@ func Enqueue(ctx context.Context, ex Store, jobs []*driver.NewJob, now time.Time
 		results[i] = Verdict{State: c.outcome, Reason: c.reason}
 		switch c.outcome {
 		case driver.StateReady:
-			jobs[i].State = driver.Ready
+			jobs[i].State = driver.StateReady
 		case driver.StateBlocked:
-			jobs[i].State = driver.Blocked
+			jobs[i].State = driver.StateBlocked
 		case driver.StateScheduled:
-			jobs[i].State = driver.Scheduled
+			jobs[i].State = driver.StateScheduled
 		case driver.StateDiscarded:
 			continue
 		}
@@ -177,10 +177,10 @@ func admitExisting(ctx context.Context, ex Store, jobs []*driver.Job, now time.T
 			}
 		}
 	}
-	if err := ex.InsertExecutions(ctx, driver.Ready, ready); err != nil {
+	if err := ex.InsertExecutions(ctx, driver.StateReady, ready); err != nil {
 		return nil, promoted, err
 	}
-	if err := ex.InsertExecutions(ctx, driver.Blocked, blocked); err != nil {
+	if err := ex.InsertExecutions(ctx, driver.StateBlocked, blocked); err != nil {
 		return nil, promoted, err
 	}
 	return outcomes, promoted, nil

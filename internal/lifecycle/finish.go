@@ -131,7 +131,7 @@ func Retry(ctx context.Context, ex Store, c *driver.Claim, msg string, at, now t
 	r := Result{Matched: true, State: driver.StateScheduled, Promoted: promoted}
 	if at.After(now) {
 		row := driver.Execution{JobID: c.ID, Queue: c.Queue, Priority: c.Priority, At: at}
-		return r, ex.InsertExecutions(ctx, driver.Scheduled, []driver.Execution{row})
+		return r, ex.InsertExecutions(ctx, driver.StateScheduled, []driver.Execution{row})
 	}
 	outcomes, more, err := admitExisting(ctx, ex, []*driver.Job{&c.Job}, now)
 	if err != nil {
@@ -165,7 +165,7 @@ func Return(ctx context.Context, ex Store, c *driver.Claim, now time.Time) (Resu
 		return Result{}, err
 	}
 	row := driver.Execution{JobID: c.ID, Queue: c.Queue, Priority: c.Priority, At: now}
-	return Result{Matched: true, State: driver.StateReady}, ex.InsertExecutions(ctx, driver.Ready, []driver.Execution{row})
+	return Result{Matched: true, State: driver.StateReady}, ex.InsertExecutions(ctx, driver.StateReady, []driver.Execution{row})
 }
 
 // LostMessage is the error recorded for an attempt whose process died.
@@ -186,5 +186,5 @@ func Reap(ctx context.Context, ex Store, c *driver.Claim, msg string, now time.T
 		return Result{}, err
 	}
 	row := driver.Execution{JobID: c.ID, Queue: c.Queue, Priority: c.Priority, At: now}
-	return Result{Matched: true, State: driver.StateReady}, ex.InsertExecutions(ctx, driver.Ready, []driver.Execution{row})
+	return Result{Matched: true, State: driver.StateReady}, ex.InsertExecutions(ctx, driver.StateReady, []driver.Execution{row})
 }

@@ -21,6 +21,9 @@ func (e *Executor) InsertJobs(ctx context.Context, now time.Time, jobs []*driver
 	if len(jobs) == 0 {
 		return nil
 	}
+	if err := driver.CheckNewJobs(jobs); err != nil {
+		return err
+	}
 	for _, j := range jobs {
 		if err := e.d.CheckKey(j.Limit.Key); err != nil {
 			return fmt.Errorf("insert job: %w", err)
@@ -37,17 +40,17 @@ func (e *Executor) InsertJobs(ctx context.Context, now time.Time, jobs []*driver
 		if err != nil {
 			return fmt.Errorf("insert jobs: %w", err)
 		}
-		byState := map[driver.State][]driver.Execution{}
+		byState := map[driver.JobState][]driver.Execution{}
 		for i, j := range jobs {
 			j.ID = ids[i]
 			at := now
-			if j.State == driver.Scheduled {
+			if j.State == driver.StateScheduled {
 				at = j.ScheduledAt
 			}
 			byState[j.State] = append(byState[j.State], driver.Execution{
 				JobID: j.ID, Queue: j.Queue, Priority: j.Priority, Key: j.Limit.Key, At: at})
 		}
-		for _, state := range []driver.State{driver.Ready, driver.Scheduled, driver.Blocked} {
+		for _, state := range []driver.JobState{driver.StateReady, driver.StateScheduled, driver.StateBlocked} {
 			if err := x.insertExecutions(ctx, state, byState[state]); err != nil {
 				return err
 			}
@@ -89,7 +92,7 @@ func (e *Executor) insertRows(ctx context.Context, head string, width int, value
 	return out, nil
 }
 
-func (e *Executor) InsertExecutions(ctx context.Context, state driver.State, rows []driver.Execution) error {
+func (e *Executor) InsertExecutions(ctx context.Context, state driver.JobState, rows []driver.Execution) error {
 	if len(rows) == 0 {
 		return nil
 	}
@@ -98,25 +101,25 @@ func (e *Executor) InsertExecutions(ctx context.Context, state driver.State, row
 
 // insertExecutions puts rows into state's table, each row's At being its
 // created_at (ready, blocked) or scheduled_at (scheduled).
-func (e *Executor) insertExecutions(ctx context.Context, state driver.State, rows []driver.Execution) error {
+func (e *Executor) insertExecutions(ctx context.Context, state driver.JobState, rows []driver.Execution) error {
 	if len(rows) == 0 {
 		return nil
 	}
 	head, width := "", 4
 	switch state {
-	case driver.Ready:
+	case driver.StateReady:
 		head = e.q.InsertReady
-	case driver.Scheduled:
+	case driver.StateScheduled:
 		head = e.q.InsertScheduled
-	case driver.Blocked:
+	case driver.StateBlocked:
 		head, width = e.q.InsertBlocked, 5
 	default:
-		return fmt.Errorf("insert executions: unknown state %d", state)
+		return fmt.Errorf("insert executions: no execution table for state %q", state)
 	}
 	values := make([]any, 0, width*len(rows))
 	for _, r := range rows {
 		values = append(values, r.JobID, e.d.Text(r.Queue), r.Priority)
-		if state == driver.Blocked {
+		if state == driver.StateBlocked {
 			if err := e.d.CheckKey(r.Key); err != nil {
 				return fmt.Errorf("insert execution of job %d: %w", r.JobID, err)
 			}

@@ -84,7 +84,7 @@ func (e *Executor) PromoteBlocked(ctx context.Context, key string, n int, now ti
 		if deleted != int64(len(picked)) {
 			return fmt.Errorf("%d of %d blocked rows vanished under the semaphore lock", int64(len(picked))-deleted, len(picked))
 		}
-		if err := x.insertExecutions(ctx, driver.Ready, picked); err != nil {
+		if err := x.insertExecutions(ctx, driver.StateReady, picked); err != nil {
 			return err
 		}
 		for _, r := range picked {

@@ -29,7 +29,7 @@ func (a autoTx) InsertJobs(ctx context.Context, now time.Time, jobs []*driver.Ne
 	return driver.Atomic(ctx, a.d, func(ex driver.Executor) error { return ex.InsertJobs(ctx, now, jobs) })
 }
 
-func (a autoTx) InsertExecutions(ctx context.Context, state driver.State, rows []driver.Execution) error {
+func (a autoTx) InsertExecutions(ctx context.Context, state driver.JobState, rows []driver.Execution) error {
 	return driver.Atomic(ctx, a.d, func(ex driver.Executor) error { return ex.InsertExecutions(ctx, state, rows) })
 }
 

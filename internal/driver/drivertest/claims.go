@@ -134,7 +134,7 @@ var _ = add("claims",
 			if _, err := ex.DeleteClaim(f.ctx, id, old.Fence); err != nil {
 				return err
 			}
-			return ex.InsertExecutions(f.ctx, driver.Ready, []driver.Execution{{JobID: id, Queue: "q", At: T0}})
+			return ex.InsertExecutions(f.ctx, driver.StateReady, []driver.Execution{{JobID: id, Queue: "q", At: T0}})
 		})
 		now := f.claim(f.ex(), "q", 1, 2, T0.Add(time.Minute))[0]
 		if now.Fence == old.Fence {

@@ -211,7 +211,7 @@ func together(n int, fn func(i int) error) error {
 // job is a fixture job: ready in queue q at priority 0, due at T0, one
 // attempt; opts change it.
 func job(q string, opts ...func(*driver.NewJob)) *driver.NewJob {
-	j := &driver.NewJob{Kind: "drivertest.job", Queue: q, Args: []byte(`{}`), MaxAttempts: 1, ScheduledAt: T0}
+	j := &driver.NewJob{Kind: "drivertest.job", Queue: q, Args: []byte(`{}`), MaxAttempts: 1, ScheduledAt: T0, State: driver.StateReady}
 	for _, o := range opts {
 		o(j)
 	}
@@ -226,11 +226,11 @@ func keyed(key string, to int) func(*driver.NewJob) {
 }
 
 // blocked stores the job blocked (give it a key too).
-func blocked(j *driver.NewJob) { j.State = driver.Blocked }
+func blocked(j *driver.NewJob) { j.State = driver.StateBlocked }
 
 // dueAt stores the job scheduled, due at at.
 func dueAt(at time.Time) func(*driver.NewJob) {
-	return func(j *driver.NewJob) { j.State, j.ScheduledAt = driver.Scheduled, at }
+	return func(j *driver.NewJob) { j.State, j.ScheduledAt = driver.StateScheduled, at }
 }
 
 // named sets the job's args to {"n":"name"}, to tell it apart.

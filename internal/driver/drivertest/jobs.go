@@ -17,10 +17,10 @@ var _ = add("jobs",
 		now := T0.Add(-time.Minute)
 		in := []*driver.NewJob{
 			{Kind: "k.ready", Queue: "q1", Args: []byte(`{"a":1}`), Priority: 3, MaxAttempts: 5, ScheduledAt: now,
-				Limit: driver.Limit{Key: "g/ready", To: 2, Duration: 90 * time.Second, OnConflict: driver.Discard, MaxBlocked: 7}},
+				State: driver.StateReady, Limit: driver.Limit{Key: "g/ready", To: 2, Duration: 90 * time.Second, OnConflict: driver.Discard, MaxBlocked: 7}},
 			{Kind: "k.sched", Queue: "q2", Args: []byte(`{"b":"x"}`), Priority: -1, MaxAttempts: 1,
-				ScheduledAt: T0.Add(time.Hour), State: driver.Scheduled},
-			{Kind: "k.blocked", Queue: "q1", Args: []byte(`[1,2]`), MaxAttempts: 2, ScheduledAt: now, State: driver.Blocked,
+				ScheduledAt: T0.Add(time.Hour), State: driver.StateScheduled},
+			{Kind: "k.blocked", Queue: "q1", Args: []byte(`[1,2]`), MaxAttempts: 2, ScheduledAt: now, State: driver.StateBlocked,
 				Limit: driver.Limit{Key: "g/blocked", Duration: time.Minute}},
 		}
 		ids := f.insert(now, in...)
@@ -53,13 +53,13 @@ var _ = add("jobs",
 		}
 		at := T0.Add(time.Second)
 		f.tx(func(ex driver.Executor) error {
-			if err := ex.InsertExecutions(f.ctx, driver.Ready, []driver.Execution{{JobID: ids[0], Queue: "q", At: at}}); err != nil {
+			if err := ex.InsertExecutions(f.ctx, driver.StateReady, []driver.Execution{{JobID: ids[0], Queue: "q", At: at}}); err != nil {
 				return err
 			}
-			if err := ex.InsertExecutions(f.ctx, driver.Scheduled, []driver.Execution{{JobID: ids[1], Queue: "q", At: at.Add(time.Hour)}}); err != nil {
+			if err := ex.InsertExecutions(f.ctx, driver.StateScheduled, []driver.Execution{{JobID: ids[1], Queue: "q", At: at.Add(time.Hour)}}); err != nil {
 				return err
 			}
-			return ex.InsertExecutions(f.ctx, driver.Blocked, []driver.Execution{{JobID: ids[2], Queue: "q", Key: "g/k", At: at}})
+			return ex.InsertExecutions(f.ctx, driver.StateBlocked, []driver.Execution{{JobID: ids[2], Queue: "q", Key: "g/k", At: at}})
 		})
 		f.wantState(driver.StateReady, ids[0])
 		f.wantState(driver.StateScheduled, ids[1])
@@ -184,3 +184,22 @@ func (f *fixture) execution(id int64) driver.ExecutionDetail {
 	f.t.Helper()
 	return find(f.ex().JobExecution(f.ctx, id)).of(f, fmt.Sprintf("the execution of job %d", id))
 }
+
+var _ = add("jobs",
+	// A job with no execution table would be stored in none and never
+	// run: InsertJobs refuses it and stores nothing.
+	test{"InsertJobsRefusesAStateWithoutATable", func(t *testing.T, f *fixture) {
+		for _, state := range []driver.JobState{"", driver.StateRunning, driver.StateCompleted} {
+			j := job("q")
+			j.State = state
+			if err := f.ex().InsertJobs(f.ctx, T0, []*driver.NewJob{job("q"), j}); err == nil {
+				t.Errorf("InsertJobs of a job in state %q: nil error", state)
+			}
+		}
+		counts, err := f.ex().CountByQueue(f.ctx)
+		f.must(err)
+		if len(counts) != 0 {
+			t.Errorf("after refused inserts the queues hold %+v, want nothing", counts)
+		}
+	}},
+)

@@ -58,27 +58,26 @@ func (s *Store) Of(key string, state driver.JobState) []*Row {
 }
 
 func (s *Store) InsertJobs(_ context.Context, now time.Time, jobs []*driver.NewJob) error {
+	if err := driver.CheckNewJobs(jobs); err != nil {
+		return err
+	}
 	for _, j := range jobs {
 		s.nextID++
 		j.ID = s.nextID
-		state := map[driver.State]driver.JobState{driver.Ready: driver.StateReady,
-			driver.Blocked: driver.StateBlocked, driver.Scheduled: driver.StateScheduled}[j.State]
-		s.Jobs[j.ID] = &Row{State: state, Job: driver.Job{ID: j.ID, Kind: j.Kind, Queue: j.Queue, Args: j.Args,
+		s.Jobs[j.ID] = &Row{State: j.State, Job: driver.Job{ID: j.ID, Kind: j.Kind, Queue: j.Queue, Args: j.Args,
 			Priority: j.Priority, MaxAttempts: j.MaxAttempts, Limit: j.Limit, ScheduledAt: j.ScheduledAt, CreatedAt: now}}
 	}
 	return nil
 }
 
-func (s *Store) InsertExecutions(_ context.Context, state driver.State, rows []driver.Execution) error {
-	to := map[driver.State]driver.JobState{driver.Ready: driver.StateReady,
-		driver.Blocked: driver.StateBlocked, driver.Scheduled: driver.StateScheduled}[state]
+func (s *Store) InsertExecutions(_ context.Context, state driver.JobState, rows []driver.Execution) error {
 	for _, x := range rows {
 		r, ok := s.Jobs[x.JobID]
 		if !ok {
 			return errors.New("memstore: execution of a missing job")
 		}
-		r.State = to
-		if state == driver.Scheduled {
+		r.State = state
+		if state == driver.StateScheduled {
 			r.ScheduledAt = x.At
 		}
 	}
