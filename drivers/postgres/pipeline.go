@@ -155,6 +155,9 @@ func commitResult(tag pgconn.CommandTag, err error) error {
 }
 
 func (t *pipeTx) Rollback(ctx context.Context) error {
+	if t.done {
+		return nil // ended already: a second Rollback changes nothing
+	}
 	defer t.release()
 	t.pending = nil
 	if !t.begun {

@@ -193,11 +193,19 @@ WITH want AS (
 ), counts AS (
 	SELECT concurrency_key AS key, count(*)::int AS n, array_agg(DISTINCT queue) AS queues
 	FROM moved GROUP BY concurrency_key
+), settled AS (
+	SELECT w.key, w.take, coalesce(c.n, 0) AS n, coalesce(c.queues, '{}'::text[]) AS queues
+	FROM want w LEFT JOIN counts c ON c.key = w.key
 )
-UPDATE {p}semaphores s SET value = s.value - c.n, blocked = s.blocked - c.n,
-	expires_at = GREATEST(s.expires_at, $2::timestamptz + s.duration_ms * interval '1 millisecond')
-FROM counts c WHERE s.key = c.key
-RETURNING s.key, c.n, c.queues`),
+-- Fewer rows than counted: nothing is left blocked (as semaphore.Release
+-- settles one key). A key that promoted renews its expiry.
+UPDATE {p}semaphores s SET value = s.value - t.n,
+	blocked = CASE WHEN t.n < t.take THEN 0 ELSE s.blocked - t.n END,
+	expires_at = CASE WHEN t.n > 0
+		THEN GREATEST(s.expires_at, $2::timestamptz + s.duration_ms * interval '1 millisecond')
+		ELSE s.expires_at END
+FROM settled t WHERE s.key = t.key
+RETURNING s.key, t.n, t.queues`),
 		countHolders: p(`
 SELECT
 	(SELECT count(*) FROM {p}jobs j JOIN {p}ready_executions r ON r.job_id = j.id

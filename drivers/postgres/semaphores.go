@@ -85,7 +85,9 @@ func (e *executor) ReleaseMany(ctx context.Context, keys []string, counts []int,
 	}
 	moved := make(map[string]driver.Promotion, len(rows))
 	for _, r := range rows {
-		moved[r.key] = r.p
+		if r.p.Jobs > 0 {
+			moved[r.key] = r.p
+		}
 	}
 	out := make([]driver.Promotion, len(keys))
 	for i, k := range keys {
