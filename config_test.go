@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bqueue/bq/internal/driver"
+
 	"github.com/bqueue/bq/internal/humanize"
 )
 
@@ -109,5 +111,12 @@ func TestOpenMySQLErrors(t *testing.T) {
 	_, err = Open(ctx, "mongodb://localhost/x", Config{})
 	if err == nil || !strings.Contains(err.Error(), "mysql://") {
 		t.Errorf("unknown DSN: %v, want the error to list mysql://", err)
+	}
+}
+
+// The root's HistoryKeep is the one the dispatchers prune by.
+func TestHistoryKeepIsTheEngines(t *testing.T) {
+	if HistoryKeep != driver.HistoryKeep {
+		t.Fatalf("bq.HistoryKeep %s, the engine keeps %s", HistoryKeep, driver.HistoryKeep)
 	}
 }

@@ -18,7 +18,7 @@ import (
 // dispatchers prune what is older than a day.
 
 // HistoryKeep is how long the database keeps the history.
-const HistoryKeep = driver.HistoryKeep
+const HistoryKeep = 24 * time.Hour
 
 // historyFlush is how often a worker process writes what it counted.
 const historyFlush = time.Minute

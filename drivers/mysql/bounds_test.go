@@ -2,34 +2,22 @@ package mysql
 
 import (
 	"context"
-	"crypto/rand"
 	"database/sql"
-	"encoding/hex"
 	"errors"
-	"net/url"
-	"os"
-	"strings"
 	"testing"
 	"time"
 
 	gomysql "github.com/go-sql-driver/mysql"
 
-	"github.com/bqueue/bq/internal/driver"
+	"github.com/bqueue/bq/internal/driver/drivertest"
+	"github.com/bqueue/bq/internal/testdb"
 	"github.com/bqueue/bq/migrations"
-)
-
-// testBound stands in for TxIdleTimeout so the tests wait seconds, not
-// tens of seconds; frozen is how long a client stays silent in them: the
-// bound with room for a loaded machine.
-const (
-	testBound = time.Second
-	frozen    = 3 * testBound
 )
 
 // shortBound lowers the bound for one test; set it before Open or DSN.
 func shortBound(t *testing.T) {
 	old := txIdleTimeout
-	txIdleTimeout = testBound
+	txIdleTimeout = drivertest.TestBound
 	t.Cleanup(func() { txIdleTimeout = old })
 }
 
@@ -38,43 +26,17 @@ func shortBound(t *testing.T) {
 // when the test ends. It skips when BQ_TEST_DRIVERS leaves MySQL out.
 func testURL(t *testing.T) string {
 	t.Helper()
-	if want := os.Getenv("BQ_TEST_DRIVERS"); want != "" && !strings.Contains(want, "mysql") {
-		t.Skip("BQ_TEST_DRIVERS leaves out mysql")
-	}
-	base := os.Getenv("BQ_TEST_MYSQL_DSN")
-	if base == "" {
-		base = "mysql://root@127.0.0.1:3306/test"
-	}
-	ctx := context.Background()
-	admin := plainDB(t, base)
-	if err := admin.PingContext(ctx); err != nil {
-		t.Fatalf("MySQL is selected but unreachable at %s: %v", base, err)
-	}
-	b := make([]byte, 6)
-	_, _ = rand.Read(b)
-	name := "bounds_" + hex.EncodeToString(b)
-	if _, err := admin.ExecContext(ctx, "CREATE DATABASE "+name+" CHARACTER SET utf8mb4"); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if _, err := admin.ExecContext(context.Background(), "DROP DATABASE "+name); err != nil {
-			t.Logf("drop database %s: %v", name, err)
-		}
-	})
-	u, err := url.Parse(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	u.Path = "/" + name
-	d := New(plainDB(t, u.String()))
+	testdb.Require(t, testdb.MySQL)
+	u := testdb.FreshMySQL(t)
+	d := New(plainDB(t, u))
 	p, err := migrations.NewProvider(d.DB(), "mysql", migrations.DefaultPrefix)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.Up(ctx); err != nil {
+	if _, err := p.Up(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	return u.String()
+	return u
 }
 
 // plainDB opens rawURL without bq's session bounds: the other party of a
@@ -111,26 +73,6 @@ func server(t *testing.T, db *sql.DB) serverKind {
 	return s
 }
 
-// lockInTx commits key's semaphore, then begins a bq transaction that
-// locks its row.
-func lockInTx(t *testing.T, d *engine, key string) driver.Tx {
-	t.Helper()
-	ctx := context.Background()
-	l := driver.Limit{Key: key, To: 1, Duration: time.Minute}
-	if err := driver.InTx(ctx, d, func(ex driver.Executor) error { return ex.SemaphoreEnsure(ctx, l, time.Now()) }); err != nil {
-		t.Fatal(err)
-	}
-	tx, err := d.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = tx.Rollback(ctx) })
-	if _, ok, err := tx.SemaphoreLock(ctx, key, ""); err != nil || !ok {
-		t.Fatalf("lock semaphore %q: ok %v, %v", key, ok, err)
-	}
-	return tx
-}
-
 // rowLocked reports whether another session holds key's semaphore row.
 func rowLocked(t *testing.T, other *sql.DB, key string) bool {
 	t.Helper()
@@ -157,39 +99,29 @@ func rowLocked(t *testing.T, other *sql.DB, key string) bool {
 // bq's callers.
 func checkFrozenTxEnds(t *testing.T, d *engine, other *sql.DB) {
 	t.Helper()
-	ctx := context.Background()
-	tx := lockInTx(t, d, "g/frozen")
-	if !rowLocked(t, other, "g/frozen") {
-		t.Fatal("the bq transaction does not hold the semaphore row: the test proves nothing")
+	tx := drivertest.LockInTx(t, d, "g/frozen")
+	drivertest.CheckFrozenTxEnds(t, d, tx, "g/frozen", drivertest.Frozen, func(key string) bool { return rowLocked(t, other, key) })
+}
+
+// openBounded opens, with the test's short bound, a driver on a migrated
+// database of the test's own, and returns it with the database's URL.
+func openBounded(t *testing.T) (*Driver, string) {
+	t.Helper()
+	shortBound(t)
+	u := testURL(t)
+	d, err := Open(context.Background(), u)
+	if err != nil {
+		t.Fatal(err)
 	}
-	time.Sleep(frozen) // the client freezes
-	if _, _, err := tx.SemaphoreLock(ctx, "g/frozen", ""); err == nil {
-		t.Fatalf("a bq transaction silent for %s past a bound of %s still runs statements", frozen, testBound)
-	} else {
-		t.Logf("after the freeze: %v", err)
-	}
-	_ = tx.Rollback(ctx)
-	if rowLocked(t, other, "g/frozen") {
-		t.Fatal("the frozen transaction's row lock is still held")
-	}
-	for range 5 {
-		if _, err := d.Exec().CountByQueue(ctx); err != nil {
-			t.Fatalf("the pool after a server-ended session: %v", err)
-		}
-	}
+	t.Cleanup(func() { d.Close() })
+	return d, u
 }
 
 // A bq transaction on the pool Open made is ended by the server once its
 // client stays silent past the bound.
 func TestFrozenTxEndsOpen(t *testing.T) {
-	shortBound(t)
 	ctx := context.Background()
-	u := testURL(t)
-	d, err := Open(ctx, u)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { d.Close() })
+	d, u := openBounded(t)
 	want := map[string]int{"innodb_lock_wait_timeout": 1, "wait_timeout": 1}
 	if server(t, d.DB()).mariaDB {
 		want = map[string]int{"innodb_lock_wait_timeout": 1, "idle_transaction_timeout": 1}
@@ -237,15 +169,9 @@ func TestFrozenTxEndsDSN(t *testing.T) {
 // A bq statement waiting for a row lock gives up within the bound, as a
 // retryable lock wait timeout, not after InnoDB's default 50 s.
 func TestLockWaitBounded(t *testing.T) {
-	shortBound(t)
 	ctx := context.Background()
-	u := testURL(t)
-	d, err := Open(ctx, u)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { d.Close() })
-	holder := lockInTx(t, New(plainDB(t, u)).e, "g/held") // an unbounded session holds the row
+	d, u := openBounded(t)
+	holder := drivertest.LockInTx(t, New(plainDB(t, u)).e, "g/held") // an unbounded session holds the row
 	defer holder.Rollback(ctx)
 
 	tx, err := d.e.Begin(ctx)
@@ -261,8 +187,8 @@ func TestLockWaitBounded(t *testing.T) {
 	if err == nil || !d.e.Retryable(err) {
 		t.Fatalf("lock a held row: %v after %s, want a retryable lock wait timeout", err, waited)
 	}
-	if waited > 10*testBound {
-		t.Errorf("waited %s for a held row, want about %s", waited, testBound)
+	if waited > 10*drivertest.TestBound {
+		t.Errorf("waited %s for a held row, want about %s", waited, drivertest.TestBound)
 	}
 	t.Logf("gave up after %s: %v", waited, err)
 }

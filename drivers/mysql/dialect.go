@@ -12,6 +12,7 @@ import (
 
 	"github.com/bqueue/bq/internal/driver"
 	"github.com/bqueue/bq/internal/sqlexec"
+	"github.com/bqueue/bq/internal/sqlhistory"
 	"github.com/bqueue/bq/internal/sqltext"
 )
 
@@ -31,7 +32,7 @@ type dialect struct {
 	q   *sqlexec.Queries
 	own *ownQueries
 
-	history historyQueries // history.go
+	history sqlhistory.Queries // history.go
 }
 
 func newDialect(prefix string) *dialect {

@@ -8,15 +8,9 @@ import (
 // The history (driver.HistoryStore) and the key search
 // (driver.KeySearcher): sqlexec runs this SQL.
 
-// historyQueries are the history's statements and the key search.
-type historyQueries struct {
-	sqlhistory.Queries
-	searchKeys string
-}
-
-func newHistoryQueries(p func(string) string) historyQueries {
+func newHistoryQueries(p func(string) string) sqlhistory.Queries {
 	rows, ofQueue := sqlhistory.RowsSQL(func(col string) string { return "CAST(sum(" + col + ") AS SIGNED)" })
-	return historyQueries{Queries: sqlhistory.Queries{
+	return sqlhistory.Queries{
 		// VALUES() rather than a row alias: MariaDB has no alias.
 		ThroughputHead: p(sqlhistory.ThroughputHead),
 		ThroughputRow:  `(?, ?, ?, ?)`,
@@ -37,15 +31,14 @@ func newHistoryQueries(p func(string) string) historyQueries {
 		RowsOfQueue:   p(ofQueue),
 		Snapped:       p(sqlhistory.Snapped),
 		Keys:          p("SELECT minute, `key`, blocked FROM {p}history_keys WHERE minute >= ? ORDER BY minute, `rank` LIMIT ?"),
-	},
 		// Keys are VARBINARY: LIKE compares bytes, with no case folding.
-		searchKeys: p("SELECT `key`, value, lim, blocked, duration_ms, expires_at FROM {p}semaphores\n" +
+		SearchKeys: p("SELECT `key`, value, lim, blocked, duration_ms, expires_at FROM {p}semaphores\n" +
 			"WHERE `key` LIKE ? ESCAPE '!' ORDER BY `key` LIMIT ?"),
 	}
 }
 
-func (d *dialect) History() *sqlhistory.Queries { return &d.history.Queries }
+func (d *dialect) History() *sqlhistory.Queries { return &d.history }
 
 func (d *dialect) SearchKeys(prefix, suffix string) (string, any) {
-	return d.history.searchKeys, []byte(driver.LikePattern(prefix, suffix))
+	return d.history.SearchKeys, []byte(driver.LikePattern(prefix, suffix))
 }

@@ -12,45 +12,14 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/bqueue/bq/internal/driver"
-)
-
-// testBound stands in for TxIdleTimeout so the tests wait seconds, not
-// tens of seconds; frozen is how long a client stays silent in them: the
-// bound with room for a loaded machine.
-const (
-	testBound = time.Second
-	frozen    = 3 * testBound
+	"github.com/bqueue/bq/internal/driver/drivertest"
 )
 
 // shortBound lowers the bound for one test; set it before Open or New.
 func shortBound(t *testing.T) {
 	old := txIdleTimeout
-	txIdleTimeout = testBound
+	txIdleTimeout = drivertest.TestBound
 	t.Cleanup(func() { txIdleTimeout = old })
-}
-
-// lockInTx commits key's semaphore, then begins a bq transaction that
-// locks its row.
-func lockInTx(t *testing.T, d *engine, key string) driver.Tx {
-	t.Helper()
-	ctx := context.Background()
-	l := driver.Limit{Key: key, To: 1, Duration: time.Minute}
-	if err := driver.InTx(ctx, d, func(ex driver.Executor) error { return ex.SemaphoreEnsure(ctx, l, time.Now()) }); err != nil {
-		t.Fatal(err)
-	}
-	tx, err := d.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { // a failed test must not leave the pool unclosable
-		if !tx.(*txExecutor).tx.done {
-			_ = tx.Rollback(ctx)
-		}
-	})
-	if _, ok, err := tx.SemaphoreLock(ctx, key, ""); err != nil || !ok {
-		t.Fatalf("lock semaphore %q: ok %v, %v", key, ok, err)
-	}
-	return tx
 }
 
 // txSettings reads the timeouts in force in a bq transaction.
@@ -90,30 +59,12 @@ func rowLocked(t *testing.T, other *pgx.Conn, key string) bool {
 // is free, and the pool goes on with fresh connections.
 func checkFrozenTxEnds(t *testing.T, d *engine, other *pgx.Conn) {
 	t.Helper()
-	ctx := context.Background()
-	tx := lockInTx(t, d, "g/frozen")
+	tx := drivertest.LockInTx(t, d, "g/frozen")
 	if idle, statement, lock := txSettings(t, tx); idle != "1s" || statement != "0" || lock != "0" {
 		t.Errorf("in a bq transaction: idle_in_transaction_session_timeout %s, statement_timeout %s, lock_timeout %s; want 1s, 0, 0",
 			idle, statement, lock)
 	}
-	if !rowLocked(t, other, "g/frozen") {
-		t.Fatal("the bq transaction does not hold the semaphore row: the test proves nothing")
-	}
-	time.Sleep(frozen) // the client freezes
-	if _, _, err := tx.SemaphoreLock(ctx, "g/frozen", ""); err == nil {
-		t.Fatalf("a bq transaction silent for %s past a bound of %s still runs statements", frozen, testBound)
-	} else {
-		t.Logf("after the freeze: %v", err)
-	}
-	_ = tx.Rollback(ctx)
-	if rowLocked(t, other, "g/frozen") {
-		t.Fatal("the frozen transaction's row lock is still held")
-	}
-	for range 5 {
-		if _, err := d.Exec().CountByQueue(ctx); err != nil {
-			t.Fatalf("the pool after a server-ended session: %v", err)
-		}
-	}
+	drivertest.CheckFrozenTxEnds(t, d, tx, "g/frozen", drivertest.Frozen, func(key string) bool { return rowLocked(t, other, key) })
 }
 
 // A bq transaction on the pool Open made is ended by the server once its
@@ -153,7 +104,7 @@ func TestFrozenTxEndsUserPool(t *testing.T) {
 	}
 	defer other.Close(ctx)
 
-	tx := lockInTx(t, d.e, "g/done") // a bq transaction that ends well
+	tx := drivertest.LockInTx(t, d.e, "g/done") // a bq transaction that ends well
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -168,9 +119,9 @@ func TestFrozenTxEndsUserPool(t *testing.T) {
 	if idle != "0" {
 		t.Errorf("the user's transaction after a bq one: idle_in_transaction_session_timeout %s, want 0 (SET LOCAL leaked)", idle)
 	}
-	time.Sleep(frozen)
+	time.Sleep(drivertest.Frozen)
 	if _, err := utx.Exec(ctx, "SELECT 1"); err != nil {
-		t.Fatalf("the user's transaction after %s idle: %v; bq must not bound it", frozen, err)
+		t.Fatalf("the user's transaction after %s idle: %v; bq must not bound it", drivertest.Frozen, err)
 	}
 	if err := utx.Commit(ctx); err != nil {
 		t.Fatalf("commit the user's transaction: %v", err)
@@ -188,7 +139,7 @@ func TestOpenKeepsDSNIdleTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { d.Close() })
-	tx := lockInTx(t, d.e, "g/k")
+	tx := drivertest.LockInTx(t, d.e, "g/k")
 	if idle, _, _ := txSettings(t, tx); idle != "1min" {
 		t.Errorf("idle_in_transaction_session_timeout %s, want the DSN's 1min", idle)
 	}

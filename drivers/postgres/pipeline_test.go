@@ -2,9 +2,6 @@ package postgres
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/bqueue/bq/internal/driver"
+	"github.com/bqueue/bq/internal/testdb"
 	"github.com/bqueue/bq/migrations"
 )
 
@@ -32,36 +30,9 @@ func testDriver(t *testing.T) *engine {
 // when BQ_TEST_DRIVERS leaves PostgreSQL out.
 func testDSN(t *testing.T) string {
 	t.Helper()
-	if want := os.Getenv("BQ_TEST_DRIVERS"); want != "" && !strings.Contains(want, "postgres") {
-		t.Skip("BQ_TEST_DRIVERS leaves out postgres")
-	}
-	base := os.Getenv("BQ_TEST_POSTGRES_DSN")
-	if base == "" {
-		base = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-	}
+	testdb.Require(t, testdb.Postgres)
+	dsn := testdb.FreshPostgres(t)
 	ctx := context.Background()
-	admin, err := pgxpool.New(ctx, base)
-	if err == nil {
-		err = admin.Ping(ctx)
-	}
-	if err != nil {
-		t.Fatalf("PostgreSQL is selected but unreachable at %s: %v", base, err)
-	}
-	b := make([]byte, 6)
-	_, _ = rand.Read(b)
-	schema := "pipe_" + hex.EncodeToString(b)
-	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_, _ = admin.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE")
-		admin.Close()
-	})
-	sep := "?"
-	if strings.Contains(base, "?") {
-		sep = "&"
-	}
-	dsn := base + sep + "search_path=" + schema
 	pool, err := pgxpool.New(ctx, dsn)
 	if err != nil {
 		t.Fatal(err)
@@ -88,16 +59,23 @@ func insertJob(t *testing.T, ex driver.Executor, state driver.JobState) int64 {
 	return j.ID
 }
 
+// beginWithJob begins a transaction of d and inserts a scheduled job in
+// it, returning both.
+func beginWithJob(t *testing.T, d *engine) (driver.Tx, int64) {
+	t.Helper()
+	tx, err := d.Begin(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tx, insertJob(t, tx, driver.StateScheduled)
+}
+
 // A queued write that fails surfaces at the next statement, the
 // transaction rolls back whole, and the connection goes back usable.
 func TestPipelineQueuedWriteFailsAtNextCall(t *testing.T) {
 	d := testDriver(t)
 	ctx := context.Background()
-	tx, err := d.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	id := insertJob(t, tx, driver.StateScheduled)
+	tx, id := beginWithJob(t, d)
 	// No job 0: the foreign key fails, but only when the write is sent.
 	if err := tx.InsertExecutions(ctx, driver.StateReady, []driver.Execution{{JobID: 0, Queue: "q", At: time.Now()}}); err != nil {
 		t.Fatalf("a queued write failed at once: %v", err)
@@ -123,11 +101,7 @@ func TestPipelineQueuedWriteFailsAtNextCall(t *testing.T) {
 func TestPipelineQueuedWriteFailsAtCommit(t *testing.T) {
 	d := testDriver(t)
 	ctx := context.Background()
-	tx, err := d.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	id := insertJob(t, tx, driver.StateScheduled)
+	tx, id := beginWithJob(t, d)
 	if err := tx.InsertExecutions(ctx, driver.StateReady, []driver.Execution{{JobID: 0, Queue: "q", At: time.Now()}}); err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/bqueue/bq/internal/driver"
 	"github.com/bqueue/bq/internal/sqlexec"
+	"github.com/bqueue/bq/internal/sqlhistory"
 	"github.com/bqueue/bq/internal/sqltext"
 )
 
@@ -19,7 +20,7 @@ type dialect struct {
 	q   *sqlexec.Queries
 	own *ownQueries
 
-	history historyQueries // history.go
+	history sqlhistory.Queries // history.go
 }
 
 func newDialect(d *engine, prefix string) *dialect {

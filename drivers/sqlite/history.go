@@ -9,15 +9,9 @@ import (
 // The history (driver.HistoryStore) and the key search
 // (driver.KeySearcher): sqlexec runs this SQL.
 
-// historyQueries are the history's statements and the key search.
-type historyQueries struct {
-	sqlhistory.Queries
-	searchKeys string
-}
-
-func newHistoryQueries(p func(string) string) historyQueries {
+func newHistoryQueries(p func(string) string) sqlhistory.Queries {
 	rows, ofQueue := sqlhistory.RowsSQL(func(col string) string { return "sum(" + col + ")" })
-	return historyQueries{Queries: sqlhistory.Queries{
+	return sqlhistory.Queries{
 		ThroughputHead: p(sqlhistory.ThroughputHead),
 		ThroughputRow:  `(?, ?, ?, ?)`,
 		ThroughputTail: ` ON CONFLICT (minute, queue) DO UPDATE SET completed = completed + excluded.completed,
@@ -36,11 +30,10 @@ func newHistoryQueries(p func(string) string) historyQueries {
 		RowsOfQueue:   p(ofQueue),
 		Snapped:       p(sqlhistory.Snapped),
 		Keys:          p(`SELECT minute, key, blocked FROM {p}history_keys WHERE minute >= ? ORDER BY minute, rank LIMIT ?`),
-	},
 		// GLOB, not LIKE: SQLite's LIKE folds ASCII case, and keys
 		// differing only in case are different keys, as on the other
 		// databases.
-		searchKeys: p(`SELECT key, value, lim, blocked, duration_ms, expires_at FROM {p}semaphores
+		SearchKeys: p(`SELECT key, value, lim, blocked, duration_ms, expires_at FROM {p}semaphores
 WHERE key GLOB ? ORDER BY key LIMIT ?`),
 	}
 }
@@ -51,10 +44,10 @@ func prune(table string) string {
 	WHERE minute < ? ORDER BY minute LIMIT ?)`
 }
 
-func (dl *dialect) History() *sqlhistory.Queries { return &dl.history.Queries }
+func (dl *dialect) History() *sqlhistory.Queries { return &dl.history }
 
 func (dl *dialect) SearchKeys(prefix, suffix string) (string, any) {
-	return dl.history.searchKeys, globPattern(prefix, suffix)
+	return dl.history.SearchKeys, globPattern(prefix, suffix)
 }
 
 // globPattern is the GLOB pattern of the keys that start with prefix and

@@ -38,6 +38,7 @@ import (
 
 	"github.com/bqueue/bq/internal/driver"
 	"github.com/bqueue/bq/internal/lifecycle"
+	"github.com/bqueue/bq/internal/testdb"
 	"github.com/bqueue/bq/migrations"
 )
 
@@ -384,4 +385,24 @@ func (f *fixture) sameTime(what string, got, want time.Time) {
 func sameJSON(a, b []byte) bool {
 	var va, vb any
 	return json.Unmarshal(a, &va) == nil && json.Unmarshal(b, &vb) == nil && reflect.DeepEqual(va, vb)
+}
+
+// ExerciseDatabase runs Exercise on fresh databases of kind (a
+// testdb kind: sqlite, postgres, mysql), opened through the driver the
+// test binary registered for that DSN scheme: a driver's own test only
+// names its kind. It skips when BQ_TEST_DRIVERS leaves kind out.
+func ExerciseDatabase(t *testing.T, kind string) {
+	testdb.Require(t, kind)
+	open, ok := driver.OpenerOf(kind)
+	if !ok {
+		t.Fatalf("no driver registered for %s: import its package in the test", kind)
+	}
+	Exercise(t, func(t *testing.T) driver.Driver {
+		d, err := open(context.Background(), testdb.Fresh(t, kind))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { d.Close() })
+		return Migrate(t, driver.EngineOf(d))
+	})
 }
