@@ -1,6 +1,10 @@
 package bq
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+	"time"
+)
 
 var (
 	// ErrInvalidJob wraps every problem with a job definition or an
@@ -41,4 +45,31 @@ func permanent(err error) error { return Permanent(err) }
 func isPermanent(err error) bool {
 	var p *permanentError
 	return errors.As(err, &p)
+}
+
+// snoozeError asks for the job to run again after delay.
+type snoozeError struct{ delay time.Duration }
+
+func (e *snoozeError) Error() string { return fmt.Sprintf("bq.Snooze: run again in %s", e.delay) }
+
+// Snooze returns an error that ends the run without spending an attempt:
+// the job's slot is released (the next blocked job of its key takes it)
+// and the job is scheduled to run again after d, admitted when due like
+// any scheduled job. Nothing bounds how often a job snoozes: count in its
+// args or check a deadline if it must give up. A d of zero or less fails
+// the run with an error saying so, as any error would.
+func Snooze(d time.Duration) error {
+	if d <= 0 {
+		return fmt.Errorf("%w: bq.Snooze: the delay must be positive, got %s: pass how long to wait, e.g. bq.Snooze(30*time.Second)", ErrInvalidArgument, d)
+	}
+	return &snoozeError{delay: d}
+}
+
+// snoozeOf is the delay a run asked for with Snooze, if it did.
+func snoozeOf(err error) (time.Duration, bool) {
+	var s *snoozeError
+	if errors.As(err, &s) {
+		return s.delay, true
+	}
+	return 0, false
 }

@@ -42,13 +42,14 @@ func (c *Client) FailedJobs(ctx context.Context, before int64, limit int) ([]Fai
 	return out, nil
 }
 
-// RetryFailed gives a failed job one more run. Its failed record is
-// deleted and the job goes through admission again, exactly as a
-// scheduled job coming due: ready if its key has a free slot, blocked
-// behind the key's holders otherwise, or discarded when its kind discards
-// on conflict. Limits are never bypassed. Its attempt count is kept, so
-// a job that fails again fails for good.
-func (c *Client) RetryFailed(ctx context.Context, id int64) error {
+// RetryFailed gives a failed job one more run and returns what became of
+// it. Its failed record is deleted and the job goes through admission
+// again, exactly as a scheduled job coming due: StateReady if its key has
+// a free slot, StateBlocked behind the key's holders otherwise, or
+// StateDiscarded when its kind discards on conflict. Limits are never
+// bypassed. Its attempt count is kept, so a job that fails again fails
+// for good.
+func (c *Client) RetryFailed(ctx context.Context, id int64) (JobState, error) {
 	var job *driver.Job
 	var state driver.JobState
 	var woken driver.Promotion
@@ -57,10 +58,10 @@ func (c *Client) RetryFailed(ctx context.Context, id int64) error {
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("retry job %d: %w", id, c.explainErr(ctx, err))
+		return "", fmt.Errorf("retry job %d: %w", id, c.explainErr(ctx, err))
 	}
 	if job == nil {
-		return c.notFailed(ctx, "retry", id)
+		return "", c.notFailed(ctx, "retry", id)
 	}
 	c.log.Info("failed job retried by hand", "job_id", id, "kind", job.Kind, "queue", job.Queue,
 		"key", job.Limit.Key, "state", state)
@@ -69,7 +70,7 @@ func (c *Client) RetryFailed(ctx context.Context, id int64) error {
 		woken.AddQueue(job.Queue)
 	}
 	c.readyAll(woken.Queues)
-	return nil
+	return JobState(state), nil
 }
 
 // DiscardFailed gives up on a failed job: its failed record is deleted

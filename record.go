@@ -14,8 +14,8 @@ import (
 	"github.com/bqueue/bq/internal/metrics"
 )
 
-// record writes the run's outcome: complete, retry, fail, back to ready
-// when shutdown cut it short, or lost when its lease lapsed. It runs on
+// record writes the run's outcome: complete, snooze, retry, fail, back to
+// ready when shutdown cut it short, or lost when its lease lapsed. It runs on
 // after Run's context ends (the outcome of finished work must not be
 // lost), with retries while the database is unreachable. Logs and metrics
 // follow the commit.
@@ -32,6 +32,8 @@ func (w *queueWorker) record(runCtx context.Context, l *lease, def definition, r
 	if runErr != nil {
 		msg = errorText(runErr.Error())
 	}
+	snooze, snoozed := snoozeOf(runErr)
+	snoozed = snoozed && !shutdown && !fenced
 	switch {
 	case runErr == nil:
 		action = nil // batched by the completer
@@ -47,6 +49,11 @@ func (w *queueWorker) record(runCtx context.Context, l *lease, def definition, r
 			msg = errorText(cause.Error())
 		}
 		action = func(ex driver.Executor) (lifecycle.Result, error) { return lifecycle.Reap(ctx, ex, cl, msg, now) }
+	case snoozed:
+		retryAt = now.Add(snooze)
+		action = func(ex driver.Executor) (lifecycle.Result, error) {
+			return lifecycle.Snooze(ctx, ex, cl, retryAt, now)
+		}
 	case isPermanent(runErr) || cl.Attempt+1 >= cl.MaxAttempts:
 		action = func(ex driver.Executor) (lifecycle.Result, error) {
 			return lifecycle.Fail(ctx, ex, cl, msg, now)
@@ -96,6 +103,9 @@ func (w *queueWorker) record(runCtx context.Context, l *lease, def definition, r
 		outcome = "lost"
 		log.Warn("run stopped as its lease lapsed; the job is ready again with its slot, its attempt counted",
 			"state", res.State, "cause", context.Cause(runCtx))
+	case snoozed:
+		outcome = "snoozed"
+		log.Debug("job snoozed; its slot released, it runs again when due", "duration", ran, "run_at", retryAt)
 	case runErr == nil:
 		outcome = "completed"
 		log.Debug("job completed", "duration", ran)
@@ -109,7 +119,9 @@ func (w *queueWorker) record(runCtx context.Context, l *lease, def definition, r
 	if outcome == "completed" || outcome == "retried" || outcome == "failed" {
 		w.c.tally.count(cl.Queue, now, runErr != nil)
 	}
-	if !shutdown {
+	if snoozed {
+		w.c.met.Snoozed(ctx, job)
+	} else if !shutdown {
 		w.c.met.Finished(ctx, job, res.State)
 	}
 	if n := res.Promoted.Jobs; n > 0 {

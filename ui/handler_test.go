@@ -443,22 +443,55 @@ func TestNotice(t *testing.T) {
 	}
 	jar, _ := cookiejar.New(nil)
 	c.Jar = jar
-	_, page := get(t, c, srv.URL+"/failed")
-	m := csrfField.FindStringSubmatch(page)
-	if m == nil {
-		t.Fatal("no CSRF field")
-	}
-	resp, err := c.PostForm(fmt.Sprintf("%s/jobs/%d/retry", srv.URL, f.keyedFailed), url.Values{"csrf": {m[1]}, "next": {"/failed"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	body := retryFromFailedPage(t, c, srv.URL, f.keyedFailed)
 	if want := fmt.Sprintf("Job %d retried: it is now blocked.", f.keyedFailed); !strings.Contains(string(body), want) {
 		t.Errorf("after the retry the page does not say %q", want)
 	}
 	if _, body := get(t, c, srv.URL+"/failed"); strings.Contains(body, `class="notice"`) {
 		t.Error("the notice shows again on the next page")
+	}
+}
+
+// retryFromFailedPage posts the failed page's retry form for job id, as
+// its button does, and returns the response's body.
+func retryFromFailedPage(t *testing.T, c *http.Client, base string, id int64) []byte {
+	t.Helper()
+	_, page := get(t, c, base+"/failed")
+	m := csrfField.FindStringSubmatch(page)
+	if m == nil {
+		t.Fatal("no CSRF field")
+	}
+	resp, err := c.PostForm(fmt.Sprintf("%s/jobs/%d/retry", base, id), url.Values{"csrf": {m[1]}, "next": {"/failed"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return body
+}
+
+// TestNoticeTellsTheRetrysStateAndTheStateNow: when the retried job has
+// moved on before the notice is read, the notice says both what the
+// retry made of it and what it is now.
+func TestNoticeTellsTheRetrysStateAndTheStateNow(t *testing.T) {
+	f := newFixture(t, databases[0])
+	srv := httptest.NewServer(ui.Handler(f.client, ui.Options{}))
+	defer srv.Close()
+	c := srv.Client()
+	c.Jar, _ = cookiejar.New(nil)
+	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	retryFromFailedPage(t, c, srv.URL, f.keyedFailed)
+	info, err := f.client.Job(context.Background(), f.keyedFailed)
+	if err != nil || info.State != bq.StateBlocked {
+		t.Fatalf("retried job: %+v %v, want blocked", info, err)
+	}
+	// A raised limit promotes it before the notice is read.
+	if err := f.client.SetKeyLimit(context.Background(), info.Key, 100); err != nil {
+		t.Fatal(err)
+	}
+	_, body := get(t, c, srv.URL+"/failed")
+	if want := fmt.Sprintf("Job %d retried: it became blocked, and is now ready.", f.keyedFailed); !strings.Contains(body, want) {
+		t.Errorf("the notice does not say %q", want)
 	}
 }
 

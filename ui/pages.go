@@ -193,12 +193,15 @@ func (s *server) retry(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *server) discard(w http.ResponseWriter, r *http.Request) {
-	s.act(w, r, "discarded", s.client.DiscardFailed)
+	s.act(w, r, "discarded", func(ctx context.Context, id int64) (bq.JobState, error) {
+		return bq.StateDiscarded, s.client.DiscardFailed(ctx, id)
+	})
 }
 
 // act runs a POSTed action on a failed job, then redirects (303) to the
-// form's next page, which tells what became of the job (see tell).
-func (s *server) act(w http.ResponseWriter, r *http.Request, done string, action func(context.Context, int64) error) {
+// form's next page, which tells what the action made of the job and what
+// it is now (see tell).
+func (s *server) act(w http.ResponseWriter, r *http.Request, done string, action func(context.Context, int64) (bq.JobState, error)) {
 	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
 	if err != nil || id <= 0 {
 		s.notFound(w, r)
@@ -211,7 +214,8 @@ func (s *server) act(w http.ResponseWriter, r *http.Request, done string, action
 		http.Error(w, "the form's security token is missing or stale: reload the page and try again", http.StatusForbidden)
 		return
 	}
-	if err := action(r.Context(), id); err != nil {
+	state, err := action(r.Context(), id)
+	if err != nil {
 		if errors.Is(err, bq.ErrJobNotFailed) || errors.Is(err, bq.ErrJobNotFound) {
 			s.render(w, r, http.StatusConflict, "error", view{Title: "Nothing to do", Data: err.Error()})
 			return
@@ -223,6 +227,6 @@ func (s *server) act(w http.ResponseWriter, r *http.Request, done string, action
 	if !localPath(next) {
 		next = fmt.Sprintf("/jobs/%d", id)
 	}
-	s.tell(w, r, done, id)
+	s.tell(w, r, done, id, state)
 	http.Redirect(w, r, s.opts.Path+next, http.StatusSeeOther)
 }

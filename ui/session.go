@@ -10,6 +10,8 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+
+	"github.com/bqueue/bq"
 )
 
 const (
@@ -82,10 +84,11 @@ func localPath(p string) bool {
 	return true
 }
 
-// tell leaves the next page a notice of what an action did to job id, in
-// a cookie signed with this handler's secret: a link cannot fake one.
-func (s *server) tell(w http.ResponseWriter, r *http.Request, done string, id int64) {
-	v := fmt.Sprintf("%s.%d", done, id)
+// tell leaves the next page a notice of what an action did to job id and
+// the state it left the job in, in a cookie signed with this handler's
+// secret: a link cannot fake one.
+func (s *server) tell(w http.ResponseWriter, r *http.Request, done string, id int64, state bq.JobState) {
+	v := fmt.Sprintf("%s.%d.%s", done, id, state)
 	s.setCookie(w, r, noticeCookie, v+"."+s.sign(v), 60)
 }
 
@@ -101,14 +104,22 @@ func (s *server) notice(w http.ResponseWriter, r *http.Request) string {
 	if i < 0 || !hmac.Equal([]byte(c.Value[i+1:]), []byte(s.sign(c.Value[:i]))) {
 		return ""
 	}
-	done, idText, _ := strings.Cut(c.Value[:i], ".")
-	id, err := strconv.ParseInt(idText, 10, 64)
+	parts := strings.SplitN(c.Value[:i], ".", 3)
+	if len(parts) != 3 {
+		return ""
+	}
+	done, state := parts[0], bq.JobState(parts[2])
+	id, err := strconv.ParseInt(parts[1], 10, 64)
 	if err != nil || (done != "retried" && done != "discarded") {
 		return ""
 	}
 	info, err := s.client.Job(r.Context(), id)
-	if err != nil {
-		return fmt.Sprintf("Job %d %s.", id, done)
+	switch {
+	case err != nil:
+		return fmt.Sprintf("Job %d %s: it became %s.", id, done, state)
+	case info.State != state:
+		// It moved on since (claimed, run, finished): say both.
+		return fmt.Sprintf("Job %d %s: it became %s, and is now %s.", id, done, state, info.State)
 	}
 	return fmt.Sprintf("Job %d %s: it is now %s.", id, done, info.State)
 }

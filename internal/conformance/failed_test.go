@@ -28,8 +28,8 @@ func testRetryFailed(t *testing.T, h *harness) {
 	enqueue(t, h, limit1Job, Args{Key: "rf"})
 	holder := claimOne(t, h, proc)
 
-	if err := h.client.RetryFailed(ctx, failed); err != nil {
-		t.Fatalf("retry: %v", err)
+	if got, err := h.client.RetryFailed(ctx, failed); err != nil || got != bq.StateBlocked {
+		t.Fatalf("retry: %q %v, want blocked", got, err)
 	}
 	if st := h.state(failed); st != bq.StateBlocked {
 		t.Fatalf("retried job of a full key is %s, want blocked", st)
@@ -53,19 +53,19 @@ func testRetryFailed(t *testing.T, h *harness) {
 	}
 
 	free := failedJob(t, h, limit1Job, "rf-free", proc)
-	if err := h.client.RetryFailed(ctx, free); err != nil {
-		t.Fatal(err)
+	if got, err := h.client.RetryFailed(ctx, free); err != nil || got != bq.StateReady {
+		t.Fatalf("retry of a free key: %q %v, want ready", got, err)
 	}
 	if st := h.state(free); st != bq.StateReady {
 		t.Errorf("retried job of a free key is %s, want ready", st)
 	}
 	h.checkSemaphores()
 
-	if err := h.client.RetryFailed(ctx, free); !errors.Is(err, bq.ErrJobNotFailed) {
-		t.Errorf("retry a ready job: %v, want ErrJobNotFailed", err)
+	if got, err := h.client.RetryFailed(ctx, free); !errors.Is(err, bq.ErrJobNotFailed) || got != "" {
+		t.Errorf("retry a ready job: %q %v, want no state and ErrJobNotFailed", got, err)
 	}
-	if err := h.client.RetryFailed(ctx, 1<<40); !errors.Is(err, bq.ErrJobNotFound) {
-		t.Errorf("retry a missing job: %v, want ErrJobNotFound", err)
+	if got, err := h.client.RetryFailed(ctx, 1<<40); !errors.Is(err, bq.ErrJobNotFound) || got != "" {
+		t.Errorf("retry a missing job: %q %v, want no state and ErrJobNotFound", got, err)
 	}
 }
 
@@ -75,8 +75,8 @@ func testRetryFailedDiscards(t *testing.T, h *harness) {
 	proc := registerProcess(t, h, time.Now())
 	failed := failedJob(t, h, discard1Job, "rd", proc)
 	enqueue(t, h, discard1Job, Args{Key: "rd"})
-	if err := h.client.RetryFailed(context.Background(), failed); err != nil {
-		t.Fatal(err)
+	if got, err := h.client.RetryFailed(context.Background(), failed); err != nil || got != bq.StateDiscarded {
+		t.Fatalf("retry: %q %v, want discarded", got, err)
 	}
 	if st := h.state(failed); st != bq.StateDiscarded {
 		t.Errorf("retried job of a full discarding key is %s, want discarded", st)
@@ -91,7 +91,10 @@ func testRetryFailedOnce(t *testing.T, h *harness) {
 	var wg sync.WaitGroup
 	errs := make(chan error, 4)
 	for range 4 {
-		wg.Go(func() { errs <- h.client.RetryFailed(context.Background(), failed) })
+		wg.Go(func() {
+			_, err := h.client.RetryFailed(context.Background(), failed)
+			errs <- err
+		})
 	}
 	wg.Wait()
 	close(errs)

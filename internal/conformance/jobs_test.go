@@ -24,8 +24,8 @@ type Args struct {
 	Key     string
 	Seq     int
 	SleepMS int
-	Mode    string // "", "fail-first", "fail", "permanent", "permanent-first", "panic", "wait-ctx", "ignore-ctx", "poll-ctx"
-	N       int    // for decode tests: the wrong type is written as a string
+	Mode    string // "", "fail-first", "fail", "permanent", "permanent-first", "panic", "wait-ctx", "ignore-ctx", "poll-ctx", "snooze-first", "snooze-zero"
+	N       int    // for decode tests: the wrong type is written as a string; for snooze-first, the delay in ms
 }
 
 func keyOf(a Args) string { return a.Key }
@@ -175,6 +175,18 @@ func act(ctx context.Context, a Args, meta bq.JobMeta) error {
 			runtime.Gosched()
 		}
 		return nil
+	case "snooze-first":
+		// The job's first run (in-process: the recorder has none of it
+		// yet) sleeps, then snoozes for N ms; later runs just sleep. A
+		// snooze spends no attempt, so meta.Attempt cannot tell them apart.
+		time.Sleep(time.Duration(a.SleepMS) * time.Millisecond)
+		r, _ := recorders.LoadOrStore(a.Test, &recorder{})
+		if !slices.ContainsFunc(r.(*recorder).all(), func(rn run) bool { return rn.JobID == meta.ID }) {
+			return bq.Snooze(time.Duration(a.N) * time.Millisecond)
+		}
+		return nil
+	case "snooze-zero":
+		return bq.Snooze(0)
 	case "fail-first":
 		if meta.Attempt == 1 {
 			return errors.New("first attempt fails")

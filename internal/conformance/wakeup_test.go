@@ -85,7 +85,7 @@ func testWakeupsFromEveryPath(t *testing.T, h *harness) {
 		{"RetryFailed", func(i int) (time.Time, int64, int) {
 			res := add(enqueue(t, h, wakeJob, Args{Mode: "permanent-first"}))
 			h.waitState(res.ID, bq.StateFailed)
-			if err := h.client.RetryFailed(ctx, res.ID); err != nil {
+			if _, err := h.client.RetryFailed(ctx, res.ID); err != nil {
 				t.Fatalf("retry: %v", err)
 			}
 			return time.Now(), res.ID, 2

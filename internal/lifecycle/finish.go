@@ -2,6 +2,7 @@ package lifecycle
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"time"
 
@@ -140,6 +141,28 @@ func Retry(ctx context.Context, ex Store, c *driver.Claim, msg string, at, now t
 	r.State = outcomes[0]
 	r.Promoted.Add(more)
 	return r, nil
+}
+
+// Snooze ends a run that asked to run again at `at`, later, without
+// counting the attempt or recording an error: the slot is released (and
+// handed to the next blocked job) and the job is scheduled, to be
+// admitted again when due like any scheduled job.
+func Snooze(ctx context.Context, ex Store, c *driver.Claim, at, now time.Time) (Result, error) {
+	if !at.After(now) {
+		return Result{}, fmt.Errorf("snooze job %d: due at %s, not after now (%s)", c.ID, at, now)
+	}
+	if ok, err := ex.DeleteClaim(ctx, c.ID, c.Fence); !ok || err != nil {
+		return Result{}, err
+	}
+	promoted, err := release(ctx, ex, c, now)
+	if err != nil {
+		return Result{}, err
+	}
+	row := driver.Execution{JobID: c.ID, Queue: c.Queue, Priority: c.Priority, At: at}
+	if err := ex.InsertExecutions(ctx, driver.Scheduled, []driver.Execution{row}); err != nil {
+		return Result{}, err
+	}
+	return Result{Matched: true, State: driver.StateScheduled, Promoted: promoted}, nil
 }
 
 // Fail records a last failed attempt and moves the job to failed.

@@ -207,3 +207,54 @@ func TestRetryFailedGoesThroughAdmission(t *testing.T) {
 		t.Fatal("a job retried twice by hand was admitted twice")
 	}
 }
+
+func TestSnoozeReleasesTheSlotWithoutSpendingTheAttempt(t *testing.T) {
+	s := memstore.New()
+	enqueue(t, s, job("k", 1, driver.Block, 0), job("k", 1, driver.Block, 0))
+	c := claim(t, s)
+	later := now.Add(time.Minute)
+	r, err := lifecycle.Snooze(ctx, s, c, later, now)
+	if err != nil || !r.Matched || r.State != driver.StateScheduled || r.Promoted.Jobs != 1 {
+		t.Fatalf("snooze: %+v %v, want scheduled, the blocked job promoted", r, err)
+	}
+	got := s.Jobs[c.ID]
+	if got.State != driver.StateScheduled || !got.ScheduledAt.Equal(later) || got.Attempt != 0 || got.LastError != "" {
+		t.Fatalf("snoozed job %s at %s attempt %d error %q, want scheduled at %s, attempt 0, no error",
+			got.State, got.ScheduledAt, got.Attempt, got.LastError, later)
+	}
+	honest(t, s, "k")
+	// A second end of the same claim changes nothing.
+	if r, _ := lifecycle.Snooze(ctx, s, c, later, now); r.Matched {
+		t.Fatal("a second snooze of one claim matched")
+	}
+	honest(t, s, "k")
+}
+
+func TestSnoozedJobIsAdmittedWhenDue(t *testing.T) {
+	s := memstore.New()
+	snoozer := job("k", 1, driver.Discard, 0)
+	enqueue(t, s, snoozer)
+	c := claim(t, s)
+	later := now.Add(time.Minute)
+	if _, err := lifecycle.Snooze(ctx, s, c, later, now); err != nil {
+		t.Fatal(err)
+	}
+	enqueue(t, s, job("k", 1, driver.Block, 0)) // takes the freed slot
+	_, outcomes, _, err := lifecycle.PromoteScheduled(ctx, s, 10, later)
+	if err != nil || len(outcomes) != 1 || outcomes[0] != driver.StateDiscarded {
+		t.Fatalf("due snoozed discard-on-conflict job beside a holder: %v %v, want discarded", outcomes, err)
+	}
+	honest(t, s, "k")
+}
+
+func TestSnoozeRefusesAPastTime(t *testing.T) {
+	s := memstore.New()
+	enqueue(t, s, job("k", 1, driver.Block, 0))
+	c := claim(t, s)
+	if _, err := lifecycle.Snooze(ctx, s, c, now, now); err == nil {
+		t.Fatal("a snooze due now was accepted")
+	}
+	if got := s.Jobs[c.ID].State; got != driver.StateRunning {
+		t.Fatalf("job %s after a refused snooze, want still running", got)
+	}
+}

@@ -30,6 +30,7 @@ const (
 	Failed      = "bq.jobs.failed"
 	Retried     = "bq.jobs.retried"
 	Reaped      = "bq.jobs.reaped"
+	Snoozed     = "bq.jobs.snoozed"
 	QueueWait   = "bq.job.queue_wait"
 	RunDuration = "bq.job.run_duration"
 
@@ -87,6 +88,7 @@ type Instruments struct {
 	meter                                  metric.Meter
 	enqueued, blocked, discarded, promoted metric.Int64Counter
 	completed, failed, retried, reaped     metric.Int64Counter
+	snoozed                                metric.Int64Counter
 	queueWait, runDuration                 metric.Float64Histogram
 }
 
@@ -113,6 +115,7 @@ func New(mp metric.MeterProvider) (*Instruments, error) {
 	m.failed = counter(Failed, "Jobs moved to failed: attempts spent or a permanent error.")
 	m.retried = counter(Retried, "Failed attempts that will run again, and failed jobs retried by hand.")
 	m.reaped = counter(Reaped, "Claims of lost processes returned to ready or failed by the dispatcher.")
+	m.snoozed = counter(Snoozed, "Runs that ended with bq.Snooze: rescheduled, their attempt not spent.")
 	m.queueWait = histogram(QueueWait, "Time from a job's due time to its first claim.")
 	m.runDuration = histogram(RunDuration, "Time one run of a job took.")
 	if err := errors.Join(errs...); err != nil {
@@ -154,8 +157,8 @@ func (m *Instruments) PromotedBlocked(ctx context.Context, key string, n int) {
 		attribute.String("from", "blocked"), attribute.String("group", driver.GroupOf(key))))
 }
 
-// Ran records one run's duration and how it ended: completed, retried,
-// failed, or returned (cut short by shutdown).
+// Ran records one run's duration and how it ended: completed, snoozed,
+// retried, failed, or returned (cut short by shutdown).
 func (m *Instruments) Ran(ctx context.Context, j Job, seconds float64, outcome string) {
 	m.runDuration.Record(ctx, seconds, j.attrs(attribute.String("outcome", outcome)))
 }
@@ -179,6 +182,11 @@ func (m *Instruments) Finished(ctx context.Context, j Job, state driver.JobState
 		m.retried.Add(ctx, 1, j.attrs())
 		m.Admitted(ctx, j, state)
 	}
+}
+
+// Snoozed counts a run that ended with bq.Snooze.
+func (m *Instruments) Snoozed(ctx context.Context, j Job) {
+	m.snoozed.Add(ctx, 1, j.attrs())
 }
 
 // RetriedByHand counts a failed job retried by hand and its admission.
