@@ -159,7 +159,7 @@ func Snooze(ctx context.Context, ex Store, c *driver.Claim, at, now time.Time) (
 		return Result{}, err
 	}
 	row := driver.Execution{JobID: c.ID, Queue: c.Queue, Priority: c.Priority, At: at}
-	if err := ex.InsertExecutions(ctx, driver.Scheduled, []driver.Execution{row}); err != nil {
+	if err := ex.InsertExecutions(ctx, driver.StateScheduled, []driver.Execution{row}); err != nil {
 		return Result{}, err
 	}
 	return Result{Matched: true, State: driver.StateScheduled, Promoted: promoted}, nil
