@@ -101,6 +101,9 @@ func (s *server) notice(w http.ResponseWriter, r *http.Request) string {
 	if i < 0 || !hmac.Equal([]byte(c.Value[i+1:]), []byte(s.sign(c.Value[:i]))) {
 		return ""
 	}
+	if queue, ok := strings.CutPrefix(c.Value[:i], queueNotice); ok {
+		return queueSaid(queue)
+	}
 	done, idText, _ := strings.Cut(c.Value[:i], ".")
 	id, err := strconv.ParseInt(idText, 10, 64)
 	if err != nil || (done != "retried" && done != "discarded") {
