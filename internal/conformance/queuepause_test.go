@@ -147,6 +147,18 @@ func testQueuePauseSharedKey(t *testing.T, h *harness) {
 		t.Errorf("the waiter is %s while the holder's queue is paused, want blocked", s)
 	}
 	h.checkSemaphores()
+	// Explain says why each waits: the pause, and the holder the pause keeps.
+	for id, want := range map[int64]string{
+		holder.ID: `in queue "default", which is paused`,
+		waiter.ID: `Queue "default", where 1 ready holder waits, is paused: it keeps its slot until the queue is resumed.`,
+	} {
+		if ex, err := h.client.Explain(ctx, id); err != nil || !strings.Contains(ex.Summary, want) {
+			t.Errorf("Explain(%d) = %v: want a summary containing %q", id, err, want)
+			if ex != nil {
+				t.Logf("summary: %s", ex.Summary)
+			}
+		}
+	}
 
 	if err := h.client.ResumeQueue(ctx, "default"); err != nil {
 		t.Fatal(err)
