@@ -40,22 +40,27 @@ func testQueuePauseAcrossProcesses(t *testing.T, h *harness) {
 	if err := h.client.PauseQueue(ctx, "pq"); err != nil {
 		t.Fatal(err)
 	}
-	var ids []int64
+	var ids, keyed []int64
 	for i := range 6 {
 		// Each enqueue wakes the workers: they claim, and find the queue paused.
 		ids = append(ids, enqueue(t, h, unkeyedJob, Args{Seq: i + 1, SleepMS: 50}, q).ID)
+	}
+	// A key of limit 1: the first takes the slot and waits ready, the rest blocked.
+	for i := range 4 {
+		keyed = append(keyed, enqueue(t, h, limit1Job, Args{Key: "pk", Seq: i, SleepMS: 50}, q).ID)
 	}
 	time.Sleep(time.Second)
 	if n := h.count(`SELECT count(*) FROM test_runs`); n != 1 {
 		t.Fatalf("%d runs while the queue was paused: want only the one before the pause", n-1)
 	}
-	if n := h.count(`SELECT count(*) FROM bq_ready_executions`); n != len(ids) {
-		t.Errorf("%d jobs ready while paused, want the %d enqueued", n, len(ids))
+	if n := h.count(`SELECT count(*) FROM bq_ready_executions`); n != len(ids)+1 {
+		t.Errorf("%d jobs ready while paused, want the %d unkeyed and the key's holder", n, len(ids))
 	}
 	stats, err := h.client.QueueStats(ctx)
-	if err != nil || len(stats) != 1 || !stats[0].Paused || stats[0].Ready != len(ids) {
-		t.Errorf("QueueStats = %+v, %v: want pq paused with %d ready", stats, err, len(ids))
+	if err != nil || len(stats) != 1 || !stats[0].Paused || stats[0].Ready != len(ids)+1 || stats[0].Blocked != len(keyed)-1 {
+		t.Errorf("QueueStats = %+v, %v: want pq paused with %d ready and %d blocked", stats, err, len(ids)+1, len(keyed)-1)
 	}
+	h.checkSemaphores()
 
 	resumed := time.Now()
 	if err := h.client.ResumeQueue(ctx, "pq"); err != nil {
@@ -71,14 +76,18 @@ func testQueuePauseAcrossProcesses(t *testing.T, h *harness) {
 			t.Errorf("job %d started %s after the resume: want the workers woken at once", id, took)
 		}
 	}
-	for _, id := range ids {
+	for _, id := range append(ids, keyed...) {
 		h.waitState(id, bq.StateCompleted)
 	}
 	stop()
 	stop = func() {}
-	if n := h.count(`SELECT count(*) FROM test_runs`); n != len(ids)+1 {
-		t.Errorf("%d runs, want %d: each job once", n, len(ids)+1)
+	if n, want := h.count(`SELECT count(*) FROM test_runs`), len(ids)+len(keyed)+1; n != want {
+		t.Errorf("%d runs, want %d: each job once", n, want)
 	}
+	if n := maxOverlap(h.dbRuns(t))["pk"]; n > 1 {
+		t.Errorf("key pk (limit 1) ran %d jobs at once across the two processes", n)
+	}
+	h.checkSemaphores()
 }
 
 // testQueuePauseClaimPaths: the engine's claim rule takes nothing from a
