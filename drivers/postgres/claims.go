@@ -44,9 +44,9 @@ func (e *executor) HasReady(ctx context.Context, queue string) (bool, error) {
 // QueueGate locks the policy row only inside a transaction: outside one
 // (the pool) a lock would end with its statement.
 func (e *executor) QueueGate(ctx context.Context, queue string) (driver.Gate, error) {
-	query := e.q.lockPolicyCap
+	query := e.q.lockQueueGate
 	if _, pool := e.db.(*pgxpool.Pool); pool {
-		query = e.q.policyCap
+		query = e.q.queueGate
 	}
 	var g driver.Gate
 	if err := e.db.QueryRow(ctx, query, queue).Scan(&g.MaxActive, &g.Paused); err != nil {

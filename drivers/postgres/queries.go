@@ -20,7 +20,7 @@ type queries struct {
 
 	getJob, countByQueue, schemaVersion string
 
-	claimUncapped, policyCap, lockPolicyCap, countClaimed, hasReady                  string
+	claimUncapped, queueGate, lockQueueGate, countClaimed, hasReady                  string
 	lockPolicies, insertPolicy, updatePolicy, deletePolicy, listPolicies, policyKeys string
 	setKeyLimit, deleteKeyLimit, latestJobLimit                                      string
 	pauseQueue, resumeQueue, pausedQueues                                            string
@@ -117,9 +117,9 @@ SELECT * FROM unnest($1::bigint[], $2::text[], $3::int[], $4::text[], $5::timest
 		AND NOT EXISTS (SELECT 1 FROM {p}policies WHERE queue = $1 AND max_active > 0)
 		AND NOT EXISTS (SELECT 1 FROM {p}paused_queues WHERE queue = $1)`)),
 		claimReady: p(claimFrom("")),
-		policyCap:  p(`SELECT coalesce(max(max_active), 0), ` + isPaused + ` FROM {p}policies WHERE queue = $1`),
+		queueGate:  p(`SELECT coalesce(max(max_active), 0), ` + isPaused + ` FROM {p}policies WHERE queue = $1`),
 		// No row, no cap: coalesce(max()) reads 0 rather than no rows.
-		lockPolicyCap: p(`SELECT coalesce(max(max_active), 0), ` + isPaused + `
+		lockQueueGate: p(`SELECT coalesce(max(max_active), 0), ` + isPaused + `
 FROM (SELECT max_active FROM {p}policies WHERE queue = $1 FOR UPDATE) p`),
 		hasReady:     p(`SELECT EXISTS (SELECT 1 FROM {p}ready_executions WHERE queue = $1)`),
 		countClaimed: p(`SELECT count(*) FROM {p}claimed_executions WHERE queue = $1`),
