@@ -77,10 +77,15 @@ func (c *Client) explain(ctx context.Context, info *JobInfo) (*Explanation, erro
 	}
 	now := c.cfg.Now()
 	var procs []driver.Process
+	var paused map[string]bool
 	switch info.State {
 	case StateReady, StateBlocked, StateScheduled, StateRunning:
-		// Who would move the job on: its queue's workers, a dispatcher.
+		// Who would move the job on: its queue's workers, a dispatcher;
+		// what holds them back: a paused queue.
 		if procs, err = ex.ListProcesses(ctx); err != nil {
+			return nil, err
+		}
+		if paused, err = pausedSet(ctx, ex); err != nil {
 			return nil, err
 		}
 	}
@@ -97,11 +102,14 @@ func (c *Client) explain(ctx context.Context, info *JobInfo) (*Explanation, erro
 		// ahead is MaxCountedAhead+1 at most: "more than MaxCountedAhead".
 		e.Position = min(ahead, MaxCountedAhead) + 1
 		e.PositionAtLeast = ahead > MaxCountedAhead
-		e.Summary = c.blockedSummary(e.Key, ahead, procs, now)
+		e.Summary = c.blockedSummary(e.Key, ahead, procs, paused, now)
 	case StateReady:
 		e.Since = x.ReadySince
 		e.Summary = fmt.Sprintf("Ready since %s: waiting for a worker of queue %q.", when(e.Since, now), info.Queue)
-		if !c.worksQueue(procs, info.Queue, now) {
+		if paused[info.Queue] {
+			e.Summary = fmt.Sprintf("Ready since %s, in queue %q, which is paused: no process claims its jobs until it is resumed (client.ResumeQueue or `bq queue resume`).",
+				when(e.Since, now), info.Queue)
+		} else if !c.worksQueue(procs, info.Queue, now) {
 			e.Summary += fmt.Sprintf(" No live process works queue %q: start a worker that does.", info.Queue)
 		}
 	case StateRunning:
@@ -145,7 +153,7 @@ func (c *Client) explain(ctx context.Context, info *JobInfo) (*Explanation, erro
 const noDispatcher = " No live dispatcher is registered: start one (client.Run or `bq dispatcher`), or nothing will promote it."
 
 // blockedSummary says what would release a blocked job.
-func (c *Client) blockedSummary(k *KeyState, ahead int, procs []driver.Process, now time.Time) string {
+func (c *Client) blockedSummary(k *KeyState, ahead int, procs []driver.Process, paused map[string]bool, now time.Time) string {
 	line := "it is next in line"
 	switch {
 	case ahead > MaxCountedAhead:
@@ -213,7 +221,14 @@ func (c *Client) blockedSummary(k *KeyState, ahead int, procs []driver.Process, 
 			count(running+ready, "holder"), k.Key, k.Limit, running, ready, line)
 	}
 	for _, q := range queues {
-		if !c.worksQueue(procs, q, now) {
+		switch {
+		case paused[q]:
+			keep := "they keep their slots"
+			if readyIn[q] == 1 {
+				keep = "it keeps its slot"
+			}
+			s += fmt.Sprintf(" Queue %q, where %s, is paused: %s until the queue is resumed.", q, waits(readyIn[q]), keep)
+		case !c.worksQueue(procs, q, now):
 			s += fmt.Sprintf(" No live process works queue %q, where %s: start a worker that does.", q, waits(readyIn[q]))
 		}
 	}

@@ -53,6 +53,8 @@ type QueueHealth struct {
 	// OldestReadyAge is how long the oldest ready job has waited for a
 	// worker since it became ready; 0 with none ready.
 	OldestReadyAge time.Duration `json:"oldest_ready_age_ns"`
+	// Paused: PauseQueue stopped its claims; its ready jobs wait.
+	Paused bool `json:"paused,omitzero"`
 }
 
 // GroupHealth sums one limit group's keys. A group is the part of a full
@@ -121,7 +123,7 @@ func (c *Client) health(ctx context.Context, top int) (*Health, error) {
 	ex := c.drv.Exec()
 	now := c.cfg.Now()
 	h := &Health{At: now, Queues: []QueueHealth{}, Groups: []GroupHealth{}, TopKeys: []KeyHealth{}, Processes: []ProcessHealth{}}
-	counts, err := ex.CountByQueue(ctx)
+	counts, paused, err := queueCounts(ctx, ex)
 	if err != nil {
 		return nil, err
 	}
@@ -135,7 +137,7 @@ func (c *Client) health(ctx context.Context, top int) (*Health, error) {
 	}
 	for _, q := range counts {
 		qh := QueueHealth{Queue: q.Queue, Ready: q.Ready, Running: q.Running, Scheduled: q.Scheduled,
-			Blocked: q.Blocked, Failed: q.Failed}
+			Blocked: q.Blocked, Failed: q.Failed, Paused: paused[q.Queue]}
 		if t, ok := oldest[q.Queue]; ok && q.Ready > 0 {
 			qh.OldestReadyAge = max(now.Sub(t), 0)
 		}

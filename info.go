@@ -5,7 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
+
+	"github.com/bqueue/bq/internal/driver"
 )
 
 // JobState is where a job is. Live states are read from which execution
@@ -78,18 +82,45 @@ type QueueStats struct {
 	Scheduled int    `json:"scheduled"`
 	Blocked   int    `json:"blocked"`
 	Failed    int    `json:"failed"`
+	// Paused: PauseQueue stopped its claims.
+	Paused bool `json:"paused,omitzero"`
 }
 
 // QueueStats returns per-queue counts of ready, running, scheduled,
-// blocked and failed jobs.
+// blocked and failed jobs, and which queues are paused. A paused queue
+// with no live jobs is listed too, with zero counts.
 func (c *Client) QueueStats(ctx context.Context) ([]QueueStats, error) {
-	counts, err := c.drv.Exec().CountByQueue(ctx)
+	counts, paused, err := queueCounts(ctx, c.drv.Exec())
 	if err != nil {
 		return nil, c.explainErr(ctx, err)
 	}
 	out := make([]QueueStats, len(counts))
 	for i, q := range counts {
-		out[i] = QueueStats(q)
+		out[i] = QueueStats{Queue: q.Queue, Ready: q.Ready, Running: q.Running, Scheduled: q.Scheduled,
+			Blocked: q.Blocked, Failed: q.Failed, Paused: paused[q.Queue]}
 	}
 	return out, nil
+}
+
+// queueCounts counts every queue's jobs, with a zero row for each paused
+// queue that has none, in queue order, and the set of paused queues.
+func queueCounts(ctx context.Context, ex driver.Executor) ([]driver.QueueCounts, map[string]bool, error) {
+	counts, err := ex.CountByQueue(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	paused, err := pausedSet(ctx, ex)
+	if err != nil {
+		return nil, nil, err
+	}
+	n := len(counts)
+	for q := range paused {
+		if !slices.ContainsFunc(counts, func(c driver.QueueCounts) bool { return c.Queue == q }) {
+			counts = append(counts, driver.QueueCounts{Queue: q})
+		}
+	}
+	if len(counts) > n {
+		slices.SortFunc(counts, func(a, b driver.QueueCounts) int { return strings.Compare(a.Queue, b.Queue) })
+	}
+	return counts, paused, nil
 }

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -349,5 +350,32 @@ func TestSparkline(t *testing.T) {
 		if got := sparkline(c.values, c.known, c.top); got != c.want {
 			t.Errorf("sparkline(%v, %v, %d) = %q, want %q", c.values, c.known, c.top, got, c.want)
 		}
+	}
+}
+
+func TestQueueCommand(t *testing.T) {
+	dsn, _ := inspectDB(t)
+	for range 2 { // pausing twice changes nothing more
+		if text, err := runCmd(runQueue, "pause", "--dsn", dsn, "cli"); err != nil || !strings.Contains(text, "queue cli paused") {
+			t.Fatalf("bq queue pause: %q, %v", text, err)
+		}
+	}
+	text, err := runCmd(runStatus, "--dsn", dsn)
+	if err != nil || !strings.Contains(text, "OLDEST READY  PAUSED") || !regexp.MustCompile(`cli +1 +0 +0 +2 +0 +\S+ +yes`).MatchString(text) {
+		t.Errorf("bq status after a pause: %v\n%s", err, text)
+	}
+	if text, err := runCmd(runQueue, "resume", "--dsn", dsn, "cli"); err != nil || !strings.Contains(text, "queue cli resumed") {
+		t.Fatalf("bq queue resume: %q, %v", text, err)
+	}
+	if text, err := runCmd(runStatus, "--dsn", dsn, "--json"); err != nil || strings.Contains(text, `"paused"`) {
+		t.Errorf("bq status --json after the resume still shows a pause: %v\n%s", err, text)
+	}
+	for _, args := range [][]string{{"pause"}, {"stop", "cli"}, {"pause", "cli", "more"}} {
+		if _, err := runCmd(runQueue, append(args, "--dsn", dsn)...); !errors.Is(err, errUsage) {
+			t.Errorf("bq queue %v: %v, want a usage error", args, err)
+		}
+	}
+	if _, err := runCmd(runQueue, "pause", "--dsn", dsn, "bad name"); err == nil || !strings.Contains(err.Error(), "queue name") {
+		t.Errorf("bq queue pause 'bad name': %v, want the queue name rule", err)
 	}
 }

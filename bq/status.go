@@ -14,9 +14,9 @@ import (
 // blocked keys and the processes.
 func runStatus(ctx context.Context, e *env, args []string) error {
 	f := newFlagSet(e, "status", "status --dsn DSN [--prefix bq_] [--json | --watch] [--top 10]",
-		`Shows each queue's ready, running, scheduled, blocked and failed jobs, the
-limit groups and their saturated keys, the most blocked keys, and the
-registered processes. With --watch it redraws them every 2s until Ctrl-C,
+		`Shows each queue's ready, running, scheduled, blocked and failed jobs and
+whether it is paused, the limit groups and their saturated keys, the most
+blocked keys, and the registered processes. With --watch it redraws them every 2s until Ctrl-C,
 with the last hour's history as sparklines: runs completed and failed,
 jobs by state, and the blocked jobs of the most blocked keys.`)
 	var db dbFlags
@@ -64,15 +64,15 @@ func printHealth(w io.Writer, h *bq.Health) error {
 
 	fmt.Fprintln(tw, "QUEUES")
 	if len(h.Queues) == 0 {
-		fmt.Fprintln(tw, "  no live jobs")
+		fmt.Fprintln(tw, "  no live jobs, no paused queue")
 	} else {
-		fmt.Fprintln(tw, "QUEUE\tREADY\tRUNNING\tSCHEDULED\tBLOCKED\tFAILED\tOLDEST READY")
+		fmt.Fprintln(tw, "QUEUE\tREADY\tRUNNING\tSCHEDULED\tBLOCKED\tFAILED\tOLDEST READY\tPAUSED")
 		for _, q := range h.Queues {
 			oldest := "-"
 			if q.Ready > 0 {
 				oldest = age(q.OldestReadyAge)
 			}
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%s\n", term(q.Queue), q.Ready, q.Running, q.Scheduled, q.Blocked, q.Failed, oldest)
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\n", term(q.Queue), q.Ready, q.Running, q.Scheduled, q.Blocked, q.Failed, oldest, yesNo(q.Paused))
 		}
 	}
 

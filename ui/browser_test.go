@@ -122,6 +122,23 @@ func browse(t *testing.T, b *session, f *fixture, token string) {
 		t.Fatalf("the overview did not refresh to 4 blocked jobs: %v", err)
 	}
 
+	// The queue row's button pauses the queue in every process, and resumes it.
+	b.run("pause queue mail", chromedp.Click(chromedp.CSS(`button[data-pause="mail"]`)),
+		chromedp.WaitVisible(chromedp.CSS(".notice")))
+	b.wantContains(".notice", "Queue mail paused")
+	b.wantText(`tr[data-queue="mail"] .state.paused`, "paused")
+	if ps, err := f.client.PausedQueues(context.Background()); err != nil || len(ps) != 1 || ps[0].Queue != "mail" {
+		t.Errorf("after the pause button, PausedQueues = %+v, %v; want mail", ps, err)
+	}
+	// The pause's notice is still shown: wait for the resume's page.
+	b.run("resume queue mail", chromedp.Click(chromedp.CSS(`button[data-resume="mail"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`button[data-pause="mail"]`)))
+	b.wantContains(".notice", "Queue mail resumed")
+	b.wantCount(`tr[data-queue="mail"] .state.paused`, 0)
+	if ps, err := f.client.PausedQueues(context.Background()); err != nil || len(ps) != 0 {
+		t.Errorf("after the resume button, PausedQueues = %+v, %v; want none", ps, err)
+	}
+
 	b.open("/blocked", "#keys")
 	b.wantText(`tr[data-key="ui.export/acme"] td.holders`, "2")
 	b.wantText(`tr[data-key="ui.export/acme"] td.blocked`, "4")

@@ -48,7 +48,7 @@ func (s *server) overview(w http.ResponseWriter, r *http.Request) {
 	for _, g := range h.Groups {
 		d.Saturated += g.Saturated
 	}
-	s.render(w, r, http.StatusOK, "overview", view{Title: "Overview", Nav: "overview",
+	s.render(w, r, http.StatusOK, "overview", view{Title: "Overview", Nav: "overview", Notice: s.notice(w, r),
 		Refresh: int(s.opts.Refresh.Seconds() + 0.5), Data: d})
 }
 
@@ -207,11 +207,7 @@ func (s *server) act(w http.ResponseWriter, r *http.Request, done string, action
 		s.notFound(w, r)
 		return
 	}
-	if !parseForm(w, r) {
-		return
-	}
-	if !s.csrfOK(r) {
-		http.Error(w, "the form's security token is missing or stale: reload the page and try again", http.StatusForbidden)
+	if !s.formOK(w, r) {
 		return
 	}
 	state, err := action(r.Context(), id)

@@ -31,6 +31,10 @@ var funcs = template.FuncMap{
 	"sub":       func(a, b int) int { return a - b },
 	// withBase hands a template both the mount path and its data.
 	"withBase": func(base string, data any) map[string]any { return map[string]any{"Base": base, "Data": data} },
+	// withCSRF hands a form's template the mount path, the form token and its data.
+	"withCSRF": func(base, csrf string, data any) map[string]any {
+		return map[string]any{"Base": base, "CSRF": csrf, "Data": data}
+	},
 	// actionData is what the retry and discard forms need.
 	"actionData": func(base, csrf string, id int64, next string) map[string]any {
 		return map[string]any{"Base": base, "CSRF": csrf, "ID": id, "Next": next}

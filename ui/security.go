@@ -95,3 +95,16 @@ func parseForm(w http.ResponseWriter, r *http.Request) bool {
 func (s *server) csrfOK(r *http.Request) bool {
 	return subtle.ConstantTimeCompare([]byte(r.PostFormValue("csrf")), []byte(s.csrf)) == 1
 }
+
+// formOK parses an action's form and checks its security token, answering
+// the request itself when either fails.
+func (s *server) formOK(w http.ResponseWriter, r *http.Request) bool {
+	if !parseForm(w, r) {
+		return false
+	}
+	if !s.csrfOK(r) {
+		http.Error(w, "the form's security token is missing or stale: reload the page and try again", http.StatusForbidden)
+		return false
+	}
+	return true
+}

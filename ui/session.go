@@ -104,6 +104,9 @@ func (s *server) notice(w http.ResponseWriter, r *http.Request) string {
 	if i < 0 || !hmac.Equal([]byte(c.Value[i+1:]), []byte(s.sign(c.Value[:i]))) {
 		return ""
 	}
+	if queue, ok := strings.CutPrefix(c.Value[:i], queueNotice); ok {
+		return queueSaid(queue)
+	}
 	parts := strings.SplitN(c.Value[:i], ".", 3)
 	if len(parts) != 3 {
 		return ""

@@ -25,7 +25,8 @@ func claims(ctx context.Context, db dbtx, withClaimedAt bool, now time.Time, que
 }
 
 // ClaimUncapped is the one-statement claim: it leaves queues with a
-// MaxActive alone, so uncapped queues pay one index probe for the feature.
+// MaxActive or a pause alone, so uncapped queues pay two index probes
+// for those features.
 func (e *executor) ClaimUncapped(ctx context.Context, p driver.ClaimParams) ([]*driver.Claim, error) {
 	return claims(ctx, e.db, false, p.Now, e.q.claimUncapped, p.Queue, p.Max, p.ProcessID, p.Now)
 }
@@ -40,18 +41,18 @@ func (e *executor) HasReady(ctx context.Context, queue string) (bool, error) {
 	return any, err
 }
 
-// QueueCap locks the policy row only inside a transaction: outside one
+// QueueGate locks the policy row only inside a transaction: outside one
 // (the pool) a lock would end with its statement.
-func (e *executor) QueueCap(ctx context.Context, queue string) (int, error) {
-	query := e.q.lockPolicyCap
+func (e *executor) QueueGate(ctx context.Context, queue string) (driver.Gate, error) {
+	query := e.q.lockQueueGate
 	if _, pool := e.db.(*pgxpool.Pool); pool {
-		query = e.q.policyCap
+		query = e.q.queueGate
 	}
-	var limit int
-	if err := e.db.QueryRow(ctx, query, queue).Scan(&limit); err != nil {
-		return 0, fmt.Errorf("read the cap of queue %q: %w", queue, err)
+	var g driver.Gate
+	if err := e.db.QueryRow(ctx, query, queue).Scan(&g.MaxActive, &g.Paused); err != nil {
+		return g, fmt.Errorf("read the cap and pause of queue %q: %w", queue, err)
 	}
-	return limit, nil
+	return g, nil
 }
 
 func (e *executor) CountClaimed(ctx context.Context, queue string) (int, error) {

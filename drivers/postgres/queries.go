@@ -20,9 +20,10 @@ type queries struct {
 
 	getJob, countByQueue, schemaVersion string
 
-	claimUncapped, policyCap, lockPolicyCap, countClaimed, hasReady                  string
+	claimUncapped, queueGate, lockQueueGate, countClaimed, hasReady                  string
 	lockPolicies, insertPolicy, updatePolicy, deletePolicy, listPolicies, policyKeys string
 	setKeyLimit, deleteKeyLimit, latestJobLimit                                      string
+	pauseQueue, resumeQueue, pausedQueues                                            string
 
 	readyAges, groupStats, topBlockedKeys, readSem, keyHolders string
 	blockedAhead, blockedLine, jobExecution, listFailed        string
@@ -54,6 +55,9 @@ SELECT ` + jobColumns + `, c.fence
 FROM claimed c JOIN {p}jobs j ON j.id = c.job_id
 ORDER BY j.priority DESC, j.id`
 }
+
+// isPaused reads whether queue $1 is paused.
+const isPaused = `EXISTS (SELECT 1 FROM {p}paused_queues WHERE queue = $1)`
 
 // deadFor is the condition that process p (the row, aliased p) is dead at
 // $1 after a silence of silenceMS: it has been silent that long, and
@@ -107,16 +111,19 @@ SELECT * FROM unnest($1::bigint[], $2::text[], $3::int[], $4::timestamptz[])`),
 SELECT * FROM unnest($1::bigint[], $2::text[], $3::int[], $4::text[], $5::timestamptz[])`),
 
 		// Queues with a MaxActive policy are claimed by lifecycle.Claim's
-		// transaction; this one-statement claim leaves them alone.
+		// transaction; this one-statement claim leaves them alone, and
+		// paused queues too (lifecycle.Claim then reads their gate).
 		claimUncapped: p(claimFrom(`
-		AND NOT EXISTS (SELECT 1 FROM {p}policies WHERE queue = $1 AND max_active > 0)`)),
+		AND NOT EXISTS (SELECT 1 FROM {p}policies WHERE queue = $1 AND max_active > 0)
+		AND NOT EXISTS (SELECT 1 FROM {p}paused_queues WHERE queue = $1)`)),
 		claimReady: p(claimFrom("")),
-		policyCap:  p(`SELECT coalesce(max(max_active), 0) FROM {p}policies WHERE queue = $1`),
+		queueGate:  p(`SELECT coalesce(max(max_active), 0), ` + isPaused + ` FROM {p}policies WHERE queue = $1`),
 		// No row, no cap: coalesce(max()) reads 0 rather than no rows.
-		lockPolicyCap: p(`SELECT coalesce(max(max_active), 0) FROM (SELECT max_active FROM {p}policies WHERE queue = $1 FOR UPDATE) p`),
-		hasReady:      p(`SELECT EXISTS (SELECT 1 FROM {p}ready_executions WHERE queue = $1)`),
-		countClaimed:  p(`SELECT count(*) FROM {p}claimed_executions WHERE queue = $1`),
-		deleteClaim:   p(`DELETE FROM {p}claimed_executions WHERE job_id = $1 AND fence = $2`),
+		lockQueueGate: p(`SELECT coalesce(max(max_active), 0), ` + isPaused + `
+FROM (SELECT max_active FROM {p}policies WHERE queue = $1 FOR UPDATE) p`),
+		hasReady:     p(`SELECT EXISTS (SELECT 1 FROM {p}ready_executions WHERE queue = $1)`),
+		countClaimed: p(`SELECT count(*) FROM {p}claimed_executions WHERE queue = $1`),
+		deleteClaim:  p(`DELETE FROM {p}claimed_executions WHERE job_id = $1 AND fence = $2`),
 		// One statement ends a batch of runs: only claims whose fence
 		// still matches are deleted, and only their jobs finish.
 		completeClaims: p(`
@@ -298,6 +305,9 @@ WHERE namespace = $1 OR queue = ANY($2::text[]) ORDER BY queue FOR UPDATE`),
 		updatePolicy: p(`UPDATE {p}policies SET max_active = $2, max_active_per_key = $3, max_blocked = $4,
 	updated_at = $5 WHERE queue = $1`),
 		deletePolicy: p(`DELETE FROM {p}policies WHERE queue = $1`),
+		pauseQueue:   p(`INSERT INTO {p}paused_queues (queue, paused_at) VALUES ($1, $2) ON CONFLICT (queue) DO NOTHING`),
+		resumeQueue:  p(`DELETE FROM {p}paused_queues WHERE queue = $1`),
+		pausedQueues: p(`SELECT queue, paused_at FROM {p}paused_queues ORDER BY queue`),
 		listPolicies: p(`SELECT ` + policyColumns + ` FROM {p}policies ORDER BY queue`),
 		policyKeys: p(`SELECT DISTINCT concurrency_key FROM {p}jobs WHERE queue = $1 AND concurrency_limit = 0
 AND concurrency_key IS NOT NULL AND finished_at IS NULL ORDER BY 1`),

@@ -199,6 +199,19 @@ type Policy struct {
 	UpdatedAt       time.Time
 }
 
+// Gate is what decides whether and how much a claim of a queue may take:
+// a paused queue claims nothing; a MaxActive above 0 caps its claimed jobs.
+type Gate struct {
+	MaxActive int
+	Paused    bool
+}
+
+// PausedQueue is a queue PauseQueue stopped: it claims nothing until resumed.
+type PausedQueue struct {
+	Queue    string
+	PausedAt time.Time
+}
+
 // ClaimParams asks for up to Max ready jobs of Queue.
 type ClaimParams struct {
 	Queue     string
@@ -301,6 +314,7 @@ type Executor interface {
 	SemaphoreStore
 	Maintenance
 	PolicyStore
+	PauseStore
 	ProcessStore
 	Inspector
 }
@@ -335,11 +349,12 @@ type ClaimStore interface {
 	// HasReady reports whether queue has ready jobs: a claimer looks
 	// before it takes any lock, since most idle polls find nothing.
 	HasReady(ctx context.Context, queue string) (bool, error)
-	// QueueCap returns queue's MaxActive, 0 when it has none. Inside a
-	// transaction it locks the queue's policy row until the transaction
-	// ends, so claimers of a capped queue take turns and each counts the
-	// claims of those before it; outside one it only reads.
-	QueueCap(ctx context.Context, queue string) (int, error)
+	// QueueGate reads what the claim rule needs of queue: its MaxActive
+	// (0 when it has none) and whether it is paused. Inside a transaction
+	// it locks the queue's policy row until the transaction ends, so
+	// claimers of a capped queue take turns and each counts the claims of
+	// those before it; outside one it only reads.
+	QueueGate(ctx context.Context, queue string) (Gate, error)
 	// CountClaimed counts the claimed jobs of queue.
 	CountClaimed(ctx context.Context, queue string) (int, error)
 	// ClaimReady moves up to p.Max ready jobs of p.Queue to claimed, in
@@ -433,6 +448,18 @@ type PolicyStore interface {
 	LatestJobLimit(ctx context.Context, key string) (l Limit, queue string, ok bool, err error)
 }
 
+// PauseStore keeps the paused queues, which claim nothing in any process
+// (lifecycle.Claim reads them through QueueGate).
+type PauseStore interface {
+	// PauseQueue marks queue paused at now; false when it already was
+	// (its first paused_at is kept).
+	PauseQueue(ctx context.Context, queue string, now time.Time) (bool, error)
+	// ResumeQueue removes queue's pause; false when it was not paused.
+	ResumeQueue(ctx context.Context, queue string) (bool, error)
+	// PausedQueues returns the paused queues, ordered by queue.
+	PausedQueues(ctx context.Context) ([]PausedQueue, error)
+}
+
 // ProcessStore keeps the process rows heartbeats prove alive.
 type ProcessStore interface {
 	// RegisterProcess inserts p and returns its ID.
@@ -513,8 +540,8 @@ type BatchReleaser interface {
 // MaxActive in one statement, outside any transaction (PostgreSQL's
 // CTE): uncapped queues, the common case, pay no BEGIN and COMMIT.
 type OneStatementClaimer interface {
-	// ClaimUncapped claims like ClaimReady when queue has no MaxActive,
-	// and claims nothing when it has one.
+	// ClaimUncapped claims like ClaimReady when queue has no MaxActive
+	// and is not paused, and claims nothing otherwise.
 	ClaimUncapped(ctx context.Context, p ClaimParams) ([]*Claim, error)
 }
 

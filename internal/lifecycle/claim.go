@@ -8,7 +8,8 @@ import (
 )
 
 // Claim takes up to p.Max ready jobs of p.Queue for p.ProcessID, within
-// the queue's MaxActive. This is the one place the cap is enforced: a
+// the queue's MaxActive, and none while the queue is paused. This is the
+// one place the cap and the pause are enforced: a
 // capped queue's policy row is locked for the claim's transaction, so its
 // claimers take turns and each counts the claims committed before its
 // turn; the count and the claim are in the same transaction, so no two
@@ -25,9 +26,9 @@ func Claim(ctx context.Context, d driver.Driver, p driver.ClaimParams) ([]*drive
 		if err != nil || len(claims) > 0 {
 			return claims, err
 		}
-		// Nothing: the queue is empty, or capped.
-		limit, err := ex.QueueCap(ctx, p.Queue)
-		if err != nil || limit == 0 {
+		// Nothing: the queue is empty, paused or capped.
+		gate, err := ex.QueueGate(ctx, p.Queue)
+		if err != nil || gate.Paused || gate.MaxActive == 0 {
 			return nil, wrapClaim(p, err)
 		}
 	} else if any, err := ex.HasReady(ctx, p.Queue); err != nil || !any {
@@ -46,12 +47,17 @@ func Claim(ctx context.Context, d driver.Driver, p driver.ClaimParams) ([]*drive
 	return claims, wrapClaim(p, err)
 }
 
-// claimable is how many jobs a claim may take: p.Max, or less when the
-// queue's MaxActive leaves less room beside its claimed jobs.
+// claimable is how many jobs a claim may take: none while the queue is
+// paused, else p.Max, or less when the queue's MaxActive leaves less room
+// beside its claimed jobs.
 func claimable(ctx context.Context, tx driver.ClaimStore, p driver.ClaimParams) (int, error) {
-	limit, err := tx.QueueCap(ctx, p.Queue)
-	if err != nil || limit == 0 {
-		return p.Max, err
+	gate, err := tx.QueueGate(ctx, p.Queue)
+	if err != nil || gate.Paused {
+		return 0, err
+	}
+	limit := gate.MaxActive
+	if limit == 0 {
+		return p.Max, nil
 	}
 	active, err := tx.CountClaimed(ctx, p.Queue)
 	if err != nil {

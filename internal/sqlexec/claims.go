@@ -39,14 +39,21 @@ func (e *Executor) HasReady(ctx context.Context, queue string) (bool, error) {
 	return ready, err
 }
 
-// QueueCap reads the queue's policy row with LockCap: a locking read
-// (MySQL) or, on a single writer, a plain one under the write lock.
-func (e *Executor) QueueCap(ctx context.Context, queue string) (int, error) {
-	var limit int
-	if _, err := found(e.db.QueryRowContext(ctx, e.q.LockCap, e.d.Text(queue)).Scan(&limit)); err != nil {
-		return 0, fmt.Errorf("read the cap of queue %q: %w", queue, err)
+// QueueGate reads the pause first (a paused queue's cap is not needed),
+// then the queue's policy row with LockCap: a locking read (MySQL) or, on
+// a single writer, a plain one under the write lock.
+func (e *Executor) QueueGate(ctx context.Context, queue string) (driver.Gate, error) {
+	var g driver.Gate
+	if err := e.db.QueryRowContext(ctx, e.q.IsPaused, e.d.Text(queue)).Scan(&g.Paused); err != nil {
+		return g, fmt.Errorf("read whether queue %q is paused: %w", queue, err)
 	}
-	return limit, nil
+	if g.Paused {
+		return g, nil
+	}
+	if _, err := found(e.db.QueryRowContext(ctx, e.q.LockCap, e.d.Text(queue)).Scan(&g.MaxActive)); err != nil {
+		return g, fmt.Errorf("read the cap of queue %q: %w", queue, err)
+	}
+	return g, nil
 }
 
 func (e *Executor) CountClaimed(ctx context.Context, queue string) (int, error) {

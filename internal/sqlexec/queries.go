@@ -29,6 +29,9 @@ type Queries struct {
 	LockPolicies, InsertPolicy, UpdatePolicy, DeletePolicy, ListPolicies, PolicyKeys string
 	SetKeyLimit, DeleteKeyLimit, LatestJobLimit                                      string
 
+	// PauseQueue inserts the queue's row unless it exists, affecting no row then.
+	IsPaused, PauseQueue, ResumeQueue, PausedQueues string
+
 	ReadyAges, GroupStats, TopBlockedKeys, ReadSem, KeyHolders string
 	BlockedAhead, BlockedLine, JobExecution, ListFailed        string
 	DeleteFailed                                               string
@@ -80,6 +83,10 @@ FROM {p}jobs j WHERE j.id = ?`),
 		ListPolicies: p(`SELECT ` + sqltext.PolicyColumns + ` FROM {p}policies ORDER BY queue`),
 		PolicyKeys: p(`SELECT DISTINCT concurrency_key FROM {p}jobs WHERE queue = ? AND concurrency_limit = 0
 AND concurrency_key IS NOT NULL AND finished_at IS NULL ORDER BY 1`),
+
+		IsPaused:     p(`SELECT EXISTS (SELECT 1 FROM {p}paused_queues WHERE queue = ?)`),
+		ResumeQueue:  p(`DELETE FROM {p}paused_queues WHERE queue = ?`),
+		PausedQueues: p(`SELECT queue, paused_at FROM {p}paused_queues ORDER BY queue`),
 
 		ReadyAges:    p(`SELECT queue, min(created_at) FROM {p}ready_executions GROUP BY queue ORDER BY queue`),
 		JobExecution: p(sqltext.JobExecution + `WHERE j.id = ?`),

@@ -29,6 +29,7 @@ type Store struct {
 	Semaphores map[string]*driver.Semaphore
 	Overrides  map[string]int
 	Policies   map[string]driver.Policy
+	Paused     map[string]time.Time // paused queues (lifecycle.Claim's gate)
 	nextID     int64
 	nextFence  int64
 }
@@ -36,7 +37,8 @@ type Store struct {
 // New returns an empty store.
 func New() *Store {
 	return &Store{Jobs: map[int64]*Row{}, Semaphores: map[string]*driver.Semaphore{},
-		Overrides: map[string]int{}, Policies: map[string]driver.Policy{}}
+		Overrides: map[string]int{}, Policies: map[string]driver.Policy{},
+		Paused: map[string]time.Time{}}
 }
 
 var (
@@ -168,8 +170,9 @@ func (s *Store) HasReady(_ context.Context, queue string) (bool, error) {
 	return len(s.sorted(func(r *Row) bool { return r.State == driver.StateReady && r.Queue == queue })) > 0, nil
 }
 
-func (s *Store) QueueCap(_ context.Context, queue string) (int, error) {
-	return s.Policies[queue].MaxActive, nil
+func (s *Store) QueueGate(_ context.Context, queue string) (driver.Gate, error) {
+	_, paused := s.Paused[queue]
+	return driver.Gate{MaxActive: s.Policies[queue].MaxActive, Paused: paused}, nil
 }
 
 func (s *Store) CountClaimed(_ context.Context, queue string) (int, error) {
