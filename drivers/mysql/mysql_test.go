@@ -75,25 +75,21 @@ func TestParseURLErrors(t *testing.T) {
 }
 
 func TestCheckVersion(t *testing.T) {
-	for version, want := range map[string]string{
-		"8.0.36":                     "",
-		"8.4.2-commercial":           "",
-		"9.1.0":                      "",
-		"8.0.mysql_aurora.3.04.0":    "",
-		"10.6.18-MariaDB":            "",
-		"10.11.19-MariaDB-0+deb12u1": "",
-		"11.4.2-MariaDB-log":         "",
-		"5.7.44-log":                 "runs MySQL 5.7.44-log; bq needs MySQL 8.0 or newer",
-		"10.5.25-MariaDB-1:10.5.25":  "runs MariaDB 10.5.25-MariaDB-1:10.5.25; bq needs MariaDB 10.6 or newer",
-		"5.5.5-10.4.32-MariaDB":      "bq needs MariaDB 10.6 or newer",
-		"not a version":              "cannot read the server version",
-	} {
-		_, err := checkVersion(version)
-		switch {
-		case want == "" && err != nil:
+	// Accepted: the versions bq runs on.
+	for _, version := range []string{"8.0.36", "8.4.2-commercial", "9.1.0", "8.0.mysql_aurora.3.04.0", "10.6.18-MariaDB", "10.11.19-MariaDB-0+deb12u1", "11.4.2-MariaDB-log"} {
+		if _, err := checkVersion(version); err != nil {
 			t.Errorf("%s: %v, want it accepted", version, err)
-		case want != "" && (err == nil || !strings.Contains(err.Error(), want)):
-			t.Errorf("%s: %v, want an error mentioning %q", version, err, want)
+		}
+	}
+	// Refused, each with its reason.
+	for _, c := range []struct{ version, want string }{
+		{"5.7.44-log", "runs MySQL 5.7.44-log; bq needs MySQL 8.0 or newer"},
+		{"10.5.25-MariaDB-1:10.5.25", "runs MariaDB 10.5.25-MariaDB-1:10.5.25; bq needs MariaDB 10.6 or newer"},
+		{"5.5.5-10.4.32-MariaDB", "bq needs MariaDB 10.6 or newer"},
+		{"not a version", "cannot read the server version"},
+	} {
+		if _, err := checkVersion(c.version); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want an error mentioning %q", c.version, err, c.want)
 		}
 	}
 	for version, want := range map[string]string{

@@ -14,10 +14,7 @@ import (
 // The inspection statements: read-only, for health, explain and the UI.
 
 func (e *executor) ReadyAges(ctx context.Context) ([]driver.QueueAge, error) {
-	out, err := collect(ctx, e.db, func(r pgx.CollectableRow) (a driver.QueueAge, err error) {
-		err = r.Scan(&a.Queue, &a.OldestReady)
-		return a, err
-	}, e.q.readyAges)
+	out, err := collect(ctx, e.db, pgx.RowToStructByPos[driver.QueueAge], e.q.readyAges)
 	if err != nil {
 		return nil, fmt.Errorf("read ready ages: %w", err)
 	}

@@ -27,10 +27,7 @@ func (e *executor) ResumeQueue(ctx context.Context, queue string) (bool, error) 
 }
 
 func (e *executor) PausedQueues(ctx context.Context) ([]driver.PausedQueue, error) {
-	out, err := collect(ctx, e.db, func(r pgx.CollectableRow) (p driver.PausedQueue, err error) {
-		err = r.Scan(&p.Queue, &p.PausedAt)
-		return p, err
-	}, e.q.pausedQueues)
+	out, err := collect(ctx, e.db, pgx.RowToStructByPos[driver.PausedQueue], e.q.pausedQueues)
 	if err != nil {
 		return nil, fmt.Errorf("list paused queues: %w", err)
 	}
