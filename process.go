@@ -57,24 +57,10 @@ func (c *Client) register(ctx context.Context, kind string, queues []string) (*p
 	// A database busy or in a deadlock now (a SQLite file another
 	// process's frozen writer holds) is no reason not to start: try
 	// again. Other errors (not migrated, refused) fail at once.
-	backoff := 50 * time.Millisecond
-	for {
-		err := p.registerRow(ctx)
-		if err == nil {
-			c.dbOK("register process")
-			return p, nil
-		}
-		if !c.drv.Retryable(err) || ctx.Err() != nil {
-			return nil, err
-		}
-		c.dbFailed("register process", err)
-		select {
-		case <-time.After(backoff):
-		case <-ctx.Done():
-			return nil, errors.Join(err, ctx.Err())
-		}
-		backoff = min(backoff*2, 2*time.Second)
+	if err := c.retryDBWhile(ctx, "register process", c.drv.Retryable, func() error { return p.registerRow(ctx) }); err != nil {
+		return nil, err
 	}
+	return p, nil
 }
 
 // registerRow inserts a fresh process row and starts its beats from now.

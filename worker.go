@@ -249,6 +249,12 @@ func safeRun(ctx context.Context, def definition, args []byte) (err error) {
 // is no ground to reap its claim, so an outcome dropped here would strand
 // the claim and its slot.
 func (c *Client) retryDB(ctx context.Context, what string, fn func() error) error {
+	return c.retryDBWhile(ctx, what, func(error) bool { return true }, fn)
+}
+
+// retryDBWhile is retryDB for the errors worth trying again for; any
+// other error returns at once.
+func (c *Client) retryDBWhile(ctx context.Context, what string, worth func(error) bool, fn func() error) error {
 	backoff := 50 * time.Millisecond
 	for {
 		err := fn()
@@ -256,7 +262,7 @@ func (c *Client) retryDB(ctx context.Context, what string, fn func() error) erro
 			c.dbOK(what)
 			return nil
 		}
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || !worth(err) {
 			return err
 		}
 		c.dbFailed(what, err)

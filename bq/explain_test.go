@@ -11,8 +11,6 @@ import (
 	"time"
 
 	"github.com/bqueue/bq"
-	"github.com/bqueue/bq/internal/driver"
-	"github.com/bqueue/bq/internal/lifecycle"
 )
 
 var pairJob = bq.Define("cli_test.pair", func(context.Context, inspectArgs) error { return nil },
@@ -58,16 +56,7 @@ func TestExplainWording(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ex := driver.ClientEngine(c).Exec()
-			proc, err := ex.RegisterProcess(ctx, driver.Process{Kind: "worker", Name: "newcomer-worker", Hostname: "h",
-				PID: 1, Queues: "pairs", HeartbeatInterval: time.Second, StartedAt: time.Now()})
-			if err != nil {
-				t.Fatal(err)
-			}
-			claims, err := lifecycle.Claim(ctx, driver.ClientEngine(c), driver.ClaimParams{Queue: "pairs", Max: 2, ProcessID: proc, Now: time.Now()})
-			if err != nil || len(claims) != 2 {
-				t.Fatalf("claim: %v %v", claims, err)
-			}
+			proc, claims := claimAs(t, c, "newcomer-worker", "pairs", 2, time.Second)
 			last := results[pairs-1].ID
 
 			// An hour on, the worker has stopped heartbeating, and no

@@ -29,9 +29,9 @@ var inspectJob = bq.Define("cli_test.inspect", func(context.Context, inspectArgs
 	bq.JobOptions[inspectArgs]{Queue: "cli", Concurrency: &bq.Concurrency[inspectArgs]{
 		Key: func(a inspectArgs) string { return a.Account }, To: 1}})
 
-// inspectDB returns the DSN of a SQLite database holding one ready job
-// of key cli_test.inspect/a1 and two blocked behind it, and the last id.
-func inspectDB(t *testing.T) (string, int64) {
+// migratedSQLite opens a client on a migrated SQLite file of the test's
+// own, closed when the test ends, and returns it with its DSN.
+func migratedSQLite(t *testing.T) (*bq.Client, string) {
 	t.Helper()
 	ctx := context.Background()
 	dsn := "sqlite://" + t.TempDir() + "/cli.db"
@@ -39,10 +39,39 @@ func inspectDB(t *testing.T) (string, int64) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	t.Cleanup(func() { c.Close() })
 	if err := c.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
+	return c, dsn
+}
+
+// claimAs registers a worker process named name and claims n jobs of
+// queue for it, as its worker would; the claims stay open. It returns the
+// process id and the claims.
+func claimAs(t *testing.T, c *bq.Client, name, queue string, n int, hb time.Duration) (int64, []*driver.Claim) {
+	t.Helper()
+	ctx := context.Background()
+	eng := driver.ClientEngine(c)
+	proc, err := eng.Exec().RegisterProcess(ctx, driver.Process{Kind: "worker", Name: name, Hostname: "h",
+		PID: 1, Queues: queue, HeartbeatInterval: hb, StartedAt: time.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	claims, err := lifecycle.Claim(ctx, eng, driver.ClaimParams{Queue: queue, Max: n, ProcessID: proc, Now: time.Now()})
+	if err != nil || len(claims) != n {
+		t.Fatalf("claim %d of %s: %v %v", n, queue, claims, err)
+	}
+	return proc, claims
+}
+
+// inspectDB returns the DSN of a SQLite database holding one ready job
+// of key cli_test.inspect/a1 and two blocked behind it, and the last id.
+func inspectDB(t *testing.T) (string, int64) {
+	t.Helper()
+	ctx := context.Background()
+	c, dsn := migratedSQLite(t)
+	var err error
 	var last bq.EnqueueResult
 	for range 3 {
 		if last, err = inspectJob.Enqueue(ctx, c, inspectArgs{Account: "a1"}); err != nil {
@@ -154,30 +183,15 @@ func wantNoControls(t *testing.T, what, out string) {
 // process name with their control characters written out, never raw.
 func TestTerminalEscapes(t *testing.T) {
 	ctx := context.Background()
-	dsn := "sqlite://" + t.TempDir() + "/cli.db"
-	c, err := bq.Open(ctx, dsn, bq.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	if err := c.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	c, dsn := migratedSQLite(t)
+	var err error
 	var last bq.EnqueueResult
 	for range 2 {
 		if last, err = inspectJob.Enqueue(ctx, c, inspectArgs{Account: hostile}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	ex := driver.ClientEngine(c).Exec()
-	proc, err := ex.RegisterProcess(ctx, driver.Process{Kind: "worker", Name: "w\x1b]0;PWNED\x07\u202e\x9b31m", Hostname: "h",
-		PID: 1, Queues: "cli", HeartbeatInterval: time.Hour, StartedAt: time.Now()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if claims, err := lifecycle.Claim(ctx, driver.ClientEngine(c), driver.ClaimParams{Queue: "cli", Max: 1, ProcessID: proc, Now: time.Now()}); err != nil || len(claims) != 1 {
-		t.Fatalf("claim: %v %v", claims, err)
-	}
+	claimAs(t, c, "w\x1b]0;PWNED\x07\u202e\x9b31m", "cli", 1, time.Hour)
 	for _, args := range [][]string{
 		{"status", "--dsn", dsn},
 		{"explain", "--dsn", dsn, strconv.FormatInt(last.ID, 10)},

@@ -3,13 +3,14 @@ package ui_test
 import (
 	"context"
 	"fmt"
-	"github.com/bqueue/bq/internal/driver"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/bqueue/bq/internal/driver"
 
 	"github.com/bqueue/bq/ui"
 )

@@ -55,7 +55,6 @@ func (d *dialect) Text(s string) any               { return []byte(s) }
 func (d *dialect) KeyArgs(key string) []any        { return []any{hash(key), []byte(key)} }
 func (d *dialect) KeyIndex(key string) any         { return hash(key) }
 func (d *dialect) CheckKey(key string) error       { return checkKey(key) }
-func (d *dialect) SingleWriter() bool              { return false }
 func (d *dialect) MaxList() int                    { return maxRows }
 func (d *dialect) List(query string, n int) string { return in(query, max(n, 1)) }
 

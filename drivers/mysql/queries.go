@@ -72,7 +72,9 @@ WHERE queue = ? ORDER BY priority DESC, job_id LIMIT ? FOR UPDATE SKIP LOCKED`)
 	q.DeleteJobs = p(`DELETE FROM {p}jobs WHERE id IN ` + list + ` ORDER BY id` + byKey)
 	// Claimers of a capped queue take turns on its policy row, then count
 	// its claims in a statement of their own, after the lock.
-	q.LockCap = p(`SELECT max_active FROM {p}policies WHERE queue = ? AND max_active > 0 FOR UPDATE`)
+	// The claim's gate locks the queue's policy row; the paused_queues
+	// subquery takes no lock.
+	q.Gate += "\nFOR UPDATE"
 	q.CountClaimed = p(`SELECT count(*) FROM {p}claimed_executions FORCE INDEX ({p}claimed_queue) WHERE queue = ?`)
 
 	// Never a plain INSERT caught on its duplicate-key error: that leaves

@@ -34,7 +34,6 @@ func (dl *dialect) Text(s string) any               { return s }
 func (dl *dialect) KeyArgs(key string) []any        { return []any{key} }
 func (dl *dialect) KeyIndex(key string) any         { return key }
 func (dl *dialect) CheckKey(string) error           { return nil }
-func (dl *dialect) SingleWriter() bool              { return true }
 func (dl *dialect) MaxList() int                    { return 0 }
 func (dl *dialect) List(query string, _ int) string { return query } // idList: spliced in by newQueries
 func (dl *dialect) ListArgs(items []any) []any      { return []any{jsonOf(items)} }

@@ -43,7 +43,6 @@ ORDER BY priority DESC, job_id LIMIT ?`)
 	q.InsertClaims = p(`INSERT INTO {p}claimed_executions (job_id, queue, process_id, claimed_at)
 SELECT value, ?, ?, ? FROM json_each(?)`)
 	q.DeleteJobs = p(`DELETE FROM {p}jobs WHERE id IN ` + idList)
-	q.LockCap = p(`SELECT max_active FROM {p}policies WHERE queue = ? AND max_active > 0`)
 	q.CountClaimed = p(`SELECT count(*) FROM {p}claimed_executions WHERE queue = ?`)
 
 	q.SemEnsure = p(`INSERT INTO {p}semaphores (key, value, lim, blocked, duration_ms, expires_at)

@@ -188,6 +188,10 @@ func (d *engine) DB() *sql.DB { return d.db }
 func (d *engine) Dialect() driver.Dialect { return driver.SQLite }
 func (d *engine) Prefix() string          { return d.prefix }
 
+// SingleWriter: a write transaction takes the database's one write lock
+// (see driver.SingleWriter).
+func (d *engine) SingleWriter() {}
+
 func (d *engine) WithPrefix(prefix string) driver.Driver {
 	w := &engine{db: d.db, owned: d.owned, prefix: prefix, writer: d.writer,
 		memory: d.memory, path: d.path, stmts: d.stmts, ckpt: d.ckpt, beacons: d.beacons}

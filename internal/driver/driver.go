@@ -536,6 +536,14 @@ type BatchReleaser interface {
 	ReleaseMany(ctx context.Context, keys []string, counts []int, now time.Time) ([]Promotion, error)
 }
 
+// SingleWriter is a driver whose write transactions take one lock for
+// the whole database (SQLite): a claimer looks for ready jobs (HasReady)
+// before it takes that lock, so idle polls never hold up other writers.
+// Drivers with row locks claim at once, saving the read.
+type SingleWriter interface {
+	SingleWriter()
+}
+
 // OneStatementClaimer is an executor that claims from a queue with no
 // MaxActive in one statement, outside any transaction (PostgreSQL's
 // CTE): uncapped queues, the common case, pay no BEGIN and COMMIT.

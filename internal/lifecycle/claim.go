@@ -16,8 +16,9 @@ import (
 // claimers can both fill the last free run.
 //
 // Drivers that can claim from an uncapped queue in one statement
-// (driver.OneStatementClaimer) do so without a transaction; others look
-// for ready jobs first, so an idle poll takes no lock.
+// (driver.OneStatementClaimer) do so without a transaction; a single
+// writer (driver.SingleWriter) looks for ready jobs first, so an idle poll
+// takes no database-wide lock.
 func Claim(ctx context.Context, d driver.Driver, p driver.ClaimParams) ([]*driver.Claim, error) {
 	ex := d.Exec()
 	one, oneStatement := ex.(driver.OneStatementClaimer)
@@ -31,8 +32,10 @@ func Claim(ctx context.Context, d driver.Driver, p driver.ClaimParams) ([]*drive
 		if err != nil || gate.Paused || gate.MaxActive == 0 {
 			return nil, wrapClaim(p, err)
 		}
-	} else if any, err := ex.HasReady(ctx, p.Queue); err != nil || !any {
-		return nil, wrapClaim(p, err)
+	} else if _, single := d.(driver.SingleWriter); single {
+		if any, err := ex.HasReady(ctx, p.Queue); err != nil || !any {
+			return nil, wrapClaim(p, err)
+		}
 	}
 	var claims []*driver.Claim
 	err := driver.InTx(ctx, d, func(tx driver.Executor) error {

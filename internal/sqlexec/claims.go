@@ -39,19 +39,13 @@ func (e *Executor) HasReady(ctx context.Context, queue string) (bool, error) {
 	return ready, err
 }
 
-// QueueGate reads the pause first (a paused queue's cap is not needed),
-// then the queue's policy row with LockCap: a locking read (MySQL) or, on
-// a single writer, a plain one under the write lock.
+// QueueGate reads the pause and the cap in one statement: on MySQL a
+// locking read of the policy row, on a single writer a plain one under
+// the write lock.
 func (e *Executor) QueueGate(ctx context.Context, queue string) (driver.Gate, error) {
 	var g driver.Gate
-	if err := e.db.QueryRowContext(ctx, e.q.IsPaused, e.d.Text(queue)).Scan(&g.Paused); err != nil {
-		return g, fmt.Errorf("read whether queue %q is paused: %w", queue, err)
-	}
-	if g.Paused {
-		return g, nil
-	}
-	if _, err := found(e.db.QueryRowContext(ctx, e.q.LockCap, e.d.Text(queue)).Scan(&g.MaxActive)); err != nil {
-		return g, fmt.Errorf("read the cap of queue %q: %w", queue, err)
+	if err := e.db.QueryRowContext(ctx, e.q.Gate, e.d.Text(queue)).Scan(&g.MaxActive, &g.Paused); err != nil {
+		return g, fmt.Errorf("read the pause and cap of queue %q: %w", queue, err)
 	}
 	return g, nil
 }

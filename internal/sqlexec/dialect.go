@@ -44,9 +44,6 @@ type Dialect interface {
 	// input order.
 	InsertIDs(ctx context.Context, db DB, query string, args []any) ([]int64, error)
 
-	// SingleWriter reports a database with one write lock and no row
-	// locks (SQLite): the write lock serialises every writer.
-	SingleWriter() bool
 	// NoTable reports that err is about a table that does not exist.
 	NoTable(err error) bool
 

@@ -13,8 +13,8 @@ type Queries struct {
 
 	FinishJob, DeleteJobs, RecordError, InsertFailed string
 
-	HasReady, LockCap, CountClaimed, PickReady, DeleteReady, InsertClaims, SelectClaims string
-	DeleteClaim, ClaimsOfProcess                                                        string
+	HasReady, Gate, CountClaimed, PickReady, DeleteReady, InsertClaims, SelectClaims string
+	DeleteClaim, ClaimsOfProcess                                                     string
 
 	SemEnsure, SemLock, SemTryLock, SemSave, PickBlocked, DeleteBlocked, CountHolders string
 	ExpiredSems, PromotableSems, PickIdleSems, DeleteSems                             string
@@ -30,7 +30,7 @@ type Queries struct {
 	SetKeyLimit, DeleteKeyLimit, LatestJobLimit                                      string
 
 	// PauseQueue inserts the queue's row unless it exists, affecting no row then.
-	IsPaused, PauseQueue, ResumeQueue, PausedQueues string
+	PauseQueue, ResumeQueue, PausedQueues string
 
 	ReadyAges, GroupStats, TopBlockedKeys, ReadSem, KeyHolders string
 	BlockedAhead, BlockedLine, JobExecution, ListFailed        string
@@ -53,6 +53,10 @@ func Common(spell func(string) string) Queries {
 		InsertFailed: p(`INSERT INTO {p}failed_executions (job_id, queue, error, failed_at)
 SELECT id, queue, ?, ? FROM {p}jobs WHERE id = ?`),
 
+		// The claim's gate: the queue's pause and its cap (0: none), in one
+		// read; a dialect with row locks locks the policy row (MySQL).
+		Gate: p(`SELECT coalesce(c.max_active, 0), EXISTS (SELECT 1 FROM {p}paused_queues z WHERE z.queue = q.queue)
+FROM (SELECT ? AS queue) q LEFT JOIN {p}policies c ON c.queue = q.queue AND c.max_active > 0`),
 		HasReady: p(`SELECT EXISTS (SELECT 1 FROM {p}ready_executions WHERE queue = ?)`),
 		SelectClaims: p(`SELECT ` + sqltext.JobColumns + `, c.fence, c.claimed_at
 FROM {p}claimed_executions c JOIN {p}jobs j ON j.id = c.job_id
@@ -84,7 +88,6 @@ FROM {p}jobs j WHERE j.id = ?`),
 		PolicyKeys: p(`SELECT DISTINCT concurrency_key FROM {p}jobs WHERE queue = ? AND concurrency_limit = 0
 AND concurrency_key IS NOT NULL AND finished_at IS NULL ORDER BY 1`),
 
-		IsPaused:     p(`SELECT EXISTS (SELECT 1 FROM {p}paused_queues WHERE queue = ?)`),
 		ResumeQueue:  p(`DELETE FROM {p}paused_queues WHERE queue = ?`),
 		PausedQueues: p(`SELECT queue, paused_at FROM {p}paused_queues ORDER BY queue`),
 

@@ -31,7 +31,7 @@ type DB interface {
 type Executor struct {
 	d   Dialect
 	q   *Queries
-	drv driver.Driver // begins the transactions Atomic opens
+	drv driver.Driver // begins the transactions of single statements (exec)
 	db  DB
 	// inTx: db is a transaction (bq's own or the caller's).
 	inTx bool
@@ -144,7 +144,7 @@ func (e *Executor) single(ctx context.Context, fn func(x *Executor) error) error
 		return fn(e)
 	}
 	drv := e.drv
-	if e.d.SingleWriter() {
+	if _, single := e.drv.(driver.SingleWriter); single {
 		drv = once{drv}
 	}
 	return driver.InTx(ctx, drv, func(tx driver.Executor) error { return fn(tx.(based).base()) })
