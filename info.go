@@ -13,7 +13,8 @@ import (
 )
 
 // JobState is where a job is. Live states are read from which execution
-// table holds the job; finished jobs are completed or discarded.
+// table holds the job; finished jobs are completed, discarded or
+// cancelled.
 type JobState string
 
 const (
@@ -32,6 +33,9 @@ const (
 	StateDiscarded JobState = "discarded"
 	// StateFailed: spent its attempts or failed permanently.
 	StateFailed JobState = "failed"
+	// StateCancelled: cancelled by hand (Client.Cancel) or by itself
+	// (returning bq.Cancel); a finished state, like completed.
+	StateCancelled JobState = "cancelled"
 )
 
 // ErrJobNotFound is returned for a job id that does not exist (never

@@ -268,6 +268,7 @@ const (
 	StateCompleted JobState = "completed"
 	StateDiscarded JobState = "discarded"
 	StateFailed    JobState = "failed"
+	StateCancelled JobState = "cancelled"
 )
 
 // Executes reports whether s has an execution table a job can be written

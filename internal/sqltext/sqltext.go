@@ -29,6 +29,7 @@ const JobState = `CASE
 		WHEN EXISTS (SELECT 1 FROM {p}scheduled_executions x WHERE x.job_id = j.id) THEN 'scheduled'
 		WHEN EXISTS (SELECT 1 FROM {p}failed_executions x WHERE x.job_id = j.id) THEN 'failed'
 		WHEN j.discarded THEN 'discarded'
+		WHEN j.cancelled THEN 'cancelled'
 		WHEN j.finished_at IS NOT NULL THEN 'completed'
 		ELSE ''
 	END`
