@@ -27,8 +27,18 @@ type EnqueueResult struct {
 	//	                conflict (or its key's backlog was full): nothing
 	//	                was stored
 	State JobState
-	// Reason explains a discard.
+	// Reason explains a discard or a duplicate, naming the job that
+	// holds the key or has the unique key.
 	Reason string
+	// HeldBy is, for a discarded job, the id of one job holding its
+	// key's slots (ready or running); 0 when none is known.
+	HeldBy int64
+	// Duplicate: the job was not stored (ID is 0) since job DuplicateOf,
+	// in State at the check, has its unique key (see Unique). Of two
+	// items with one unique key in an EnqueueMany, the second is a
+	// duplicate of the first.
+	Duplicate   bool
+	DuplicateOf int64
 }
 
 // EnqueueOption changes one enqueue.
@@ -40,6 +50,7 @@ type enqueueOptions struct {
 	priority *int
 	queue    *string
 	key      *keyOption
+	unique   *Unique
 }
 
 type keyOption struct {
@@ -178,6 +189,13 @@ func (j *Job[A]) enqueue(ctx context.Context, c *Client, tx any, args []A, opts 
 	if err := validatePriority(priority); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidJob, err)
 	}
+	unique := j.opts.Unique
+	if o.unique != nil {
+		if err := o.unique.validate(); err != nil {
+			return nil, fmt.Errorf("%w: bq.WithUnique option: %w", ErrInvalidJob, err)
+		}
+		unique = o.unique
+	}
 	now := c.cfg.Now()
 	at := now
 	switch {
@@ -201,6 +219,9 @@ func (j *Job[A]) enqueue(ctx context.Context, c *Client, tx any, args []A, opts 
 		}
 		jobs[i] = &driver.NewJob{Kind: j.name, Queue: queue, Args: raw, Priority: priority,
 			MaxAttempts: j.opts.MaxAttempts, Limit: limit, ScheduledAt: at}
+		if unique != nil {
+			jobs[i].UniqueKey, jobs[i].UniqueStates = unique.key(j.name, queue, raw, at), unique.states()
+		}
 	}
 	verdicts, err := c.insert(ctx, ex, tx, jobs, now)
 	if err != nil {
@@ -209,9 +230,13 @@ func (j *Job[A]) enqueue(ctx context.Context, c *Client, tx any, args []A, opts 
 	c.enqueued(ctx, jobs, verdicts)
 	results := make([]EnqueueResult, len(jobs))
 	for i, v := range verdicts {
-		results[i] = EnqueueResult{ID: jobs[i].ID, State: JobState(v.State)}
-		if v.State == driver.StateDiscarded {
-			results[i] = EnqueueResult{State: StateDiscarded, Reason: v.Reason}
+		switch {
+		case v.Duplicate:
+			results[i] = EnqueueResult{State: JobState(v.State), Reason: v.Reason, Duplicate: true, DuplicateOf: v.DuplicateOf}
+		case v.State == driver.StateDiscarded:
+			results[i] = EnqueueResult{State: StateDiscarded, Reason: v.Reason, HeldBy: v.HeldBy}
+		default:
+			results[i] = EnqueueResult{ID: jobs[i].ID, State: JobState(v.State)}
 		}
 	}
 	return results, nil
@@ -255,7 +280,7 @@ func (c *Client) insert(ctx context.Context, ex driver.Executor, tx any, jobs []
 func readyQueues(jobs []*driver.NewJob, verdicts []lifecycle.Verdict, promoted driver.Promotion) []string {
 	qs := slices.Clone(promoted.Queues)
 	for i, v := range verdicts {
-		if q := jobs[i].Queue; v.State == driver.StateReady && !slices.Contains(qs, q) {
+		if q := jobs[i].Queue; v.State == driver.StateReady && !v.Duplicate && !slices.Contains(qs, q) {
 			qs = append(qs, q)
 		}
 	}
@@ -263,10 +288,11 @@ func readyQueues(jobs []*driver.NewJob, verdicts []lifecycle.Verdict, promoted d
 }
 
 // admits reports whether any job is keyed and due now, so its admission
-// must lock a semaphore in the same transaction as the insert.
+// must lock a semaphore in the same transaction as the insert, or is
+// unique, so its check must lock its unique key.
 func admits(jobs []*driver.NewJob, now time.Time) bool {
 	for _, j := range jobs {
-		if j.Limit.Key != "" && !j.ScheduledAt.After(now) {
+		if j.UniqueKey != "" || (j.Limit.Key != "" && !j.ScheduledAt.After(now)) {
 			return true
 		}
 	}
@@ -279,6 +305,12 @@ func (c *Client) enqueued(ctx context.Context, jobs []*driver.NewJob, verdicts [
 	debug := c.log.Enabled(ctx, slog.LevelDebug)
 	for i, v := range verdicts {
 		j := jobs[i]
+		if v.Duplicate {
+			if debug {
+				c.log.Debug("job not enqueued: duplicate", "kind", j.Kind, "queue", j.Queue, "duplicate_of", v.DuplicateOf)
+			}
+			continue
+		}
 		state := v.State
 		c.met.Enqueue(ctx, metrics.Job{Queue: j.Queue, Kind: j.Kind, Key: j.Limit.Key}, state)
 		if debug {

@@ -84,6 +84,9 @@ type JobOptions[A any] struct {
 	Timeout time.Duration
 	// Concurrency limits simultaneous jobs per key. Default: none.
 	Concurrency *Concurrency[A]
+	// Unique refuses a job that duplicates one already stored (see
+	// Unique); WithUnique replaces it for one enqueue. Default: none.
+	Unique *Unique
 }
 
 const (
@@ -180,6 +183,11 @@ func (j *Job[A]) validate() error {
 			errs = append(errs, fmt.Errorf("concurrency MaxBlocked is %d: use 1 or more, or 0 for no cap", c.MaxBlocked))
 		}
 		if err := validateSpec(c.Duration, c.OnConflict); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if u := j.opts.Unique; u != nil {
+		if err := u.validate(); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -65,6 +65,13 @@ func newQueries(prefix string) (*sqlexec.Queries, *ownQueries) {
 
 	// The index matches the ORDER BY, so the scan stops after the rows it
 	// returns and locks no others.
+	// Unique jobs: the stripe's lock row, upserted (a duplicate-key error
+	// would leave a shared lock that deadlocks on upgrade), then a locking
+	// read, which sees the latest commits even in a caller's REPEATABLE
+	// READ transaction.
+	q.LockUnique = p(`INSERT INTO {p}unique_locks (stripe) VALUES (?) ON DUPLICATE KEY UPDATE stripe = stripe`)
+	q.FindUnique += "\nLOCK IN SHARE MODE"
+
 	q.PickReady = p(`SELECT job_id FROM {p}ready_executions FORCE INDEX ({p}ready_poll)
 WHERE queue = ? ORDER BY priority DESC, job_id LIMIT ? FOR UPDATE SKIP LOCKED`)
 	q.DeleteReady = p(`DELETE FROM {p}ready_executions WHERE job_id IN ` + list + ` ORDER BY job_id` + byKey)

@@ -30,6 +30,7 @@ type queries struct {
 	deleteFailed                                               string
 
 	history historyQueries // history.go
+	unique  uniqueQueries  // unique.go
 }
 
 const (
@@ -347,5 +348,6 @@ WHERE b.concurrency_key = $1 ORDER BY b.priority DESC, b.job_id LIMIT $2`),
 		deleteFailed: p(`DELETE FROM {p}failed_executions WHERE job_id = $1`),
 
 		history: newHistoryQueries(p),
+		unique:  newUniqueQueries(prefix),
 	}
 }

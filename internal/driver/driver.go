@@ -111,6 +111,11 @@ type NewJob struct {
 	Limit       Limit
 	ScheduledAt time.Time
 	State       JobState // ready, scheduled or blocked: the table it is written to
+	// UniqueKey is the job's unique key (UniqueStore), "" when it is not
+	// unique; UniqueStates the states of an existing job of the key that
+	// make this one a duplicate.
+	UniqueKey    string
+	UniqueStates []JobState
 }
 
 // Job is a job row as the engine reads it back.
@@ -311,6 +316,7 @@ type QueueCounts struct {
 // roles they use, so they can be tested against a fake.
 type Executor interface {
 	JobStore
+	UniqueStore
 	ClaimStore
 	SemaphoreStore
 	Maintenance

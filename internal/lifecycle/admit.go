@@ -18,6 +18,7 @@ import (
 // and their keys' semaphores.
 type Store interface {
 	driver.JobStore
+	driver.UniqueStore
 	driver.ClaimStore
 	driver.SemaphoreStore
 }
@@ -33,6 +34,28 @@ type candidate struct {
 	priority int
 	outcome  driver.JobState
 	reason   string // why it was discarded
+	heldBy   int64  // a holder of the key, when discarded
+}
+
+// holderReader reads a key's holders (driver.Inspector's KeyHolders); a
+// store without it names no holder in a discard.
+type holderReader interface {
+	KeyHolders(ctx context.Context, key string, max int) ([]driver.Holder, error)
+}
+
+// holderOf returns one job holding key's slots, 0 when none is known
+// (the store cannot say, or the slots' holders are gone, awaiting the
+// failsafe). It is read only when a discard happens: one indexed row.
+func holderOf(ctx context.Context, ex Store, key string) (int64, error) {
+	hr, ok := ex.(holderReader)
+	if !ok {
+		return 0, nil
+	}
+	hs, err := hr.KeyHolders(ctx, key, 1)
+	if err != nil || len(hs) == 0 {
+		return 0, err
+	}
+	return hs[0].JobID, nil
 }
 
 // admit decides each due candidate's outcome. Keys are locked in sorted
@@ -69,16 +92,37 @@ func admit(ctx context.Context, ex Store, cands []*candidate, now time.Time) (dr
 		}
 		promoted.Add(sem.Promoted())
 		granted := sem.Wait(len(group))
+		heldBy, looked := int64(0), false
+		holder := func() (string, error) {
+			if !looked {
+				looked = true
+				if heldBy, err = holderOf(ctx, ex, key); err != nil {
+					return "", fmt.Errorf("read a holder of %q: %w", key, err)
+				}
+			}
+			if heldBy == 0 {
+				return "", nil
+			}
+			return fmt.Sprintf(" (held by job %d)", heldBy), nil
+		}
 		for i, c := range group {
 			switch {
 			case i < granted:
 				c.outcome = driver.StateReady
 			case c.limit.OnConflict == driver.Discard:
-				c.outcome = driver.StateDiscarded
-				c.reason = fmt.Sprintf("concurrency key %q has no free slot (limit %d) and the job discards on conflict", key, sem.Limit())
+				by, err := holder()
+				if err != nil {
+					return promoted, err
+				}
+				c.outcome, c.heldBy = driver.StateDiscarded, heldBy
+				c.reason = fmt.Sprintf("concurrency key %q has no free slot (limit %d)%s and the job discards on conflict", key, sem.Limit(), by)
 			case sem.BacklogFull():
-				c.outcome = driver.StateDiscarded
-				c.reason = fmt.Sprintf("concurrency key %q already has %d jobs waiting, its MaxBlocked", key, sem.MaxBlocked())
+				by, err := holder()
+				if err != nil {
+					return promoted, err
+				}
+				c.outcome, c.heldBy = driver.StateDiscarded, heldBy
+				c.reason = fmt.Sprintf("concurrency key %q has no free slot%s and already has %d jobs waiting, its MaxBlocked", key, by, sem.MaxBlocked())
 			default:
 				c.outcome = driver.StateBlocked
 				sem.Block(1)
@@ -93,18 +137,33 @@ func admit(ctx context.Context, ex Store, cands []*candidate, now time.Time) (dr
 
 // Verdict is admission's decision on one job.
 type Verdict struct {
-	State  driver.JobState // ready, blocked, scheduled or discarded
-	Reason string          // why it was discarded
+	// State: ready, blocked, scheduled or discarded; for a duplicate, the
+	// state of the job it duplicates.
+	State  driver.JobState
+	Reason string // why it was discarded, or is a duplicate
+	// HeldBy is one holder of the key of a discarded job; 0 when none is known.
+	HeldBy int64
+	// Duplicate: not stored, since job DuplicateOf has its unique key.
+	Duplicate   bool
+	DuplicateOf int64
 }
 
 // Enqueue admits new jobs and inserts every one not discarded. Jobs due
 // later are stored scheduled and admitted when the dispatcher promotes
-// them. It also returns what admission promoted of the jobs already
-// blocked on the keys.
+// them. A unique job that duplicates one already stored (or an earlier
+// one of jobs) is neither admitted nor stored. It also returns what
+// admission promoted of the jobs already blocked on the keys.
 func Enqueue(ctx context.Context, ex Store, jobs []*driver.NewJob, now time.Time) ([]Verdict, driver.Promotion, error) {
+	dups, err := checkUnique(ctx, ex, jobs)
+	if err != nil {
+		return nil, driver.Promotion{}, err
+	}
 	cands := make([]*candidate, len(jobs))
 	var due []*candidate
 	for i, j := range jobs {
+		if _, dup := dups[i]; dup {
+			continue
+		}
 		cands[i] = &candidate{limit: j.Limit, queue: j.Queue, priority: j.Priority, outcome: driver.StateScheduled}
 		if !j.ScheduledAt.After(now) {
 			due = append(due, cands[i])
@@ -117,7 +176,10 @@ func Enqueue(ctx context.Context, ex Store, jobs []*driver.NewJob, now time.Time
 	results := make([]Verdict, len(jobs))
 	kept := make([]*driver.NewJob, 0, len(jobs))
 	for i, c := range cands {
-		results[i] = Verdict{State: c.outcome, Reason: c.reason}
+		if c == nil {
+			continue
+		}
+		results[i] = Verdict{State: c.outcome, Reason: c.reason, HeldBy: c.heldBy}
 		switch c.outcome {
 		case driver.StateReady:
 			jobs[i].State = driver.StateReady
@@ -132,6 +194,15 @@ func Enqueue(ctx context.Context, ex Store, jobs []*driver.NewJob, now time.Time
 	}
 	if err := ex.InsertJobs(ctx, now, kept); err != nil {
 		return nil, promoted, err
+	}
+	if dups == nil {
+		return results, promoted, nil
+	}
+	if err := markUnique(ctx, ex, kept); err != nil {
+		return nil, promoted, err
+	}
+	for i, d := range dups {
+		results[i] = duplicateVerdict(d, jobs, results)
 	}
 	return results, promoted, nil
 }

@@ -35,6 +35,11 @@ type Queries struct {
 	ReadyAges, GroupStats, TopBlockedKeys, ReadSem, KeyHolders string
 	BlockedAhead, BlockedLine, JobExecution, ListFailed        string
 	DeleteFailed                                               string
+
+	// LockUnique is the dialect's (MySQL: its lock row's upsert; SQLite:
+	// none, its one writer serialises); a dialect may append its locking
+	// read to FindUnique (see unique.go).
+	LockUnique, FindUnique, SetUniqueKey string
 }
 
 // Common returns the statements both database/sql dialects spell alike, each passed
@@ -47,6 +52,9 @@ func Common(spell func(string) string) Queries {
 		InsertReady:     p(`INSERT INTO {p}ready_executions (job_id, queue, priority, created_at) VALUES `),
 		InsertScheduled: p(`INSERT INTO {p}scheduled_executions (job_id, queue, priority, scheduled_at) VALUES `),
 		InsertBlocked:   p(`INSERT INTO {p}blocked_executions (job_id, queue, priority, concurrency_key, created_at) VALUES `),
+
+		FindUnique:   p(sqltext.FindUnique),
+		SetUniqueKey: p(`UPDATE {p}jobs SET unique_key = ? WHERE id = ?`),
 
 		FinishJob:   p(`UPDATE {p}jobs SET attempt = attempt + ?, finished_at = ?, discarded = ? WHERE id = ?`),
 		RecordError: p(`UPDATE {p}jobs SET attempt = attempt + 1, last_error = ? WHERE id = ?`),

@@ -68,3 +68,10 @@ const FailedJobs = `
 SELECT f.job_id, j.kind, f.queue, coalesce(j.concurrency_key, ''), j.attempt, f.error, f.failed_at
 FROM {p}failed_executions f JOIN {p}jobs j ON j.id = f.job_id
 `
+
+// FindUnique reads the newest job of a unique key (the first argument)
+// whose state is in a list (the dialect's ListMarker), by the partial
+// index on unique_key; a dialect may append a locking clause.
+const FindUnique = `SELECT j.id, ` + JobState + `
+FROM {p}jobs j WHERE j.unique_key = ? AND ` + JobState + ` IN (/*list*/)
+ORDER BY j.id DESC LIMIT 1`

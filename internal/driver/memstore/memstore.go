@@ -21,6 +21,7 @@ type Row struct {
 	State     driver.JobState
 	LastError string
 	Fence     int64 // of its claim, while running
+	UniqueKey string
 }
 
 // Store holds the rows. Its fields are for tests to arrange and inspect.
@@ -45,6 +46,7 @@ var (
 	_ driver.JobStore       = (*Store)(nil)
 	_ driver.ClaimStore     = (*Store)(nil)
 	_ driver.SemaphoreStore = (*Store)(nil)
+	_ driver.UniqueStore    = (*Store)(nil)
 )
 
 // Of returns the jobs of key in state, in id order.
