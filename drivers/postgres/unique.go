@@ -17,7 +17,7 @@ type uniqueQueries struct {
 }
 
 func newUniqueQueries(prefix string) uniqueQueries {
-	p := sqltext.Spelling(prefix, "unique_key = ?", "unique_key = $1", sqlexec.ListMarker, "ANY($2::text[])")
+	p := sqltext.Spelling(prefix, "unique_key = ?", "unique_key = $1", "IN "+sqlexec.ListMarker, "= ANY($2::text[])")
 	return uniqueQueries{
 		// The isolation is read first and the lock taken only at READ
 		// COMMITTED: a snapshot older than the lock would miss the job its
