@@ -67,10 +67,16 @@ func newQueries(prefix string) (*sqlexec.Queries, *ownQueries) {
 	// returns and locks no others.
 	// Unique jobs: the stripe's lock row, upserted (a duplicate-key error
 	// would leave a shared lock that deadlocks on upgrade), then a locking
-	// read, which sees the latest commits even in a caller's REPEATABLE
-	// READ transaction.
+	// read of the key's jobs, which sees the latest commits even in a
+	// caller's REPEATABLE READ transaction. The state's subqueries read
+	// that transaction's snapshot (locking them would lock gaps every new
+	// job falls in): a job committed since shows no state, "", and counts.
 	q.LockUnique = p(`INSERT INTO {p}unique_locks (stripe) VALUES (?) ON DUPLICATE KEY UPDATE stripe = stripe`)
-	q.FindUnique += "\nLOCK IN SHARE MODE"
+	q.FindUnique = p(`SELECT j.id, ` + sqltext.JobState + `
+FROM {p}unique_keys u JOIN {p}jobs j ON j.id = u.job_id
+WHERE u.unique_key = ? AND (` + sqltext.JobState + ` IN ` + list + ` OR ` + sqltext.JobState + ` = '')
+ORDER BY u.job_id DESC LIMIT 1 LOCK IN SHARE MODE`)
+	q.SetUniqueKey = p(`INSERT INTO {p}unique_keys (unique_key, job_id) VALUES (?, ?)`)
 
 	q.PickReady = p(`SELECT job_id FROM {p}ready_executions FORCE INDEX ({p}ready_poll)
 WHERE queue = ? ORDER BY priority DESC, job_id LIMIT ? FOR UPDATE SKIP LOCKED`)

@@ -20,7 +20,9 @@ type UniqueStore interface {
 	LockUnique(ctx context.Context, key string) error
 	// FindUnique returns the newest job of unique key whose state is one
 	// of states, reading the latest committed rows; ok is false when there
-	// is none.
+	// is none. On MySQL inside a caller's REPEATABLE READ transaction, a
+	// job committed after its snapshot is found with state "": its state
+	// is not visible there, and it counts as a duplicate.
 	FindUnique(ctx context.Context, key string, states []JobState) (id int64, state JobState, ok bool, err error)
 	// SetUniqueKey records key as the unique key of job id, just inserted.
 	SetUniqueKey(ctx context.Context, id int64, key string) error

@@ -65,8 +65,12 @@ func checkUnique(ctx context.Context, ex Store, jobs []*driver.NewJob) (map[int]
 // and state, and is discarded with it if admission discarded it.
 func duplicateVerdict(d duplicate, jobs []*driver.NewJob, verdicts []Verdict) Verdict {
 	if d.of != 0 {
+		state := string(d.state)
+		if state == "" {
+			state = "committed after this transaction's snapshot"
+		}
 		return Verdict{State: d.state, Duplicate: true, DuplicateOf: d.of,
-			Reason: fmt.Sprintf("duplicate of job %d (%s), which has the same unique key", d.of, d.state)}
+			Reason: fmt.Sprintf("duplicate of job %d (%s), which has the same unique key", d.of, state)}
 	}
 	first := verdicts[d.item]
 	if first.State == driver.StateDiscarded {
