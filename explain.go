@@ -34,6 +34,9 @@ type Explanation struct {
 	// Position is MaxCountedAhead+1 and PositionAtLeast is set.
 	Position        int  `json:"position,omitzero"`
 	PositionAtLeast bool `json:"position_at_least,omitzero"`
+	// UniqueKey is the unique key of a unique job (see Unique), as
+	// stored: a SHA-256 in hex; "" for a job that is not unique.
+	UniqueKey string `json:"unique_key,omitempty"`
 }
 
 // MaxCountedAhead is how many jobs ahead of a blocked job Explain counts
@@ -73,6 +76,9 @@ func (c *Client) explain(ctx context.Context, info *JobInfo) (*Explanation, erro
 	e := &Explanation{Job: info}
 	x, _, err := ex.JobExecution(ctx, info.ID)
 	if err != nil {
+		return nil, err
+	}
+	if e.UniqueKey, err = ex.UniqueKeyOf(ctx, info.ID); err != nil {
 		return nil, err
 	}
 	now := c.cfg.Now()

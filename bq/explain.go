@@ -54,6 +54,9 @@ func printExplanation(w io.Writer, e *bq.Explanation) error {
 	j := e.Job
 	fmt.Fprintf(w, "Job %d (%s, queue %s): %s\n", j.ID, term(j.Kind), term(j.Queue), j.State)
 	fmt.Fprintf(w, "%s\n", term(e.Summary))
+	if e.UniqueKey != "" {
+		fmt.Fprintf(w, "Unique: key %s\n", e.UniqueKey)
+	}
 	if e.Key == nil {
 		return nil
 	}

@@ -77,6 +77,7 @@ FROM {p}unique_keys u JOIN {p}jobs j ON j.id = u.job_id
 WHERE u.unique_key = ? AND (` + sqltext.JobState + ` IN ` + list + ` OR ` + sqltext.JobState + ` = '')
 ORDER BY u.job_id DESC LIMIT 1 LOCK IN SHARE MODE`)
 	q.SetUniqueKey = p(`INSERT INTO {p}unique_keys (unique_key, job_id) VALUES (?, ?)`)
+	q.UniqueKeyOf = p(`SELECT coalesce(max(unique_key), '') FROM {p}unique_keys WHERE job_id = ?`)
 
 	q.PickReady = p(`SELECT job_id FROM {p}ready_executions FORCE INDEX ({p}ready_poll)
 WHERE queue = ? ORDER BY priority DESC, job_id LIMIT ? FOR UPDATE SKIP LOCKED`)

@@ -12,7 +12,7 @@ import (
 )
 
 type uniqueQueries struct {
-	lock, find, set string
+	lock, find, set, of string
 	prefix          string // in the advisory lock's id
 }
 
@@ -27,6 +27,7 @@ func newUniqueQueries(prefix string) uniqueQueries {
 FROM (SELECT current_setting('transaction_isolation') AS iso) s`,
 		find:   p(sqltext.FindUnique),
 		set:    p(`UPDATE {p}jobs SET unique_key = $1 WHERE id = $2`),
+		of:     p(`SELECT coalesce(max(unique_key), '') FROM {p}jobs WHERE id = $1`),
 		prefix: prefix,
 	}
 }
@@ -73,4 +74,12 @@ func (e *executor) SetUniqueKey(ctx context.Context, id int64, key string) error
 		return fmt.Errorf("set unique key of job %d: %w", id, err)
 	}
 	return nil
+}
+
+func (e *executor) UniqueKeyOf(ctx context.Context, id int64) (string, error) {
+	var key string
+	if err := e.db.QueryRow(ctx, e.q.unique.of, id).Scan(&key); err != nil {
+		return "", fmt.Errorf("read unique key of job %d: %w", id, err)
+	}
+	return key, nil
 }

@@ -115,8 +115,24 @@ func testUniqueByParts(t *testing.T, h *harness) {
 	if first.ID == 0 || first.Duplicate {
 		t.Fatalf("first unique enqueue: %+v, want stored", first)
 	}
-	if other := enqueue(t, h, unkeyedJob, Args{Seq: 2}, byArgs); other.ID == 0 {
+	other := enqueue(t, h, unkeyedJob, Args{Seq: 2}, byArgs)
+	if other.ID == 0 {
 		t.Errorf("other args, ByArgs: %+v, want stored", other)
+	}
+	plain := enqueue(t, h, unkeyedJob, Args{Seq: 1})
+	if plain.ID == 0 {
+		t.Errorf("the same args, not unique: %+v, want stored", plain)
+	}
+	keys := map[int64]string{}
+	for _, id := range []int64{first.ID, other.ID, plain.ID} {
+		e, err := h.client.Explain(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys[id] = e.UniqueKey
+	}
+	if len(keys[first.ID]) != 64 || len(keys[other.ID]) != 64 || keys[first.ID] == keys[other.ID] || keys[plain.ID] != "" {
+		t.Errorf("Explain's unique keys %v: want two distinct SHA-256s for jobs %d and %d, none for plain job %d", keys, first.ID, other.ID, plain.ID)
 	}
 	// Without ByQueue the queue is not part of the key.
 	if dup := enqueue(t, h, unkeyedJob, Args{Seq: 1}, byArgs, bq.Queue("elsewhere")); !dup.Duplicate || dup.DuplicateOf != first.ID {
@@ -271,7 +287,7 @@ func testUniqueInTxSeesLaterCommits(t *testing.T, h *harness) {
 			t.Fatalf("EnqueueTx at REPEATABLE READ after another's commit: %+v, %v; want a duplicate of %d", res, err, other.ID)
 		}
 	default:
-		t.Skip("SQLite's caller transactions write only from the newest snapshot (a stale one gets SQLITE_BUSY)")
+		t.Skip("SQLite: a transaction on the driver's DB begins IMMEDIATE, so nothing commits under it")
 	}
 }
 

@@ -26,6 +26,9 @@ type UniqueStore interface {
 	FindUnique(ctx context.Context, key string, states []JobState) (id int64, state JobState, ok bool, err error)
 	// SetUniqueKey records key as the unique key of job id, just inserted.
 	SetUniqueKey(ctx context.Context, id int64, key string) error
+	// UniqueKeyOf returns job id's unique key, "" when it has none (or
+	// does not exist), for inspection.
+	UniqueKeyOf(ctx context.Context, id int64) (string, error)
 }
 
 // ErrUniqueIsolation: see UniqueStore.LockUnique.

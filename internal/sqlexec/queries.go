@@ -39,7 +39,7 @@ type Queries struct {
 	// LockUnique is the dialect's (MySQL: its lock row's upsert; SQLite:
 	// none, its one writer serialises); a dialect may append its locking
 	// read to FindUnique (see unique.go).
-	LockUnique, FindUnique, SetUniqueKey string
+	LockUnique, FindUnique, SetUniqueKey, UniqueKeyOf string
 }
 
 // Common returns the statements both database/sql dialects spell alike, each passed
@@ -55,6 +55,7 @@ func Common(spell func(string) string) Queries {
 
 		FindUnique:   p(sqltext.FindUnique),
 		SetUniqueKey: p(`UPDATE {p}jobs SET unique_key = ? WHERE id = ?`),
+		UniqueKeyOf:  p(`SELECT coalesce(max(unique_key), '') FROM {p}jobs WHERE id = ?`),
 
 		FinishJob:   p(`UPDATE {p}jobs SET attempt = attempt + ?, finished_at = ?, discarded = ? WHERE id = ?`),
 		RecordError: p(`UPDATE {p}jobs SET attempt = attempt + 1, last_error = ? WHERE id = ?`),

@@ -49,3 +49,11 @@ func (e *Executor) SetUniqueKey(ctx context.Context, id int64, key string) error
 	}
 	return nil
 }
+
+func (e *Executor) UniqueKeyOf(ctx context.Context, id int64) (string, error) {
+	var key string
+	if err := e.db.QueryRowContext(ctx, e.q.UniqueKeyOf, id).Scan(&key); err != nil {
+		return "", fmt.Errorf("read unique key of job %d: %w", id, err)
+	}
+	return key, nil
+}

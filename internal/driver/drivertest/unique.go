@@ -30,6 +30,14 @@ var _ = add("unique",
 			}
 			return nil
 		})
+		for i, want := range []string{keyA, keyA, keyB, ""} {
+			if got, err := f.ex().UniqueKeyOf(f.ctx, ids[i]); err != nil || got != want {
+				t.Errorf("UniqueKeyOf(job %d) = %q, %v; want %q", ids[i], got, err, want)
+			}
+		}
+		if got, err := f.ex().UniqueKeyOf(f.ctx, ids[3]+100); err != nil || got != "" {
+			t.Errorf("UniqueKeyOf(no such job) = %q, %v; want \"\"", got, err)
+		}
 		find := func(key string, states ...driver.JobState) (int64, driver.JobState) {
 			t.Helper()
 			id, state, ok, err := f.ex().FindUnique(f.ctx, key, states)

@@ -33,6 +33,13 @@ func (s *Store) SetUniqueKey(_ context.Context, id int64, key string) error {
 	return nil
 }
 
+func (s *Store) UniqueKeyOf(_ context.Context, id int64) (string, error) {
+	if r, ok := s.Jobs[id]; ok {
+		return r.UniqueKey, nil
+	}
+	return "", nil
+}
+
 // KeyHolders lists key's ready and running jobs in id order, so a
 // discard names its holder as the drivers' Inspector does.
 func (s *Store) KeyHolders(_ context.Context, key string, max int) ([]driver.Holder, error) {
