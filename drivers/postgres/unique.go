@@ -13,7 +13,7 @@ import (
 
 type uniqueQueries struct {
 	lock, find, set, of string
-	prefix          string // in the advisory lock's id
+	prefix              string // in the advisory lock's id
 }
 
 func newUniqueQueries(prefix string) uniqueQueries {
