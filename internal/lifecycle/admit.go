@@ -1,6 +1,8 @@
 // Package lifecycle moves jobs between states. Each function runs inside
 // the caller's transaction and changes the job's execution row and its
 // key's semaphore together, so a crash between the two cannot happen.
+// A new unique job is checked against its unique key before admission
+// (unique.go), so a duplicate never takes a slot.
 package lifecycle
 
 import (

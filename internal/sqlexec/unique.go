@@ -16,15 +16,15 @@ func (e *Executor) LockUnique(ctx context.Context, key string) error {
 	if e.q.LockUnique == "" {
 		return nil
 	}
-	if _, err := e.db.ExecContext(ctx, e.q.LockUnique, Stripe(key)); err != nil {
+	if _, err := e.db.ExecContext(ctx, e.q.LockUnique, stripe(key)); err != nil {
 		return fmt.Errorf("lock unique key: %w", err)
 	}
 	return nil
 }
 
-// Stripe is the lock row of unique key (a hex SHA-256): its first two
+// stripe is the lock row of unique key (a hex SHA-256): its first two
 // bytes, so the lock table never holds more than 65,536 rows.
-func Stripe(key string) int {
+func stripe(key string) int {
 	n, _ := strconv.ParseUint(key[:min(4, len(key))], 16, 16)
 	return int(n)
 }
