@@ -26,6 +26,10 @@ type EnqueueResult struct {
 	//	StateDiscarded  its key had no free slot and the job discards on
 	//	                conflict (or its key's backlog was full): nothing
 	//	                was stored
+	//
+	// For a Duplicate it is the state of the job it duplicates, at the
+	// check ("" when that job committed after the snapshot of the
+	// caller's REPEATABLE READ transaction on MySQL).
 	State JobState
 	// Reason explains a discard or a duplicate, naming the job that
 	// holds the key or has the unique key.
