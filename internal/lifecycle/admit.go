@@ -39,27 +39,6 @@ type candidate struct {
 	heldBy   int64  // a holder of the key, when discarded
 }
 
-// holderReader reads a key's holders (driver.Inspector's KeyHolders); a
-// store without it names no holder in a discard.
-type holderReader interface {
-	KeyHolders(ctx context.Context, key string, max int) ([]driver.Holder, error)
-}
-
-// holderOf returns one job holding key's slots, 0 when none is known
-// (the store cannot say, or the slots' holders are gone, awaiting the
-// failsafe). It is read only when a discard happens: one indexed row.
-func holderOf(ctx context.Context, ex Store, key string) (int64, error) {
-	hr, ok := ex.(holderReader)
-	if !ok {
-		return 0, nil
-	}
-	hs, err := hr.KeyHolders(ctx, key, 1)
-	if err != nil || len(hs) == 0 {
-		return 0, err
-	}
-	return hs[0].JobID, nil
-}
-
 // admit decides each due candidate's outcome. Keys are locked in sorted
 // order, so two transactions admitting overlapping keys cannot deadlock.
 // Within a key, higher priority takes the free slots first, then input
@@ -94,37 +73,23 @@ func admit(ctx context.Context, ex Store, cands []*candidate, now time.Time) (dr
 		}
 		promoted.Add(sem.Promoted())
 		granted := sem.Wait(len(group))
-		heldBy, looked := int64(0), false
-		holder := func() (string, error) {
-			if !looked {
-				looked = true
-				if heldBy, err = holderOf(ctx, ex, key); err != nil {
-					return "", fmt.Errorf("read a holder of %q: %w", key, err)
-				}
-			}
-			if heldBy == 0 {
-				return "", nil
-			}
-			return fmt.Sprintf(" (held by job %d)", heldBy), nil
-		}
+		holder := keyHolder{key: key}
 		for i, c := range group {
 			switch {
 			case i < granted:
 				c.outcome = driver.StateReady
 			case c.limit.OnConflict == driver.Discard:
-				by, err := holder()
-				if err != nil {
+				if c.heldBy, err = holder.read(ctx, ex); err != nil {
 					return promoted, err
 				}
-				c.outcome, c.heldBy = driver.StateDiscarded, heldBy
-				c.reason = fmt.Sprintf("concurrency key %q has no free slot (limit %d)%s and the job discards on conflict", key, sem.Limit(), by)
+				c.outcome = driver.StateDiscarded
+				c.reason = fmt.Sprintf("concurrency key %q has no free slot (limit %d)%s and the job discards on conflict", key, sem.Limit(), holder)
 			case sem.BacklogFull():
-				by, err := holder()
-				if err != nil {
+				if c.heldBy, err = holder.read(ctx, ex); err != nil {
 					return promoted, err
 				}
-				c.outcome, c.heldBy = driver.StateDiscarded, heldBy
-				c.reason = fmt.Sprintf("concurrency key %q has no free slot%s and already has %d jobs waiting, its MaxBlocked", key, by, sem.MaxBlocked())
+				c.outcome = driver.StateDiscarded
+				c.reason = fmt.Sprintf("concurrency key %q has no free slot%s and already has %d jobs waiting, its MaxBlocked", key, holder, sem.MaxBlocked())
 			default:
 				c.outcome = driver.StateBlocked
 				sem.Block(1)
