@@ -37,40 +37,56 @@ var _ = register(
 	scenario{"DiscardNamesHolder", testDiscardNamesHolder},
 )
 
-// enqueueAll enqueues a from n goroutines on each client at once and
-// returns every result.
-func enqueueAll(t *testing.T, h *harness, clients []*bq.Client, n int, job *bq.Job[Args], a Args, opts ...bq.EnqueueOption) []bq.EnqueueResult {
+// attempt is one enqueue of a concurrent run: its args and options, and
+// the group of attempts that share its unique key.
+type attempt struct {
+	args  Args
+	opts  []bq.EnqueueOption
+	group string
+}
+
+// enqueueAll runs every attempt at once, spread over the clients, and
+// returns the results of each group.
+func enqueueAll(t *testing.T, h *harness, clients []*bq.Client, job *bq.Job[Args], attempts []attempt) map[string][]bq.EnqueueResult {
 	t.Helper()
-	a.Test = h.test
 	var mu sync.Mutex
-	var out []bq.EnqueueResult
+	out := map[string][]bq.EnqueueResult{}
 	var wg sync.WaitGroup
 	start := make(chan struct{})
-	for _, c := range clients {
-		for range n {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				<-start
-				res, err := job.Enqueue(context.Background(), c, a, opts...)
-				if err != nil {
-					t.Errorf("enqueue: %v", err)
-					return
-				}
-				mu.Lock()
-				out = append(out, res)
-				mu.Unlock()
-			}()
-		}
+	for i, a := range attempts {
+		c := clients[i%len(clients)]
+		a.args.Test = h.test
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			res, err := job.Enqueue(context.Background(), c, a.args, a.opts...)
+			if err != nil {
+				t.Errorf("enqueue %+v: %v", a.args, err)
+				return
+			}
+			mu.Lock()
+			out[a.group] = append(out[a.group], res)
+			mu.Unlock()
+		}()
 	}
 	close(start)
 	wg.Wait()
 	return out
 }
 
+// same is n attempts of one unique key.
+func same(n int, group string, a Args, opts ...bq.EnqueueOption) []attempt {
+	out := make([]attempt, n)
+	for i := range out {
+		out[i] = attempt{args: a, opts: opts, group: group}
+	}
+	return out
+}
+
 // oneInserted checks that exactly one of results was stored and every
 // other is a duplicate of it, and returns its id.
-func oneInserted(t *testing.T, results []bq.EnqueueResult) int64 {
+func oneInserted(t *testing.T, group string, results []bq.EnqueueResult) int64 {
 	t.Helper()
 	var ids []int64
 	for _, r := range results {
@@ -79,27 +95,49 @@ func oneInserted(t *testing.T, results []bq.EnqueueResult) int64 {
 		}
 	}
 	if len(ids) != 1 {
-		t.Fatalf("%d of %d concurrent unique enqueues inserted a job (%v), want exactly one", len(ids), len(results), ids)
+		t.Fatalf("%s: %d of %d concurrent unique enqueues inserted a job (%v), want exactly one", group, len(ids), len(results), ids)
 	}
 	for _, r := range results {
 		if r.ID == 0 && (!r.Duplicate || r.DuplicateOf != ids[0] || !strings.Contains(r.Reason, fmt.Sprint(ids[0]))) {
-			t.Errorf("result %+v: want a duplicate of job %d, named in its reason", r, ids[0])
+			t.Errorf("%s: result %+v, want a duplicate of job %d, named in its reason", group, r, ids[0])
 		}
 	}
 	return ids[0]
 }
 
 // testUniqueConcurrentProcesses: two clients with pools of their own, as
-// two processes have, enqueue the same unique job from many goroutines
-// at once: exactly one is stored, and every other result names it.
+// two processes have, enqueue unique jobs from many goroutines at once:
+// of each unique key exactly one is stored, and every other result names
+// it; other args, another queue (ByQueue) or another period (ByPeriod)
+// are other keys.
 func testUniqueConcurrentProcesses(t *testing.T, h *harness) {
 	clients := []*bq.Client{h.client, h.clientWith(testConfig())}
-	id := oneInserted(t, enqueueAll(t, h, clients, 8, uniqueArgsJob, Args{Key: "same"}))
+	id := oneInserted(t, "same args", enqueueAll(t, h, clients, uniqueArgsJob, same(16, "same", Args{Key: "same"}))["same"])
 	if n := h.count("SELECT count(*) FROM bq_jobs"); n != 1 {
 		t.Errorf("%d job rows after the concurrent enqueues, want 1 (job %d)", n, id)
 	}
+
+	var mixed []attempt
+	for i := range 8 { // other args: every one stored
+		mixed = append(mixed, attempt{args: Args{Key: "distinct", Seq: i}, group: fmt.Sprint("args ", i)})
+	}
+	byQueue := bq.WithUnique(bq.Unique{ByArgs: true, ByQueue: true})
+	mixed = append(mixed, same(6, "queue qa", Args{Key: "q"}, byQueue, bq.Queue("qa"))...)
+	mixed = append(mixed, same(6, "queue qb", Args{Key: "q"}, byQueue, bq.Queue("qb"))...)
+	hour := time.Now().UTC().Truncate(time.Hour).Add(3 * time.Hour)
+	byPeriod := bq.WithUnique(bq.Unique{ByArgs: true, ByPeriod: time.Hour})
+	mixed = append(mixed, same(6, "hour 1", Args{Key: "p"}, byPeriod, bq.At(hour.Add(time.Minute)))...)
+	mixed = append(mixed, same(6, "hour 2", Args{Key: "p"}, byPeriod, bq.At(hour.Add(61*time.Minute)))...)
+	groups := enqueueAll(t, h, clients, uniqueArgsJob, mixed)
+	for group, results := range groups {
+		oneInserted(t, group, results)
+	}
+	if len(groups) != 12 {
+		t.Errorf("%d groups of results, want 12", len(groups))
+	}
+
 	// Keyed and unique, from both clients: one stored, holding the key.
-	keyed := oneInserted(t, enqueueAll(t, h, clients, 8, uniqueKeyedJob, Args{Key: "k"}))
+	keyed := oneInserted(t, "keyed", enqueueAll(t, h, clients, uniqueKeyedJob, same(16, "keyed", Args{Key: "k"}))["keyed"])
 	if s := h.state(keyed); s != bq.StateReady {
 		t.Errorf("the keyed unique job is %s, want ready", s)
 	}
