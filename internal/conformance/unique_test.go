@@ -210,6 +210,16 @@ func testUniqueByParts(t *testing.T, h *harness) {
 	if again := enqueue(t, h, uniqueArgsJob, Args{Seq: 7}, live); again.ID == 0 || again.Duplicate {
 		t.Errorf("after completion, ByStates without completed: %+v, want stored", again)
 	}
+	// A failed job does not count by default; it does when ByStates names it.
+	failing := enqueue(t, h, onceJob, Args{Seq: 8, Mode: "fail"}, byArgs)
+	h.waitState(failing.ID, bq.StateFailed)
+	withFailed := bq.WithUnique(bq.Unique{ByArgs: true, ByStates: []bq.JobState{bq.StateFailed}})
+	if dup := enqueue(t, h, onceJob, Args{Seq: 8, Mode: "fail"}, withFailed); dup.DuplicateOf != failing.ID || dup.State != bq.StateFailed {
+		t.Errorf("beside failed job %d, ByStates failed: %+v, want a duplicate of it", failing.ID, dup)
+	}
+	if beside := enqueue(t, h, onceJob, Args{Seq: 8, Mode: "fail"}, byArgs); beside.ID == 0 || beside.Duplicate {
+		t.Errorf("beside failed job %d, default ByStates: %+v, want stored", failing.ID, beside)
+	}
 }
 
 // testUniqueWithinOneCall: of two items with one unique key in one
