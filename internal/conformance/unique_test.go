@@ -217,8 +217,14 @@ func testUniqueByParts(t *testing.T, h *harness) {
 	if dup := enqueue(t, h, onceJob, Args{Seq: 8, Mode: "fail"}, withFailed); dup.DuplicateOf != failing.ID || dup.State != bq.StateFailed {
 		t.Errorf("beside failed job %d, ByStates failed: %+v, want a duplicate of it", failing.ID, dup)
 	}
-	if beside := enqueue(t, h, onceJob, Args{Seq: 8, Mode: "fail"}, byArgs); beside.ID == 0 || beside.Duplicate {
+	beside := enqueue(t, h, onceJob, Args{Seq: 8, Mode: "fail"}, byArgs)
+	if beside.ID == 0 || beside.Duplicate {
 		t.Errorf("beside failed job %d, default ByStates: %+v, want stored", failing.ID, beside)
+	}
+	// RetryFailed checks no uniqueness: the failed job runs again beside
+	// the newer one (docs/concurrency.md, Unique jobs).
+	if state, err := h.client.RetryFailed(context.Background(), failing.ID); err != nil || state != bq.StateReady {
+		t.Errorf("RetryFailed beside job %d of its unique key: %s, %v; want ready", beside.ID, state, err)
 	}
 }
 
