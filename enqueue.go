@@ -40,6 +40,8 @@ type enqueueOptions struct {
 	priority *int
 	queue    *string
 	key      *keyOption
+	metadata map[string]string
+	tags     []string
 }
 
 type keyOption struct {
@@ -178,6 +180,14 @@ func (j *Job[A]) enqueue(ctx context.Context, c *Client, tx any, args []A, opts 
 	if err := validatePriority(priority); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidJob, err)
 	}
+	metadata, err := encodeMetadata(o.metadata)
+	if err != nil {
+		return nil, fmt.Errorf("%w: bq.WithMetadata: %w", ErrInvalidJob, err)
+	}
+	tags, err := encodeTags(mergeTags(j.opts.Tags, o.tags))
+	if err != nil {
+		return nil, fmt.Errorf("%w: bq.WithTags: %w", ErrInvalidJob, err)
+	}
 	now := c.cfg.Now()
 	at := now
 	switch {
@@ -200,7 +210,7 @@ func (j *Job[A]) enqueue(ctx context.Context, c *Client, tx any, args []A, opts 
 			return nil, fmt.Errorf("enqueue %q: %w", j.name, err)
 		}
 		jobs[i] = &driver.NewJob{Kind: j.name, Queue: queue, Args: raw, Priority: priority,
-			MaxAttempts: j.opts.MaxAttempts, Limit: limit, ScheduledAt: at}
+			MaxAttempts: j.opts.MaxAttempts, Limit: limit, ScheduledAt: at, Metadata: metadata, Tags: tags}
 	}
 	verdicts, err := c.insert(ctx, ex, tx, jobs, now)
 	if err != nil {
