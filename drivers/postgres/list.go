@@ -31,12 +31,23 @@ var listSpelling = sqltext.ListSpelling{
 }
 
 func (e *executor) ListJobs(ctx context.Context, f driver.JobFilter) ([]*driver.JobInfo, error) {
-	query, args := sqltext.ListJobs(f, listSpelling)
+	query, args := listJobs(e.q.spell, f)
 	out, err := collect(ctx, e.db, func(r pgx.CollectableRow) (*driver.JobInfo, error) {
 		return scanJobInfo(r)
-	}, sqltext.Rebind(e.q.spell(query)), args...)
+	}, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list jobs: %w", err)
 	}
 	return out, nil
+}
+
+func listJobs(spell func(string) string, f driver.JobFilter) (string, []any) {
+	query, args := sqltext.ListJobs(f, listSpelling)
+	return sqltext.Rebind(spell(query)), args
+}
+
+// ListJobsQuery is the statement ListJobs runs for f on the tables of
+// prefix, with its arguments: for EXPLAIN in benchmarks and the docs.
+func ListJobsQuery(prefix string, f driver.JobFilter) (string, []any) {
+	return listJobs(sqltext.Spelling(prefix), f)
 }
