@@ -21,10 +21,10 @@ var jobStates = []bq.JobState{bq.StateScheduled, bq.StateBlocked, bq.StateReady,
 // jobsForm is the jobs page's filter form, as typed: shown back as it was.
 type jobsForm struct {
 	Kind, Queue, Key, KeyPrefix, Meta, Tag string
-	CreatedAfter, CreatedBefore             string
-	FinishedAfter, FinishedBefore           string
-	Limit                                   string
-	States                                  map[bq.JobState]bool
+	CreatedAfter, CreatedBefore            string
+	FinishedAfter, FinishedBefore          string
+	Limit                                  string
+	States                                 map[bq.JobState]bool
 }
 
 // jobsData is the jobs page: the form, a page of jobs and the link on.

@@ -45,7 +45,6 @@ type searchData struct {
 // searchHelp says what the box finds.
 const searchHelp = "Search for a job id (42), a key as group/key (reports.export/acme), a group's keys (reports.export/), a key without its group (acme), a tag (vip) or metadata as key=value (tenant=acme)."
 
-
 func (s *server) search(w http.ResponseWriter, r *http.Request) {
 	q := strings.TrimSpace(r.URL.Query().Get("q"))
 	switch {
