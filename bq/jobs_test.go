@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -12,7 +13,8 @@ import (
 
 // TestJobsCommand: bq jobs filters by key prefix, metadata, tag and
 // state, prints a table with the command for the next page, which lists
-// the rest, and --json prints the page in snake_case.
+// the rest, and --json prints the page in snake_case; bq explain shows a
+// job's metadata and tags.
 func TestJobsCommand(t *testing.T) {
 	ctx := context.Background()
 	c, dsn := migratedSQLite(t)
@@ -68,6 +70,10 @@ func TestJobsCommand(t *testing.T) {
 		t.Errorf("--json page = %+v, want job %d with its metadata and no next", page, ids[3])
 	}
 
+	code, out, errOut = bqCmd(t, ctx, "explain", "--dsn", dsn, strconv.FormatInt(ids[0], 10))
+	if code != 0 || !strings.Contains(out, "Metadata: tenant=acme; tags: cli") {
+		t.Errorf("bq explain of a job with metadata: exit %d, want its metadata and tags:\n%s%s", code, out, errOut)
+	}
 	code, out, _ = bqCmd(t, ctx, "jobs", "--dsn", dsn, "--tag", "nope")
 	if code != 0 || !strings.Contains(out, "No jobs match.") {
 		t.Errorf("an empty page: exit %d, %q; want it said", code, out)
