@@ -55,6 +55,8 @@ type enqueueOptions struct {
 	queue    *string
 	key      *keyOption
 	unique   *Unique
+	metadata map[string]string
+	tags     []string
 }
 
 type keyOption struct {
@@ -200,6 +202,14 @@ func (j *Job[A]) enqueue(ctx context.Context, c *Client, tx any, args []A, opts 
 		}
 		unique = o.unique
 	}
+	metadata, err := encodeMetadata(o.metadata)
+	if err != nil {
+		return nil, fmt.Errorf("%w: bq.WithMetadata: %w", ErrInvalidJob, err)
+	}
+	tags, err := encodeTags(mergeTags(j.opts.Tags, o.tags))
+	if err != nil {
+		return nil, fmt.Errorf("%w: bq.WithTags: %w", ErrInvalidJob, err)
+	}
 	now := c.cfg.Now()
 	at := now
 	switch {
@@ -222,7 +232,7 @@ func (j *Job[A]) enqueue(ctx context.Context, c *Client, tx any, args []A, opts 
 			return nil, fmt.Errorf("enqueue %q: %w", j.name, err)
 		}
 		jobs[i] = &driver.NewJob{Kind: j.name, Queue: queue, Args: raw, Priority: priority,
-			MaxAttempts: j.opts.MaxAttempts, Limit: limit, ScheduledAt: at}
+			MaxAttempts: j.opts.MaxAttempts, Limit: limit, ScheduledAt: at, Metadata: metadata, Tags: tags}
 		if unique != nil {
 			jobs[i].UniqueKey, jobs[i].UniqueStates = unique.key(j.name, queue, raw, at), unique.states()
 		}

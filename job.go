@@ -87,6 +87,9 @@ type JobOptions[A any] struct {
 	// Unique refuses a job that duplicates one already stored (see
 	// Unique); WithUnique replaces it for one enqueue. Default: none.
 	Unique *Unique
+	// Tags every job of the kind carries, before those of WithTags; each
+	// follows WithTags' rule. Default: none.
+	Tags []string
 }
 
 const (
@@ -165,6 +168,11 @@ func (j *Job[A]) validate() error {
 	}
 	if j.opts.MaxAttempts < 0 {
 		errs = append(errs, fmt.Errorf("MaxAttempts is %d: use 1 or more (0 means the default, %d)", j.opts.MaxAttempts, defaultMaxAttempts))
+	}
+	if tags := mergeTags(nil, j.opts.Tags); len(tags) < len(j.opts.Tags) {
+		errs = append(errs, fmt.Errorf("job option Tags names a tag twice: %q; name each once", j.opts.Tags))
+	} else if err := validateTags(tags); err != nil {
+		errs = append(errs, fmt.Errorf("job option Tags: %w", err))
 	}
 	if j.opts.Timeout < 0 {
 		errs = append(errs, fmt.Errorf("job option Timeout is %s: use a positive duration, or 0 for none", j.opts.Timeout))

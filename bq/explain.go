@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -57,6 +59,9 @@ func printExplanation(w io.Writer, e *bq.Explanation) error {
 	if e.UniqueKey != "" {
 		fmt.Fprintf(w, "Unique: key %s\n", e.UniqueKey)
 	}
+	if labels := labelsText(j.Metadata, j.Tags); labels != "" {
+		fmt.Fprintf(w, "%s\n", labels)
+	}
 	if e.Key == nil {
 		return nil
 	}
@@ -108,4 +113,25 @@ func lineOf(k *bq.KeyState) string {
 		s += fmt.Sprintf(" and %s more", humanize.Thousands(more))
 	}
 	return s
+}
+
+// labelsText is a job's metadata and tags on one line ("" for none):
+// "Metadata: k=v, k2=v2; tags: a, b".
+func labelsText(md map[string]string, tags []string) string {
+	var parts []string
+	if len(md) > 0 {
+		pairs := make([]string, 0, len(md))
+		for _, k := range slices.Sorted(maps.Keys(md)) {
+			pairs = append(pairs, k+"="+md[k])
+		}
+		parts = append(parts, "metadata: "+strings.Join(pairs, ", "))
+	}
+	if len(tags) > 0 {
+		parts = append(parts, "tags: "+strings.Join(tags, ", "))
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	s := strings.Join(parts, "; ")
+	return term(strings.ToUpper(s[:1]) + s[1:])
 }

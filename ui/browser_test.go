@@ -61,8 +61,8 @@ func browser(t *testing.T, path string, extra ...chromedp.ExecAllocatorOption) c
 // database holding blocked, running and failed jobs and half an hour of
 // history: the pages show the right counts, the overview refreshes
 // itself, retrying a failed job of a saturated key from the failed page
-// brings it back blocked, the header's search finds jobs and keys, and
-// the charts draw the history. A screenshot of each page goes to
+// brings it back blocked, the header's search finds jobs and keys, the
+// charts draw the history, and the Jobs page filters and pages. A screenshot of each page goes to
 // .artifacts/screenshots/.
 func TestBrowser(t *testing.T) {
 	path := chromium(t)
@@ -91,6 +91,7 @@ func TestBrowser(t *testing.T) {
 			browse(t, b, f, opts.Token)
 			browseSearch(b, f)
 			browseHistory(b)
+			browseJobs(b, f)
 		})
 	}
 }

@@ -92,6 +92,10 @@ type jobData struct {
 // findJob keeps the former header's job search working for links and
 // bookmarks: /jobs/?id=42 goes to /jobs/42 (the header now searches).
 func (s *server) findJob(w http.ResponseWriter, r *http.Request) {
+	if !r.URL.Query().Has("id") {
+		s.jobList(w, r)
+		return
+	}
 	id, err := strconv.ParseInt(r.URL.Query().Get("id"), 10, 64)
 	if err != nil || id <= 0 {
 		s.notFound(w, r)

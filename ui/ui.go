@@ -1,8 +1,10 @@
 // Package ui is bq's web dashboard: queues and their counts (refreshed
 // live), each with a pause or resume button, charts of the queue's
-// history, blocked work by key, each job with its explanation, failed
-// jobs with retry and discard, the processes, and a search by job id, key
-// or tenant. Mount it in your server:
+// history, blocked work by key, every job listed by kind, queue, state,
+// key or key prefix, metadata, tag and time (the Jobs page, a page at a
+// time), each job with its explanation, metadata and tags, failed jobs
+// with retry and discard, the processes, and a search by job id, key,
+// tenant, tag or metadata (key=value). Mount it in your server:
 //
 //	mux.Handle("/bq/", http.StripPrefix("/bq", ui.Handler(client, ui.Options{Path: "/bq", Token: token})))
 //

@@ -31,6 +31,9 @@ type queries struct {
 
 	history historyQueries // history.go
 	unique  uniqueQueries  // unique.go
+
+	// spell splices the prefix into statements built at run time (list.go).
+	spell func(string) string
 }
 
 const (
@@ -74,18 +77,21 @@ func deadFor(silenceMS string) string {
 func newQueries(prefix string) *queries {
 	p := sqltext.Spelling(prefix)
 	return &queries{
+		spell: p,
 		// IDs come from an identity column, so they rise in the order the
 		// ORDER BY feeds rows in; numbering them by id recovers each input
 		// row's place and with it the execution table it belongs in.
 		insertJobs: p(`
 WITH input AS (
 	SELECT * FROM unnest($1::text[], $2::text[], $3::jsonb[], $4::int[], $5::int[], $6::text[],
-		$7::int[], $8::bigint[], $9::smallint[], $10::timestamptz[], $11::text[], $13::int[])
-	WITH ORDINALITY AS t(kind, queue, args, priority, max_attempts, ckey, clim, cdur, conflict, scheduled_at, state, mblocked, ord)
+		$7::int[], $8::bigint[], $9::smallint[], $10::timestamptz[], $11::text[], $13::int[], $14::text[], $15::text[])
+	WITH ORDINALITY AS t(kind, queue, args, priority, max_attempts, ckey, clim, cdur, conflict, scheduled_at, state, mblocked,
+		meta, tags, ord)
 ), inserted AS (
 	INSERT INTO {p}jobs (kind, queue, args, priority, max_attempts, concurrency_key, concurrency_limit,
-		concurrency_duration_ms, on_conflict, max_blocked, scheduled_at, created_at)
-	SELECT kind, queue, args, priority, max_attempts, NULLIF(ckey, ''), clim, cdur, conflict, mblocked, scheduled_at, $12
+		concurrency_duration_ms, on_conflict, max_blocked, scheduled_at, created_at, metadata, tags)
+	SELECT kind, queue, args, priority, max_attempts, NULLIF(ckey, ''), clim, cdur, conflict, mblocked, scheduled_at, $12,
+		NULLIF(meta, '')::jsonb, NULLIF(tags, '')::jsonb
 	FROM input ORDER BY ord
 	RETURNING id
 ), numbered AS (
@@ -292,8 +298,7 @@ AND NOT EXISTS (SELECT 1 FROM {p}claimed_executions c WHERE c.process_id = p.id)
 FROM {p}processes ORDER BY id`),
 
 		getJob: p(`
-SELECT ` + jobColumns + `, coalesce(j.last_error, ''), j.finished_at, ` + sqltext.JobState + `
-FROM {p}jobs j WHERE j.id = $1`),
+SELECT ` + sqltext.JobInfoColumns + ` FROM {p}jobs j WHERE j.id = $1`),
 		countByQueue: p(`
 SELECT queue, sum(ready)::int, sum(running)::int, sum(scheduled)::int, sum(blocked)::int, sum(failed)::int
 FROM (` + sqltext.QueueCounts + `) t GROUP BY queue ORDER BY queue`),

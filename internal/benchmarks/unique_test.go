@@ -8,20 +8,6 @@ import (
 	"github.com/bqueue/bq"
 )
 
-// BenchmarkEnqueuePlain stores one unkeyed, non-unique job: the path that
-// must stay one statement (no transaction of bq's own) whatever unique
-// jobs cost.
-func BenchmarkEnqueuePlain(b *testing.B) {
-	forEachDB(b, func(b *testing.B, c *bq.Client) {
-		ctx := context.Background()
-		for b.Loop() {
-			if _, err := plain.Enqueue(ctx, c, benchArgs{}); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
-}
-
 // BenchmarkEnqueueUnique enqueues one job unique by its args per
 // transaction: lock the key, look it up, insert (the first 1000) or
 // report the duplicate (the rest). Args rotate over 1000.

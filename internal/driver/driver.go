@@ -116,6 +116,9 @@ type NewJob struct {
 	// make this one a duplicate.
 	UniqueKey    string
 	UniqueStates []JobState
+	// Metadata and Tags are JSON (an object of strings, an array of
+	// strings) checked by bq before; nil when the job has none.
+	Metadata, Tags []byte
 }
 
 // Job is a job row as the engine reads it back.
@@ -130,6 +133,8 @@ type Job struct {
 	Limit       Limit
 	ScheduledAt time.Time
 	CreatedAt   time.Time
+	// Metadata and Tags are the JSON NewJob stored; nil when none.
+	Metadata, Tags []byte
 }
 
 // Claim is a job taken by a worker; Fence identifies this claim alone, so a
@@ -530,6 +535,25 @@ type Inspector interface {
 	// ListFailed returns up to max failed jobs with an id below before
 	// (0: from the newest), newest first.
 	ListFailed(ctx context.Context, before int64, max int) ([]FailedJob, error)
+	// ListJobs returns up to f.Max jobs matching every field of f that
+	// is set, newest (highest id) first.
+	ListJobs(ctx context.Context, f JobFilter) ([]*JobInfo, error)
+}
+
+// JobFilter selects jobs for ListJobs; a zero field matches every job.
+// bq checks it before (one of Key and KeyPrefix, labels by bq's rule).
+type JobFilter struct {
+	Kinds, Queues []string          // any of
+	States        []JobState        // any of
+	Key           string            // the full key, exactly
+	KeyPrefix     string            // full keys starting with it, byte for byte
+	Metadata      map[string]string // every pair
+	Tag           string
+	// Times: After is at or after, Before strictly before.
+	CreatedAfter, CreatedBefore   time.Time
+	FinishedAfter, FinishedBefore time.Time
+	BeforeID                      int64 // ids below it only; 0: from the newest
+	Max                           int
 }
 
 // BatchReleaser is an executor that releases the slots of many keys in a

@@ -40,6 +40,9 @@ type Queries struct {
 	// none, its one writer serialises); a dialect may append its locking
 	// read to FindUnique (see unique.go).
 	LockUnique, FindUnique, SetUniqueKey, UniqueKeyOf string
+	// Spell splices the table prefix into a statement built at run time
+	// (ListJobs).
+	Spell func(string) string
 }
 
 // Common returns the statements both database/sql dialects spell alike, each passed
@@ -47,8 +50,10 @@ type Queries struct {
 func Common(spell func(string) string) Queries {
 	p := spell
 	return Queries{
+		Spell: spell,
 		InsertJobs: p(`INSERT INTO {p}jobs (kind, queue, args, priority, max_attempts, concurrency_key,
-	concurrency_limit, concurrency_duration_ms, on_conflict, max_blocked, scheduled_at, created_at) VALUES `),
+	concurrency_limit, concurrency_duration_ms, on_conflict, max_blocked, scheduled_at, created_at,
+	metadata, tags) VALUES `),
 		InsertReady:     p(`INSERT INTO {p}ready_executions (job_id, queue, priority, created_at) VALUES `),
 		InsertScheduled: p(`INSERT INTO {p}scheduled_executions (job_id, queue, priority, scheduled_at) VALUES `),
 		InsertBlocked:   p(`INSERT INTO {p}blocked_executions (job_id, queue, priority, concurrency_key, created_at) VALUES `),
@@ -85,9 +90,7 @@ WHERE c.job_id IN ` + ListMarker + ` ORDER BY j.priority DESC, j.id`),
 		ListProcesses: p(`SELECT id, kind, name, hostname, pid, queues, heartbeat_interval_ms, dead_after_ms,
 	started_at, last_heartbeat_at, beating_since FROM {p}processes ORDER BY id`),
 
-		GetJob: p(`
-SELECT ` + sqltext.JobColumns + `, coalesce(j.last_error, ''), j.finished_at, ` + sqltext.JobState + `
-FROM {p}jobs j WHERE j.id = ?`),
+		GetJob:        p(`SELECT ` + sqltext.JobInfoColumns + ` FROM {p}jobs j WHERE j.id = ?`),
 		SchemaVersion: p(`SELECT coalesce(max(version_id), 0) FROM {p}schema_migrations WHERE is_applied`),
 
 		UpdatePolicy: p(`UPDATE {p}policies SET max_active = ?, max_active_per_key = ?, max_blocked = ?,

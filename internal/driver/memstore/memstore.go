@@ -69,7 +69,8 @@ func (s *Store) InsertJobs(_ context.Context, now time.Time, jobs []*driver.NewJ
 		s.nextID++
 		j.ID = s.nextID
 		s.Jobs[j.ID] = &Row{State: j.State, Job: driver.Job{ID: j.ID, Kind: j.Kind, Queue: j.Queue, Args: j.Args,
-			Priority: j.Priority, MaxAttempts: j.MaxAttempts, Limit: j.Limit, ScheduledAt: j.ScheduledAt, CreatedAt: now}}
+			Priority: j.Priority, MaxAttempts: j.MaxAttempts, Limit: j.Limit, ScheduledAt: j.ScheduledAt, CreatedAt: now,
+			Metadata: j.Metadata, Tags: j.Tags}}
 	}
 	return nil
 }
