@@ -251,3 +251,23 @@ func Recount(ctx context.Context, ex driver.SemaphoreStore, key string, now time
 	}
 	return s.promoted, s.Save(ctx)
 }
+
+// Leave takes a blocked job of key out of the line, as it is cancelled:
+// with the semaphore locked (before the blocked row, the order promotion
+// locks them in), take deletes the job's blocked row, and if it did, the
+// blocked count drops by one. The job held no slot, so the free value is
+// unchanged and nothing is promoted.
+func Leave(ctx context.Context, ex driver.SemaphoreStore, key string, take func() (bool, error)) (bool, error) {
+	row, ok, err := ex.SemaphoreLock(ctx, key, "")
+	if err != nil {
+		return false, err
+	}
+	if took, err := take(); !took || err != nil {
+		return false, err
+	}
+	if !ok {
+		return true, nil
+	}
+	row.Blocked = max(row.Blocked-1, 0)
+	return true, ex.SemaphoreSave(ctx, row)
+}

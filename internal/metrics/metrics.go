@@ -31,6 +31,7 @@ const (
 	Retried     = "bq.jobs.retried"
 	Reaped      = "bq.jobs.reaped"
 	Snoozed     = "bq.jobs.snoozed"
+	Cancelled   = "bq.jobs.cancelled"
 	QueueWait   = "bq.job.queue_wait"
 	RunDuration = "bq.job.run_duration"
 
@@ -88,7 +89,7 @@ type Instruments struct {
 	meter                                  metric.Meter
 	enqueued, blocked, discarded, promoted metric.Int64Counter
 	completed, failed, retried, reaped     metric.Int64Counter
-	snoozed                                metric.Int64Counter
+	snoozed, cancelled                     metric.Int64Counter
 	queueWait, runDuration                 metric.Float64Histogram
 }
 
@@ -116,6 +117,7 @@ func New(mp metric.MeterProvider) (*Instruments, error) {
 	m.retried = counter(Retried, "Failed attempts that will run again, and failed jobs retried by hand.")
 	m.reaped = counter(Reaped, "Claims of lost processes returned to ready or failed by the dispatcher.")
 	m.snoozed = counter(Snoozed, "Runs that ended with bq.Snooze: rescheduled, their attempt not spent.")
+	m.cancelled = counter(Cancelled, "Jobs finished as cancelled: by client.Cancel (from=client) or by their own bq.Cancel (from=job).")
 	m.queueWait = histogram(QueueWait, "Time from a job's due time to its first claim.")
 	m.runDuration = histogram(RunDuration, "Time one run of a job took.")
 	if err := errors.Join(errs...); err != nil {
@@ -187,6 +189,13 @@ func (m *Instruments) Finished(ctx context.Context, j Job, state driver.JobState
 // Snoozed counts a run that ended with bq.Snooze.
 func (m *Instruments) Snoozed(ctx context.Context, j Job) {
 	m.snoozed.Add(ctx, 1, j.attrs())
+}
+
+// Cancelled counts a job finished as cancelled; from says who asked:
+// "client" (client.Cancel, ending at once or as its run ends) or "job"
+// (its own bq.Cancel).
+func (m *Instruments) Cancelled(ctx context.Context, j Job, from string) {
+	m.cancelled.Add(ctx, 1, j.attrs(attribute.String("from", from)))
 }
 
 // RetriedByHand counts a failed job retried by hand and its admission.
