@@ -272,7 +272,7 @@ FOR UPDATE OF c SKIP LOCKED`),
 		registerProcess: p(`INSERT INTO {p}processes (kind, name, hostname, pid, queues, heartbeat_interval_ms,
 	dead_after_ms, started_at, last_heartbeat_at, beating_since)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8, $8) RETURNING id`),
-		heartbeat:       p(`UPDATE {p}processes SET last_heartbeat_at = $2, beating_since = $3 WHERE id = $1`),
+		heartbeat: p(`UPDATE {p}processes SET last_heartbeat_at = $2, beating_since = $3 WHERE id = $1`),
 		claimsOfProcess: p(`SELECT job_id, fence, claimed_at, cancel_requested_at IS NOT NULL
 FROM {p}claimed_executions WHERE process_id = $1`),
 		// Renew in key order, skipping rows someone holds: two renewals

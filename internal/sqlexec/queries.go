@@ -65,7 +65,7 @@ FROM (SELECT ? AS queue) q LEFT JOIN {p}policies c ON c.queue = q.queue AND c.ma
 		SelectClaims: p(`SELECT ` + sqltext.JobColumns + `, c.fence, c.claimed_at
 FROM {p}claimed_executions c JOIN {p}jobs j ON j.id = c.job_id
 WHERE c.job_id IN ` + ListMarker + ` ORDER BY j.priority DESC, j.id`),
-		DeleteClaim:     p(`DELETE FROM {p}claimed_executions WHERE fence = ? AND job_id = ?`),
+		DeleteClaim: p(`DELETE FROM {p}claimed_executions WHERE fence = ? AND job_id = ?`),
 		ClaimsOfProcess: p(`SELECT job_id, fence, claimed_at, cancel_requested_at IS NOT NULL
 FROM {p}claimed_executions WHERE process_id = ?`),
 
