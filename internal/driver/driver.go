@@ -378,7 +378,8 @@ type ClaimStore interface {
 	DeleteClaim(ctx context.Context, jobID, fence int64) (bool, error)
 	// MarkCancel marks job id's claim as asked to cancel at now, keeping
 	// an earlier mark, and returns the mark. ok is false when the job has
-	// no claim (it is not running).
+	// no claim (it is not running). It may run several statements: run
+	// it in a transaction.
 	MarkCancel(ctx context.Context, jobID int64, now time.Time) (requestedAt time.Time, ok bool, err error)
 	// CancelRequested locks the claim matching jobID and fence until the
 	// transaction ends and reports whether it carries a cancel mark; false

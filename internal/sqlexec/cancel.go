@@ -48,12 +48,18 @@ func (e *Executor) CancelJob(ctx context.Context, jobID int64, now time.Time, ra
 func (e *Executor) MarkCancel(ctx context.Context, jobID int64, now time.Time) (time.Time, bool, error) {
 	var at sql.NullInt64
 	err := e.Atomic(ctx, func(x *Executor) error {
-		if _, err := x.db.ExecContext(ctx, x.q.MarkCancel, Micros(now), jobID); err != nil {
+		var fence int64
+		ok, err := found(x.db.QueryRowContext(ctx, x.q.ClaimFence, jobID).Scan(&fence))
+		if !ok || err != nil {
+			return err
+		}
+		if _, err := x.db.ExecContext(ctx, x.q.MarkCancel, Micros(now), fence); err != nil {
 			return err
 		}
 		// Read back rather than count: MySQL counts a row the UPDATE left
-		// as it was (an earlier mark kept) as unaffected.
-		_, err := found(x.db.QueryRowContext(ctx, x.q.CancelMark, jobID).Scan(&at))
+		// as it was (an earlier mark kept) as unaffected. No row: the
+		// claim ended meanwhile.
+		_, err = found(x.db.QueryRowContext(ctx, x.q.CancelMark, fence).Scan(&at))
 		return err
 	})
 	if err != nil {
@@ -67,7 +73,7 @@ func (e *Executor) MarkCancel(ctx context.Context, jobID int64, now time.Time) (
 
 func (e *Executor) CancelRequested(ctx context.Context, jobID, fence int64) (bool, error) {
 	var marked bool
-	if _, err := found(e.db.QueryRowContext(ctx, e.q.CancelRequested, jobID, fence).Scan(&marked)); err != nil {
+	if _, err := found(e.db.QueryRowContext(ctx, e.q.CancelRequested, fence, jobID).Scan(&marked)); err != nil {
 		return false, fmt.Errorf("read the cancel mark of job %d: %w", jobID, err)
 	}
 	return marked, nil

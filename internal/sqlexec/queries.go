@@ -38,7 +38,7 @@ type Queries struct {
 
 	// Cancel (cancel.go). CancelRequested is a locking read on a dialect
 	// with row locks (MySQL appends FOR UPDATE).
-	CancelJob, MarkCancel, CancelMark, CancelRequested string
+	CancelJob, ClaimFence, MarkCancel, CancelMark, CancelRequested string
 }
 
 // Common returns the statements both database/sql dialects spell alike, each passed
@@ -103,8 +103,13 @@ AND concurrency_key IS NOT NULL AND finished_at IS NULL ORDER BY 1`),
 
 		CancelJob: p(`UPDATE {p}jobs SET attempt = attempt + ?, finished_at = ?, cancelled = ?,
 	last_error = coalesce(nullif(?, ''), last_error) WHERE id = ?`),
-		MarkCancel:      p(`UPDATE {p}claimed_executions SET cancel_requested_at = coalesce(cancel_requested_at, ?) WHERE job_id = ?`),
-		CancelMark:      p(`SELECT cancel_requested_at FROM {p}claimed_executions WHERE job_id = ?`),
-		CancelRequested: p(`SELECT cancel_requested_at IS NOT NULL FROM {p}claimed_executions WHERE job_id = ? AND fence = ?`),
+		// The mark is set by fence alone: MySQL then locks the claim's
+		// primary key only, never its job_id index entry, which the run's
+		// end (DeleteClaim) takes after the primary key: the two cannot
+		// deadlock.
+		ClaimFence:      p(`SELECT fence FROM {p}claimed_executions WHERE job_id = ?`),
+		MarkCancel:      p(`UPDATE {p}claimed_executions SET cancel_requested_at = coalesce(cancel_requested_at, ?) WHERE fence = ?`),
+		CancelMark:      p(`SELECT cancel_requested_at FROM {p}claimed_executions WHERE fence = ?`),
+		CancelRequested: p(`SELECT cancel_requested_at IS NOT NULL FROM {p}claimed_executions WHERE fence = ? AND job_id = ?`),
 	}
 }
