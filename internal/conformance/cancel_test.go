@@ -75,6 +75,16 @@ func wantCancelled(t *testing.T, h *harness, id int64) *bq.JobInfo {
 	return info
 }
 
+// wantExplained checks Explain's summary of id says want.
+func wantExplained(t *testing.T, h *harness, id int64, want string) *bq.Explanation {
+	t.Helper()
+	e, err := h.client.Explain(context.Background(), id)
+	if err != nil || !strings.Contains(e.Summary, want) {
+		t.Errorf("Explain(%d) = %+v, %v; want a summary saying %q", id, e, err, want)
+	}
+	return e
+}
+
 // wantStates checks each job's state.
 func wantStates(t *testing.T, h *harness, what string, want map[int64]bq.JobState) {
 	t.Helper()
@@ -100,6 +110,7 @@ func testCancelReady(t *testing.T, h *harness) {
 		t.Fatalf("cancel a ready job: %s, want cancelled", st)
 	}
 	info := wantCancelled(t, h, holder.ID)
+	wantExplained(t, h, holder.ID, "Cancelled at")
 	if info.Attempts != 0 {
 		t.Errorf("cancelled ready job: %d attempts, want 0 (it never ran)", info.Attempts)
 	}
@@ -219,6 +230,7 @@ func testCancelSelf(t *testing.T, h *harness) {
 	worker(h, 2)
 	h.waitState(next.ID, bq.StateCompleted)
 	info := wantCancelled(t, h, self.ID)
+	wantExplained(t, h, self.ID, "nothing left to do")
 	if info.Attempts != 1 || info.LastError != "nothing left to do" {
 		t.Errorf("self-cancelled job: %d attempts, error %q; want 1 and the wrapped error's text", info.Attempts, info.LastError)
 	}
@@ -274,6 +286,10 @@ func testCancelMarkedRunEnds(t *testing.T, h *harness) {
 		}
 		// Marked, still running: the slot stays held.
 		wantStates(t, h, e.name+": after the cancel request", map[int64]bq.JobState{running.ID: bq.StateRunning, behind.ID: bq.StateBlocked})
+		if x := wantExplained(t, h, running.ID, "its slot frees when the run ends"); x.CancelRequestedAt.IsZero() ||
+			!strings.Contains(x.Summary, "Cancel requested at") {
+			t.Errorf("%s: Explain of a running job with a pending cancel: %+v, want when it was requested", e.name, x)
+		}
 		if st := cancelJob(t, h, running.ID); st != bq.StateRunning {
 			t.Errorf("%s: a second cancel of the running job: %s, want running", e.name, st)
 		}
