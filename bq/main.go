@@ -6,6 +6,7 @@
 //	bq dispatcher --dsn DSN
 //	bq status --dsn DSN [--json | --watch]
 //	bq explain --dsn DSN JOB_ID
+//	bq cancel --dsn DSN JOB_ID
 //	bq queue pause|resume --dsn DSN QUEUE
 //	bq ui --dsn DSN [--addr 127.0.0.1:8080] [--token T]
 //	bq demo [--dsn DSN]
@@ -39,6 +40,7 @@ var commands = []command{
 	{"dispatcher", "run the dispatcher (scheduled jobs, blocked jobs, reaping) until interrupted", runDispatcher},
 	{"status", "show queues, limit groups, the most blocked keys and processes", runStatus},
 	{"explain", "show what a job waits for, and why", runExplain},
+	{"cancel", "cancel a job (a running one is stopped and ends when its run returns)", runCancel},
 	{"queue", "pause or resume a queue in every process (pause|resume QUEUE)", runQueue},
 	{"ui", "serve the web dashboard (127.0.0.1:8080 by default)", runUI},
 	{"demo", "run a self-contained demo of per-key concurrency limits", runDemo},

@@ -160,7 +160,7 @@ func (m *Instruments) PromotedBlocked(ctx context.Context, key string, n int) {
 }
 
 // Ran records one run's duration and how it ended: completed, snoozed,
-// retried, failed, or returned (cut short by shutdown).
+// retried, failed, cancelled, or returned (cut short by shutdown).
 func (m *Instruments) Ran(ctx context.Context, j Job, seconds float64, outcome string) {
 	m.runDuration.Record(ctx, seconds, j.attrs(attribute.String("outcome", outcome)))
 }
