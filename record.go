@@ -31,6 +31,10 @@ func (w *queueWorker) record(runCtx context.Context, l *lease, def definition, r
 	var msg string
 	if runErr != nil {
 		msg = errorText(runErr.Error())
+		if l.cancelled.Load() && errors.Is(runErr, context.Canceled) {
+			// "context canceled" says less than why.
+			msg = errorText(runErr.Error() + ": " + context.Cause(runCtx).Error())
+		}
 	}
 	snooze, snoozed := snoozeOf(runErr)
 	snoozed = snoozed && !shutdown && !fenced

@@ -370,6 +370,9 @@ func testCancelRunningCrossProcess(t *testing.T, h *harness) {
 		if err, _ := cause.(error); !errors.Is(err, bq.ErrCancelled) {
 			t.Errorf("job %d's run ended with cause %v, want bq.ErrCancelled", id, cause)
 		}
+		if info := jobInfo(t, h, id); info.Attempts != 1 || !strings.Contains(info.LastError, "bq: job cancelled") {
+			t.Errorf("job %d: %d attempts, last error %q; want 1 and the cancel named", id, info.Attempts, info.LastError)
+		}
 	}
 	h.waitState(oneNext.ID, bq.StateCompleted)
 	h.waitState(twoNext.ID, bq.StateCompleted)

@@ -115,7 +115,7 @@ func New(mp metric.MeterProvider) (*Instruments, error) {
 	m.completed = counter(Completed, "Jobs that ran to success.")
 	m.failed = counter(Failed, "Jobs moved to failed: attempts spent or a permanent error.")
 	m.retried = counter(Retried, "Failed attempts that will run again, and failed jobs retried by hand.")
-	m.reaped = counter(Reaped, "Claims of lost processes returned to ready or failed by the dispatcher.")
+	m.reaped = counter(Reaped, "Claims of lost processes returned to ready, failed or (a cancel requested) cancelled by the dispatcher.")
 	m.snoozed = counter(Snoozed, "Runs that ended with bq.Snooze: rescheduled, their attempt not spent.")
 	m.cancelled = counter(Cancelled, "Jobs finished as cancelled: by client.Cancel (from=client) or by their own bq.Cancel (from=job).")
 	m.queueWait = histogram(QueueWait, "Time from a job's due time to its first claim.")
@@ -209,10 +209,14 @@ func (m *Instruments) DiscardedByHand(ctx context.Context, j Job) {
 	m.discarded.Add(ctx, 1, j.attrs())
 }
 
-// Reap counts a lost claim returned to ready or failed.
+// Reap counts a lost claim returned to ready, failed, or (marked by a
+// cancel) cancelled.
 func (m *Instruments) Reap(ctx context.Context, j Job, state driver.JobState) {
 	m.reaped.Add(ctx, 1, j.attrs(attribute.String("state", string(state))))
-	if state == driver.StateFailed {
+	switch state {
+	case driver.StateFailed:
 		m.failed.Add(ctx, 1, j.attrs())
+	case driver.StateCancelled: // a cancel marked it before its process died
+		m.Cancelled(ctx, j, "client")
 	}
 }
