@@ -408,6 +408,10 @@ func testCancelRacesCompletion(t *testing.T, h *harness) {
 	rec := h.recorder()
 	worker(h, 3)
 	worker(h, 3)
+	// Cancels race runs only once both processes work.
+	h.eventually(20*time.Second, "both worker processes to register", func() bool {
+		return h.count(`SELECT count(*) FROM bq_processes`) == 2
+	})
 	type answer struct {
 		state bq.JobState
 		err   error
