@@ -403,7 +403,7 @@ func testCancelRacesCompletion(t *testing.T, h *harness) {
 	const jobs = 40
 	ids := make([]int64, jobs)
 	for i := range ids {
-		ids[i] = enqueue(t, h, cancel2Job, Args{Key: string(rune('a' + i%4)), Seq: i, SleepMS: rand.N(15)}).ID
+		ids[i] = enqueue(t, h, cancel2Job, Args{Key: string(rune('a' + i%4)), Seq: i, SleepMS: rand.N(60)}).ID
 	}
 	rec := h.recorder()
 	worker(h, 3)
@@ -421,7 +421,7 @@ func testCancelRacesCompletion(t *testing.T, h *harness) {
 	var wg sync.WaitGroup
 	for i, id := range ids {
 		wg.Go(func() {
-			time.Sleep(time.Duration(rand.N(300)) * time.Millisecond)
+			time.Sleep(time.Duration(rand.N(400)) * time.Millisecond)
 			st, err := h.client.Cancel(ctx, id)
 			answers[i] = answer{st, err, time.Now()}
 		})
@@ -435,10 +435,13 @@ func testCancelRacesCompletion(t *testing.T, h *harness) {
 	for _, r := range runs {
 		ranAt[r.JobID] = append(ranAt[r.JobID], r.Start)
 	}
-	counted := map[bq.JobState]int{}
+	counted := map[string]int{}
 	for i, id := range ids {
 		a, st := answers[i], h.state(id)
-		counted[st]++
+		counted[string(st)]++
+		if a.state == bq.StateRunning {
+			counted["asked while running"]++
+		}
 		switch {
 		case st != bq.StateCompleted && st != bq.StateCancelled:
 			t.Errorf("job %d ended %s, want completed or cancelled", id, st)
