@@ -5,9 +5,9 @@
 // A semaphore's value is its free slots: limit minus holders, where a
 // holder is a ready or claimed job of the key. Admission (Lock, Wait,
 // Block), release (Release) and a cancelled blocked job leaving the line
-// (Leave) lock the row first, so an enqueue that
-// decides to block and a completion that frees the slot are serialised:
-// the completion sees the blocked row and promotes it (no lost wake-up).
+// (Leave) lock the row first, so an enqueue that decides to block and a
+// completion that frees the slot are serialised: the completion sees the
+// blocked row and promotes it (no lost wake-up).
 package semaphore
 
 import (
