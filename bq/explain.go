@@ -26,12 +26,9 @@ limit, the jobs holding the key's slots, and its place in line.`)
 	if err != nil {
 		return err
 	}
-	if len(pos) != 1 {
-		return f.fail("give one job id, e.g. bq explain --dsn DSN 42")
-	}
-	id, err := strconv.ParseInt(pos[0], 10, 64)
-	if err != nil || id <= 0 {
-		return f.fail("job id %q: use a positive whole number", pos[0])
+	id, err := jobIDArg(f, pos)
+	if err != nil {
+		return err
 	}
 	if err := db.validate(f); err != nil {
 		return err

@@ -37,7 +37,8 @@ var funcs = template.FuncMap{
 	"withCSRF": func(base, csrf string, data any) map[string]any {
 		return map[string]any{"Base": base, "CSRF": csrf, "Data": data}
 	},
-	// actionData is what the retry and discard forms need.
+	"cancellable": cancellable,
+	// actionData is what the retry, discard and cancel forms need.
 	"actionData": func(base, csrf string, id int64, next string) map[string]any {
 		return map[string]any{"Base": base, "CSRF": csrf, "ID": id, "Next": next}
 	},

@@ -89,6 +89,9 @@ WHERE queue = ? ORDER BY priority DESC, job_id LIMIT ? FOR UPDATE SKIP LOCKED`)
 	// The claim's gate locks the queue's policy row; the paused_queues
 	// subquery takes no lock.
 	q.Gate += "\nFOR UPDATE"
+	// A run's end locks its claim before reading its cancel mark, so a
+	// cancel marking it waits for that end (and then finds no claim).
+	q.CancelRequested += " FOR UPDATE"
 	q.CountClaimed = p(`SELECT count(*) FROM {p}claimed_executions FORCE INDEX ({p}claimed_queue) WHERE queue = ?`)
 
 	// Never a plain INSERT caught on its duplicate-key error: that leaves

@@ -29,6 +29,9 @@ type queries struct {
 	blockedAhead, blockedLine, jobExecution, listFailed        string
 	deleteFailed                                               string
 
+	// cancel.go
+	deleteReady, deleteScheduled, deleteBlocked, cancelJob, markCancel, cancelRequested string
+
 	history historyQueries // history.go
 	unique  uniqueQueries  // unique.go
 
@@ -276,8 +279,9 @@ FOR UPDATE OF c SKIP LOCKED`),
 		registerProcess: p(`INSERT INTO {p}processes (kind, name, hostname, pid, queues, heartbeat_interval_ms,
 	dead_after_ms, started_at, last_heartbeat_at, beating_since)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8, $8) RETURNING id`),
-		heartbeat:       p(`UPDATE {p}processes SET last_heartbeat_at = $2, beating_since = $3 WHERE id = $1`),
-		claimsOfProcess: p(`SELECT job_id, fence, claimed_at FROM {p}claimed_executions WHERE process_id = $1`),
+		heartbeat: p(`UPDATE {p}processes SET last_heartbeat_at = $2, beating_since = $3 WHERE id = $1`),
+		claimsOfProcess: p(`SELECT job_id, fence, claimed_at, cancel_requested_at IS NOT NULL
+FROM {p}claimed_executions WHERE process_id = $1`),
 		// Renew in key order, skipping rows someone holds: two renewals
 		// never deadlock, and a skipped key is renewed next beat.
 		renewSems: p(`
@@ -351,6 +355,17 @@ WHERE b.concurrency_key = $1 ORDER BY b.priority DESC, b.job_id LIMIT $2`),
 		listFailed:   p(sqltext.FailedJobs + `WHERE f.job_id < $1 ORDER BY f.job_id DESC LIMIT $2`),
 
 		deleteFailed: p(`DELETE FROM {p}failed_executions WHERE job_id = $1`),
+
+		deleteReady:     p(`DELETE FROM {p}ready_executions WHERE job_id = $1`),
+		deleteScheduled: p(`DELETE FROM {p}scheduled_executions WHERE job_id = $1`),
+		deleteBlocked:   p(`DELETE FROM {p}blocked_executions WHERE job_id = $1`),
+		cancelJob: p(`UPDATE {p}jobs SET attempt = attempt + CASE WHEN $3 THEN 1 ELSE 0 END, finished_at = $2,
+	cancelled = true, last_error = coalesce(nullif($4::text, ''), last_error) WHERE id = $1`),
+		markCancel: p(`UPDATE {p}claimed_executions SET cancel_requested_at = coalesce(cancel_requested_at, $2)
+WHERE job_id = $1 RETURNING cancel_requested_at`),
+		// Locks the claim: a cancel marking it waits for the run's end.
+		cancelRequested: p(`SELECT cancel_requested_at IS NOT NULL FROM {p}claimed_executions
+WHERE job_id = $1 AND fence = $2 FOR UPDATE`),
 
 		history: newHistoryQueries(p),
 		unique:  newUniqueQueries(prefix),

@@ -265,6 +265,9 @@ type Beat struct {
 type OwnClaim struct {
 	JobID, Fence int64
 	ClaimedAt    time.Time
+	// CancelRequested: a cancel marked the claim (MarkCancel); its run
+	// is to be cancelled.
+	CancelRequested bool
 }
 
 // JobState is where a job is, read from which table holds it.
@@ -354,6 +357,13 @@ type JobStore interface {
 	// DeleteFailed removes job id's failed execution, as it is retried or
 	// discarded by hand. It reports false when the job is not failed.
 	DeleteFailed(ctx context.Context, jobID int64) (bool, error)
+	// DeleteExecution removes job id's row from state's table (ready,
+	// scheduled, blocked or failed), as the job is cancelled. It reports
+	// false when the job is not in that state (it moved meanwhile).
+	DeleteExecution(ctx context.Context, state JobState, jobID int64) (bool, error)
+	// CancelJob finishes a job as cancelled: finished_at and cancelled,
+	// attempt+1 when ran (a run ended), and msg as last_error unless empty.
+	CancelJob(ctx context.Context, jobID int64, now time.Time, ran bool, msg string) error
 }
 
 // ClaimStore takes ready jobs for a worker and ends claims by their fence.
@@ -377,6 +387,17 @@ type ClaimStore interface {
 	// DeleteClaim removes the claim matching both jobID and fence. It
 	// reports false when the claim no longer exists (a stale fence).
 	DeleteClaim(ctx context.Context, jobID, fence int64) (bool, error)
+	// MarkCancel marks job id's claim as asked to cancel at now, keeping
+	// an earlier mark, and returns the mark. ok is false when the job has
+	// no claim (it is not running). It may run several statements: run
+	// it in a transaction.
+	MarkCancel(ctx context.Context, jobID int64, now time.Time) (requestedAt time.Time, ok bool, err error)
+	// CancelRequested locks the claim matching jobID and fence until the
+	// transaction ends and reports whether it carries a cancel mark; false
+	// when the claim no longer exists. A run's end reads it before ending
+	// the claim, so a cancel marked before that end is never lost, and
+	// one marked after finds no claim.
+	CancelRequested(ctx context.Context, jobID, fence int64) (bool, error)
 	// CompleteClaims ends many successful runs at once: each claim whose
 	// fence still matches is deleted and its job finished (attempt+1,
 	// finished_at) or, with keep false, deleted. It returns the claims

@@ -43,6 +43,9 @@ type Queries struct {
 	// Spell splices the table prefix into a statement built at run time
 	// (ListJobs).
 	Spell func(string) string
+	// Cancel (cancel.go). CancelRequested is a locking read on a dialect
+	// with row locks (MySQL appends FOR UPDATE).
+	CancelJob, ClaimFence, MarkCancel, CancelMark, CancelRequested string
 }
 
 // Common returns the statements both database/sql dialects spell alike, each passed
@@ -75,8 +78,9 @@ FROM (SELECT ? AS queue) q LEFT JOIN {p}policies c ON c.queue = q.queue AND c.ma
 		SelectClaims: p(`SELECT ` + sqltext.JobColumns + `, c.fence, c.claimed_at
 FROM {p}claimed_executions c JOIN {p}jobs j ON j.id = c.job_id
 WHERE c.job_id IN ` + ListMarker + ` ORDER BY j.priority DESC, j.id`),
-		DeleteClaim:     p(`DELETE FROM {p}claimed_executions WHERE fence = ? AND job_id = ?`),
-		ClaimsOfProcess: p(`SELECT job_id, fence, claimed_at FROM {p}claimed_executions WHERE process_id = ?`),
+		DeleteClaim: p(`DELETE FROM {p}claimed_executions WHERE fence = ? AND job_id = ?`),
+		ClaimsOfProcess: p(`SELECT job_id, fence, claimed_at, cancel_requested_at IS NOT NULL
+FROM {p}claimed_executions WHERE process_id = ?`),
 
 		HasDueScheduled: p(`SELECT EXISTS (SELECT 1 FROM {p}scheduled_executions WHERE scheduled_at <= ?)`),
 		SelectJobs: p(`SELECT ` + sqltext.JobColumns + ` FROM {p}jobs j WHERE j.id IN ` + ListMarker +
@@ -107,5 +111,16 @@ AND concurrency_key IS NOT NULL AND finished_at IS NULL ORDER BY 1`),
 		JobExecution: p(sqltext.JobExecution + `WHERE j.id = ?`),
 		ListFailed:   p(sqltext.FailedJobs + `WHERE f.job_id < ? ORDER BY f.job_id DESC LIMIT ?`),
 		DeleteFailed: p(`DELETE FROM {p}failed_executions WHERE job_id = ?`),
+
+		CancelJob: p(`UPDATE {p}jobs SET attempt = attempt + ?, finished_at = ?, cancelled = ?,
+	last_error = coalesce(nullif(?, ''), last_error) WHERE id = ?`),
+		// The mark is set by fence alone: MySQL then locks the claim's
+		// primary key only, never its job_id index entry, which the run's
+		// end (DeleteClaim) takes after the primary key: the two cannot
+		// deadlock.
+		ClaimFence:      p(`SELECT fence FROM {p}claimed_executions WHERE job_id = ?`),
+		MarkCancel:      p(`UPDATE {p}claimed_executions SET cancel_requested_at = coalesce(cancel_requested_at, ?) WHERE fence = ?`),
+		CancelMark:      p(`SELECT cancel_requested_at FROM {p}claimed_executions WHERE fence = ?`),
+		CancelRequested: p(`SELECT cancel_requested_at IS NOT NULL FROM {p}claimed_executions WHERE fence = ? AND job_id = ?`),
 	}
 }

@@ -22,6 +22,8 @@ type Row struct {
 	LastError string
 	Fence     int64 // of its claim, while running
 	UniqueKey string
+	// CancelAt is its claim's cancel mark (MarkCancel); zero when none.
+	CancelAt time.Time
 }
 
 // Store holds the rows. Its fields are for tests to arrange and inspect.
@@ -201,7 +203,7 @@ func (s *Store) DeleteClaim(_ context.Context, id, fence int64) (bool, error) {
 	if !ok || r.State != driver.StateRunning || r.Fence != fence {
 		return false, nil
 	}
-	r.State, r.Fence = "", 0
+	r.State, r.Fence, r.CancelAt = "", 0, time.Time{}
 	return true, nil
 }
 
