@@ -160,6 +160,29 @@ func (j *Job[A]) enqueue(ctx context.Context, c *Client, tx any, args []A, opts 
 			return nil, fmt.Errorf("EnqueueTx: %w", err)
 		}
 	}
+	now := c.cfg.Now()
+	jobs, err := j.newJobs(args, opts, now)
+	if err != nil {
+		return nil, err
+	}
+	verdicts, err := c.insert(ctx, ex, tx, jobs, now)
+	if err != nil {
+		return nil, fmt.Errorf("enqueue %q: %w", j.name, err)
+	}
+	c.enqueued(ctx, jobs, verdicts)
+	results := make([]EnqueueResult, len(jobs))
+	for i, v := range verdicts {
+		results[i] = EnqueueResult{ID: jobs[i].ID, State: JobState(v.State)}
+		if v.State == driver.StateDiscarded {
+			results[i] = EnqueueResult{State: StateDiscarded, Reason: v.Reason}
+		}
+	}
+	return results, nil
+}
+
+// newJobs builds the rows an enqueue of args at now stores: options
+// applied, args encoded, keys checked.
+func (j *Job[A]) newJobs(args []A, opts []EnqueueOption, now time.Time) ([]*driver.NewJob, error) {
 	var o enqueueOptions
 	for _, opt := range opts {
 		opt(&o)
@@ -178,7 +201,6 @@ func (j *Job[A]) enqueue(ctx context.Context, c *Client, tx any, args []A, opts 
 	if err := validatePriority(priority); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidJob, err)
 	}
-	now := c.cfg.Now()
 	at := now
 	switch {
 	case !o.at.IsZero():
@@ -202,19 +224,7 @@ func (j *Job[A]) enqueue(ctx context.Context, c *Client, tx any, args []A, opts 
 		jobs[i] = &driver.NewJob{Kind: j.name, Queue: queue, Args: raw, Priority: priority,
 			MaxAttempts: j.opts.MaxAttempts, Limit: limit, ScheduledAt: at}
 	}
-	verdicts, err := c.insert(ctx, ex, tx, jobs, now)
-	if err != nil {
-		return nil, fmt.Errorf("enqueue %q: %w", j.name, err)
-	}
-	c.enqueued(ctx, jobs, verdicts)
-	results := make([]EnqueueResult, len(jobs))
-	for i, v := range verdicts {
-		results[i] = EnqueueResult{ID: jobs[i].ID, State: JobState(v.State)}
-		if v.State == driver.StateDiscarded {
-			results[i] = EnqueueResult{State: StateDiscarded, Reason: v.Reason}
-		}
-	}
-	return results, nil
+	return jobs, nil
 }
 
 // insert admits and stores jobs, in ex when given (the caller's

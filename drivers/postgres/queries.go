@@ -29,7 +29,8 @@ type queries struct {
 	blockedAhead, blockedLine, jobExecution, listFailed        string
 	deleteFailed                                               string
 
-	history historyQueries // history.go
+	history  historyQueries  // history.go
+	periodic periodicQueries // periodic.go
 }
 
 const (
@@ -346,6 +347,7 @@ WHERE b.concurrency_key = $1 ORDER BY b.priority DESC, b.job_id LIMIT $2`),
 
 		deleteFailed: p(`DELETE FROM {p}failed_executions WHERE job_id = $1`),
 
-		history: newHistoryQueries(p),
+		history:  newHistoryQueries(p),
+		periodic: newPeriodicQueries(p),
 	}
 }

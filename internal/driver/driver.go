@@ -316,6 +316,7 @@ type Executor interface {
 	Maintenance
 	PolicyStore
 	PauseStore
+	PeriodicStore
 	ProcessStore
 	Inspector
 }

@@ -35,6 +35,8 @@ type Queries struct {
 	ReadyAges, GroupStats, TopBlockedKeys, ReadSem, KeyHolders string
 	BlockedAhead, BlockedLine, JobExecution, ListFailed        string
 	DeleteFailed                                               string
+
+	Periodic PeriodicQueries // periodic.go
 }
 
 // Common returns the statements both database/sql dialects spell alike, each passed
@@ -95,5 +97,7 @@ AND concurrency_key IS NOT NULL AND finished_at IS NULL ORDER BY 1`),
 		JobExecution: p(sqltext.JobExecution + `WHERE j.id = ?`),
 		ListFailed:   p(sqltext.FailedJobs + `WHERE f.job_id < ? ORDER BY f.job_id DESC LIMIT ?`),
 		DeleteFailed: p(`DELETE FROM {p}failed_executions WHERE job_id = ?`),
+
+		Periodic: periodicQueries(p),
 	}
 }
