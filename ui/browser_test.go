@@ -91,6 +91,7 @@ func TestBrowser(t *testing.T) {
 			browse(t, b, f, opts.Token)
 			browseSearch(b, f)
 			browseHistory(b)
+			browsePeriodic(t, b, f)
 		})
 	}
 }

@@ -43,7 +43,7 @@ var funcs = template.FuncMap{
 
 func mustParse() *pages {
 	p := &pages{byName: map[string]*template.Template{}}
-	for _, name := range []string{"overview", "blocked", "key", "job", "failed", "processes", "error", "history", "search"} {
+	for _, name := range []string{"overview", "blocked", "key", "job", "failed", "processes", "error", "history", "search", "periodic"} {
 		t := template.Must(template.New(name).Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/chart.html",
 			"templates/"+name+".html"))
 		p.byName[name] = t
