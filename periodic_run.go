@@ -96,9 +96,11 @@ func (s *scheduler) pass(ctx context.Context) error {
 // sync writes this process's schedules as desired state. A new schedule
 // is inserted; one stored as this process has it is marked seen; one
 // stored differently is taken over when this process starts (the newest
-// deploy's definition wins) or once no live process has marked it seen,
-// and left alone otherwise. Rows no live process marked seen for
-// ProcessDeadAfter are schedules removed from code, and are pruned.
+// deploy's definition wins) and left to the processes that have it
+// otherwise. Rows no live process marked seen for ProcessDeadAfter are
+// schedules removed from code, and are pruned; a process that still has
+// one (an older deploy, once the newer is gone) stores it again at its
+// next sync.
 func (s *scheduler) sync(ctx context.Context, now time.Time) error {
 	starting := !s.started
 	err := driver.InTx(ctx, s.c.drv, func(ex driver.Executor) error {
@@ -118,10 +120,13 @@ func (s *scheduler) sync(ctx context.Context, now time.Time) error {
 			case !ok:
 				_, err = ex.InsertPeriodic(ctx, want) // false: another process inserted it meanwhile
 			case have.Kind == want.Kind && have.Schedule == want.Schedule:
+				delete(s.aside, name)
+				if now.Sub(have.SeenAt) < s.c.cfg.HeartbeatInterval && !now.Before(have.SeenAt) {
+					continue // another process marked it lately: one write a beat, not one a process
+				}
 				want.NextRunAt = have.NextRunAt
 				err = ex.UpdatePeriodic(ctx, want)
-				delete(s.aside, name)
-			case starting || now.Sub(have.SeenAt) >= s.c.cfg.ProcessDeadAfter:
+			case starting:
 				s.c.log.Info("periodic job: schedule changed", "periodic", name, "was", have.Kind+" "+have.Schedule,
 					"now", want.Kind+" "+want.Schedule)
 				err = ex.UpdatePeriodic(ctx, want)

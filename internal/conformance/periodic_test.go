@@ -20,6 +20,8 @@ var _ = register(
 	scenario{"PeriodicMissedTicks", testPeriodicMissedTicks},
 	scenario{"PeriodicThroughAdmission", testPeriodicThroughAdmission},
 	scenario{"PeriodicRemoved", testPeriodicRemoved},
+	scenario{"PeriodicChangedByDeploy", testPeriodicChangedByDeploy},
+	scenario{"PeriodicRunOnStart", testPeriodicRunOnStart},
 	scenario{"PeriodicBadInput", testPeriodicBadInput},
 )
 
@@ -310,6 +312,76 @@ func testPeriodicRemoved(t *testing.T, h *harness) {
 	}
 	if n := len(periodicTicks(t, h, "conformance.periodic")); n != 6+12 {
 		t.Errorf("%d jobs: want 18, the 12 later ticks of kept only", n)
+	}
+}
+
+// testPeriodicChangedByDeploy: a deploy changes a schedule (1 s to 2 s)
+// while an old process still runs the old one. The starting process's
+// definition wins; the old process leaves the ticks to it, so no tick is
+// enqueued twice or by both definitions. Once the new process is gone for
+// ProcessDeadAfter, the old one takes the schedule back.
+func testPeriodicChangedByDeploy(t *testing.T, h *harness) {
+	ctx := context.Background()
+	clock := newFakeClock(2 * time.Second)
+	old := periodicClient(h, clock, bq.Periodic(bq.Every(time.Second), periodicJob, periodicArgs, bq.PeriodicOptions{Name: "report"}))
+	deployed := periodicClient(h, clock, bq.Periodic(bq.Every(2*time.Second), periodicJob, periodicArgs, bq.PeriodicOptions{Name: "report"}))
+	periodicPass(t, old)
+	periodicPass(t, deployed)
+	for range 10 {
+		clock.Add(time.Second)
+		periodicPass(t, old)
+		periodicPass(t, deployed)
+	}
+	ticks := periodicTicks(t, h, "conformance.periodic")
+	if len(ticks) != 5 {
+		t.Fatalf("%d jobs in 10 s of the deployed 2 s schedule beside the old 1 s one: want 5", len(ticks))
+	}
+	for _, tick := range ticks {
+		if tick.Unix()%2 != 0 {
+			t.Errorf("tick %s enqueued: the old 1 s schedule ticked beside the deployed one", tick)
+		}
+	}
+	if ps, err := h.client.PeriodicJobs(ctx); err != nil || len(ps) != 1 || ps[0].Schedule != "@every 2s" {
+		t.Fatalf("PeriodicJobs = %+v, %v: want the deployed schedule", ps, err)
+	}
+	// The deployed process stops (a rollback); the old one takes over
+	// once the stored schedule has not been seen for ProcessDeadAfter.
+	for range 15 {
+		clock.Add(time.Second)
+		periodicPass(t, old)
+	}
+	if ps, err := h.client.PeriodicJobs(ctx); err != nil || len(ps) != 1 || ps[0].Schedule != "@every 1s" {
+		t.Fatalf("PeriodicJobs = %+v, %v: want the old schedule back", ps, err)
+	}
+	ticks = periodicTicks(t, h, "conformance.periodic")
+	seen := map[int64]bool{}
+	for _, tick := range ticks {
+		if seen[tick.Unix()] {
+			t.Errorf("tick %s enqueued twice", tick)
+		}
+		seen[tick.Unix()] = true
+	}
+	if last := ticks[len(ticks)-1]; !last.Equal(clock.Now().Truncate(time.Second)) || !seen[last.Unix()-1] {
+		t.Errorf("last ticks %v: want the old schedule ticking each second again", ticks[max(len(ticks)-3, 0):])
+	}
+}
+
+// testPeriodicRunOnStart: RunOnStart ticks at once when the schedule is
+// new to the database, once for the fleet: a second process starting
+// with it enqueues nothing more. Without it the first tick waits.
+func testPeriodicRunOnStart(t *testing.T, h *harness) {
+	clock := newFakeClock(time.Second)
+	onStart := bq.Periodic(bq.Every(time.Hour), periodicJob, periodicArgs, bq.PeriodicOptions{Name: "on-start", RunOnStart: true})
+	waits := bq.Periodic(bq.Every(time.Hour), periodicJob, periodicArgs, bq.PeriodicOptions{Name: "waits"})
+	periodicPass(t, periodicClient(h, clock, onStart, waits))
+	ticks := periodicTicks(t, h, "conformance.periodic")
+	if len(ticks) != 1 || !ticks[0].Equal(clock.Now()) {
+		t.Fatalf("ticks after the first start %v: want one, now (%s), of on-start only", ticks, clock.Now())
+	}
+	clock.Add(time.Second)
+	periodicPass(t, periodicClient(h, clock, onStart, waits))
+	if n := len(periodicTicks(t, h, "conformance.periodic")); n != 1 {
+		t.Errorf("%d jobs after a second process started: RunOnStart ran again", n)
 	}
 }
 
