@@ -14,6 +14,9 @@
 //	_ = client.Migrate(ctx)
 //	res, _ := Charge.Enqueue(ctx, client, ChargeArgs{OrderID: 42})
 //	_ = client.Run(ctx) // workers and dispatcher, until ctx ends
+//
+// Jobs enqueued on a schedule, once a tick across the fleet, are
+// bq.Periodic jobs listed in Config.Periodic (docs/periodic.md).
 package bq
 
 import (

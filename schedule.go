@@ -52,9 +52,9 @@ var cronParser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month 
 
 // Cron ticks on a standard five-field cron expression ("0 3 * * *": at
 // 03:00 every day), in loc; a nil loc means the expression's own
-// CRON_TZ=Zone prefix, else UTC. Times that a daylight-saving change
-// skips or repeats follow github.com/robfig/cron/v3: a skipped time runs
-// at once after the jump, a repeated one once.
+// CRON_TZ=Zone prefix, else UTC. Around a daylight-saving change ticks
+// follow github.com/robfig/cron/v3: a wall time the clocks skip does not
+// fire that day, one they repeat fires twice (docs/periodic.md).
 //
 // An expression that does not parse, or never fires, makes the schedule
 // invalid: Periodic and NewClient return the error.
