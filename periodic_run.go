@@ -216,7 +216,10 @@ func (s *scheduler) tick(ctx context.Context, p *PeriodicJob, row driver.Periodi
 		return nil // another process enqueued this tick
 	case buildErr != nil:
 		// The tick is spent: a broken args function would fail every pass.
-		return fmt.Errorf("tick %s not enqueued: %w", latest.Format(time.RFC3339), buildErr)
+		// Its error is the code's, not the database's: logged, not an outage.
+		s.c.log.Error("periodic job: tick not enqueued: its args are invalid; fix the args function",
+			"periodic", p.name, "tick", latest, "error", buildErr)
+		return nil
 	case jobs == nil:
 		s.c.log.Debug("periodic job: missed ticks skipped", "periodic", p.name, "tick", latest, "next", next)
 		return nil

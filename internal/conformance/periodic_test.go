@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -23,6 +24,7 @@ var _ = register(
 	scenario{"PeriodicChangedByDeploy", testPeriodicChangedByDeploy},
 	scenario{"PeriodicRunOnStart", testPeriodicRunOnStart},
 	scenario{"PeriodicBadInput", testPeriodicBadInput},
+	scenario{"PeriodicArgsPanicSpendsTheTick", testPeriodicArgsPanic},
 )
 
 // PeriodicArgs carry the tick a periodic job was enqueued for.
@@ -79,6 +81,18 @@ func periodicPass(t *testing.T, c *bq.Client) {
 	t.Helper()
 	if err := driver.PeriodicPass(context.Background(), c); err != nil {
 		t.Error(err)
+	}
+}
+
+// stepPasses moves clock on a second at a time, steps times, running a
+// pass of each client after each step.
+func stepPasses(t *testing.T, clock *fakeClock, steps int, clients ...*bq.Client) {
+	t.Helper()
+	for range steps {
+		clock.Add(time.Second)
+		for _, c := range clients {
+			periodicPass(t, c)
+		}
 	}
 }
 
@@ -283,11 +297,7 @@ func testPeriodicRemoved(t *testing.T, h *harness) {
 	deployed := periodicClient(h, clock, kept)
 	periodicPass(t, old)
 	periodicPass(t, deployed)
-	for range 3 {
-		clock.Add(time.Second)
-		periodicPass(t, old)
-		periodicPass(t, deployed)
-	}
+	stepPasses(t, clock, 3, old, deployed)
 	if n := len(periodicTicks(t, h, "conformance.periodic")); n != 6 {
 		t.Fatalf("%d jobs in 3 ticks of two schedules run by the old and new deploy: want 6", n)
 	}
@@ -303,10 +313,7 @@ func testPeriodicRemoved(t *testing.T, h *harness) {
 		return out
 	}
 	// The old process stops; the new deploy runs alone.
-	for range 12 { // ProcessDeadAfter is 10 s
-		clock.Add(time.Second)
-		periodicPass(t, deployed)
-	}
+	stepPasses(t, clock, 12, deployed) // ProcessDeadAfter is 10 s
 	if got := names(); !slices.Equal(got, []string{"kept"}) {
 		t.Errorf("stored schedules %q after the old deploy stopped: want only kept (dropped pruned)", got)
 	}
@@ -327,11 +334,7 @@ func testPeriodicChangedByDeploy(t *testing.T, h *harness) {
 	deployed := periodicClient(h, clock, bq.Periodic(bq.Every(2*time.Second), periodicJob, periodicArgs, bq.PeriodicOptions{Name: "report"}))
 	periodicPass(t, old)
 	periodicPass(t, deployed)
-	for range 10 {
-		clock.Add(time.Second)
-		periodicPass(t, old)
-		periodicPass(t, deployed)
-	}
+	stepPasses(t, clock, 10, old, deployed)
 	ticks := periodicTicks(t, h, "conformance.periodic")
 	if len(ticks) != 5 {
 		t.Fatalf("%d jobs in 10 s of the deployed 2 s schedule beside the old 1 s one: want 5", len(ticks))
@@ -346,10 +349,7 @@ func testPeriodicChangedByDeploy(t *testing.T, h *harness) {
 	}
 	// The deployed process stops (a rollback); the old one takes over
 	// once the stored schedule has not been seen for ProcessDeadAfter.
-	for range 15 {
-		clock.Add(time.Second)
-		periodicPass(t, old)
-	}
+	stepPasses(t, clock, 15, old)
 	if ps, err := h.client.PeriodicJobs(ctx); err != nil || len(ps) != 1 || ps[0].Schedule != "@every 1s" {
 		t.Fatalf("PeriodicJobs = %+v, %v: want the old schedule back", ps, err)
 	}
@@ -437,5 +437,33 @@ func testPeriodicBadInput(t *testing.T, h *harness) {
 	}
 	if s := bq.Cron("0 3 * * *", paris).String(); !strings.Contains(s, "Europe/Paris") {
 		t.Errorf("Cron in Paris reads %q: want its zone named", s)
+	}
+}
+
+// testPeriodicArgsPanic: an args function that panics spends its tick
+// (no job, the schedule moves on, the pass reports no database failure)
+// and the next tick is tried afresh.
+func testPeriodicArgsPanic(t *testing.T, h *harness) {
+	clock := newFakeClock(time.Second)
+	var calls atomic.Int32
+	p := bq.Periodic(bq.Every(time.Second), periodicJob, func(tick time.Time) PeriodicArgs {
+		if calls.Add(1) == 1 {
+			panic("report service not configured")
+		}
+		return PeriodicArgs{Tick: tick}
+	}, bq.PeriodicOptions{})
+	c := periodicClient(h, clock, p)
+	periodicPass(t, c)
+	stepPasses(t, clock, 1, c)
+	ps, err := c.PeriodicJobs(context.Background())
+	if err != nil || len(ps) != 1 || ps[0].LastRunAt != nil || !ps[0].NextRunAt.After(clock.Now()) {
+		t.Fatalf("after the panicking tick: %+v, %v; want no run and the next tick ahead", ps, err)
+	}
+	if n := len(periodicTicks(t, h, "conformance.periodic")); n != 0 {
+		t.Fatalf("%d jobs from a panicking args function", n)
+	}
+	stepPasses(t, clock, 1, c)
+	if ticks := periodicTicks(t, h, "conformance.periodic"); len(ticks) != 1 || !ticks[0].Equal(clock.Now().Truncate(time.Second)) {
+		t.Errorf("ticks %v after the next tick: want that tick's job", ticks)
 	}
 }
