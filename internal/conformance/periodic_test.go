@@ -99,22 +99,28 @@ func stepPasses(t *testing.T, clock *fakeClock, steps int, clients ...*bq.Client
 // periodicTicks returns the ticks of the stored jobs of kind, in id order.
 func periodicTicks(t *testing.T, h *harness, kind string) []time.Time {
 	t.Helper()
-	rows, err := h.raw.QueryContext(context.Background(), `SELECT args FROM bq_jobs WHERE kind = '`+kind+`' ORDER BY id`)
+	rows, err := h.raw.QueryContext(context.Background(), `SELECT kind, args FROM bq_jobs ORDER BY id`)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer rows.Close()
 	var out []time.Time
 	for rows.Next() {
-		var raw string
-		if err := rows.Scan(&raw); err != nil {
+		var k, raw string
+		if err := rows.Scan(&k, &raw); err != nil {
 			t.Fatal(err)
+		}
+		if k != kind {
+			continue
 		}
 		var a PeriodicArgs
 		if err := json.Unmarshal([]byte(raw), &a); err != nil {
 			t.Fatal(err)
 		}
 		out = append(out, a.Tick)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
 	}
 	return out
 }
