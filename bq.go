@@ -17,6 +17,8 @@
 //
 // A unique job (JobOptions.Unique, WithUnique) is not stored when a job
 // of its unique key already exists; its EnqueueResult names that job.
+// Jobs enqueued on a schedule, once a tick across the fleet, are
+// bq.Periodic jobs listed in Config.Periodic (docs/periodic.md).
 package bq
 
 import (
@@ -101,6 +103,11 @@ type Config struct {
 	NoGauges bool
 	// Now is the clock; tests inject one. Default time.Now.
 	Now func() time.Time
+	// Periodic lists the periodic jobs this process enqueues on their
+	// schedules (bq.Periodic), while Run or RunDispatcher runs. The
+	// schedules stored in the database are the fleet's: one removed from
+	// every process's list stops (docs/periodic.md). Default: none.
+	Periodic []*PeriodicJob
 }
 
 func (c Config) withDefaults() Config {
@@ -148,6 +155,9 @@ func (c Config) validate() error {
 	if c.ProcessDeadAfter < 3*c.HeartbeatInterval {
 		errs = append(errs, fmt.Errorf("Config.ProcessDeadAfter (%s) is under three HeartbeatIntervals (%s): a live process could be reaped between two beats; raise it or beat more often", c.ProcessDeadAfter, c.HeartbeatInterval))
 	}
+	if err := validatePeriodic(c.Periodic); err != nil {
+		errs = append(errs, err)
+	}
 	if c.Retention < 0 && c.Retention != NoRetention {
 		errs = append(errs, fmt.Errorf("Config.Retention is %s: use a positive duration, 0 for the default, or bq.NoRetention", c.Retention))
 	}
@@ -172,6 +182,7 @@ type Client struct {
 	passes outage
 	// tally counts completed and failed runs for the history.
 	tally tally
+	sched *scheduler // Config.Periodic's; nil without
 
 	mu       sync.Mutex
 	wakers   map[string][]chan struct{} // queue -> workers of this process
@@ -259,6 +270,7 @@ func NewClient(drv Driver, cfg Config) (*Client, error) {
 	}
 	c := &Client{pub: drv, drv: engine, cfg: cfg, log: cfg.Logger, met: met, stopGauges: func() error { return nil },
 		wakers: map[string][]chan struct{}{}}
+	c.sched = newScheduler(c)
 	if !cfg.NoGauges {
 		if c.stopGauges, err = met.ObserveGauges(c.gaugeSnapshot); err != nil {
 			return nil, fmt.Errorf("bq.NewClient: register gauges: %w", err)

@@ -177,6 +177,33 @@ func (j *Job[A]) enqueue(ctx context.Context, c *Client, tx any, args []A, opts 
 			return nil, fmt.Errorf("EnqueueTx: %w", err)
 		}
 	}
+	now := c.cfg.Now()
+	jobs, err := j.newJobs(args, opts, now)
+	if err != nil {
+		return nil, err
+	}
+	verdicts, err := c.insert(ctx, ex, tx, jobs, now)
+	if err != nil {
+		return nil, fmt.Errorf("enqueue %q: %w", j.name, err)
+	}
+	c.enqueued(ctx, jobs, verdicts)
+	results := make([]EnqueueResult, len(jobs))
+	for i, v := range verdicts {
+		switch {
+		case v.Duplicate:
+			results[i] = EnqueueResult{State: JobState(v.State), Reason: v.Reason, Duplicate: true, DuplicateOf: v.DuplicateOf}
+		case v.State == driver.StateDiscarded:
+			results[i] = EnqueueResult{State: StateDiscarded, Reason: v.Reason, HeldBy: v.HeldBy}
+		default:
+			results[i] = EnqueueResult{ID: jobs[i].ID, State: JobState(v.State)}
+		}
+	}
+	return results, nil
+}
+
+// newJobs builds the rows an enqueue of args at now stores: options
+// applied, args encoded, keys checked.
+func (j *Job[A]) newJobs(args []A, opts []EnqueueOption, now time.Time) ([]*driver.NewJob, error) {
 	var o enqueueOptions
 	for _, opt := range opts {
 		opt(&o)
@@ -210,7 +237,6 @@ func (j *Job[A]) enqueue(ctx context.Context, c *Client, tx any, args []A, opts 
 	if err != nil {
 		return nil, fmt.Errorf("%w: bq.WithTags: %w", ErrInvalidJob, err)
 	}
-	now := c.cfg.Now()
 	at := now
 	switch {
 	case !o.at.IsZero():
@@ -237,23 +263,7 @@ func (j *Job[A]) enqueue(ctx context.Context, c *Client, tx any, args []A, opts 
 			jobs[i].UniqueKey, jobs[i].UniqueStates = unique.key(j.name, queue, raw, at), unique.states()
 		}
 	}
-	verdicts, err := c.insert(ctx, ex, tx, jobs, now)
-	if err != nil {
-		return nil, fmt.Errorf("enqueue %q: %w", j.name, err)
-	}
-	c.enqueued(ctx, jobs, verdicts)
-	results := make([]EnqueueResult, len(jobs))
-	for i, v := range verdicts {
-		switch {
-		case v.Duplicate:
-			results[i] = EnqueueResult{State: JobState(v.State), Reason: v.Reason, Duplicate: true, DuplicateOf: v.DuplicateOf}
-		case v.State == driver.StateDiscarded:
-			results[i] = EnqueueResult{State: StateDiscarded, Reason: v.Reason, HeldBy: v.HeldBy}
-		default:
-			results[i] = EnqueueResult{ID: jobs[i].ID, State: JobState(v.State)}
-		}
-	}
-	return results, nil
+	return jobs, nil
 }
 
 // insert admits and stores jobs, in ex when given (the caller's

@@ -37,6 +37,9 @@ type Health struct {
 	Groups    []GroupHealth   `json:"groups"`
 	TopKeys   []KeyHealth     `json:"top_keys"`
 	Processes []ProcessHealth `json:"processes"`
+	// Periodic lists the schedules the fleet runs (Config.Periodic):
+	// next tick, last tick and its job.
+	Periodic []PeriodicStatus `json:"periodic"`
 	// Truncated: there were more groups or processes than a report holds
 	// (100 each); the rest are left out.
 	Truncated bool `json:"truncated,omitzero"`
@@ -170,6 +173,11 @@ func (c *Client) health(ctx context.Context, top int) (*Health, error) {
 	for _, p := range procs {
 		h.Processes = append(h.Processes, c.processHealth(p, now))
 	}
+	periodic, err := ex.ListPeriodic(ctx)
+	if err != nil {
+		return nil, err
+	}
+	h.Periodic = c.periodicStatus(periodic, now)
 	return h, nil
 }
 

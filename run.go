@@ -13,11 +13,12 @@ import (
 	"github.com/bqueue/bq/internal/driver"
 )
 
-// Run works this client's queues and runs the dispatcher until ctx ends,
-// then stops gracefully: no new claims, running jobs get ShutdownTimeout
-// to finish, and those still running are cancelled and go back to ready
-// with their slots. It returns nil after a clean stop. Jobs' contexts
-// carry ctx's values (not its cancellation: a stop lets them finish).
+// Run works this client's queues and runs the dispatcher and the
+// periodic jobs of Config.Periodic until ctx ends, then stops
+// gracefully: no new claims, running jobs get ShutdownTimeout to finish,
+// and those still running are cancelled and go back to ready with their
+// slots. It returns nil after a clean stop. Jobs' contexts carry ctx's
+// values (not its cancellation: a stop lets them finish).
 func (c *Client) Run(ctx context.Context) error { return c.run(ctx, true, true) }
 
 // RunWorkers is Run without the dispatcher, for processes that leave
@@ -25,6 +26,7 @@ func (c *Client) Run(ctx context.Context) error { return c.run(ctx, true, true) 
 func (c *Client) RunWorkers(ctx context.Context) error { return c.run(ctx, true, false) }
 
 // RunDispatcher runs only the dispatcher; it needs no job definitions.
+// With Config.Periodic it also enqueues the periodic jobs, as Run does.
 func (c *Client) RunDispatcher(ctx context.Context) error { return c.run(ctx, false, true) }
 
 func (c *Client) queues() map[string]int {
@@ -98,6 +100,9 @@ func (c *Client) run(ctx context.Context, work, dispatch bool) error {
 			PassOK:     func() { c.passes.ok(c, "dispatcher") },
 		})
 		services.Go(func() { _ = d.Run(ctx) })
+		if c.sched != nil {
+			services.Go(func() { c.sched.run(ctx) })
+		}
 	}
 	var loops sync.WaitGroup
 	for _, w := range workers {

@@ -14,7 +14,9 @@ func runDispatcher(ctx context.Context, e *env, args []string) error {
 promotes blocked jobs beside free slots, reaps the claims of dead worker
 processes, reclaims expired concurrency slots and deletes finished jobs
 past retention. It needs no job code. Workers started with client.Run
-embed a dispatcher already; run this one when workers use RunWorkers.`)
+embed a dispatcher already; run this one when workers use RunWorkers.
+Having no job code, it enqueues no periodic jobs: those run in the
+processes that list them in Config.Periodic (client.Run or RunDispatcher).`)
 	var db dbFlags
 	db.register(f)
 	interval := f.Duration("interval", time.Second, "time between maintenance passes")

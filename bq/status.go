@@ -16,7 +16,8 @@ func runStatus(ctx context.Context, e *env, args []string) error {
 	f := newFlagSet(e, "status", "status --dsn DSN [--prefix bq_] [--json | --watch] [--top 10]",
 		`Shows each queue's ready, running, scheduled, blocked and failed jobs and
 whether it is paused, the limit groups and their saturated keys, the most
-blocked keys, and the registered processes. With --watch it redraws them every 2s until Ctrl-C,
+blocked keys, the registered processes and the periodic jobs' schedules
+(next run, last run and its job). With --watch it redraws them every 2s until Ctrl-C,
 with the last hour's history as sparklines: runs completed and failed,
 jobs by state, and the blocked jobs of the most blocked keys.`)
 	var db dbFlags
@@ -109,6 +110,7 @@ func printHealth(w io.Writer, h *bq.Health) error {
 			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", p.ID, term(p.Kind), term(p.Name), term(queues), ago(p.LastHeartbeat, h.At), yesNo(p.Alive))
 		}
 	}
+	printPeriodic(tw, h)
 	if h.Truncated {
 		fmt.Fprintln(tw, "\n(more groups or processes than shown: the report lists 100 of each)")
 	}

@@ -93,6 +93,7 @@ func TestBrowser(t *testing.T) {
 			browseHistory(b)
 			browseJobs(b, f)
 			browseCancel(t, b, f)
+			browsePeriodic(t, b, f)
 		})
 	}
 }

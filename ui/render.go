@@ -46,7 +46,7 @@ var funcs = template.FuncMap{
 
 func mustParse() *pages {
 	p := &pages{byName: map[string]*template.Template{}}
-	for _, name := range []string{"overview", "blocked", "key", "job", "failed", "processes", "error", "history", "search", "jobs"} {
+	for _, name := range []string{"overview", "blocked", "key", "job", "failed", "processes", "error", "history", "search", "jobs", "periodic"} {
 		t := template.Must(template.New(name).Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/chart.html",
 			"templates/"+name+".html"))
 		p.byName[name] = t

@@ -114,6 +114,7 @@ func Handler(client *bq.Client, opts Options) http.Handler {
 	mux.HandleFunc("GET /processes", s.processes)
 	mux.HandleFunc("GET /history", s.history)
 	mux.HandleFunc("GET /search", s.search)
+	mux.HandleFunc("GET /periodic", s.periodic)
 	mux.HandleFunc("POST /jobs/{id}/retry", s.retry)
 	mux.HandleFunc("POST /jobs/{id}/discard", s.discard)
 	mux.HandleFunc("POST /jobs/{id}/cancel", s.cancel)

@@ -149,6 +149,9 @@ SELECT queue, CAST(sum(ready) AS SIGNED), CAST(sum(running) AS SIGNED), CAST(sum
 WHERE namespace = ? OR queue IN ` + list + ` ORDER BY queue FOR UPDATE`)
 	q.InsertPolicy = p(`INSERT INTO {p}policies (queue, namespace, max_active, max_active_per_key, max_blocked,
 	created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?) ON DUPLICATE KEY UPDATE queue = queue`)
+	q.Periodic.Lock += " FOR UPDATE"
+	q.Periodic.Insert = p(`INSERT INTO {p}periodic_jobs (name, kind, schedule, next_run_at, created_at, seen_at)
+VALUES (?, ?, ?, ?, ?, ?) ON DUPLICATE KEY UPDATE name = name`)
 	q.PauseQueue = p(`INSERT INTO {p}paused_queues (queue, paused_at) VALUES (?, ?) ON DUPLICATE KEY UPDATE queue = queue`)
 	q.SetKeyLimit = p("INSERT INTO {p}key_limits (key_hash, `key`, lim, updated_at) VALUES (?, ?, ?, ?)\n" +
 		"ON DUPLICATE KEY UPDATE lim = VALUES(lim), updated_at = VALUES(updated_at)")

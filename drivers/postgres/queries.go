@@ -32,8 +32,9 @@ type queries struct {
 	// cancel.go
 	deleteReady, deleteScheduled, deleteBlocked, cancelJob, markCancel, cancelRequested string
 
-	history historyQueries // history.go
-	unique  uniqueQueries  // unique.go
+	history  historyQueries  // history.go
+	unique   uniqueQueries   // unique.go
+	periodic periodicQueries // periodic.go
 
 	// spell splices the prefix into statements built at run time (list.go).
 	spell func(string) string
@@ -367,7 +368,8 @@ WHERE job_id = $1 RETURNING cancel_requested_at`),
 		cancelRequested: p(`SELECT cancel_requested_at IS NOT NULL FROM {p}claimed_executions
 WHERE job_id = $1 AND fence = $2 FOR UPDATE`),
 
-		history: newHistoryQueries(p),
-		unique:  newUniqueQueries(prefix),
+		history:  newHistoryQueries(p),
+		unique:   newUniqueQueries(prefix),
+		periodic: newPeriodicQueries(p),
 	}
 }

@@ -330,6 +330,7 @@ type Executor interface {
 	Maintenance
 	PolicyStore
 	PauseStore
+	PeriodicStore
 	ProcessStore
 	Inspector
 }

@@ -46,6 +46,8 @@ type Queries struct {
 	// Cancel (cancel.go). CancelRequested is a locking read on a dialect
 	// with row locks (MySQL appends FOR UPDATE).
 	CancelJob, ClaimFence, MarkCancel, CancelMark, CancelRequested string
+
+	Periodic PeriodicQueries // periodic.go
 }
 
 // Common returns the statements both database/sql dialects spell alike, each passed
@@ -122,5 +124,6 @@ AND concurrency_key IS NOT NULL AND finished_at IS NULL ORDER BY 1`),
 		MarkCancel:      p(`UPDATE {p}claimed_executions SET cancel_requested_at = coalesce(cancel_requested_at, ?) WHERE fence = ?`),
 		CancelMark:      p(`SELECT cancel_requested_at FROM {p}claimed_executions WHERE fence = ?`),
 		CancelRequested: p(`SELECT cancel_requested_at IS NOT NULL FROM {p}claimed_executions WHERE fence = ? AND job_id = ?`),
+		Periodic:        periodicQueries(p),
 	}
 }

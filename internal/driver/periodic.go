@@ -1,0 +1,57 @@
+package driver
+
+import (
+	"context"
+	"time"
+)
+
+// Periodic is one stored schedule of periodic jobs (bq.Config.Periodic).
+type Periodic struct {
+	Name     string
+	Kind     string // the job kind each tick enqueues
+	Schedule string // the schedule as written, e.g. "@every 1m0s"
+	// NextRunAt is the next tick: its identity. Whoever moves it on, by
+	// AdvancePeriodic, enqueues that tick.
+	NextRunAt time.Time
+	LastRunAt *time.Time // the last tick enqueued; nil before the first
+	LastJobID int64      // its job; 0 when none was stored (discarded)
+	LastState JobState   // where its job went
+	CreatedAt time.Time
+	// SeenAt is when a live process with this schedule in its code last
+	// said so; a row not seen for long is pruned.
+	SeenAt time.Time
+}
+
+// AdvanceParams moves a periodic schedule past the tick Was.
+type AdvanceParams struct {
+	Name, Schedule string
+	Was, Next      time.Time
+}
+
+// PeriodicStore keeps the periodic schedules; each tick is enqueued by
+// the one transaction whose AdvancePeriodic moved its row on.
+type PeriodicStore interface {
+	// LockPeriodic returns the stored rows of names, locked until the
+	// transaction ends (a single writer's transaction is the lock).
+	LockPeriodic(ctx context.Context, names []string) ([]Periodic, error)
+	// InsertPeriodic stores p unless its name exists; false then.
+	InsertPeriodic(ctx context.Context, p Periodic) (bool, error)
+	// UpdatePeriodic sets p's kind, schedule, next run and seen time.
+	UpdatePeriodic(ctx context.Context, p Periodic) error
+	// PrunePeriodic deletes the rows not seen since before.
+	PrunePeriodic(ctx context.Context, before time.Time) (int, error)
+	// DuePeriodic returns the rows whose next run is at or before now.
+	DuePeriodic(ctx context.Context, now time.Time) ([]Periodic, error)
+	// AdvancePeriodic moves p.Name's next run from p.Was to p.Next if it
+	// is still p.Was under p.Schedule: true for the one caller that wins
+	// the tick, false for every other.
+	AdvancePeriodic(ctx context.Context, p AdvanceParams) (bool, error)
+	// RecordPeriodicRun notes the tick enqueued at: its job and state.
+	RecordPeriodicRun(ctx context.Context, name string, at time.Time, jobID int64, state JobState) error
+	// ListPeriodic returns every row, ordered by name.
+	ListPeriodic(ctx context.Context) ([]Periodic, error)
+}
+
+// PeriodicPass runs one pass of a *bq.Client's periodic scheduler, for
+// bq's own tests (set by package bq).
+var PeriodicPass func(ctx context.Context, client any) error

@@ -1,0 +1,173 @@
+package bq
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/bqueue/bq/internal/driver"
+)
+
+// Missed says what a periodic job does with ticks that passed while no
+// process ran its scheduler (a deploy, an outage): a tick is missed once it
+// is more than ten scheduler checks late (10 s by default).
+type Missed int
+
+const (
+	// EnqueueOnce enqueues one job on recovery for all the missed ticks,
+	// never one per tick. The default.
+	EnqueueOnce Missed = iota
+	// SkipMissed enqueues nothing for missed ticks: the next job is the
+	// next tick's.
+	SkipMissed
+)
+
+func (m Missed) String() string {
+	if m == SkipMissed {
+		return "skip"
+	}
+	return "enqueue once"
+}
+
+// PeriodicOptions configures a periodic job. Zero values take the defaults.
+type PeriodicOptions struct {
+	// Name identifies the schedule across the fleet and in status
+	// output, by the rule of queue names. Default: the job's name; give
+	// one to run the same job on two schedules.
+	Name string
+	// RunOnStart makes the first tick at once when the schedule is new to
+	// the database or its schedule changed, rather than at its next time.
+	// It is not one job per process start: processes starting together
+	// would enqueue one each.
+	RunOnStart bool
+	// Missed: EnqueueOnce (default) or SkipMissed.
+	Missed Missed
+}
+
+// PeriodicJob is a job enqueued on a schedule; list it in Config.Periodic.
+// Periodic returns it.
+type PeriodicJob struct {
+	name     string
+	kind     string
+	schedule Schedule
+	opts     PeriodicOptions
+	// build makes the tick's job row; it calls the user's args function.
+	build func(tick, now time.Time) ([]*driver.NewJob, error)
+	err   error
+}
+
+// Periodic makes job enqueue on schedule, with the args that args returns
+// for the tick (the tick's scheduled time, whatever the time it is
+// enqueued). List it in Config.Periodic of the processes that run it:
+//
+//	var Nightly = bq.Periodic(bq.Cron("0 3 * * *", paris), Report,
+//		func(tick time.Time) ReportArgs { return ReportArgs{Day: tick.Format(time.DateOnly)} },
+//		bq.PeriodicOptions{})
+//
+// Each tick is enqueued once across the whole fleet, however many
+// processes run it (docs/periodic.md), and goes through admission like
+// any enqueue: a job with a key and Discard is not enqueued while the
+// key's slots are taken. args runs outside bq's transactions and may run
+// in several processes for one tick; only one result is enqueued.
+//
+// A bad schedule, a nil or invalid job or a nil args function makes the
+// periodic job invalid: NewClient returns its error (also Err).
+func Periodic[A any](schedule Schedule, job *Job[A], args func(tick time.Time) A, opts PeriodicOptions) *PeriodicJob {
+	p := &PeriodicJob{schedule: schedule, opts: opts}
+	if job != nil {
+		p.kind = job.name
+		p.name = job.name
+	}
+	if opts.Name != "" {
+		p.name = opts.Name
+	}
+	var errs []error
+	if schedule.next == nil && schedule.err == nil {
+		errs = append(errs, errors.New("the schedule is empty: pass bq.Every(d) or bq.Cron(expr, loc)"))
+	}
+	errs = append(errs, schedule.err)
+	switch {
+	case job == nil:
+		errs = append(errs, errors.New("the job is nil: pass the *bq.Job that bq.Define returned"))
+	case job.err != nil:
+		errs = append(errs, fmt.Errorf("its job is invalid: %w", job.err))
+	}
+	if args == nil {
+		errs = append(errs, errors.New("the args function is nil: pass func(tick time.Time) A returning each tick's args"))
+	}
+	if err := validateQueue(p.name); err != nil {
+		errs = append(errs, fmt.Errorf("PeriodicOptions.Name: %w", err))
+	}
+	if opts.Missed != EnqueueOnce && opts.Missed != SkipMissed {
+		errs = append(errs, fmt.Errorf("PeriodicOptions.Missed is %d: use bq.EnqueueOnce or bq.SkipMissed", opts.Missed))
+	}
+	if err := errors.Join(errs...); err != nil {
+		p.err = fmt.Errorf("%w: bq.Periodic %q: %w", ErrInvalidJob, p.name, err)
+		return p
+	}
+	p.build = func(tick, now time.Time) (jobs []*driver.NewJob, err error) {
+		defer func() {
+			if r := recover(); r != nil {
+				err = fmt.Errorf("the args function panicked: %v", r)
+			}
+		}()
+		return job.newJobs([]A{args(tick)}, nil, now)
+	}
+	return p
+}
+
+// Name is the periodic job's name.
+func (p *PeriodicJob) Name() string { return p.name }
+
+// Err is why the periodic job is invalid, or nil.
+func (p *PeriodicJob) Err() error { return p.err }
+
+// validatePeriodic checks Config.Periodic: each valid, names unique.
+func validatePeriodic(list []*PeriodicJob) error {
+	var errs []error
+	seen := map[string]bool{}
+	for i, p := range list {
+		switch {
+		case p == nil:
+			errs = append(errs, fmt.Errorf("Config.Periodic[%d] is nil: list what bq.Periodic returns", i))
+		case p.err != nil:
+			errs = append(errs, fmt.Errorf("Config.Periodic[%d]: %w", i, p.err))
+		case seen[p.name]:
+			errs = append(errs, fmt.Errorf("Config.Periodic: two periodic jobs are named %q: give each its own PeriodicOptions.Name", p.name))
+		}
+		if p != nil {
+			seen[p.name] = true
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// PeriodicStatus is one schedule the fleet runs, as the database holds it.
+type PeriodicStatus struct {
+	Name     string `json:"name"`
+	Kind     string `json:"kind"`
+	Schedule string `json:"schedule"`
+	// NextRunAt is the next tick.
+	NextRunAt time.Time `json:"next_run_at"`
+	// LastRunAt is the last tick enqueued (its scheduled time); nil before the first.
+	LastRunAt *time.Time `json:"last_run_at,omitempty"`
+	// LastJobID is its job, 0 when it was discarded (LastState says so).
+	LastJobID int64    `json:"last_job_id,omitzero"`
+	LastState JobState `json:"last_state,omitempty"`
+	// SeenAt is when a live process with the schedule in its code last
+	// said so. A schedule no process has said so for ProcessDeadAfter was
+	// removed from the code: no process ticks it, and it is pruned.
+	SeenAt time.Time `json:"seen_at"`
+	// Stale: no live process has it any more; it is about to be pruned.
+	Stale bool `json:"stale,omitzero"`
+}
+
+func (c *Client) periodicStatus(rows []driver.Periodic, now time.Time) []PeriodicStatus {
+	out := make([]PeriodicStatus, len(rows))
+	for i, r := range rows {
+		out[i] = PeriodicStatus{Name: r.Name, Kind: r.Kind, Schedule: r.Schedule, NextRunAt: r.NextRunAt,
+			LastRunAt: r.LastRunAt, LastJobID: r.LastJobID, LastState: JobState(r.LastState), SeenAt: r.SeenAt,
+			Stale: now.Sub(r.SeenAt) >= c.cfg.ProcessDeadAfter}
+	}
+	return out
+}
