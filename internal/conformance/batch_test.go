@@ -12,6 +12,10 @@ import (
 
 var _ = register(
 	scenario{"CompletionBatchAcrossKeys", testCompletionBatchAcrossKeys},
+	scenario{"BatchMixedItems", testBatchMixedItems},
+	scenario{"BatchPriorityTakesSlotsFirst", testBatchPriorityTakesSlotsFirst},
+	scenario{"BatchLarge", testBatchLarge},
+	scenario{"BatchManyTxOverlappingKeys", testBatchManyTxOverlappingKeys},
 )
 
 // testCompletionBatchAcrossKeys ends one batch of claims over several keys
