@@ -16,6 +16,7 @@ var _ = register(
 	scenario{"BatchPriorityTakesSlotsFirst", testBatchPriorityTakesSlotsFirst},
 	scenario{"BatchLarge", testBatchLarge},
 	scenario{"BatchManyTxOverlappingKeys", testBatchManyTxOverlappingKeys},
+	scenario{"BatchTxWakesEachQueueAtCommit", testBatchTxWakesEachQueue},
 )
 
 // testCompletionBatchAcrossKeys ends one batch of claims over several keys

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os/exec"
 	"slices"
 	"sync"
 	"testing"
@@ -336,4 +337,50 @@ func testBatchManyTxOverlappingKeys(t *testing.T, h *harness) {
 		t.Errorf("%d runs, want %d", got, total)
 	}
 	h.checkSemaphores()
+}
+
+// testBatchTxWakesEachQueueAtCommit: a batch in a caller's transaction
+// with ready jobs in two queues wakes the worker process of each queue
+// (both poll only every 10 s) once the transaction commits, not before.
+// On PostgreSQL and MySQL that is the notification EnqueueBatchTx makes in
+// the transaction; SQLite's listeners see every commit to the file.
+func testBatchTxWakesEachQueue(t *testing.T, h *harness) {
+	ctx := context.Background()
+	workers := []*exec.Cmd{
+		h.spawn("workers", 2, "BQ_POLL=10s", "BQ_QUEUE=wake"),
+		h.spawn("workers", 2, "BQ_POLL=10s", "BQ_QUEUE=wake2"),
+	}
+	defer h.stop(workers...)
+	h.eventually(20*time.Second, "the workers to register", func() bool {
+		return h.count(`SELECT count(*) FROM bq_processes`) == 2
+	})
+	time.Sleep(500 * time.Millisecond) // their first claims have come and gone
+	tx, commit := h.beginTx(ctx)
+	res, err := h.client.EnqueueBatchTx(ctx, tx, []bq.Item{
+		unkeyedJob.Item(Args{Test: h.test, Seq: 1}, bq.Queue("wake")),
+		limit1Job.Item(Args{Test: h.test, Key: "w", Seq: 2}, bq.Queue("wake2")),
+		limit1Job.Item(Args{Test: h.test, Key: "w", Seq: 3}, bq.Queue("wake2")),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res[2].State != bq.StateBlocked {
+		t.Fatalf("the second job of limit-1 key w: %s, want blocked", res[2].State)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if n := h.count(`SELECT count(*) FROM test_runs`); n != 0 {
+		t.Fatalf("%d jobs started before the transaction committed", n)
+	}
+	sent := time.Now()
+	if err := commit(); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range res[:2] {
+		started, ok := h.startedAt(r.ID, 5*time.Second)
+		if !ok {
+			t.Errorf("job %d did not start within 5s of the commit: its queue's worker was not woken", r.ID)
+			continue
+		}
+		t.Logf("job %d started %s after the commit", r.ID, started.Sub(sent).Round(time.Millisecond))
+	}
 }
