@@ -2,13 +2,8 @@ package bq_test
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"testing"
 	"time"
-
-	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
-	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/bqueue/bq"
 )
@@ -17,18 +12,7 @@ import (
 // admission gave it, under its own kind and queue.
 func TestEnqueueBatchCountsEachItem(t *testing.T) {
 	ctx := context.Background()
-	reader := sdkmetric.NewManualReader()
-	client, err := bq.Open(ctx, "sqlite://"+t.TempDir()+"/batch-metrics.db", bq.Config{
-		MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)),
-		Logger:        slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close()
-	if err := client.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	client, collect := meteredClient(t, bq.Config{})
 	if _, err := client.EnqueueBatch(ctx, []bq.Item{
 		mBlock.Item(metricArgs{Key: "k"}),
 		mBlock.Item(metricArgs{Key: "k"}),
@@ -38,11 +22,7 @@ func TestEnqueueBatchCountsEachItem(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	var rm metricdata.ResourceMetrics
-	if err := reader.Collect(ctx, &rm); err != nil {
-		t.Fatal(err)
-	}
-	got := readMetrics(t, rm)
+	got := collect()
 	for _, c := range []struct {
 		attrs string
 		want  int64
