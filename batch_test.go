@@ -167,3 +167,31 @@ func TestEnqueueBatchEmpty(t *testing.T) {
 		t.Errorf("%d jobs stored by empty batches", n)
 	}
 }
+
+// Options added by other items of the issue ride on batch items too:
+// metadata and tags are stored, and a unique item whose twin is in the
+// same batch or already stored is a duplicate of it.
+func TestItemCarriesMetadataTagsAndUnique(t *testing.T) {
+	ctx := context.Background()
+	c := openMemory(t)
+	u := WithUnique(Unique{ByArgs: true})
+	res, err := c.EnqueueBatch(ctx, []Item{
+		itemJob.Item(itemArgs{Tenant: "acme"}, WithMetadata(map[string]string{"tenant": "acme"}), WithTags("nightly")),
+		itemOther.Item(itemArgs{Tenant: "u"}, u),
+		itemOther.Item(itemArgs{Tenant: "u"}, u),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	info := jobOf(t, c, res[0].ID)
+	if info.Metadata["tenant"] != "acme" || len(info.Tags) != 1 || info.Tags[0] != "nightly" {
+		t.Errorf("metadata %v, tags %v; want tenant=acme, [nightly]", info.Metadata, info.Tags)
+	}
+	if res[1].Duplicate || res[1].ID == 0 || !res[2].Duplicate || res[2].DuplicateOf != res[1].ID {
+		t.Errorf("unique twins in one batch: %+v, %+v; want the second a duplicate of the first", res[1], res[2])
+	}
+	again, err := c.EnqueueBatch(ctx, []Item{itemOther.Item(itemArgs{Tenant: "u"}, u)})
+	if err != nil || !again[0].Duplicate || again[0].DuplicateOf != res[1].ID {
+		t.Errorf("unique item of a stored job: %+v, %v; want a duplicate of %d", again, err, res[1].ID)
+	}
+}

@@ -14,6 +14,9 @@
 //	_ = client.Migrate(ctx)
 //	res, _ := Charge.Enqueue(ctx, client, ChargeArgs{OrderID: 42})
 //	_ = client.Run(ctx) // workers and dispatcher, until ctx ends
+//
+// A unique job (JobOptions.Unique, WithUnique) is not stored when a job
+// of its unique key already exists; its EnqueueResult names that job.
 package bq
 
 import (

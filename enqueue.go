@@ -27,9 +27,23 @@ type EnqueueResult struct {
 	//	StateDiscarded  its key had no free slot and the job discards on
 	//	                conflict (or its key's backlog was full): nothing
 	//	                was stored
+	//
+	// For a Duplicate it is the state of the job it duplicates, at the
+	// check ("" when that job committed after the snapshot of the
+	// caller's REPEATABLE READ transaction on MySQL).
 	State JobState
-	// Reason explains a discard.
+	// Reason explains a discard or a duplicate, naming the job that
+	// holds the key or has the unique key.
 	Reason string
+	// HeldBy is, for a discarded job, the id of one job holding its
+	// key's slots (ready or running); 0 when none is known.
+	HeldBy int64
+	// Duplicate: the job was not stored (ID is 0) since job DuplicateOf,
+	// in State at the check, has its unique key (see Unique). Of two
+	// items with one unique key in an EnqueueMany, the second is a
+	// duplicate of the first.
+	Duplicate   bool
+	DuplicateOf int64
 }
 
 // EnqueueOption changes one enqueue.
@@ -41,6 +55,9 @@ type enqueueOptions struct {
 	priority *int
 	queue    *string
 	key      *keyOption
+	unique   *Unique
+	metadata map[string]string
+	tags     []string
 }
 
 type keyOption struct {
@@ -215,6 +232,21 @@ func (j *Job[A]) newJob(args A, o *enqueueOptions, now time.Time) (*driver.NewJo
 	if err := validatePriority(priority); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidJob, err)
 	}
+	unique := j.opts.Unique
+	if o.unique != nil {
+		if err := o.unique.validate(); err != nil {
+			return nil, fmt.Errorf("%w: bq.WithUnique option: %w", ErrInvalidJob, err)
+		}
+		unique = o.unique
+	}
+	metadata, err := encodeMetadata(o.metadata)
+	if err != nil {
+		return nil, fmt.Errorf("%w: bq.WithMetadata: %w", ErrInvalidJob, err)
+	}
+	tags, err := encodeTags(mergeTags(j.opts.Tags, o.tags))
+	if err != nil {
+		return nil, fmt.Errorf("%w: bq.WithTags: %w", ErrInvalidJob, err)
+	}
 	at := now
 	switch {
 	case !o.at.IsZero():
@@ -233,8 +265,12 @@ func (j *Job[A]) newJob(args A, o *enqueueOptions, now time.Time) (*driver.NewJo
 	if err != nil {
 		return nil, err
 	}
-	return &driver.NewJob{Kind: j.name, Queue: queue, Args: raw, Priority: priority,
-		MaxAttempts: j.opts.MaxAttempts, Limit: limit, ScheduledAt: at}, nil
+	job := &driver.NewJob{Kind: j.name, Queue: queue, Args: raw, Priority: priority,
+		MaxAttempts: j.opts.MaxAttempts, Limit: limit, ScheduledAt: at, Metadata: metadata, Tags: tags}
+	if unique != nil {
+		job.UniqueKey, job.UniqueStates = unique.key(j.name, queue, raw, at), unique.states()
+	}
+	return job, nil
 }
 
 // enqueueJobs admits and stores jobs made by newJob at now, in tx (the
@@ -254,9 +290,13 @@ func (c *Client) enqueueJobs(ctx context.Context, tx any, jobs []*driver.NewJob,
 	c.enqueued(ctx, jobs, verdicts)
 	results := make([]EnqueueResult, len(jobs))
 	for i, v := range verdicts {
-		results[i] = EnqueueResult{ID: jobs[i].ID, State: JobState(v.State)}
-		if v.State == driver.StateDiscarded {
-			results[i] = EnqueueResult{State: StateDiscarded, Reason: v.Reason}
+		switch {
+		case v.Duplicate:
+			results[i] = EnqueueResult{State: JobState(v.State), Reason: v.Reason, Duplicate: true, DuplicateOf: v.DuplicateOf}
+		case v.State == driver.StateDiscarded:
+			results[i] = EnqueueResult{State: StateDiscarded, Reason: v.Reason, HeldBy: v.HeldBy}
+		default:
+			results[i] = EnqueueResult{ID: jobs[i].ID, State: JobState(v.State)}
 		}
 	}
 	return results, nil
@@ -300,7 +340,7 @@ func (c *Client) insert(ctx context.Context, ex driver.Executor, tx any, jobs []
 func readyQueues(jobs []*driver.NewJob, verdicts []lifecycle.Verdict, promoted driver.Promotion) []string {
 	qs := slices.Clone(promoted.Queues)
 	for i, v := range verdicts {
-		if q := jobs[i].Queue; v.State == driver.StateReady && !slices.Contains(qs, q) {
+		if q := jobs[i].Queue; v.State == driver.StateReady && !v.Duplicate && !slices.Contains(qs, q) {
 			qs = append(qs, q)
 		}
 	}
@@ -308,10 +348,11 @@ func readyQueues(jobs []*driver.NewJob, verdicts []lifecycle.Verdict, promoted d
 }
 
 // admits reports whether any job is keyed and due now, so its admission
-// must lock a semaphore in the same transaction as the insert.
+// must lock a semaphore in the same transaction as the insert, or is
+// unique, so its check must lock its unique key.
 func admits(jobs []*driver.NewJob, now time.Time) bool {
 	for _, j := range jobs {
-		if j.Limit.Key != "" && !j.ScheduledAt.After(now) {
+		if j.UniqueKey != "" || (j.Limit.Key != "" && !j.ScheduledAt.After(now)) {
 			return true
 		}
 	}
@@ -324,6 +365,12 @@ func (c *Client) enqueued(ctx context.Context, jobs []*driver.NewJob, verdicts [
 	debug := c.log.Enabled(ctx, slog.LevelDebug)
 	for i, v := range verdicts {
 		j := jobs[i]
+		if v.Duplicate {
+			if debug {
+				c.log.Debug("job not enqueued: duplicate", "kind", j.Kind, "queue", j.Queue, "duplicate_of", v.DuplicateOf)
+			}
+			continue
+		}
 		state := v.State
 		c.met.Enqueue(ctx, metrics.Job{Queue: j.Queue, Kind: j.Kind, Key: j.Limit.Key}, state)
 		if debug {

@@ -23,6 +23,9 @@ type Explanation struct {
 	Since time.Time `json:"since,omitzero"`
 	// DueAt: a scheduled job's due time.
 	DueAt time.Time `json:"due_at,omitzero"`
+	// CancelRequestedAt: when a cancel (Client.Cancel) asked a running
+	// job to stop; zero when none did.
+	CancelRequestedAt time.Time `json:"cancel_requested_at,omitzero"`
 	// The process running a running job.
 	ProcessID    int64  `json:"process_id,omitzero"`
 	ProcessName  string `json:"process_name,omitzero"`
@@ -34,6 +37,9 @@ type Explanation struct {
 	// Position is MaxCountedAhead+1 and PositionAtLeast is set.
 	Position        int  `json:"position,omitzero"`
 	PositionAtLeast bool `json:"position_at_least,omitzero"`
+	// UniqueKey is the unique key of a unique job (see Unique), as
+	// stored: a SHA-256 in hex; "" for a job that is not unique.
+	UniqueKey string `json:"unique_key,omitempty"`
 }
 
 // MaxCountedAhead is how many jobs ahead of a blocked job Explain counts
@@ -73,6 +79,9 @@ func (c *Client) explain(ctx context.Context, info *JobInfo) (*Explanation, erro
 	e := &Explanation{Job: info}
 	x, _, err := ex.JobExecution(ctx, info.ID)
 	if err != nil {
+		return nil, err
+	}
+	if e.UniqueKey, err = ex.UniqueKeyOf(ctx, info.ID); err != nil {
 		return nil, err
 	}
 	now := c.cfg.Now()
@@ -118,8 +127,15 @@ func (c *Client) explain(ctx context.Context, info *JobInfo) (*Explanation, erro
 		e.Summary = fmt.Sprintf("Running on process %s since %s; attempt %d of %d.",
 			processLabel(x.ProcessID, x.ProcessName), when(e.Since, now), info.Attempts+1, info.MaxAttempts)
 		reap := "the dispatcher will reap the claim and run the job again."
+		if !x.CancelRequestedAt.IsZero() {
+			e.CancelRequestedAt = x.CancelRequestedAt
+			e.Summary += fmt.Sprintf(" Cancel requested at %s; the run's context is cancelled; its slot frees when the run ends (cancelled, or completed if it returns no error).",
+				when(x.CancelRequestedAt, now))
+			reap = "the dispatcher will reap the claim and finish the job cancelled."
+		}
 		if !c.dispatcherAlive(procs, now) {
-			reap = "no live dispatcher is registered to reap the claim: start one (client.Run or `bq dispatcher`) and it will run the job again."
+			reap = "no live dispatcher is registered to reap the claim: start one (client.Run or `bq dispatcher`) and it will " +
+				strings.TrimPrefix(reap, "the dispatcher will ")
 		}
 		switch {
 		case x.ProcessBeat.IsZero():
@@ -143,6 +159,12 @@ func (c *Client) explain(ctx context.Context, info *JobInfo) (*Explanation, erro
 		} else {
 			e.Summary += " by hand after failing."
 		}
+	case StateCancelled:
+		e.Summary = fmt.Sprintf("Cancelled at %s after %s", whenPtr(info.FinishedAt, now), count(info.Attempts, "attempt"))
+		if info.LastError != "" {
+			e.Summary += ": " + firstLine(info.LastError)
+		}
+		e.Summary += ". It will not run again."
 	default:
 		e.Summary = "The job is in no state table: it is being moved right now, or its rows are inconsistent."
 	}

@@ -59,6 +59,10 @@ type JobInfo struct {
 	CreatedAt   time.Time       `json:"created_at"`
 	FinishedAt  *time.Time      `json:"finished_at,omitempty"`
 	LastError   string          `json:"last_error,omitempty"`
+	// Metadata and Tags are what WithMetadata, WithTags and
+	// JobOptions.Tags attached; nil when none.
+	Metadata map[string]string `json:"metadata,omitempty"`
+	Tags     []string          `json:"tags,omitempty"`
 }
 
 // Job returns the job with id and its current state.
@@ -70,11 +74,21 @@ func (c *Client) Job(ctx context.Context, id int64) (*JobInfo, error) {
 	if !ok {
 		return nil, fmt.Errorf("job %d: %w", id, ErrJobNotFound)
 	}
+	return jobInfoOf(info)
+}
+
+// jobInfoOf is the public face of a stored job.
+func jobInfoOf(info *driver.JobInfo) (*JobInfo, error) {
+	md, tags, err := decodeLabels(info.Metadata, info.Tags)
+	if err != nil {
+		return nil, fmt.Errorf("job %d: %w", info.ID, err)
+	}
 	return &JobInfo{
 		ID: info.ID, Kind: info.Kind, Queue: info.Queue, Args: info.Args, Priority: info.Priority,
 		State: JobState(info.State), Attempts: info.Attempt, MaxAttempts: info.MaxAttempts,
 		Key: info.Limit.Key, Limit: info.Limit.To, ScheduledAt: info.ScheduledAt,
 		CreatedAt: info.CreatedAt, FinishedAt: info.FinishedAt, LastError: info.LastError,
+		Metadata: md, Tags: tags,
 	}, nil
 }
 

@@ -84,6 +84,12 @@ type JobOptions[A any] struct {
 	Timeout time.Duration
 	// Concurrency limits simultaneous jobs per key. Default: none.
 	Concurrency *Concurrency[A]
+	// Unique refuses a job that duplicates one already stored (see
+	// Unique); WithUnique replaces it for one enqueue. Default: none.
+	Unique *Unique
+	// Tags every job of the kind carries, before those of WithTags; each
+	// follows WithTags' rule. Default: none.
+	Tags []string
 }
 
 const (
@@ -163,6 +169,11 @@ func (j *Job[A]) validate() error {
 	if j.opts.MaxAttempts < 0 {
 		errs = append(errs, fmt.Errorf("MaxAttempts is %d: use 1 or more (0 means the default, %d)", j.opts.MaxAttempts, defaultMaxAttempts))
 	}
+	if tags := mergeTags(nil, j.opts.Tags); len(tags) < len(j.opts.Tags) {
+		errs = append(errs, fmt.Errorf("job option Tags names a tag twice: %q; name each once", j.opts.Tags))
+	} else if err := validateTags(tags); err != nil {
+		errs = append(errs, fmt.Errorf("job option Tags: %w", err))
+	}
 	if j.opts.Timeout < 0 {
 		errs = append(errs, fmt.Errorf("job option Timeout is %s: use a positive duration, or 0 for none", j.opts.Timeout))
 	}
@@ -180,6 +191,11 @@ func (j *Job[A]) validate() error {
 			errs = append(errs, fmt.Errorf("concurrency MaxBlocked is %d: use 1 or more, or 0 for no cap", c.MaxBlocked))
 		}
 		if err := validateSpec(c.Duration, c.OnConflict); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if u := j.opts.Unique; u != nil {
+		if err := u.validate(); err != nil {
 			errs = append(errs, err)
 		}
 	}

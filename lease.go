@@ -28,6 +28,9 @@ type lease struct {
 	seq    uint64 // order of creation, for verifyClaims
 	cancel context.CancelCauseFunc
 	fenced atomic.Bool
+	// cancelled: a cancel of the job cancelled the run (ErrCancelled).
+	// Unlike fenced, the claim is still the run's: its end records.
+	cancelled atomic.Bool
 }
 
 // check fences the run if its lease has lapsed. It runs on every Err and

@@ -37,6 +37,9 @@ type process struct {
 	// driver's beacon) was sent.
 	lastBeat atomic.Pointer[time.Time]
 	resumed  chan struct{} // the watchdog saw a pause: beat and verify now
+	// cancels wakes watchCancels: a cancel marked a claim somewhere
+	// (cancelSignal), maybe one of this process's.
+	cancels chan struct{}
 	// claiming is held (shared) by claim loops from a claim until its
 	// runs hold leases, so verifyClaims never takes a claim in flight for
 	// an orphan.
@@ -53,7 +56,8 @@ type process struct {
 
 func (c *Client) register(ctx context.Context, kind string, queues []string) (*process, error) {
 	slices.Sort(queues)
-	p := &process{c: c, kind: kind, queues: queues, resumed: make(chan struct{}, 1), leases: map[*lease]struct{}{}}
+	p := &process{c: c, kind: kind, queues: queues, resumed: make(chan struct{}, 1), cancels: make(chan struct{}, 1),
+		leases: map[*lease]struct{}{}}
 	// A database busy or in a deadlock now (a SQLite file another
 	// process's frozen writer holds) is no reason not to start: try
 	// again. Other errors (not migrated, refused) fail at once.
@@ -373,6 +377,7 @@ func (p *process) verifyClaims(ctx context.Context) {
 	for _, h := range held {
 		inDB[driver.Fenced{JobID: h.JobID, Fence: h.Fence}] = h
 	}
+	p.cancelMarked(held)
 	running := map[driver.Fenced]bool{}
 	for _, l := range p.activeLeases() {
 		f := driver.Fenced{JobID: l.claim.ID, Fence: l.claim.Fence}
@@ -404,6 +409,57 @@ func (p *process) verifyClaims(ctx context.Context) {
 			continue
 		}
 		p.c.log.Warn("returned to ready a claim of this process that no run held", "job_id", h.JobID, "process_id", id)
+	}
+}
+
+// watchCancels cancels the runs whose claims a cancel marked
+// (Client.Cancel in any process): at once when woken, by cancelSignal
+// through the driver's notifications (PostgreSQL's NOTIFY, MySQL's signal
+// log) or, on SQLite, by any commit to the file; and every heartbeat
+// interval, in case a wake-up was missed. Only a process with runs reads
+// its claims.
+func (p *process) watchCancels(ctx context.Context) {
+	t := time.NewTicker(p.c.cfg.HeartbeatInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-p.cancels:
+		}
+		if len(p.activeLeases()) == 0 {
+			continue
+		}
+		held, err := p.c.drv.Exec().ClaimsOfProcess(ctx, p.ID())
+		if err != nil {
+			if ctx.Err() == nil {
+				p.c.log.Debug("look for cancelled runs (the next heartbeat interval tries again)", "process_id", p.ID(), "error", err)
+			}
+			continue
+		}
+		p.cancelMarked(held)
+	}
+}
+
+// cancelMarked cancels, with cause ErrCancelled, each run whose claim in
+// held carries a cancel mark. The claim, and its slot, stay the run's
+// until the run ends: its code may still be executing.
+func (p *process) cancelMarked(held []driver.OwnClaim) {
+	marked := map[driver.Fenced]bool{}
+	for _, h := range held {
+		if h.CancelRequested {
+			marked[driver.Fenced{JobID: h.JobID, Fence: h.Fence}] = true
+		}
+	}
+	if len(marked) == 0 {
+		return
+	}
+	for _, l := range p.activeLeases() {
+		if marked[driver.Fenced{JobID: l.claim.ID, Fence: l.claim.Fence}] && l.cancelled.CompareAndSwap(false, true) {
+			p.c.log.Info("job cancelled; cancelling its run", "job_id", l.claim.ID, "kind", l.claim.Kind, "process_id", p.ID())
+			l.cancel(ErrCancelled)
+		}
 	}
 }
 

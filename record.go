@@ -31,12 +31,21 @@ func (w *queueWorker) record(runCtx context.Context, l *lease, def definition, r
 	var msg string
 	if runErr != nil {
 		msg = errorText(runErr.Error())
+		if l.cancelled.Load() && errors.Is(runErr, context.Canceled) {
+			// "context canceled" says less than why.
+			msg = errorText(runErr.Error() + ": " + context.Cause(runCtx).Error())
+		}
 	}
 	snooze, snoozed := snoozeOf(runErr)
 	snoozed = snoozed && !shutdown && !fenced
+	// The job's own bq.Cancel is honoured even as a shutdown cut it short:
+	// it asked not to run again.
+	selfCancel := runErr != nil && !fenced && cancelOf(runErr)
 	switch {
 	case runErr == nil:
 		action = nil // batched by the completer
+	case selfCancel:
+		action = func(ex driver.Executor) (lifecycle.Result, error) { return lifecycle.CancelRun(ctx, ex, cl, msg, now) }
 	case shutdown:
 		action = func(ex driver.Executor) (lifecycle.Result, error) { return lifecycle.Return(ctx, ex, cl, now) }
 	case fenced:
@@ -96,6 +105,16 @@ func (w *queueWorker) record(runCtx context.Context, l *lease, def definition, r
 	job := metrics.JobOf(&cl.Job)
 	outcome := "retried"
 	switch {
+	case res.State == driver.StateCancelled:
+		// Asked for by the job itself, or by a cancel that marked its
+		// claim (every end but a completion then finishes it cancelled).
+		outcome = "cancelled"
+		from := "client"
+		if selfCancel {
+			from = "job"
+		}
+		log.Info("job cancelled; its slot released", "from", from, "error", runErr, "duration", ran)
+		w.c.met.Cancelled(ctx, job, from)
 	case shutdown:
 		outcome = "returned"
 		log.Info("job cut short by shutdown; returned to ready with its slot", "duration", ran)
@@ -119,9 +138,11 @@ func (w *queueWorker) record(runCtx context.Context, l *lease, def definition, r
 	if outcome == "completed" || outcome == "retried" || outcome == "failed" {
 		w.c.tally.count(cl.Queue, now, runErr != nil)
 	}
-	if snoozed {
+	switch {
+	case outcome == "cancelled":
+	case snoozed:
 		w.c.met.Snoozed(ctx, job)
-	} else if !shutdown {
+	case !shutdown:
 		w.c.met.Finished(ctx, job, res.State)
 	}
 	if n := res.Promoted.Jobs; n > 0 {

@@ -82,6 +82,10 @@ func (c *Client) run(ctx context.Context, work, dispatch bool) error {
 		services.Go(func() { proc.beacon(beatCtx, b) })
 	}
 	if work {
+		// Woken by cancelSignal as a queue's workers are by its name.
+		c.addWaker(cancelSignal, proc.cancels)
+		defer c.removeWaker(cancelSignal, proc.cancels)
+		services.Go(func() { proc.watchCancels(beatCtx) })
 		services.Go(func() { c.listen(beatCtx) })
 		services.Go(func() { c.flushHistory(beatCtx) })
 	}

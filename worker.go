@@ -26,6 +26,9 @@ type JobMeta struct {
 	Attempt     int // 1 on the first run
 	MaxAttempts int
 	Key         string // full concurrency key; "" when unkeyed
+	// Metadata and Tags are what the job was enqueued with; nil when none.
+	Metadata map[string]string
+	Tags     []string
 }
 
 type jobMetaKey struct{}
@@ -216,6 +219,12 @@ func (w *queueWorker) execute(ctx context.Context, l *lease) {
 	cl := l.claim
 	meta := JobMeta{ID: cl.ID, Kind: cl.Kind, Queue: cl.Queue, Attempt: cl.Attempt + 1,
 		MaxAttempts: cl.MaxAttempts, Key: cl.Limit.Key}
+	if md, tags, err := decodeLabels(cl.Metadata, cl.Tags); err != nil {
+		// bq wrote them; the job still runs, without them.
+		w.c.log.Warn("job metadata unreadable", "job_id", cl.ID, "kind", cl.Kind, "error", err)
+	} else {
+		meta.Metadata, meta.Tags = md, tags
+	}
 	def := lookup(cl.Kind)
 	start := time.Now()
 	var runErr error

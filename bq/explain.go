@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -24,12 +26,9 @@ limit, the jobs holding the key's slots, and its place in line.`)
 	if err != nil {
 		return err
 	}
-	if len(pos) != 1 {
-		return f.fail("give one job id, e.g. bq explain --dsn DSN 42")
-	}
-	id, err := strconv.ParseInt(pos[0], 10, 64)
-	if err != nil || id <= 0 {
-		return f.fail("job id %q: use a positive whole number", pos[0])
+	id, err := jobIDArg(f, pos)
+	if err != nil {
+		return err
 	}
 	if err := db.validate(f); err != nil {
 		return err
@@ -54,6 +53,12 @@ func printExplanation(w io.Writer, e *bq.Explanation) error {
 	j := e.Job
 	fmt.Fprintf(w, "Job %d (%s, queue %s): %s\n", j.ID, term(j.Kind), term(j.Queue), j.State)
 	fmt.Fprintf(w, "%s\n", term(e.Summary))
+	if e.UniqueKey != "" {
+		fmt.Fprintf(w, "Unique: key %s\n", e.UniqueKey)
+	}
+	if labels := labelsText(j.Metadata, j.Tags); labels != "" {
+		fmt.Fprintf(w, "%s\n", labels)
+	}
 	if e.Key == nil {
 		return nil
 	}
@@ -105,4 +110,25 @@ func lineOf(k *bq.KeyState) string {
 		s += fmt.Sprintf(" and %s more", humanize.Thousands(more))
 	}
 	return s
+}
+
+// labelsText is a job's metadata and tags on one line ("" for none):
+// "Metadata: k=v, k2=v2; tags: a, b".
+func labelsText(md map[string]string, tags []string) string {
+	var parts []string
+	if len(md) > 0 {
+		pairs := make([]string, 0, len(md))
+		for _, k := range slices.Sorted(maps.Keys(md)) {
+			pairs = append(pairs, k+"="+md[k])
+		}
+		parts = append(parts, "metadata: "+strings.Join(pairs, ", "))
+	}
+	if len(tags) > 0 {
+		parts = append(parts, "tags: "+strings.Join(tags, ", "))
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	s := strings.Join(parts, "; ")
+	return term(strings.ToUpper(s[:1]) + s[1:])
 }

@@ -6,6 +6,8 @@
 //	bq dispatcher --dsn DSN
 //	bq status --dsn DSN [--json | --watch]
 //	bq explain --dsn DSN JOB_ID
+//	bq jobs --dsn DSN [--kind K] [--state S] [--key K | --key-prefix P] [--meta k=v] [--tag T] [--json]
+//	bq cancel --dsn DSN JOB_ID
 //	bq queue pause|resume --dsn DSN QUEUE
 //	bq ui --dsn DSN [--addr 127.0.0.1:8080] [--token T]
 //	bq demo [--dsn DSN]
@@ -39,6 +41,8 @@ var commands = []command{
 	{"dispatcher", "run the dispatcher (scheduled jobs, blocked jobs, reaping) until interrupted", runDispatcher},
 	{"status", "show queues, limit groups, the most blocked keys and processes", runStatus},
 	{"explain", "show what a job waits for, and why", runExplain},
+	{"jobs", "list jobs by kind, queue, state, key, metadata, tag or time, a page at a time", runJobs},
+	{"cancel", "cancel a job (a running one is stopped and ends when its run returns)", runCancel},
 	{"queue", "pause or resume a queue in every process (pause|resume QUEUE)", runQueue},
 	{"ui", "serve the web dashboard (127.0.0.1:8080 by default)", runUI},
 	{"demo", "run a self-contained demo of per-key concurrency limits", runDemo},

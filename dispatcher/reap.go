@@ -88,9 +88,12 @@ func (d *Dispatcher) reaped(ctx context.Context, reaped []reap) {
 		c := r.claim
 		log := d.cfg.Logger.Warn
 		msg := "reaped the claim of a lost process: the job is ready again, its attempt counted"
-		if r.result.State == driver.StateFailed {
+		switch r.result.State {
+		case driver.StateFailed:
 			log = d.cfg.Logger.Error
 			msg = "reaped the claim of a lost process: its attempts are spent, the job failed"
+		case driver.StateCancelled:
+			msg = "reaped the claim of a lost process: a cancel was requested, the job is cancelled and its slot released"
 		}
 		log(msg, "job_id", c.ID, "kind", c.Kind, "queue", c.Queue, "key", c.Limit.Key,
 			"attempt", c.Attempt+1, "max_attempts", c.MaxAttempts)

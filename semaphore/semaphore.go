@@ -4,9 +4,10 @@
 //
 // A semaphore's value is its free slots: limit minus holders, where a
 // holder is a ready or claimed job of the key. Admission (Lock, Wait,
-// Block) and release (Release) lock the row first, so an enqueue that
-// decides to block and a completion that frees the slot are serialised:
-// the completion sees the blocked row and promotes it (no lost wake-up).
+// Block), release (Release) and a cancelled blocked job leaving the line
+// (Leave) lock the row first, so an enqueue that decides to block and a
+// completion that frees the slot are serialised: the completion sees the
+// blocked row and promotes it (no lost wake-up).
 package semaphore
 
 import (
@@ -250,4 +251,24 @@ func Recount(ctx context.Context, ex driver.SemaphoreStore, key string, now time
 		return driver.Promotion{}, err
 	}
 	return s.promoted, s.Save(ctx)
+}
+
+// Leave takes a blocked job of key out of the line, as it is cancelled:
+// with the semaphore locked (before the blocked row, the order promotion
+// locks them in), take deletes the job's blocked row, and if it did, the
+// blocked count drops by one. The job held no slot, so the free value is
+// unchanged and nothing is promoted.
+func Leave(ctx context.Context, ex driver.SemaphoreStore, key string, take func() (bool, error)) (bool, error) {
+	row, ok, err := ex.SemaphoreLock(ctx, key, "")
+	if err != nil {
+		return false, err
+	}
+	if took, err := take(); !took || err != nil {
+		return false, err
+	}
+	if !ok {
+		return true, nil
+	}
+	row.Blocked = max(row.Blocked-1, 0)
+	return true, ex.SemaphoreSave(ctx, row)
 }

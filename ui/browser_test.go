@@ -61,8 +61,8 @@ func browser(t *testing.T, path string, extra ...chromedp.ExecAllocatorOption) c
 // database holding blocked, running and failed jobs and half an hour of
 // history: the pages show the right counts, the overview refreshes
 // itself, retrying a failed job of a saturated key from the failed page
-// brings it back blocked, the header's search finds jobs and keys, and
-// the charts draw the history. A screenshot of each page goes to
+// brings it back blocked, the header's search finds jobs and keys, the
+// charts draw the history, and the Jobs page filters and pages. A screenshot of each page goes to
 // .artifacts/screenshots/.
 func TestBrowser(t *testing.T) {
 	path := chromium(t)
@@ -91,6 +91,8 @@ func TestBrowser(t *testing.T) {
 			browse(t, b, f, opts.Token)
 			browseSearch(b, f)
 			browseHistory(b)
+			browseJobs(b, f)
+			browseCancel(t, b, f)
 		})
 	}
 }
@@ -155,6 +157,7 @@ func browse(t *testing.T, b *session, f *fixture, token string) {
 
 	b.open("/failed", "#failed")
 	b.wantCount("#failed tbody tr", 2)
+	b.wantCount("#failed button[data-cancel]", 2) // beside Retry and Discard
 	b.screenshot("failed")
 	b.run("retry the failed job of the saturated key",
 		chromedp.Click(chromedp.CSS(fmt.Sprintf(`button[data-retry="%d"]`, f.keyedFailed))),
@@ -459,6 +462,23 @@ func browseSearch(b *session, f *fixture) {
 	b.search("Acme", "#search-hint")
 	b.wantContains("#search-hint", "Keys are group/key")
 	b.wantContains("#search-hint", "reports.export/acme")
+}
+
+// browseCancel: the job page's Cancel button cancels a ready job, which
+// shows cancelled, with no button left.
+func browseCancel(t *testing.T, b *session, f *fixture) {
+	b.open(fmt.Sprintf("/jobs/%d", f.mailReady), "#summary")
+	b.wantText("#job-state", "ready")
+	b.run("cancel the ready mail job", chromedp.Click(chromedp.CSS(fmt.Sprintf(`button[data-cancel="%d"]`, f.mailReady))),
+		chromedp.WaitVisible(chromedp.CSS(".notice")))
+	b.wantText(".notice", fmt.Sprintf("Job %d cancelled: it is now cancelled.", f.mailReady))
+	b.wantText("#job-state", "cancelled")
+	b.wantContains("#summary", "Cancelled at")
+	b.wantCount("button[data-cancel]", 0)
+	b.screenshot("cancelled")
+	if st := f.state(t, f.mailReady); st != bq.StateCancelled {
+		t.Errorf("cancelled job is %s in the database, want cancelled", st)
+	}
 }
 
 // browseHistory: the history page draws each seeded minute's runs, the

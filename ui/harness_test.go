@@ -65,6 +65,8 @@ type fixture struct {
 	process int64
 	// keyedFailed is a failed job of the saturated key acme.
 	keyedFailed, mailFailed int64
+	// mailReady is the ready job of queue mail.
+	mailReady int64
 }
 
 // newFixture fills a fresh database: queue exports has key
@@ -104,9 +106,11 @@ func newFixture(t *testing.T, db database) *fixture {
 	f.mailFailed = f.failed(t, "mail", func() (bq.EnqueueResult, error) {
 		return mailJob.Enqueue(ctx, client, mailArgs{To: "bounce@example.com"})
 	})
-	if _, err := mailJob.Enqueue(ctx, client, mailArgs{To: "a@example.com"}); err != nil {
+	ready, err := mailJob.Enqueue(ctx, client, mailArgs{To: "a@example.com"})
+	if err != nil {
 		t.Fatal(err)
 	}
+	f.mailReady = ready.ID
 	if _, err := mailJob.Enqueue(ctx, client, mailArgs{To: "later@example.com"}, bq.In(time.Hour)); err != nil {
 		t.Fatal(err)
 	}

@@ -92,6 +92,10 @@ type jobData struct {
 // findJob keeps the former header's job search working for links and
 // bookmarks: /jobs/?id=42 goes to /jobs/42 (the header now searches).
 func (s *server) findJob(w http.ResponseWriter, r *http.Request) {
+	if !r.URL.Query().Has("id") {
+		s.jobList(w, r)
+		return
+	}
 	id, err := strconv.ParseInt(r.URL.Query().Get("id"), 10, 64)
 	if err != nil || id <= 0 {
 		s.notFound(w, r)
@@ -198,7 +202,7 @@ func (s *server) discard(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-// act runs a POSTed action on a failed job, then redirects (303) to the
+// act runs a POSTed action on a job (retry, discard, cancel), then redirects (303) to the
 // form's next page, which tells what the action made of the job and what
 // it is now (see tell).
 func (s *server) act(w http.ResponseWriter, r *http.Request, done string, action func(context.Context, int64) (bq.JobState, error)) {
@@ -212,7 +216,7 @@ func (s *server) act(w http.ResponseWriter, r *http.Request, done string, action
 	}
 	state, err := action(r.Context(), id)
 	if err != nil {
-		if errors.Is(err, bq.ErrJobNotFailed) || errors.Is(err, bq.ErrJobNotFound) {
+		if errors.Is(err, bq.ErrJobNotFailed) || errors.Is(err, bq.ErrJobNotFound) || errors.Is(err, bq.ErrJobFinished) {
 			s.render(w, r, http.StatusConflict, "error", view{Title: "Nothing to do", Data: err.Error()})
 			return
 		}

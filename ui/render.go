@@ -25,6 +25,8 @@ var funcs = template.FuncMap{
 	"age":       age,
 	"firstLine": firstLine,
 	"keyURL":    keyURL,
+	"labels":    labels,
+	"jobsURL":   jobsURL,
 	"join":      strings.Join,
 	"stamp":     humanize.Time,
 	"inc":       func(i int) int { return i + 1 },
@@ -35,7 +37,8 @@ var funcs = template.FuncMap{
 	"withCSRF": func(base, csrf string, data any) map[string]any {
 		return map[string]any{"Base": base, "CSRF": csrf, "Data": data}
 	},
-	// actionData is what the retry and discard forms need.
+	"cancellable": cancellable,
+	// actionData is what the retry, discard and cancel forms need.
 	"actionData": func(base, csrf string, id int64, next string) map[string]any {
 		return map[string]any{"Base": base, "CSRF": csrf, "ID": id, "Next": next}
 	},
@@ -43,7 +46,7 @@ var funcs = template.FuncMap{
 
 func mustParse() *pages {
 	p := &pages{byName: map[string]*template.Template{}}
-	for _, name := range []string{"overview", "blocked", "key", "job", "failed", "processes", "error", "history", "search"} {
+	for _, name := range []string{"overview", "blocked", "key", "job", "failed", "processes", "error", "history", "search", "jobs"} {
 		t := template.Must(template.New(name).Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/chart.html",
 			"templates/"+name+".html"))
 		p.byName[name] = t
@@ -87,7 +90,7 @@ func (s *server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
 	case errors.Is(err, bq.ErrJobNotFound):
 		status = http.StatusNotFound
-	case errors.Is(err, bq.ErrInvalidArgument):
+	case errors.Is(err, bq.ErrInvalidArgument), errors.Is(err, bq.ErrInvalidFilter):
 		status = http.StatusBadRequest // a key no job could have, say
 	default:
 		s.opts.Logger.Error("bq ui: request failed", "path", r.URL.Path, "error", err)

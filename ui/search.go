@@ -13,7 +13,7 @@ import (
 
 // The header's search box: a job id, a full key (group/key), a group
 // (group/), a key's end (/key) or a bare key, a tenant say, which names
-// no group.
+// no group; metadata as key=value, and a bare word as a tag too.
 
 // keyRule tells how keys are spelled, for a search that found none.
 const keyRule = "Keys are group/key: the group is the job's name unless its Concurrency names a Group, e.g. reports.export/acme. " +
@@ -35,16 +35,25 @@ type searchData struct {
 	Suffix, Group         []bq.KeyHealth
 	SuffixMore, GroupMore bool
 	GroupName             string
+	// Tagged lists the newest jobs carrying the query as a tag.
+	Tagged     []*bq.JobInfo
+	TaggedMore bool
 	// Hint, when set, says what to search for instead.
 	Hint string
 }
+
+// searchHelp says what the box finds.
+const searchHelp = "Search for a job id (42), a key as group/key (reports.export/acme), a group's keys (reports.export/), a key without its group (acme), a tag (vip) or metadata as key=value (tenant=acme)."
 
 func (s *server) search(w http.ResponseWriter, r *http.Request) {
 	q := strings.TrimSpace(r.URL.Query().Get("q"))
 	switch {
 	case q == "":
-		s.render(w, r, http.StatusOK, "search", view{Title: "Search", Data: searchData{
-			Hint: "Search for a job id (42), a key as group/key (reports.export/acme), a group's keys (reports.export/) or a key without its group (acme)."}})
+		s.render(w, r, http.StatusOK, "search", view{Title: "Search", Data: searchData{Hint: searchHelp}})
+		return
+	case strings.Contains(q, "=") && !strings.Contains(q, "/"):
+		// tenant=acme: the jobs carrying that metadata.
+		http.Redirect(w, r, s.opts.Path+jobsURL("meta", q), http.StatusSeeOther)
 		return
 	case strings.HasSuffix(q, "/"):
 		s.searchKeys(w, r, searchData{Query: q, GroupName: strings.TrimSuffix(q, "/")}, bq.KeySearch{Prefix: q, Max: searchShown})
@@ -78,14 +87,25 @@ func (s *server) search(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	if d.Job != nil && len(d.Suffix) == 0 && len(d.Group) == 0 {
+	// A word that could be a tag lists the jobs carrying it; one that
+	// could not (a space, say) is no tag, and no error.
+	page, err := s.client.ListJobs(r.Context(), bq.JobFilter{Tag: q, Limit: searchShown})
+	switch {
+	case err == nil:
+		d.Tagged, d.TaggedMore = page.Jobs, page.Next != ""
+	case !errors.Is(err, bq.ErrInvalidFilter):
+		s.fail(w, r, err)
+		return
+	}
+	found := len(d.Suffix) > 0 || len(d.Group) > 0 || len(d.Tagged) > 0
+	if d.Job != nil && !found {
 		http.Redirect(w, r, fmt.Sprintf("%s/jobs/%d", s.opts.Path, d.Job.ID), http.StatusSeeOther)
 		return
 	}
-	if d.Job == nil && len(d.Suffix) == 0 && len(d.Group) == 0 {
-		d.Hint = fmt.Sprintf("No key in use ends with /%s, and no group %s has keys in use. %s", q, q, keyRule)
+	if d.Job == nil && !found {
+		d.Hint = fmt.Sprintf("No key in use ends with /%s, no group %s has keys in use, and no job is tagged %s. %s %s", q, q, q, keyRule, searchHelp)
 		if _, err := strconv.ParseInt(q, 10, 64); err == nil {
-			d.Hint = fmt.Sprintf("No job has id %s, no key in use ends with /%s and no group %s has keys in use. %s", q, q, q, keyRule)
+			d.Hint = fmt.Sprintf("No job has id %s, no key in use ends with /%s, no group %s has keys in use, and no job is tagged %s. %s %s", q, q, q, q, keyRule, searchHelp)
 		}
 	}
 	s.render(w, r, http.StatusOK, "search", view{Title: "Search: " + q, Data: d})

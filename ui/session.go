@@ -113,11 +113,13 @@ func (s *server) notice(w http.ResponseWriter, r *http.Request) string {
 	}
 	done, state := parts[0], bq.JobState(parts[2])
 	id, err := strconv.ParseInt(parts[1], 10, 64)
-	if err != nil || (done != "retried" && done != "discarded") {
+	if err != nil || (done != "retried" && done != "discarded" && done != "cancelled") {
 		return ""
 	}
 	info, err := s.client.Job(r.Context(), id)
 	switch {
+	case done == "cancelled" && state == bq.StateRunning && err == nil:
+		return cancelSaid(id, info.State)
 	case err != nil:
 		return fmt.Sprintf("Job %d %s: it became %s.", id, done, state)
 	case info.State != state:

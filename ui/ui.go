@@ -1,15 +1,18 @@
 // Package ui is bq's web dashboard: queues and their counts (refreshed
 // live), each with a pause or resume button, charts of the queue's
-// history, blocked work by key, each job with its explanation, failed
-// jobs with retry and discard, the processes, and a search by job id, key
-// or tenant. Mount it in your server:
+// history, blocked work by key, every job listed by kind, queue, state,
+// key or key prefix, metadata, tag and time (the Jobs page, a page at a
+// time), each job with its explanation, metadata and tags and a cancel
+// button while it is live, failed jobs with retry, discard and cancel,
+// the processes, and a search by job id, key, tenant, tag or metadata
+// (key=value). Mount it in your server:
 //
 //	mux.Handle("/bq/", http.StripPrefix("/bq", ui.Handler(client, ui.Options{Path: "/bq", Token: token})))
 //
 // or run `bq ui --dsn ...`. Pages, charts included (inline SVG), are
 // rendered on the server; the CSS and the small script that refreshes
-// them are embedded, so it works offline. Retry, discard, pause and
-// resume are POST forms protected against cross-site requests, and go
+// them are embedded, so it works offline. Retry, discard, cancel, pause
+// and resume are POST forms protected against cross-site requests, and go
 // through admission like any job: they never bypass a limit.
 //
 // The handler has no access control of its own beyond Options.Token: put
@@ -113,11 +116,13 @@ func Handler(client *bq.Client, opts Options) http.Handler {
 	mux.HandleFunc("GET /search", s.search)
 	mux.HandleFunc("POST /jobs/{id}/retry", s.retry)
 	mux.HandleFunc("POST /jobs/{id}/discard", s.discard)
+	mux.HandleFunc("POST /jobs/{id}/cancel", s.cancel)
 	mux.HandleFunc("POST /queues/{queue}/pause", s.pause)
 	mux.HandleFunc("POST /queues/{queue}/resume", s.resume)
 	// A link to an action, followed or prefetched, does nothing.
 	mux.HandleFunc("/jobs/{id}/retry", postOnly)
 	mux.HandleFunc("/jobs/{id}/discard", postOnly)
+	mux.HandleFunc("/jobs/{id}/cancel", postOnly)
 	mux.HandleFunc("/queues/{queue}/pause", postOnly)
 	mux.HandleFunc("/queues/{queue}/resume", postOnly)
 	mux.HandleFunc("/", s.notFound)

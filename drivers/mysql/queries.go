@@ -65,6 +65,20 @@ func newQueries(prefix string) (*sqlexec.Queries, *ownQueries) {
 
 	// The index matches the ORDER BY, so the scan stops after the rows it
 	// returns and locks no others.
+	// Unique jobs: the stripe's lock row, upserted (a duplicate-key error
+	// would leave a shared lock that deadlocks on upgrade), then a locking
+	// read of the key's jobs, which sees the latest commits even in a
+	// caller's REPEATABLE READ transaction. The state's subqueries read
+	// that transaction's snapshot (locking them would lock gaps every new
+	// job falls in): a job committed since shows no state, "", and counts.
+	q.LockUnique = p(`INSERT INTO {p}unique_locks (stripe) VALUES (?) ON DUPLICATE KEY UPDATE stripe = stripe`)
+	q.FindUnique = p(`SELECT j.id, ` + sqltext.JobState + `
+FROM {p}unique_keys u JOIN {p}jobs j ON j.id = u.job_id
+WHERE u.unique_key = ? AND (` + sqltext.JobState + ` IN ` + list + ` OR ` + sqltext.JobState + ` = '')
+ORDER BY u.job_id DESC LIMIT 1 LOCK IN SHARE MODE`)
+	q.SetUniqueKey = p(`INSERT INTO {p}unique_keys (unique_key, job_id) VALUES (?, ?)`)
+	q.UniqueKeyOf = p(`SELECT coalesce(max(unique_key), '') FROM {p}unique_keys WHERE job_id = ?`)
+
 	q.PickReady = p(`SELECT job_id FROM {p}ready_executions FORCE INDEX ({p}ready_poll)
 WHERE queue = ? ORDER BY priority DESC, job_id LIMIT ? FOR UPDATE SKIP LOCKED`)
 	q.DeleteReady = p(`DELETE FROM {p}ready_executions WHERE job_id IN ` + list + ` ORDER BY job_id` + byKey)
@@ -75,6 +89,9 @@ WHERE queue = ? ORDER BY priority DESC, job_id LIMIT ? FOR UPDATE SKIP LOCKED`)
 	// The claim's gate locks the queue's policy row; the paused_queues
 	// subquery takes no lock.
 	q.Gate += "\nFOR UPDATE"
+	// A run's end locks its claim before reading its cancel mark, so a
+	// cancel marking it waits for that end (and then finds no claim).
+	q.CancelRequested += " FOR UPDATE"
 	q.CountClaimed = p(`SELECT count(*) FROM {p}claimed_executions FORCE INDEX ({p}claimed_queue) WHERE queue = ?`)
 
 	// Never a plain INSERT caught on its duplicate-key error: that leaves

@@ -75,7 +75,8 @@ func scanJob(row pgx.Row, j *driver.Job, extra ...any) error {
 	var durMS int64
 	var conflict int16
 	dest := append([]any{&j.ID, &j.Kind, &j.Queue, &j.Args, &j.Priority, &j.Attempt, &j.MaxAttempts,
-		&j.Limit.Key, &j.Limit.To, &durMS, &conflict, &j.Limit.MaxBlocked, &j.ScheduledAt, &j.CreatedAt}, extra...)
+		&j.Limit.Key, &j.Limit.To, &durMS, &conflict, &j.Limit.MaxBlocked, &j.ScheduledAt, &j.CreatedAt,
+		&j.Metadata, &j.Tags}, extra...)
 	if err := row.Scan(dest...); err != nil {
 		return err
 	}
@@ -105,6 +106,7 @@ func (e *executor) InsertJobs(ctx context.Context, now time.Time, jobs []*driver
 		conflicts, states          = make([]int16, n), make([]string, n)
 		scheduled                  = make([]time.Time, n)
 		maxBlocked                 = make([]int32, n)
+		metadata, tags             = make([]string, n), make([]string, n)
 	)
 	for i, j := range jobs {
 		kinds[i], queues[i], args[i] = j.Kind, j.Queue, string(j.Args)
@@ -113,9 +115,10 @@ func (e *executor) InsertJobs(ctx context.Context, now time.Time, jobs []*driver
 		conflicts[i], states[i] = int16(j.Limit.OnConflict), string(j.State)
 		maxBlocked[i] = int32(j.Limit.MaxBlocked)
 		scheduled[i] = j.ScheduledAt
+		metadata[i], tags[i] = string(j.Metadata), string(j.Tags)
 	}
 	ids, err := collect(ctx, e.db, pgx.RowTo[int64], e.q.insertJobs, kinds, queues, args, prios, maxAttempts, keys,
-		limits, durations, conflicts, scheduled, states, now, maxBlocked)
+		limits, durations, conflicts, scheduled, states, now, maxBlocked, metadata, tags)
 	if err != nil {
 		return fmt.Errorf("insert jobs: %w", err)
 	}
@@ -210,17 +213,26 @@ func (e *executor) DeleteFinishedJobs(ctx context.Context, before time.Time, max
 }
 
 func (e *executor) GetJob(ctx context.Context, id int64) (*driver.JobInfo, bool, error) {
-	info := &driver.JobInfo{}
-	var state string
-	ok, err := found(scanJob(e.db.QueryRow(ctx, e.q.getJob, id), &info.Job, &info.LastError, &info.FinishedAt, &state))
+	info, err := scanJobInfo(e.db.QueryRow(ctx, e.q.getJob, id))
+	ok, err := found(err)
 	if err != nil {
 		return nil, false, fmt.Errorf("get job %d: %w", id, err)
 	}
 	if !ok {
 		return nil, false, nil
 	}
-	info.State = driver.JobState(state)
 	return info, true, nil
+}
+
+// scanJobInfo reads sqltext.JobInfoColumns.
+func scanJobInfo(row pgx.Row) (*driver.JobInfo, error) {
+	info := &driver.JobInfo{}
+	var state string
+	if err := scanJob(row, &info.Job, &info.LastError, &info.FinishedAt, &state); err != nil {
+		return nil, err
+	}
+	info.State = driver.JobState(state)
+	return info, nil
 }
 
 func (e *executor) CountByQueue(ctx context.Context) ([]driver.QueueCounts, error) {

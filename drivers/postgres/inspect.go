@@ -98,9 +98,9 @@ func (e *executor) BlockedLine(ctx context.Context, key string, max int) ([]driv
 
 func (e *executor) JobExecution(ctx context.Context, id int64) (driver.ExecutionDetail, bool, error) {
 	var x driver.ExecutionDetail
-	var ready, blocked, due, claimed, failed, beat *time.Time
+	var ready, blocked, due, claimed, failed, beat, cancel *time.Time
 	ok, err := found(e.db.QueryRow(ctx, e.q.jobExecution, id).Scan(&ready, &blocked, &due, &claimed, &failed,
-		&x.ProcessID, &x.ProcessName, &beat))
+		&x.ProcessID, &x.ProcessName, &beat, &cancel))
 	if err != nil {
 		return x, false, fmt.Errorf("read execution of job %d: %w", id, err)
 	}
@@ -109,6 +109,7 @@ func (e *executor) JobExecution(ctx context.Context, id int64) (driver.Execution
 	}
 	x.ReadySince, x.BlockedSince, x.DueAt = deref(ready), deref(blocked), deref(due)
 	x.ClaimedAt, x.FailedAt, x.ProcessBeat = deref(claimed), deref(failed), deref(beat)
+	x.CancelRequestedAt = deref(cancel)
 	return x, true, nil
 }
 

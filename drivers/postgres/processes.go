@@ -37,7 +37,7 @@ func (e *executor) RenewHeld(ctx context.Context, processID int64, at time.Time,
 
 func (e *executor) ClaimsOfProcess(ctx context.Context, processID int64) ([]driver.OwnClaim, error) {
 	out, err := collect(ctx, e.db, func(r pgx.CollectableRow) (c driver.OwnClaim, err error) {
-		err = r.Scan(&c.JobID, &c.Fence, &c.ClaimedAt)
+		err = r.Scan(&c.JobID, &c.Fence, &c.ClaimedAt, &c.CancelRequested)
 		return c, err
 	}, e.q.claimsOfProcess, processID)
 	if err != nil {

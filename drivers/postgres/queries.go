@@ -29,7 +29,14 @@ type queries struct {
 	blockedAhead, blockedLine, jobExecution, listFailed        string
 	deleteFailed                                               string
 
+	// cancel.go
+	deleteReady, deleteScheduled, deleteBlocked, cancelJob, markCancel, cancelRequested string
+
 	history historyQueries // history.go
+	unique  uniqueQueries  // unique.go
+
+	// spell splices the prefix into statements built at run time (list.go).
+	spell func(string) string
 }
 
 const (
@@ -73,18 +80,21 @@ func deadFor(silenceMS string) string {
 func newQueries(prefix string) *queries {
 	p := sqltext.Spelling(prefix)
 	return &queries{
+		spell: p,
 		// IDs come from an identity column, so they rise in the order the
 		// ORDER BY feeds rows in; numbering them by id recovers each input
 		// row's place and with it the execution table it belongs in.
 		insertJobs: p(`
 WITH input AS (
 	SELECT * FROM unnest($1::text[], $2::text[], $3::jsonb[], $4::int[], $5::int[], $6::text[],
-		$7::int[], $8::bigint[], $9::smallint[], $10::timestamptz[], $11::text[], $13::int[])
-	WITH ORDINALITY AS t(kind, queue, args, priority, max_attempts, ckey, clim, cdur, conflict, scheduled_at, state, mblocked, ord)
+		$7::int[], $8::bigint[], $9::smallint[], $10::timestamptz[], $11::text[], $13::int[], $14::text[], $15::text[])
+	WITH ORDINALITY AS t(kind, queue, args, priority, max_attempts, ckey, clim, cdur, conflict, scheduled_at, state, mblocked,
+		meta, tags, ord)
 ), inserted AS (
 	INSERT INTO {p}jobs (kind, queue, args, priority, max_attempts, concurrency_key, concurrency_limit,
-		concurrency_duration_ms, on_conflict, max_blocked, scheduled_at, created_at)
-	SELECT kind, queue, args, priority, max_attempts, NULLIF(ckey, ''), clim, cdur, conflict, mblocked, scheduled_at, $12
+		concurrency_duration_ms, on_conflict, max_blocked, scheduled_at, created_at, metadata, tags)
+	SELECT kind, queue, args, priority, max_attempts, NULLIF(ckey, ''), clim, cdur, conflict, mblocked, scheduled_at, $12,
+		NULLIF(meta, '')::jsonb, NULLIF(tags, '')::jsonb
 	FROM input ORDER BY ord
 	RETURNING id
 ), numbered AS (
@@ -269,8 +279,9 @@ FOR UPDATE OF c SKIP LOCKED`),
 		registerProcess: p(`INSERT INTO {p}processes (kind, name, hostname, pid, queues, heartbeat_interval_ms,
 	dead_after_ms, started_at, last_heartbeat_at, beating_since)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8, $8) RETURNING id`),
-		heartbeat:       p(`UPDATE {p}processes SET last_heartbeat_at = $2, beating_since = $3 WHERE id = $1`),
-		claimsOfProcess: p(`SELECT job_id, fence, claimed_at FROM {p}claimed_executions WHERE process_id = $1`),
+		heartbeat: p(`UPDATE {p}processes SET last_heartbeat_at = $2, beating_since = $3 WHERE id = $1`),
+		claimsOfProcess: p(`SELECT job_id, fence, claimed_at, cancel_requested_at IS NOT NULL
+FROM {p}claimed_executions WHERE process_id = $1`),
 		// Renew in key order, skipping rows someone holds: two renewals
 		// never deadlock, and a skipped key is renewed next beat.
 		renewSems: p(`
@@ -291,8 +302,7 @@ AND NOT EXISTS (SELECT 1 FROM {p}claimed_executions c WHERE c.process_id = p.id)
 FROM {p}processes ORDER BY id`),
 
 		getJob: p(`
-SELECT ` + jobColumns + `, coalesce(j.last_error, ''), j.finished_at, ` + sqltext.JobState + `
-FROM {p}jobs j WHERE j.id = $1`),
+SELECT ` + sqltext.JobInfoColumns + ` FROM {p}jobs j WHERE j.id = $1`),
 		countByQueue: p(`
 SELECT queue, sum(ready)::int, sum(running)::int, sum(scheduled)::int, sum(blocked)::int, sum(failed)::int
 FROM (` + sqltext.QueueCounts + `) t GROUP BY queue ORDER BY queue`),
@@ -346,6 +356,18 @@ WHERE b.concurrency_key = $1 ORDER BY b.priority DESC, b.job_id LIMIT $2`),
 
 		deleteFailed: p(`DELETE FROM {p}failed_executions WHERE job_id = $1`),
 
+		deleteReady:     p(`DELETE FROM {p}ready_executions WHERE job_id = $1`),
+		deleteScheduled: p(`DELETE FROM {p}scheduled_executions WHERE job_id = $1`),
+		deleteBlocked:   p(`DELETE FROM {p}blocked_executions WHERE job_id = $1`),
+		cancelJob: p(`UPDATE {p}jobs SET attempt = attempt + CASE WHEN $3 THEN 1 ELSE 0 END, finished_at = $2,
+	cancelled = true, last_error = coalesce(nullif($4::text, ''), last_error) WHERE id = $1`),
+		markCancel: p(`UPDATE {p}claimed_executions SET cancel_requested_at = coalesce(cancel_requested_at, $2)
+WHERE job_id = $1 RETURNING cancel_requested_at`),
+		// Locks the claim: a cancel marking it waits for the run's end.
+		cancelRequested: p(`SELECT cancel_requested_at IS NOT NULL FROM {p}claimed_executions
+WHERE job_id = $1 AND fence = $2 FOR UPDATE`),
+
 		history: newHistoryQueries(p),
+		unique:  newUniqueQueries(prefix),
 	}
 }

@@ -17,6 +17,7 @@ var _ = register(
 	scenario{"BatchLarge", testBatchLarge},
 	scenario{"BatchManyTxOverlappingKeys", testBatchManyTxOverlappingKeys},
 	scenario{"BatchTxWakesEachQueueAtCommit", testBatchTxWakesEachQueue},
+	scenario{"BatchItemsUniqueAndMetadata", testBatchItemsUniqueAndMetadata},
 )
 
 // testCompletionBatchAcrossKeys ends one batch of claims over several keys

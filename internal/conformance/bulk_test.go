@@ -2,7 +2,6 @@ package conformance
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,10 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/bqueue/bq"
-	"github.com/bqueue/bq/internal/driver"
 )
 
 // Two kinds of one Concurrency.Group, limit 2: their jobs share keys.
@@ -25,28 +21,6 @@ var (
 	pairBJob = bq.Define("c.pairB", behave, bq.JobOptions[Args]{
 		Concurrency: &bq.Concurrency[Args]{Key: keyOf, To: 2, Group: "c.pair"}})
 )
-
-// rollback rolls back the caller's transaction tx.
-func rollback(t *testing.T, tx bq.Tx) {
-	t.Helper()
-	var err error
-	switch raw := driverTx(tx).(type) {
-	case pgx.Tx:
-		err = raw.Rollback(context.Background())
-	case *sql.Tx:
-		err = raw.Rollback()
-	default:
-		t.Fatalf("no rollback for %T", raw)
-	}
-	if err != nil {
-		t.Fatalf("rollback: %v", err)
-	}
-}
-
-func driverTx(tx bq.Tx) any {
-	_, raw, _ := driver.UserTxOf(tx)
-	return raw
-}
 
 // stored counts the rows of the tables one enqueue writes.
 func (h *harness) stored() string {
@@ -382,5 +356,31 @@ func testBatchTxWakesEachQueue(t *testing.T, h *harness) {
 			continue
 		}
 		t.Logf("job %d started %s after the commit", r.ID, started.Sub(sent).Round(time.Millisecond))
+	}
+}
+
+// testBatchItemsUniqueAndMetadata: batch items take WithMetadata, WithTags
+// and uniqueness as Enqueue does: metadata and tags are stored, and of two
+// unique twins in one batch the second is a duplicate of the first.
+func testBatchItemsUniqueAndMetadata(t *testing.T, h *harness) {
+	ctx := context.Background()
+	twin := Args{Test: h.test, Key: "u", Seq: 1}
+	res, err := h.client.EnqueueBatch(ctx, []bq.Item{
+		unkeyedJob.Item(Args{Test: h.test}, bq.WithMetadata(map[string]string{"tenant": "acme"}), bq.WithTags("nightly")),
+		uniqueArgsJob.Item(twin),
+		uniqueArgsJob.Item(twin, bq.Priority(3)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	info := jobInfo(t, h, res[0].ID)
+	if info.Metadata["tenant"] != "acme" || !slices.Equal(info.Tags, []string{"nightly"}) {
+		t.Errorf("metadata %v, tags %v; want tenant=acme, [nightly]", info.Metadata, info.Tags)
+	}
+	if res[1].Duplicate || res[1].ID == 0 || !res[2].Duplicate || res[2].DuplicateOf != res[1].ID {
+		t.Errorf("unique twins in one batch: %+v, %+v; want the second a duplicate of the first", res[1], res[2])
+	}
+	if n := h.count(`SELECT count(*) FROM bq_jobs`); n != 2 {
+		t.Errorf("%d jobs stored, want 2", n)
 	}
 }

@@ -111,6 +111,14 @@ type NewJob struct {
 	Limit       Limit
 	ScheduledAt time.Time
 	State       JobState // ready, scheduled or blocked: the table it is written to
+	// UniqueKey is the job's unique key (UniqueStore), "" when it is not
+	// unique; UniqueStates the states of an existing job of the key that
+	// make this one a duplicate.
+	UniqueKey    string
+	UniqueStates []JobState
+	// Metadata and Tags are JSON (an object of strings, an array of
+	// strings) checked by bq before; nil when the job has none.
+	Metadata, Tags []byte
 }
 
 // Job is a job row as the engine reads it back.
@@ -125,6 +133,8 @@ type Job struct {
 	Limit       Limit
 	ScheduledAt time.Time
 	CreatedAt   time.Time
+	// Metadata and Tags are the JSON NewJob stored; nil when none.
+	Metadata, Tags []byte
 }
 
 // Claim is a job taken by a worker; Fence identifies this claim alone, so a
@@ -255,6 +265,9 @@ type Beat struct {
 type OwnClaim struct {
 	JobID, Fence int64
 	ClaimedAt    time.Time
+	// CancelRequested: a cancel marked the claim (MarkCancel); its run
+	// is to be cancelled.
+	CancelRequested bool
 }
 
 // JobState is where a job is, read from which table holds it.
@@ -311,6 +324,7 @@ type QueueCounts struct {
 // roles they use, so they can be tested against a fake.
 type Executor interface {
 	JobStore
+	UniqueStore
 	ClaimStore
 	SemaphoreStore
 	Maintenance
@@ -343,6 +357,13 @@ type JobStore interface {
 	// DeleteFailed removes job id's failed execution, as it is retried or
 	// discarded by hand. It reports false when the job is not failed.
 	DeleteFailed(ctx context.Context, jobID int64) (bool, error)
+	// DeleteExecution removes job id's row from state's table (ready,
+	// scheduled, blocked or failed), as the job is cancelled. It reports
+	// false when the job is not in that state (it moved meanwhile).
+	DeleteExecution(ctx context.Context, state JobState, jobID int64) (bool, error)
+	// CancelJob finishes a job as cancelled: finished_at and cancelled,
+	// attempt+1 when ran (a run ended), and msg as last_error unless empty.
+	CancelJob(ctx context.Context, jobID int64, now time.Time, ran bool, msg string) error
 }
 
 // ClaimStore takes ready jobs for a worker and ends claims by their fence.
@@ -366,6 +387,17 @@ type ClaimStore interface {
 	// DeleteClaim removes the claim matching both jobID and fence. It
 	// reports false when the claim no longer exists (a stale fence).
 	DeleteClaim(ctx context.Context, jobID, fence int64) (bool, error)
+	// MarkCancel marks job id's claim as asked to cancel at now, keeping
+	// an earlier mark, and returns the mark. ok is false when the job has
+	// no claim (it is not running). It may run several statements: run
+	// it in a transaction.
+	MarkCancel(ctx context.Context, jobID int64, now time.Time) (requestedAt time.Time, ok bool, err error)
+	// CancelRequested locks the claim matching jobID and fence until the
+	// transaction ends and reports whether it carries a cancel mark; false
+	// when the claim no longer exists. A run's end reads it before ending
+	// the claim, so a cancel marked before that end is never lost, and
+	// one marked after finds no claim.
+	CancelRequested(ctx context.Context, jobID, fence int64) (bool, error)
 	// CompleteClaims ends many successful runs at once: each claim whose
 	// fence still matches is deleted and its job finished (attempt+1,
 	// finished_at) or, with keep false, deleted. It returns the claims
@@ -524,6 +556,25 @@ type Inspector interface {
 	// ListFailed returns up to max failed jobs with an id below before
 	// (0: from the newest), newest first.
 	ListFailed(ctx context.Context, before int64, max int) ([]FailedJob, error)
+	// ListJobs returns up to f.Max jobs matching every field of f that
+	// is set, newest (highest id) first.
+	ListJobs(ctx context.Context, f JobFilter) ([]*JobInfo, error)
+}
+
+// JobFilter selects jobs for ListJobs; a zero field matches every job.
+// bq checks it before (one of Key and KeyPrefix, labels by bq's rule).
+type JobFilter struct {
+	Kinds, Queues []string          // any of
+	States        []JobState        // any of
+	Key           string            // the full key, exactly
+	KeyPrefix     string            // full keys starting with it, byte for byte
+	Metadata      map[string]string // every pair
+	Tag           string
+	// Times: After is at or after, Before strictly before.
+	CreatedAfter, CreatedBefore   time.Time
+	FinishedAfter, FinishedBefore time.Time
+	BeforeID                      int64 // ids below it only; 0: from the newest
+	Max                           int
 }
 
 // BatchReleaser is an executor that releases the slots of many keys in a

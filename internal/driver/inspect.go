@@ -70,6 +70,8 @@ type ExecutionDetail struct {
 	ProcessID   int64
 	ProcessName string
 	ProcessBeat time.Time
+	// CancelRequestedAt: when a cancel marked the claim; zero when none.
+	CancelRequestedAt time.Time
 }
 
 // FailedJob is a job in the failed table.

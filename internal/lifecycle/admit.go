@@ -1,6 +1,8 @@
 // Package lifecycle moves jobs between states. Each function runs inside
 // the caller's transaction and changes the job's execution row and its
 // key's semaphore together, so a crash between the two cannot happen.
+// A new unique job is checked against its unique key before admission
+// (unique.go), so a duplicate never takes a slot.
 package lifecycle
 
 import (
@@ -18,6 +20,7 @@ import (
 // and their keys' semaphores.
 type Store interface {
 	driver.JobStore
+	driver.UniqueStore
 	driver.ClaimStore
 	driver.SemaphoreStore
 }
@@ -33,6 +36,7 @@ type candidate struct {
 	priority int
 	outcome  driver.JobState
 	reason   string // why it was discarded
+	heldBy   int64  // a holder of the key, when discarded
 }
 
 // admit decides each due candidate's outcome. Keys are locked in sorted
@@ -69,16 +73,23 @@ func admit(ctx context.Context, ex Store, cands []*candidate, now time.Time) (dr
 		}
 		promoted.Add(sem.Promoted())
 		granted := sem.Wait(len(group))
+		holder := keyHolder{key: key}
 		for i, c := range group {
 			switch {
 			case i < granted:
 				c.outcome = driver.StateReady
 			case c.limit.OnConflict == driver.Discard:
+				if c.heldBy, err = holder.read(ctx, ex); err != nil {
+					return promoted, err
+				}
 				c.outcome = driver.StateDiscarded
-				c.reason = fmt.Sprintf("concurrency key %q has no free slot (limit %d) and the job discards on conflict", key, sem.Limit())
+				c.reason = fmt.Sprintf("concurrency key %q has no free slot (limit %d)%s and the job discards on conflict", key, sem.Limit(), holder)
 			case sem.BacklogFull():
+				if c.heldBy, err = holder.read(ctx, ex); err != nil {
+					return promoted, err
+				}
 				c.outcome = driver.StateDiscarded
-				c.reason = fmt.Sprintf("concurrency key %q already has %d jobs waiting, its MaxBlocked", key, sem.MaxBlocked())
+				c.reason = fmt.Sprintf("concurrency key %q has no free slot%s and already has %d jobs waiting, its MaxBlocked", key, holder, sem.MaxBlocked())
 			default:
 				c.outcome = driver.StateBlocked
 				sem.Block(1)
@@ -93,18 +104,33 @@ func admit(ctx context.Context, ex Store, cands []*candidate, now time.Time) (dr
 
 // Verdict is admission's decision on one job.
 type Verdict struct {
-	State  driver.JobState // ready, blocked, scheduled or discarded
-	Reason string          // why it was discarded
+	// State: ready, blocked, scheduled or discarded; for a duplicate, the
+	// state of the job it duplicates.
+	State  driver.JobState
+	Reason string // why it was discarded, or is a duplicate
+	// HeldBy is one holder of the key of a discarded job; 0 when none is known.
+	HeldBy int64
+	// Duplicate: not stored, since job DuplicateOf has its unique key.
+	Duplicate   bool
+	DuplicateOf int64
 }
 
 // Enqueue admits new jobs and inserts every one not discarded. Jobs due
 // later are stored scheduled and admitted when the dispatcher promotes
-// them. It also returns what admission promoted of the jobs already
-// blocked on the keys.
+// them. A unique job that duplicates one already stored (or an earlier
+// one of jobs) is neither admitted nor stored. It also returns what
+// admission promoted of the jobs already blocked on the keys.
 func Enqueue(ctx context.Context, ex Store, jobs []*driver.NewJob, now time.Time) ([]Verdict, driver.Promotion, error) {
+	dups, err := checkUnique(ctx, ex, jobs)
+	if err != nil {
+		return nil, driver.Promotion{}, err
+	}
 	cands := make([]*candidate, len(jobs))
 	var due []*candidate
 	for i, j := range jobs {
+		if _, dup := dups[i]; dup {
+			continue
+		}
 		cands[i] = &candidate{limit: j.Limit, queue: j.Queue, priority: j.Priority, outcome: driver.StateScheduled}
 		if !j.ScheduledAt.After(now) {
 			due = append(due, cands[i])
@@ -117,7 +143,10 @@ func Enqueue(ctx context.Context, ex Store, jobs []*driver.NewJob, now time.Time
 	results := make([]Verdict, len(jobs))
 	kept := make([]*driver.NewJob, 0, len(jobs))
 	for i, c := range cands {
-		results[i] = Verdict{State: c.outcome, Reason: c.reason}
+		if c == nil {
+			continue
+		}
+		results[i] = Verdict{State: c.outcome, Reason: c.reason, HeldBy: c.heldBy}
 		switch c.outcome {
 		case driver.StateReady:
 			jobs[i].State = driver.StateReady
@@ -132,6 +161,15 @@ func Enqueue(ctx context.Context, ex Store, jobs []*driver.NewJob, now time.Time
 	}
 	if err := ex.InsertJobs(ctx, now, kept); err != nil {
 		return nil, promoted, err
+	}
+	if dups == nil {
+		return results, promoted, nil
+	}
+	if err := markUnique(ctx, ex, kept); err != nil {
+		return nil, promoted, err
+	}
+	for i, d := range dups {
+		results[i] = duplicateVerdict(d, jobs, results)
 	}
 	return results, promoted, nil
 }

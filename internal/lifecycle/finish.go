@@ -119,6 +119,9 @@ func CompleteMany(ctx context.Context, ex Store, claims []*driver.Claim, keep bo
 // for it like any job and is not discarded by its own failing run; a
 // retry due now is admitted at once, after any job already blocked.
 func Retry(ctx context.Context, ex Store, c *driver.Claim, msg string, at, now time.Time) (Result, error) {
+	if r, done, err := cancelIfMarked(ctx, ex, c, msg, now); done || err != nil {
+		return r, err
+	}
 	if ok, err := ex.DeleteClaim(ctx, c.ID, c.Fence); !ok || err != nil {
 		return Result{}, err
 	}
@@ -151,6 +154,9 @@ func Snooze(ctx context.Context, ex Store, c *driver.Claim, at, now time.Time) (
 	if !at.After(now) {
 		return Result{}, fmt.Errorf("snooze job %d: due at %s, not after now (%s)", c.ID, at, now)
 	}
+	if r, done, err := cancelIfMarked(ctx, ex, c, CancelledMessage, now); done || err != nil {
+		return r, err
+	}
 	if ok, err := ex.DeleteClaim(ctx, c.ID, c.Fence); !ok || err != nil {
 		return Result{}, err
 	}
@@ -167,6 +173,13 @@ func Snooze(ctx context.Context, ex Store, c *driver.Claim, at, now time.Time) (
 
 // Fail records a last failed attempt and moves the job to failed.
 func Fail(ctx context.Context, ex Store, c *driver.Claim, msg string, now time.Time) (Result, error) {
+	if r, done, err := cancelIfMarked(ctx, ex, c, msg, now); done || err != nil {
+		return r, err
+	}
+	return fail(ctx, ex, c, msg, now)
+}
+
+func fail(ctx context.Context, ex Store, c *driver.Claim, msg string, now time.Time) (Result, error) {
 	if ok, err := ex.DeleteClaim(ctx, c.ID, c.Fence); !ok || err != nil {
 		return Result{}, err
 	}
@@ -182,8 +195,12 @@ func Fail(ctx context.Context, ex Store, c *driver.Claim, msg string, now time.T
 
 // Return puts a claimed job back to ready without counting the attempt,
 // as a worker shuts down before the job ends. It keeps its slot: it is
-// still a holder, now waiting to be claimed again.
+// still a holder, now waiting to be claimed again. A claim marked for
+// cancel finishes cancelled instead.
 func Return(ctx context.Context, ex Store, c *driver.Claim, now time.Time) (Result, error) {
+	if r, done, err := cancelIfMarked(ctx, ex, c, CancelledMessage, now); done || err != nil {
+		return r, err
+	}
 	if ok, err := ex.DeleteClaim(ctx, c.ID, c.Fence); !ok || err != nil {
 		return Result{}, err
 	}
@@ -198,9 +215,13 @@ const LostMessage = "process lost: the worker running this job stopped heartbeat
 // heartbeating (the reaper), or the run stopped itself as its lease lapsed
 // (the worker). The attempt counts, with msg as its error; the job goes
 // back to ready keeping its slot, or fails once its attempts are spent.
+// A claim marked for cancel finishes cancelled, its slot released.
 func Reap(ctx context.Context, ex Store, c *driver.Claim, msg string, now time.Time) (Result, error) {
+	if r, done, err := cancelIfMarked(ctx, ex, c, msg, now); done || err != nil {
+		return r, err
+	}
 	if c.Attempt+1 >= c.MaxAttempts {
-		return Fail(ctx, ex, c, msg, now)
+		return fail(ctx, ex, c, msg, now)
 	}
 	if ok, err := ex.DeleteClaim(ctx, c.ID, c.Fence); !ok || err != nil {
 		return Result{}, err

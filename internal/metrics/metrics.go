@@ -31,6 +31,7 @@ const (
 	Retried     = "bq.jobs.retried"
 	Reaped      = "bq.jobs.reaped"
 	Snoozed     = "bq.jobs.snoozed"
+	Cancelled   = "bq.jobs.cancelled"
 	QueueWait   = "bq.job.queue_wait"
 	RunDuration = "bq.job.run_duration"
 
@@ -88,7 +89,7 @@ type Instruments struct {
 	meter                                  metric.Meter
 	enqueued, blocked, discarded, promoted metric.Int64Counter
 	completed, failed, retried, reaped     metric.Int64Counter
-	snoozed                                metric.Int64Counter
+	snoozed, cancelled                     metric.Int64Counter
 	queueWait, runDuration                 metric.Float64Histogram
 }
 
@@ -114,8 +115,9 @@ func New(mp metric.MeterProvider) (*Instruments, error) {
 	m.completed = counter(Completed, "Jobs that ran to success.")
 	m.failed = counter(Failed, "Jobs moved to failed: attempts spent or a permanent error.")
 	m.retried = counter(Retried, "Failed attempts that will run again, and failed jobs retried by hand.")
-	m.reaped = counter(Reaped, "Claims of lost processes returned to ready or failed by the dispatcher.")
+	m.reaped = counter(Reaped, "Claims of lost processes returned to ready, failed or (a cancel requested) cancelled by the dispatcher.")
 	m.snoozed = counter(Snoozed, "Runs that ended with bq.Snooze: rescheduled, their attempt not spent.")
+	m.cancelled = counter(Cancelled, "Jobs finished as cancelled: by client.Cancel (from=client) or by their own bq.Cancel (from=job).")
 	m.queueWait = histogram(QueueWait, "Time from a job's due time to its first claim.")
 	m.runDuration = histogram(RunDuration, "Time one run of a job took.")
 	if err := errors.Join(errs...); err != nil {
@@ -158,7 +160,7 @@ func (m *Instruments) PromotedBlocked(ctx context.Context, key string, n int) {
 }
 
 // Ran records one run's duration and how it ended: completed, snoozed,
-// retried, failed, or returned (cut short by shutdown).
+// retried, failed, cancelled, or returned (cut short by shutdown).
 func (m *Instruments) Ran(ctx context.Context, j Job, seconds float64, outcome string) {
 	m.runDuration.Record(ctx, seconds, j.attrs(attribute.String("outcome", outcome)))
 }
@@ -189,6 +191,13 @@ func (m *Instruments) Snoozed(ctx context.Context, j Job) {
 	m.snoozed.Add(ctx, 1, j.attrs())
 }
 
+// Cancelled counts a job finished as cancelled; from says who asked:
+// "client" (client.Cancel, ending at once or as its run ends) or "job"
+// (its own bq.Cancel).
+func (m *Instruments) Cancelled(ctx context.Context, j Job, from string) {
+	m.cancelled.Add(ctx, 1, j.attrs(attribute.String("from", from)))
+}
+
 // RetriedByHand counts a failed job retried by hand and its admission.
 func (m *Instruments) RetriedByHand(ctx context.Context, j Job, state driver.JobState) {
 	m.retried.Add(ctx, 1, j.attrs())
@@ -200,10 +209,14 @@ func (m *Instruments) DiscardedByHand(ctx context.Context, j Job) {
 	m.discarded.Add(ctx, 1, j.attrs())
 }
 
-// Reap counts a lost claim returned to ready or failed.
+// Reap counts a lost claim returned to ready, failed, or (marked by a
+// cancel) cancelled.
 func (m *Instruments) Reap(ctx context.Context, j Job, state driver.JobState) {
 	m.reaped.Add(ctx, 1, j.attrs(attribute.String("state", string(state))))
-	if state == driver.StateFailed {
+	switch state {
+	case driver.StateFailed:
 		m.failed.Add(ctx, 1, j.attrs())
+	case driver.StateCancelled: // a cancel marked it before its process died
+		m.Cancelled(ctx, j, "client")
 	}
 }

@@ -122,7 +122,7 @@ func (e *Executor) LostClaimsOfKey(ctx context.Context, key string, now time.Tim
 func (e *Executor) ClaimsOfProcess(ctx context.Context, processID int64) ([]driver.OwnClaim, error) {
 	out, err := Collect(ctx, e.db, func(rows *sql.Rows) (c driver.OwnClaim, err error) {
 		var at int64
-		err = rows.Scan(&c.JobID, &c.Fence, &at)
+		err = rows.Scan(&c.JobID, &c.Fence, &at, &c.CancelRequested)
 		c.ClaimedAt = FromMicros(at)
 		return c, err
 	}, e.q.ClaimsOfProcess, processID)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/bqueue/bq/internal/driver"
 	"github.com/bqueue/bq/internal/sqlhistory"
+	"github.com/bqueue/bq/internal/sqltext"
 )
 
 // Dialect is what one database does its own way.
@@ -46,6 +47,11 @@ type Dialect interface {
 
 	// NoTable reports that err is about a table that does not exist.
 	NoTable(err error) bool
+
+	// ListSpelling is how the dialect matches a key, a key range,
+	// metadata and a tag in ListJobs (Time and Text are filled in by the
+	// Executor).
+	ListSpelling() sqltext.ListSpelling
 
 	// History is the dialect's history statements (driver.HistoryStore).
 	History() *sqlhistory.Queries

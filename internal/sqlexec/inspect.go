@@ -90,9 +90,9 @@ func (e *Executor) BlockedLine(ctx context.Context, key string, max int) ([]driv
 
 func (e *Executor) JobExecution(ctx context.Context, id int64) (driver.ExecutionDetail, bool, error) {
 	var x driver.ExecutionDetail
-	var ready, blocked, due, claimed, failed, beat sql.NullInt64
+	var ready, blocked, due, claimed, failed, beat, cancel sql.NullInt64
 	ok, err := found(e.db.QueryRowContext(ctx, e.q.JobExecution, id).Scan(&ready, &blocked, &due, &claimed, &failed,
-		&x.ProcessID, &x.ProcessName, &beat))
+		&x.ProcessID, &x.ProcessName, &beat, &cancel))
 	if err != nil {
 		return x, false, fmt.Errorf("read execution of job %d: %w", id, err)
 	}
@@ -101,6 +101,7 @@ func (e *Executor) JobExecution(ctx context.Context, id int64) (driver.Execution
 	}
 	x.ReadySince, x.BlockedSince, x.DueAt = optMicros(ready), optMicros(blocked), optMicros(due)
 	x.ClaimedAt, x.FailedAt, x.ProcessBeat = optMicros(claimed), optMicros(failed), optMicros(beat)
+	x.CancelRequestedAt = optMicros(cancel)
 	return x, true, nil
 }
 

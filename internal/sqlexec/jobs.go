@@ -17,6 +17,14 @@ func (e *Executor) nullKey(key string) any {
 	return e.d.Text(key)
 }
 
+// nullJSON is a metadata or tags column's value: NULL when the job has none.
+func nullJSON(b []byte) any {
+	if len(b) == 0 {
+		return nil
+	}
+	return string(b)
+}
+
 func (e *Executor) InsertJobs(ctx context.Context, now time.Time, jobs []*driver.NewJob) error {
 	if len(jobs) == 0 {
 		return nil
@@ -29,14 +37,14 @@ func (e *Executor) InsertJobs(ctx context.Context, now time.Time, jobs []*driver
 			return fmt.Errorf("insert job: %w", err)
 		}
 	}
-	values := make([]any, 0, 12*len(jobs))
+	values := make([]any, 0, 14*len(jobs))
 	for _, j := range jobs {
 		values = append(values, j.Kind, e.d.Text(j.Queue), string(j.Args), j.Priority, j.MaxAttempts,
 			e.nullKey(j.Limit.Key), j.Limit.To, j.Limit.Duration.Milliseconds(), int(j.Limit.OnConflict),
-			j.Limit.MaxBlocked, Micros(j.ScheduledAt), Micros(now))
+			j.Limit.MaxBlocked, Micros(j.ScheduledAt), Micros(now), nullJSON(j.Metadata), nullJSON(j.Tags))
 	}
 	return e.Atomic(ctx, func(x *Executor) error {
-		ids, err := x.insertRows(ctx, x.q.InsertJobs, 12, values, true)
+		ids, err := x.insertRows(ctx, x.q.InsertJobs, 14, values, true)
 		if err != nil {
 			return fmt.Errorf("insert jobs: %w", err)
 		}
@@ -209,22 +217,31 @@ func (e *Executor) DeleteFinishedJobs(ctx context.Context, before time.Time, max
 }
 
 func (e *Executor) GetJob(ctx context.Context, id int64) (*driver.JobInfo, bool, error) {
-	info := &driver.JobInfo{}
-	var state string
-	var finished sql.NullInt64
-	ok, err := found(ScanJob(e.db.QueryRowContext(ctx, e.q.GetJob, id).Scan, &info.Job, &info.LastError, &finished, &state))
+	info, err := scanJobInfo(e.db.QueryRowContext(ctx, e.q.GetJob, id).Scan)
+	ok, err := found(err)
 	if err != nil {
 		return nil, false, fmt.Errorf("get job %d: %w", id, err)
 	}
 	if !ok {
 		return nil, false, nil
 	}
+	return info, true, nil
+}
+
+// scanJobInfo reads sqltext.JobInfoColumns.
+func scanJobInfo(scan func(...any) error) (*driver.JobInfo, error) {
+	info := &driver.JobInfo{}
+	var state string
+	var finished sql.NullInt64
+	if err := ScanJob(scan, &info.Job, &info.LastError, &finished, &state); err != nil {
+		return nil, err
+	}
 	if finished.Valid {
 		t := FromMicros(finished.Int64)
 		info.FinishedAt = &t
 	}
 	info.State = driver.JobState(state)
-	return info, true, nil
+	return info, nil
 }
 
 func (e *Executor) CountByQueue(ctx context.Context) ([]driver.QueueCounts, error) {

@@ -35,6 +35,17 @@ type Queries struct {
 	ReadyAges, GroupStats, TopBlockedKeys, ReadSem, KeyHolders string
 	BlockedAhead, BlockedLine, JobExecution, ListFailed        string
 	DeleteFailed                                               string
+
+	// LockUnique is the dialect's (MySQL: its lock row's upsert; SQLite:
+	// none, its one writer serialises); a dialect may append its locking
+	// read to FindUnique (see unique.go).
+	LockUnique, FindUnique, SetUniqueKey, UniqueKeyOf string
+	// Spell splices the table prefix into a statement built at run time
+	// (ListJobs).
+	Spell func(string) string
+	// Cancel (cancel.go). CancelRequested is a locking read on a dialect
+	// with row locks (MySQL appends FOR UPDATE).
+	CancelJob, ClaimFence, MarkCancel, CancelMark, CancelRequested string
 }
 
 // Common returns the statements both database/sql dialects spell alike, each passed
@@ -42,11 +53,17 @@ type Queries struct {
 func Common(spell func(string) string) Queries {
 	p := spell
 	return Queries{
+		Spell: spell,
 		InsertJobs: p(`INSERT INTO {p}jobs (kind, queue, args, priority, max_attempts, concurrency_key,
-	concurrency_limit, concurrency_duration_ms, on_conflict, max_blocked, scheduled_at, created_at) VALUES `),
+	concurrency_limit, concurrency_duration_ms, on_conflict, max_blocked, scheduled_at, created_at,
+	metadata, tags) VALUES `),
 		InsertReady:     p(`INSERT INTO {p}ready_executions (job_id, queue, priority, created_at) VALUES `),
 		InsertScheduled: p(`INSERT INTO {p}scheduled_executions (job_id, queue, priority, scheduled_at) VALUES `),
 		InsertBlocked:   p(`INSERT INTO {p}blocked_executions (job_id, queue, priority, concurrency_key, created_at) VALUES `),
+
+		FindUnique:   p(sqltext.FindUnique),
+		SetUniqueKey: p(`UPDATE {p}jobs SET unique_key = ? WHERE id = ?`),
+		UniqueKeyOf:  p(`SELECT coalesce(max(unique_key), '') FROM {p}jobs WHERE id = ?`),
 
 		FinishJob:   p(`UPDATE {p}jobs SET attempt = attempt + ?, finished_at = ?, discarded = ? WHERE id = ?`),
 		RecordError: p(`UPDATE {p}jobs SET attempt = attempt + 1, last_error = ? WHERE id = ?`),
@@ -61,8 +78,9 @@ FROM (SELECT ? AS queue) q LEFT JOIN {p}policies c ON c.queue = q.queue AND c.ma
 		SelectClaims: p(`SELECT ` + sqltext.JobColumns + `, c.fence, c.claimed_at
 FROM {p}claimed_executions c JOIN {p}jobs j ON j.id = c.job_id
 WHERE c.job_id IN ` + ListMarker + ` ORDER BY j.priority DESC, j.id`),
-		DeleteClaim:     p(`DELETE FROM {p}claimed_executions WHERE fence = ? AND job_id = ?`),
-		ClaimsOfProcess: p(`SELECT job_id, fence, claimed_at FROM {p}claimed_executions WHERE process_id = ?`),
+		DeleteClaim: p(`DELETE FROM {p}claimed_executions WHERE fence = ? AND job_id = ?`),
+		ClaimsOfProcess: p(`SELECT job_id, fence, claimed_at, cancel_requested_at IS NOT NULL
+FROM {p}claimed_executions WHERE process_id = ?`),
 
 		HasDueScheduled: p(`SELECT EXISTS (SELECT 1 FROM {p}scheduled_executions WHERE scheduled_at <= ?)`),
 		SelectJobs: p(`SELECT ` + sqltext.JobColumns + ` FROM {p}jobs j WHERE j.id IN ` + ListMarker +
@@ -76,9 +94,7 @@ WHERE c.job_id IN ` + ListMarker + ` ORDER BY j.priority DESC, j.id`),
 		ListProcesses: p(`SELECT id, kind, name, hostname, pid, queues, heartbeat_interval_ms, dead_after_ms,
 	started_at, last_heartbeat_at, beating_since FROM {p}processes ORDER BY id`),
 
-		GetJob: p(`
-SELECT ` + sqltext.JobColumns + `, coalesce(j.last_error, ''), j.finished_at, ` + sqltext.JobState + `
-FROM {p}jobs j WHERE j.id = ?`),
+		GetJob:        p(`SELECT ` + sqltext.JobInfoColumns + ` FROM {p}jobs j WHERE j.id = ?`),
 		SchemaVersion: p(`SELECT coalesce(max(version_id), 0) FROM {p}schema_migrations WHERE is_applied`),
 
 		UpdatePolicy: p(`UPDATE {p}policies SET max_active = ?, max_active_per_key = ?, max_blocked = ?,
@@ -95,5 +111,16 @@ AND concurrency_key IS NOT NULL AND finished_at IS NULL ORDER BY 1`),
 		JobExecution: p(sqltext.JobExecution + `WHERE j.id = ?`),
 		ListFailed:   p(sqltext.FailedJobs + `WHERE f.job_id < ? ORDER BY f.job_id DESC LIMIT ?`),
 		DeleteFailed: p(`DELETE FROM {p}failed_executions WHERE job_id = ?`),
+
+		CancelJob: p(`UPDATE {p}jobs SET attempt = attempt + ?, finished_at = ?, cancelled = ?,
+	last_error = coalesce(nullif(?, ''), last_error) WHERE id = ?`),
+		// The mark is set by fence alone: MySQL then locks the claim's
+		// primary key only, never its job_id index entry, which the run's
+		// end (DeleteClaim) takes after the primary key: the two cannot
+		// deadlock.
+		ClaimFence:      p(`SELECT fence FROM {p}claimed_executions WHERE job_id = ?`),
+		MarkCancel:      p(`UPDATE {p}claimed_executions SET cancel_requested_at = coalesce(cancel_requested_at, ?) WHERE fence = ?`),
+		CancelMark:      p(`SELECT cancel_requested_at FROM {p}claimed_executions WHERE fence = ?`),
+		CancelRequested: p(`SELECT cancel_requested_at IS NOT NULL FROM {p}claimed_executions WHERE fence = ? AND job_id = ?`),
 	}
 }

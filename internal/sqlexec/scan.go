@@ -14,7 +14,8 @@ func ScanJob(scan func(...any) error, j *driver.Job, extra ...any) error {
 	var conflict int
 	var args []byte
 	dest := append([]any{&j.ID, &j.Kind, &j.Queue, &args, &j.Priority, &j.Attempt, &j.MaxAttempts,
-		&j.Limit.Key, &j.Limit.To, &durMS, &conflict, &j.Limit.MaxBlocked, &scheduled, &created}, extra...)
+		&j.Limit.Key, &j.Limit.To, &durMS, &conflict, &j.Limit.MaxBlocked, &scheduled, &created,
+		&j.Metadata, &j.Tags}, extra...)
 	if err := scan(dest...); err != nil {
 		return err
 	}

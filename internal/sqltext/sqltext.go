@@ -15,7 +15,7 @@ func Spelling(prefix string, more ...string) func(string) string {
 // jobs aliased j.
 const JobColumns = `j.id, j.kind, j.queue, j.args, j.priority, j.attempt, j.max_attempts,
 	coalesce(j.concurrency_key, ''), j.concurrency_limit, j.concurrency_duration_ms, j.on_conflict,
-	j.max_blocked, j.scheduled_at, j.created_at`
+	j.max_blocked, j.scheduled_at, j.created_at, j.metadata, j.tags`
 
 // PolicyColumns are the columns of a policy row, in scanning order.
 const PolicyColumns = `queue, namespace, max_active, max_active_per_key, max_blocked, created_at, updated_at`
@@ -52,7 +52,7 @@ const QueueCounts = `
 // and its claim's process; a dialect adds the WHERE naming the job.
 const JobExecution = `
 SELECT r.created_at, b.created_at, s.scheduled_at, c.claimed_at, f.failed_at,
-	coalesce(c.process_id, 0), coalesce(p.name, ''), p.last_heartbeat_at
+	coalesce(c.process_id, 0), coalesce(p.name, ''), p.last_heartbeat_at, c.cancel_requested_at
 FROM {p}jobs j
 LEFT JOIN {p}ready_executions r ON r.job_id = j.id
 LEFT JOIN {p}blocked_executions b ON b.job_id = j.id
@@ -68,3 +68,10 @@ const FailedJobs = `
 SELECT f.job_id, j.kind, f.queue, coalesce(j.concurrency_key, ''), j.attempt, f.error, f.failed_at
 FROM {p}failed_executions f JOIN {p}jobs j ON j.id = f.job_id
 `
+
+// FindUnique reads the newest job of a unique key (the first argument)
+// whose state is in a list (the dialect's ListMarker), by the partial
+// index on unique_key; a dialect may append a locking clause.
+const FindUnique = `SELECT j.id, ` + JobState + `
+FROM {p}jobs j WHERE j.unique_key = ? AND ` + JobState + ` IN (/*list*/)
+ORDER BY j.id DESC LIMIT 1`

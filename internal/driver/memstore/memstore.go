@@ -21,6 +21,9 @@ type Row struct {
 	State     driver.JobState
 	LastError string
 	Fence     int64 // of its claim, while running
+	UniqueKey string
+	// CancelAt is its claim's cancel mark (MarkCancel); zero when none.
+	CancelAt time.Time
 }
 
 // Store holds the rows. Its fields are for tests to arrange and inspect.
@@ -45,6 +48,7 @@ var (
 	_ driver.JobStore       = (*Store)(nil)
 	_ driver.ClaimStore     = (*Store)(nil)
 	_ driver.SemaphoreStore = (*Store)(nil)
+	_ driver.UniqueStore    = (*Store)(nil)
 )
 
 // Of returns the jobs of key in state, in id order.
@@ -67,7 +71,8 @@ func (s *Store) InsertJobs(_ context.Context, now time.Time, jobs []*driver.NewJ
 		s.nextID++
 		j.ID = s.nextID
 		s.Jobs[j.ID] = &Row{State: j.State, Job: driver.Job{ID: j.ID, Kind: j.Kind, Queue: j.Queue, Args: j.Args,
-			Priority: j.Priority, MaxAttempts: j.MaxAttempts, Limit: j.Limit, ScheduledAt: j.ScheduledAt, CreatedAt: now}}
+			Priority: j.Priority, MaxAttempts: j.MaxAttempts, Limit: j.Limit, ScheduledAt: j.ScheduledAt, CreatedAt: now,
+			Metadata: j.Metadata, Tags: j.Tags}}
 	}
 	return nil
 }
@@ -198,7 +203,7 @@ func (s *Store) DeleteClaim(_ context.Context, id, fence int64) (bool, error) {
 	if !ok || r.State != driver.StateRunning || r.Fence != fence {
 		return false, nil
 	}
-	r.State, r.Fence = "", 0
+	r.State, r.Fence, r.CancelAt = "", 0, time.Time{}
 	return true, nil
 }
 

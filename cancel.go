@@ -1,0 +1,119 @@
+package bq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/bqueue/bq/internal/driver"
+	"github.com/bqueue/bq/internal/lifecycle"
+	"github.com/bqueue/bq/internal/metrics"
+)
+
+var (
+	// ErrCancelled is the cancellation cause of a run whose job was
+	// cancelled (Client.Cancel from any process): read it with
+	// context.Cause(ctx); ctx.Err() is context.Canceled. It also matches
+	// the error bq.Cancel returns (errors.Is).
+	ErrCancelled = errors.New("bq: job cancelled")
+	// ErrJobFinished is returned by Cancel for a job already completed,
+	// discarded or cancelled: nothing changed.
+	ErrJobFinished = errors.New("job is finished")
+)
+
+// cancelSignal is the wake-up that tells processes to look for cancelled
+// runs: sent through the driver's notifications like a queue name, which
+// can never be spelled with '!' (see queueRule), so no queue's workers
+// take it for theirs.
+const cancelSignal = "!cancel"
+
+// maxCancelTries bounds how often Cancel reads a job again that moved
+// between its read and its change (claimed, promoted, come due).
+const maxCancelTries = 10
+
+// Cancel cancels job id and returns its state after the call:
+//
+//   - ready, blocked, scheduled or failed: StateCancelled at once. A ready
+//     keyed job's slot passes to the next blocked job of its key in the
+//     same transaction; a blocked job leaves the line; no limit is
+//     bypassed.
+//   - running: StateRunning, meaning the cancel is requested. The process
+//     running it (whichever it is) is woken and cancels the run's context
+//     with cause ErrCancelled. The job keeps its slot while its code may
+//     still run: when the run returns an error (ctx's included) the job
+//     finishes cancelled, not retried, and only then frees its slot; a run
+//     that returns nil did its work and completes. A claim reaped after
+//     its process died finishes cancelled too.
+//
+// A job already finished gets ErrJobFinished, an unknown id
+// ErrJobNotFound; neither changes anything. A cancel racing the job's own
+// end (completion, retry, reaping) records exactly one ending.
+func (c *Client) Cancel(ctx context.Context, id int64) (JobState, error) {
+	for range maxCancelTries {
+		var out lifecycle.Cancellation
+		err := driver.InTx(ctx, c.drv, func(ex driver.Executor) (err error) {
+			out, err = lifecycle.Cancel(ctx, ex, id, c.cfg.Now())
+			return err
+		})
+		switch {
+		case err != nil:
+			return "", fmt.Errorf("cancel job %d: %w", id, c.explainErr(ctx, err))
+		case out.Job == nil:
+			return "", fmt.Errorf("cancel job %d: %w", id, ErrJobNotFound)
+		case out.Moved:
+			continue // it moved on meanwhile: cancel it where it is now
+		case out.Finished:
+			return "", fmt.Errorf("cancel job %d: %w: it is %s; nothing changed", id, ErrJobFinished, out.State)
+		}
+		job := out.Job
+		log := c.log.With("job_id", id, "kind", job.Kind, "queue", job.Queue, "key", job.Limit.Key)
+		switch out.State {
+		case driver.StateCancelled:
+			log.Info("job cancelled by hand")
+			c.met.Cancelled(ctx, metrics.JobOf(job), "client")
+			if n := out.Promoted.Jobs; n > 0 {
+				c.met.PromotedBlocked(ctx, job.Limit.Key, n)
+			}
+			c.readyAll(out.Promoted.Queues)
+		case driver.StateRunning:
+			log.Info("cancel of running job requested; its run's context is cancelled, its slot frees when the run ends",
+				"requested_at", out.RequestedAt)
+			// Every process, this one too, looks for its marked runs now.
+			c.ready(cancelSignal)
+		}
+		return JobState(out.State), nil
+	}
+	return "", fmt.Errorf("cancel job %d: it changed state %d times while being cancelled; call Cancel again", id, maxCancelTries)
+}
+
+// cancelError is a run's own request to end cancelled (Cancel).
+type cancelError struct{ err error }
+
+func (e *cancelError) Error() string {
+	if e.err == nil {
+		return "bq.Cancel"
+	}
+	return e.err.Error()
+}
+
+// Unwrap lets errors.Is and errors.As see both ErrCancelled and the
+// wrapped error.
+func (e *cancelError) Unwrap() []error {
+	if e.err == nil {
+		return []error{ErrCancelled}
+	}
+	return []error{ErrCancelled, e.err}
+}
+
+// Cancel returns an error that ends the run, and the job, as cancelled:
+// no retry, err's text recorded as its last error (err may be nil), and
+// its slot released to the next blocked job of its key in the same
+// transaction, as a completion does. Return it from a job that finds it
+// has nothing left to do, or must not be tried again.
+func Cancel(err error) error { return &cancelError{err: err} }
+
+// cancelOf reports whether a run asked to be cancelled (Cancel).
+func cancelOf(err error) bool {
+	var c *cancelError
+	return errors.As(err, &c)
+}

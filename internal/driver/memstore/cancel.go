@@ -1,0 +1,52 @@
+package memstore
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/bqueue/bq/internal/driver"
+)
+
+func (s *Store) DeleteExecution(_ context.Context, state driver.JobState, id int64) (bool, error) {
+	if !state.Executes() && state != driver.StateFailed {
+		return false, errors.New("memstore: no execution table for that state")
+	}
+	r, ok := s.Jobs[id]
+	if !ok || r.State != state {
+		return false, nil
+	}
+	r.State = ""
+	return true, nil
+}
+
+func (s *Store) CancelJob(_ context.Context, id int64, _ time.Time, ran bool, msg string) error {
+	r, ok := s.Jobs[id]
+	if !ok {
+		return errors.New("memstore: no such job")
+	}
+	if ran {
+		r.Attempt++
+	}
+	if msg != "" {
+		r.LastError = msg
+	}
+	r.State = driver.StateCancelled
+	return nil
+}
+
+func (s *Store) MarkCancel(_ context.Context, id int64, now time.Time) (time.Time, bool, error) {
+	r, ok := s.Jobs[id]
+	if !ok || r.State != driver.StateRunning {
+		return time.Time{}, false, nil
+	}
+	if r.CancelAt.IsZero() {
+		r.CancelAt = now
+	}
+	return r.CancelAt, true, nil
+}
+
+func (s *Store) CancelRequested(_ context.Context, id, fence int64) (bool, error) {
+	r, ok := s.Jobs[id]
+	return ok && r.State == driver.StateRunning && r.Fence == fence && !r.CancelAt.IsZero(), nil
+}

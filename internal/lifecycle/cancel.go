@@ -1,0 +1,133 @@
+package lifecycle
+
+import (
+	"context"
+	"time"
+
+	"github.com/bqueue/bq/internal/driver"
+	"github.com/bqueue/bq/semaphore"
+)
+
+// CancelledMessage is the error recorded for a run cut short by a cancel
+// that returned no error of its own (a shutdown ended it).
+const CancelledMessage = "cancelled: a cancel was requested while the job ran"
+
+// Cancellation is what one Cancel step did.
+type Cancellation struct {
+	// Job is the job read; nil when it does not exist.
+	Job *driver.Job
+	// State is the job's state after the step: cancelled; running, when
+	// its claim was marked (it ends as its run ends); or the finished
+	// state it already had, changing nothing.
+	State driver.JobState
+	// RequestedAt is the claim's cancel mark, for a running job.
+	RequestedAt time.Time
+	// Moved: the job left the state it was read in before the step could
+	// take it out (claimed, promoted, come due, completed); nothing
+	// changed, and the caller reads it again in a new transaction.
+	Moved bool
+	// Finished: the job had already ended (State says how); nothing
+	// changed.
+	Finished bool
+	// Promoted is what took the slot a cancelled ready job released.
+	Promoted driver.Promotion
+}
+
+// Cancel cancels job id in whichever live state it is, going through the
+// key's semaphore like every other path:
+//
+//   - ready: with the key's semaphore locked, its ready row is deleted,
+//     the job finishes cancelled, and its slot is released and passed to
+//     the next blocked job;
+//   - blocked: it leaves the line (the blocked count drops; no slot
+//     changes) and finishes cancelled;
+//   - scheduled or failed: its row is deleted and it finishes cancelled;
+//   - running: its claim is marked. The slot stays held: the run may
+//     still execute, so the job ends, and frees its slot, only as its run
+//     ends or its claim is reaped (see CancelRun).
+//
+// Each step deletes exactly the row it read, so a job that moved meanwhile
+// (Moved) is never finished twice: the delete, or for a running job the
+// claim row, decides the race.
+func Cancel(ctx context.Context, ex Store, id int64, now time.Time) (Cancellation, error) {
+	info, ok, err := ex.GetJob(ctx, id)
+	if err != nil || !ok {
+		return Cancellation{}, err
+	}
+	job := &info.Job
+	out := Cancellation{Job: job, State: info.State}
+	key := job.Limit.Key
+	take := func() (bool, error) { return ex.DeleteExecution(ctx, info.State, id) }
+	var took bool
+	switch info.State {
+	case driver.StateRunning:
+		at, marked, err := ex.MarkCancel(ctx, id, now)
+		if err != nil {
+			return Cancellation{}, err
+		}
+		out.RequestedAt, out.Moved = at, !marked
+		return out, nil
+	case driver.StateReady:
+		if key != "" {
+			// Locked before the ready row, as admission and promotion do.
+			if _, _, err := ex.SemaphoreLock(ctx, key, ""); err != nil {
+				return Cancellation{}, err
+			}
+		}
+		took, err = take()
+	case driver.StateBlocked:
+		took, err = semaphore.Leave(ctx, ex, key, take)
+	case driver.StateScheduled, driver.StateFailed:
+		took, err = take()
+	default:
+		out.Finished = true
+		return out, nil
+	}
+	if err != nil {
+		return Cancellation{}, err
+	}
+	if !took {
+		out.Moved = true
+		return out, nil
+	}
+	if err := ex.CancelJob(ctx, id, now, false, ""); err != nil {
+		return Cancellation{}, err
+	}
+	if info.State == driver.StateReady && key != "" {
+		if out.Promoted, err = semaphore.Release(ctx, ex, key, now); err != nil {
+			return Cancellation{}, err
+		}
+	}
+	out.State = driver.StateCancelled
+	return out, nil
+}
+
+// CancelRun ends a run as cancelled: the job asked for it (bq.Cancel), or
+// its claim was marked and the run ended with an error. As a completion
+// does, it deletes the claim by fence, finishes the job (its attempt
+// counted, msg its last error, no retry) and releases the slot to the
+// next blocked job, in the caller's transaction.
+func CancelRun(ctx context.Context, ex Store, c *driver.Claim, msg string, now time.Time) (Result, error) {
+	if ok, err := ex.DeleteClaim(ctx, c.ID, c.Fence); !ok || err != nil {
+		return Result{}, err
+	}
+	if err := ex.CancelJob(ctx, c.ID, now, true, msg); err != nil {
+		return Result{}, err
+	}
+	promoted, err := release(ctx, ex, c, now)
+	return Result{Matched: true, State: driver.StateCancelled, Promoted: promoted}, err
+}
+
+// cancelIfMarked ends the run as cancelled when its claim carries a
+// cancel mark; done is false, having changed nothing, when it does not.
+// Every end of a run but a completion asks it first: a run that failed,
+// snoozed, was cut short or lost after a cancel was asked for is not run
+// again.
+func cancelIfMarked(ctx context.Context, ex Store, c *driver.Claim, msg string, now time.Time) (r Result, done bool, err error) {
+	marked, err := ex.CancelRequested(ctx, c.ID, c.Fence)
+	if err != nil || !marked {
+		return Result{}, false, err
+	}
+	r, err = CancelRun(ctx, ex, c, msg, now)
+	return r, true, err
+}

@@ -1,0 +1,11 @@
+-- +goose Up
+-- Unique jobs (bq.Unique): unique_key is the SHA-256 (hex) of the job's
+-- kind and whichever of queue, args and period bucket its spec names;
+-- NULL for a job that is not unique. SQLite's single writer serialises
+-- the enqueuers of a key (BEGIN IMMEDIATE); they look the key up here.
+ALTER TABLE {prefix}jobs ADD COLUMN unique_key TEXT;
+CREATE INDEX {prefix}jobs_unique_key ON {prefix}jobs (unique_key) WHERE unique_key IS NOT NULL;
+
+-- +goose Down
+DROP INDEX {prefix}jobs_unique_key;
+ALTER TABLE {prefix}jobs DROP COLUMN unique_key;
