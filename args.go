@@ -8,17 +8,13 @@ import "fmt"
 // own and pass a reference (an id, a URL) in the args.
 const MaxArgsBytes = 1 << 20
 
-// checkArgsSize refuses encoded args over MaxArgsBytes; i and n place
-// them among the args of one EnqueueMany.
-func checkArgsSize(raw []byte, i, n int) error {
+// checkArgsSize refuses encoded args over MaxArgsBytes; the bulk calls
+// name the args' index around it.
+func checkArgsSize(raw []byte) error {
 	if len(raw) <= MaxArgsBytes {
 		return nil
 	}
-	which := "args"
-	if n > 1 {
-		which = fmt.Sprintf("args[%d]", i)
-	}
-	return fmt.Errorf("%w: %s encode to %d bytes of JSON, over the limit of %d (bq.MaxArgsBytes): "+
+	return fmt.Errorf("%w: args encode to %d bytes of JSON, over the limit of %d (bq.MaxArgsBytes): "+
 		"keep large payloads in storage of your own and pass a reference (an id, a URL) in the args",
-		ErrInvalidJob, which, len(raw), MaxArgsBytes)
+		ErrInvalidJob, len(raw), MaxArgsBytes)
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/bqueue/bq/internal/driver"
@@ -125,7 +126,7 @@ type Tx interface {
 // serialization failure) is returned as ErrConflict for the caller to
 // retry the whole transaction.
 func (j *Job[A]) EnqueueTx(ctx context.Context, c *Client, tx Tx, args A, opts ...EnqueueOption) (EnqueueResult, error) {
-	raw, err := unwrapTx(c, tx)
+	raw, err := unwrapTx(c, tx, "EnqueueTx")
 	if err != nil {
 		return EnqueueResult{}, err
 	}
@@ -137,25 +138,31 @@ func (j *Job[A]) EnqueueTx(ctx context.Context, c *Client, tx Tx, args A, opts .
 }
 
 // unwrapTx returns the pgx.Tx or *sql.Tx inside tx, checking that it is
-// on the client's kind of database.
-func unwrapTx(c *Client, tx Tx) (any, error) {
+// on the client's kind of database; call names the method for the
+// error, which suggests the same call without "Tx" instead.
+func unwrapTx(c *Client, tx Tx, call string) (any, error) {
 	if tx == nil {
-		return nil, errors.New("EnqueueTx: the transaction is nil: pass your transaction wrapped by its driver (postgres.Tx(tx), mysql.Tx(tx), sqlite.Tx(tx)), or use Enqueue")
+		return nil, fmt.Errorf("%s: the transaction is nil: pass your transaction wrapped by its driver (postgres.Tx(tx), mysql.Tx(tx), sqlite.Tx(tx)), or use %s",
+			call, strings.TrimSuffix(call, "Tx"))
 	}
 	dialect, raw, ok := driver.UserTxOf(tx)
 	switch {
 	case !ok:
-		return nil, fmt.Errorf("EnqueueTx: %T is no transaction a bq driver wrapped: pass postgres.Tx(tx), mysql.Tx(tx) or sqlite.Tx(tx)", tx)
+		return nil, fmt.Errorf("%s: %T is no transaction a bq driver wrapped: pass postgres.Tx(tx), mysql.Tx(tx) or sqlite.Tx(tx)", call, tx)
 	case raw == nil:
-		return nil, fmt.Errorf("EnqueueTx: the transaction %s.Tx wraps is nil: begin one on the client's database, or use Enqueue", dialect)
+		return nil, fmt.Errorf("%s: the transaction %s.Tx wraps is nil: begin one on the client's database, or use %s",
+			call, dialect, strings.TrimSuffix(call, "Tx"))
 	case c != nil && dialect != c.drv.Dialect():
-		return nil, fmt.Errorf("EnqueueTx: the transaction is %s's (%s.Tx), the client runs on %s: begin it on the client's database", dialect, dialect, c.drv.Dialect())
+		return nil, fmt.Errorf("%s: the transaction is %s's (%s.Tx), the client runs on %s: begin it on the client's database", call, dialect, dialect, c.drv.Dialect())
 	}
 	return raw, nil
 }
 
 // EnqueueMany stores many jobs in one transaction. Keyed jobs are
-// admitted key by key in sorted order; the results follow args' order.
+// admitted key by key in sorted order; within a key, higher priority
+// takes the free slots first, then args' order. The results follow
+// args' order. Invalid args (one that does not encode, a bad key) refuse
+// the whole call, naming its index, and store nothing.
 func (j *Job[A]) EnqueueMany(ctx context.Context, c *Client, args []A, opts ...EnqueueOption) ([]EnqueueResult, error) {
 	if len(args) == 0 {
 		return nil, nil
@@ -170,43 +177,46 @@ func (j *Job[A]) enqueue(ctx context.Context, c *Client, tx any, args []A, opts 
 	if c == nil {
 		return nil, errors.New("enqueue: the client is nil: pass the *bq.Client from bq.Open or bq.NewClient")
 	}
-	var ex driver.Executor
-	if tx != nil {
-		var err error
-		if ex, err = c.drv.WrapTx(tx); err != nil {
-			return nil, fmt.Errorf("EnqueueTx: %w", err)
-		}
-	}
-	now := c.cfg.Now()
-	jobs, err := j.newJobs(args, opts, now)
-	if err != nil {
-		return nil, err
-	}
-	verdicts, err := c.insert(ctx, ex, tx, jobs, now)
+	o, err := applyOptions(opts)
 	if err != nil {
 		return nil, fmt.Errorf("enqueue %q: %w", j.name, err)
 	}
-	c.enqueued(ctx, jobs, verdicts)
-	results := make([]EnqueueResult, len(jobs))
-	for i, v := range verdicts {
-		switch {
-		case v.Duplicate:
-			results[i] = EnqueueResult{State: JobState(v.State), Reason: v.Reason, Duplicate: true, DuplicateOf: v.DuplicateOf}
-		case v.State == driver.StateDiscarded:
-			results[i] = EnqueueResult{State: StateDiscarded, Reason: v.Reason, HeldBy: v.HeldBy}
-		default:
-			results[i] = EnqueueResult{ID: jobs[i].ID, State: JobState(v.State)}
+	now := c.cfg.Now()
+	jobs := make([]*driver.NewJob, len(args))
+	for i, a := range args {
+		if jobs[i], err = j.newJob(a, &o, now); err != nil {
+			if len(args) > 1 {
+				return nil, fmt.Errorf("enqueue %q: args[%d]: %w", j.name, i, err)
+			}
+			return nil, fmt.Errorf("enqueue %q: %w", j.name, err)
 		}
+	}
+	results, err := c.enqueueJobs(ctx, tx, jobs, now)
+	if err != nil {
+		return nil, fmt.Errorf("enqueue %q: %w", j.name, err)
 	}
 	return results, nil
 }
 
-// newJobs builds the rows an enqueue of args at now stores: options
-// applied, args encoded, keys checked.
-func (j *Job[A]) newJobs(args []A, opts []EnqueueOption, now time.Time) ([]*driver.NewJob, error) {
+// applyOptions collects opts; a nil option is an error, not a panic.
+func applyOptions(opts []EnqueueOption) (enqueueOptions, error) {
 	var o enqueueOptions
-	for _, opt := range opts {
+	for i, opt := range opts {
+		if opt == nil {
+			return o, fmt.Errorf("%w: enqueue option %d is nil: pass options such as bq.Priority(5), or leave it out", ErrInvalidJob, i)
+		}
 		opt(&o)
+	}
+	return o, nil
+}
+
+// newJob turns one job's args and options into the job to store. Every
+// enqueue path (Enqueue, EnqueueTx, EnqueueMany, EnqueueManyTx and each
+// Item of EnqueueBatch) goes through it, so an option means the same
+// everywhere; an option added to enqueueOptions is applied here.
+func (j *Job[A]) newJob(args A, o *enqueueOptions, now time.Time) (*driver.NewJob, error) {
+	if j.err != nil {
+		return nil, j.err
 	}
 	queue := j.opts.Queue
 	if o.queue != nil {
@@ -244,26 +254,52 @@ func (j *Job[A]) newJobs(args []A, opts []EnqueueOption, now time.Time) ([]*driv
 	case o.in > 0:
 		at = now.Add(o.in)
 	}
-	jobs := make([]*driver.NewJob, len(args))
-	for i, a := range args {
-		raw, err := json.Marshal(a)
-		if err != nil {
-			return nil, fmt.Errorf("enqueue %q: encode args as JSON: %w", j.name, err)
-		}
-		if err := checkArgsSize(raw, i, len(args)); err != nil {
-			return nil, fmt.Errorf("enqueue %q: %w", j.name, err)
-		}
-		limit, err := j.limit(a, &o)
-		if err != nil {
-			return nil, fmt.Errorf("enqueue %q: %w", j.name, err)
-		}
-		jobs[i] = &driver.NewJob{Kind: j.name, Queue: queue, Args: raw, Priority: priority,
-			MaxAttempts: j.opts.MaxAttempts, Limit: limit, ScheduledAt: at, Metadata: metadata, Tags: tags}
-		if unique != nil {
-			jobs[i].UniqueKey, jobs[i].UniqueStates = unique.key(j.name, queue, raw, at), unique.states()
+	raw, err := json.Marshal(args)
+	if err != nil {
+		return nil, fmt.Errorf("%w: encode args as JSON: %w: give the args type fields encoding/json can encode", ErrInvalidJob, err)
+	}
+	if err := checkArgsSize(raw); err != nil {
+		return nil, err
+	}
+	limit, err := j.limit(args, o)
+	if err != nil {
+		return nil, err
+	}
+	job := &driver.NewJob{Kind: j.name, Queue: queue, Args: raw, Priority: priority,
+		MaxAttempts: j.opts.MaxAttempts, Limit: limit, ScheduledAt: at, Metadata: metadata, Tags: tags}
+	if unique != nil {
+		job.UniqueKey, job.UniqueStates = unique.key(j.name, queue, raw, at), unique.states()
+	}
+	return job, nil
+}
+
+// enqueueJobs admits and stores jobs made by newJob at now, in tx (the
+// caller's transaction) when given, and counts and logs each.
+func (c *Client) enqueueJobs(ctx context.Context, tx any, jobs []*driver.NewJob, now time.Time) ([]EnqueueResult, error) {
+	var ex driver.Executor
+	if tx != nil {
+		var err error
+		if ex, err = c.drv.WrapTx(tx); err != nil {
+			return nil, fmt.Errorf("use the transaction: %w", err)
 		}
 	}
-	return jobs, nil
+	verdicts, err := c.insert(ctx, ex, tx, jobs, now)
+	if err != nil {
+		return nil, err
+	}
+	c.enqueued(ctx, jobs, verdicts)
+	results := make([]EnqueueResult, len(jobs))
+	for i, v := range verdicts {
+		switch {
+		case v.Duplicate:
+			results[i] = EnqueueResult{State: JobState(v.State), Reason: v.Reason, Duplicate: true, DuplicateOf: v.DuplicateOf}
+		case v.State == driver.StateDiscarded:
+			results[i] = EnqueueResult{State: StateDiscarded, Reason: v.Reason, HeldBy: v.HeldBy}
+		default:
+			results[i] = EnqueueResult{ID: jobs[i].ID, State: JobState(v.State)}
+		}
+	}
+	return results, nil
 }
 
 // insert admits and stores jobs, in ex when given (the caller's

@@ -48,21 +48,11 @@ var (
 // gauges report, and no attribute carries a key value.
 func TestMetrics(t *testing.T) {
 	ctx := context.Background()
-	reader := sdkmetric.NewManualReader()
-	client, err := bq.Open(ctx, "sqlite://"+t.TempDir()+"/metrics.db", bq.Config{
-		MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)),
-		Queues:        map[string]int{"metrics": 4, "metrics-reap": 1},
-		PollInterval:  20 * time.Millisecond, DispatchInterval: 50 * time.Millisecond,
+	client, collect := meteredClient(t, bq.Config{
+		Queues:       map[string]int{"metrics": 4, "metrics-reap": 1},
+		PollInterval: 20 * time.Millisecond, DispatchInterval: 50 * time.Millisecond,
 		HeartbeatInterval: 100 * time.Millisecond, ProcessDeadAfter: time.Second,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close()
-	if err := client.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
 	var ids []int64
 	enq := func(job *bq.Job[metricArgs], a metricArgs, opts ...bq.EnqueueOption) bq.EnqueueResult {
 		t.Helper()
@@ -127,11 +117,7 @@ func TestMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	var rm metricdata.ResourceMetrics
-	if err := reader.Collect(ctx, &rm); err != nil {
-		t.Fatal(err)
-	}
-	got := readMetrics(t, rm)
+	got := collect()
 	for _, c := range []struct {
 		name, attrs string
 		min         int64
@@ -164,6 +150,33 @@ func TestMetrics(t *testing.T) {
 				t.Errorf("%s carries a key value in attribute %s=%q", p.name, kv.Key, kv.Value.String())
 			}
 		}
+	}
+}
+
+// meteredClient opens a migrated SQLite client with cfg, its meter
+// provider and logger replaced, closed when the test ends; collect reads
+// what its instruments reported so far.
+func meteredClient(t *testing.T, cfg bq.Config) (c *bq.Client, collect func() points) {
+	t.Helper()
+	ctx := context.Background()
+	reader := sdkmetric.NewManualReader()
+	cfg.MeterProvider = sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	c, err := bq.Open(ctx, "sqlite://"+t.TempDir()+"/metrics.db", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if err := c.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return c, func() points {
+		t.Helper()
+		var rm metricdata.ResourceMetrics
+		if err := reader.Collect(ctx, &rm); err != nil {
+			t.Fatal(err)
+		}
+		return readMetrics(t, rm)
 	}
 }
 

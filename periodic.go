@@ -111,7 +111,11 @@ func Periodic[A any](schedule Schedule, job *Job[A], args func(tick time.Time) A
 				err = fmt.Errorf("the args function panicked: %v", r)
 			}
 		}()
-		return job.newJobs([]A{args(tick)}, nil, now)
+		j, err := job.newJob(args(tick), &enqueueOptions{}, now)
+		if err != nil {
+			return nil, err
+		}
+		return []*driver.NewJob{j}, nil
 	}
 	return p
 }

@@ -12,6 +12,12 @@ import (
 
 var _ = register(
 	scenario{"CompletionBatchAcrossKeys", testCompletionBatchAcrossKeys},
+	scenario{"BatchMixedItems", testBatchMixedItems},
+	scenario{"BatchPriorityTakesSlotsFirst", testBatchPriorityTakesSlotsFirst},
+	scenario{"BatchLarge", testBatchLarge},
+	scenario{"BatchManyTxOverlappingKeys", testBatchManyTxOverlappingKeys},
+	scenario{"BatchTxWakesEachQueueAtCommit", testBatchTxWakesEachQueue},
+	scenario{"BatchItemsUniqueAndMetadata", testBatchItemsUniqueAndMetadata},
 )
 
 // testCompletionBatchAcrossKeys ends one batch of claims over several keys

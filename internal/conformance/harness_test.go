@@ -185,13 +185,14 @@ func (h *harness) waitState(id int64, want bq.JobState) {
 
 // checkSemaphores asserts invariant 3: every semaphore's free value is its
 // limit minus the ready and claimed jobs of its key, and its blocked count
-// matches the blocked table.
+// matches the blocked table. Holders are unfinished jobs: the condition
+// lets SQLite use its partial index on live keys.
 func (h *harness) checkSemaphores() {
 	h.t.Helper()
 	rows, err := h.raw.QueryContext(context.Background(), `
 SELECT s.key, s.value, s.lim, s.blocked,
-	(SELECT count(*) FROM bq_jobs j JOIN bq_ready_executions r ON r.job_id = j.id WHERE j.concurrency_key = s.key)
-	+ (SELECT count(*) FROM bq_jobs j JOIN bq_claimed_executions c ON c.job_id = j.id WHERE j.concurrency_key = s.key),
+	(SELECT count(*) FROM bq_jobs j JOIN bq_ready_executions r ON r.job_id = j.id WHERE j.concurrency_key = s.key AND j.finished_at IS NULL)
+	+ (SELECT count(*) FROM bq_jobs j JOIN bq_claimed_executions c ON c.job_id = j.id WHERE j.concurrency_key = s.key AND j.finished_at IS NULL),
 	(SELECT count(*) FROM bq_blocked_executions b WHERE b.concurrency_key = s.key)
 FROM bq_semaphores s`)
 	if err != nil {
@@ -220,7 +221,13 @@ func (h *harness) driver() driver.Driver { return driver.ClientEngine(h.client) 
 // before its database is dropped.
 func (h *harness) beginTx(ctx context.Context) (tx bq.Tx, commit func() error) {
 	h.t.Helper()
-	switch d := h.client.Driver().(type) {
+	return h.beginTxOn(ctx, h.client)
+}
+
+// beginTxOn is beginTx on the database of client c.
+func (h *harness) beginTxOn(ctx context.Context, c *bq.Client) (tx bq.Tx, commit func() error) {
+	h.t.Helper()
+	switch d := c.Driver().(type) {
 	case *postgres.Driver:
 		tx, err := d.Pool().Begin(ctx)
 		if err != nil {
@@ -235,7 +242,7 @@ func (h *harness) beginTx(ctx context.Context) (tx bq.Tx, commit func() error) {
 		tx := h.beginSQLTx(ctx, d.DB())
 		return bqmysql.Tx(tx), tx.Commit
 	}
-	h.t.Fatalf("no transaction helper for %T", h.client.Driver())
+	h.t.Fatalf("no transaction helper for %T", c.Driver())
 	return nil, nil
 }
 
