@@ -30,7 +30,7 @@ func (j *Job[A]) EnqueueManyTx(ctx context.Context, c *Client, tx Tx, args []A, 
 type Item struct {
 	kind string
 	// newJob makes the job to store at the batch's now.
-	newJob func(now time.Time) (*driver.NewJob, error)
+	newJob func(ctx context.Context, c *Client, now time.Time) (*driver.NewJob, error)
 }
 
 // Item is one job of this kind for EnqueueBatch, with its own options:
@@ -44,16 +44,16 @@ type Item struct {
 // enqueued; a bad one refuses the batch then.
 func (j *Job[A]) Item(args A, opts ...EnqueueOption) Item {
 	if j == nil {
-		return Item{newJob: func(time.Time) (*driver.NewJob, error) {
+		return Item{newJob: func(context.Context, *Client, time.Time) (*driver.NewJob, error) {
 			return nil, fmt.Errorf("%w: the job is nil: make items from the *bq.Job that bq.Define returned", ErrInvalidJob)
 		}}
 	}
 	o, err := applyOptions(opts)
-	return Item{kind: j.name, newJob: func(now time.Time) (*driver.NewJob, error) {
+	return Item{kind: j.name, newJob: func(ctx context.Context, c *Client, now time.Time) (*driver.NewJob, error) {
 		if err != nil {
 			return nil, err
 		}
-		return j.newJob(args, &o, now)
+		return j.newJob(ctx, c, args, &o, now)
 	}}
 }
 
@@ -95,7 +95,7 @@ func (c *Client) enqueueBatch(ctx context.Context, tx any, items []Item) ([]Enqu
 			return nil, fmt.Errorf("%w: enqueue batch: items[%d] is the zero bq.Item: make each item with its job's Item method, e.g. Charge.Item(args, opts...)", ErrInvalidJob, i)
 		}
 		var err error
-		if jobs[i], err = it.newJob(now); err != nil && it.kind == "" {
+		if jobs[i], err = it.newJob(ctx, c, now); err != nil && it.kind == "" {
 			return nil, fmt.Errorf("enqueue batch: items[%d]: %w", i, err)
 		} else if err != nil {
 			return nil, fmt.Errorf("enqueue batch: items[%d] (job %q): %w", i, it.kind, err)

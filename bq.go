@@ -108,6 +108,18 @@ type Config struct {
 	// schedules stored in the database are the fleet's: one removed from
 	// every process's list stops (docs/periodic.md). Default: none.
 	Periodic []*PeriodicJob
+	// WorkerMiddleware wraps every run of every job this client works,
+	// outermost first, around each definition's JobOptions.Middleware
+	// (see WorkerMiddleware; docs/middleware.md). Default: none.
+	WorkerMiddleware []WorkerMiddleware
+	// EnqueueHooks see every job this client enqueues before it is
+	// stored, in order, before each definition's JobOptions.EnqueueHooks
+	// (see EnqueueHook). Default: none.
+	EnqueueHooks []EnqueueHook
+	// ErrorHandler is told of every failed attempt and panic of the runs
+	// of this client, and may make one permanent or a snooze (see
+	// ErrorHandler). Default: none; failures are logged either way.
+	ErrorHandler ErrorHandler
 }
 
 func (c Config) withDefaults() Config {
@@ -154,6 +166,12 @@ func (c Config) validate() error {
 	}
 	if c.ProcessDeadAfter < 3*c.HeartbeatInterval {
 		errs = append(errs, fmt.Errorf("Config.ProcessDeadAfter (%s) is under three HeartbeatIntervals (%s): a live process could be reaped between two beats; raise it or beat more often", c.ProcessDeadAfter, c.HeartbeatInterval))
+	}
+	if err := validateChains("Config.WorkerMiddleware", c.WorkerMiddleware); err != nil {
+		errs = append(errs, err)
+	}
+	if err := validateChains("Config.EnqueueHooks", c.EnqueueHooks); err != nil {
+		errs = append(errs, err)
 	}
 	if err := validatePeriodic(c.Periodic); err != nil {
 		errs = append(errs, err)

@@ -184,7 +184,7 @@ func (j *Job[A]) enqueue(ctx context.Context, c *Client, tx any, args []A, opts 
 	now := c.cfg.Now()
 	jobs := make([]*driver.NewJob, len(args))
 	for i, a := range args {
-		if jobs[i], err = j.newJob(a, &o, now); err != nil {
+		if jobs[i], err = j.newJob(ctx, c, a, &o, now); err != nil {
 			if len(args) > 1 {
 				return nil, fmt.Errorf("enqueue %q: args[%d]: %w", j.name, i, err)
 			}
@@ -214,7 +214,9 @@ func applyOptions(opts []EnqueueOption) (enqueueOptions, error) {
 // enqueue path (Enqueue, EnqueueTx, EnqueueMany, EnqueueManyTx and each
 // Item of EnqueueBatch) goes through it, so an option means the same
 // everywhere; an option added to enqueueOptions is applied here.
-func (j *Job[A]) newJob(args A, o *enqueueOptions, now time.Time) (*driver.NewJob, error) {
+// The enqueue hooks of c and of the definition run last, on the job
+// as the options made it.
+func (j *Job[A]) newJob(ctx context.Context, c *Client, args A, o *enqueueOptions, now time.Time) (*driver.NewJob, error) {
 	if j.err != nil {
 		return nil, j.err
 	}
@@ -239,11 +241,12 @@ func (j *Job[A]) newJob(args A, o *enqueueOptions, now time.Time) (*driver.NewJo
 		}
 		unique = o.unique
 	}
-	metadata, err := encodeMetadata(o.metadata)
+	md, tagList := o.metadata, mergeTags(j.opts.Tags, o.tags)
+	metadata, err := encodeMetadata(md)
 	if err != nil {
 		return nil, fmt.Errorf("%w: bq.WithMetadata: %w", ErrInvalidJob, err)
 	}
-	tags, err := encodeTags(mergeTags(j.opts.Tags, o.tags))
+	tags, err := encodeTags(tagList)
 	if err != nil {
 		return nil, fmt.Errorf("%w: bq.WithTags: %w", ErrInvalidJob, err)
 	}
@@ -264,6 +267,16 @@ func (j *Job[A]) newJob(args A, o *enqueueOptions, now time.Time) (*driver.NewJo
 	limit, err := j.limit(args, o)
 	if err != nil {
 		return nil, err
+	}
+	if len(c.cfg.EnqueueHooks)+len(j.opts.EnqueueHooks) > 0 {
+		p := pendingOf(j.name, queue, limit.Key, raw, priority, md, tagList)
+		if err := c.applyHooks(ctx, j.opts.EnqueueHooks, p); err != nil {
+			return nil, err
+		}
+		priority = p.Priority
+		// applyHooks checked them: encoding cannot fail.
+		metadata, _ = encodeMetadata(p.Metadata)
+		tags, _ = encodeTags(p.Tags)
 	}
 	job := &driver.NewJob{Kind: j.name, Queue: queue, Args: raw, Priority: priority,
 		MaxAttempts: j.opts.MaxAttempts, Limit: limit, ScheduledAt: at, Metadata: metadata, Tags: tags}

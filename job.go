@@ -90,6 +90,12 @@ type JobOptions[A any] struct {
 	// Tags every job of the kind carries, before those of WithTags; each
 	// follows WithTags' rule. Default: none.
 	Tags []string
+	// Middleware wraps every run of the kind, inside Config.WorkerMiddleware
+	// (see WorkerMiddleware). Default: none.
+	Middleware []WorkerMiddleware
+	// EnqueueHooks see each job of the kind before it is stored, after
+	// Config.EnqueueHooks (see EnqueueHook). Default: none.
+	EnqueueHooks []EnqueueHook
 }
 
 const (
@@ -173,6 +179,12 @@ func (j *Job[A]) validate() error {
 		errs = append(errs, fmt.Errorf("job option Tags names a tag twice: %q; name each once", j.opts.Tags))
 	} else if err := validateTags(tags); err != nil {
 		errs = append(errs, fmt.Errorf("job option Tags: %w", err))
+	}
+	if err := validateChains("job option Middleware", j.opts.Middleware); err != nil {
+		errs = append(errs, err)
+	}
+	if err := validateChains("job option EnqueueHooks", j.opts.EnqueueHooks); err != nil {
+		errs = append(errs, err)
 	}
 	if j.opts.Timeout < 0 {
 		errs = append(errs, fmt.Errorf("job option Timeout is %s: use a positive duration, or 0 for none", j.opts.Timeout))
@@ -274,6 +286,7 @@ type definition interface {
 	timeout() time.Duration
 	backoff(attempt int) time.Duration
 	definedAt() string
+	middleware() []WorkerMiddleware
 }
 
 func (j *Job[A]) kind() string                      { return j.name }
@@ -281,6 +294,7 @@ func (j *Job[A]) queue() string                     { return j.opts.Queue }
 func (j *Job[A]) timeout() time.Duration            { return j.opts.Timeout }
 func (j *Job[A]) backoff(attempt int) time.Duration { return j.opts.Backoff(attempt) }
 func (j *Job[A]) definedAt() string                 { return j.site }
+func (j *Job[A]) middleware() []WorkerMiddleware    { return j.opts.Middleware }
 
 func (j *Job[A]) run(ctx context.Context, raw []byte) error {
 	var args A

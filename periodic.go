@@ -1,6 +1,7 @@
 package bq
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -52,7 +53,7 @@ type PeriodicJob struct {
 	schedule Schedule
 	opts     PeriodicOptions
 	// build makes the tick's job row; it calls the user's args function.
-	build func(tick, now time.Time) ([]*driver.NewJob, error)
+	build func(ctx context.Context, c *Client, tick, now time.Time) ([]*driver.NewJob, error)
 	err   error
 }
 
@@ -105,13 +106,13 @@ func Periodic[A any](schedule Schedule, job *Job[A], args func(tick time.Time) A
 		p.err = fmt.Errorf("%w: bq.Periodic %q: %w", ErrInvalidJob, p.name, err)
 		return p
 	}
-	p.build = func(tick, now time.Time) (jobs []*driver.NewJob, err error) {
+	p.build = func(ctx context.Context, c *Client, tick, now time.Time) (jobs []*driver.NewJob, err error) {
 		defer func() {
 			if r := recover(); r != nil {
 				err = fmt.Errorf("the args function panicked: %v", r)
 			}
 		}()
-		j, err := job.newJob(args(tick), &enqueueOptions{}, now)
+		j, err := job.newJob(ctx, c, args(tick), &enqueueOptions{}, now)
 		if err != nil {
 			return nil, err
 		}

@@ -189,7 +189,7 @@ func (s *scheduler) tick(ctx context.Context, p *PeriodicJob, row driver.Periodi
 	var buildErr error
 	if enqueue {
 		// User code, so before bq's transaction takes any lock.
-		built, buildErr = p.build(latest, now)
+		built, buildErr = p.build(ctx, s.c, latest, now)
 	}
 	var verdicts []lifecycle.Verdict
 	var promoted driver.Promotion

@@ -19,13 +19,19 @@ import (
 // after Run's context ends (the outcome of finished work must not be
 // lost), with retries while the database is unreachable. Logs and metrics
 // follow the commit.
-func (w *queueWorker) record(runCtx context.Context, l *lease, def definition, runErr error, ran time.Duration) {
+func (w *queueWorker) record(runCtx context.Context, l *lease, meta JobMeta, def definition, runErr error, ran time.Duration) {
 	cl := l.claim
 	log := w.c.log.With("job_id", cl.ID, "kind", cl.Kind, "queue", cl.Queue, "key", cl.Limit.Key, "attempt", cl.Attempt+1)
 	now := w.c.cfg.Now()
 	shutdown := runCtx.Err() != nil && errors.Is(context.Cause(runCtx), errShutdown)
 	fenced := !shutdown && l.fenced.Load()
 	ctx := w.recordCtx
+	if runErr != nil && !shutdown && !fenced && !l.cancelled.Load() && !cancelOf(runErr) {
+		if _, snoozed := snoozeOf(runErr); !snoozed {
+			// Before the outcome's transaction: the handler is user code.
+			runErr = w.c.handleError(runCtx, meta, runErr)
+		}
+	}
 	var action func(ex driver.Executor) (lifecycle.Result, error)
 	var retryAt time.Time
 	var msg string

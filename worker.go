@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"runtime/debug"
 	"sync"
 	"time"
 
@@ -237,19 +236,9 @@ func (w *queueWorker) execute(ctx context.Context, l *lease) {
 			runCtx, cancel = context.WithTimeout(runCtx, t)
 			defer cancel()
 		}
-		runErr = safeRun(runContext{Context: runCtx, lease: l}, def, cl.Args)
+		runErr = w.c.runChain(runContext{Context: runCtx, lease: l}, meta, def, cl.Args)
 	}
-	w.record(ctx, l, def, runErr, time.Since(start))
-}
-
-// safeRun turns a panic into an error carrying its stack.
-func safeRun(ctx context.Context, def definition, args []byte) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("panic: %v\n%s", r, debug.Stack())
-		}
-	}()
-	return def.run(ctx, args)
+	w.record(ctx, l, meta, def, runErr, time.Since(start))
 }
 
 // retryDB runs fn until it succeeds, backing off while the database is

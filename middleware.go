@@ -1,0 +1,275 @@
+package bq
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"runtime/debug"
+	"slices"
+	"sync"
+	"time"
+)
+
+// WorkerMiddleware wraps every run of a job: it sees the job (its id,
+// kind, queue, attempt, key, metadata and tags) and calls next to run
+// the rest of the chain, ending with the job's function. Global
+// middleware (Config.WorkerMiddleware) is outermost, in list order, then
+// the definition's (JobOptions.Middleware), then the job, as net/http
+// handlers nest:
+//
+//	Config.WorkerMiddleware[0]( … Config.WorkerMiddleware[n](
+//	    JobOptions.Middleware[0]( … job(ctx, args))))
+//
+// What a middleware returns is the run's outcome: an error fails the
+// attempt (bq.Snooze, bq.Permanent and bq.Cancel mean what they mean from
+// the job). One that returns nil without calling next completes the job
+// without running it; bq logs a warning naming the middleware once per
+// kind. A panic in a middleware, as in the job, fails the attempt with
+// the panic and its stack as the error; the job's slot is released as
+// for any failed attempt. Pass next a context derived from ctx: it is
+// the run's, cancelled when the run must stop.
+type WorkerMiddleware func(ctx context.Context, job JobMeta, next func(ctx context.Context) error) error
+
+// EnqueueHook sees each job before it is stored, on every enqueue path
+// (Enqueue, EnqueueTx, EnqueueMany(Tx), each item of EnqueueBatch(Tx),
+// periodic ticks), and may set its priority, set metadata and append
+// tags: a trace context, a tenant id. Global hooks (Config.EnqueueHooks)
+// run first, in list order, then the definition's (JobOptions.EnqueueHooks).
+// After each hook, the job is checked by the rules of WithMetadata,
+// WithTags and Priority; a hook's invalid change refuses the enqueue
+// with an ErrInvalidJob naming the hook. A hook that returns an error,
+// or panics, refuses the enqueue: nothing of the call is stored, and the
+// error names the hook and wraps its error. Hooks run before bq's
+// transaction begins (in EnqueueTx, inside the caller's, before bq's
+// statements), so a slow hook holds no lock of bq's.
+type EnqueueHook func(ctx context.Context, job *PendingJob) error
+
+// PendingJob is a job about to be stored, as an EnqueueHook sees it.
+type PendingJob struct {
+	kind, queue, key string
+	args             []byte
+	// Priority of the job, settable; the Priority option's range applies.
+	Priority int
+	// Metadata the job is stored with: the enqueue's WithMetadata and
+	// earlier hooks' additions. Never nil; set or delete pairs.
+	Metadata map[string]string
+	// Tags: the definition's, the enqueue's WithTags, earlier hooks'.
+	// Append to it; a tag given twice is stored once.
+	Tags []string
+}
+
+// Kind is the job's kind, the name given to Define.
+func (p *PendingJob) Kind() string { return p.kind }
+
+// Queue is the queue the job goes to.
+func (p *PendingJob) Queue() string { return p.queue }
+
+// Key is the job's full concurrency key; "" when unkeyed.
+func (p *PendingJob) Key() string { return p.key }
+
+// Args is the job's args as the JSON that is stored (a copy).
+func (p *PendingJob) Args() json.RawMessage { return slices.Clone(p.args) }
+
+// ErrorHandler is told of every failed attempt and every panic of a run,
+// before the outcome is recorded and without any lock of bq's held, to
+// log or report them, and may change the outcome (see ErrorAction). It
+// is not called for a run that snoozed or cancelled itself, that a
+// shutdown cut short, or that lost its lease. ctx carries the job's
+// values (JobFromContext) but not its cancellation: return promptly, the
+// job keeps its slot until then. A panic in a handler is logged with its
+// stack and the attempt's own error kept.
+type ErrorHandler interface {
+	// HandleError is called when a run returns err.
+	HandleError(ctx context.Context, job JobMeta, err error) ErrorAction
+	// HandlePanic is called when a run, or a middleware around it,
+	// panics with panicValue; stack is the panicking goroutine's.
+	HandlePanic(ctx context.Context, job JobMeta, panicValue any, stack string) ErrorAction
+}
+
+// ErrorAction is what an ErrorHandler wants done with a failed attempt.
+// The zero value changes nothing: the job is retried per its backoff, or
+// fails once its attempts are spent.
+type ErrorAction struct {
+	// Permanent fails the job at once, as bq.Permanent does. It wins
+	// over Snooze.
+	Permanent bool
+	// Snooze, if positive, snoozes the job for that long instead, as
+	// bq.Snooze does: its attempt is not spent and its error not kept.
+	Snooze time.Duration
+}
+
+// panicError is the error of a run that panicked.
+type panicError struct {
+	value any
+	stack string
+}
+
+func (e *panicError) Error() string { return fmt.Sprintf("panic: %v\n%s", e.value, e.stack) }
+
+// safeRun runs fn, turning a panic into a panicError carrying its stack.
+func safeRun(fn func() error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = &panicError{value: r, stack: string(debug.Stack())}
+		}
+	}()
+	return fn()
+}
+
+// runChain runs the job of def through the global and the definition's
+// middleware.
+func (c *Client) runChain(ctx context.Context, meta JobMeta, def definition, args []byte) error {
+	global, own := c.cfg.WorkerMiddleware, def.middleware()
+	var call func(i int, ctx context.Context) error
+	call = func(i int, ctx context.Context) error {
+		var mw WorkerMiddleware
+		switch {
+		case i < len(global):
+			mw = global[i]
+		case i < len(global)+len(own):
+			mw = own[i-len(global)]
+		default:
+			return def.run(ctx, args)
+		}
+		called := false
+		err := mw(ctx, meta, func(ctx context.Context) error {
+			called = true
+			return call(i+1, ctx)
+		})
+		if err == nil && !called {
+			c.warnSkipped(meta.Kind, middlewareName(i, len(global)))
+		}
+		return err
+	}
+	return safeRun(func() error { return call(0, ctx) })
+}
+
+func middlewareName(i, globals int) string {
+	if i < globals {
+		return fmt.Sprintf("Config.WorkerMiddleware[%d]", i)
+	}
+	return fmt.Sprintf("JobOptions.Middleware[%d]", i-globals)
+}
+
+// skipWarned holds "kind\x00middleware" for each warning already logged.
+var skipWarned sync.Map
+
+func (c *Client) warnSkipped(kind, name string) {
+	if _, seen := skipWarned.LoadOrStore(kind+"\x00"+name, true); !seen {
+		c.log.Warn("worker middleware returned nil without calling next: the job completed without running (logged once per kind)",
+			"kind", kind, "middleware", name)
+	}
+}
+
+// handleError gives a failed attempt's error to Config.ErrorHandler and
+// returns the error to record.
+func (c *Client) handleError(ctx context.Context, meta JobMeta, runErr error) (out error) {
+	h := c.cfg.ErrorHandler
+	if h == nil {
+		return runErr
+	}
+	ctx = context.WithValue(context.WithoutCancel(ctx), jobMetaKey{}, meta)
+	defer func() {
+		if r := recover(); r != nil {
+			c.log.Error("Config.ErrorHandler panicked; the attempt's own error is kept",
+				"job_id", meta.ID, "kind", meta.Kind, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+			out = runErr
+		}
+	}()
+	var act ErrorAction
+	if p := (*panicError)(nil); errors.As(runErr, &p) {
+		act = h.HandlePanic(ctx, meta, p.value, p.stack)
+	} else {
+		act = h.HandleError(ctx, meta, runErr)
+	}
+	switch {
+	case act.Permanent:
+		return permanent(runErr)
+	case act.Snooze > 0:
+		return &snoozeError{delay: act.Snooze}
+	}
+	return runErr
+}
+
+// applyHooks runs the global then the definition's enqueue hooks on p,
+// checking the job after each.
+func (c *Client) applyHooks(ctx context.Context, own []EnqueueHook, p *PendingJob) error {
+	global := c.cfg.EnqueueHooks
+	for i := range len(global) + len(own) {
+		hook, name := (EnqueueHook)(nil), ""
+		if i < len(global) {
+			hook, name = global[i], fmt.Sprintf("Config.EnqueueHooks[%d]", i)
+		} else {
+			hook, name = own[i-len(global)], fmt.Sprintf("JobOptions.EnqueueHooks[%d]", i-len(global))
+		}
+		if err := c.callHook(ctx, hook, name, p); err != nil {
+			return err
+		}
+		if p.Metadata == nil {
+			p.Metadata = map[string]string{}
+		}
+		p.Tags = mergeTags(nil, p.Tags)
+		if err := checkPending(p); err != nil {
+			return fmt.Errorf("%w: enqueue hook %s: %w", ErrInvalidJob, name, err)
+		}
+	}
+	return nil
+}
+
+func (c *Client) callHook(ctx context.Context, hook EnqueueHook, name string, p *PendingJob) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			stack := string(debug.Stack())
+			c.log.Error("enqueue hook panicked; the enqueue is refused", "hook", name, "kind", p.kind, "panic", fmt.Sprint(r), "stack", stack)
+			err = fmt.Errorf("enqueue hook %s panicked: %v (nothing was stored)", name, r)
+		}
+	}()
+	if err := hook(ctx, p); err != nil {
+		return fmt.Errorf("enqueue hook %s refused the job (nothing was stored): %w", name, err)
+	}
+	return nil
+}
+
+// checkPending applies the enqueue rules to what a hook may change.
+func checkPending(p *PendingJob) error {
+	if err := validatePriority(p.Priority); err != nil {
+		return err
+	}
+	if _, err := encodeMetadata(p.Metadata); err != nil {
+		return err
+	}
+	return validateTags(p.Tags)
+}
+
+// pendingOf is the PendingJob of a job's fields before the hooks run.
+func pendingOf(kind, queue, key string, args []byte, priority int, md map[string]string, tags []string) *PendingJob {
+	m := maps.Clone(md)
+	if m == nil {
+		m = map[string]string{}
+	}
+	return &PendingJob{kind: kind, queue: queue, key: key, args: args, Priority: priority, Metadata: m, Tags: slices.Clone(tags)}
+}
+
+// validateChains checks a list of middleware or hooks for nil entries,
+// naming the field.
+func validateChains[F any](field string, list []F) error {
+	var errs []error
+	for i, f := range list {
+		if any(f) == nil || isNilFunc(f) {
+			errs = append(errs, fmt.Errorf("%s[%d] is nil: remove it or pass a function", field, i))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func isNilFunc[F any](f F) bool {
+	switch f := any(f).(type) {
+	case WorkerMiddleware:
+		return f == nil
+	case EnqueueHook:
+		return f == nil
+	}
+	return false
+}
