@@ -19,6 +19,10 @@
 // of its unique key already exists; its EnqueueResult names that job.
 // Jobs enqueued on a schedule, once a tick across the fleet, are
 // bq.Periodic jobs listed in Config.Periodic (docs/periodic.md).
+//
+// Code of the application's own goes around every job: EnqueueHooks see
+// each job before it is stored, WorkerMiddleware wraps each run, and an
+// ErrorHandler hears of each failed attempt and panic (docs/middleware.md).
 package bq
 
 import (
