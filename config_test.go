@@ -81,19 +81,7 @@ func TestOpenMemory(t *testing.T) {
 
 // openMemory opens a migrated in-memory SQLite client, closed when the
 // test ends.
-func openMemory(t *testing.T) *Client {
-	t.Helper()
-	ctx := context.Background()
-	c, err := Open(ctx, "sqlite::memory:", Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	if err := c.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
+func openMemory(t *testing.T) *Client { return openMemoryWith(t, Config{}) }
 
 func TestOpenMySQLErrors(t *testing.T) {
 	ctx := context.Background()

@@ -3,9 +3,6 @@ package bq_test
 import (
 	"context"
 	"fmt"
-	"log/slog"
-	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/bqueue/bq"
@@ -47,19 +44,7 @@ var (
 )
 
 // exampleClient opens a migrated SQLite database in a temporary directory.
-func exampleClient() (*bq.Client, func()) {
-	dir, _ := os.MkdirTemp("", "bq-example")
-	ctx := context.Background()
-	quiet := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
-	client, err := bq.Open(ctx, "sqlite://"+filepath.Join(dir, "jobs.db"), bq.Config{Logger: quiet})
-	if err != nil {
-		panic(err)
-	}
-	if err := client.Migrate(ctx); err != nil {
-		panic(err)
-	}
-	return client, func() { client.Close(); os.RemoveAll(dir) }
-}
+func exampleClient() (*bq.Client, func()) { return exampleClientWith(bq.Config{}) }
 
 // A key with To: 2 admits two jobs; the third waits blocked for a slot.
 func Example_block() {

@@ -6,32 +6,13 @@ import (
 	"errors"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
 
-// syncBuffer is a log sink safe for concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // chainClient is a client with only what runChain and handleError use.
-func chainClient(cfg Config) (*Client, *syncBuffer) {
-	buf := &syncBuffer{}
+func chainClient(cfg Config) (*Client, *bytes.Buffer) {
+	buf := &bytes.Buffer{}
 	return &Client{cfg: cfg, log: slog.New(slog.NewTextHandler(buf, nil))}, buf
 }
 
