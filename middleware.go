@@ -28,8 +28,8 @@ import (
 // without running it; bq logs a warning naming the middleware once per
 // kind. A panic in a middleware, as in the job, fails the attempt with
 // the panic and its stack as the error; the job's slot is released as
-// for any failed attempt. Pass next a context derived from ctx: it is
-// the run's, cancelled when the run must stop.
+// for any failed attempt. Call next at most once, and pass it a context
+// derived from ctx: it is the run's, cancelled when the run must stop.
 type WorkerMiddleware func(ctx context.Context, job JobMeta, next func(ctx context.Context) error) error
 
 // EnqueueHook sees each job before it is stored, on every enqueue path
