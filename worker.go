@@ -12,6 +12,7 @@ import (
 	"github.com/bqueue/bq/internal/driver"
 	"github.com/bqueue/bq/internal/lifecycle"
 	"github.com/bqueue/bq/internal/metrics"
+	"github.com/bqueue/bq/internal/tracing"
 )
 
 // errShutdown is the cancellation cause of jobs still running when the
@@ -225,6 +226,7 @@ func (w *queueWorker) execute(ctx context.Context, l *lease) {
 	} else {
 		meta.Metadata, meta.Tags = md, tags
 	}
+	ctx, span := w.c.tr.Process(ctx, tracing.Job{Queue: cl.Queue, Kind: cl.Kind, Key: cl.Limit.Key}, cl.ID, meta.Attempt, meta.Metadata)
 	def := lookup(cl.Kind)
 	start := time.Now()
 	var runErr error
@@ -239,7 +241,8 @@ func (w *queueWorker) execute(ctx context.Context, l *lease) {
 		}
 		runErr = safeRun(runContext{Context: runCtx, lease: l}, def, cl.Args)
 	}
-	w.record(ctx, l, def, runErr, time.Since(start))
+	outcome := w.record(ctx, l, def, runErr, time.Since(start))
+	w.c.tr.EndProcess(span, outcome, runErr)
 }
 
 // safeRun turns a panic into an error carrying its stack.
