@@ -25,6 +25,10 @@ func (c *Client) traceSend(ctx context.Context, jobs []*driver.NewJob) (context.
 		}
 	}
 	return ctx, func(verdicts []lifecycle.Verdict, err error) {
+		if !span.IsRecording() {
+			span.End()
+			return
+		}
 		sent := make([]tracing.Sent, len(verdicts))
 		for i, v := range verdicts {
 			switch {

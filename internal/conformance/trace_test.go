@@ -71,7 +71,7 @@ func (tr *traced) waitSpans(h *harness, name string, n int) []tracetest.SpanStub
 func spanAttr(s tracetest.SpanStub, key string) string {
 	for _, kv := range s.Attributes {
 		if string(kv.Key) == key {
-			return kv.Value.Emit()
+			return kv.Value.String()
 		}
 	}
 	return ""
@@ -158,8 +158,8 @@ func testTraceLinksRunToEnqueue(t *testing.T, h *harness) {
 	}
 	for _, s := range tr.exp.GetSpans() {
 		for _, kv := range s.Attributes {
-			if strings.Contains(kv.Value.Emit(), secret) {
-				t.Errorf("span %q: attribute %s = %q carries the raw concurrency key", s.Name, kv.Key, kv.Value.Emit())
+			if strings.Contains(kv.Value.String(), secret) {
+				t.Errorf("span %q: attribute %s = %q carries the raw concurrency key", s.Name, kv.Key, kv.Value.String())
 			}
 		}
 	}
@@ -206,7 +206,7 @@ func testTraceFailedRunRecordsError(t *testing.T, h *harness) {
 
 func hasAttr(kvs []attribute.KeyValue, key, value string) bool {
 	for _, kv := range kvs {
-		if string(kv.Key) == key && kv.Value.Emit() == value {
+		if string(kv.Key) == key && kv.Value.String() == value {
 			return true
 		}
 	}
