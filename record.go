@@ -19,7 +19,8 @@ import (
 // after Run's context ends (the outcome of finished work must not be
 // lost), with retries while the database is unreachable. Logs and metrics
 // follow the commit. It returns the outcome, as the run-duration metric
-// names it, or "unrecorded" when none could be written.
+// names it; "unrecorded" when none could be written, "stale" when the
+// claim was no longer this run's.
 func (w *queueWorker) record(runCtx context.Context, l *lease, def definition, runErr error, ran time.Duration) string {
 	cl := l.claim
 	log := w.c.log.With("job_id", cl.ID, "kind", cl.Kind, "queue", cl.Queue, "key", cl.Limit.Key, "attempt", cl.Attempt+1)

@@ -20,8 +20,17 @@ func (c *Client) traceSend(ctx context.Context, jobs []*driver.NewJob) (context.
 	}
 	ctx, span, carrier := c.tr.Send(ctx, tjobs)
 	if carrier != nil {
+		var plain []byte // the metadata of jobs with none: encoded once
 		for _, j := range jobs {
-			j.Metadata = withTraceContext(j.Metadata, carrier)
+			switch {
+			case len(j.Metadata) > 0:
+				j.Metadata = withTraceContext(j.Metadata, carrier)
+			case plain == nil:
+				plain = withTraceContext(nil, carrier)
+				j.Metadata = plain
+			default:
+				j.Metadata = plain
+			}
 		}
 	}
 	return ctx, func(verdicts []lifecycle.Verdict, err error) {

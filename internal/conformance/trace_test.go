@@ -90,7 +90,8 @@ func wantAttrs(t *testing.T, s tracetest.SpanStub, want map[string]string) {
 // testTraceLinksRunToEnqueue: an enqueue inside the application's span is
 // a producer span of its trace; the job's run is a consumer span linked to
 // it through the job's metadata, with the messaging attributes and the
-// limit group, never the raw key; EnqueueMany is one span for the call.
+// limit group, never the raw key; EnqueueMany and EnqueueBatch are one
+// span for the call.
 func testTraceLinksRunToEnqueue(t *testing.T, h *harness) {
 	tr := newTraced(t)
 	producer := tr.client(h, 0, false)
@@ -104,8 +105,16 @@ func testTraceLinksRunToEnqueue(t *testing.T, h *harness) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if _, err := producer.EnqueueBatch(ctx, []bq.Item{unkeyedJob.Item(Args{Test: h.test}),
+		limit2Job.Item(Args{Test: h.test, Key: secret}, bq.Queue("other"))}); err != nil {
+		t.Fatal(err)
+	}
 	app.End()
 	traceID := app.SpanContext().TraceID()
+	if mixed := tr.spans("send"); len(mixed) != 1 || spanAttr(mixed[0], "messaging.batch.message_count") != "2" ||
+		spanAttr(mixed[0], "bq.job.kind") != "" || spanAttr(mixed[0], "messaging.destination.name") != "" {
+		t.Errorf("EnqueueBatch of two kinds and queues: spans %+v, want one \"send\" of 2 jobs naming no kind or queue", mixed)
+	}
 
 	info := jobInfo(t, h, res.ID)
 	if tp := info.Metadata["traceparent"]; !strings.Contains(tp, traceID.String()) {
