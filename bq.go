@@ -37,10 +37,13 @@ import (
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/bqueue/bq/internal/driver"
 	"github.com/bqueue/bq/internal/humanize"
 	"github.com/bqueue/bq/internal/metrics"
+	"github.com/bqueue/bq/internal/tracing"
 	"github.com/bqueue/bq/migrations"
 )
 
@@ -99,6 +102,22 @@ type Config struct {
 	// them). Default otel.GetMeterProvider(): a no-op until the
 	// application installs an OpenTelemetry SDK.
 	MeterProvider metric.MeterProvider
+	// TracerProvider receives bq's spans: one per enqueue call, one per
+	// run of a job (docs/observability.md, "Tracing"). Default
+	// otel.GetTracerProvider(): a no-op until the application installs
+	// an OpenTelemetry SDK.
+	TracerProvider trace.TracerProvider
+	// Propagator carries an enqueue's trace context to the job's runs
+	// in its metadata. Default otel.GetTextMapPropagator(), or W3C
+	// TraceContext ("traceparent", "tracestate") while the application
+	// installs none.
+	Propagator propagation.TextMapPropagator
+	// TraceRunsAsChildren makes each run's span a child of its enqueue's
+	// span, in the enqueue's trace, besides linked to it. Default off: a
+	// run starts a trace of its own, linked to the enqueue, as
+	// OpenTelemetry's messaging conventions advise for work that may run
+	// long after it was sent, and more than once.
+	TraceRunsAsChildren bool
 	// NoGauges turns off the observable gauges (jobs per queue and state,
 	// figures per limit group). Each collection of them runs two
 	// aggregate queries over the whole database and every process
@@ -142,6 +161,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MeterProvider == nil {
 		c.MeterProvider = otel.GetMeterProvider()
+	}
+	if c.TracerProvider == nil {
+		c.TracerProvider = otel.GetTracerProvider()
 	}
 	return c
 }
@@ -196,6 +218,7 @@ type Client struct {
 	cfg        Config
 	log        *slog.Logger
 	met        *metrics.Instruments
+	tr         *tracing.Tracer
 	stopGauges func() error
 
 	outage outage // database trouble, logged as one event
@@ -290,7 +313,8 @@ func NewClient(drv Driver, cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bq.NewClient: create metric instruments: %w", err)
 	}
-	c := &Client{pub: drv, drv: engine, cfg: cfg, log: cfg.Logger, met: met, stopGauges: func() error { return nil },
+	c := &Client{pub: drv, drv: engine, cfg: cfg, log: cfg.Logger, met: met,
+		tr: tracing.New(cfg.TracerProvider, cfg.Propagator, cfg.TraceRunsAsChildren), stopGauges: func() error { return nil },
 		wakers: map[string][]chan struct{}{}}
 	c.sched = newScheduler(c)
 	if !cfg.NoGauges {

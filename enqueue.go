@@ -296,7 +296,9 @@ func (c *Client) enqueueJobs(ctx context.Context, tx any, jobs []*driver.NewJob,
 			return nil, fmt.Errorf("use the transaction: %w", err)
 		}
 	}
+	ctx, traced := c.traceSend(ctx, jobs)
 	verdicts, err := c.insert(ctx, ex, tx, jobs, now)
+	traced(verdicts, err)
 	if err != nil {
 		return nil, err
 	}

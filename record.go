@@ -18,8 +18,10 @@ import (
 // ready when shutdown cut it short, or lost when its lease lapsed. It runs on
 // after Run's context ends (the outcome of finished work must not be
 // lost), with retries while the database is unreachable. Logs and metrics
-// follow the commit.
-func (w *queueWorker) record(runCtx context.Context, l *lease, meta JobMeta, def definition, runErr error, ran time.Duration) {
+// follow the commit. It returns the outcome, as the run-duration metric
+// names it; "unrecorded" when none could be written, "stale" when the
+// claim was no longer this run's.
+func (w *queueWorker) record(runCtx context.Context, l *lease, meta JobMeta, def definition, runErr error, ran time.Duration) string {
 	cl := l.claim
 	log := w.c.log.With("job_id", cl.ID, "kind", cl.Kind, "queue", cl.Queue, "key", cl.Limit.Key, "attempt", cl.Attempt+1)
 	now := w.c.cfg.Now()
@@ -102,10 +104,10 @@ func (w *queueWorker) record(runCtx context.Context, l *lease, meta JobMeta, def
 	switch {
 	case err != nil:
 		log.Error("record job outcome; the claim will be reaped and the job run again", "error", err)
-		return
+		return "unrecorded"
 	case !res.Matched:
 		log.Warn("stale completion ignored: this claim was reaped (its process looked dead) and is no longer ours")
-		return
+		return "stale"
 	}
 
 	job := metrics.JobOf(&cl.Job)
@@ -158,6 +160,7 @@ func (w *queueWorker) record(runCtx context.Context, l *lease, meta JobMeta, def
 	// The slot may have passed to a blocked job of any queue, in any
 	// process; a job returned or retried at once is ready itself.
 	w.c.readyAll(res.Woken(cl.Queue))
+	return outcome
 }
 
 // maxErrorBytes bounds the error message stored with a failed attempt: a

@@ -11,6 +11,7 @@ import (
 	"github.com/bqueue/bq/internal/driver"
 	"github.com/bqueue/bq/internal/lifecycle"
 	"github.com/bqueue/bq/internal/metrics"
+	"github.com/bqueue/bq/internal/tracing"
 )
 
 // errShutdown is the cancellation cause of jobs still running when the
@@ -224,6 +225,7 @@ func (w *queueWorker) execute(ctx context.Context, l *lease) {
 	} else {
 		meta.Metadata, meta.Tags = md, tags
 	}
+	ctx, span := w.c.tr.Process(ctx, tracing.Job{Queue: cl.Queue, Kind: cl.Kind, Key: cl.Limit.Key}, cl.ID, meta.Attempt, meta.Metadata)
 	def := lookup(cl.Kind)
 	start := time.Now()
 	var runErr error
@@ -238,7 +240,8 @@ func (w *queueWorker) execute(ctx context.Context, l *lease) {
 		}
 		runErr = w.c.runChain(runContext{Context: runCtx, lease: l}, meta, def, cl.Args)
 	}
-	w.record(ctx, l, meta, def, runErr, time.Since(start))
+	outcome := w.record(ctx, l, meta, def, runErr, time.Since(start))
+	w.c.tr.EndProcess(span, outcome, runErr)
 }
 
 // retryDB runs fn until it succeeds, backing off while the database is
