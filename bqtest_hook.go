@@ -1,0 +1,62 @@
+package bq
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/bqueue/bq/internal/testhook"
+)
+
+// Package bqtest reaches these through internal/testhook, so the public
+// API carries no test-only function.
+func init() {
+	testhook.ListJobsTx = func(ctx context.Context, client, tx, filter any) (any, error) {
+		c := client.(*Client)
+		raw, err := unwrapTx(c, tx.(Tx), "ListJobsTx")
+		if err != nil {
+			return JobPage{}, err
+		}
+		ex, err := c.drv.WrapTx(raw)
+		if err != nil {
+			return JobPage{}, fmt.Errorf("use the transaction: %w", err)
+		}
+		return c.listJobs(ctx, ex, filter.(JobFilter))
+	}
+	testhook.Work = func(ctx context.Context, job any, args []byte, o testhook.WorkOptions) error {
+		return job.(interface {
+			work(context.Context, []byte, testhook.WorkOptions) error
+		}).work(ctx, args, o)
+	}
+}
+
+// work runs the job's function on raw as execute does — args decoded
+// from JSON, the job context set, Timeout applied, a panic returned as
+// an error — with no database: the context's lease checks nothing.
+func (j *Job[A]) work(ctx context.Context, raw []byte, o testhook.WorkOptions) error {
+	if j.err != nil {
+		return j.err
+	}
+	var args A
+	if err := json.Unmarshal(raw, &args); err != nil {
+		return fmt.Errorf("decode args of job kind %q as %T: %w", j.name, args, err)
+	}
+	meta := JobMeta{ID: o.ID, Kind: j.name, Queue: j.opts.Queue, Attempt: max(o.Attempt, 1),
+		MaxAttempts: j.opts.MaxAttempts, Metadata: o.Metadata, Tags: mergeTags(j.opts.Tags, o.Tags)}
+	if o.Key != nil {
+		meta.Key = *o.Key
+	} else {
+		l, err := j.limit(args, &enqueueOptions{})
+		if err != nil {
+			return err
+		}
+		meta.Key = l.Key
+	}
+	runCtx := context.WithValue(ctx, jobMetaKey{}, meta)
+	if t := j.opts.Timeout; t > 0 {
+		var cancel context.CancelFunc
+		runCtx, cancel = context.WithTimeout(runCtx, t)
+		defer cancel()
+	}
+	return safeRun(runCtx, j, raw)
+}

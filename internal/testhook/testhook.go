@@ -1,0 +1,26 @@
+// Package testhook is the seam between package bq and package bqtest: bq
+// sets these functions in its init, bqtest calls them. They take and
+// return bq's types as any, since bq imports this package and not the
+// other way round; users cannot import it, so bq's public API stays free
+// of test-only entry points.
+package testhook
+
+import "context"
+
+// ListJobsTx is (*bq.Client).ListJobs read through the caller's
+// transaction: func(ctx, *bq.Client, bq.Tx, bq.JobFilter) (bq.JobPage, error).
+var ListJobsTx func(ctx context.Context, client, tx, filter any) (any, error)
+
+// Work runs the function of job (a *bq.Job[A]) on args (its JSON) as a
+// worker would, with the job context o describes.
+var Work func(ctx context.Context, job any, args []byte, o WorkOptions) error
+
+// WorkOptions is the job context of a Work run; zero fields take the
+// values a first run would have.
+type WorkOptions struct {
+	ID       int64
+	Attempt  int     // default 1
+	Key      *string // default: the key the job's definition computes
+	Metadata map[string]string
+	Tags     []string // added to the definition's tags
+}
