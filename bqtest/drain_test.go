@@ -3,6 +3,7 @@ package bqtest_test
 import (
 	"context"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -35,7 +36,7 @@ func TestDrainRunsEverythingReady(t *testing.T) {
 		bqtest.Expect(Email, &bqtest.Opts{State: bq.StateCompleted, Args: EmailArgs{To: "order-11", Subject: "receipt"}}),
 		bqtest.Expect(Email, done), bqtest.Expect(Email, done),
 	})
-	if n, _ := sent.Load("order-11"); n == nil || *n.(*int) != 3 {
+	if n, _ := sent.Load("order-11"); n == nil || n.(*atomic.Int64).Load() != 3 {
 		t.Errorf("order-11's receipt sent %v times, want 3", n)
 	}
 	bqtest.RequireEnqueued(ctx, t, client, Report, &bqtest.Opts{State: bq.StateScheduled})

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -23,14 +24,14 @@ type InvoiceArgs struct {
 }
 
 var (
-	welcomed []int64
+	welcomed atomic.Int64 // welcome mails sent
 
 	Welcome = bq.Define("example.welcome", func(ctx context.Context, a WelcomeArgs) error {
 		meta, _ := bq.JobFromContext(ctx)
 		if meta.Attempt > 3 {
 			return bq.Permanent(errors.New("mail server refuses us"))
 		}
-		welcomed = append(welcomed, a.UserID)
+		welcomed.Add(1)
 		return nil
 	}, bq.JobOptions[WelcomeArgs]{Queue: "example-mail"})
 
@@ -162,14 +163,14 @@ func ExampleDrain() {
 	runAsTest(func(t testing.TB) {
 		ctx := context.Background()
 		client := bqtest.NewClient(t)
-		welcomed = nil
+		welcomed.Store(0)
 		for id := range int64(3) {
 			_, _ = Welcome.Enqueue(ctx, client, WelcomeArgs{UserID: id})
 		}
 		_, _ = Welcome.Enqueue(ctx, client, WelcomeArgs{UserID: 99}, bq.In(time.Hour))
 
 		bqtest.Drain(ctx, t, client)
-		fmt.Println("welcomed", len(welcomed), "users")
+		fmt.Println("welcomed", welcomed.Load(), "users")
 		bqtest.RequireEnqueued(ctx, t, client, Welcome, &bqtest.Opts{State: bq.StateScheduled})
 	})
 	// Output: welcomed 3 users

@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -24,10 +25,10 @@ type ChargeArgs struct {
 }
 
 var (
-	sent  sync.Map // EmailArgs.To -> times sent
+	sent  sync.Map // EmailArgs.To -> *atomic.Int64, times sent
 	Email = bq.Define("bqtest.email", func(ctx context.Context, a EmailArgs) error {
-		n, _ := sent.LoadOrStore(a.To, new(int))
-		*n.(*int)++
+		n, _ := sent.LoadOrStore(a.To, new(atomic.Int64))
+		n.(*atomic.Int64).Add(1)
 		return nil
 	}, bq.JobOptions[EmailArgs]{Queue: "bqtest-mail", Tags: []string{"mail"}})
 

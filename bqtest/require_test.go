@@ -90,7 +90,9 @@ func TestRequireNotEnqueued(t *testing.T) {
 	mustPass(t, func(tb testing.TB) {
 		bqtest.RequireNotEnqueued(ctx, tb, client, Email, &bqtest.Opts{Args: EmailArgs{To: "bob@example.com"}})
 	})
-	mustFail(t, func(tb testing.TB) { bqtest.RequireNotEnqueued(ctx, tb, client, Email, &bqtest.Opts{Queue: "bqtest-mail"}) },
+	mustFail(t, func(tb testing.TB) {
+		bqtest.RequireNotEnqueued(ctx, tb, client, Email, &bqtest.Opts{Queue: "bqtest-mail"})
+	},
 		`found a matching job of kind "bqtest.email": job 1 bqtest.email [ready] queue "bqtest-mail"`, `args {"to":"ann@example.com"}`)
 }
 
