@@ -34,23 +34,9 @@ func init() {
 // from JSON, the job context set, Timeout applied, a panic returned as
 // an error — with no database: the context's lease checks nothing.
 func (j *Job[A]) work(ctx context.Context, raw []byte, o testhook.WorkOptions) error {
-	if j.err != nil {
-		return j.err
-	}
-	var args A
-	if err := json.Unmarshal(raw, &args); err != nil {
-		return fmt.Errorf("decode args of job kind %q as %T: %w", j.name, args, err)
-	}
-	meta := JobMeta{ID: o.ID, Kind: j.name, Queue: j.opts.Queue, Attempt: max(o.Attempt, 1),
-		MaxAttempts: j.opts.MaxAttempts, Metadata: o.Metadata, Tags: mergeTags(j.opts.Tags, o.Tags)}
-	if o.Key != nil {
-		meta.Key = *o.Key
-	} else {
-		l, err := j.limit(args, &enqueueOptions{})
-		if err != nil {
-			return err
-		}
-		meta.Key = l.Key
+	meta, err := j.workMeta(raw, o)
+	if err != nil {
+		return fmt.Errorf("%w: %w", testhook.ErrNotRun, err)
 	}
 	runCtx := context.WithValue(ctx, jobMetaKey{}, meta)
 	if t := j.opts.Timeout; t > 0 {
@@ -59,4 +45,37 @@ func (j *Job[A]) work(ctx context.Context, raw []byte, o testhook.WorkOptions) e
 		defer cancel()
 	}
 	return safeRun(runCtx, j, raw)
+}
+
+// workMeta is the job context of a Work run, refusing what an enqueue
+// would refuse.
+func (j *Job[A]) workMeta(raw []byte, o testhook.WorkOptions) (JobMeta, error) {
+	if j.err != nil {
+		return JobMeta{}, j.err
+	}
+	var args A
+	if err := json.Unmarshal(raw, &args); err != nil {
+		return JobMeta{}, fmt.Errorf("decode args of job kind %q as %T: %w", j.name, args, err)
+	}
+	meta := JobMeta{ID: o.ID, Kind: j.name, Queue: j.opts.Queue, Attempt: max(o.Attempt, 1),
+		MaxAttempts: j.opts.MaxAttempts, Metadata: o.Metadata, Tags: mergeTags(j.opts.Tags, o.Tags)}
+	if _, err := encodeMetadata(meta.Metadata); err != nil {
+		return JobMeta{}, fmt.Errorf("%w: bqtest.WithMetadata: %w", ErrInvalidJob, err)
+	}
+	if _, err := encodeTags(meta.Tags); err != nil {
+		return JobMeta{}, fmt.Errorf("%w: bqtest.WithTags: %w", ErrInvalidJob, err)
+	}
+	if o.Key != nil {
+		if err := validateKey(*o.Key); err != nil {
+			return JobMeta{}, fmt.Errorf("%w: bqtest.WithKey: %w", ErrInvalidJob, err)
+		}
+		meta.Key = *o.Key
+		return meta, nil
+	}
+	l, err := j.limit(args, &enqueueOptions{})
+	if err != nil {
+		return JobMeta{}, err
+	}
+	meta.Key = l.Key
+	return meta, nil
 }

@@ -94,9 +94,10 @@ func Drain(ctx context.Context, tb testing.TB, client *bq.Client, opts ...DrainO
 	}
 }
 
+// cmpErr is why Run returned early: its error, or ctx's end.
 func cmpErr(err, ctxErr error) error {
 	if err == nil {
-		return errors.Join(errors.New("Run returned nil"), ctxErr)
+		return errors.Join(errors.New("client.Run returned nil"), ctxErr)
 	}
 	return err
 }

@@ -3,6 +3,7 @@ package bqtest
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"testing"
@@ -65,7 +66,8 @@ func WithTags(tags ...string) WorkOption {
 // error carrying its stack. Nothing is recorded: what the error would
 // make of the job (a retry, bq.Snooze, bq.Cancel) is for the test to
 // check. A job that cannot run at all (an invalid definition, args that
-// do not encode) fails the test.
+// do not encode, metadata, tags or a key that an enqueue would refuse)
+// fails the test.
 func Work[A any](ctx context.Context, tb testing.TB, job *bq.Job[A], args A, opts ...WorkOption) error {
 	tb.Helper()
 	if job == nil {
@@ -88,5 +90,9 @@ func Work[A any](ctx context.Context, tb testing.TB, job *bq.Job[A], args A, opt
 	if err != nil {
 		tb.Fatalf("bqtest.Work: encode args of job kind %q as JSON: %v; bq.Enqueue would refuse them too", job.Name(), err)
 	}
-	return testhook.Work(ctx, job, raw, o.WorkOptions)
+	err = testhook.Work(ctx, job, raw, o.WorkOptions)
+	if errors.Is(err, testhook.ErrNotRun) {
+		tb.Fatalf("bqtest.Work: %v", err)
+	}
+	return err
 }

@@ -93,4 +93,16 @@ func TestWorkRefusesWhatCannotRun(t *testing.T) {
 	mustFail(t, func(tb testing.TB) { _ = bqtest.Work(ctx, tb, bad, 1) }, "the name is empty")
 	unencodable := bq.Define("bqtest.unencodable", func(context.Context, func()) error { return nil }, bq.JobOptions[func()]{})
 	mustFail(t, func(tb testing.TB) { _ = bqtest.Work(ctx, tb, unencodable, func() {}) }, "encode args of job kind \"bqtest.unencodable\" as JSON")
+	mustFail(t, func(tb testing.TB) {
+		_ = bqtest.Work(ctx, tb, Probe, probeArgs{Name: "bad-md"}, bqtest.WithMetadata(map[string]string{"not ok": "x"}))
+	}, "bqtest.Work: the job did not run: invalid job: bqtest.WithMetadata: metadata key \"not ok\" is invalid")
+	mustFail(t, func(tb testing.TB) { _ = bqtest.Work(ctx, tb, Probe, probeArgs{Name: "bad-tag"}, bqtest.WithTags("")) }, "bqtest.WithTags")
+	mustFail(t, func(tb testing.TB) {
+		_ = bqtest.Work(ctx, tb, Probe, probeArgs{Name: "bad-key"}, bqtest.WithKey("a\x00b"))
+	}, "bqtest.WithKey")
+	for _, name := range []string{"bad-md", "bad-tag", "bad-key"} {
+		if _, ran := seen[name]; ran {
+			t.Errorf("the job ran with the invalid option of %s", name)
+		}
+	}
 }

@@ -5,7 +5,10 @@
 // of test-only entry points.
 package testhook
 
-import "context"
+import (
+	"context"
+	"errors"
+)
 
 // ListJobsTx is (*bq.Client).ListJobs read through the caller's
 // transaction: func(ctx, *bq.Client, bq.Tx, bq.JobFilter) (bq.JobPage, error).
@@ -14,6 +17,10 @@ var ListJobsTx func(ctx context.Context, client, tx, filter any) (any, error)
 // Work runs the function of job (a *bq.Job[A]) on args (its JSON) as a
 // worker would, with the job context o describes.
 var Work func(ctx context.Context, job any, args []byte, o WorkOptions) error
+
+// ErrNotRun wraps Work's refusals: the job's function did not run, the
+// definition or the options being invalid.
+var ErrNotRun = errors.New("the job did not run")
 
 // WorkOptions is the job context of a Work run; zero fields take the
 // values a first run would have.
