@@ -23,6 +23,14 @@ func init() {
 		}
 		return c.listJobs(ctx, ex, filter.(JobFilter))
 	}
+	testhook.DueScheduled = func(ctx context.Context, client any) (bool, error) {
+		c := client.(*Client)
+		due, err := c.drv.Exec().HasDueScheduled(ctx, c.cfg.Now())
+		if err != nil {
+			return false, c.explainErr(ctx, err)
+		}
+		return due, nil
+	}
 	testhook.Work = func(ctx context.Context, job any, args []byte, o testhook.WorkOptions) error {
 		return job.(interface {
 			work(context.Context, []byte, testhook.WorkOptions) error

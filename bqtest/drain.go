@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/bqueue/bq"
+	"github.com/bqueue/bq/internal/testhook"
 )
 
 // DefaultDrainTimeout is how long Drain waits for the work to end.
@@ -103,7 +104,8 @@ func cmpErr(err, ctxErr error) error {
 }
 
 // idle reports whether no job is ready, running or blocked and no
-// scheduled job is due, and how many scheduled jobs are due later.
+// scheduled job is due by the client's clock, and how many scheduled
+// jobs are due later.
 func idle(ctx context.Context, client *bq.Client) (bool, int, error) {
 	stats, err := client.QueueStats(ctx)
 	if err != nil {
@@ -119,17 +121,12 @@ func idle(ctx context.Context, client *bq.Client) (bool, int, error) {
 	if scheduled == 0 {
 		return true, 0, nil
 	}
-	jobs, err := listAll(ctx, client, nil, bq.JobFilter{States: []bq.JobState{bq.StateScheduled}})
+	// Due now: the dispatcher promotes it at its next pass.
+	due, err := testhook.DueScheduled(ctx, client)
 	if err != nil {
-		return false, 0, fmt.Errorf("list scheduled jobs: %w", err)
+		return false, 0, fmt.Errorf("look for due scheduled jobs: %w", err)
 	}
-	now := time.Now()
-	for _, j := range jobs {
-		if !j.ScheduledAt.After(now) {
-			return false, 0, nil // the dispatcher promotes it at its next pass
-		}
-	}
-	return true, len(jobs), nil
+	return !due, scheduled, nil
 }
 
 // leftOver describes the live jobs: counts by state and queue, and the

@@ -72,3 +72,28 @@ func TestDrainReportsWhatIsLeft(t *testing.T) {
 	mustFail(t, func(tb testing.TB) { bqtest.Drain(ctx, tb, client, bqtest.DrainTimeout(0)) }, "DrainTimeout(0s): use a positive duration")
 	mustFail(t, func(tb testing.TB) { bqtest.Drain(ctx, tb, nil) }, "the client is nil")
 }
+
+var flakyRuns atomic.Int64
+
+// Flaky fails every attempt; its retries wait DefaultBackoff.
+var Flaky = bq.Define("bqtest.flaky", func(context.Context, struct{}) error {
+	flakyRuns.Add(1)
+	return errBoom
+}, bq.JobOptions[struct{}]{Queue: "bqtest-flaky", MaxAttempts: 5})
+
+// A failed attempt's retry is due later: Drain leaves it scheduled,
+// having run the job once.
+func TestDrainLeavesRetriesDueLater(t *testing.T) {
+	client := bqtest.NewClient(t)
+	ctx := context.Background()
+	res := must(Flaky.Enqueue(ctx, client, struct{}{}))
+	_, said := record(t, func(tb testing.TB) { bqtest.Drain(ctx, tb, client) })
+	if !strings.Contains(said, "left 1 scheduled job due later") {
+		t.Errorf("Drain said %q; want it to say it left the retry", said)
+	}
+	info := must(client.Job(ctx, res.ID))
+	if info.State != bq.StateScheduled || info.Attempts != 1 || info.LastError != "boom" || flakyRuns.Load() != 1 {
+		t.Errorf("after Drain the flaky job is %s after %d attempts (%q), run %d times; want scheduled for its retry after one",
+			info.State, info.Attempts, info.LastError, flakyRuns.Load())
+	}
+}

@@ -1,6 +1,7 @@
 package bqtest
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -57,10 +58,27 @@ func Expect[A any](job *bq.Job[A], opts *Opts) Expectation {
 		return Expectation{err: fmt.Errorf("the job is nil: pass a job bq.Define returned")}
 	}
 	e := Expectation{kind: job.Name(), opts: opts}
-	if opts != nil && opts.Args != nil {
+	if opts == nil {
+		return e
+	}
+	if e.err = opts.validate(); e.err == nil && opts.Args != nil {
 		e.args, e.err = matchArgs[A](opts.Args)
 	}
 	return e
+}
+
+// validate refuses Opts that no job could match.
+func (o *Opts) validate() error {
+	if o.State != "" {
+		if _, err := bq.ParseJobState(string(o.State)); err != nil {
+			return fmt.Errorf("Opts.State: %w", err)
+		}
+	}
+	if !o.ScheduledAfter.IsZero() && !o.ScheduledBefore.IsZero() && o.ScheduledAfter.After(o.ScheduledBefore) {
+		return fmt.Errorf("Opts.ScheduledAfter %s is after ScheduledBefore %s: the window holds no job; swap them, or leave one unset",
+			stamp(o.ScheduledAfter), stamp(o.ScheduledBefore))
+	}
+	return nil
 }
 
 // matchArgs builds the matcher of Opts.Args: an A compared as JSON, or a
@@ -87,11 +105,9 @@ func matchArgs[A any](want any) (argsMatcher, error) {
 		if err != nil {
 			return nil, fmt.Errorf("Opts.Args does not encode as JSON: %w", err)
 		}
-		var wantV any
-		_ = json.Unmarshal(wantJSON, &wantV)
+		wantV, _ := decodeJSON(wantJSON)
 		return func(raw json.RawMessage) string {
-			var got any
-			if err := json.Unmarshal(raw, &got); err != nil || !reflect.DeepEqual(got, wantV) {
+			if got, err := decodeJSON(raw); err != nil || !reflect.DeepEqual(got, wantV) {
 				return fmt.Sprintf("args are %s, want %s", raw, wantJSON)
 			}
 			return ""
@@ -100,6 +116,16 @@ func matchArgs[A any](want any) (argsMatcher, error) {
 		var a A
 		return nil, fmt.Errorf("Opts.Args is a %T: use a %T to match args exactly, or a func(%T) bool", want, a, a)
 	}
+}
+
+// decodeJSON decodes raw keeping numbers as written, so two int64s
+// beyond float64's precision never compare equal.
+func decodeJSON(raw []byte) (any, error) {
+	d := json.NewDecoder(bytes.NewReader(raw))
+	d.UseNumber()
+	var v any
+	err := d.Decode(&v)
+	return v, err
 }
 
 // mismatch says why info does not match e, "" when it does.

@@ -68,6 +68,16 @@ func TestRequireEnqueuedSaysWhatItFound(t *testing.T) {
 			mustFail(t, func(tb testing.TB) { bqtest.RequireEnqueued(ctx, tb, client, Email, c.opts) }, c.wants...)
 		})
 	}
+	t.Run("bad state", func(t *testing.T) {
+		mustFail(t, func(tb testing.TB) { bqtest.RequireEnqueued(ctx, tb, client, Email, &bqtest.Opts{State: "done"}) },
+			`expectation 0: Opts.State: unknown job state "done": use one of scheduled, blocked`)
+	})
+	t.Run("empty window", func(t *testing.T) {
+		now := time.Now()
+		mustFail(t, func(tb testing.TB) {
+			bqtest.RequireEnqueued(ctx, tb, client, Email, &bqtest.Opts{ScheduledAfter: now, ScheduledBefore: now.Add(-time.Second)})
+		}, "the window holds no job; swap them")
+	})
 	t.Run("no such kind", func(t *testing.T) {
 		mustFail(t, func(tb testing.TB) { bqtest.RequireEnqueued(ctx, tb, client, Report, nil) },
 			`no job of kind "bqtest.report"; jobs enqueued: bqtest.charge(1), bqtest.email(2)`)

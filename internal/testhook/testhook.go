@@ -14,6 +14,12 @@ import (
 // transaction: func(ctx, *bq.Client, bq.Tx, bq.JobFilter) (bq.JobPage, error).
 var ListJobsTx func(ctx context.Context, client, tx, filter any) (any, error)
 
+// DueScheduled reports whether a scheduled job of the client
+// (*bq.Client) is due by its clock: one its dispatcher will promote. It
+// reads the scheduled table, since a retry's due time is not the
+// ScheduledAt of its JobInfo.
+var DueScheduled func(ctx context.Context, client any) (bool, error)
+
 // Work runs the function of job (a *bq.Job[A]) on args (its JSON) as a
 // worker would, with the job context o describes.
 var Work func(ctx context.Context, job any, args []byte, o WorkOptions) error
