@@ -107,26 +107,28 @@ func cmpErr(err, ctxErr error) error {
 // scheduled job is due by the client's clock, and how many scheduled
 // jobs are due later.
 func idle(ctx context.Context, client *bq.Client) (bool, int, error) {
-	stats, err := client.QueueStats(ctx)
-	if err != nil {
-		return false, 0, fmt.Errorf("count jobs: %w", err)
-	}
-	scheduled := 0
-	for _, q := range stats {
-		if q.Ready+q.Running+q.Blocked > 0 {
-			return false, 0, nil
-		}
-		scheduled += q.Scheduled
-	}
-	if scheduled == 0 {
-		return true, 0, nil
-	}
-	// Due now: the dispatcher promotes it at its next pass.
+	// Due jobs first: one promoted and claimed after this look is counted
+	// ready or running by the next; in the other order it could slip
+	// between the two.
 	due, err := testhook.DueScheduled(ctx, client)
 	if err != nil {
 		return false, 0, fmt.Errorf("look for due scheduled jobs: %w", err)
 	}
-	return !due, scheduled, nil
+	if due {
+		return false, 0, nil // the dispatcher promotes it at its next pass
+	}
+	stats, err := client.QueueStats(ctx) // one statement: one snapshot of every state
+	if err != nil {
+		return false, 0, fmt.Errorf("count jobs: %w", err)
+	}
+	later := 0
+	for _, q := range stats {
+		if q.Ready+q.Running+q.Blocked > 0 {
+			return false, 0, nil
+		}
+		later += q.Scheduled
+	}
+	return true, later, nil
 }
 
 // leftOver describes the live jobs: counts by state and queue, and the

@@ -2,6 +2,7 @@ package bqtest_test
 
 import (
 	"context"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -71,6 +72,10 @@ func TestDrainReportsWhatIsLeft(t *testing.T) {
 	}
 	mustFail(t, func(tb testing.TB) { bqtest.Drain(ctx, tb, client, bqtest.DrainTimeout(0)) }, "DrainTimeout(0s): use a positive duration")
 	mustFail(t, func(tb testing.TB) { bqtest.Drain(ctx, tb, nil) }, "the client is nil")
+
+	unmigrated := must(bq.Open(ctx, "sqlite://"+filepath.Join(t.TempDir(), "jobs.db"), bq.Config{Logger: bqtest.Logger(t)}))
+	defer unmigrated.Close()
+	mustFail(t, func(tb testing.TB) { bqtest.Drain(ctx, tb, unmigrated) }, "bqtest.Drain: the client stopped before the work ended:", "run client.Migrate(ctx)")
 }
 
 var flakyRuns atomic.Int64
