@@ -19,6 +19,7 @@
 // of its unique key already exists; its EnqueueResult names that job.
 // Jobs enqueued on a schedule, once a tick across the fleet, are
 // bq.Periodic jobs listed in Config.Periodic (docs/periodic.md).
+// Package bqtest tests the code that uses bq (docs/testing.md).
 package bq
 
 import (
