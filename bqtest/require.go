@@ -314,6 +314,9 @@ func listOfKinds(ctx context.Context, tb testing.TB, call string, client *bq.Cli
 		if e.err != nil {
 			tb.Fatalf("bqtest.%s: expectation %d: %v", call, i, e.err)
 		}
+		if e.kind == "" {
+			tb.Fatalf("bqtest.%s: expectation %d is empty: make it with bqtest.Expect(job, opts)", call, i)
+		}
 		if !slices.Contains(kinds, e.kind) {
 			kinds = append(kinds, e.kind)
 		}

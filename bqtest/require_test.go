@@ -139,6 +139,8 @@ func TestRequireManyEnqueued(t *testing.T) {
 		bqtest.RequireManyEnqueued(ctx, tb, client, []bqtest.Expectation{bqtest.Expect(Report, &bqtest.Opts{Args: 3})})
 	}, "expectation 0: Opts.Args is a int")
 	mustFail(t, func(tb testing.TB) { bqtest.RequireManyEnqueued(ctx, tb, client, nil) }, "no expectations")
+	mustFail(t, func(tb testing.TB) { bqtest.RequireManyEnqueued(ctx, tb, client, []bqtest.Expectation{{}}) },
+		"expectation 0 is empty: make it with bqtest.Expect(job, opts)")
 }
 
 // The Tx forms read through the caller's transaction: they see the jobs
