@@ -31,8 +31,10 @@ type Opts struct {
 	Metadata map[string]string
 	// Tags: the job carries every tag (and maybe more).
 	Tags []string
-	// ScheduledAfter and ScheduledBefore bound ScheduledAt, both
-	// inclusive; a zero time is no bound.
+	// ScheduledAfter and ScheduledBefore bound the JobInfo's
+	// ScheduledAt, both inclusive; a zero time is no bound. ScheduledAt
+	// is when the job was first due (bq.At, bq.In, else its enqueue), not
+	// when a pending retry is.
 	ScheduledAfter, ScheduledBefore time.Time
 	// Args is a value of the job's args type, matched exactly (as JSON,
 	// the form the job is stored in), or a func(A) bool that says
