@@ -17,6 +17,7 @@ import (
 func TestDrainRunsEverythingReady(t *testing.T) {
 	client := bqtest.NewClient(t)
 	ctx := withClient(context.Background(), client)
+	sent.Delete("order-11")
 	for range 3 { // one key, limit 1: two of them wait blocked
 		must(Charge.Enqueue(ctx, client, ChargeArgs{OrderID: 11}))
 	}
@@ -91,6 +92,7 @@ var Flaky = bq.Define("bqtest.flaky", func(context.Context, struct{}) error {
 func TestDrainLeavesRetriesDueLater(t *testing.T) {
 	client := bqtest.NewClient(t)
 	ctx := context.Background()
+	flakyRuns.Store(0)
 	res := must(Flaky.Enqueue(ctx, client, struct{}{}))
 	_, said := record(t, func(tb testing.TB) { bqtest.Drain(ctx, tb, client) })
 	if !strings.Contains(said, "left 1 scheduled job due later") {

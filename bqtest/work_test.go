@@ -83,15 +83,20 @@ func TestWorkReturnsTheJobsError(t *testing.T) {
 	}
 }
 
+// Defined once, at package level: a Define inside a test function runs
+// again under go test -count=2, and a kind defined twice stops Run.
+var (
+	badDefinition = bq.Define("", func(context.Context, int) error { return nil }, bq.JobOptions[int]{})
+	unencodable   = bq.Define("bqtest.unencodable", func(context.Context, func()) error { return nil }, bq.JobOptions[func()]{})
+)
+
 func TestWorkRefusesWhatCannotRun(t *testing.T) {
 	ctx := context.Background()
 	mustFail(t, func(tb testing.TB) { _ = bqtest.Work(ctx, tb, Probe, probeArgs{}, bqtest.WithAttempt(0)) },
 		"bqtest.Work: WithAttempt(0): attempts count from 1")
 	mustFail(t, func(tb testing.TB) { _ = bqtest.Work(ctx, tb, Probe, probeArgs{}, nil) }, "option 0 is nil")
 	mustFail(t, func(tb testing.TB) { _ = bqtest.Work[probeArgs](ctx, tb, nil, probeArgs{}) }, "the job is nil")
-	bad := bq.Define("", func(context.Context, int) error { return nil }, bq.JobOptions[int]{})
-	mustFail(t, func(tb testing.TB) { _ = bqtest.Work(ctx, tb, bad, 1) }, "the name is empty")
-	unencodable := bq.Define("bqtest.unencodable", func(context.Context, func()) error { return nil }, bq.JobOptions[func()]{})
+	mustFail(t, func(tb testing.TB) { _ = bqtest.Work(ctx, tb, badDefinition, 1) }, "the name is empty")
 	mustFail(t, func(tb testing.TB) { _ = bqtest.Work(ctx, tb, unencodable, func() {}) }, "encode args of job kind \"bqtest.unencodable\" as JSON")
 	mustFail(t, func(tb testing.TB) {
 		_ = bqtest.Work(ctx, tb, Probe, probeArgs{Name: "bad-md"}, bqtest.WithMetadata(map[string]string{"not ok": "x"}))
