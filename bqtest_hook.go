@@ -11,6 +11,10 @@ import (
 // Package bqtest reaches these through internal/testhook, so the public
 // API carries no test-only function.
 func init() {
+	testhook.CheckTx = func(client, tx any, call string) error {
+		_, err := unwrapTx(client.(*Client), tx.(Tx), call)
+		return err
+	}
 	testhook.ListJobsTx = func(ctx context.Context, client, tx, filter any) (any, error) {
 		c := client.(*Client)
 		raw, err := unwrapTx(c, tx.(Tx), "ListJobsTx")

@@ -27,7 +27,7 @@ func RequireEnqueued[A any](ctx context.Context, tb testing.TB, client *bq.Clien
 // tx enqueued before they commit.
 func RequireEnqueuedTx[A any](ctx context.Context, tb testing.TB, client *bq.Client, tx bq.Tx, job *bq.Job[A], opts *Opts) *bq.JobInfo {
 	tb.Helper()
-	return requireEnqueued(ctx, tb, "RequireEnqueuedTx", client, orNilTx(tb, "RequireEnqueuedTx", tx), Expect(job, opts))
+	return requireEnqueued(ctx, tb, "RequireEnqueuedTx", client, checkTx(tb, "RequireEnqueuedTx", client, tx), Expect(job, opts))
 }
 
 // RequireNotEnqueued fails the test if a job of job's kind matching
@@ -40,7 +40,7 @@ func RequireNotEnqueued[A any](ctx context.Context, tb testing.TB, client *bq.Cl
 // RequireNotEnqueuedTx is RequireNotEnqueued read through tx.
 func RequireNotEnqueuedTx[A any](ctx context.Context, tb testing.TB, client *bq.Client, tx bq.Tx, job *bq.Job[A], opts *Opts) {
 	tb.Helper()
-	requireNotEnqueued(ctx, tb, "RequireNotEnqueuedTx", client, orNilTx(tb, "RequireNotEnqueuedTx", tx), Expect(job, opts))
+	requireNotEnqueued(ctx, tb, "RequireNotEnqueuedTx", client, checkTx(tb, "RequireNotEnqueuedTx", client, tx), Expect(job, opts))
 }
 
 // RequireManyEnqueued fails the test unless the jobs stored of the kinds
@@ -56,14 +56,20 @@ func RequireManyEnqueued(ctx context.Context, tb testing.TB, client *bq.Client, 
 // RequireManyEnqueuedTx is RequireManyEnqueued read through tx.
 func RequireManyEnqueuedTx(ctx context.Context, tb testing.TB, client *bq.Client, tx bq.Tx, want []Expectation) []*bq.JobInfo {
 	tb.Helper()
-	return requireMany(ctx, tb, "RequireManyEnqueuedTx", client, orNilTx(tb, "RequireManyEnqueuedTx", tx), want)
+	return requireMany(ctx, tb, "RequireManyEnqueuedTx", client, checkTx(tb, "RequireManyEnqueuedTx", client, tx), want)
 }
 
-// orNilTx refuses a nil tx, which would read outside any transaction.
-func orNilTx(tb testing.TB, call string, tx bq.Tx) bq.Tx {
+// checkTx refuses a tx the client cannot read through: nil (which
+// would read outside any transaction), nil inside, another database's.
+func checkTx(tb testing.TB, call string, client *bq.Client, tx bq.Tx) bq.Tx {
 	tb.Helper()
 	if tx == nil {
 		tb.Fatalf("bqtest.%s: the transaction is nil: pass yours wrapped by its driver (postgres.Tx(tx), mysql.Tx(tx), sqlite.Tx(tx)), or call %s", call, strings.TrimSuffix(call, "Tx"))
+	}
+	if client != nil {
+		if err := testhook.CheckTx(client, tx, "bqtest."+call); err != nil {
+			tb.Fatalf("%v", err)
+		}
 	}
 	return tx
 }
@@ -162,7 +168,8 @@ func listOfKinds(ctx context.Context, tb testing.TB, call string, client *bq.Cli
 	return jobs
 }
 
-// listAll pages through every job f selects, oldest first.
+// listAll pages through every job f selects, oldest first, in tx when
+// given.
 func listAll(ctx context.Context, client *bq.Client, tx bq.Tx, f bq.JobFilter) ([]*bq.JobInfo, error) {
 	f.Limit = bq.MaxListLimit
 	var out []*bq.JobInfo

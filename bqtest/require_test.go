@@ -8,6 +8,7 @@ import (
 
 	"github.com/bqueue/bq"
 	"github.com/bqueue/bq/bqtest"
+	"github.com/bqueue/bq/drivers/mysql"
 	"github.com/bqueue/bq/drivers/sqlite"
 )
 
@@ -159,7 +160,11 @@ func TestRequireEnqueuedTxSeesUncommittedJobs(t *testing.T) {
 	bqtest.RequireNotEnqueued(ctx, t, client, Email, nil) // outside tx: not committed
 	mustFail(t, func(tb testing.TB) { bqtest.RequireNotEnqueuedTx(ctx, tb, client, sqlite.Tx(tx), Email, nil) }, "found a matching job")
 	mustFail(t, func(tb testing.TB) { bqtest.RequireEnqueuedTx(ctx, tb, client, nil, Email, nil) }, "the transaction is nil")
-	mustFail(t, func(tb testing.TB) { bqtest.RequireEnqueuedTx(ctx, tb, client, sqlite.Tx((*sql.Tx)(nil)), Email, nil) }, "wraps is nil")
+	mustFail(t, func(tb testing.TB) { bqtest.RequireEnqueuedTx(ctx, tb, client, sqlite.Tx((*sql.Tx)(nil)), Email, nil) },
+		"bqtest.RequireEnqueuedTx: the transaction sqlite.Tx wraps is nil: begin one on the client's database, or use bqtest.RequireEnqueued")
+
+	mustFail(t, func(tb testing.TB) { bqtest.RequireManyEnqueuedTx(ctx, tb, client, mysql.Tx(tx), nil) },
+		"bqtest.RequireManyEnqueuedTx: the transaction is mysql's (mysql.Tx), the client runs on sqlite")
 
 	if err := tx.Rollback(); err != nil {
 		t.Fatal(err)

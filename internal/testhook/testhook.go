@@ -14,6 +14,10 @@ import (
 // transaction: func(ctx, *bq.Client, bq.Tx, bq.JobFilter) (bq.JobPage, error).
 var ListJobsTx func(ctx context.Context, client, tx, filter any) (any, error)
 
+// CheckTx returns EnqueueTx's error for a bq.Tx the *bq.Client cannot
+// use (nil inside, another database's), naming call, nil for one it can.
+var CheckTx func(client, tx any, call string) error
+
 // DueScheduled reports whether a scheduled job of the client
 // (*bq.Client) is due by its clock: one its dispatcher will promote. It
 // reads the scheduled table, since a retry's due time is not the
