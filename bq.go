@@ -23,6 +23,8 @@
 // Code of the application's own goes around every job: EnqueueHooks see
 // each job before it is stored, WorkerMiddleware wraps each run, and an
 // ErrorHandler hears of each failed attempt and panic (docs/middleware.md).
+//
+// Package bqtest tests the code that uses bq (docs/testing.md).
 package bq
 
 import (

@@ -84,13 +84,18 @@ func ParseJobState(s string) (JobState, error) {
 // page's Next as f.After for the next one. Every filter the dashboard
 // offers is served by an index (docs/observability.md, "Listing jobs").
 func (c *Client) ListJobs(ctx context.Context, f JobFilter) (JobPage, error) {
+	return c.listJobs(ctx, c.drv.Exec(), f)
+}
+
+// listJobs is ListJobs on ex: the client's database, or a transaction.
+func (c *Client) listJobs(ctx context.Context, ex driver.Executor, f JobFilter) (JobPage, error) {
 	df, err := f.driverFilter()
 	if err != nil {
 		return JobPage{}, fmt.Errorf("%w: %w", ErrInvalidFilter, err)
 	}
 	limit := df.Max
 	df.Max++ // one more tells whether a next page exists
-	rows, err := c.drv.Exec().ListJobs(ctx, df)
+	rows, err := ex.ListJobs(ctx, df)
 	if err != nil {
 		return JobPage{}, c.explainErr(ctx, err)
 	}

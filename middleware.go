@@ -121,7 +121,14 @@ func safeRun(fn func() error) (err error) {
 // runChain runs the job of def through the global and the definition's
 // middleware.
 func (c *Client) runChain(ctx context.Context, meta JobMeta, def definition, args []byte) error {
-	global, own := c.cfg.WorkerMiddleware, def.middleware()
+	return runThrough(ctx, meta, c.cfg.WorkerMiddleware, def, args, c.warnSkipped)
+}
+
+// runThrough runs the job of def through global, then the definition's
+// middleware, telling skipped of a middleware that returned nil without
+// calling next. bqtest.Work runs a job through it with no global list.
+func runThrough(ctx context.Context, meta JobMeta, global []WorkerMiddleware, def definition, args []byte, skipped func(kind, name string)) error {
+	own := def.middleware()
 	var call func(i int, ctx context.Context) error
 	call = func(i int, ctx context.Context) error {
 		var mw WorkerMiddleware
@@ -139,7 +146,7 @@ func (c *Client) runChain(ctx context.Context, meta JobMeta, def definition, arg
 			return call(i+1, ctx)
 		})
 		if err == nil && !called {
-			c.warnSkipped(meta.Kind, middlewareName(i, len(global)))
+			skipped(meta.Kind, middlewareName(i, len(global)))
 		}
 		return err
 	}
