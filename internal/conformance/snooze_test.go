@@ -14,7 +14,29 @@ var _ = register(
 	scenario{"SnoozeReleasesTheSlot", testSnoozeReleasesTheSlot},
 	scenario{"SnoozeDiscardsWhenDueBesideAFullKey", testSnoozeDiscardsWhenDue},
 	scenario{"SnoozeRefusesANonPositiveDelay", testSnoozeRefusesANonPositiveDelay},
+	scenario{"SnoozedJobShowsItsNewRunTime", testSnoozedJobShowsItsNewRunTime},
 )
+
+// testSnoozedJobShowsItsNewRunTime: Job and ListJobs give a snoozed job's
+// scheduled time as the time it runs again, not its first due time.
+func testSnoozedJobShowsItsNewRunTime(t *testing.T, h *harness) {
+	const delay = time.Minute
+	snoozer := enqueue(t, h, limit1Job, Args{Key: "sn", Mode: "snooze-first", N: int(delay / time.Millisecond)})
+	before := time.Now()
+	worker(h, 1)
+	h.waitState(snoozer.ID, bq.StateScheduled)
+	info := jobInfo(t, h, snoozer.ID)
+	if info.ScheduledAt.Before(before.Add(delay-time.Second)) || info.ScheduledAt.After(time.Now().Add(delay+time.Second)) {
+		t.Errorf("Job: the snoozed job is scheduled at %s, want about %s from its snooze (%s)", info.ScheduledAt, delay, before)
+	}
+	page, err := h.client.ListJobs(context.Background(), bq.JobFilter{States: []bq.JobState{bq.StateScheduled}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Jobs) != 1 || !page.Jobs[0].ScheduledAt.Equal(info.ScheduledAt) {
+		t.Errorf("ListJobs: %+v, want the one snoozed job scheduled at %s", page.Jobs, info.ScheduledAt)
+	}
+}
 
 // testSnoozeReleasesTheSlot: a keyed To=1 job that snoozes hands its slot
 // to the next blocked job of its key at once, runs again after its delay

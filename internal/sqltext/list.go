@@ -10,8 +10,12 @@ import (
 )
 
 // JobInfoColumns are a job row as inspection reads it: JobColumns, its
-// last error, finished_at and state, of jobs aliased j.
-const JobInfoColumns = JobColumns + `, coalesce(j.last_error, ''), j.finished_at, ` + JobState
+// last error, finished_at and state, of jobs aliased j. Its scheduled
+// time is the scheduled row's when it has one: a retry or a snooze
+// reschedules the job there, leaving jobs.scheduled_at at the first due
+// time.
+const JobInfoColumns = jobColumnsHead + `coalesce((SELECT x.scheduled_at FROM {p}scheduled_executions x
+	WHERE x.job_id = j.id), j.scheduled_at)` + jobColumnsTail + `, coalesce(j.last_error, ''), j.finished_at, ` + JobState
 
 // ListSpelling is what a dialect spells its own way in a job listing;
 // each condition takes its arguments as ? placeholders.

@@ -13,9 +13,14 @@ func Spelling(prefix string, more ...string) func(string) string {
 
 // JobColumns are the columns of a job row as the drivers scan it, of
 // jobs aliased j.
-const JobColumns = `j.id, j.kind, j.queue, j.args, j.priority, j.attempt, j.max_attempts,
+const JobColumns = jobColumnsHead + `j.scheduled_at` + jobColumnsTail
+
+const (
+	jobColumnsHead = `j.id, j.kind, j.queue, j.args, j.priority, j.attempt, j.max_attempts,
 	coalesce(j.concurrency_key, ''), j.concurrency_limit, j.concurrency_duration_ms, j.on_conflict,
-	j.max_blocked, j.scheduled_at, j.created_at, j.metadata, j.tags`
+	j.max_blocked, `
+	jobColumnsTail = `, j.created_at, j.metadata, j.tags`
+)
 
 // PolicyColumns are the columns of a policy row, in scanning order.
 const PolicyColumns = `queue, namespace, max_active, max_active_per_key, max_blocked, created_at, updated_at`
