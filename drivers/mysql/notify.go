@@ -81,6 +81,9 @@ func (d *engine) Listen(ctx context.Context, ready func(queue string), failed fu
 		}
 	}()
 	var lastPrune time.Time
+	// Start at once rather than a tick later: a signal committed before
+	// start is taken as old news.
+	l.report(ctx, &l.down, l.start(ctx, time.Now()))
 	for {
 		select {
 		case <-ctx.Done():
@@ -152,6 +155,9 @@ func (l *listener) start(ctx context.Context, now time.Time) error {
 	}
 	slices.Reverse(ids)
 	l.t = newTracker(ids, now)
+	// What was signalled before this read is not news to this listener:
+	// every queue looks once now instead.
+	l.ready("")
 	return nil
 }
 

@@ -66,6 +66,9 @@ func (d *engine) listenOnce(ctx context.Context, ready func(queue string)) error
 	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{d.channel()}.Sanitize()); err != nil {
 		return err
 	}
+	// Whatever was notified before LISTEN took hold is lost: every queue
+	// looks once now.
+	ready("")
 	for {
 		n, err := conn.WaitForNotification(ctx)
 		if err != nil {

@@ -47,7 +47,9 @@ func (d *engine) Listen(ctx context.Context, ready func(queue string), failed fu
 			failed(err)
 			continue
 		}
-		if last >= 0 && v != last {
+		// The first read is the baseline: a commit before it is seen by
+		// none, so every queue looks once then, as after any change.
+		if last < 0 || v != last {
 			ready("")
 		}
 		last = v

@@ -632,6 +632,8 @@ type Notifier interface {
 	NotifyTx(ctx context.Context, tx any, queues []string) error
 	// Listen calls ready with each notified queue until ctx ends,
 	// reconnecting (with backoff, telling failed) when its connection
-	// breaks; callers poll meanwhile.
+	// breaks; callers poll meanwhile. Each time it starts or restarts
+	// listening it calls ready with "" (every queue): what was notified
+	// before then may be lost, so every worker looks once.
 	Listen(ctx context.Context, ready func(queue string), failed func(error)) error
 }

@@ -1,0 +1,53 @@
+package drivertest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/bqueue/bq/internal/driver"
+)
+
+// Notifications: a listener that starts listening wakes every queue once,
+// since what was notified before it listened is lost to it; then it hears
+// what is notified.
+var _ = add("notify",
+	test{"ListenWakesEveryQueueOnceListening", func(t *testing.T, f *fixture) {
+		n, ok := f.d.(driver.Notifier)
+		if !ok {
+			t.Skipf("%s keeps no notifications: its workers poll", f.d.Dialect())
+		}
+		ctx, cancel := context.WithCancel(f.ctx)
+		heard := make(chan string, 100)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			_ = n.Listen(ctx, func(q string) { heard <- q }, func(err error) { t.Errorf("listen: %v", err) })
+		}()
+		defer func() { cancel(); <-done }()
+		wait := func(want func(string) bool, what string) {
+			t.Helper()
+			deadline := time.After(5 * time.Second)
+			for {
+				select {
+				case q := <-heard:
+					if want(q) {
+						return
+					}
+				case <-deadline:
+					t.Fatalf("the listener did not call ready with %s within 5s", what)
+				}
+			}
+		}
+		wait(func(q string) bool { return q == "" }, `"" (every queue) once it listened`)
+		if err := n.Notify(f.ctx, []string{"q1"}); err != nil {
+			t.Fatal(err)
+		}
+		if f.d.Dialect() == driver.SQLite {
+			// Its commits are the signal (Notify does nothing), and it
+			// cannot tell queues apart: it wakes every one.
+			f.insert(T0, job("q1"))
+		}
+		wait(func(q string) bool { return q == "q1" || (q == "" && f.d.Dialect() == driver.SQLite) }, `"q1" after Notify`)
+	}},
+)
