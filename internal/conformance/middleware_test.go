@@ -26,7 +26,32 @@ var _ = register(
 	scenario{"ErrorHandlerHookPermanent", testErrorHandlerPermanent},
 	scenario{"ErrorHandlerHookSnooze", testErrorHandlerSnooze},
 	scenario{"ErrorHandlerHookPanics", testErrorHandlerPanics},
+	scenario{"ErrorHandlerHookNotToldOfSnoozeOrCancel", testErrorHandlerNotToldOfSnoozeOrCancel},
 )
+
+// testErrorHandlerNotToldOfSnoozeOrCancel: a job that snoozes or cancels
+// itself asked for what happens next; it did not fail, so the handler
+// hears of neither, while a failure beside them is told.
+func testErrorHandlerNotToldOfSnoozeOrCancel(t *testing.T, h *harness) {
+	l := mwLogOf(h.test)
+	snoozed := enqueue(t, h, mwJob, Args{Key: "ns", Mode: "snooze-first"}, mwMeta(h, ""))
+	cancelled := enqueue(t, h, mwJob, Args{Key: "nc", Mode: "cancel"}, mwMeta(h, ""))
+	failed := enqueue(t, h, mwJob, Args{Key: "nf", Mode: "fail-first"}, mwMeta(h, ""))
+	handlerWorker(h, &recordingHandler{log: l})
+	h.waitState(snoozed.ID, bq.StateCompleted)
+	h.waitState(cancelled.ID, bq.StateCancelled)
+	h.waitState(failed.ID, bq.StateCompleted)
+	var calls []string
+	for _, e := range l.all() {
+		if strings.HasPrefix(e, "error ") || strings.HasPrefix(e, "panic ") {
+			calls = append(calls, e)
+		}
+	}
+	want := []string{fmt.Sprintf("error job=%d attempt=1 err=mw job failed ctx=true", failed.ID)}
+	if !slices.Equal(calls, want) {
+		t.Errorf("handler calls %q, want only %q", calls, want)
+	}
+}
 
 // mwLog is what one test's middleware, hooks, handler and jobs saw. The
 // job kinds are the process's, so everything routes by the test id the
@@ -101,7 +126,8 @@ func panicInJob() { panic("job boom") }
 
 // mwRun is the job of the kinds below. Modes: "fail-first" fails
 // attempt 1, "fail" every attempt, "panic-first" panics on attempt 1,
-// "fail-first-run" fails its first run whatever the attempt.
+// "fail-first-run" fails its first run whatever the attempt,
+// "snooze-first" snoozes its first run, "cancel" cancels itself.
 func mwRun(ctx context.Context, a Args) error {
 	meta, _ := bq.JobFromContext(ctx)
 	l := mwLogOf(meta.Metadata["t"])
@@ -119,6 +145,10 @@ func mwRun(ctx context.Context, a Args) error {
 		return errors.New("mw job failed")
 	case a.Mode == "panic-first" && meta.Attempt == 1:
 		panicInJob()
+	case a.Mode == "snooze-first" && runs == 1:
+		return bq.Snooze(50 * time.Millisecond)
+	case a.Mode == "cancel":
+		return bq.Cancel(errors.New("nothing left to do"))
 	}
 	return nil
 }
