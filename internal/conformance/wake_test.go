@@ -120,11 +120,14 @@ func testClaimsBesideOpenTx(t *testing.T, h *harness) {
 }
 
 // testWakeAfterCommit: a worker process that polls every 10 s starts a job
-// enqueued in a caller's transaction soon after the transaction commits:
-// the median from COMMIT to the job's start is at most 100 ms (other
-// processes look for wake-ups every 50 ms on MySQL and SQLite; PostgreSQL
-// delivers NOTIFY at commit; SQLite gets 250 ms, see below). Also when transactions commit out of the
-// order they enqueued in: a long transaction that enqueued first and
+// enqueued in a caller's transaction soon after the transaction commits,
+// woken rather than polling: the median from COMMIT to the job's start is
+// at most wakeBound, a twentieth of the poll (other processes look for
+// wake-ups every 50 ms on MySQL and SQLite; PostgreSQL delivers NOTIFY at
+// commit). Measured alone it is 30-70 ms; a machine loaded by a whole
+// suite beside it has shown a 190 ms median on MySQL. The figures are
+// logged; the benchmarks judge the speed. Also when transactions commit
+// out of the order they enqueued in: a long transaction that enqueued first and
 // commits after a short one was seen still wakes the worker (on MySQL its
 // wake-up row has the lower id). SQLite has one writer, so two writing
 // transactions cannot overlap there: that part is left out on SQLite.
@@ -174,14 +177,8 @@ func testWakeAfterCommit(t *testing.T, h *harness) {
 		cancel()
 	}
 	t.Logf("COMMIT to start: %v (median %s)", inOrder, median(inOrder))
-	// SQLite's claim waits for its one writer, which the worker's own
-	// heartbeats and the test's enqueues share: a wider margin there.
-	bound := 100 * time.Millisecond
-	if h.db == "sqlite" {
-		bound = 250 * time.Millisecond
-	}
-	if m := median(inOrder); m > bound {
-		t.Errorf("median from COMMIT to the job's start is %s over %d tries: want at most %s", m, len(inOrder), bound)
+	if m := median(inOrder); m > wakeBound {
+		t.Errorf("median from COMMIT to the job's start is %s over %d tries: want at most %s (a wake-up, not the 10 s poll)", m, len(inOrder), wakeBound)
 	}
 	if h.db == "sqlite" {
 		return
@@ -199,13 +196,16 @@ func testWakeAfterCommit(t *testing.T, h *harness) {
 		cancel()
 	}
 	t.Logf("out of order, COMMIT of the earlier transaction to start: %v (median %s)", late, median(late))
-	if m := median(late); m > 100*time.Millisecond {
-		t.Errorf("median from the earlier transaction's COMMIT to its job's start is %s: want at most 100ms", m)
+	if m := median(late); m > wakeBound {
+		t.Errorf("median from the earlier transaction's COMMIT to its job's start is %s: want at most %s (a wake-up, not the 10 s poll)", m, wakeBound)
 	}
 	if m := slices.Max(late); m > 2*time.Second {
 		t.Errorf("a job of a transaction that committed out of order started %s after its COMMIT: its wake-up was lost", m)
 	}
 }
+
+// wakeBound: see testWakeAfterCommit.
+const wakeBound = 500 * time.Millisecond
 
 // startedAt waits up to timeout for a worker process to record job id's
 // start, and returns it.
