@@ -44,6 +44,7 @@ type benchOptions struct {
 	tableStats   bool   // PostgreSQL drains: measure the tables (dead rows, size)
 	autovacuum   string // with tableStats: "on" (the server's) or "off" on the run's tables
 	processes    int    // drain, steady: worker processes (0: the one client in this process)
+	pool         int    // with processes: each one's connection pool (0: the driver's default)
 }
 
 // benchResult is the one JSON line `bq bench --json` prints; River's peer
@@ -140,6 +141,7 @@ signal-log rows), each read by every process (docs/scaling.md).`)
 	f.BoolVar(&o.tableStats, "table-stats", false, "PostgreSQL drains: report each table's inserts, updates, deletes, dead tuples and size")
 	f.StringVar(&o.autovacuum, "autovacuum", "on", "with --table-stats: on (as the server has it) or off on the run's tables")
 	f.IntVar(&o.processes, "processes", 0, "drain, steady: work the jobs in `N` child processes of --slots slots each (default --slots 25 then)")
+	f.IntVar(&o.pool, "pool", 0, "with --processes: connections in each worker process's pool (default: the driver's, `N`)")
 	pos, err := f.parse(args)
 	if err != nil {
 		return err
@@ -236,6 +238,8 @@ func (o *benchOptions) validate(f *flagSet) error {
 		return f.fail("--table-stats measures a drain: use --mode drain, keyed or hotkey")
 	case f.given("processes") && (o.processes < 1 || o.processes > maxProcesses):
 		return f.fail("--processes must be from 1 to %d, got %d (leave it out to work the jobs in this process)", maxProcesses, o.processes)
+	case o.pool < 0 || o.pool > 0 && o.processes == 0:
+		return f.fail("--pool sizes the pools of --processes workers: give --processes, and a --pool of at least 1")
 	case o.processes > 0 && o.mode != "drain" && o.mode != "steady":
 		return f.fail("--processes runs --mode drain or steady, not %s", o.mode)
 	case o.processes > 0 && (o.tableStats || o.cpuprofile != "" || o.sqlStats || o.separate):

@@ -161,7 +161,7 @@ func (fl *fleet) checkConnections(ctx context.Context) (int, error) {
 	var what string
 	switch fl.b.driverName() {
 	case "postgres":
-		pc, err := pgxpool.ParseConfig(fl.db.dsn)
+		pc, err := pgxpool.ParseConfig(fl.workerDSN())
 		if err != nil {
 			return 0, err
 		}
@@ -173,8 +173,12 @@ func (fl *fleet) checkConnections(ctx context.Context) (int, error) {
 			return 0, fmt.Errorf("bench: read max_connections: %w", err)
 		}
 	case "mysql":
-		perProcess = 16 + 1
-		what = "idle pool 16 (the pool itself is unbounded) + listener 1"
+		// The listener reads the signal log on the pool; without --pool
+		// the pool is unbounded and keeps up to 16 idle.
+		perProcess, what = 16+1, "idle pool 16 (the pool itself is unbounded; bound it with --pool) + listener 1"
+		if fl.b.o.pool > 0 {
+			perProcess, what = fl.b.o.pool, "--pool, the listener's reads included"
+		}
 		err := fl.mysql(ctx, func(db *sql.DB) error {
 			return db.QueryRowContext(ctx, "SELECT @@max_connections, (SELECT count(*) FROM information_schema.processlist)").Scan(&limit, &used)
 		})
@@ -207,6 +211,15 @@ func (fl *fleet) mysql(ctx context.Context, f func(*sql.DB) error) error {
 	return f(db)
 }
 
+// workerDSN is the DSN of the worker processes: on PostgreSQL --pool is
+// pgx's pool_max_conns.
+func (fl *fleet) workerDSN() string {
+	if fl.b.o.pool == 0 || fl.b.driverName() != "postgres" {
+		return fl.db.dsn
+	}
+	return fl.db.dsn + "&pool_max_conns=" + strconv.Itoa(fl.b.o.pool)
+}
+
 // start starts the worker processes and waits until each one is running.
 func (fl *fleet) start(ctx context.Context) error {
 	exe, err := os.Executable()
@@ -214,12 +227,12 @@ func (fl *fleet) start(ctx context.Context) error {
 		return fmt.Errorf("bench: find the bq executable for the worker processes: %w", err)
 	}
 	args := []string{"bench", "--mode", fl.b.o.mode, "--slots", strconv.Itoa(fl.b.o.slots),
-		"--jobs", strconv.Itoa(fl.b.o.jobs), "--config", fl.b.o.config, "--schema", fl.db.schema}
+		"--jobs", strconv.Itoa(fl.b.o.jobs), "--config", fl.b.o.config, "--schema", fl.db.schema, "--pool", strconv.Itoa(fl.b.o.pool)}
 	stderr := &lockedWriter{w: fl.b.e.stderr}
 	for range fl.b.o.processes {
 		cmd := exec.CommandContext(ctx, exe, args...)
 		// The DSN goes in the environment, out of ps.
-		cmd.Env = append(os.Environ(), fleetWorkerEnv+"=1", "BQ_DSN="+fl.db.dsn)
+		cmd.Env = append(os.Environ(), fleetWorkerEnv+"=1", "BQ_DSN="+fl.workerDSN())
 		cmd.Stderr = stderr
 		stdin, err := cmd.StdinPipe()
 		if err != nil {
@@ -442,6 +455,7 @@ func runFleetWorker(ctx context.Context, e *env, args []string) error {
 	f.IntVar(&o.jobs, "jobs", 0, "")
 	f.StringVar(&o.config, "config", "tuned", "")
 	f.StringVar(&schema, "schema", "", "")
+	f.IntVar(&o.pool, "pool", 0, "")
 	if _, err := f.parse(args); err != nil {
 		return err
 	}
@@ -451,7 +465,7 @@ func runFleetWorker(ctx context.Context, e *env, args []string) error {
 	}
 	db := &benchDB{b: b, dsn: o.dsn, schema: schema}
 	defer db.closeClients()
-	c, err := db.client(ctx)
+	c, err := fleetWorkerClient(ctx, db)
 	if err != nil {
 		return err
 	}
@@ -478,6 +492,27 @@ func runFleetWorker(ctx context.Context, e *env, args []string) error {
 		r.LatNS = append(r.LatNS, int64(d))
 	}
 	return json.NewEncoder(e.stdout).Encode(r)
+}
+
+// fleetWorkerClient opens the worker's client; a MySQL one with --pool
+// gets a driver of its own, to bound its pool.
+func fleetWorkerClient(ctx context.Context, db *benchDB) (*bq.Client, error) {
+	o := db.b.o
+	if o.pool == 0 || db.b.driverName() != "mysql" {
+		return db.client(ctx)
+	}
+	drv, err := bqmysql.Open(ctx, o.dsn)
+	if err != nil {
+		return nil, err
+	}
+	drv.DB().SetMaxOpenConns(o.pool)
+	c, err := bq.NewClient(drv, o.clientConfig(db.b.log))
+	if err != nil {
+		drv.Close()
+		return nil, err
+	}
+	db.clients = append(db.clients, c)
+	return c, nil
 }
 
 // printFleet writes the fleet's lines of the text output.

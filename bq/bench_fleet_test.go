@@ -41,6 +41,8 @@ func TestBenchFleetUsage(t *testing.T) {
 		{[]string{"bench", "--dsn", "sqlite", "--processes", "2", "--cpuprofile", "x"}, "leave out --table-stats, --cpuprofile"},
 		{[]string{"bench", "--dsn", "postgres://x/y", "--processes", "2", "--sql-stats"}, "measure one process"},
 		{[]string{"bench", "--dsn", "sqlite", "--processes", "two"}, `invalid value "two" for flag -processes`},
+		{[]string{"bench", "--dsn", "sqlite", "--pool", "3"}, "give --processes"},
+		{[]string{"bench", "--dsn", "sqlite", "--processes", "2", "--pool", "-1"}, "a --pool of at least 1"},
 	} {
 		code, _, stderr := bqCmd(t, ctx, c.args...)
 		if code != 2 || !strings.Contains(stderr, c.inStderr) {
@@ -74,8 +76,12 @@ func TestBenchFleet(t *testing.T) {
 			dsn := map[string]string{"sqlite": "sqlite", "postgres": postgresDSN(), "mysql": mysqlDSN()}[db.name]
 			server := db.name != testdb.SQLite
 			for _, mode := range []string{"drain", "steady"} {
-				code, stdout, stderr := bqCmd(t, context.Background(), "bench", "--dsn", dsn, "--mode", mode,
-					"--processes", "2", "--slots", "4", "--jobs", "120", "--rate", "600", "--batch", "50", "--json", "--progress=false")
+				args := []string{"bench", "--dsn", dsn, "--mode", mode,
+					"--processes", "2", "--slots", "4", "--jobs", "120", "--rate", "600", "--batch", "50", "--json", "--progress=false"}
+				if mode == "drain" {
+					args = append(args, "--pool", "3")
+				}
+				code, stdout, stderr := bqCmd(t, context.Background(), args...)
 				if code != 0 {
 					t.Fatalf("--mode %s: exit %d\n%s", mode, code, stderr)
 				}
@@ -90,6 +96,11 @@ func TestBenchFleet(t *testing.T) {
 				// Each worker process holds at least its listener's connection.
 				if server && (f.ConnsPeak < 2 || f.ConnsPerProcess < 2) {
 					t.Errorf("--mode %s: connections %+v; want at least one per process", mode, f)
+				}
+				// --pool bounds each process: PostgreSQL's listener holds a
+				// connection besides the pool, MySQL's reads on the pool.
+				if want := map[string]int{"postgres": 4, "mysql": 3}[db.name]; mode == "drain" && server && f.ConnsPerProcess != want {
+					t.Errorf("--pool 3: %d connections per process, want %d", f.ConnsPerProcess, want)
 				}
 				if mode == "steady" {
 					if r.P50MS <= 0 || r.P99MS < r.P50MS {
