@@ -43,6 +43,8 @@ type benchOptions struct {
 	sqlStats     bool
 	tableStats   bool   // PostgreSQL drains: measure the tables (dead rows, size)
 	autovacuum   string // with tableStats: "on" (the server's) or "off" on the run's tables
+	processes    int    // drain, steady: worker processes (0: the one client in this process)
+	pool         int    // with processes: each one's connection pool (0: the driver's default)
 }
 
 // benchResult is the one JSON line `bq bench --json` prints; River's peer
@@ -73,12 +75,17 @@ type benchResult struct {
 	BacklogLargeMS float64 `json:"backlog_large_ms,omitempty"`
 	BacklogRatio   float64 `json:"backlog_ratio,omitempty"`
 	// --table-stats: what the run left in each table of its schema.
-	Tables    *pgstats.Report `json:"tables,omitempty"`
-	GoVersion string          `json:"go"`
-	CPUs      int             `json:"cpus"`
+	Tables *pgstats.Report `json:"tables,omitempty"`
+	// --processes: the fleet's connections and wake-ups.
+	Fleet     *fleetStats `json:"fleet,omitempty"`
+	GoVersion string      `json:"go"`
+	CPUs      int         `json:"cpus"`
 }
 
 func runBench(ctx context.Context, e *env, args []string) error {
+	if os.Getenv(fleetWorkerEnv) != "" {
+		return runFleetWorker(ctx, e, args)
+	}
 	f := newFlagSet(e, "bench", "bench --dsn DSN --mode MODE [--jobs N] [--slots W] [--keys K --to T] [--rate R] [--json]",
 		`Measures bq on a fresh database: a new schema (MySQL: database) bench_<random> on
 PostgreSQL (dropped afterwards), a new file in a temporary directory on
@@ -106,7 +113,13 @@ and the size of every table of the run's schema after migrating and again
 after the drain, once the run's connections have closed: rows inserted,
 updated (HOT) and deleted, dead tuples left, autovacuum runs, bytes.
 --autovacuum off disables autovacuum on those tables for the run, so that
-every dead tuple made is still counted at the end.`)
+every dead tuple made is still counted at the end.
+
+--processes N (drain, steady) works the jobs in N child bq processes of
+--slots slots each (25 unless given) while this one enqueues and measures:
+jobs/s, enqueue->start latency (steady), the server connections the run
+holds at peak and the wake-ups sent per job (PostgreSQL NOTIFYs, MySQL
+signal-log rows), each read by every process (docs/scaling.md).`)
 	var o benchOptions
 	f.envString(&o.dsn, "dsn", "BQ_DSN", "`DSN` of the server: postgres://... (a fresh schema is made), mysql://... (a fresh database) or sqlite (a fresh temporary file)")
 	f.StringVar(&o.mode, "mode", "drain", "workload: "+strings.Join(benchModes, ", "))
@@ -127,12 +140,17 @@ every dead tuple made is still counted at the end.`)
 	f.BoolVar(&o.sqlStats, "sql-stats", false, "PostgreSQL: print the statements by total client-side time to stderr")
 	f.BoolVar(&o.tableStats, "table-stats", false, "PostgreSQL drains: report each table's inserts, updates, deletes, dead tuples and size")
 	f.StringVar(&o.autovacuum, "autovacuum", "on", "with --table-stats: on (as the server has it) or off on the run's tables")
+	f.IntVar(&o.processes, "processes", 0, "drain, steady: work the jobs in `N` child processes of --slots slots each (default --slots 25 then)")
+	f.IntVar(&o.pool, "pool", 0, "with --processes: connections in each worker process's pool (default: the driver's, `N`)")
 	pos, err := f.parse(args)
 	if err != nil {
 		return err
 	}
 	if err := f.noArgs(pos); err != nil {
 		return err
+	}
+	if o.processes != 0 && !f.given("slots") {
+		o.slots = 25
 	}
 	if err := o.validate(f); err != nil {
 		return err
@@ -150,7 +168,11 @@ every dead tuple made is still counted at the end.`)
 		defer pf.Close()
 		b.profile = pf
 	}
-	res, err := b.run(ctx)
+	run := b.run
+	if o.processes > 0 {
+		run = b.runFleet
+	}
+	res, err := run(ctx)
 	if err != nil {
 		return err
 	}
@@ -214,6 +236,14 @@ func (o *benchOptions) validate(f *flagSet) error {
 		return f.fail("--table-stats reads PostgreSQL's statistics: use a postgres:// DSN")
 	case o.tableStats && o.mode != "drain" && o.mode != "keyed" && o.mode != "hotkey":
 		return f.fail("--table-stats measures a drain: use --mode drain, keyed or hotkey")
+	case f.given("processes") && (o.processes < 1 || o.processes > maxProcesses):
+		return f.fail("--processes must be from 1 to %d, got %d (leave it out to work the jobs in this process)", maxProcesses, o.processes)
+	case o.pool < 0 || o.pool > 0 && o.processes == 0:
+		return f.fail("--pool sizes the pools of --processes workers: give --processes, and a --pool of at least 1")
+	case o.processes > 0 && o.mode != "drain" && o.mode != "steady":
+		return f.fail("--processes runs --mode drain or steady, not %s", o.mode)
+	case o.processes > 0 && (o.tableStats || o.cpuprofile != "" || o.sqlStats || o.separate):
+		return f.fail("--processes measures the fleet: leave out --table-stats, --cpuprofile, --sql-stats and --separate-producer, which measure one process")
 	}
 	return nil
 }
@@ -247,6 +277,7 @@ func printBenchResult(w io.Writer, r *benchResult) {
 	default:
 		fmt.Fprintf(w, "  enqueue %.0f jobs/s (%.2fs), work %.0f jobs/s (%.2fs)\n", r.EnqueuePerS, r.EnqueueS, r.WorkPerS, r.WorkS)
 	}
+	printFleet(w, r)
 	fmt.Fprintf(w, "  peak RSS %.1f MB\n", r.PeakRSSMB)
 	if r.Tables != nil {
 		r.Tables.Print(w, r.Jobs)

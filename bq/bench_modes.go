@@ -284,10 +284,9 @@ func (b *bencher) drain(ctx context.Context, res *benchResult) error {
 	return err
 }
 
-// steady: 4 producers enqueue one job at a time at --rate in total while
+// steady: 4 producers (produce) enqueue one job at a time at --rate in total while
 // the workers run; the latency is from enqueue to start.
 func (b *bencher) steady(ctx context.Context, res *benchResult) error {
-	const producers = 4
 	db, err := b.freshDB(ctx)
 	if err != nil {
 		return err
@@ -308,27 +307,8 @@ func (b *bencher) steady(ctx context.Context, res *benchResult) error {
 	time.Sleep(200 * time.Millisecond) // registered and polling
 	stopBar := b.bar(b.o.jobs, "enqueue+work", t.started.Load)
 	stopProfile := b.startProfile()
-	interval := time.Duration(float64(time.Second) / b.o.rate)
 	t0 := time.Now()
-	var wg sync.WaitGroup
-	errs := make(chan error, producers)
-	for p := range producers {
-		wg.Go(func() {
-			for k := p; k < b.o.jobs; k += producers {
-				if d := time.Until(t0.Add(time.Duration(k) * interval)); d > 0 {
-					time.Sleep(d)
-				}
-				if _, err := job.Enqueue(ctx, producer, benchArgs{EnqueuedAt: time.Now().UnixNano()}); err != nil {
-					errs <- err
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	enq := time.Since(t0)
-	close(errs)
-	err = <-errs
+	enq, err := b.produce(ctx, job, producer, t0)
 	if err == nil {
 		err = waitStarted(ctx, t, run)
 	}

@@ -11,7 +11,7 @@
 //	bq queue pause|resume --dsn DSN QUEUE
 //	bq ui --dsn DSN [--addr 127.0.0.1:8080] [--token T]
 //	bq demo [--dsn DSN]
-//	bq bench --dsn DSN --mode drain|steady|keyed|hotkey|backlog [--json]
+//	bq bench --dsn DSN --mode drain|steady|keyed|hotkey|backlog [--processes N [--pool P]] [--json]
 //
 // --dsn defaults to $BQ_DSN. Exit status: 0 on success, 1 on a runtime
 // error, 2 on bad usage.
