@@ -84,6 +84,14 @@ WHERE queue = ? ORDER BY priority DESC, job_id LIMIT ? FOR UPDATE SKIP LOCKED`)
 	q.DeleteReady = p(`DELETE FROM {p}ready_executions WHERE job_id IN ` + list + ` ORDER BY job_id` + byKey)
 	q.InsertClaims = p(`INSERT INTO {p}claimed_executions (job_id, queue, process_id, claimed_at) VALUES `)
 	q.DeleteJobs = p(`DELETE FROM {p}jobs WHERE id IN ` + list + ` ORDER BY id` + byKey)
+	// A batch of completions locks its claims by fence, the primary key,
+	// in its order, then ends them and their jobs by key: a stale fence
+	// names no row and locks nothing (READ COMMITTED takes no gap lock).
+	q.LockEnding = p(`SELECT fence, job_id FROM {p}claimed_executions WHERE fence IN ` + list +
+		` ORDER BY fence` + byKey + ` FOR UPDATE`)
+	q.DeleteClaims = p(`DELETE FROM {p}claimed_executions WHERE fence IN ` + list + ` ORDER BY fence` + byKey)
+	q.FinishJobs = p(`UPDATE {p}jobs SET attempt = attempt + 1, finished_at = ?, discarded = FALSE
+WHERE id IN ` + list + ` ORDER BY id` + byKey)
 	// Claimers of a capped queue take turns on its policy row, then count
 	// its claims in a statement of their own, after the lock.
 	// The claim's gate locks the queue's policy row; the paused_queues
