@@ -3,10 +3,12 @@ package mysql
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/bqueue/bq/internal/driver"
+	"github.com/bqueue/bq/internal/lifecycle"
 	"github.com/bqueue/bq/internal/sqlexec"
 )
 
@@ -29,6 +31,26 @@ func (c *counting) QueryContext(ctx context.Context, q string, args ...any) (*sq
 func (c *counting) QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row {
 	c.n++
 	return c.Tx.QueryRowContext(ctx, q, args...)
+}
+
+// counted runs fn in a transaction of e's whose statements it counts,
+// commits it and returns the count.
+func counted(t *testing.T, e *engine, fn func(tx *sqlexec.Tx) error) int {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := e.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &counting{Tx: tx}
+	if err := fn(sqlexec.Begun(e.dl, e, tx, c, nil)); err != nil {
+		tx.Rollback()
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	return c.n
 }
 
 // TestCompleteClaimsStatementsPerChunk pins the cost of a batch of
@@ -64,23 +86,76 @@ func TestCompleteClaimsStatementsPerChunk(t *testing.T) {
 		if !keep {
 			half = claims[n/2:]
 		}
-		tx, err := e.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
-		if err != nil {
-			t.Fatal(err)
-		}
-		c := &counting{Tx: tx}
-		matched, err := sqlexec.Begun(e.dl, e, tx, c, nil).CompleteClaims(ctx, half, keep, now)
-		if err != nil {
-			tx.Rollback()
-			t.Fatal(err)
-		}
-		if err := tx.Commit(); err != nil {
-			t.Fatal(err)
-		}
+		var matched []driver.Fenced
+		n := counted(t, e, func(tx *sqlexec.Tx) (err error) {
+			matched, err = tx.CompleteClaims(ctx, half, keep, now)
+			return err
+		})
 		chunks := (len(half) + maxRows - 1) / maxRows
-		if len(matched) != len(half) || c.n != 3*chunks {
+		if len(matched) != len(half) || n != 3*chunks {
 			t.Errorf("keep %v: %d claims ended in %d statements, matched %d; want %d statements (3 per %d claims)",
-				keep, len(half), c.n, len(matched), 3*chunks, maxRows)
+				keep, len(half), n, len(matched), 3*chunks, maxRows)
 		}
+	}
+}
+
+// TestKeyedCompletionsStatementsPerChunk pins the cost of a batch of
+// keyed completions, each key with a job blocked behind its holder: the
+// completions, the releases and the promotions take a fixed number of
+// statements per maxRows keys, not five per key.
+func TestKeyedCompletionsStatementsPerChunk(t *testing.T) {
+	ctx := context.Background()
+	d, err := Open(ctx, testURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	e := d.e
+	const n = maxRows + maxRows/2
+	now := time.Date(2030, 6, 1, 12, 0, 0, 0, time.UTC)
+	var jobs []*driver.NewJob
+	for i := range n {
+		l := driver.Limit{Key: fmt.Sprintf("g/%d", i), To: 1, Duration: time.Minute}
+		for _, state := range []driver.JobState{driver.StateReady, driver.StateBlocked} {
+			jobs = append(jobs, &driver.NewJob{Kind: "k", Queue: "q", Args: []byte(`{}`), MaxAttempts: 1,
+				Limit: l, ScheduledAt: now, State: state})
+		}
+	}
+	var claims []*driver.Claim
+	err = driver.InTx(ctx, e, func(ex driver.Executor) error {
+		if err := ex.InsertJobs(ctx, now, jobs); err != nil {
+			return err
+		}
+		for i := range n {
+			l := jobs[2*i].Limit
+			if err := ex.SemaphoreEnsure(ctx, l, now); err != nil {
+				return err
+			}
+			if err := ex.SemaphoreSave(ctx, driver.Semaphore{Key: l.Key, Value: 0, Limit: 1, Blocked: 1,
+				Duration: time.Minute, ExpiresAt: now.Add(time.Minute)}); err != nil {
+				return err
+			}
+		}
+		claims, err = ex.ClaimReady(ctx, driver.ClaimParams{Queue: "q", Max: n, ProcessID: 1, Now: now})
+		return err
+	})
+	if err != nil || len(claims) != n {
+		t.Fatalf("claimed %d of %d jobs: %v", len(claims), n, err)
+	}
+	var results []lifecycle.Result
+	stmts := counted(t, e, func(tx *sqlexec.Tx) (err error) {
+		results, err = lifecycle.CompleteMany(ctx, tx, claims, true, now)
+		return err
+	})
+	promoted := 0
+	for _, r := range results {
+		promoted += r.Promoted.Jobs
+	}
+	chunks := (n + maxRows - 1) / maxRows
+	// Per chunk: 3 to complete; lock, pick, delete blocked, insert ready,
+	// save to release and promote.
+	if promoted != n || stmts != 8*chunks {
+		t.Errorf("%d keyed completions took %d statements and promoted %d; want %d statements (8 per %d keys), %d promoted",
+			n, stmts, promoted, 8*chunks, maxRows, n)
 	}
 }

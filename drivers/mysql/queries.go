@@ -122,6 +122,20 @@ WHERE key_hash = ?`)
 	q.PickBlocked = p(`SELECT job_id, queue, priority FROM {p}blocked_executions FORCE INDEX ({p}blocked_line)
 WHERE concurrency_key_hash = ? ORDER BY priority DESC, job_id LIMIT ?`)
 	q.DeleteBlocked = p(`DELETE FROM {p}blocked_executions WHERE job_id IN ` + list + ` ORDER BY job_id` + byKey)
+	// A batch of releases locks its semaphores in one statement, in key
+	// order as admission does: the keys' table is read first
+	// (STRAIGHT_JOIN), sorted, since the ORDER BY names it alone, and each
+	// semaphore is then locked by its primary key. Each key's pick is the
+	// per-key one (PickBlocked), bounded by the line index however long
+	// the line.
+	q.Release = sqlexec.ReleaseQueries{
+		Lock: p(`SELECT t.at, s.value, s.lim, s.blocked, s.duration_ms, s.expires_at
+FROM ` + list + ` t STRAIGHT_JOIN {p}semaphores s ON s.key_hash = t.k ORDER BY t.at FOR UPDATE`),
+		PickBranch: p(`SELECT ? AS at, job_id, queue, priority FROM {p}blocked_executions FORCE INDEX ({p}blocked_line)
+WHERE concurrency_key_hash = ? ORDER BY priority DESC, job_id LIMIT ?`),
+		SaveHead: p("INSERT INTO {p}semaphores (key_hash, `key`, value, lim, blocked, duration_ms, expires_at) VALUES "),
+		SaveTail: "\nON DUPLICATE KEY UPDATE value = VALUES(value), blocked = VALUES(blocked), expires_at = VALUES(expires_at)",
+	}
 	q.CountHolders = p(`
 SELECT
 	(SELECT count(*) FROM {p}jobs j FORCE INDEX ({p}jobs_live_key) JOIN {p}ready_executions r ON r.job_id = j.id

@@ -20,6 +20,7 @@ type Queries struct {
 	// of the listed fences, locking them; DeleteClaims deletes the listed
 	// fences; FinishJobs completes the listed jobs (arg: finished_at).
 	LockEnding, DeleteClaims, FinishJobs string
+	Release                              ReleaseQueries // release.go
 
 	SemEnsure, SemLock, SemTryLock, SemSave, PickBlocked, DeleteBlocked, CountHolders string
 	ExpiredSems, PromotableSems, PickIdleSems, DeleteSems                             string
