@@ -159,3 +159,45 @@ func TestKeyedCompletionsStatementsPerChunk(t *testing.T) {
 			n, stmts, promoted, 8*chunks, maxRows, n)
 	}
 }
+
+// TestReleaseManyWithoutInterpolation releases through server-side
+// prepared statements (interpolateParams=false), whose parameters reach
+// the server typed as strings: the keys' hashes must still find their
+// semaphores, or the slots would never come back.
+func TestReleaseManyWithoutInterpolation(t *testing.T) {
+	ctx := context.Background()
+	d, err := Open(ctx, testURL(t)+"?interpolateParams=false")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	now := time.Date(2030, 6, 1, 12, 0, 0, 0, time.UTC)
+	keys := []string{"g/a", "g/b"}
+	var got []driver.Promotion
+	err = driver.InTx(ctx, d.e, func(ex driver.Executor) error {
+		for _, k := range keys {
+			l := driver.Limit{Key: k, To: 1, Duration: time.Minute}
+			if err := ex.SemaphoreEnsure(ctx, l, now); err != nil {
+				return err
+			}
+			if err := ex.SemaphoreSave(ctx, driver.Semaphore{Key: k, Value: 0, Limit: 1, Blocked: 1,
+				Duration: time.Minute, ExpiresAt: now}); err != nil {
+				return err
+			}
+			if err := ex.InsertJobs(ctx, now, []*driver.NewJob{{Kind: "k", Queue: "q", Args: []byte(`{}`),
+				MaxAttempts: 1, Limit: l, ScheduledAt: now, State: driver.StateBlocked}}); err != nil {
+				return err
+			}
+		}
+		got, err = ex.(driver.BatchReleaser).ReleaseMany(ctx, keys, []int{1, 1}, now)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, k := range keys {
+		if got[i].Jobs != 1 {
+			t.Errorf("%s: ReleaseMany promoted %+v, want its blocked job", k, got[i])
+		}
+	}
+}

@@ -131,6 +131,11 @@ WHERE concurrency_key_hash = ? ORDER BY priority DESC, job_id LIMIT ?`)
 	q.Release = sqlexec.ReleaseQueries{
 		Lock: p(`SELECT t.at, s.value, s.lim, s.blocked, s.duration_ms, s.expires_at
 FROM ` + list + ` t STRAIGHT_JOIN {p}semaphores s ON s.key_hash = t.k ORDER BY t.at FOR UPDATE`),
+		// The hash is cast: a parameter the client does not interpolate
+		// would make the column a string of the connection's character
+		// set, which mangles a hash's bytes and finds no semaphore.
+		FirstKey: `SELECT ? AS at, CAST(? AS BINARY(32)) AS k`,
+		NextKey:  ` UNION ALL SELECT ?, CAST(? AS BINARY(32))`,
 		PickBranch: p(`SELECT ? AS at, job_id, queue, priority FROM {p}blocked_executions FORCE INDEX ({p}blocked_line)
 WHERE concurrency_key_hash = ? ORDER BY priority DESC, job_id LIMIT ?`),
 		SaveHead: p("INSERT INTO {p}semaphores (key_hash, `key`, value, lim, blocked, duration_ms, expires_at) VALUES "),

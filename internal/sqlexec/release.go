@@ -22,6 +22,9 @@ type ReleaseQueries struct {
 	// position in the batch and its KeyIndex. It locks them in position
 	// order, the keys' sorted order.
 	Lock string
+	// FirstKey selects the first row of Lock's table, naming its columns
+	// at and k; NextKey, each further row, joined to it by UNION ALL.
+	FirstKey, NextKey string
 	// PickBranch is one key's part of the pick, joined by UNION ALL: its
 	// first blocked jobs in line order (args: the key's position, its
 	// index, how many) as position, job_id, queue, priority.
@@ -92,7 +95,7 @@ func (x *Executor) releaseChunk(ctx context.Context, batch []*releasing, now tim
 	for i, r := range batch {
 		keys = append(keys, i, x.d.KeyIndex(r.key))
 	}
-	table := "(SELECT ? AS at, ? AS k" + strings.Repeat(" UNION ALL SELECT ?, ?", len(batch)-1) + ")"
+	table := "(" + q.FirstKey + strings.Repeat(q.NextKey, len(batch)-1) + ")"
 	rows, err := x.db.QueryContext(ctx, strings.Replace(q.Lock, ListMarker, table, 1), keys...)
 	if err != nil {
 		return fmt.Errorf("lock the semaphores: %w", err)
