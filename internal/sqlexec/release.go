@@ -38,8 +38,8 @@ type ReleaseQueries struct {
 // releasing is one key of a ReleaseMany: its locked row and what the
 // release does to it.
 type releasing struct {
-	at             int // index in the batch
 	key            string
+	give           int // slots given back
 	found          bool
 	value, lim     int
 	blocked, take  int
@@ -48,35 +48,30 @@ type releasing struct {
 }
 
 // ReleaseMany does set-wise what semaphore.ReleaseN does per key, in a
-// fixed number of statements per MaxList keys: lock the semaphores (index
-// order, one statement), give back the slots capped at each limit, pick
+// fixed number of statements per MaxList keys: lock the semaphores in key
+// order (one statement), give back the slots capped at each limit, pick
 // each key's first min(free, blocked) blocked jobs (one statement, each
 // key's branch bounded by its index, so a long line is not read), move
 // them to ready, and write the semaphores back in one statement.
 func (e *Executor) ReleaseMany(ctx context.Context, keys []string, counts []int, now time.Time) ([]driver.Promotion, error) {
 	out := make([]driver.Promotion, len(keys))
 	err := e.Atomic(ctx, func(x *Executor) error {
-		clear(out)
 		size := len(keys)
 		if m := x.d.MaxList(); m > 0 {
 			size = min(size, m)
 		}
 		// keys are sorted: chunk after chunk, the semaphores are locked in
 		// key order, as admission locks them (DESIGN.md lesson 7).
-		order := make([]int, len(keys))
-		for i := range order {
-			order[i] = i
-		}
-		for chunk := range slices.Chunk(order, max(size, 1)) {
-			batch := make([]*releasing, len(chunk))
-			for j, i := range chunk {
-				batch[j] = &releasing{at: i, key: keys[i], take: counts[i]}
+		for from := 0; from < len(keys); from += size {
+			batch := make([]*releasing, min(size, len(keys)-from))
+			for j := range batch {
+				batch[j] = &releasing{key: keys[from+j], give: counts[from+j]}
 			}
 			if err := x.releaseChunk(ctx, batch, now); err != nil {
 				return err
 			}
-			for _, r := range batch {
-				out[r.at] = r.promoted
+			for j, r := range batch {
+				out[from+j] = r.promoted
 			}
 		}
 		return nil
@@ -87,8 +82,7 @@ func (e *Executor) ReleaseMany(ctx context.Context, keys []string, counts []int,
 	return out, nil
 }
 
-// releaseChunk releases the keys of one chunk; each r.take comes in as
-// the slots to give back.
+// releaseChunk releases the keys of one chunk.
 func (x *Executor) releaseChunk(ctx context.Context, batch []*releasing, now time.Time) error {
 	q := x.q.Release
 	keys := make([]any, 0, 2*len(batch))
@@ -123,10 +117,9 @@ func (x *Executor) releaseChunk(ctx context.Context, batch []*releasing, now tim
 	var args []any
 	for i, r := range batch {
 		if !r.found {
-			r.take = 0 // deleted idle: nothing held it
-			continue
+			continue // deleted idle: nothing held it
 		}
-		r.value = min(r.value+r.take, r.lim)
+		r.value = min(r.value+r.give, r.lim)
 		if r.take = min(max(r.value, 0), r.blocked); r.take > 0 {
 			branches = append(branches, "("+q.PickBranch+")")
 			args = append(args, i, x.d.KeyIndex(r.key), r.take)
