@@ -33,6 +33,18 @@ func (c *counting) QueryRowContext(ctx context.Context, q string, args ...any) *
 	return c.Tx.QueryRowContext(ctx, q, args...)
 }
 
+// openEngine opens the driver on a fresh migrated database, the URL's
+// query set to query.
+func openEngine(t *testing.T, query string) *engine {
+	t.Helper()
+	d, err := Open(context.Background(), testURL(t)+query)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	return d.e
+}
+
 // counted runs fn in a transaction of e's whose statements it counts,
 // commits it and returns the count.
 func counted(t *testing.T, e *engine, fn func(tx *sqlexec.Tx) error) int {
@@ -58,12 +70,7 @@ func counted(t *testing.T, e *engine, fn func(tx *sqlexec.Tx) error) int {
 // the claims, finish the jobs), not two per claim.
 func TestCompleteClaimsStatementsPerChunk(t *testing.T) {
 	ctx := context.Background()
-	d, err := Open(ctx, testURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
-	e := d.e
+	e := openEngine(t, "")
 	const n = 2*maxRows + maxRows/2
 	now := time.Date(2030, 6, 1, 12, 0, 0, 0, time.UTC)
 	jobs := make([]*driver.NewJob, n)
@@ -71,7 +78,7 @@ func TestCompleteClaimsStatementsPerChunk(t *testing.T) {
 		jobs[i] = &driver.NewJob{Kind: "k", Queue: "q", Args: []byte(`{}`), MaxAttempts: 1, ScheduledAt: now, State: driver.StateReady}
 	}
 	var claims []*driver.Claim
-	err = driver.InTx(ctx, e, func(ex driver.Executor) error {
+	err := driver.InTx(ctx, e, func(ex driver.Executor) (err error) {
 		if err := ex.InsertJobs(ctx, now, jobs); err != nil {
 			return err
 		}
@@ -105,12 +112,7 @@ func TestCompleteClaimsStatementsPerChunk(t *testing.T) {
 // statements per maxRows keys, not five per key.
 func TestKeyedCompletionsStatementsPerChunk(t *testing.T) {
 	ctx := context.Background()
-	d, err := Open(ctx, testURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
-	e := d.e
+	e := openEngine(t, "")
 	const n = maxRows + maxRows/2
 	now := time.Date(2030, 6, 1, 12, 0, 0, 0, time.UTC)
 	var jobs []*driver.NewJob
@@ -122,7 +124,7 @@ func TestKeyedCompletionsStatementsPerChunk(t *testing.T) {
 		}
 	}
 	var claims []*driver.Claim
-	err = driver.InTx(ctx, e, func(ex driver.Executor) error {
+	err := driver.InTx(ctx, e, func(ex driver.Executor) (err error) {
 		if err := ex.InsertJobs(ctx, now, jobs); err != nil {
 			return err
 		}
@@ -166,15 +168,11 @@ func TestKeyedCompletionsStatementsPerChunk(t *testing.T) {
 // semaphores, or the slots would never come back.
 func TestReleaseManyWithoutInterpolation(t *testing.T) {
 	ctx := context.Background()
-	d, err := Open(ctx, testURL(t)+"?interpolateParams=false")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
+	e := openEngine(t, "?interpolateParams=false")
 	now := time.Date(2030, 6, 1, 12, 0, 0, 0, time.UTC)
 	keys := []string{"g/a", "g/b"}
 	var got []driver.Promotion
-	err = driver.InTx(ctx, d.e, func(ex driver.Executor) error {
+	err := driver.InTx(ctx, e, func(ex driver.Executor) (err error) {
 		for _, k := range keys {
 			l := driver.Limit{Key: k, To: 1, Duration: time.Minute}
 			if err := ex.SemaphoreEnsure(ctx, l, now); err != nil {
