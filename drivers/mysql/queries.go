@@ -84,6 +84,14 @@ WHERE queue = ? ORDER BY priority DESC, job_id LIMIT ? FOR UPDATE SKIP LOCKED`)
 	q.DeleteReady = p(`DELETE FROM {p}ready_executions WHERE job_id IN ` + list + ` ORDER BY job_id` + byKey)
 	q.InsertClaims = p(`INSERT INTO {p}claimed_executions (job_id, queue, process_id, claimed_at) VALUES `)
 	q.DeleteJobs = p(`DELETE FROM {p}jobs WHERE id IN ` + list + ` ORDER BY id` + byKey)
+	// A batch of completions locks its claims by fence, the primary key,
+	// in its order, then ends them and their jobs by key: a stale fence
+	// names no row and locks nothing (READ COMMITTED takes no gap lock).
+	q.LockEnding = p(`SELECT fence, job_id FROM {p}claimed_executions WHERE fence IN ` + list +
+		` ORDER BY fence` + byKey + ` FOR UPDATE`)
+	q.DeleteClaims = p(`DELETE FROM {p}claimed_executions WHERE fence IN ` + list + ` ORDER BY fence` + byKey)
+	q.FinishJobs = p(`UPDATE {p}jobs SET attempt = attempt + 1, finished_at = ?, discarded = FALSE
+WHERE id IN ` + list + ` ORDER BY id` + byKey)
 	// Claimers of a capped queue take turns on its policy row, then count
 	// its claims in a statement of their own, after the lock.
 	// The claim's gate locks the queue's policy row; the paused_queues
@@ -114,6 +122,25 @@ WHERE key_hash = ?`)
 	q.PickBlocked = p(`SELECT job_id, queue, priority FROM {p}blocked_executions FORCE INDEX ({p}blocked_line)
 WHERE concurrency_key_hash = ? ORDER BY priority DESC, job_id LIMIT ?`)
 	q.DeleteBlocked = p(`DELETE FROM {p}blocked_executions WHERE job_id IN ` + list + ` ORDER BY job_id` + byKey)
+	// A batch of releases locks its semaphores in one statement, in key
+	// order as admission does: the keys' table is read first
+	// (STRAIGHT_JOIN), sorted, since the ORDER BY names it alone, and each
+	// semaphore is then locked by its primary key. Each key's pick is the
+	// per-key one (PickBlocked), bounded by the line index however long
+	// the line.
+	q.Release = sqlexec.ReleaseQueries{
+		Lock: p(`SELECT t.at, s.value, s.lim, s.blocked, s.duration_ms, s.expires_at
+FROM ` + list + ` t STRAIGHT_JOIN {p}semaphores s ON s.key_hash = t.k ORDER BY t.at FOR UPDATE`),
+		// The hash is cast: a parameter the client does not interpolate
+		// would make the column a string of the connection's character
+		// set, which mangles a hash's bytes and finds no semaphore.
+		FirstKey: `SELECT ? AS at, CAST(? AS BINARY(32)) AS k`,
+		NextKey:  ` UNION ALL SELECT ?, CAST(? AS BINARY(32))`,
+		PickBranch: p(`SELECT ? AS at, job_id, queue, priority FROM {p}blocked_executions FORCE INDEX ({p}blocked_line)
+WHERE concurrency_key_hash = ? ORDER BY priority DESC, job_id LIMIT ?`),
+		SaveHead: p("INSERT INTO {p}semaphores (key_hash, `key`, value, lim, blocked, duration_ms, expires_at) VALUES "),
+		SaveTail: "\nON DUPLICATE KEY UPDATE value = VALUES(value), blocked = VALUES(blocked), expires_at = VALUES(expires_at)",
+	}
 	q.CountHolders = p(`
 SELECT
 	(SELECT count(*) FROM {p}jobs j FORCE INDEX ({p}jobs_live_key) JOIN {p}ready_executions r ON r.job_id = j.id

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/bqueue/bq/internal/driver"
@@ -58,34 +59,89 @@ func (e *Executor) CountClaimed(ctx context.Context, queue string) (int, error) 
 	return n, nil
 }
 
-// CompleteClaims ends the claims one by one; a dialect with RETURNING may
-// do it set-wise instead.
+// CompleteClaims ends the claims set-wise, in three statements per
+// chunk of the dialect's MaxList claims whatever their number: a locking
+// read of the claims by fence (the primary key, in its order), which
+// keeps those whose job still matches; one DELETE of those claims; one
+// UPDATE (or, keep false, DELETE) of their jobs. A stale fence locks and
+// changes nothing. SQLite ends its claims its own way (RETURNING).
 func (e *Executor) CompleteClaims(ctx context.Context, claims []*driver.Claim, keep bool, now time.Time) ([]driver.Fenced, error) {
 	var matched []driver.Fenced
 	err := e.Atomic(ctx, func(x *Executor) error {
 		matched = matched[:0]
-		for _, c := range claims {
-			ok, err := x.DeleteClaim(ctx, c.ID, c.Fence)
+		size := len(claims)
+		if m := x.d.MaxList(); m > 0 {
+			size = min(size, m)
+		}
+		for chunk := range slices.Chunk(claims, max(size, 1)) {
+			ended, err := x.completeChunk(ctx, chunk, keep, now)
 			if err != nil {
 				return err
 			}
-			if !ok {
-				continue
-			}
-			if keep {
-				err = x.FinishJob(ctx, c.ID, now, false)
-			} else {
-				_, err = ExecIn(ctx, x, x.q.DeleteJobs, []int64{c.ID})
-			}
-			if err != nil {
-				return err
-			}
-			matched = append(matched, driver.Fenced{JobID: c.ID, Fence: c.Fence})
+			matched = append(matched, ended...)
 		}
 		return nil
 	})
 	if err != nil {
 		return nil, CompleteError(len(claims), err)
+	}
+	return matched, nil
+}
+
+// completeChunk ends the claims of one chunk that still match and
+// returns them in the chunk's order.
+func (x *Executor) completeChunk(ctx context.Context, claims []*driver.Claim, keep bool, now time.Time) ([]driver.Fenced, error) {
+	fences := make([]int64, 0, len(claims))
+	seen := make(map[int64]bool, len(claims))
+	for _, c := range claims {
+		if !seen[c.Fence] {
+			seen[c.Fence] = true
+			fences = append(fences, c.Fence)
+		}
+	}
+	slices.Sort(fences)
+	q, args := in(x, x.q.LockEnding, fences)
+	rows, err := Collect(ctx, x.db, func(rows *sql.Rows) (f driver.Fenced, err error) {
+		err = rows.Scan(&f.Fence, &f.JobID)
+		return f, err
+	}, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("lock the claims: %w", err)
+	}
+	locked := make(map[driver.Fenced]bool, len(rows))
+	for _, f := range rows {
+		locked[f] = true
+	}
+	// A fence names one claim; a claim matches only with its own job, and
+	// once however often the batch repeats it.
+	var matched []driver.Fenced
+	var ended, jobs []int64
+	for _, c := range claims {
+		f := driver.Fenced{JobID: c.ID, Fence: c.Fence}
+		if locked[f] {
+			delete(locked, f)
+			matched = append(matched, f)
+			ended = append(ended, c.Fence)
+			jobs = append(jobs, c.ID)
+		}
+	}
+	if len(matched) == 0 {
+		return nil, nil
+	}
+	slices.Sort(ended)
+	slices.Sort(jobs)
+	if _, err := ExecIn(ctx, x, x.q.DeleteClaims, ended); err != nil {
+		return nil, fmt.Errorf("delete the claims: %w", err)
+	}
+	if !keep {
+		if _, err := ExecIn(ctx, x, x.q.DeleteJobs, jobs); err != nil {
+			return nil, fmt.Errorf("delete the jobs: %w", err)
+		}
+		return matched, nil
+	}
+	q, args = in(x, x.q.FinishJobs, jobs)
+	if _, err := x.db.ExecContext(ctx, q, append([]any{Micros(now)}, args...)...); err != nil {
+		return nil, fmt.Errorf("finish the jobs: %w", err)
 	}
 	return matched, nil
 }

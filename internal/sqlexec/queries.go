@@ -15,6 +15,12 @@ type Queries struct {
 
 	HasReady, Gate, CountClaimed, PickReady, DeleteReady, InsertClaims, SelectClaims string
 	DeleteClaim, ClaimsOfProcess                                                     string
+	// The set-wise end of claims (CompleteClaims; a dialect ending them its
+	// own way, SQLite, leaves them empty). LockEnding reads fence, job_id
+	// of the listed fences, locking them; DeleteClaims deletes the listed
+	// fences; FinishJobs completes the listed jobs (arg: finished_at).
+	LockEnding, DeleteClaims, FinishJobs string
+	Release                              ReleaseQueries // release.go
 
 	SemEnsure, SemLock, SemTryLock, SemSave, PickBlocked, DeleteBlocked, CountHolders string
 	ExpiredSems, PromotableSems, PickIdleSems, DeleteSems                             string

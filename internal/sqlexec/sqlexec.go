@@ -7,6 +7,11 @@
 // running a transaction again for stays the driver's Retryable, which
 // Atomic meets through driver.InTx.
 //
+// Batches are set-wise: a batch of completions (CompleteClaims) and of
+// releases (ReleaseMany, a driver.BatchReleaser) takes a fixed number of
+// statements per MaxList rows, whatever the batch's size; a dialect may
+// still do either its own way (SQLite, with RETURNING and json_each).
+//
 // Times are stored as Unix microseconds and durations as milliseconds, so
 // no time zone setting of either database matters.
 package sqlexec
