@@ -103,8 +103,12 @@ func (w *queueWorker) claimLoop(ctx context.Context) {
 			claims, err := w.claim(claimCtx, free)
 			cancel()
 			switch {
-			case err != nil && ctx.Err() == nil:
-				w.c.dbFailed("claim jobs of queue "+w.queue, err)
+			case err != nil:
+				// No claim of a failed claim is run (lifecycle.Claim).
+				claims = nil
+				if ctx.Err() == nil {
+					w.c.dbFailed("claim jobs of queue "+w.queue, err)
+				}
 				drained = true
 			case err == nil:
 				w.c.dbOK("claim jobs")

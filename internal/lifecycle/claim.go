@@ -24,8 +24,11 @@ func Claim(ctx context.Context, d driver.Driver, p driver.ClaimParams) ([]*drive
 	one, oneStatement := ex.(driver.OneStatementClaimer)
 	if oneStatement {
 		claims, err := one.ClaimUncapped(ctx, p)
-		if err != nil || len(claims) > 0 {
-			return claims, err
+		if err != nil {
+			return nil, err
+		}
+		if len(claims) > 0 {
+			return claims, nil
 		}
 		// Nothing: the queue is empty, paused or capped.
 		gate, err := ex.QueueGate(ctx, p.Queue)
@@ -47,7 +50,15 @@ func Claim(ctx context.Context, d driver.Driver, p driver.ClaimParams) ([]*drive
 		claims, err = tx.ClaimReady(ctx, driver.ClaimParams{Queue: p.Queue, Max: n, ProcessID: p.ProcessID, Now: p.Now})
 		return err
 	})
-	return claims, wrapClaim(p, err)
+	if err != nil {
+		// The transaction's claims are not ours to run: it rolled back, or
+		// its COMMIT failed and may yet have landed (a connection lost in
+		// the reply). Run them and a job whose claim rolled back runs
+		// twice; a claim that did land is an orphan, which the process's
+		// claim check returns to ready.
+		return nil, wrapClaim(p, err)
+	}
+	return claims, nil
 }
 
 // claimable is how many jobs a claim may take: none while the queue is
