@@ -44,6 +44,9 @@ type process struct {
 	// runs hold leases, so verifyClaims never takes a claim in flight for
 	// an orphan.
 	claiming sync.RWMutex
+	// orphansSuspected: a claim failed, and its COMMIT may have landed
+	// unseen; the next landed beat checks for claims no run holds.
+	orphansSuspected atomic.Bool
 
 	mu      sync.Mutex
 	id      int64
@@ -218,7 +221,7 @@ func (p *process) heartbeat(ctx context.Context) {
 				p.c.wake("")
 				retry = retryFirst
 			}
-			if verify {
+			if p.orphansSuspected.Swap(false) || verify {
 				p.verifyClaims(ctx)
 			}
 			next = cfg.HeartbeatInterval - elapsed(cfg.Now(), send)
@@ -354,6 +357,17 @@ func (p *process) watchdog(ctx context.Context) {
 // pauseNoticed is how late a watchdog tick must be to count as a pause.
 const pauseNoticed = 500 * time.Millisecond
 
+// suspectOrphans asks for a claim check at the next beat that lands: a
+// claim failed, and its COMMIT may have landed though the caller saw an
+// error, leaving claims no run holds.
+func (p *process) suspectOrphans() {
+	p.orphansSuspected.Store(true)
+	select {
+	case p.resumed <- struct{}{}: // beat now rather than in an interval
+	default:
+	}
+}
+
 // verifyClaims checks this process's claims against its runs: a run whose
 // claim is gone (taken while the process was paused) is fenced, and a
 // claim no run holds (a claim whose commit landed though the caller saw an
@@ -367,6 +381,9 @@ func (p *process) verifyClaims(ctx context.Context) {
 	orphansToo := p.claiming.TryLock()
 	if orphansToo {
 		defer p.claiming.Unlock()
+	} else {
+		// A claim is in flight: orphans are looked for at the next beat.
+		defer p.orphansSuspected.Store(true)
 	}
 	held, err := p.c.drv.Exec().ClaimsOfProcess(ctx, id)
 	if err != nil {

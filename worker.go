@@ -104,8 +104,11 @@ func (w *queueWorker) claimLoop(ctx context.Context) {
 			cancel()
 			switch {
 			case err != nil:
-				// No claim of a failed claim is run (lifecycle.Claim).
+				// No claim of a failed claim is run (lifecycle.Claim);
+				// one whose COMMIT landed unseen is an orphan, which the
+				// process's next claim check returns to ready.
 				claims = nil
+				w.proc.suspectOrphans()
 				if ctx.Err() == nil {
 					w.c.dbFailed("claim jobs of queue "+w.queue, err)
 				}
