@@ -360,13 +360,7 @@ const pauseNoticed = 500 * time.Millisecond
 // suspectOrphans asks for a claim check at the next beat that lands: a
 // claim failed, and its COMMIT may have landed though the caller saw an
 // error, leaving claims no run holds.
-func (p *process) suspectOrphans() {
-	p.orphansSuspected.Store(true)
-	select {
-	case p.resumed <- struct{}{}: // beat now rather than in an interval
-	default:
-	}
-}
+func (p *process) suspectOrphans() { p.orphansSuspected.Store(true) }
 
 // verifyClaims checks this process's claims against its runs: a run whose
 // claim is gone (taken while the process was paused) is fenced, and a
@@ -383,7 +377,7 @@ func (p *process) verifyClaims(ctx context.Context) {
 		defer p.claiming.Unlock()
 	} else {
 		// A claim is in flight: orphans are looked for at the next beat.
-		defer p.orphansSuspected.Store(true)
+		defer p.suspectOrphans()
 	}
 	held, err := p.c.drv.Exec().ClaimsOfProcess(ctx, id)
 	if err != nil {

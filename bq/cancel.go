@@ -28,10 +28,7 @@ is refused, and nothing changes.`)
 	if err != nil {
 		return err
 	}
-	if err := db.validate(f); err != nil {
-		return err
-	}
-	client, err := db.open(ctx, inspectConfig())
+	client, err := db.inspect(ctx, f)
 	if err != nil {
 		return err
 	}

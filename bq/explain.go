@@ -30,11 +30,8 @@ limit, the jobs holding the key's slots, and its place in line.`)
 	if err != nil {
 		return err
 	}
-	if err := db.validate(f); err != nil {
-		return err
-	}
 	w := e.stdout
-	client, err := db.open(ctx, inspectConfig())
+	client, err := db.inspect(ctx, f)
 	if err != nil {
 		return err
 	}

@@ -129,6 +129,15 @@ func (d *dbFlags) validate(f *flagSet) error {
 	return nil
 }
 
+// inspect checks the flags and opens a client on their database for a
+// command that reads or tends it (inspectConfig).
+func (d *dbFlags) inspect(ctx context.Context, f *flagSet) (*bq.Client, error) {
+	if err := d.validate(f); err != nil {
+		return nil, err
+	}
+	return d.open(ctx, inspectConfig())
+}
+
 // open opens a client on the flags' database. A SQLite file must exist
 // already: commands that read or tend a database never create one (an
 // empty file would then fail as "not migrated"); see create.

@@ -105,10 +105,7 @@ page; --json prints the page (jobs and next, the --after of the next).`)
 	if filter.Key != "" && filter.KeyPrefix != "" {
 		return f.fail("give --key (one full key) or --key-prefix (keys starting with it), not both")
 	}
-	if err := db.validate(f); err != nil {
-		return err
-	}
-	client, err := db.open(ctx, inspectConfig())
+	client, err := db.inspect(ctx, f)
 	if err != nil {
 		return err
 	}

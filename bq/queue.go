@@ -23,10 +23,7 @@ nothing. A queue no job uses yet may be paused ahead of its first job.`)
 	if len(pos) != 2 || (pos[0] != "pause" && pos[0] != "resume") {
 		return f.fail("want an action (pause or resume) and a queue, e.g. bq queue pause --dsn DSN mail")
 	}
-	if err := db.validate(f); err != nil {
-		return err
-	}
-	client, err := db.open(ctx, inspectConfig())
+	client, err := db.inspect(ctx, f)
 	if err != nil {
 		return err
 	}

@@ -35,11 +35,8 @@ jobs by state, and the blocked jobs of the most blocked keys.`)
 	if *watch && *asJSON {
 		return f.fail("--watch draws for a person: use --json without it, once per report")
 	}
-	if err := db.validate(f); err != nil {
-		return err
-	}
 	w := e.stdout
-	client, err := db.open(ctx, inspectConfig())
+	client, err := db.inspect(ctx, f)
 	if err != nil {
 		return err
 	}
