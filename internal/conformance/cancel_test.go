@@ -403,7 +403,9 @@ func testCancelRacesCompletion(t *testing.T, h *harness) {
 	const jobs = 40
 	ids := make([]int64, jobs)
 	for i := range ids {
-		ids[i] = enqueue(t, h, cancel2Job, Args{Key: string(rune('a' + i%4)), Seq: i, SleepMS: rand.N(60)}).ID
+		// Runs long enough that cancels, spread over 400 ms, land on
+		// running jobs as well as on waiting and finished ones.
+		ids[i] = enqueue(t, h, cancel2Job, Args{Key: string(rune('a' + i%4)), Seq: i, SleepMS: 100 + rand.N(200)}).ID
 	}
 	rec := h.recorder()
 	worker(h, 3)
@@ -465,5 +467,8 @@ func testCancelRacesCompletion(t *testing.T, h *harness) {
 		t.Errorf("overlap %v above To=2", over)
 	}
 	t.Logf("endings: %v", counted)
+	if counted["asked while running"] == 0 || counted[string(bq.StateCompleted)] == 0 {
+		t.Errorf("endings %v: no cancel raced a run, or none lost to a completion: the race this test is for did not happen", counted)
+	}
 	h.checkSemaphores()
 }
