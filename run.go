@@ -59,6 +59,11 @@ func (c *Client) run(ctx context.Context, work, dispatch bool) error {
 	}
 	kind := map[[2]bool]string{{true, true}: "worker+dispatcher", {true, false}: "worker", {false, true}: "dispatcher"}[[2]bool{work, dispatch}]
 	proc, err := c.register(ctx, kind, slices.Collect(maps.Keys(queues)))
+	if err != nil && ctx.Err() != nil {
+		// Stopped while registration waited on a busy database: nothing
+		// was claimed, so it is a clean stop.
+		return nil
+	}
 	if err != nil {
 		return fmt.Errorf("run: %w", err)
 	}
