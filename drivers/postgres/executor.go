@@ -72,14 +72,15 @@ func found(err error) (bool, error) {
 
 // scanJob reads jobColumns, then extra.
 func scanJob(row pgx.Row, j *driver.Job, extra ...any) error {
-	var durMS int64
+	var durMS, rateMS int64
 	var conflict int16
 	dest := append([]any{&j.ID, &j.Kind, &j.Queue, &j.Args, &j.Priority, &j.Attempt, &j.MaxAttempts,
 		&j.Limit.Key, &j.Limit.To, &durMS, &conflict, &j.Limit.MaxBlocked, &j.ScheduledAt, &j.CreatedAt,
-		&j.Metadata, &j.Tags}, extra...)
+		&j.Metadata, &j.Tags, &j.Rate.Key, &j.Rate.Limit, &rateMS}, extra...)
 	if err := row.Scan(dest...); err != nil {
 		return err
 	}
+	j.Rate.Period = time.Duration(rateMS) * time.Millisecond
 	j.Limit.Duration = time.Duration(durMS) * time.Millisecond
 	j.Limit.OnConflict = driver.OnConflict(conflict)
 	return nil
@@ -97,6 +98,9 @@ func (e *executor) InsertJobs(ctx context.Context, now time.Time, jobs []*driver
 		if err := checkKey(j.Limit.Key); err != nil {
 			return fmt.Errorf("insert job: %w", err)
 		}
+		if err := checkKey(j.Rate.Key); err != nil {
+			return fmt.Errorf("insert job: rate %w", err)
+		}
 	}
 	var (
 		kinds, queues, keys        = make([]string, n), make([]string, n), make([]string, n)
@@ -107,6 +111,9 @@ func (e *executor) InsertJobs(ctx context.Context, now time.Time, jobs []*driver
 		scheduled                  = make([]time.Time, n)
 		maxBlocked                 = make([]int32, n)
 		metadata, tags             = make([]string, n), make([]string, n)
+		rateKeys, lines            = make([]string, n), make([]string, n)
+		rateLimits                 = make([]int32, n)
+		ratePeriods                = make([]int64, n)
 	)
 	for i, j := range jobs {
 		kinds[i], queues[i], args[i] = j.Kind, j.Queue, string(j.Args)
@@ -116,9 +123,10 @@ func (e *executor) InsertJobs(ctx context.Context, now time.Time, jobs []*driver
 		maxBlocked[i] = int32(j.Limit.MaxBlocked)
 		scheduled[i] = j.ScheduledAt
 		metadata[i], tags[i] = string(j.Metadata), string(j.Tags)
+		rateKeys[i], rateLimits[i], ratePeriods[i], lines[i] = j.Rate.Key, int32(j.Rate.Limit), j.Rate.Period.Milliseconds(), j.Line
 	}
 	ids, err := collect(ctx, e.db, pgx.RowTo[int64], e.q.insertJobs, kinds, queues, args, prios, maxAttempts, keys,
-		limits, durations, conflicts, scheduled, states, now, maxBlocked, metadata, tags)
+		limits, durations, conflicts, scheduled, states, now, maxBlocked, metadata, tags, rateKeys, rateLimits, ratePeriods, lines)
 	if err != nil {
 		return fmt.Errorf("insert jobs: %w", err)
 	}

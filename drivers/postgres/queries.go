@@ -88,20 +88,23 @@ func newQueries(prefix string) *queries {
 		insertJobs: p(`
 WITH input AS (
 	SELECT * FROM unnest($1::text[], $2::text[], $3::jsonb[], $4::int[], $5::int[], $6::text[],
-		$7::int[], $8::bigint[], $9::smallint[], $10::timestamptz[], $11::text[], $13::int[], $14::text[], $15::text[])
+		$7::int[], $8::bigint[], $9::smallint[], $10::timestamptz[], $11::text[], $13::int[], $14::text[], $15::text[],
+		$16::text[], $17::int[], $18::bigint[], $19::text[])
 	WITH ORDINALITY AS t(kind, queue, args, priority, max_attempts, ckey, clim, cdur, conflict, scheduled_at, state, mblocked,
-		meta, tags, ord)
+		meta, tags, rkey, rlim, rperiod, line, ord)
 ), inserted AS (
 	INSERT INTO {p}jobs (kind, queue, args, priority, max_attempts, concurrency_key, concurrency_limit,
-		concurrency_duration_ms, on_conflict, max_blocked, scheduled_at, created_at, metadata, tags)
+		concurrency_duration_ms, on_conflict, max_blocked, scheduled_at, created_at, metadata, tags,
+		rate_key, rate_limit, rate_period_ms)
 	SELECT kind, queue, args, priority, max_attempts, NULLIF(ckey, ''), clim, cdur, conflict, mblocked, scheduled_at, $12,
-		NULLIF(meta, '')::jsonb, NULLIF(tags, '')::jsonb
+		NULLIF(meta, '')::jsonb, NULLIF(tags, '')::jsonb, NULLIF(rkey, ''), rlim, rperiod
 	FROM input ORDER BY ord
 	RETURNING id
 ), numbered AS (
 	SELECT id, row_number() OVER (ORDER BY id) AS ord FROM inserted
 ), placed AS (
-	SELECT n.id, i.queue, i.priority, i.ckey, i.scheduled_at, i.state FROM numbered n JOIN input i ON i.ord = n.ord
+	SELECT n.id, i.queue, i.priority, coalesce(NULLIF(i.line, ''), i.ckey) AS line, i.scheduled_at, i.state
+	FROM numbered n JOIN input i ON i.ord = n.ord
 ), r AS (
 	INSERT INTO {p}ready_executions (job_id, queue, priority, created_at)
 	SELECT id, queue, priority, $12 FROM placed WHERE state = 'ready'
@@ -110,7 +113,7 @@ WITH input AS (
 	SELECT id, queue, priority, scheduled_at FROM placed WHERE state = 'scheduled'
 ), b AS (
 	INSERT INTO {p}blocked_executions (job_id, queue, priority, concurrency_key, created_at)
-	SELECT id, queue, priority, ckey, $12 FROM placed WHERE state = 'blocked'
+	SELECT id, queue, priority, line, $12 FROM placed WHERE state = 'blocked'
 )
 SELECT id FROM numbered ORDER BY ord`),
 

@@ -109,8 +109,12 @@ type NewJob struct {
 	Priority    int
 	MaxAttempts int
 	Limit       Limit
+	Rate        RateSpec
 	ScheduledAt time.Time
 	State       JobState // ready, scheduled or blocked: the table it is written to
+	// Line is the key of the line a blocked job waits in: its
+	// concurrency key when empty, else its rate key's (RateLine).
+	Line string
 	// UniqueKey is the job's unique key (UniqueStore), "" when it is not
 	// unique; UniqueStates the states of an existing job of the key that
 	// make this one a duplicate.
@@ -119,6 +123,14 @@ type NewJob struct {
 	// Metadata and Tags are JSON (an object of strings, an array of
 	// strings) checked by bq before; nil when the job has none.
 	Metadata, Tags []byte
+}
+
+// BlockedLine is the key of the line a blocked new job waits in.
+func (j *NewJob) BlockedLine() string {
+	if j.Line != "" {
+		return j.Line
+	}
+	return j.Limit.Key
 }
 
 // Job is a job row as the engine reads it back.
@@ -131,6 +143,7 @@ type Job struct {
 	Attempt     int // attempts that have ended (failed, lost)
 	MaxAttempts int
 	Limit       Limit
+	Rate        RateSpec
 	ScheduledAt time.Time
 	CreatedAt   time.Time
 	// Metadata and Tags are the JSON NewJob stored; nil when none.
@@ -327,6 +340,7 @@ type Executor interface {
 	UniqueStore
 	ClaimStore
 	SemaphoreStore
+	RateStore
 	Maintenance
 	PolicyStore
 	PauseStore

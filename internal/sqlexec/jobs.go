@@ -36,15 +36,20 @@ func (e *Executor) InsertJobs(ctx context.Context, now time.Time, jobs []*driver
 		if err := e.d.CheckKey(j.Limit.Key); err != nil {
 			return fmt.Errorf("insert job: %w", err)
 		}
+		if err := e.d.CheckKey(j.Rate.Key); err != nil {
+			return fmt.Errorf("insert job: rate %w", err)
+		}
 	}
-	values := make([]any, 0, 14*len(jobs))
+	const width = 17
+	values := make([]any, 0, width*len(jobs))
 	for _, j := range jobs {
 		values = append(values, j.Kind, e.d.Text(j.Queue), string(j.Args), j.Priority, j.MaxAttempts,
 			e.nullKey(j.Limit.Key), j.Limit.To, j.Limit.Duration.Milliseconds(), int(j.Limit.OnConflict),
-			j.Limit.MaxBlocked, Micros(j.ScheduledAt), Micros(now), nullJSON(j.Metadata), nullJSON(j.Tags))
+			j.Limit.MaxBlocked, Micros(j.ScheduledAt), Micros(now), nullJSON(j.Metadata), nullJSON(j.Tags),
+			e.nullKey(j.Rate.Key), j.Rate.Limit, j.Rate.Period.Milliseconds())
 	}
 	return e.Atomic(ctx, func(x *Executor) error {
-		ids, err := x.insertRows(ctx, x.q.InsertJobs, 14, values, true)
+		ids, err := x.insertRows(ctx, x.q.InsertJobs, width, values, true)
 		if err != nil {
 			return fmt.Errorf("insert jobs: %w", err)
 		}
@@ -56,7 +61,7 @@ func (e *Executor) InsertJobs(ctx context.Context, now time.Time, jobs []*driver
 				at = j.ScheduledAt
 			}
 			byState[j.State] = append(byState[j.State], driver.Execution{
-				JobID: j.ID, Queue: j.Queue, Priority: j.Priority, Key: j.Limit.Key, At: at})
+				JobID: j.ID, Queue: j.Queue, Priority: j.Priority, Key: j.BlockedLine(), At: at})
 		}
 		for _, state := range []driver.JobState{driver.StateReady, driver.StateScheduled, driver.StateBlocked} {
 			if err := x.insertExecutions(ctx, state, byState[state]); err != nil {

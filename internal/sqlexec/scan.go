@@ -10,15 +10,16 @@ import (
 
 // ScanJob reads sqltext.JobColumns into j, then extra.
 func ScanJob(scan func(...any) error, j *driver.Job, extra ...any) error {
-	var durMS, scheduled, created int64
+	var durMS, scheduled, created, rateMS int64
 	var conflict int
 	var args []byte
 	dest := append([]any{&j.ID, &j.Kind, &j.Queue, &args, &j.Priority, &j.Attempt, &j.MaxAttempts,
 		&j.Limit.Key, &j.Limit.To, &durMS, &conflict, &j.Limit.MaxBlocked, &scheduled, &created,
-		&j.Metadata, &j.Tags}, extra...)
+		&j.Metadata, &j.Tags, &j.Rate.Key, &j.Rate.Limit, &rateMS}, extra...)
 	if err := scan(dest...); err != nil {
 		return err
 	}
+	j.Rate.Period = fromMillis(rateMS)
 	j.Args = args
 	j.Limit.Duration = fromMillis(durMS)
 	j.Limit.OnConflict = driver.OnConflict(conflict)
