@@ -231,6 +231,10 @@ type Client struct {
 	tally tally
 	sched *scheduler // Config.Periodic's; nil without
 
+	// rateWake tells this process's dispatcher that a job went to a rate
+	// line (rateWaits).
+	rateWake chan struct{}
+
 	mu       sync.Mutex
 	wakers   map[string][]chan struct{} // queue -> workers of this process
 	announce *announcer                 // started on first use
@@ -317,7 +321,7 @@ func NewClient(drv Driver, cfg Config) (*Client, error) {
 	}
 	c := &Client{pub: drv, drv: engine, cfg: cfg, log: cfg.Logger, met: met,
 		tr: tracing.New(cfg.TracerProvider, cfg.Propagator, cfg.TraceRunsAsChildren), stopGauges: func() error { return nil },
-		wakers: map[string][]chan struct{}{}}
+		wakers: map[string][]chan struct{}{}, rateWake: make(chan struct{}, 1)}
 	c.sched = newScheduler(c)
 	if !cfg.NoGauges {
 		if c.stopGauges, err = met.ObserveGauges(c.gaugeSnapshot); err != nil {

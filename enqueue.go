@@ -55,6 +55,7 @@ type enqueueOptions struct {
 	priority *int
 	queue    *string
 	key      *keyOption
+	rate     *rateOption
 	unique   *Unique
 	metadata map[string]string
 	tags     []string
@@ -268,6 +269,10 @@ func (j *Job[A]) newJob(ctx context.Context, c *Client, args A, o *enqueueOption
 	if err != nil {
 		return nil, err
 	}
+	rate, err := j.rateOf(args, o)
+	if err != nil {
+		return nil, err
+	}
 	if len(c.cfg.EnqueueHooks)+len(j.opts.EnqueueHooks) > 0 {
 		p := pendingOf(j.name, queue, limit.Key, raw, priority, md, tagList)
 		if err := c.applyHooks(ctx, j.opts.EnqueueHooks, p); err != nil {
@@ -279,7 +284,7 @@ func (j *Job[A]) newJob(ctx context.Context, c *Client, args A, o *enqueueOption
 		tags, _ = encodeTags(p.Tags)
 	}
 	job := &driver.NewJob{Kind: j.name, Queue: queue, Args: raw, Priority: priority,
-		MaxAttempts: j.opts.MaxAttempts, Limit: limit, ScheduledAt: at, Metadata: metadata, Tags: tags}
+		MaxAttempts: j.opts.MaxAttempts, Limit: limit, Rate: rate, ScheduledAt: at, Metadata: metadata, Tags: tags}
 	if unique != nil {
 		job.UniqueKey, job.UniqueStates = unique.key(j.name, queue, raw, at), unique.states()
 	}

@@ -32,6 +32,9 @@ type Explanation struct {
 	ProcessAlive bool   `json:"process_alive,omitzero"`
 	// Key is the state of a blocked job's concurrency key.
 	Key *KeyState `json:"key,omitempty"`
+	// Rate is the state of the rate key a blocked job waits for a start
+	// of (it waits in that key's line, not its concurrency key's).
+	Rate *RateState `json:"rate,omitempty"`
 	// Position is a blocked job's place in its key's line, 1 for next.
 	// Explain counts at most MaxCountedAhead jobs ahead: with more,
 	// Position is MaxCountedAhead+1 and PositionAtLeast is set.
@@ -96,6 +99,15 @@ func (c *Client) explain(ctx context.Context, info *JobInfo) (*Explanation, erro
 		}
 		if paused, err = pausedSet(ctx, ex); err != nil {
 			return nil, err
+		}
+	}
+	if info.State == StateBlocked && info.RateKey != "" {
+		line, _, err := ex.BlockedKey(ctx, info.ID)
+		if err != nil {
+			return nil, err
+		}
+		if line == driver.RateLine(info.RateKey) {
+			return e, c.explainRateWait(ctx, e, x.BlockedSince, procs, now)
 		}
 	}
 	switch info.State {
@@ -169,6 +181,43 @@ func (c *Client) explain(ctx context.Context, info *JobInfo) (*Explanation, erro
 		e.Summary = "The job is in no state table: it is being moved right now, or its rows are inconsistent."
 	}
 	return e, nil
+}
+
+// explainRateWait explains a job waiting in its rate key's line.
+func (c *Client) explainRateWait(ctx context.Context, e *Explanation, since time.Time, procs []driver.Process, now time.Time) error {
+	info := e.Job
+	var err error
+	e.Since = since
+	if e.Rate, err = c.rateState(ctx, info.RateKey, maxLineShow); err != nil {
+		return err
+	}
+	ahead, err := c.drv.Exec().BlockedAhead(ctx, driver.RateLine(info.RateKey), info.Priority, info.ID, MaxCountedAhead+1)
+	if err != nil {
+		return err
+	}
+	e.Position = min(ahead, MaxCountedAhead) + 1
+	e.PositionAtLeast = ahead > MaxCountedAhead
+	r := e.Rate
+	place := "it is next in line"
+	switch {
+	case ahead > MaxCountedAhead:
+		place = fmt.Sprintf("more than %s ahead of it", humanize.Thousands(MaxCountedAhead))
+	case ahead > 0:
+		place = fmt.Sprintf("%d ahead of it", ahead)
+	}
+	e.Summary = fmt.Sprintf("Waiting for the rate limit of key %q (%d starts per %s, %d in the last period): %s",
+		r.Key, r.Limit, r.Period, r.Recent, place)
+	if !r.NextStartAt.IsZero() {
+		e.Summary += fmt.Sprintf("; next start at %s", when(r.NextStartAt, now))
+	}
+	e.Summary += "."
+	if info.Key != "" {
+		e.Summary += fmt.Sprintf(" It holds its slot of concurrency key %q meanwhile.", info.Key)
+	}
+	if !c.dispatcherAlive(procs, now) {
+		e.Summary += noDispatcher
+	}
+	return nil
 }
 
 // noDispatcher is the sentence for work only a dispatcher moves on.

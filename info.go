@@ -54,6 +54,8 @@ type JobInfo struct {
 	Attempts    int             `json:"attempts"` // attempts that have ended
 	MaxAttempts int             `json:"max_attempts"`
 	Key         string          `json:"key,omitempty"` // full concurrency key; "" when unkeyed
+	// RateKey is the full rate key (see Rate); "" when not rate-limited.
+	RateKey string `json:"rate_key,omitempty"`
 	Limit       int             `json:"limit,omitzero"`
 	ScheduledAt time.Time       `json:"scheduled_at"`
 	CreatedAt   time.Time       `json:"created_at"`
@@ -86,7 +88,7 @@ func jobInfoOf(info *driver.JobInfo) (*JobInfo, error) {
 	return &JobInfo{
 		ID: info.ID, Kind: info.Kind, Queue: info.Queue, Args: info.Args, Priority: info.Priority,
 		State: JobState(info.State), Attempts: info.Attempt, MaxAttempts: info.MaxAttempts,
-		Key: info.Limit.Key, Limit: info.Limit.To, ScheduledAt: info.ScheduledAt,
+		Key: info.Limit.Key, RateKey: info.Rate.Key, Limit: info.Limit.To, ScheduledAt: info.ScheduledAt,
 		CreatedAt: info.CreatedAt, FinishedAt: info.FinishedAt, LastError: info.LastError,
 		Metadata: md, Tags: tags,
 	}, nil

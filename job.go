@@ -84,6 +84,9 @@ type JobOptions[A any] struct {
 	Timeout time.Duration
 	// Concurrency limits simultaneous jobs per key. Default: none.
 	Concurrency *Concurrency[A]
+	// Rate limits job starts per period per key; it combines with
+	// Concurrency (a job then waits for both). Default: none.
+	Rate *Rate[A]
 	// Unique refuses a job that duplicates one already stored (see
 	// Unique); WithUnique replaces it for one enqueue. Default: none.
 	Unique *Unique
@@ -142,6 +145,11 @@ func Define[A any](name string, fn func(ctx context.Context, args A) error, opts
 		cc.Duration = cmp.Or(cc.Duration, defaultDuration)
 		cc.Group = cmp.Or(cc.Group, name)
 		j.opts.Concurrency = &cc
+	}
+	if r := j.opts.Rate; r != nil {
+		rr := *r
+		rr.Group = cmp.Or(rr.Group, name)
+		j.opts.Rate = &rr
 	}
 	if j.err = j.validate(); j.err == nil {
 		j.err = register(j)
@@ -203,6 +211,11 @@ func (j *Job[A]) validate() error {
 			errs = append(errs, fmt.Errorf("concurrency MaxBlocked is %d: use 1 or more, or 0 for no cap", c.MaxBlocked))
 		}
 		if err := validateSpec(c.Duration, c.OnConflict); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if r := j.opts.Rate; r != nil {
+		if err := validateRateSpec(r); err != nil {
 			errs = append(errs, err)
 		}
 	}

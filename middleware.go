@@ -138,6 +138,9 @@ func runThrough(ctx context.Context, meta JobMeta, global []WorkerMiddleware, de
 		case i < len(global)+len(own):
 			mw = own[i-len(global)]
 		default:
+			if late(ctx) {
+				return errStartedLate
+			}
 			return def.run(ctx, args)
 		}
 		called := false

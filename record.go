@@ -28,7 +28,8 @@ func (w *queueWorker) record(runCtx context.Context, l *lease, meta JobMeta, def
 	shutdown := runCtx.Err() != nil && errors.Is(context.Cause(runCtx), errShutdown)
 	fenced := !shutdown && l.fenced.Load()
 	ctx := w.recordCtx
-	if runErr != nil && !shutdown && !fenced && !l.cancelled.Load() && !cancelOf(runErr) {
+	startedLate := errors.Is(runErr, errStartedLate) && !fenced
+	if runErr != nil && !shutdown && !fenced && !l.cancelled.Load() && !cancelOf(runErr) && !startedLate {
 		if _, snoozed := snoozeOf(runErr); !snoozed {
 			// Before the outcome's transaction: the handler is user code.
 			runErr = w.c.handleError(runCtx, meta, runErr)
@@ -52,6 +53,8 @@ func (w *queueWorker) record(runCtx context.Context, l *lease, meta JobMeta, def
 	switch {
 	case runErr == nil:
 		action = nil // batched by the completer
+	case startedLate:
+		action = func(ex driver.Executor) (lifecycle.Result, error) { return lifecycle.StartedLate(ctx, ex, cl, now) }
 	case selfCancel:
 		action = func(ex driver.Executor) (lifecycle.Result, error) { return lifecycle.CancelRun(ctx, ex, cl, msg, now) }
 	case shutdown:
@@ -123,6 +126,10 @@ func (w *queueWorker) record(runCtx context.Context, l *lease, meta JobMeta, def
 		}
 		log.Info("job cancelled; its slot released", "from", from, "error", runErr, "duration", ran)
 		w.c.met.Cancelled(ctx, job, from)
+	case startedLate:
+		outcome = "requeued"
+		log.Warn("rate-limited job did not begin within its start slack of the claim (the process stalled); back in its rate line, not run",
+			"rate_key", cl.Rate.Key, "start_by", cl.StartBy)
 	case shutdown:
 		outcome = "returned"
 		log.Info("job cut short by shutdown; returned to ready with its slot", "duration", ran)
@@ -150,6 +157,7 @@ func (w *queueWorker) record(runCtx context.Context, l *lease, meta JobMeta, def
 	case outcome == "cancelled":
 	case snoozed:
 		w.c.met.Snoozed(ctx, job)
+	case startedLate:
 	case !shutdown:
 		w.c.met.Finished(ctx, job, res.State)
 	}

@@ -99,7 +99,7 @@ func (c *Client) run(ctx context.Context, work, dispatch bool) error {
 	if dispatch {
 		d := dispatcher.New(c.drv, dispatcher.Config{
 			Interval: c.cfg.DispatchInterval, ProcessDeadAfter: c.cfg.ProcessDeadAfter,
-			Retention: c.cfg.Retention, OnReady: c.ready, Now: c.cfg.Now, Logger: c.log,
+			Retention: c.cfg.Retention, OnReady: c.ready, Now: c.cfg.Now, Logger: c.log, RateWake: c.rateWake,
 			Hooks:      c.dispatcherHooks(),
 			PassFailed: func(err error) { c.passes.failed(c, "dispatcher", err) },
 			PassOK:     func() { c.passes.ok(c, "dispatcher") },

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -100,7 +101,7 @@ func (w *queueWorker) claimLoop(ctx context.Context) {
 			// Not cut by a stop mid-statement: a claim the database
 			// committed while its caller gave up would wait to be reaped.
 			claimCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), claimTimeout)
-			claims, err := w.claim(claimCtx, free)
+			claims, got, err := w.claim(claimCtx, free)
 			cancel()
 			switch {
 			case err != nil:
@@ -115,7 +116,7 @@ func (w *queueWorker) claimLoop(ctx context.Context) {
 				drained = true
 			case err == nil:
 				w.c.dbOK("claim jobs")
-				drained = len(claims) < free
+				drained = got < free
 			}
 			for _, cl := range claims {
 				w.claimed(ctx, cl)
@@ -139,10 +140,37 @@ func (w *queueWorker) claimLoop(ctx context.Context) {
 // claimTimeout bounds one claim statement.
 const claimTimeout = 30 * time.Second
 
-func (w *queueWorker) claim(ctx context.Context, n int) ([]*driver.Claim, error) {
-	return lifecycle.Claim(ctx, w.c.drv, driver.ClaimParams{
+func (w *queueWorker) claim(ctx context.Context, n int) (claims []*driver.Claim, got int, err error) {
+	claims, err = lifecycle.Claim(ctx, w.c.drv, driver.ClaimParams{
 		Queue: w.queue, Max: n, ProcessID: w.proc.ID(), Now: w.c.cfg.Now(),
 	})
+	got = len(claims)
+	if err != nil || !slices.ContainsFunc(claims, func(c *driver.Claim) bool { return c.Rate.Key != "" }) {
+		return claims, got, err
+	}
+	// Rated jobs start only on a slot of their key's ring; the others go
+	// back to its line unrun.
+	var starts []lifecycle.RateStart
+	var promoted driver.Promotion
+	err = driver.InTx(ctx, w.c.drv, func(ex driver.Executor) (err error) {
+		starts, promoted, err = lifecycle.StartRated(ctx, ex, claims, w.c.cfg.Now)
+		return err
+	})
+	if err != nil {
+		return nil, got, fmt.Errorf("start rate-limited jobs of queue %q: %w", w.queue, err)
+	}
+	w.c.readyAll(promoted.Queues)
+	run := claims[:0]
+	for i, cl := range claims {
+		if starts[i].Run {
+			cl.StartBy = starts[i].StartBy
+			run = append(run, cl)
+		}
+	}
+	if len(run) < got {
+		w.c.rateWaits()
+	}
+	return run, got, nil
 }
 
 // claimed logs a claim and records how long a first run waited for it,
@@ -240,6 +268,9 @@ func (w *queueWorker) execute(ctx context.Context, l *lease) {
 		runErr = permanent(fmt.Errorf("unknown job kind %q: no bq.Define in this worker's binary has that name (deploy a worker that defines it, then retry the job)", cl.Kind))
 	} else {
 		runCtx := context.WithValue(ctx, jobMetaKey{}, meta)
+		if !cl.StartBy.IsZero() {
+			runCtx = context.WithValue(runCtx, startByKey{}, startBy{by: cl.StartBy, now: w.c.cfg.Now})
+		}
 		if t := def.timeout(); t > 0 {
 			var cancel context.CancelFunc
 			runCtx, cancel = context.WithTimeout(runCtx, t)

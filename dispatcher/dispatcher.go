@@ -36,6 +36,9 @@ type Config struct {
 	CleanupInterval time.Duration
 	// OnReady is told of queues that got ready jobs (to wake local workers).
 	OnReady func(queue string)
+	// RateWake, when it delivers, makes the dispatcher look at the rate
+	// lines now: a job of this process went to one.
+	RateWake <-chan struct{}
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
 	// Logger. Default slog.Default().
@@ -86,6 +89,12 @@ func New(drv driver.Driver, cfg Config) *Dispatcher {
 func (d *Dispatcher) Run(ctx context.Context) error {
 	t := time.NewTicker(d.cfg.Interval)
 	defer t.Stop()
+	rates := make(chan struct{})
+	go func() {
+		defer close(rates)
+		d.rateLoop(ctx)
+	}()
+	defer func() { <-rates }()
 	for {
 		switch err := d.Pass(ctx); {
 		case err != nil && ctx.Err() == nil && d.cfg.PassFailed != nil:
@@ -279,6 +288,10 @@ func (d *Dispatcher) cleanup(ctx context.Context) error {
 	}
 	errs = append(errs, driver.Atomic(ctx, d.drv, func(ex driver.Executor) error {
 		_, err := ex.DeleteIdleSemaphores(ctx, now, d.cfg.BatchSize)
+		return err
+	}))
+	errs = append(errs, driver.Atomic(ctx, d.drv, func(ex driver.Executor) error {
+		_, err := ex.DeleteIdleRates(ctx, now, d.cfg.BatchSize)
 		return err
 	}))
 	errs = append(errs, d.deleteDeadProcesses(ctx))

@@ -35,6 +35,7 @@ type queries struct {
 	history  historyQueries  // history.go
 	unique   uniqueQueries   // unique.go
 	periodic periodicQueries // periodic.go
+	rate     rateQueries     // rate.go
 
 	// spell splices the prefix into statements built at run time (list.go).
 	spell func(string) string
@@ -183,7 +184,7 @@ WITH picked AS (
 )
 INSERT INTO {p}ready_executions (job_id, queue, priority, created_at)
 SELECT job_id, queue, priority, $3 FROM moved
-RETURNING queue`),
+RETURNING job_id, queue`),
 		// Release many keys at once: lock their semaphores in key order
 		// (so two batches never deadlock) and give back their slots,
 		// capped at each limit.
@@ -232,7 +233,10 @@ SELECT
 	(SELECT count(*) FROM {p}jobs j JOIN {p}ready_executions r ON r.job_id = j.id
 		WHERE j.concurrency_key = $1 AND j.finished_at IS NULL)
 	+ (SELECT count(*) FROM {p}jobs j JOIN {p}claimed_executions c ON c.job_id = j.id
-		WHERE j.concurrency_key = $1 AND j.finished_at IS NULL),
+		WHERE j.concurrency_key = $1 AND j.finished_at IS NULL)
+	-- A job waiting in a rate line keeps the slot it was admitted with.
+	+ (SELECT count(*) FROM {p}jobs j JOIN {p}blocked_executions b ON b.job_id = j.id
+		WHERE j.concurrency_key = $1 AND j.finished_at IS NULL AND b.concurrency_key <> $1),
 	(SELECT count(*) FROM {p}blocked_executions WHERE concurrency_key = $1)`),
 
 		hasDueScheduled: p(`SELECT EXISTS (SELECT 1 FROM {p}scheduled_executions WHERE scheduled_at <= $1)`),
@@ -373,6 +377,7 @@ WHERE job_id = $1 AND fence = $2 FOR UPDATE`),
 
 		history:  newHistoryQueries(p),
 		unique:   newUniqueQueries(prefix),
+		rate:     newRateQueries(p),
 		periodic: newPeriodicQueries(p),
 	}
 }

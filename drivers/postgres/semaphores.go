@@ -51,13 +51,18 @@ func (e *executor) SemaphoreSave(ctx context.Context, s driver.Semaphore) error 
 
 func (e *executor) PromoteBlocked(ctx context.Context, key string, n int, now time.Time) (driver.Promotion, error) {
 	var p driver.Promotion
-	queues, err := collect(ctx, e.db, pgx.RowTo[string], e.q.promoteBlocked, key, n, now)
+	type moved struct {
+		ID    int64
+		Queue string
+	}
+	rows, err := collect(ctx, e.db, pgx.RowToStructByPos[moved], e.q.promoteBlocked, key, n, now)
 	if err != nil {
 		return p, fmt.Errorf("promote blocked jobs of %q: %w", key, err)
 	}
-	for _, q := range queues {
+	for _, r := range rows {
 		p.Jobs++
-		p.AddQueue(q)
+		p.AddQueue(r.Queue)
+		p.JobIDs = append(p.JobIDs, r.ID)
 	}
 	return p, nil
 }

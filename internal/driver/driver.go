@@ -156,6 +156,9 @@ type Claim struct {
 	Job
 	Fence     int64
 	ClaimedAt time.Time
+	// StartBy: a run of a rated job must begin by then, or not at all
+	// (lifecycle.StartRated); zero when unbounded.
+	StartBy time.Time
 }
 
 // Promotion is what moving blocked jobs to ready did: how many moved, and
@@ -164,11 +167,15 @@ type Claim struct {
 type Promotion struct {
 	Jobs   int
 	Queues []string
+	// JobIDs are the jobs moved, in promotion order; only PromoteBlocked
+	// fills it in.
+	JobIDs []int64
 }
 
 // Add counts o in p.
 func (p *Promotion) Add(o Promotion) {
 	p.Jobs += o.Jobs
+	p.JobIDs = append(p.JobIDs, o.JobIDs...)
 	for _, q := range o.Queues {
 		p.AddQueue(q)
 	}
@@ -437,7 +444,8 @@ type SemaphoreStore interface {
 	// SemaphoreSave writes Value, Limit, Blocked, Duration and ExpiresAt.
 	SemaphoreSave(ctx context.Context, s Semaphore) error
 	// PromoteBlocked moves up to n blocked jobs of key to ready, highest
-	// priority first, FIFO among equals, and returns what moved.
+	// priority first, FIFO among equals, and returns what moved, with the
+	// moved jobs' ids in that order.
 	// Callers hold the key's semaphore lock.
 	PromoteBlocked(ctx context.Context, key string, n int, now time.Time) (Promotion, error)
 	// CountHolders counts the key's ready and claimed jobs, and its blocked ones.

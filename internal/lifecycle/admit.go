@@ -23,6 +23,7 @@ type Store interface {
 	driver.UniqueStore
 	driver.ClaimStore
 	driver.SemaphoreStore
+	driver.RateStore
 }
 
 // Admission leaves a job in one of these states: ready (holding a slot if
@@ -31,7 +32,11 @@ type Store interface {
 // when due).
 
 type candidate struct {
+	index    int // in the caller's jobs
 	limit    driver.Limit
+	rate     driver.RateSpec
+	line     string // the rate line a blocked rated job waits in; "" for its key's
+	slot     int    // the rate slot reserved for a ready rated job
 	queue    string
 	priority int
 	outcome  driver.JobState
@@ -131,12 +136,16 @@ func Enqueue(ctx context.Context, ex Store, jobs []*driver.NewJob, now time.Time
 		if _, dup := dups[i]; dup {
 			continue
 		}
-		cands[i] = &candidate{limit: j.Limit, queue: j.Queue, priority: j.Priority, outcome: driver.StateScheduled}
+		cands[i] = &candidate{index: i, limit: j.Limit, rate: j.Rate, queue: j.Queue, priority: j.Priority, outcome: driver.StateScheduled}
 		if !j.ScheduledAt.After(now) {
 			due = append(due, cands[i])
 		}
 	}
 	promoted, err := admit(ctx, ex, due, now)
+	if err != nil {
+		return nil, promoted, err
+	}
+	rates, err := admitRates(ctx, ex, due, now)
 	if err != nil {
 		return nil, promoted, err
 	}
@@ -151,7 +160,7 @@ func Enqueue(ctx context.Context, ex Store, jobs []*driver.NewJob, now time.Time
 		case driver.StateReady:
 			jobs[i].State = driver.StateReady
 		case driver.StateBlocked:
-			jobs[i].State = driver.StateBlocked
+			jobs[i].State, jobs[i].Line = driver.StateBlocked, c.line
 		case driver.StateScheduled:
 			jobs[i].State = driver.StateScheduled
 		case driver.StateDiscarded:
@@ -160,6 +169,9 @@ func Enqueue(ctx context.Context, ex Store, jobs []*driver.NewJob, now time.Time
 		kept = append(kept, jobs[i])
 	}
 	if err := ex.InsertJobs(ctx, now, kept); err != nil {
+		return nil, promoted, err
+	}
+	if err := rates.finish(ctx, func(c *candidate) int64 { return jobs[c.index].ID }); err != nil {
 		return nil, promoted, err
 	}
 	if dups == nil {
@@ -192,9 +204,13 @@ func PromoteScheduled(ctx context.Context, ex Store, max int, now time.Time) ([]
 func admitExisting(ctx context.Context, ex Store, jobs []*driver.Job, now time.Time) ([]driver.JobState, driver.Promotion, error) {
 	cands := make([]*candidate, len(jobs))
 	for i, j := range jobs {
-		cands[i] = &candidate{limit: j.Limit, queue: j.Queue, priority: j.Priority}
+		cands[i] = &candidate{index: i, limit: j.Limit, rate: j.Rate, queue: j.Queue, priority: j.Priority}
 	}
 	promoted, err := admit(ctx, ex, cands, now)
+	if err != nil {
+		return nil, promoted, err
+	}
+	rates, err := admitRates(ctx, ex, cands, now)
 	if err != nil {
 		return nil, promoted, err
 	}
@@ -203,7 +219,7 @@ func admitExisting(ctx context.Context, ex Store, jobs []*driver.Job, now time.T
 	for i, c := range cands {
 		j := jobs[i]
 		outcomes[i] = c.outcome
-		row := driver.Execution{JobID: j.ID, Queue: j.Queue, Priority: j.Priority, Key: j.Limit.Key, At: now}
+		row := driver.Execution{JobID: j.ID, Queue: j.Queue, Priority: j.Priority, Key: cmp.Or(c.line, j.Limit.Key), At: now}
 		switch c.outcome {
 		case driver.StateReady:
 			ready = append(ready, row)
@@ -219,6 +235,9 @@ func admitExisting(ctx context.Context, ex Store, jobs []*driver.Job, now time.T
 		return nil, promoted, err
 	}
 	if err := ex.InsertExecutions(ctx, driver.StateBlocked, blocked); err != nil {
+		return nil, promoted, err
+	}
+	if err := rates.finish(ctx, func(c *candidate) int64 { return jobs[c.index].ID }); err != nil {
 		return nil, promoted, err
 	}
 	return outcomes, promoted, nil

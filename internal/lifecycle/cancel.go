@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/bqueue/bq/internal/driver"
+	"github.com/bqueue/bq/ratelimit"
 	"github.com/bqueue/bq/semaphore"
 )
 
@@ -74,8 +75,24 @@ func Cancel(ctx context.Context, ex Store, id int64, now time.Time) (Cancellatio
 				return Cancellation{}, err
 			}
 		}
+		if job.Rate.Key != "" {
+			// Its reserved start slot, if any, goes back to the ring.
+			return cancelRated(ctx, ex, out, take, false, now)
+		}
 		took, err = take()
 	case driver.StateBlocked:
+		if line, ok, err := ex.BlockedKey(ctx, id); err != nil {
+			return Cancellation{}, err
+		} else if ok && job.Rate.Key != "" && line == driver.RateLine(job.Rate.Key) {
+			if key != "" {
+				// It waits for a start holding its key's slot: locked
+				// first, as admission does, and released below.
+				if _, _, err := ex.SemaphoreLock(ctx, key, ""); err != nil {
+					return Cancellation{}, err
+				}
+			}
+			return cancelRated(ctx, ex, out, take, true, now)
+		}
 		took, err = semaphore.Leave(ctx, ex, key, take)
 	case driver.StateScheduled, driver.StateFailed:
 		took, err = take()
@@ -97,6 +114,47 @@ func Cancel(ctx context.Context, ex Store, id int64, now time.Time) (Cancellatio
 		if out.Promoted, err = semaphore.Release(ctx, ex, key, now); err != nil {
 			return Cancellation{}, err
 		}
+	}
+	out.State = driver.StateCancelled
+	return out, nil
+}
+
+// cancelRated cancels a ready or rate-waiting job of a rate key, the
+// rate row locked after the key's semaphore (the order admission takes
+// them in): a ready job's reserved slot goes back to the ring, and a
+// waiting one leaves the line; then the slot of its concurrency key, if
+// it has one, is released as for any holder.
+func cancelRated(ctx context.Context, ex Store, out Cancellation, take func() (bool, error), waiting bool, now time.Time) (Cancellation, error) {
+	job := out.Job
+	w, err := ratelimit.Lock(ctx, ex, job.Rate, now)
+	if err != nil {
+		return Cancellation{}, err
+	}
+	if took, err := take(); err != nil || !took {
+		out.Moved = err == nil
+		return out, err
+	}
+	if waiting {
+		w.Wait(-1)
+	} else if err := ex.CancelReservation(ctx, job.Rate.Key, job.ID); err != nil {
+		return Cancellation{}, err
+	}
+	if err := w.PromoteLine(ctx); err != nil {
+		return Cancellation{}, err
+	}
+	out.Promoted.Add(w.Promoted())
+	if err := w.Save(ctx); err != nil {
+		return Cancellation{}, err
+	}
+	if err := ex.CancelJob(ctx, job.ID, now, false, ""); err != nil {
+		return Cancellation{}, err
+	}
+	if job.Limit.Key != "" {
+		p, err := semaphore.Release(ctx, ex, job.Limit.Key, now)
+		if err != nil {
+			return Cancellation{}, err
+		}
+		out.Promoted.Add(p)
 	}
 	out.State = driver.StateCancelled
 	return out, nil

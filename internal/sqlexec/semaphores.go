@@ -90,6 +90,7 @@ func (e *Executor) PromoteBlocked(ctx context.Context, key string, n int, now ti
 		for _, r := range picked {
 			moved.Jobs++
 			moved.AddQueue(r.Queue)
+			moved.JobIDs = append(moved.JobIDs, r.JobID)
 		}
 		return nil
 	})

@@ -24,7 +24,13 @@ type Row struct {
 	UniqueKey string
 	// CancelAt is its claim's cancel mark (MarkCancel); zero when none.
 	CancelAt time.Time
+	// Line is the key of the line a blocked job waits in; "" for its
+	// concurrency key's.
+	Line string
 }
+
+// line is the key of the line r waits in while blocked.
+func (r *Row) line() string { return cmp.Or(r.Line, r.Limit.Key) }
 
 // Store holds the rows. Its fields are for tests to arrange and inspect.
 type Store struct {
@@ -33,6 +39,9 @@ type Store struct {
 	Overrides  map[string]int
 	Policies   map[string]driver.Policy
 	Paused     map[string]time.Time // paused queues (lifecycle.Claim's gate)
+	Rates      map[string]*driver.Rate
+	Rings      map[string][]Slot
+	RateLimits map[string]driver.RateSpec // SetKeyRate overrides
 	nextID     int64
 	nextFence  int64
 }
@@ -41,7 +50,8 @@ type Store struct {
 func New() *Store {
 	return &Store{Jobs: map[int64]*Row{}, Semaphores: map[string]*driver.Semaphore{},
 		Overrides: map[string]int{}, Policies: map[string]driver.Policy{},
-		Paused: map[string]time.Time{}}
+		Paused: map[string]time.Time{}, Rates: map[string]*driver.Rate{}, Rings: map[string][]Slot{},
+		RateLimits: map[string]driver.RateSpec{}}
 }
 
 var (
@@ -71,8 +81,8 @@ func (s *Store) InsertJobs(_ context.Context, now time.Time, jobs []*driver.NewJ
 		s.nextID++
 		j.ID = s.nextID
 		s.Jobs[j.ID] = &Row{State: j.State, Job: driver.Job{ID: j.ID, Kind: j.Kind, Queue: j.Queue, Args: j.Args,
-			Priority: j.Priority, MaxAttempts: j.MaxAttempts, Limit: j.Limit, ScheduledAt: j.ScheduledAt, CreatedAt: now,
-			Metadata: j.Metadata, Tags: j.Tags}}
+			Priority: j.Priority, MaxAttempts: j.MaxAttempts, Limit: j.Limit, Rate: j.Rate, ScheduledAt: j.ScheduledAt,
+			CreatedAt: now, Metadata: j.Metadata, Tags: j.Tags}, Line: j.Line}
 	}
 	return nil
 }
@@ -83,9 +93,12 @@ func (s *Store) InsertExecutions(_ context.Context, state driver.JobState, rows 
 		if !ok {
 			return errors.New("memstore: execution of a missing job")
 		}
-		r.State = state
+		r.State, r.Line = state, ""
 		if state == driver.StateScheduled {
 			r.ScheduledAt = x.At
+		}
+		if state == driver.StateBlocked && x.Key != r.Limit.Key {
+			r.Line = x.Key
 		}
 	}
 	return nil
@@ -255,19 +268,29 @@ func (s *Store) SemaphoreSave(_ context.Context, sem driver.Semaphore) error {
 
 func (s *Store) PromoteBlocked(_ context.Context, key string, n int, _ time.Time) (driver.Promotion, error) {
 	var p driver.Promotion
-	for _, r := range s.sorted(func(r *Row) bool { return r.State == driver.StateBlocked && r.Limit.Key == key }) {
+	for _, r := range s.sorted(func(r *Row) bool { return r.State == driver.StateBlocked && r.line() == key }) {
 		if p.Jobs == n {
 			break
 		}
-		r.State = driver.StateReady
+		r.State, r.Line = driver.StateReady, ""
 		p.Jobs++
 		p.AddQueue(r.Queue)
+		p.JobIDs = append(p.JobIDs, r.ID)
 	}
 	return p, nil
 }
 
 func (s *Store) CountHolders(_ context.Context, key string) (int, int, error) {
-	return len(s.Of(key, driver.StateReady)) + len(s.Of(key, driver.StateRunning)), len(s.Of(key, driver.StateBlocked)), nil
+	holders, blocked := 0, 0
+	for _, r := range s.Of(key, driver.StateBlocked) {
+		if r.Line == "" {
+			blocked++
+		} else {
+			holders++ // waiting in a rate line, its slot kept
+		}
+	}
+	holders += len(s.Of(key, driver.StateReady)) + len(s.Of(key, driver.StateRunning))
+	return holders, blocked, nil
 }
 
 // Honest reports whether key's semaphore counts its rows: free slots are

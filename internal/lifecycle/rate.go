@@ -1,0 +1,233 @@
+package lifecycle
+
+import (
+	"cmp"
+	"context"
+	"slices"
+	"time"
+
+	"github.com/bqueue/bq/internal/driver"
+	"github.com/bqueue/bq/ratelimit"
+)
+
+// Rate limits are checked twice. Admission (admitRates) makes a rated
+// job ready only with a slot of its key's ring reserved for it, and
+// otherwise puts it in the key's line, so a burst never floods ready with
+// jobs that may not start. The claim (StartRated) is what counts: it
+// turns the reservation, or else a free slot, into the start; a claimed
+// job with neither goes back to the line unrun. Locks: semaphores before
+// rate rows, rate rows in key order.
+
+// rateAdmission is the rate stage of one admission: the windows it
+// locked and the slots it chose for jobs whose ids may not exist yet.
+type rateAdmission struct {
+	windows map[string]*ratelimit.Window
+	keys    []string
+	reserve map[string][]*candidate // by key: the ready candidates, each with its slot
+}
+
+// admitRates sends each ready candidate with a rate key either on to
+// ready, a slot reserved, or to its key's line (outcome blocked, line
+// set). A key whose line is not empty takes no new job past it.
+func admitRates(ctx context.Context, ex Store, cands []*candidate, now time.Time) (*rateAdmission, error) {
+	ra := &rateAdmission{windows: map[string]*ratelimit.Window{}, reserve: map[string][]*candidate{}}
+	byKey := map[string][]*candidate{}
+	for _, c := range cands {
+		if c != nil && c.outcome == driver.StateReady && c.rate.Key != "" {
+			byKey[c.rate.Key] = append(byKey[c.rate.Key], c)
+		}
+	}
+	for k := range byKey {
+		ra.keys = append(ra.keys, k)
+	}
+	slices.Sort(ra.keys)
+	for _, key := range ra.keys {
+		group := byKey[key]
+		slices.SortStableFunc(group, func(a, b *candidate) int { return cmp.Compare(b.priority, a.priority) })
+		w, err := ratelimit.Lock(ctx, ex, group[len(group)-1].rate, now)
+		if err != nil {
+			return nil, err
+		}
+		ra.windows[key] = w
+		var free []int
+		if w.Waiting() == 0 {
+			if free, err = w.Free(ctx, len(group)); err != nil {
+				return nil, err
+			}
+		}
+		for i, c := range group {
+			if i < len(free) {
+				c.slot = free[i]
+				ra.reserve[key] = append(ra.reserve[key], c)
+				continue
+			}
+			c.outcome, c.line = driver.StateBlocked, driver.RateLine(key)
+			w.Wait(1)
+		}
+	}
+	return ra, nil
+}
+
+// finish reserves the chosen slots for the candidates' jobs, now that
+// they have ids, and saves every window.
+func (ra *rateAdmission) finish(ctx context.Context, idOf func(*candidate) int64) error {
+	for _, key := range ra.keys {
+		w := ra.windows[key]
+		var slots []int
+		var ids []int64
+		for _, c := range ra.reserve[key] {
+			slots, ids = append(slots, c.slot), append(ids, idOf(c))
+		}
+		if err := w.Reserve(ctx, slots, ids); err != nil {
+			return err
+		}
+		if err := w.Save(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// RateStart is what StartRated did with one claim.
+type RateStart struct {
+	// Run: the claim may run; it must begin by StartBy (zero for a job
+	// with no rate key: no bound).
+	Run     bool
+	StartBy time.Time
+}
+
+// StartRated counts the starts of the claims that carry a rate key,
+// each on its reservation or a free slot of its key, in key order. A
+// claim with neither goes back to its key's line, unrun and its attempt
+// uncounted; so does one whose claim no longer matches (reaped
+// meanwhile: it is not this process's to run). now is read once the
+// keys are locked, so a wait for a lock is not taken from the run's
+// slack. It returns, per claim, whether to run it, and what the keys'
+// lines promoted into slots still free.
+func StartRated(ctx context.Context, ex Store, claims []*driver.Claim, clock func() time.Time) ([]RateStart, driver.Promotion, error) {
+	out := make([]RateStart, len(claims))
+	byKey := map[string][]int{}
+	for i, c := range claims {
+		if c.Rate.Key == "" {
+			out[i].Run = true
+			continue
+		}
+		byKey[c.Rate.Key] = append(byKey[c.Rate.Key], i)
+	}
+	var promoted driver.Promotion
+	if len(byKey) == 0 {
+		return out, promoted, nil
+	}
+	keys := make([]string, 0, len(byKey))
+	for k := range byKey {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	windows := make([]*ratelimit.Window, len(keys))
+	for i, key := range keys {
+		w, err := ratelimit.Lock(ctx, ex, claims[byKey[key][0]].Rate, clock())
+		if err != nil {
+			return nil, promoted, err
+		}
+		windows[i] = w
+	}
+	// Read after the locks: the slack is the run's, not the lock wait's.
+	now := clock()
+	for i, key := range keys {
+		w := windows[i].At(now)
+		for _, ci := range byKey[key] {
+			c := claims[ci]
+			startBy, ok, err := w.Start(ctx, c.ID)
+			if err != nil {
+				return nil, promoted, err
+			}
+			if ok {
+				out[ci] = RateStart{Run: true, StartBy: startBy}
+				continue
+			}
+			if err := toLine(ctx, ex, w, c, now); err != nil {
+				return nil, promoted, err
+			}
+		}
+		if err := w.PromoteLine(ctx); err != nil {
+			return nil, promoted, err
+		}
+		promoted.Add(w.Promoted())
+		if err := w.Save(ctx); err != nil {
+			return nil, promoted, err
+		}
+	}
+	return out, promoted, nil
+}
+
+// toLine puts claimed job c back in its rate key's line, unrun: the
+// claim is deleted by fence (a stale one changes nothing).
+func toLine(ctx context.Context, ex Store, w *ratelimit.Window, c *driver.Claim, now time.Time) error {
+	ok, err := ex.DeleteClaim(ctx, c.ID, c.Fence)
+	if err != nil || !ok {
+		return err
+	}
+	row := driver.Execution{JobID: c.ID, Queue: c.Queue, Priority: c.Priority, Key: driver.RateLine(c.Rate.Key), At: now}
+	if err := ex.InsertExecutions(ctx, driver.StateBlocked, []driver.Execution{row}); err != nil {
+		return err
+	}
+	w.Wait(1)
+	return nil
+}
+
+// StartedLate ends a rated run that did not begin by its StartBy (its
+// process froze or stalled between the claim and the run): it has not
+// run, so its attempt is not counted, and it goes back to its key's line
+// for a start of its own. Its slot stays spent: a start is never
+// counted less. A claim marked for cancel finishes cancelled.
+func StartedLate(ctx context.Context, ex Store, c *driver.Claim, now time.Time) (Result, error) {
+	if r, done, err := cancelIfMarked(ctx, ex, c, CancelledMessage, now); done || err != nil {
+		return r, err
+	}
+	w, err := ratelimit.Lock(ctx, ex, c.Rate, now)
+	if err != nil {
+		return Result{}, err
+	}
+	before := w.Waiting()
+	if err := toLine(ctx, ex, w, c, now); err != nil || w.Waiting() == before {
+		return Result{}, err
+	}
+	if err := w.PromoteLine(ctx); err != nil {
+		return Result{}, err
+	}
+	return Result{Matched: true, State: driver.StateBlocked, Promoted: w.Promoted()}, w.Save(ctx)
+}
+
+// PromoteRate makes ready the jobs of key's line that free slots allow,
+// for the dispatcher, skipping a key another transaction holds. With
+// repair, it first frees slots reserved for jobs that will never start.
+func PromoteRate(ctx context.Context, ex Store, key string, repair bool, now time.Time) (driver.Promotion, error) {
+	w, err := ratelimit.TryLock(ctx, ex, key, now)
+	if err != nil || w == nil {
+		return driver.Promotion{}, err
+	}
+	if repair {
+		if _, err := w.Repair(ctx); err != nil {
+			return driver.Promotion{}, err
+		}
+	}
+	if err := w.PromoteLine(ctx); err != nil {
+		return driver.Promotion{}, err
+	}
+	return w.Promoted(), w.Save(ctx)
+}
+
+// ApplyRate applies key's rate now, after its override changed: the ring
+// is resized to the resolved limit (keeping the newest starts) and the
+// line promoted into what is free. A key never stored is created when
+// spec has a limit.
+func ApplyRate(ctx context.Context, ex Store, spec driver.RateSpec, now time.Time) (driver.Promotion, error) {
+	w, err := ratelimit.Lock(ctx, ex, spec, now)
+	if err != nil || w == nil {
+		return driver.Promotion{}, err
+	}
+	if err := w.PromoteLine(ctx); err != nil {
+		return driver.Promotion{}, err
+	}
+	return w.Promoted(), w.Save(ctx)
+}

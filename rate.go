@@ -1,0 +1,273 @@
+package bq
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/bqueue/bq/internal/driver"
+	"github.com/bqueue/bq/internal/lifecycle"
+	"github.com/bqueue/bq/ratelimit"
+)
+
+// Rate limits how many jobs of a key start per Period, across every
+// worker of every process: never more than Limit starts within any
+// window of length Period, counted from the starts themselves (a retry is
+// a new start; a start counts once however its run ends). A job over the
+// rate waits, in its key's line (state blocked), until a start frees; it
+// never delays jobs of other keys. See docs/limits.md, "Rate limits".
+type Rate[A any] struct {
+	// Key returns the job's rate key; jobs whose full key (Group + "/" +
+	// Key) matches share the rate. An empty key means no rate limit for
+	// that job. Required.
+	Key func(args A) string
+	// Limit is the number of starts per Period, 1 to MaxRateLimit. A
+	// runtime override (SetKeyRate) beats it. Required.
+	Limit int
+	// Period is the window the Limit counts starts in: whole
+	// milliseconds, at least 1ms. Required.
+	Period time.Duration
+	// Group names the rate; job kinds with the same Group share keys.
+	// Default: the job's name. A rate key and a concurrency key of the
+	// same name are different limits.
+	Group string
+}
+
+// MaxRateLimit is the most starts per period a rate may allow: each is a
+// row of its key's ring. For more, count over a shorter period (10,000
+// per 100ms rather than 100,000 per second).
+const MaxRateLimit = 10_000
+
+// rateOption is WithRateKey's.
+type rateOption struct {
+	key    string
+	limit  int
+	period time.Duration
+}
+
+// WithRateKey rate-limits this job under key, replacing the definition's
+// Rate key (its Group still applies; the job's name without one). A limit
+// and period of 0 keep the definition's; a job kind with no Rate must
+// give both. An empty key means no rate limit for this job.
+func WithRateKey(key string, limit int, period time.Duration) EnqueueOption {
+	return func(o *enqueueOptions) { o.rate = &rateOption{key: key, limit: limit, period: period} }
+}
+
+// validateRate checks a limit and period as Rate and WithRateKey take
+// them: one rule, one wording, on every database.
+func validateRate(what string, limit int, period time.Duration) error {
+	var errs []error
+	switch {
+	case limit < 1:
+		errs = append(errs, fmt.Errorf("%s Limit is %d: use 1 to %d starts per period", what, limit, MaxRateLimit))
+	case limit > MaxRateLimit:
+		errs = append(errs, fmt.Errorf("%s Limit is %d: at most %d starts per period (bq.MaxRateLimit); count over a shorter period", what, limit, MaxRateLimit))
+	}
+	switch {
+	case period < time.Millisecond:
+		errs = append(errs, fmt.Errorf("%s Period is %s: use 1ms or more", what, period))
+	case period%time.Millisecond != 0:
+		errs = append(errs, fmt.Errorf("%s Period is %s: use whole milliseconds, which the databases count", what, period))
+	}
+	return errors.Join(errs...)
+}
+
+// validateRateSpec checks a definition's Rate.
+func validateRateSpec[A any](r *Rate[A]) error {
+	var errs []error
+	if r.Key == nil {
+		errs = append(errs, errors.New("Rate.Key is nil: set Key to a func(args) string that returns the key to rate-limit by, or remove Rate"))
+	}
+	if err := validateRate("Rate", r.Limit, r.Period); err != nil {
+		errs = append(errs, err)
+	}
+	if err := validateGroup(r.Group); err != nil {
+		errs = append(errs, fmt.Errorf("Rate: %w", err))
+	}
+	return errors.Join(errs...)
+}
+
+// rateOf returns the rate spec of one job: the enqueue-time key if
+// given, else the definition's.
+func (j *Job[A]) rateOf(args A, o *enqueueOptions) (driver.RateSpec, error) {
+	r := j.opts.Rate
+	var spec driver.RateSpec
+	group := j.name
+	if r != nil {
+		group, spec.Limit, spec.Period = r.Group, r.Limit, r.Period
+	}
+	key := ""
+	switch k := o.rate; {
+	case k != nil:
+		if k.limit != 0 || k.period != 0 || r == nil {
+			if err := validateRate("WithRateKey", k.limit, k.period); err != nil {
+				return driver.RateSpec{}, fmt.Errorf("%w: WithRateKey(%s, %d, %s): %w", ErrInvalidJob, quoted(k.key), k.limit, k.period, err)
+			}
+			spec.Limit, spec.Period = k.limit, k.period
+		}
+		key = k.key
+	case r != nil:
+		key = r.Key(args)
+	}
+	if key == "" {
+		return driver.RateSpec{}, nil
+	}
+	spec.Key = fullKey(group, key)
+	if err := validateRateKey(spec.Key); err != nil {
+		return driver.RateSpec{}, fmt.Errorf("%w: %w", ErrInvalidJob, err)
+	}
+	return spec, nil
+}
+
+// validateRateKey checks a full rate key: a concurrency key's rule, with
+// room for the line prefix its waiting jobs are filed under.
+func validateRateKey(key string) error {
+	if n := len(key) + len(driver.RateLinePrefix); n > MaxKeyBytes {
+		return fmt.Errorf("rate key %s is %d bytes long: a full rate key (Group + \"/\" + Key) is at most %d bytes; hash a longer key",
+			quoted(key), len(key), MaxKeyBytes-len(driver.RateLinePrefix))
+	}
+	if err := validateKey(key); err != nil {
+		return fmt.Errorf("rate %w", err)
+	}
+	return nil
+}
+
+// SetKeyRate overrides the rate of a full rate key (bq.Key(group, key))
+// until ClearKeyRate: at most limit starts per period, beating every
+// job's own Rate. It applies at once: a raised rate makes waiting jobs
+// ready now; a lowered one keeps the key's newest starts counted, so no
+// window holds more than the new limit from then on.
+func (c *Client) SetKeyRate(ctx context.Context, key string, limit int, period time.Duration) error {
+	if err := checkRateKeyArg("SetKeyRate", key); err != nil {
+		return err
+	}
+	if err := validateRate("SetKeyRate", limit, period); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+	}
+	spec := driver.RateSpec{Key: key, Limit: limit, Period: period}
+	return c.applyRate(ctx, "set the rate of key "+quoted(key), func(ex driver.Executor, now time.Time) error {
+		return ex.SetKeyRate(ctx, spec, now)
+	}, spec)
+}
+
+// ClearKeyRate removes key's override: the key goes back to the rate of
+// its newest waiting job (or keeps its stored one when none waits).
+func (c *Client) ClearKeyRate(ctx context.Context, key string) error {
+	if err := checkRateKeyArg("ClearKeyRate", key); err != nil {
+		return err
+	}
+	return c.applyRate(ctx, "clear the rate of key "+quoted(key), func(ex driver.Executor, now time.Time) error {
+		_, err := ex.DeleteKeyRate(ctx, key)
+		return err
+	}, driver.RateSpec{Key: key})
+}
+
+// applyRate changes key's override with change, then applies the key's
+// rate at once in the same transaction, and wakes the queues that got
+// ready jobs.
+func (c *Client) applyRate(ctx context.Context, what string, change func(driver.Executor, time.Time) error, spec driver.RateSpec) error {
+	var promoted driver.Promotion
+	err := driver.InTx(ctx, c.drv, func(ex driver.Executor) error {
+		now := c.cfg.Now()
+		promoted = driver.Promotion{}
+		if err := change(ex, now); err != nil {
+			return err
+		}
+		if spec.Limit == 0 {
+			latest, ok, err := ex.LatestJobRate(ctx, spec.Key)
+			if err != nil {
+				return err
+			}
+			if ok {
+				spec.Limit, spec.Period = latest.Limit, latest.Period
+			}
+		}
+		p, err := lifecycle.ApplyRate(ctx, ex, spec, now)
+		promoted = p
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, c.explainErr(ctx, err))
+	}
+	c.readyAll(promoted.Queues)
+	return nil
+}
+
+func checkRateKeyArg(fn, key string) error {
+	if err := checkKeyArg(fn, key); err != nil {
+		return err
+	}
+	if err := validateRateKey(key); err != nil {
+		return fmt.Errorf("%w: %s: %w", ErrInvalidArgument, fn, err)
+	}
+	return nil
+}
+
+// RateState is one rate key: its rate, its recent starts and its line.
+type RateState struct {
+	Key   string `json:"key"`
+	Group string `json:"group"`
+	// Exists: the key has a stored row (it is in use or was lately).
+	Exists bool          `json:"exists"`
+	Limit  int           `json:"limit"`
+	Period time.Duration `json:"period"`
+	// Overridden: SetKeyRate set Limit and Period.
+	Overridden bool `json:"overridden"`
+	// Recent counts the starts in the last Period (as the ring counts
+	// them: each at its claim plus the start slack).
+	Recent int `json:"recent"`
+	// Waiting counts jobs waiting for a start; Line lists the first 50
+	// in start order.
+	Waiting int          `json:"waiting"`
+	Line    []BlockedJob `json:"line"`
+	// NextStartAt is when the next waiting job may start; zero when none
+	// waits.
+	NextStartAt time.Time `json:"next_start_at,omitzero"`
+}
+
+// RateState reports a full rate key (bq.Key(group, key)).
+func (c *Client) RateState(ctx context.Context, key string) (*RateState, error) {
+	if err := checkRateKeyArg("RateState", key); err != nil {
+		return nil, err
+	}
+	r, err := c.rateState(ctx, key, maxLineShow)
+	if err != nil {
+		return nil, fmt.Errorf("rate key %q: %w", key, c.explainErr(ctx, err))
+	}
+	return r, nil
+}
+
+func (c *Client) rateState(ctx context.Context, key string, line int) (*RateState, error) {
+	ex := c.drv.Exec()
+	now := c.cfg.Now()
+	out := &RateState{Key: key, Group: driver.GroupOf(key), Line: []BlockedJob{}}
+	// The ring counts a start at its claim plus the slack; read a little
+	// past now so a start claimed just now is counted.
+	row, recent, ok, err := ex.ReadRate(ctx, key, now.Add(-1))
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return out, nil
+	}
+	out.Exists, out.Waiting, out.NextStartAt = true, row.Waiting, row.NextAt
+	out.Limit, out.Period = ratelimit.Resolve(driver.RateSpec{}, row)
+	out.Overridden = row.Override.Limit > 0
+	if row, recent, _, err = ex.ReadRate(ctx, key, now.Add(-out.Period)); err != nil {
+		return nil, err
+	}
+	out.Recent = recent
+	if line > 0 && out.Waiting > 0 {
+		blocked, err := ex.BlockedLine(ctx, driver.RateLine(key), line)
+		if err != nil {
+			return nil, err
+		}
+		for _, b := range blocked {
+			out.Line = append(out.Line, BlockedJob(b))
+		}
+	}
+	out.Waiting = cmp.Or(out.Waiting, len(out.Line))
+	return out, nil
+}

@@ -1,0 +1,211 @@
+// Package ratelimit is bq's start-rate core: at most Limit job starts per
+// Period per rate key, across every process, counted from the starts
+// themselves.
+//
+// A key's ring holds Limit slots, each the instant of one of its last
+// Limit starts. A start takes a slot at least one Period old, so any
+// window of one Period holds at most Limit starts: two starts on the same
+// slot are a Period apart, and Limit+1 starts need a slot twice.
+//
+// The instant a start records is not the claim's but the latest the run
+// may begin, the claim plus StartSlack: a run that has not begun by then
+// (its process froze, its machine stalled) does not run but goes back to
+// the line (see StartBy), so no start the job itself observes is earlier
+// than a Period after the slot's last one.
+//
+// Slots are reserved for the jobs admission makes ready (Reserve), so a
+// burst never makes more jobs ready than may start; a job that reaches
+// ready by another path (a retry, a promotion of its concurrency key, a
+// reaped claim) takes a free slot at its claim or waits in the line.
+// Every change of a ring is made with the key's row locked.
+package ratelimit
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/bqueue/bq/internal/driver"
+)
+
+// StartSlack is how long after its claim a rate-limited run may begin:
+// a fortieth of the period, within 5 to 25 ms. The ring records the claim
+// plus this, so it costs at most that fraction of the rate.
+func StartSlack(period time.Duration) time.Duration {
+	return min(max(period/40, 5*time.Millisecond), 25*time.Millisecond)
+}
+
+// Store is what a window reads and writes: the key's row and ring, and
+// its line (blocked rows of driver.RateLine(key)).
+type Store interface {
+	driver.RateStore
+	PromoteBlocked(ctx context.Context, key string, n int, now time.Time) (driver.Promotion, error)
+}
+
+// Window is one key's row and ring, locked until the transaction ends.
+type Window struct {
+	ex       Store
+	row      driver.Rate
+	now      time.Time
+	promoted driver.Promotion
+}
+
+// Resolve is the key's limit and period: an override (SetKeyRate) beats
+// the job's own spec; a spec with no limit keeps the stored one.
+func Resolve(spec driver.RateSpec, stored driver.Rate) (int, time.Duration) {
+	switch {
+	case stored.Override.Limit > 0:
+		return stored.Override.Limit, stored.Override.Period
+	case spec.Limit > 0:
+		return spec.Limit, spec.Period
+	default:
+		return stored.Limit, stored.Period
+	}
+}
+
+// Lock locks spec.Key's row, creating it and its ring if missing, and
+// applies the resolved limit and period: a changed limit resizes the
+// ring, keeping its newest starts. spec.Limit 0 keeps what is stored; a
+// key never stored then is not locked (nil, nil).
+func Lock(ctx context.Context, ex Store, spec driver.RateSpec, now time.Time) (*Window, error) {
+	// The dispatcher deletes idle rows; one may vanish between the create
+	// and the lock, so try again.
+	for range 3 {
+		row, ok, err := ex.RateLock(ctx, spec.Key)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			w := &Window{ex: ex, row: row, now: now}
+			return w, w.apply(ctx, spec)
+		}
+		if spec.Limit <= 0 {
+			return nil, nil
+		}
+		if err := ex.RateEnsure(ctx, spec, now); err != nil {
+			return nil, err
+		}
+	}
+	return nil, fmt.Errorf("lock rate key %q: it keeps disappearing", spec.Key)
+}
+
+// TryLock locks key's stored row unless another transaction holds it
+// (nil, nil then, as for a missing row): maintenance never waits behind
+// an admission or a claim, which settle the key themselves.
+func TryLock(ctx context.Context, ex Store, key string, now time.Time) (*Window, error) {
+	row, ok, err := ex.RateTryLock(ctx, key)
+	if err != nil || !ok {
+		return nil, err
+	}
+	w := &Window{ex: ex, row: row, now: now}
+	return w, w.apply(ctx, driver.RateSpec{Key: key})
+}
+
+func (w *Window) apply(ctx context.Context, spec driver.RateSpec) error {
+	limit, period := Resolve(spec, w.row)
+	if limit != w.row.Limit {
+		if err := w.ex.ResizeRing(ctx, w.row.Key, w.row.Limit, limit); err != nil {
+			return err
+		}
+	}
+	w.row.Limit, w.row.Period = limit, period
+	return nil
+}
+
+// At makes now the window's clock: the instant its starts are claimed.
+func (w *Window) At(now time.Time) *Window {
+	w.now = now
+	return w
+}
+
+// Row is the key's state as locked and changed so far.
+func (w *Window) Row() driver.Rate { return w.row }
+
+// Promoted is what PromoteLine made ready.
+func (w *Window) Promoted() driver.Promotion { return w.promoted }
+
+// Waiting counts the jobs in the key's line.
+func (w *Window) Waiting() int { return w.row.Waiting }
+
+// Free returns up to n slots a start may take now.
+func (w *Window) Free(ctx context.Context, n int) ([]int, error) {
+	return w.ex.FreeSlots(ctx, w.row.Key, w.now.Add(-w.row.Period), n)
+}
+
+// Reserve holds slots[i] for the ready job jobIDs[i].
+func (w *Window) Reserve(ctx context.Context, slots []int, jobIDs []int64) error {
+	return w.ex.SetSlots(ctx, w.row.Key, slots, jobIDs, driver.Reserved)
+}
+
+// Start counts a start of jobID, claimed at the window's now, on its
+// reservation or else a free slot, and returns the instant its run must
+// begin by. ok is false when no slot is free: the job must wait.
+func (w *Window) Start(ctx context.Context, jobID int64) (startBy time.Time, ok bool, err error) {
+	startBy = w.now.Add(StartSlack(w.row.Period))
+	if ok, err = w.ex.StartReserved(ctx, w.row.Key, jobID, startBy); ok || err != nil {
+		return startBy, ok, err
+	}
+	free, err := w.Free(ctx, 1)
+	if err != nil || len(free) == 0 {
+		return time.Time{}, false, err
+	}
+	return startBy, true, w.ex.SetSlots(ctx, w.row.Key, free, []int64{0}, startBy)
+}
+
+// Wait counts n more jobs in the key's line (negative: n left it).
+func (w *Window) Wait(n int) { w.row.Waiting = max(w.row.Waiting+n, 0) }
+
+// PromoteLine makes ready as many jobs of the key's line as there are
+// free slots, highest priority first, FIFO among equals, each with a
+// slot reserved.
+func (w *Window) PromoteLine(ctx context.Context) error {
+	if w.row.Waiting <= 0 {
+		return nil
+	}
+	free, err := w.Free(ctx, w.row.Waiting)
+	if err != nil || len(free) == 0 {
+		return err
+	}
+	p, err := w.ex.PromoteBlocked(ctx, driver.RateLine(w.row.Key), len(free), w.now)
+	if err != nil {
+		return err
+	}
+	if p.Jobs < len(free) {
+		// Fewer rows than counted: the line is empty.
+		w.row.Waiting = 0
+	} else {
+		w.row.Waiting -= p.Jobs
+	}
+	if err := w.Reserve(ctx, free[:len(p.JobIDs)], p.JobIDs); err != nil {
+		return err
+	}
+	w.promoted.Add(p)
+	return nil
+}
+
+// Save writes the row back, with when its line may next move: a Period
+// after its oldest start, or a Period from now when every slot is
+// reserved (a reservation turns into a start at its job's claim).
+func (w *Window) Save(ctx context.Context) error {
+	w.row.NextAt = time.Time{}
+	if w.row.Waiting > 0 {
+		oldest, err := w.ex.OldestSlot(ctx, w.row.Key)
+		if err != nil {
+			return err
+		}
+		w.row.NextAt = w.now.Add(w.row.Period)
+		if oldest.Before(driver.Reserved) {
+			w.row.NextAt = oldest.Add(w.row.Period)
+			if w.row.NextAt.Before(w.now) {
+				w.row.NextAt = w.now
+			}
+		}
+	}
+	return w.ex.RateSave(ctx, w.row, w.now)
+}
+
+// Repair frees the slots reserved for jobs that will never start on
+// them, and reports how many.
+func (w *Window) Repair(ctx context.Context) (int, error) {
+	return w.ex.RepairReservations(ctx, w.row.Key)
+}
