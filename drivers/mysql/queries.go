@@ -199,6 +199,10 @@ WHERE j.concurrency_key_hash = ? AND j.finished_at IS NULL ORDER BY j.id DESC LI
 		Lock:    " FOR UPDATE",
 		TryLock: " FOR UPDATE SKIP LOCKED",
 	})
+	// The free slots by the key's starts, never by the job index (whose
+	// NULLs are every key's free slots).
+	q.Rate.Free = p(`SELECT slot FROM {p}rate_starts FORCE INDEX ({p}rate_starts_oldest)
+WHERE key_hash = ? AND job_id IS NULL AND started_at <= ? ORDER BY started_at LIMIT ?`)
 	q.Rate.PickIdle += " FOR UPDATE SKIP LOCKED"
 	q.Rate.DeleteIdle += " ORDER BY key_hash" + byKey
 	q.Rate.Due = p(`SELECT rate_key FROM {p}rate_limits FORCE INDEX ({p}rate_limits_next)

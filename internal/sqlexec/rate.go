@@ -141,13 +141,18 @@ func scanRate(scan func(...any) error, r *driver.Rate, key *[]byte, extra ...any
 }
 
 // rateBatch bounds the slots of one multi-row INSERT (3 arguments each).
-const rateBatch = 300
+// Counts are cut into powers of two up to it, so a handful of statement
+// texts serve every ring size and each stays prepared (SQLite's cache).
+const rateBatch = 256
 
 // insertSlots adds n free slots to key's ring, numbered from first.
 func (e *Executor) insertSlots(ctx context.Context, key string, first, n int) error {
 	k := e.d.KeyIndex(key)
 	for n > 0 {
-		size := min(n, rateBatch)
+		size := rateBatch
+		for size > n {
+			size /= 2
+		}
 		args := make([]any, 0, 3*size)
 		for i := range size {
 			args = append(args, k, first+i, int64(0))

@@ -36,6 +36,12 @@ var _ = add("rate",
 			t.Errorf("FreeSlots = %v, want the ring's 3 slots, 0..2", got)
 		}
 		f.sameTime("OldestSlot of a new ring", f.oldest("g/k"), epoch)
+		// A ring of more slots than one INSERT takes.
+		f.rateEnsure("g/big", 300, time.Second)
+		f.must(f.ex().ResizeRing(f.ctx, "g/big", 300, 301))
+		if got := sortedInts(f.freeSlots("g/big", T0, 1000)); len(got) != 301 || got[0] != 0 || got[300] != 300 {
+			t.Errorf("a ring of 300 grown by one has %d slots (%v...), want 0..300", len(got), got[:min(len(got), 3)])
+		}
 		// Concurrent creates of another key: none fails, one ring.
 		f.must(together(4, func(int) error {
 			return driver.Atomic(f.ctx, f.d, func(ex driver.Executor) error {
