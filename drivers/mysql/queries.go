@@ -146,7 +146,9 @@ SELECT
 	(SELECT count(*) FROM {p}jobs j FORCE INDEX ({p}jobs_live_key) JOIN {p}ready_executions r ON r.job_id = j.id
 		WHERE j.concurrency_key_hash = ? AND j.finished_at IS NULL)
 	+ (SELECT count(*) FROM {p}jobs j FORCE INDEX ({p}jobs_live_key) JOIN {p}claimed_executions c ON c.job_id = j.id
-		WHERE j.concurrency_key_hash = ? AND j.finished_at IS NULL),
+		WHERE j.concurrency_key_hash = ? AND j.finished_at IS NULL)
+	+ (SELECT count(*) FROM {p}jobs j FORCE INDEX ({p}jobs_live_key) JOIN {p}blocked_executions b ON b.job_id = j.id
+		WHERE j.concurrency_key_hash = ? AND j.finished_at IS NULL AND b.concurrency_key_hash <> ?),
 	(SELECT count(*) FROM {p}blocked_executions FORCE INDEX ({p}blocked_line) WHERE concurrency_key_hash = ?)`)
 
 	q.PickDueScheduled = p(`SELECT job_id FROM {p}scheduled_executions FORCE INDEX ({p}scheduled_due)
@@ -185,6 +187,28 @@ VALUES (?, ?, ?, ?, ?, ?) ON DUPLICATE KEY UPDATE name = name`)
 	q.DeleteKeyLimit = p("DELETE FROM {p}key_limits WHERE key_hash = ? AND `key` = ?")
 	q.LatestJobLimit = p(`SELECT ` + sqltext.JobColumns + ` FROM {p}jobs j FORCE INDEX ({p}jobs_live_key)
 WHERE j.concurrency_key_hash = ? AND j.finished_at IS NULL ORDER BY j.id DESC LIMIT 1`)
+
+	// Rates: keys by their hash; the rate row alone is locked (the
+	// override comes from subqueries). The idle pick skips rows others
+	// hold, and the deletes by key go by the primary key (byKey).
+	q.Rate = sqlexec.Rates(p, sqlexec.RateSpelling{
+		KeyColumns: "key_hash, rate_key",
+		Ignore:     " ON DUPLICATE KEY UPDATE rate_key = rate_key",
+		Upsert: " ON DUPLICATE KEY UPDATE lim = VALUES(lim), period_ms = VALUES(period_ms)," +
+			" updated_at = VALUES(updated_at)",
+		Lock:    " FOR UPDATE",
+		TryLock: " FOR UPDATE SKIP LOCKED",
+	})
+	// The free slots by the key's starts, never by the job index (whose
+	// NULLs are every key's free slots).
+	q.Rate.Free = p(`SELECT slot FROM {p}rate_starts FORCE INDEX ({p}rate_starts_oldest)
+WHERE key_hash = ? AND job_id IS NULL AND started_at <= ? ORDER BY started_at LIMIT ?`)
+	q.Rate.PickIdle += " FOR UPDATE SKIP LOCKED"
+	q.Rate.DeleteIdle += " ORDER BY key_hash" + byKey
+	q.Rate.Due = p(`SELECT rate_key FROM {p}rate_limits FORCE INDEX ({p}rate_limits_next)
+WHERE waiting > 0 AND next_at IS NOT NULL AND next_at <= ? ORDER BY next_at LIMIT ?`)
+	q.Rate.LatestJob = p(`SELECT rate_key, rate_limit, rate_period_ms FROM {p}jobs FORCE INDEX ({p}jobs_live_rate)
+WHERE rate_key_hash = ? AND finished_at IS NULL ORDER BY id DESC LIMIT 1`)
 
 	// Inspection (read-only).
 	q.GroupStats = p("SELECT SUBSTRING_INDEX(`key`, '/', 1) AS grp, count(*), min(lim), max(lim),\n" +

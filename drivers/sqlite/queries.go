@@ -66,7 +66,9 @@ SELECT
 	(SELECT count(*) FROM {p}jobs j JOIN {p}ready_executions r ON r.job_id = j.id
 		WHERE j.concurrency_key = ? AND j.finished_at IS NULL)
 	+ (SELECT count(*) FROM {p}jobs j JOIN {p}claimed_executions c ON c.job_id = j.id
-		WHERE j.concurrency_key = ? AND j.finished_at IS NULL),
+		WHERE j.concurrency_key = ? AND j.finished_at IS NULL)
+	+ (SELECT count(*) FROM {p}jobs j JOIN {p}blocked_executions b ON b.job_id = j.id
+		WHERE j.concurrency_key = ? AND j.finished_at IS NULL AND b.concurrency_key <> ?),
 	(SELECT count(*) FROM {p}blocked_executions WHERE concurrency_key = ?)`)
 
 	q.PickDueScheduled = p(`SELECT job_id FROM {p}scheduled_executions WHERE scheduled_at <= ?
@@ -100,6 +102,15 @@ ON CONFLICT (key) DO UPDATE SET lim = excluded.lim, updated_at = excluded.update
 	q.DeleteKeyLimit = p(`DELETE FROM {p}key_limits WHERE key = ?`)
 	q.LatestJobLimit = p(`SELECT ` + sqltext.JobColumns + ` FROM {p}jobs j
 WHERE j.concurrency_key = ? AND j.finished_at IS NULL ORDER BY j.id DESC LIMIT 1`)
+
+	// Rates: no row locks, the write transaction is the lock, so TryLock
+	// is Lock.
+	q.Rate = sqlexec.Rates(p, sqlexec.RateSpelling{
+		KeyColumns: "rate_key",
+		Ignore:     " ON CONFLICT (rate_key) DO NOTHING",
+		Upsert: " ON CONFLICT (rate_key) DO UPDATE SET lim = excluded.lim, period_ms = excluded.period_ms," +
+			" updated_at = excluded.updated_at",
+	})
 
 	// Inspection (read-only).
 	q.GroupStats = p(`

@@ -54,6 +54,8 @@ type Queries struct {
 	CancelJob, ClaimFence, MarkCancel, CancelMark, CancelRequested string
 
 	Periodic PeriodicQueries // periodic.go
+	// Rate (rate.go) is the dialect's: Rates with its RateSpelling.
+	Rate RateQueries
 }
 
 // Common returns the statements both database/sql dialects spell alike, each passed

@@ -103,7 +103,7 @@ func (e *Executor) PromoteBlocked(ctx context.Context, key string, n int, now ti
 func (e *Executor) CountHolders(ctx context.Context, key string) (int, int, error) {
 	var holders, blocked int
 	k := e.d.KeyIndex(key)
-	if err := e.db.QueryRowContext(ctx, e.q.CountHolders, k, k, k).Scan(&holders, &blocked); err != nil {
+	if err := e.db.QueryRowContext(ctx, e.q.CountHolders, k, k, k, k, k).Scan(&holders, &blocked); err != nil {
 		return 0, 0, fmt.Errorf("count holders of %q: %w", key, err)
 	}
 	return holders, blocked, nil

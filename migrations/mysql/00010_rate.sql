@@ -5,7 +5,11 @@
 ALTER TABLE {prefix}jobs
     ADD COLUMN rate_key       VARBINARY(4096),
     ADD COLUMN rate_limit     INT    NOT NULL DEFAULT 0,
-    ADD COLUMN rate_period_ms BIGINT NOT NULL DEFAULT 0;
+    ADD COLUMN rate_period_ms BIGINT NOT NULL DEFAULT 0,
+    -- The newest live job of a rate key (LatestJobRate), by the key's
+    -- SHA-256 as concurrency_key_hash is.
+    ADD COLUMN rate_key_hash  BINARY(32) AS (UNHEX(SHA2(rate_key, 256))) STORED,
+    ADD INDEX {prefix}jobs_live_rate (rate_key_hash, finished_at);
 
 CREATE TABLE {prefix}rate_limits (
     key_hash   BINARY(32)      NOT NULL PRIMARY KEY,
@@ -42,4 +46,5 @@ CREATE TABLE {prefix}rate_overrides (
 DROP TABLE {prefix}rate_overrides;
 DROP TABLE {prefix}rate_starts;
 DROP TABLE {prefix}rate_limits;
-ALTER TABLE {prefix}jobs DROP COLUMN rate_period_ms, DROP COLUMN rate_limit, DROP COLUMN rate_key;
+ALTER TABLE {prefix}jobs DROP INDEX {prefix}jobs_live_rate, DROP COLUMN rate_key_hash,
+    DROP COLUMN rate_period_ms, DROP COLUMN rate_limit, DROP COLUMN rate_key;

@@ -4,6 +4,8 @@
 ALTER TABLE {prefix}jobs ADD COLUMN rate_key TEXT;
 ALTER TABLE {prefix}jobs ADD COLUMN rate_limit INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE {prefix}jobs ADD COLUMN rate_period_ms INTEGER NOT NULL DEFAULT 0;
+-- The newest live job of a rate key (LatestJobRate).
+CREATE INDEX {prefix}jobs_live_rate ON {prefix}jobs (rate_key) WHERE rate_key IS NOT NULL AND finished_at IS NULL;
 
 CREATE TABLE {prefix}rate_limits (
     rate_key   TEXT    PRIMARY KEY,
@@ -36,6 +38,7 @@ CREATE TABLE {prefix}rate_overrides (
 DROP TABLE {prefix}rate_overrides;
 DROP TABLE {prefix}rate_starts;
 DROP TABLE {prefix}rate_limits;
+DROP INDEX {prefix}jobs_live_rate;
 ALTER TABLE {prefix}jobs DROP COLUMN rate_period_ms;
 ALTER TABLE {prefix}jobs DROP COLUMN rate_limit;
 ALTER TABLE {prefix}jobs DROP COLUMN rate_key;

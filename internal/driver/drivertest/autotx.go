@@ -78,3 +78,19 @@ func (a autoTx) LostClaimsOfKey(ctx context.Context, key string, now time.Time, 
 		return ex.LostClaimsOfKey(ctx, key, now, silence)
 	})
 }
+
+func (a autoTx) RateEnsure(ctx context.Context, spec driver.RateSpec, now time.Time) error {
+	return driver.Atomic(ctx, a.d, func(ex driver.Executor) error { return ex.RateEnsure(ctx, spec, now) })
+}
+
+func (a autoTx) ResizeRing(ctx context.Context, key string, from, to int) error {
+	return driver.Atomic(ctx, a.d, func(ex driver.Executor) error { return ex.ResizeRing(ctx, key, from, to) })
+}
+
+func (a autoTx) SetSlots(ctx context.Context, key string, slots []int, jobIDs []int64, at time.Time) error {
+	return driver.Atomic(ctx, a.d, func(ex driver.Executor) error { return ex.SetSlots(ctx, key, slots, jobIDs, at) })
+}
+
+func (a autoTx) DeleteIdleRates(ctx context.Context, now time.Time, max int) (int, error) {
+	return atomically(ctx, a.d, func(ex driver.Executor) (int, error) { return ex.DeleteIdleRates(ctx, now, max) })
+}

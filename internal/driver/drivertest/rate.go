@@ -1,0 +1,394 @@
+package drivertest
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/bqueue/bq/internal/driver"
+)
+
+// Epoch is the instant a never-used ring slot carries.
+var epoch = time.UnixMicro(0)
+
+// Rates: each key's row, its ring of start slots, reservations, the
+// overrides and the reads the engine's rate limiting builds on.
+var _ = add("rate",
+	test{"EnsureCreatesOnce", func(t *testing.T, f *fixture) {
+		if _, _, ok, err := f.ex().ReadRate(f.ctx, "g/k", T0); err != nil || ok {
+			t.Fatalf("ReadRate of a missing key = %v, %v; want not found", ok, err)
+		}
+		f.tx(func(ex driver.Executor) error {
+			_, ok, err := ex.RateLock(f.ctx, "g/k")
+			if err == nil && ok {
+				t.Errorf("RateLock of a missing key found it")
+			}
+			return err
+		})
+		f.rateEnsure("g/k", 3, time.Minute)
+		f.rateEnsure("g/k", 5, time.Hour) // exists: changes nothing
+		r, recent := f.readRate("g/k", T0.Add(-time.Hour))
+		if r.Key != "g/k" || r.Limit != 3 || r.Period != time.Minute || r.Waiting != 0 || !r.NextAt.IsZero() ||
+			r.Override != (driver.RateSpec{}) || recent != 0 {
+			t.Errorf("ReadRate = %+v, recent %d; want limit 3 per minute, nothing waiting, no override, no start", r, recent)
+		}
+		if got := sortedInts(f.freeSlots("g/k", T0, 10)); !slices.Equal(got, []int{0, 1, 2}) {
+			t.Errorf("FreeSlots = %v, want the ring's 3 slots, 0..2", got)
+		}
+		f.sameTime("OldestSlot of a new ring", f.oldest("g/k"), epoch)
+		// A ring of more slots than one INSERT takes.
+		f.rateEnsure("g/big", 300, time.Second)
+		f.must(f.ex().ResizeRing(f.ctx, "g/big", 300, 301))
+		if got := sortedInts(f.freeSlots("g/big", T0, 1000)); len(got) != 301 || got[0] != 0 || got[300] != 300 {
+			t.Errorf("a ring of 300 grown by one has %d slots (%v...), want 0..300", len(got), got[:min(len(got), 3)])
+		}
+		// Concurrent creates of another key: none fails, one ring.
+		f.must(together(4, func(int) error {
+			return driver.Atomic(f.ctx, f.d, func(ex driver.Executor) error {
+				return ex.RateEnsure(f.ctx, driver.RateSpec{Key: "g/race", Limit: 2, Period: time.Second}, T0)
+			})
+		}))
+		if got := f.freeSlots("g/race", T0, 10); len(got) != 2 {
+			t.Errorf("FreeSlots after concurrent creates = %v, want 2 slots", got)
+		}
+	}},
+	test{"SaveLockAndOverride", func(t *testing.T, f *fixture) {
+		f.rateEnsure("g/k", 3, time.Minute)
+		f.must(f.ex().RateSave(f.ctx, driver.Rate{Key: "g/k", Limit: 4, Period: 2 * time.Minute, Waiting: 2,
+			NextAt: T0.Add(time.Second)}, T0))
+		f.must(f.ex().SetKeyRate(f.ctx, driver.RateSpec{Key: "g/k", Limit: 7, Period: 30 * time.Second}, T0))
+		f.must(f.ex().SetKeyRate(f.ctx, driver.RateSpec{Key: "g/k", Limit: 8, Period: 40 * time.Second}, T0))
+		want := driver.Rate{Key: "g/k", Limit: 4, Period: 2 * time.Minute, Waiting: 2,
+			Override: driver.RateSpec{Key: "g/k", Limit: 8, Period: 40 * time.Second}}
+		check := func(what string, r driver.Rate, ok bool, err error) {
+			t.Helper()
+			f.must(err)
+			if !ok {
+				t.Fatalf("%s: g/k not found", what)
+			}
+			f.sameTime(what+" NextAt", r.NextAt, T0.Add(time.Second))
+			r.NextAt = time.Time{}
+			if r != want {
+				t.Errorf("%s = %+v, want %+v", what, r, want)
+			}
+		}
+		f.tx(func(ex driver.Executor) error {
+			r, ok, err := ex.RateLock(f.ctx, "g/k")
+			check("RateLock", r, ok, err)
+			return nil
+		})
+		f.tx(func(ex driver.Executor) error {
+			r, ok, err := ex.RateTryLock(f.ctx, "g/k")
+			check("RateTryLock", r, ok, err)
+			return nil
+		})
+		r, _, ok, err := f.ex().ReadRate(f.ctx, "g/k", T0)
+		check("ReadRate", r, ok, err)
+		if had, err := f.ex().DeleteKeyRate(f.ctx, "g/k"); err != nil || !had {
+			t.Errorf("DeleteKeyRate = %v, %v; want true", had, err)
+		}
+		if had, err := f.ex().DeleteKeyRate(f.ctx, "g/k"); err != nil || had {
+			t.Errorf("second DeleteKeyRate = %v, %v; want false", had, err)
+		}
+		f.must(f.ex().RateSave(f.ctx, driver.Rate{Key: "g/k", Limit: 4, Period: 2 * time.Minute}, T0))
+		if r, _ := f.readRate("g/k", T0); r.Override != (driver.RateSpec{}) || !r.NextAt.IsZero() || r.Waiting != 0 {
+			t.Errorf("after DeleteKeyRate and a save with no wait: %+v; want no override, zero NextAt", r)
+		}
+	}},
+	test{"TryLockSkipsAHeldRow", func(t *testing.T, f *fixture) {
+		f.needRowLocks()
+		f.rateEnsure("g/k", 1, time.Minute)
+		tx := f.begin()
+		if _, ok, err := tx.RateLock(f.ctx, "g/k"); err != nil || !ok {
+			t.Fatalf("RateLock = %v, %v", ok, err)
+		}
+		f.tx(func(ex driver.Executor) error {
+			_, ok, err := ex.RateTryLock(f.quick(), "g/k")
+			if err == nil && ok {
+				t.Errorf("RateTryLock of a row another transaction holds returned it")
+			}
+			return err
+		})
+		f.must(tx.Rollback(f.ctx))
+	}},
+	test{"SlotsStartReserveCancel", func(t *testing.T, f *fixture) {
+		f.rateEnsure("g/k", 3, time.Minute)
+		f.must(f.ex().SetSlots(f.ctx, "g/k", []int{0, 1}, []int64{0, 0}, T0))
+		f.must(f.ex().SetSlots(f.ctx, "g/k", []int{2}, []int64{42}, driver.Reserved))
+		if got := f.freeSlots("g/k", T0.Add(-time.Second), 10); len(got) != 0 {
+			t.Errorf("FreeSlots before the starts = %v, want none", got)
+		}
+		if got := sortedInts(f.freeSlots("g/k", T0, 10)); !slices.Equal(got, []int{0, 1}) {
+			t.Errorf("FreeSlots at the starts = %v, want 0 and 1 (2 is reserved)", got)
+		}
+		if got := f.freeSlots("g/k", driver.Reserved, 1); len(got) != 1 || got[0] == 2 {
+			t.Errorf("FreeSlots(max 1) = %v, want one of 0, 1", got)
+		}
+		if _, recent := f.readRate("g/k", T0.Add(-time.Second)); recent != 2 {
+			t.Errorf("recent starts = %d, want 2 (the reservation does not count)", recent)
+		}
+		if _, recent := f.readRate("g/k", T0); recent != 0 {
+			t.Errorf("recent starts after T0 = %d, want 0", recent)
+		}
+		f.sameTime("OldestSlot", f.oldest("g/k"), T0)
+		if ok, err := f.ex().StartReserved(f.ctx, "g/k", 42, T0.Add(5*time.Second)); err != nil || !ok {
+			t.Errorf("StartReserved = %v, %v; want true", ok, err)
+		}
+		if ok, err := f.ex().StartReserved(f.ctx, "g/k", 42, T0.Add(6*time.Second)); err != nil || ok {
+			t.Errorf("second StartReserved = %v, %v; want false", ok, err)
+		}
+		if _, recent := f.readRate("g/k", T0); recent != 1 {
+			t.Errorf("recent starts after T0 = %d, want 1 (the reservation started)", recent)
+		}
+		if got := f.freeSlots("g/k", T0.Add(5*time.Second), 10); len(got) != 3 {
+			t.Errorf("FreeSlots = %v, want all 3", got)
+		}
+		// Reserve every slot: OldestSlot is Reserved; a cancel frees one
+		// as never started.
+		f.must(f.ex().SetSlots(f.ctx, "g/k", []int{0, 1, 2}, []int64{7, 8, 9}, driver.Reserved))
+		f.sameTime("OldestSlot of a reserved ring", f.oldest("g/k"), driver.Reserved)
+		if got := f.freeSlots("g/k", driver.Reserved, 10); len(got) != 0 {
+			t.Errorf("FreeSlots of a reserved ring = %v, want none", got)
+		}
+		f.must(f.ex().CancelReservation(f.ctx, "g/k", 8))
+		if got := f.freeSlots("g/k", epoch, 10); !slices.Equal(got, []int{1}) {
+			t.Errorf("FreeSlots after the cancel = %v, want slot 1 at the epoch", got)
+		}
+		f.sameTime("OldestSlot after the cancel", f.oldest("g/k"), epoch)
+		f.sameTime("OldestSlot of a missing ring", f.oldest("g/none"), driver.Reserved)
+	}},
+	test{"ResizeRing", func(t *testing.T, f *fixture) {
+		f.rateEnsure("g/k", 3, time.Minute)
+		for i := range 3 {
+			f.must(f.ex().SetSlots(f.ctx, "g/k", []int{i}, []int64{0}, T0.Add(time.Duration(i)*time.Second)))
+		}
+		f.must(f.ex().ResizeRing(f.ctx, "g/k", 3, 2))
+		if got := sortedInts(f.freeSlots("g/k", Far, 10)); !slices.Equal(got, []int{1, 2}) {
+			t.Errorf("after shrinking to 2: slots %v, want 1 and 2 (the oldest start dropped)", got)
+		}
+		f.sameTime("OldestSlot after the shrink", f.oldest("g/k"), T0.Add(time.Second))
+		f.must(f.ex().ResizeRing(f.ctx, "g/k", 2, 4))
+		if got := sortedInts(f.freeSlots("g/k", epoch, 10)); !slices.Equal(got, []int{3, 4}) {
+			t.Errorf("after growing to 4: free slots at the epoch %v, want the new 3 and 4", got)
+		}
+		if got := f.freeSlots("g/k", Far, 10); len(got) != 4 {
+			t.Errorf("after growing to 4: %d slots, want 4", len(got))
+		}
+		// Reservations go last.
+		f.must(f.ex().SetSlots(f.ctx, "g/k", []int{3}, []int64{9}, driver.Reserved))
+		f.must(f.ex().ResizeRing(f.ctx, "g/k", 4, 1))
+		f.sameTime("OldestSlot of the reservation left", f.oldest("g/k"), driver.Reserved)
+		if ok, err := f.ex().StartReserved(f.ctx, "g/k", 9, T0); err != nil || !ok {
+			t.Errorf("StartReserved of the reservation the shrink kept = %v, %v", ok, err)
+		}
+		f.must(f.ex().ResizeRing(f.ctx, "g/k", 1, 1))
+		if got := f.freeSlots("g/k", Far, 10); !slices.Equal(got, []int{3}) {
+			t.Errorf("ring = %v, want slot 3 alone", got)
+		}
+	}},
+	test{"RepairReservations", func(t *testing.T, f *fixture) {
+		ids := f.insert(T0, job("q"), job("q"))
+		claimed := f.claim(f.ex(), "q", 1, 1, T0)[0].ID
+		ready := ids[0]
+		if ready == claimed {
+			ready = ids[1]
+		}
+		const gone = 1 << 40 // no such job
+		f.rateEnsure("g/k", 4, time.Minute)
+		f.must(f.ex().SetSlots(f.ctx, "g/k", []int{0, 1, 2}, []int64{ready, claimed, gone}, driver.Reserved))
+		var n int
+		f.tx(func(ex driver.Executor) (err error) {
+			n, err = ex.RepairReservations(f.ctx, "g/k")
+			return err
+		})
+		if n != 1 {
+			t.Errorf("RepairReservations = %d, want 1 (the vanished job's)", n)
+		}
+		if got := sortedInts(f.freeSlots("g/k", epoch, 10)); !slices.Equal(got, []int{2, 3}) {
+			t.Errorf("free slots = %v, want 2 (repaired) and 3", got)
+		}
+		for _, id := range []int64{ready, claimed} {
+			if ok, err := f.ex().StartReserved(f.ctx, "g/k", id, T0); err != nil || !ok {
+				t.Errorf("job %d's reservation is gone (%v, %v), want it kept", id, ok, err)
+			}
+		}
+	}},
+	test{"DueRatesAndNextRateAt", func(t *testing.T, f *fixture) {
+		if _, ok, err := f.ex().NextRateAt(f.ctx); err != nil || ok {
+			t.Errorf("NextRateAt with no rate = %v, %v; want none", ok, err)
+		}
+		for _, k := range []string{"g/a", "g/b", "g/c"} {
+			f.rateEnsure(k, 1, time.Minute)
+		}
+		f.must(f.ex().RateSave(f.ctx, driver.Rate{Key: "g/a", Limit: 1, Period: time.Minute, Waiting: 1, NextAt: T0.Add(2 * time.Second)}, T0))
+		f.must(f.ex().RateSave(f.ctx, driver.Rate{Key: "g/b", Limit: 1, Period: time.Minute, Waiting: 2, NextAt: T0.Add(time.Second)}, T0))
+		at, ok, err := f.ex().NextRateAt(f.ctx)
+		if f.must(err); !ok {
+			t.Fatalf("NextRateAt found none")
+		}
+		f.sameTime("NextRateAt", at, T0.Add(time.Second))
+		due := func(now time.Time, max int, want ...string) {
+			t.Helper()
+			got, err := f.ex().DueRates(f.ctx, now, max)
+			f.must(err)
+			if !slices.Equal(got, want) && !(len(got) == 0 && len(want) == 0) {
+				t.Errorf("DueRates(T0%+v, %d) = %q, want %q", now.Sub(T0), max, got, want)
+			}
+		}
+		due(T0, 10)
+		due(T0.Add(time.Second), 10, "g/b")
+		due(T0.Add(time.Hour), 10, "g/b", "g/a")
+		due(T0.Add(time.Hour), 1, "g/b")
+		f.must(f.ex().RateSave(f.ctx, driver.Rate{Key: "g/b", Limit: 1, Period: time.Minute}, T0))
+		f.must(f.ex().RateSave(f.ctx, driver.Rate{Key: "g/a", Limit: 1, Period: time.Minute}, T0))
+		if _, ok, err := f.ex().NextRateAt(f.ctx); err != nil || ok {
+			t.Errorf("NextRateAt with nothing waiting = %v, %v; want none", ok, err)
+		}
+		due(T0.Add(time.Hour), 10)
+	}},
+	test{"DeleteIdleRates", func(t *testing.T, f *fixture) {
+		for _, k := range []string{"g/idle1", "g/idle2", "g/recent", "g/reserved", "g/waiting"} {
+			f.rateEnsure(k, 2, time.Minute)
+		}
+		f.must(f.ex().SetSlots(f.ctx, "g/idle2", []int{0}, []int64{0}, T0.Add(-time.Hour)))
+		f.must(f.ex().SetSlots(f.ctx, "g/recent", []int{0}, []int64{0}, T0))
+		f.must(f.ex().SetSlots(f.ctx, "g/reserved", []int{1}, []int64{5}, driver.Reserved))
+		f.must(f.ex().RateSave(f.ctx, driver.Rate{Key: "g/waiting", Limit: 2, Period: time.Minute, Waiting: 1,
+			NextAt: T0}, T0))
+		if n, err := f.ex().DeleteIdleRates(f.ctx, T0.Add(30*time.Second), 1); err != nil || n != 1 {
+			t.Errorf("DeleteIdleRates(max 1) = %d, %v; want 1", n, err)
+		}
+		if n, err := f.ex().DeleteIdleRates(f.ctx, T0.Add(30*time.Second), 10); err != nil || n != 1 {
+			t.Errorf("second DeleteIdleRates = %d, %v; want the other idle key", n, err)
+		}
+		for _, k := range []string{"g/idle1", "g/idle2"} {
+			if _, _, ok, err := f.ex().ReadRate(f.ctx, k, T0); err != nil || ok {
+				t.Errorf("%s survived (%v, %v)", k, ok, err)
+			}
+			if got := f.freeSlots(k, Far, 10); len(got) != 0 {
+				t.Errorf("%s's ring survived: %v", k, got)
+			}
+		}
+		if n, err := f.ex().DeleteIdleRates(f.ctx, T0.Add(30*time.Second), 10); err != nil || n != 0 {
+			t.Errorf("DeleteIdleRates within the recent start's period = %d, %v; want 0", n, err)
+		}
+		if n, err := f.ex().DeleteIdleRates(f.ctx, T0.Add(time.Minute), 10); err != nil || n != 1 {
+			t.Errorf("DeleteIdleRates a period after the start = %d, %v; want g/recent", n, err)
+		}
+		for _, k := range []string{"g/reserved", "g/waiting"} {
+			if _, _, ok, err := f.ex().ReadRate(f.ctx, k, T0); err != nil || !ok {
+				t.Errorf("%s was deleted (%v, %v)", k, ok, err)
+			}
+			if got := f.freeSlots(k, Far, 10); len(got) == 0 {
+				t.Errorf("%s's ring was deleted", k)
+			}
+		}
+	}},
+	test{"LatestJobRate", func(t *testing.T, f *fixture) {
+		rated := func(limit int, period time.Duration) func(*driver.NewJob) {
+			return func(j *driver.NewJob) { j.Rate = driver.RateSpec{Key: "g/k", Limit: limit, Period: period} }
+		}
+		if _, ok, err := f.ex().LatestJobRate(f.ctx, "g/k"); err != nil || ok {
+			t.Errorf("LatestJobRate with no job = %v, %v; want none", ok, err)
+		}
+		ids := f.insert(T0, job("q", rated(5, time.Minute)), job("q", rated(7, 2*time.Minute)), job("q"))
+		latest := func(want driver.RateSpec) {
+			t.Helper()
+			got := find(f.ex().LatestJobRate(f.ctx, "g/k")).of(f, "g/k's newest job")
+			if got != want {
+				t.Errorf("LatestJobRate = %+v, want %+v", got, want)
+			}
+		}
+		latest(driver.RateSpec{Key: "g/k", Limit: 7, Period: 2 * time.Minute})
+		f.tx(func(ex driver.Executor) error { return ex.FinishJob(f.ctx, ids[1], T0, true) })
+		latest(driver.RateSpec{Key: "g/k", Limit: 5, Period: time.Minute})
+		f.tx(func(ex driver.Executor) error { return ex.FinishJob(f.ctx, ids[0], T0, true) })
+		if _, ok, err := f.ex().LatestJobRate(f.ctx, "g/k"); err != nil || ok {
+			t.Errorf("LatestJobRate with every job finished = %v, %v; want none", ok, err)
+		}
+	}},
+	test{"ListRates", func(t *testing.T, f *fixture) {
+		for _, k := range []string{"b/1", "a/2", "a/1"} {
+			f.rateEnsure(k, 1, time.Second)
+		}
+		f.must(f.ex().SetKeyRate(f.ctx, driver.RateSpec{Key: "a/2", Limit: 3, Period: time.Minute}, T0))
+		keys := func(rs []driver.Rate) []string {
+			out := make([]string, len(rs))
+			for i, r := range rs {
+				out[i] = r.Key
+			}
+			return out
+		}
+		first, err := f.ex().ListRates(f.ctx, "", 2)
+		f.must(err)
+		if got := keys(first); !slices.Equal(got, []string{"a/1", "a/2"}) {
+			t.Fatalf("ListRates(\"\", 2) = %q, want a/1, a/2", got)
+		}
+		if first[0].Limit != 1 || first[0].Period != time.Second || first[0].Override != (driver.RateSpec{}) ||
+			first[1].Override != (driver.RateSpec{Key: "a/2", Limit: 3, Period: time.Minute}) {
+			t.Errorf("ListRates rows = %+v", first)
+		}
+		rest, err := f.ex().ListRates(f.ctx, "a/2", 10)
+		f.must(err)
+		if got := keys(rest); !slices.Equal(got, []string{"b/1"}) {
+			t.Errorf("ListRates(a/2, 10) = %q, want b/1", got)
+		}
+	}},
+	test{"BlockedKeyAndHolders", func(t *testing.T, f *fixture) {
+		line := func(j *driver.NewJob) {
+			j.State, j.Line = driver.StateBlocked, driver.RateLine("r/x")
+			j.Rate = driver.RateSpec{Key: "r/x", Limit: 1, Period: time.Minute}
+		}
+		k := keyed("g/k", 3)
+		ids := f.insert(T0, job("q", k, line), job("q", k), job("q", k, blocked), job("q", line))
+		for i, want := range []string{driver.RateLine("r/x"), "", "g/k", driver.RateLine("r/x")} {
+			key, ok, err := f.ex().BlockedKey(f.ctx, ids[i])
+			f.must(err)
+			if key != want || ok != (want != "") {
+				t.Errorf("BlockedKey(job %d) = %q, %v; want %q", i, key, ok, want)
+			}
+		}
+		holders, blockedN, err := f.ex().CountHolders(f.ctx, "g/k")
+		f.must(err)
+		if holders != 2 || blockedN != 1 {
+			t.Errorf("CountHolders = %d holders, %d blocked; want 2 (ready + the one in a rate line), 1", holders, blockedN)
+		}
+	}},
+)
+
+// Far is later than any start a test writes, before Reserved.
+var Far = T0.Add(1000 * time.Hour)
+
+func (f *fixture) rateEnsure(key string, limit int, period time.Duration) {
+	f.t.Helper()
+	f.tx(func(ex driver.Executor) error {
+		return ex.RateEnsure(f.ctx, driver.RateSpec{Key: key, Limit: limit, Period: period}, T0)
+	})
+}
+
+// readRate reads key's row, which must exist, and its starts after since.
+func (f *fixture) readRate(key string, since time.Time) (driver.Rate, int) {
+	f.t.Helper()
+	r, recent, ok, err := f.ex().ReadRate(f.ctx, key, since)
+	f.must(err)
+	if !ok {
+		f.t.Fatalf("rate %s does not exist", key)
+	}
+	return r, recent
+}
+
+func (f *fixture) freeSlots(key string, notAfter time.Time, max int) []int {
+	f.t.Helper()
+	got, err := f.ex().FreeSlots(f.ctx, key, notAfter, max)
+	f.must(err)
+	return got
+}
+
+func (f *fixture) oldest(key string) time.Time {
+	f.t.Helper()
+	at, err := f.ex().OldestSlot(f.ctx, key)
+	f.must(err)
+	return at
+}
+
+func sortedInts(v []int) []int { return slices.Sorted(slices.Values(v)) }

@@ -1,0 +1,428 @@
+package sqlexec
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/bqueue/bq/internal/driver"
+)
+
+// RateQueries are the rate limits' statements (driver.RateStore). A key
+// is matched on its indexed column (KeyIndex: SQLite's rate_key, MySQL's
+// key_hash) and stored with its KeyArgs.
+type RateQueries struct {
+	// Ensure inserts a key's row, affecting no row when it exists; Slots
+	// is the head of a multi-row INSERT of ring slots (key index, slot,
+	// started_at), up to VALUES.
+	Ensure, Slots string
+	// Lock reads a key's row and override, locking the row where the
+	// dialect has row locks; TryLock skips a row another transaction
+	// holds; Read locks nothing and also counts the ring's recent starts.
+	Lock, TryLock, Read, Save                                string
+	MaxSlot, Oldest, DropSlots, Free, SetSlot, StartReserved string
+	CancelReservation, Repair, OldestSlot, Due, NextAt       string
+	PickIdle, DeleteIdle, DeleteRings                        string
+	SetOverride, DeleteOverride, LatestJob, List, BlockedKey string
+}
+
+// RateSpelling is what a dialect spells its own way in the rate
+// statements.
+type RateSpelling struct {
+	// KeyColumns are the columns a key is stored in, the indexed one
+	// first, as KeyArgs passes them: "rate_key" or "key_hash, rate_key".
+	KeyColumns string
+	// Ignore ends an INSERT that affects no row when the key exists;
+	// Upsert one that sets lim, period_ms and updated_at from the new row.
+	Ignore, Upsert string
+	// Lock and TryLock end the locking reads of a key's row ("" where the
+	// transaction's write lock is the lock).
+	Lock, TryLock string
+}
+
+// rateColumns are a rate row's columns (aliased r) and its override's,
+// in scanning order. The override comes from subqueries, which a
+// locking read does not lock: only the rate row is.
+func rateColumns(k string) string {
+	return `r.lim, r.period_ms, r.waiting, r.next_at,
+	(SELECT o.lim FROM {p}rate_overrides o WHERE o.` + k + ` = r.` + k + `),
+	(SELECT o.period_ms FROM {p}rate_overrides o WHERE o.` + k + ` = r.` + k + `)`
+}
+
+// Rates spells the rate statements, each passed through p (see
+// sqltext.Spelling); s is what the dialect spells its own way.
+func Rates(p func(string) string, s RateSpelling) RateQueries {
+	k := strings.TrimSpace(strings.Split(s.KeyColumns, ",")[0])
+	marks := strings.TrimSuffix(strings.Repeat("?, ", strings.Count(s.KeyColumns, ",")+1), ", ")
+	cols := rateColumns(k)
+	// The key's ring holds nothing a new one would not: no reservation
+	// and no start within the period before ? (now).
+	idle := func(t string) string {
+		return t + `.waiting = 0 AND NOT EXISTS (SELECT 1 FROM {p}rate_starts s WHERE s.` + k + ` = ` + t + `.` + k + `
+	AND (s.job_id IS NOT NULL OR s.started_at > ? - ` + t + `.period_ms * 1000))`
+	}
+	return RateQueries{
+		Ensure: p(`INSERT INTO {p}rate_limits (` + s.KeyColumns + `, lim, period_ms, waiting, next_at, updated_at)
+VALUES (` + marks + `, ?, ?, 0, NULL, ?)` + s.Ignore),
+		Slots:   p(`INSERT INTO {p}rate_starts (` + k + `, slot, started_at) VALUES `),
+		Lock:    p(`SELECT ` + cols + ` FROM {p}rate_limits r WHERE r.` + k + ` = ?` + s.Lock),
+		TryLock: p(`SELECT ` + cols + ` FROM {p}rate_limits r WHERE r.` + k + ` = ?` + s.TryLock),
+		// Args: since, key.
+		Read: p(`SELECT ` + cols + `,
+	(SELECT count(*) FROM {p}rate_starts s WHERE s.` + k + ` = r.` + k + ` AND s.job_id IS NULL AND s.started_at > ?)
+FROM {p}rate_limits r WHERE r.` + k + ` = ?`),
+		Save: p(`UPDATE {p}rate_limits SET lim = ?, period_ms = ?, waiting = ?, next_at = ?, updated_at = ?
+WHERE ` + k + ` = ?`),
+		MaxSlot: p(`SELECT coalesce(max(slot), -1) FROM {p}rate_starts WHERE ` + k + ` = ?`),
+		// Reservations carry driver.Reserved, the latest instant: they go last.
+		Oldest:    p(`SELECT slot FROM {p}rate_starts WHERE ` + k + ` = ? ORDER BY started_at, slot LIMIT ?`),
+		DropSlots: p(`DELETE FROM {p}rate_starts WHERE ` + k + ` = ? AND slot IN ` + ListMarker),
+		Free: p(`SELECT slot FROM {p}rate_starts WHERE ` + k + ` = ? AND job_id IS NULL AND started_at <= ?
+ORDER BY started_at LIMIT ?`),
+		SetSlot:           p(`UPDATE {p}rate_starts SET started_at = ?, job_id = ? WHERE ` + k + ` = ? AND slot = ?`),
+		StartReserved:     p(`UPDATE {p}rate_starts SET started_at = ?, job_id = NULL WHERE ` + k + ` = ? AND job_id = ?`),
+		CancelReservation: p(`UPDATE {p}rate_starts SET started_at = 0, job_id = NULL WHERE ` + k + ` = ? AND job_id = ?`),
+		Repair: p(`UPDATE {p}rate_starts SET started_at = 0, job_id = NULL
+WHERE ` + k + ` = ? AND job_id IS NOT NULL
+	AND NOT EXISTS (SELECT 1 FROM {p}ready_executions r WHERE r.job_id = {p}rate_starts.job_id)
+	AND NOT EXISTS (SELECT 1 FROM {p}claimed_executions c WHERE c.job_id = {p}rate_starts.job_id)`),
+		OldestSlot: p(`SELECT min(started_at) FROM {p}rate_starts WHERE ` + k + ` = ?`),
+		Due: p(`SELECT rate_key FROM {p}rate_limits WHERE waiting > 0 AND next_at IS NOT NULL AND next_at <= ?
+ORDER BY next_at LIMIT ?`),
+		NextAt: p(`SELECT min(next_at) FROM {p}rate_limits WHERE next_at IS NOT NULL AND waiting > 0`),
+		// Args: now, max. The pick locks what it returns where there are
+		// row locks (a dialect appends its SKIP LOCKED); the deletes check
+		// idleness again under those locks (args: now, then the keys).
+		PickIdle:   p(`SELECT r.` + k + ` FROM {p}rate_limits r WHERE ` + idle("r") + ` ORDER BY r.` + k + ` LIMIT ?`),
+		DeleteIdle: p(`DELETE FROM {p}rate_limits WHERE ` + idle("{p}rate_limits") + ` AND ` + k + ` IN ` + ListMarker),
+		DeleteRings: p(`DELETE FROM {p}rate_starts
+WHERE NOT EXISTS (SELECT 1 FROM {p}rate_limits r WHERE r.` + k + ` = {p}rate_starts.` + k + `) AND ` + k + ` IN ` + ListMarker),
+		SetOverride: p(`INSERT INTO {p}rate_overrides (` + s.KeyColumns + `, lim, period_ms, updated_at)
+VALUES (` + marks + `, ?, ?, ?)` + s.Upsert),
+		DeleteOverride: p(`DELETE FROM {p}rate_overrides WHERE ` + k + ` = ?`),
+		LatestJob: p(`SELECT rate_key, rate_limit, rate_period_ms FROM {p}jobs
+WHERE rate_key = ? AND finished_at IS NULL ORDER BY id DESC LIMIT 1`),
+		List:       p(`SELECT r.rate_key, ` + cols + ` FROM {p}rate_limits r WHERE r.rate_key > ? ORDER BY r.rate_key LIMIT ?`),
+		BlockedKey: p(`SELECT concurrency_key FROM {p}blocked_executions WHERE job_id = ?`),
+	}
+}
+
+// nullMicros stores a time that may be zero (none) as NULL.
+func nullMicros(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return Micros(t)
+}
+
+// scanRate reads rateColumns into r, then extra; r.Key is set, or read
+// into key first when key is not nil.
+func scanRate(scan func(...any) error, r *driver.Rate, key *[]byte, extra ...any) error {
+	var periodMS int64
+	var next, oLim, oPeriod sql.NullInt64
+	dest := []any{&r.Limit, &periodMS, &r.Waiting, &next, &oLim, &oPeriod}
+	if key != nil {
+		dest = append([]any{key}, dest...)
+	}
+	if err := scan(append(dest, extra...)...); err != nil {
+		return err
+	}
+	if key != nil {
+		r.Key = string(*key)
+	}
+	r.Period = fromMillis(periodMS)
+	r.NextAt = optMicros(next)
+	if oLim.Valid {
+		r.Override = driver.RateSpec{Key: r.Key, Limit: int(oLim.Int64), Period: fromMillis(oPeriod.Int64)}
+	}
+	return nil
+}
+
+// rateBatch bounds the slots of one multi-row INSERT (3 arguments each).
+// Counts are cut into powers of two up to it, so a handful of statement
+// texts serve every ring size and each stays prepared (SQLite's cache).
+const rateBatch = 256
+
+// insertSlots adds n free slots to key's ring, numbered from first.
+func (e *Executor) insertSlots(ctx context.Context, key string, first, n int) error {
+	k := e.d.KeyIndex(key)
+	for n > 0 {
+		size := rateBatch
+		for size > n {
+			size /= 2
+		}
+		args := make([]any, 0, 3*size)
+		for i := range size {
+			args = append(args, k, first+i, int64(0))
+		}
+		if _, err := e.db.ExecContext(ctx, e.q.Rate.Slots+Values(size, 3), args...); err != nil {
+			return err
+		}
+		first, n = first+size, n-size
+	}
+	return nil
+}
+
+func (e *Executor) RateEnsure(ctx context.Context, spec driver.RateSpec, now time.Time) error {
+	if err := e.d.CheckKey(spec.Key); err != nil {
+		return fmt.Errorf("create rate: %w", err)
+	}
+	err := e.Atomic(ctx, func(x *Executor) error {
+		n, err := x.exec(ctx, x.q.Rate.Ensure, x.key(spec.Key, spec.Limit, spec.Period.Milliseconds(), Micros(now))...)
+		if err != nil || n != 1 {
+			return err
+		}
+		return x.insertSlots(ctx, spec.Key, 0, spec.Limit)
+	})
+	if err != nil {
+		return fmt.Errorf("create rate %q: %w", spec.Key, err)
+	}
+	return nil
+}
+
+func (e *Executor) rateLock(ctx context.Context, query, key string) (driver.Rate, bool, error) {
+	r := driver.Rate{Key: key}
+	ok, err := found(scanRate(e.db.QueryRowContext(ctx, query, e.d.KeyIndex(key)).Scan, &r, nil))
+	if err != nil {
+		return driver.Rate{}, false, fmt.Errorf("lock rate %q: %w", key, err)
+	}
+	if !ok {
+		return driver.Rate{}, false, nil
+	}
+	return r, true, nil
+}
+
+func (e *Executor) RateLock(ctx context.Context, key string) (driver.Rate, bool, error) {
+	return e.rateLock(ctx, e.q.Rate.Lock, key)
+}
+
+func (e *Executor) RateTryLock(ctx context.Context, key string) (driver.Rate, bool, error) {
+	return e.rateLock(ctx, e.q.Rate.TryLock, key)
+}
+
+func (e *Executor) RateSave(ctx context.Context, r driver.Rate, now time.Time) error {
+	if _, err := e.exec(ctx, e.q.Rate.Save, r.Limit, r.Period.Milliseconds(), r.Waiting, nullMicros(r.NextAt),
+		Micros(now), e.d.KeyIndex(r.Key)); err != nil {
+		return fmt.Errorf("save rate %q: %w", r.Key, err)
+	}
+	return nil
+}
+
+// execKeyIn runs query, whose arguments are before, then a list bound to
+// items, in as many statements as the dialect's MaxList needs.
+func execKeyIn[T any](ctx context.Context, x *Executor, query string, before []any, items []T) (int64, error) {
+	var n int64
+	for len(items) > 0 {
+		size := len(items)
+		if m := x.d.MaxList(); m > 0 {
+			size = min(size, m)
+		}
+		q, args := in(x, query, items[:size])
+		res, err := x.db.ExecContext(ctx, q, append(append([]any{}, before...), args...)...)
+		if err != nil {
+			return n, err
+		}
+		m, err := res.RowsAffected()
+		if err != nil {
+			return n, err
+		}
+		n += m
+		items = items[size:]
+	}
+	return n, nil
+}
+
+func (e *Executor) ResizeRing(ctx context.Context, key string, from, to int) error {
+	if from == to {
+		return nil
+	}
+	err := e.Atomic(ctx, func(x *Executor) error {
+		k := x.d.KeyIndex(key)
+		if to > from {
+			var last int
+			if err := x.db.QueryRowContext(ctx, x.q.Rate.MaxSlot, k).Scan(&last); err != nil {
+				return err
+			}
+			return x.insertSlots(ctx, key, last+1, to-from)
+		}
+		slots, err := Column[int64](ctx, x.db, x.q.Rate.Oldest, k, from-to)
+		if err != nil || len(slots) == 0 {
+			return err
+		}
+		_, err = execKeyIn(ctx, x, x.q.Rate.DropSlots, []any{k}, slots)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("resize the ring of rate %q from %d to %d: %w", key, from, to, err)
+	}
+	return nil
+}
+
+func (e *Executor) FreeSlots(ctx context.Context, key string, notAfter time.Time, max int) ([]int, error) {
+	slots, err := Column[int](ctx, e.db, e.q.Rate.Free, e.d.KeyIndex(key), Micros(notAfter), max)
+	if err != nil {
+		return nil, fmt.Errorf("read free slots of rate %q: %w", key, err)
+	}
+	return slots, nil
+}
+
+func (e *Executor) SetSlots(ctx context.Context, key string, slots []int, jobIDs []int64, at time.Time) error {
+	if len(slots) != len(jobIDs) {
+		return fmt.Errorf("set slots of rate %q: %d slots but %d job ids", key, len(slots), len(jobIDs))
+	}
+	if len(slots) == 0 {
+		return nil
+	}
+	err := e.Atomic(ctx, func(x *Executor) error {
+		k, us := x.d.KeyIndex(key), Micros(at)
+		for i, slot := range slots {
+			id := sql.NullInt64{Int64: jobIDs[i], Valid: jobIDs[i] != 0}
+			if _, err := x.db.ExecContext(ctx, x.q.Rate.SetSlot, us, id, k, slot); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("set slots of rate %q: %w", key, err)
+	}
+	return nil
+}
+
+func (e *Executor) StartReserved(ctx context.Context, key string, jobID int64, at time.Time) (bool, error) {
+	n, err := e.exec(ctx, e.q.Rate.StartReserved, Micros(at), e.d.KeyIndex(key), jobID)
+	if err != nil {
+		return false, fmt.Errorf("start the reservation of job %d in rate %q: %w", jobID, key, err)
+	}
+	return n == 1, nil
+}
+
+func (e *Executor) CancelReservation(ctx context.Context, key string, jobID int64) error {
+	if _, err := e.exec(ctx, e.q.Rate.CancelReservation, e.d.KeyIndex(key), jobID); err != nil {
+		return fmt.Errorf("cancel the reservation of job %d in rate %q: %w", jobID, key, err)
+	}
+	return nil
+}
+
+func (e *Executor) RepairReservations(ctx context.Context, key string) (int, error) {
+	n, err := e.exec(ctx, e.q.Rate.Repair, e.d.KeyIndex(key))
+	if err != nil {
+		return 0, fmt.Errorf("repair reservations of rate %q: %w", key, err)
+	}
+	return int(n), nil
+}
+
+func (e *Executor) OldestSlot(ctx context.Context, key string) (time.Time, error) {
+	var oldest sql.NullInt64
+	if err := e.db.QueryRowContext(ctx, e.q.Rate.OldestSlot, e.d.KeyIndex(key)).Scan(&oldest); err != nil {
+		return time.Time{}, fmt.Errorf("read the oldest slot of rate %q: %w", key, err)
+	}
+	if !oldest.Valid {
+		return driver.Reserved, nil // no ring: no slot to wait for
+	}
+	return FromMicros(oldest.Int64), nil
+}
+
+func (e *Executor) DueRates(ctx context.Context, now time.Time, max int) ([]string, error) {
+	keys, err := Column[string](ctx, e.db, e.q.Rate.Due, Micros(now), max)
+	if err != nil {
+		return nil, fmt.Errorf("list due rates: %w", err)
+	}
+	return keys, nil
+}
+
+func (e *Executor) NextRateAt(ctx context.Context) (time.Time, bool, error) {
+	var at sql.NullInt64
+	if err := e.db.QueryRowContext(ctx, e.q.Rate.NextAt).Scan(&at); err != nil {
+		return time.Time{}, false, fmt.Errorf("read the next rate wake-up: %w", err)
+	}
+	return optMicros(at), at.Valid, nil
+}
+
+func (e *Executor) DeleteIdleRates(ctx context.Context, now time.Time, max int) (int, error) {
+	var n int64
+	err := e.Atomic(ctx, func(x *Executor) error {
+		n = 0
+		us := Micros(now)
+		idle, err := Column[any](ctx, x.db, x.q.Rate.PickIdle, us, max)
+		if err != nil || len(idle) == 0 {
+			return err
+		}
+		if n, err = execKeyIn(ctx, x, x.q.Rate.DeleteIdle, []any{us}, idle); err != nil || n == 0 {
+			return err
+		}
+		// The rows deleted were those still idle; a ring whose row stays
+		// holds a start or a reservation, and is not deleted here.
+		_, err = execKeyIn(ctx, x, x.q.Rate.DeleteRings, nil, idle)
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("delete idle rates: %w", err)
+	}
+	return int(n), nil
+}
+
+func (e *Executor) SetKeyRate(ctx context.Context, spec driver.RateSpec, now time.Time) error {
+	if err := e.d.CheckKey(spec.Key); err != nil {
+		return fmt.Errorf("set key rate: %w", err)
+	}
+	if _, err := e.exec(ctx, e.q.Rate.SetOverride, e.key(spec.Key, spec.Limit, spec.Period.Milliseconds(), Micros(now))...); err != nil {
+		return fmt.Errorf("set the rate of key %q: %w", spec.Key, err)
+	}
+	return nil
+}
+
+func (e *Executor) DeleteKeyRate(ctx context.Context, key string) (bool, error) {
+	n, err := e.exec(ctx, e.q.Rate.DeleteOverride, e.d.KeyIndex(key))
+	if err != nil {
+		return false, fmt.Errorf("clear the rate of key %q: %w", key, err)
+	}
+	return n == 1, nil
+}
+
+func (e *Executor) LatestJobRate(ctx context.Context, key string) (driver.RateSpec, bool, error) {
+	var s driver.RateSpec
+	var periodMS int64
+	ok, err := found(e.db.QueryRowContext(ctx, e.q.Rate.LatestJob, e.d.KeyIndex(key)).Scan(&s.Key, &s.Limit, &periodMS))
+	if err != nil {
+		return driver.RateSpec{}, false, fmt.Errorf("read the newest job of rate %q: %w", key, err)
+	}
+	s.Period = fromMillis(periodMS)
+	return s, ok, nil
+}
+
+func (e *Executor) ReadRate(ctx context.Context, key string, since time.Time) (driver.Rate, int, bool, error) {
+	r := driver.Rate{Key: key}
+	var recent int
+	ok, err := found(scanRate(e.db.QueryRowContext(ctx, e.q.Rate.Read, Micros(since), e.d.KeyIndex(key)).Scan, &r, nil, &recent))
+	if err != nil {
+		return driver.Rate{}, 0, false, fmt.Errorf("read rate %q: %w", key, err)
+	}
+	if !ok {
+		return driver.Rate{}, 0, false, nil
+	}
+	return r, recent, true, nil
+}
+
+func (e *Executor) ListRates(ctx context.Context, after string, max int) ([]driver.Rate, error) {
+	out, err := Collect(ctx, e.db, func(rows *sql.Rows) (r driver.Rate, err error) {
+		var key []byte
+		err = scanRate(rows.Scan, &r, &key)
+		return r, err
+	}, e.q.Rate.List, e.d.Text(after), max)
+	if err != nil {
+		return nil, fmt.Errorf("list rates: %w", err)
+	}
+	return out, nil
+}
+
+func (e *Executor) BlockedKey(ctx context.Context, jobID int64) (string, bool, error) {
+	var key []byte
+	ok, err := found(e.db.QueryRowContext(ctx, e.q.Rate.BlockedKey, jobID).Scan(&key))
+	if err != nil {
+		return "", false, fmt.Errorf("read the line of job %d: %w", jobID, err)
+	}
+	return string(key), ok, nil
+}
