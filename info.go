@@ -55,12 +55,12 @@ type JobInfo struct {
 	MaxAttempts int             `json:"max_attempts"`
 	Key         string          `json:"key,omitempty"` // full concurrency key; "" when unkeyed
 	// RateKey is the full rate key (see Rate); "" when not rate-limited.
-	RateKey string `json:"rate_key,omitempty"`
-	Limit       int             `json:"limit,omitzero"`
-	ScheduledAt time.Time       `json:"scheduled_at"`
-	CreatedAt   time.Time       `json:"created_at"`
-	FinishedAt  *time.Time      `json:"finished_at,omitempty"`
-	LastError   string          `json:"last_error,omitempty"`
+	RateKey     string     `json:"rate_key,omitempty"`
+	Limit       int        `json:"limit,omitzero"`
+	ScheduledAt time.Time  `json:"scheduled_at"`
+	CreatedAt   time.Time  `json:"created_at"`
+	FinishedAt  *time.Time `json:"finished_at,omitempty"`
+	LastError   string     `json:"last_error,omitempty"`
 	// Metadata and Tags are what WithMetadata, WithTags and
 	// JobOptions.Tags attached; nil when none.
 	Metadata map[string]string `json:"metadata,omitempty"`

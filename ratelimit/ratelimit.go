@@ -118,6 +118,9 @@ func (w *Window) At(now time.Time) *Window {
 	return w
 }
 
+// Now is the window's clock.
+func (w *Window) Now() time.Time { return w.now }
+
 // Row is the key's state as locked and changed so far.
 func (w *Window) Row() driver.Rate { return w.row }
 
@@ -137,19 +140,15 @@ func (w *Window) Reserve(ctx context.Context, slots []int, jobIDs []int64) error
 	return w.ex.SetSlots(ctx, w.row.Key, slots, jobIDs, driver.Reserved)
 }
 
-// Start counts a start of jobID, claimed at the window's now, on its
-// reservation or else a free slot, and returns the instant its run must
-// begin by. ok is false when no slot is free: the job must wait.
-func (w *Window) Start(ctx context.Context, jobID int64) (startBy time.Time, ok bool, err error) {
-	startBy = w.now.Add(StartSlack(w.row.Period))
-	if ok, err = w.ex.StartReserved(ctx, w.row.Key, jobID, startBy); ok || err != nil {
-		return startBy, ok, err
+// Stamp counts starts on slots, each at `at` plus the start slack, and
+// returns the instant their runs must begin by. A slot is a start's only
+// after the window's check (Free, or its job's reservation).
+func (w *Window) Stamp(ctx context.Context, slots []int, at time.Time) (startBy time.Time, err error) {
+	startBy = at.Add(StartSlack(w.row.Period))
+	if len(slots) == 0 {
+		return startBy, nil
 	}
-	free, err := w.Free(ctx, 1)
-	if err != nil || len(free) == 0 {
-		return time.Time{}, false, err
-	}
-	return startBy, true, w.ex.SetSlots(ctx, w.row.Key, free, []int64{0}, startBy)
+	return startBy, w.ex.SetSlots(ctx, w.row.Key, slots, make([]int64, len(slots)), startBy)
 }
 
 // Wait counts n more jobs in the key's line (negative: n left it).
@@ -163,8 +162,17 @@ func (w *Window) PromoteLine(ctx context.Context) error {
 		return nil
 	}
 	free, err := w.Free(ctx, w.row.Waiting)
-	if err != nil || len(free) == 0 {
+	if err != nil {
 		return err
+	}
+	return w.PromoteInto(ctx, free)
+}
+
+// PromoteInto makes ready up to len(free) jobs of the key's line, each
+// with one of the free slots reserved.
+func (w *Window) PromoteInto(ctx context.Context, free []int) error {
+	if w.row.Waiting <= 0 || len(free) == 0 {
+		return nil
 	}
 	p, err := w.ex.PromoteBlocked(ctx, driver.RateLine(w.row.Key), len(free), w.now)
 	if err != nil {

@@ -12,7 +12,8 @@ import (
 
 // rateQueries are the rate keys' statements (driver.RateStore).
 type rateQueries struct {
-	ensure, ring, lock, tryLock, save, grow, shrink, free, setSlots, startReserved, cancelReservation string
+	ensure, ring, lock, tryLock, save, grow, shrink, free, setSlots, cancelReservation                    string
+	reserved                                                                                              string
 	repair, oldest, due, next, deleteIdle, setOverride, deleteOverride, latestJob, read, list, blockedKey string
 }
 
@@ -42,7 +43,7 @@ ORDER BY started_at LIMIT $3`),
 		setSlots: p(`UPDATE {p}rate_starts s SET started_at = $4, job_id = NULLIF(t.job_id, 0)
 FROM unnest($2::int[], $3::bigint[]) AS t(slot, job_id)
 WHERE s.rate_key = $1 AND s.slot = t.slot`),
-		startReserved: p(`UPDATE {p}rate_starts SET started_at = $3, job_id = NULL WHERE job_id = $2 AND rate_key = $1`),
+		reserved: p(`SELECT job_id, slot FROM {p}rate_starts WHERE rate_key = $1 AND job_id = ANY($2::bigint[])`),
 		cancelReservation: p(`UPDATE {p}rate_starts SET started_at = 'epoch'::timestamptz, job_id = NULL
 WHERE job_id = $2 AND rate_key = $1`),
 		repair: p(`UPDATE {p}rate_starts s SET started_at = 'epoch'::timestamptz, job_id = NULL
@@ -52,7 +53,7 @@ WHERE s.rate_key = $1 AND s.job_id IS NOT NULL
 		oldest: p(`SELECT started_at FROM {p}rate_starts WHERE rate_key = $1 ORDER BY started_at LIMIT 1`),
 		due: p(`SELECT rate_key FROM {p}rate_limits WHERE next_at IS NOT NULL AND next_at <= $1 AND waiting > 0
 ORDER BY next_at LIMIT $2`),
-		next: p(`SELECT next_at FROM {p}rate_limits WHERE next_at IS NOT NULL ORDER BY next_at LIMIT 1`),
+		next: p(`SELECT next_at FROM {p}rate_limits WHERE next_at IS NOT NULL AND waiting > 0 ORDER BY next_at LIMIT 1`),
 		deleteIdle: p(`
 WITH idle AS (
 	SELECT r.rate_key FROM {p}rate_limits r
@@ -179,12 +180,20 @@ func (e *executor) SetSlots(ctx context.Context, key string, slots []int, jobIDs
 	return nil
 }
 
-func (e *executor) StartReserved(ctx context.Context, key string, jobID int64, at time.Time) (bool, error) {
-	tag, err := e.db.Exec(ctx, e.q.rate.startReserved, key, jobID, at)
-	if err != nil {
-		return false, fmt.Errorf("start job %d on its reserved slot of rate key %q: %w", jobID, key, err)
+func (e *executor) ReservedSlots(ctx context.Context, key string, jobIDs []int64) (map[int64]int, error) {
+	type pair struct {
+		Job  int64
+		Slot int
 	}
-	return tag.RowsAffected() == 1, nil
+	pairs, err := collect(ctx, e.db, pgx.RowToStructByPos[pair], e.q.rate.reserved, key, jobIDs)
+	if err != nil {
+		return nil, fmt.Errorf("read the reservations of rate key %q: %w", key, err)
+	}
+	out := make(map[int64]int, len(pairs))
+	for _, p := range pairs {
+		out[p.Job] = p.Slot
+	}
+	return out, nil
 }
 
 func (e *executor) CancelReservation(ctx context.Context, key string, jobID int64) error {

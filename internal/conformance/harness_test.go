@@ -277,5 +277,26 @@ func (h *harness) dumpState() {
 		_ = rows.Scan(&key, &value, &lim, &blocked)
 		h.t.Logf("semaphore %s: value %d limit %d blocked %d", key, value, lim, blocked)
 	}
+	h.dumpRates()
 	h.checkSemaphores()
+}
+
+// dumpRates logs every rate row, its ring's reservations and its line.
+func (h *harness) dumpRates() {
+	h.t.Helper()
+	rows, err := h.raw.QueryContext(context.Background(), `SELECT rate_key, lim, waiting, next_at FROM bq_rate_limits ORDER BY rate_key`)
+	if err != nil {
+		h.t.Logf("rates: %v", err)
+		return
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var key string
+		var lim, waiting int
+		var next any
+		_ = rows.Scan(&key, &lim, &waiting, &next)
+		h.t.Logf("rate %s: limit %d waiting %d next_at %v; reserved %s; line %d", key, lim, waiting, next,
+			fmt.Sprint(h.count(`SELECT count(*) FROM bq_rate_starts WHERE job_id IS NOT NULL`)),
+			h.count(`SELECT count(*) FROM bq_blocked_executions WHERE concurrency_key LIKE '/rate/%'`))
+	}
 }

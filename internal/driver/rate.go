@@ -66,9 +66,9 @@ type RateStore interface {
 	// (0: none). A reservation is at Reserved with the job's id; a start
 	// is its instant with no job.
 	SetSlots(ctx context.Context, key string, slots []int, jobIDs []int64, at time.Time) error
-	// StartReserved turns the slot of key reserved for jobID into a start
-	// at `at`; false when the job has no reservation.
-	StartReserved(ctx context.Context, key string, jobID int64, at time.Time) (bool, error)
+	// ReservedSlots returns the slots of key reserved for any of jobIDs,
+	// by job.
+	ReservedSlots(ctx context.Context, key string, jobIDs []int64) (map[int64]int, error)
 	// CancelReservation frees the slot of key reserved for jobID, as if
 	// never started (a ready job cancelled).
 	CancelReservation(ctx context.Context, key string, jobID int64) error

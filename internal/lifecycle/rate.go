@@ -97,12 +97,12 @@ type RateStart struct {
 }
 
 // StartRated counts the starts of the claims that carry a rate key,
-// each on its reservation or a free slot of its key, in key order. A
-// claim with neither goes back to its key's line, unrun and its attempt
-// uncounted; so does one whose claim no longer matches (reaped
-// meanwhile: it is not this process's to run). now is read once the
-// keys are locked, so a wait for a lock is not taken from the run's
-// slack. It returns, per claim, whether to run it, and what the keys'
+// each on its reservation or a free slot of its key, keys locked in
+// order. A claim with neither goes back to its key's line, unrun and its
+// attempt uncounted (a claim reaped meanwhile changes nothing). The
+// starts are stamped last, at a clock read then, so the slack a run has
+// to begin in is not spent on the transaction's own statements. It
+// returns, per claim, whether to run it and by when, and what the keys'
 // lines promoted into slots still free.
 func StartRated(ctx context.Context, ex Store, claims []*driver.Claim, clock func() time.Time) ([]RateStart, driver.Promotion, error) {
 	out := make([]RateStart, len(claims))
@@ -131,28 +131,55 @@ func StartRated(ctx context.Context, ex Store, claims []*driver.Claim, clock fun
 		}
 		windows[i] = w
 	}
-	// Read after the locks: the slack is the run's, not the lock wait's.
-	now := clock()
+	stamps := make([][]int, len(keys)) // per key, the slots to start on
 	for i, key := range keys {
-		w := windows[i].At(now)
-		for _, ci := range byKey[key] {
-			c := claims[ci]
-			startBy, ok, err := w.Start(ctx, c.ID)
-			if err != nil {
-				return nil, promoted, err
+		w, idx := windows[i], byKey[key]
+		ids := make([]int64, len(idx))
+		for j, ci := range idx {
+			ids[j] = claims[ci].ID
+		}
+		reserved, err := ex.ReservedSlots(ctx, key, ids)
+		if err != nil {
+			return nil, promoted, err
+		}
+		var need []int // claims with no reservation
+		for _, ci := range idx {
+			if slot, ok := reserved[claims[ci].ID]; ok {
+				stamps[i] = append(stamps[i], slot)
+				out[ci].Run = true
+			} else {
+				need = append(need, ci)
 			}
-			if ok {
-				out[ci] = RateStart{Run: true, StartBy: startBy}
-				continue
-			}
-			if err := toLine(ctx, ex, w, c, now); err != nil {
+		}
+		free, err := w.Free(ctx, len(need)+w.Waiting())
+		if err != nil {
+			return nil, promoted, err
+		}
+		for j, ci := range need {
+			if j < len(free) {
+				stamps[i] = append(stamps[i], free[j])
+				out[ci].Run = true
+			} else if err := toLine(ctx, ex, w, claims[ci], w.Now()); err != nil {
 				return nil, promoted, err
 			}
 		}
-		if err := w.PromoteLine(ctx); err != nil {
+		if err := w.PromoteInto(ctx, free[min(len(need), len(free)):]); err != nil {
 			return nil, promoted, err
 		}
 		promoted.Add(w.Promoted())
+	}
+	now := clock()
+	for i, key := range keys {
+		w := windows[i].At(now)
+		startBy, err := w.Stamp(ctx, stamps[i], now)
+		if err != nil {
+			return nil, promoted, err
+		}
+		for _, ci := range byKey[key] {
+			if out[ci].Run {
+				out[ci].StartBy = startBy
+			}
+		}
 		if err := w.Save(ctx); err != nil {
 			return nil, promoted, err
 		}

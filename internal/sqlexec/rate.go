@@ -22,7 +22,8 @@ type RateQueries struct {
 	// dialect has row locks; TryLock skips a row another transaction
 	// holds; Read locks nothing and also counts the ring's recent starts.
 	Lock, TryLock, Read, Save                                string
-	MaxSlot, Oldest, DropSlots, Free, SetSlot, StartReserved string
+	MaxSlot, Oldest, DropSlots, Free, SetSlot                string
+	Reserved                                                 string
 	CancelReservation, Repair, OldestSlot, Due, NextAt       string
 	PickIdle, DeleteIdle, DeleteRings                        string
 	SetOverride, DeleteOverride, LatestJob, List, BlockedKey string
@@ -82,7 +83,7 @@ WHERE ` + k + ` = ?`),
 		Free: p(`SELECT slot FROM {p}rate_starts WHERE ` + k + ` = ? AND job_id IS NULL AND started_at <= ?
 ORDER BY started_at LIMIT ?`),
 		SetSlot:           p(`UPDATE {p}rate_starts SET started_at = ?, job_id = ? WHERE ` + k + ` = ? AND slot = ?`),
-		StartReserved:     p(`UPDATE {p}rate_starts SET started_at = ?, job_id = NULL WHERE ` + k + ` = ? AND job_id = ?`),
+		Reserved:          p(`SELECT job_id, slot FROM {p}rate_starts WHERE ` + k + ` = ? AND job_id IN ` + ListMarker),
 		CancelReservation: p(`UPDATE {p}rate_starts SET started_at = 0, job_id = NULL WHERE ` + k + ` = ? AND job_id = ?`),
 		Repair: p(`UPDATE {p}rate_starts SET started_at = 0, job_id = NULL
 WHERE ` + k + ` = ? AND job_id IS NOT NULL
@@ -291,12 +292,27 @@ func (e *Executor) SetSlots(ctx context.Context, key string, slots []int, jobIDs
 	return nil
 }
 
-func (e *Executor) StartReserved(ctx context.Context, key string, jobID int64, at time.Time) (bool, error) {
-	n, err := e.exec(ctx, e.q.Rate.StartReserved, Micros(at), e.d.KeyIndex(key), jobID)
-	if err != nil {
-		return false, fmt.Errorf("start the reservation of job %d in rate %q: %w", jobID, key, err)
+func (e *Executor) ReservedSlots(ctx context.Context, key string, jobIDs []int64) (map[int64]int, error) {
+	out := map[int64]int{}
+	if len(jobIDs) == 0 {
+		return out, nil
 	}
-	return n == 1, nil
+	query, args := in(e, e.q.Rate.Reserved, jobIDs)
+	type pair struct {
+		job  int64
+		slot int
+	}
+	pairs, err := Collect(ctx, e.db, func(rows *sql.Rows) (p pair, err error) {
+		err = rows.Scan(&p.job, &p.slot)
+		return p, err
+	}, query, append([]any{e.d.KeyIndex(key)}, args...)...)
+	if err != nil {
+		return nil, fmt.Errorf("read the reservations of rate %q: %w", key, err)
+	}
+	for _, p := range pairs {
+		out[p.job] = p.slot
+	}
+	return out, nil
 }
 
 func (e *Executor) CancelReservation(ctx context.Context, key string, jobID int64) error {

@@ -131,10 +131,10 @@ var _ = add("rate",
 			t.Errorf("recent starts after T0 = %d, want 0", recent)
 		}
 		f.sameTime("OldestSlot", f.oldest("g/k"), T0)
-		if ok, err := f.ex().StartReserved(f.ctx, "g/k", 42, T0.Add(5*time.Second)); err != nil || !ok {
+		if ok, err := f.startReserved("g/k", 42, T0.Add(5*time.Second)); err != nil || !ok {
 			t.Errorf("StartReserved = %v, %v; want true", ok, err)
 		}
-		if ok, err := f.ex().StartReserved(f.ctx, "g/k", 42, T0.Add(6*time.Second)); err != nil || ok {
+		if ok, err := f.startReserved("g/k", 42, T0.Add(6*time.Second)); err != nil || ok {
 			t.Errorf("second StartReserved = %v, %v; want false", ok, err)
 		}
 		if _, recent := f.readRate("g/k", T0); recent != 1 {
@@ -178,7 +178,7 @@ var _ = add("rate",
 		f.must(f.ex().SetSlots(f.ctx, "g/k", []int{3}, []int64{9}, driver.Reserved))
 		f.must(f.ex().ResizeRing(f.ctx, "g/k", 4, 1))
 		f.sameTime("OldestSlot of the reservation left", f.oldest("g/k"), driver.Reserved)
-		if ok, err := f.ex().StartReserved(f.ctx, "g/k", 9, T0); err != nil || !ok {
+		if ok, err := f.startReserved("g/k", 9, T0); err != nil || !ok {
 			t.Errorf("StartReserved of the reservation the shrink kept = %v, %v", ok, err)
 		}
 		f.must(f.ex().ResizeRing(f.ctx, "g/k", 1, 1))
@@ -208,7 +208,7 @@ var _ = add("rate",
 			t.Errorf("free slots = %v, want 2 (repaired) and 3", got)
 		}
 		for _, id := range []int64{ready, claimed} {
-			if ok, err := f.ex().StartReserved(f.ctx, "g/k", id, T0); err != nil || !ok {
+			if ok, err := f.startReserved("g/k", id, T0); err != nil || !ok {
 				t.Errorf("job %d's reservation is gone (%v, %v), want it kept", id, ok, err)
 			}
 		}
@@ -392,3 +392,18 @@ func (f *fixture) oldest(key string) time.Time {
 }
 
 func sortedInts(v []int) []int { return slices.Sorted(slices.Values(v)) }
+
+// startReserved turns jobID's reservation of key into a start at `at`, as
+// the engine does: read the reservation, then write the slot. false when
+// the job has none.
+func (f *fixture) startReserved(key string, jobID int64, at time.Time) (bool, error) {
+	slots, err := f.ex().ReservedSlots(f.ctx, key, []int64{jobID})
+	if err != nil {
+		return false, err
+	}
+	slot, ok := slots[jobID]
+	if !ok {
+		return false, nil
+	}
+	return true, f.ex().SetSlots(f.ctx, key, []int{slot}, []int64{0}, at)
+}

@@ -103,15 +103,14 @@ func (s *Store) SetSlots(_ context.Context, key string, slots []int, jobIDs []in
 	return nil
 }
 
-func (s *Store) StartReserved(_ context.Context, key string, jobID int64, at time.Time) (bool, error) {
-	ring := s.Rings[key]
-	for j := range ring {
-		if ring[j].Job == jobID {
-			ring[j].At, ring[j].Job = at, 0
-			return true, nil
+func (s *Store) ReservedSlots(_ context.Context, key string, jobIDs []int64) (map[int64]int, error) {
+	out := map[int64]int{}
+	for _, sl := range s.Rings[key] {
+		if sl.Job != 0 && slices.Contains(jobIDs, sl.Job) {
+			out[sl.Job] = sl.Slot
 		}
 	}
-	return false, nil
+	return out, nil
 }
 
 func (s *Store) CancelReservation(_ context.Context, key string, jobID int64) error {
