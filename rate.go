@@ -271,3 +271,28 @@ func (c *Client) rateState(ctx context.Context, key string, line int) (*RateStat
 	out.Waiting = cmp.Or(out.Waiting, len(out.Line))
 	return out, nil
 }
+
+// maxRatesListed bounds ListRates.
+const maxRatesListed = 1000
+
+// ListRates returns up to max stored rate keys (at most 1,000) after
+// `after` in key order, each with its recent starts and waiting jobs but
+// not its line: a page for the CLI and the dashboard.
+func (c *Client) ListRates(ctx context.Context, after string, max int) ([]*RateState, error) {
+	if max <= 0 || max > maxRatesListed {
+		max = maxRatesListed
+	}
+	rows, err := c.drv.Exec().ListRates(ctx, after, max)
+	if err != nil {
+		return nil, fmt.Errorf("list rate keys: %w", c.explainErr(ctx, err))
+	}
+	out := make([]*RateState, 0, len(rows))
+	for _, r := range rows {
+		st, err := c.rateState(ctx, r.Key, 0)
+		if err != nil {
+			return nil, fmt.Errorf("list rate keys: %w", c.explainErr(ctx, err))
+		}
+		out = append(out, st)
+	}
+	return out, nil
+}
