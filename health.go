@@ -32,11 +32,13 @@ type HealthOptions struct {
 // registered processes. Its figures are read one query after another, not
 // in one snapshot.
 type Health struct {
-	At        time.Time       `json:"at"`
-	Queues    []QueueHealth   `json:"queues"`
-	Groups    []GroupHealth   `json:"groups"`
-	TopKeys   []KeyHealth     `json:"top_keys"`
-	Processes []ProcessHealth `json:"processes"`
+	At     time.Time     `json:"at"`
+	Queues []QueueHealth `json:"queues"`
+	Groups []GroupHealth `json:"groups"`
+	// Rates sums the rate keys of each group (see Rate).
+	Rates     []RateGroupHealth `json:"rates"`
+	TopKeys   []KeyHealth       `json:"top_keys"`
+	Processes []ProcessHealth   `json:"processes"`
 	// Periodic lists the schedules the fleet runs (Config.Periodic):
 	// next tick, last tick and its job.
 	Periodic []PeriodicStatus `json:"periodic"`
@@ -77,6 +79,17 @@ type GroupHealth struct {
 	Blocked int `json:"blocked"`
 	// Saturated counts its keys with no free slot.
 	Saturated int `json:"saturated_keys"`
+}
+
+// RateGroupHealth sums one group's rate keys (see Rate).
+type RateGroupHealth struct {
+	Group string `json:"group"`
+	// Keys counts the group's rate keys stored (in use or lately).
+	Keys int `json:"keys"`
+	// Waiting counts jobs waiting for a start of one of its keys;
+	// Throttled the keys with any.
+	Waiting   int `json:"waiting"`
+	Throttled int `json:"throttled_keys"`
 }
 
 // Limits is the group's limit, or its range when keys differ: "2", "1-5".
@@ -155,6 +168,16 @@ func (c *Client) health(ctx context.Context, top int) (*Health, error) {
 	}
 	for _, g := range groups {
 		h.Groups = append(h.Groups, GroupHealth(g))
+	}
+	rates, err := ex.RateGroups(ctx, maxGroups+1)
+	if err != nil {
+		return nil, err
+	}
+	if len(rates) > maxGroups {
+		rates, h.Truncated = rates[:maxGroups], true
+	}
+	for _, g := range rates {
+		h.Rates = append(h.Rates, RateGroupHealth(g))
 	}
 	keys, err := ex.TopBlockedKeys(ctx, top)
 	if err != nil {

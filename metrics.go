@@ -12,7 +12,7 @@ import (
 // The wiring of bq's metrics: internal/metrics holds the instruments,
 // docs/observability.md describes them.
 
-// gaugeSnapshot feeds the observable gauges: two aggregate queries per
+// gaugeSnapshot feeds the observable gauges: three aggregate queries per
 // collection, bounded by the number of queues and groups.
 func (c *Client) gaugeSnapshot(ctx context.Context) (metrics.Snapshot, error) {
 	ex := c.drv.Exec()
@@ -24,7 +24,11 @@ func (c *Client) gaugeSnapshot(ctx context.Context) (metrics.Snapshot, error) {
 	if err != nil {
 		return metrics.Snapshot{}, fmt.Errorf("bq gauges: %w", err)
 	}
-	return metrics.Snapshot{Queues: queues, Groups: groups}, nil
+	rates, err := ex.RateGroups(ctx, maxGroups)
+	if err != nil {
+		return metrics.Snapshot{}, fmt.Errorf("bq gauges: %w", err)
+	}
+	return metrics.Snapshot{Queues: queues, Groups: groups, Rates: rates}, nil
 }
 
 // dispatcherHooks count what the dispatcher does.

@@ -196,6 +196,7 @@ WHERE j.concurrency_key_hash = ? AND j.finished_at IS NULL ORDER BY j.id DESC LI
 		Ignore:     " ON DUPLICATE KEY UPDATE rate_key = rate_key",
 		Upsert: " ON DUPLICATE KEY UPDATE lim = VALUES(lim), period_ms = VALUES(period_ms)," +
 			" updated_at = VALUES(updated_at)",
+		Group:   "SUBSTRING_INDEX(rate_key, '/', 1)",
 		Lock:    " FOR UPDATE",
 		TryLock: " FOR UPDATE SKIP LOCKED",
 	})

@@ -15,6 +15,7 @@ type rateQueries struct {
 	ensure, ring, lock, tryLock, save, grow, shrink, free, setSlots, cancelReservation                    string
 	reserved                                                                                              string
 	repair, oldest, due, next, deleteIdle, setOverride, deleteOverride, latestJob, read, list, blockedKey string
+	groups                                                                                                string
 }
 
 const rateColumns = `r.rate_key, r.lim, r.period_ms, r.waiting, r.next_at,
@@ -76,6 +77,9 @@ WHERE rate_key = $1 AND finished_at IS NULL ORDER BY id DESC LIMIT 1`),
 FROM {p}rate_limits r LEFT JOIN {p}rate_overrides o ON o.rate_key = r.rate_key WHERE r.rate_key = $1`),
 		list: p(`SELECT ` + rateColumns + ` FROM {p}rate_limits r
 LEFT JOIN {p}rate_overrides o ON o.rate_key = r.rate_key WHERE r.rate_key > $1 ORDER BY r.rate_key LIMIT $2`),
+		groups: p(`SELECT split_part(rate_key, '/', 1) AS grp, count(*)::int, coalesce(sum(waiting), 0)::int,
+	(count(*) FILTER (WHERE waiting > 0))::int
+FROM {p}rate_limits GROUP BY grp ORDER BY grp LIMIT $1`),
 		blockedKey: p(`SELECT concurrency_key FROM {p}blocked_executions WHERE job_id = $1`),
 	}
 }
@@ -303,4 +307,12 @@ func (e *executor) BlockedKey(ctx context.Context, jobID int64) (string, bool, e
 		return "", false, fmt.Errorf("read the line of blocked job %d: %w", jobID, err)
 	}
 	return key, ok, nil
+}
+
+func (e *executor) RateGroups(ctx context.Context, max int) ([]driver.RateGroupStats, error) {
+	out, err := collect(ctx, e.db, pgx.RowToStructByPos[driver.RateGroupStats], e.q.rate.groups, max)
+	if err != nil {
+		return nil, fmt.Errorf("sum rate keys by group: %w", err)
+	}
+	return out, nil
 }

@@ -110,6 +110,7 @@ WHERE j.concurrency_key = ? AND j.finished_at IS NULL ORDER BY j.id DESC LIMIT 1
 		Ignore:     " ON CONFLICT (rate_key) DO NOTHING",
 		Upsert: " ON CONFLICT (rate_key) DO UPDATE SET lim = excluded.lim, period_ms = excluded.period_ms," +
 			" updated_at = excluded.updated_at",
+		Group: "substr(rate_key, 1, instr(rate_key, '/') - 1)",
 	})
 
 	// Inspection (read-only).

@@ -36,6 +36,15 @@ type Rate struct {
 	Override RateSpec
 }
 
+// RateGroupStats sums one group's rate keys.
+type RateGroupStats struct {
+	Group string
+	Keys  int // rows stored
+	// Waiting counts jobs waiting for a start; Throttled the keys with
+	// any.
+	Waiting, Throttled int
+}
+
 // Reserved is the instant a slot reserved for a ready job carries: later
 // than any start, so free slots sort before it.
 var Reserved = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -101,6 +110,9 @@ type RateStore interface {
 	ReadRate(ctx context.Context, key string, since time.Time) (r Rate, recent int, ok bool, err error)
 	// ListRates returns up to max rate rows in key order, after `after`.
 	ListRates(ctx context.Context, after string, max int) ([]Rate, error)
+	// RateGroups sums the rate rows of each group (the part of a key
+	// before its first "/"), up to max groups in group order.
+	RateGroups(ctx context.Context, max int) ([]RateGroupStats, error)
 	// BlockedKey reads the line key of job id's blocked row; ok false
 	// when the job is not blocked.
 	BlockedKey(ctx context.Context, jobID int64) (key string, ok bool, err error)

@@ -13,6 +13,7 @@ import (
 type Snapshot struct {
 	Queues []driver.QueueCounts
 	Groups []driver.GroupStats
+	Rates  []driver.RateGroupStats
 }
 
 // ObserveGauges registers the gauges of jobs per queue and state and of
@@ -39,6 +40,16 @@ func (m *Instruments) ObserveGauges(read func(ctx context.Context) (Snapshot, er
 	if err != nil {
 		return nil, err
 	}
+	rateWaiting, err := m.meter.Int64ObservableGauge(RateWaiting, metric.WithUnit("{job}"),
+		metric.WithDescription("Jobs waiting for a start of one of a rate group's keys (throttled by its rate)."))
+	if err != nil {
+		return nil, err
+	}
+	throttled, err := m.meter.Int64ObservableGauge(ThrottledKeys, metric.WithUnit("{key}"),
+		metric.WithDescription("Rate keys of a group with jobs waiting for a start."))
+	if err != nil {
+		return nil, err
+	}
 	reg, err := m.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
 		snap, err := read(ctx)
 		if err != nil {
@@ -59,8 +70,13 @@ func (m *Instruments) ObserveGauges(read func(ctx context.Context) (Snapshot, er
 			o.ObserveInt64(blocked, int64(g.Blocked), attrs)
 			o.ObserveInt64(saturated, int64(g.Saturated), attrs)
 		}
+		for _, g := range snap.Rates {
+			attrs := metric.WithAttributes(attribute.String("group", g.Group))
+			o.ObserveInt64(rateWaiting, int64(g.Waiting), attrs)
+			o.ObserveInt64(throttled, int64(g.Throttled), attrs)
+		}
 		return nil
-	}, queueJobs, active, blocked, saturated)
+	}, queueJobs, active, blocked, saturated, rateWaiting, throttled)
 	if err != nil {
 		return nil, err
 	}

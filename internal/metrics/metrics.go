@@ -39,6 +39,8 @@ const (
 	GroupActive   = "bq.group.active"
 	GroupBlocked  = "bq.group.blocked"
 	SaturatedKeys = "bq.group.saturated_keys"
+	RateWaiting   = "bq.rate.waiting"
+	ThrottledKeys = "bq.rate.throttled_keys"
 )
 
 // Job is what an event's attributes are made of. Key is used only to

@@ -27,6 +27,7 @@ type RateQueries struct {
 	CancelReservation, Repair, OldestSlot, Due, NextAt       string
 	PickIdle, DeleteIdle, DeleteRings                        string
 	SetOverride, DeleteOverride, LatestJob, List, BlockedKey string
+	Groups                                                   string
 }
 
 // RateSpelling is what a dialect spells its own way in the rate
@@ -38,6 +39,8 @@ type RateSpelling struct {
 	// Ignore ends an INSERT that affects no row when the key exists;
 	// Upsert one that sets lim, period_ms and updated_at from the new row.
 	Ignore, Upsert string
+	// Group is the expression of a rate_key's group (before its first "/").
+	Group string
 	// Lock and TryLock end the locking reads of a key's row ("" where the
 	// transaction's write lock is the lock).
 	Lock, TryLock string
@@ -107,6 +110,9 @@ VALUES (` + marks + `, ?, ?, ?)` + s.Upsert),
 WHERE rate_key = ? AND finished_at IS NULL ORDER BY id DESC LIMIT 1`),
 		List:       p(`SELECT r.rate_key, ` + cols + ` FROM {p}rate_limits r WHERE r.rate_key > ? ORDER BY r.rate_key LIMIT ?`),
 		BlockedKey: p(`SELECT concurrency_key FROM {p}blocked_executions WHERE job_id = ?`),
+		Groups: p(`SELECT ` + s.Group + ` AS grp, count(*), coalesce(sum(waiting), 0),
+	coalesce(sum(CASE WHEN waiting > 0 THEN 1 ELSE 0 END), 0)
+FROM {p}rate_limits GROUP BY grp ORDER BY grp LIMIT ?`),
 	}
 }
 
@@ -441,4 +447,17 @@ func (e *Executor) BlockedKey(ctx context.Context, jobID int64) (string, bool, e
 		return "", false, fmt.Errorf("read the line of job %d: %w", jobID, err)
 	}
 	return string(key), ok, nil
+}
+
+func (e *Executor) RateGroups(ctx context.Context, max int) ([]driver.RateGroupStats, error) {
+	out, err := Collect(ctx, e.db, func(rows *sql.Rows) (g driver.RateGroupStats, err error) {
+		var grp []byte
+		err = rows.Scan(&grp, &g.Keys, &g.Waiting, &g.Throttled)
+		g.Group = string(grp)
+		return g, err
+	}, e.q.Rate.Groups, max)
+	if err != nil {
+		return nil, fmt.Errorf("sum rate keys by group: %w", err)
+	}
+	return out, nil
 }

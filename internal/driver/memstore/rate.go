@@ -248,3 +248,24 @@ func (s *Store) BlockedKey(_ context.Context, jobID int64) (string, bool, error)
 	}
 	return r.line(), true, nil
 }
+
+func (s *Store) RateGroups(_ context.Context, n int) ([]driver.RateGroupStats, error) {
+	by := map[string]*driver.RateGroupStats{}
+	for key, r := range s.Rates {
+		g := driver.GroupOf(key)
+		if by[g] == nil {
+			by[g] = &driver.RateGroupStats{Group: g}
+		}
+		by[g].Keys++
+		by[g].Waiting += r.Waiting
+		if r.Waiting > 0 {
+			by[g].Throttled++
+		}
+	}
+	var out []driver.RateGroupStats
+	for _, g := range by {
+		out = append(out, *g)
+	}
+	slices.SortFunc(out, func(a, b driver.RateGroupStats) int { return cmp.Compare(a.Group, b.Group) })
+	return out[:min(n, len(out))], nil
+}
