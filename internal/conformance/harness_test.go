@@ -295,8 +295,10 @@ func (h *harness) dumpRates() {
 		var lim, waiting int
 		var next any
 		_ = rows.Scan(&key, &lim, &waiting, &next)
-		h.t.Logf("rate %s: limit %d waiting %d next_at %v; reserved %s; line %d", key, lim, waiting, next,
+		h.t.Logf("rate %s: limit %d waiting %d next_at %v; reserved %s; in rate lines %d", key, lim, waiting, next,
 			fmt.Sprint(h.count(`SELECT count(*) FROM bq_rate_starts WHERE job_id IS NOT NULL`)),
 			h.count(`SELECT count(*) FROM bq_blocked_executions WHERE concurrency_key LIKE '/rate/%'`))
 	}
+	h.t.Logf("rate rows: %d; jobs in rate lines: %d", h.count(`SELECT count(*) FROM bq_rate_limits`),
+		h.count(`SELECT count(*) FROM bq_blocked_executions WHERE concurrency_key LIKE '/rate/%'`))
 }

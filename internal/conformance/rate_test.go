@@ -209,6 +209,28 @@ func testRateKill9(t *testing.T, h *harness) {
 		}
 		ids = append(ids, res.ID)
 	}
+	// The rate row's waiting count never falls below its line's rows (a
+	// count too low would let the row be taken for idle and deleted).
+	sampled := make(chan struct{})
+	stopSampling := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		for {
+			select {
+			case <-stopSampling:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			var waiting, line int
+			err := h.raw.QueryRowContext(ctx, `SELECT
+	coalesce((SELECT sum(waiting) FROM bq_rate_limits), 0),
+	(SELECT count(*) FROM bq_blocked_executions WHERE concurrency_key LIKE '/rate/%')`).Scan(&waiting, &line)
+			if err == nil && waiting < line {
+				t.Errorf("at %s: the rate row counts %d waiting, its line holds %d", time.Now().Format("15:04:05.000"), waiting, line)
+				return
+			}
+		}
+	}()
 	kills := 0
 	for deadline := time.Now().Add(6 * time.Second); time.Now().Before(deadline); {
 		time.Sleep(time.Second + rand.N(time.Second))
@@ -222,6 +244,8 @@ func testRateKill9(t *testing.T, h *harness) {
 		startWorker()
 	}
 	h.waitFinished(len(ids), 2*time.Minute)
+	close(stopSampling)
+	<-sampled
 	most := checkRate(t, dbStarts(t, h), map[string]int{"rc": 5}, period)
 	h.checkDrained(ids)
 	t.Logf("%s: %d kills, %d runs of %d jobs, most starts per %s: %v", h.db, kills, len(h.dbRuns(t)), len(ids), period, most)

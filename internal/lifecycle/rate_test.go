@@ -1,0 +1,183 @@
+package lifecycle_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/bqueue/bq/internal/driver"
+	"github.com/bqueue/bq/internal/driver/memstore"
+	"github.com/bqueue/bq/internal/lifecycle"
+	"github.com/bqueue/bq/ratelimit"
+)
+
+var rateNow = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+
+func rated(n int, key string, limit int, period time.Duration) []*driver.NewJob {
+	jobs := make([]*driver.NewJob, n)
+	for i := range jobs {
+		jobs[i] = &driver.NewJob{Kind: "k", Queue: "q", MaxAttempts: 3, ScheduledAt: rateNow,
+			Rate: driver.RateSpec{Key: key, Limit: limit, Period: period}}
+	}
+	return jobs
+}
+
+// claimAll claims every ready job of queue q at now, as a worker would.
+func claimAll(t *testing.T, s *memstore.Store, now time.Time) []*driver.Claim {
+	t.Helper()
+	claims, err := s.ClaimReady(context.Background(), driver.ClaimParams{Queue: "q", Max: 1000, ProcessID: 1, Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return claims
+}
+
+// A burst over a rate makes only Limit jobs ready, each with a slot
+// reserved; the rest wait in the key's line, and the line is due when
+// the oldest start is a period old.
+func TestRateAdmissionReservesOrFilesInLine(t *testing.T) {
+	ctx := context.Background()
+	s := memstore.New()
+	verdicts, _, err := lifecycle.Enqueue(ctx, s, rated(5, "g/k", 2, time.Second), rateNow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var states []driver.JobState
+	for _, v := range verdicts {
+		states = append(states, v.State)
+	}
+	want := []driver.JobState{driver.StateReady, driver.StateReady, driver.StateBlocked, driver.StateBlocked, driver.StateBlocked}
+	if !slices.Equal(states, want) {
+		t.Fatalf("states %v, want %v", states, want)
+	}
+	// Every slot is reserved, so the line's next look is a period on.
+	if r := s.Rates["g/k"]; r.Waiting != 3 || !r.NextAt.Equal(rateNow.Add(time.Second)) {
+		t.Errorf("rate row %+v: want 3 waiting, next look at %s", r, rateNow.Add(time.Second))
+	}
+	reserved := 0
+	for _, sl := range s.Rings["g/k"] {
+		if sl.Job != 0 {
+			reserved++
+		}
+	}
+	if reserved != 2 {
+		t.Errorf("%d slots reserved, want 2", reserved)
+	}
+}
+
+// Claims start on their reservations; a claim with none, and no free
+// slot, goes back to the line unrun; the starts are a period apart per
+// slot.
+func TestStartRatedCountsStartsAndFilesTheRest(t *testing.T) {
+	ctx := context.Background()
+	s := memstore.New()
+	if _, _, err := lifecycle.Enqueue(ctx, s, rated(2, "g/k", 2, time.Second), rateNow); err != nil {
+		t.Fatal(err)
+	}
+	// A third job reaches ready by another path (a retry, a promotion of
+	// its concurrency key): no reservation.
+	extra := rated(1, "g/k", 2, time.Second)[0]
+	extra.State = driver.StateReady
+	if err := s.InsertJobs(ctx, rateNow, []*driver.NewJob{extra}); err != nil {
+		t.Fatal(err)
+	}
+	claims := claimAll(t, s, rateNow)
+	clock := func() time.Time { return rateNow }
+	starts, _, err := lifecycle.StartRated(ctx, s, claims, clock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ran := 0
+	for i, st := range starts {
+		if st.Run {
+			ran++
+			if want := rateNow.Add(ratelimit.StartSlack(time.Second)); !st.StartBy.Equal(want) {
+				t.Errorf("claim %d must start by %s, want %s", i, st.StartBy, want)
+			}
+		}
+	}
+	if ran != 2 {
+		t.Fatalf("%d claims may run, want 2 (the limit)", ran)
+	}
+	if r := s.Jobs[extra.ID]; r.State != driver.StateBlocked || r.Line != driver.RateLine("g/k") {
+		t.Errorf("the claim with no slot is %s in line %q, want blocked in the rate line", r.State, r.Line)
+	}
+	if r := s.Rates["g/k"]; r.Waiting != 1 {
+		t.Errorf("waiting %d, want 1", r.Waiting)
+	}
+	// Not before a period after the starts (plus the slack) does the
+	// line move.
+	slack := ratelimit.StartSlack(time.Second)
+	p, err := lifecycle.PromoteRate(ctx, s, "g/k", false, rateNow.Add(time.Second))
+	if err != nil || p.Jobs != 0 {
+		t.Fatalf("promotion a period after the claims, inside the slack: %+v, %v; want nothing", p, err)
+	}
+	p, err = lifecycle.PromoteRate(ctx, s, "g/k", false, rateNow.Add(time.Second+slack))
+	if err != nil || p.Jobs != 1 {
+		t.Fatalf("promotion once the starts are a period old: %+v, %v; want the waiting job", p, err)
+	}
+	if r := s.Jobs[extra.ID]; r.State != driver.StateReady {
+		t.Errorf("waiting job is %s after the promotion, want ready", r.State)
+	}
+}
+
+// A run that began too late goes back to the line, its slot spent and
+// its attempt uncounted.
+func TestStartedLateGoesBackToTheLine(t *testing.T) {
+	ctx := context.Background()
+	s := memstore.New()
+	if _, _, err := lifecycle.Enqueue(ctx, s, rated(1, "g/k", 1, time.Second), rateNow); err != nil {
+		t.Fatal(err)
+	}
+	claims := claimAll(t, s, rateNow)
+	if _, _, err := lifecycle.StartRated(ctx, s, claims, func() time.Time { return rateNow }); err != nil {
+		t.Fatal(err)
+	}
+	res, err := lifecycle.StartedLate(ctx, s, claims[0], rateNow.Add(time.Second))
+	if err != nil || !res.Matched || res.State != driver.StateBlocked {
+		t.Fatalf("StartedLate: %+v, %v; want matched, blocked", res, err)
+	}
+	if r := s.Jobs[claims[0].ID]; r.Attempt != 0 || r.Line != driver.RateLine("g/k") {
+		t.Errorf("job after a late start: attempt %d, line %q; want 0 and the rate line", r.Attempt, r.Line)
+	}
+	// A start 999ms on may take slots that started a period before it.
+	if free, _ := s.FreeSlots(ctx, "g/k", rateNow.Add(-time.Millisecond), 1); len(free) != 0 {
+		t.Errorf("the late start's slot is free again within the period: a start is never counted less")
+	}
+}
+
+// A lowered rate keeps the newest starts; a raised one makes the line
+// ready at once.
+func TestApplyRateResizesTheRing(t *testing.T) {
+	ctx := context.Background()
+	s := memstore.New()
+	if _, _, err := lifecycle.Enqueue(ctx, s, rated(4, "g/k", 1, time.Hour), rateNow); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetKeyRate(ctx, driver.RateSpec{Key: "g/k", Limit: 10, Period: time.Hour}, rateNow); err != nil {
+		t.Fatal(err)
+	}
+	p, err := lifecycle.ApplyRate(ctx, s, driver.RateSpec{Key: "g/k", Limit: 10, Period: time.Hour}, rateNow)
+	if err != nil || p.Jobs != 3 {
+		t.Fatalf("raised rate promoted %+v, %v; want the 3 waiting jobs", p, err)
+	}
+	if n := len(s.Rings["g/k"]); n != 10 {
+		t.Errorf("ring of %d slots, want 10", n)
+	}
+	if _, err := s.DeleteKeyRate(ctx, "g/k"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lifecycle.ApplyRate(ctx, s, driver.RateSpec{Key: "g/k", Limit: 2, Period: time.Hour}, rateNow); err != nil {
+		t.Fatal(err)
+	}
+	ring := s.Rings["g/k"]
+	if len(ring) != 2 {
+		t.Fatalf("ring of %d slots, want 2", len(ring))
+	}
+	for _, sl := range ring {
+		if sl.Job == 0 {
+			t.Errorf("lowering dropped a reservation before an unused slot: %+v", ring)
+		}
+	}
+}
