@@ -19,7 +19,8 @@ import (
 func runExplain(ctx context.Context, e *env, args []string) error {
 	f := newFlagSet(e, "explain", "explain --dsn DSN [--prefix bq_] [--json] JOB_ID",
 		`Shows a job's state and what it waits for: for a blocked job, its key's
-limit, the jobs holding the key's slots, and its place in line.`)
+limit, the jobs holding the key's slots, and its place in line; for one
+waiting for a start, its rate key's rate, recent starts and line.`)
 	var db dbFlags
 	db.register(f)
 	asJSON := f.Bool("json", false, "print the explanation as JSON")
