@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/bqueue/bq"
 	"github.com/bqueue/bq/internal/humanize"
@@ -18,7 +19,8 @@ import (
 func runExplain(ctx context.Context, e *env, args []string) error {
 	f := newFlagSet(e, "explain", "explain --dsn DSN [--prefix bq_] [--json] JOB_ID",
 		`Shows a job's state and what it waits for: for a blocked job, its key's
-limit, the jobs holding the key's slots, and its place in line.`)
+limit, the jobs holding the key's slots, and its place in line; for one
+waiting for a start, its rate key's rate, recent starts and line.`)
 	var db dbFlags
 	db.register(f)
 	asJSON := f.Bool("json", false, "print the explanation as JSON")
@@ -56,6 +58,12 @@ func printExplanation(w io.Writer, e *bq.Explanation) error {
 	if labels := labelsText(j.Metadata, j.Tags); labels != "" {
 		fmt.Fprintf(w, "%s\n", labels)
 	}
+	if r := e.Rate; r != nil {
+		fmt.Fprintf(w, "\n%s; this job is number %s in line\n", rateSentence(r, time.Now()), e.Place())
+		if len(r.Line) > 0 {
+			fmt.Fprintf(w, "First in line: %s\n", lineOf(r.Line, r.Waiting))
+		}
+	}
 	if e.Key == nil {
 		return nil
 	}
@@ -63,7 +71,7 @@ func printExplanation(w io.Writer, e *bq.Explanation) error {
 	fmt.Fprintf(w, "\nKey %s: limit %d, free %d, %d blocked; this job is number %s in line\n",
 		term(k.Key), k.Limit, k.Free, k.Blocked, e.Place())
 	if len(k.Line) > 0 {
-		fmt.Fprintf(w, "First in line: %s\n", lineOf(k))
+		fmt.Fprintf(w, "First in line: %s\n", lineOf(k.Line, k.Blocked))
 	}
 	if len(k.Holders) == 0 {
 		return nil
@@ -87,11 +95,11 @@ func printExplanation(w io.Writer, e *bq.Explanation) error {
 // lineShown is how many of a key's blocked line explain prints.
 const lineShown = 10
 
-// lineOf writes the first jobs of k's blocked line: "jobs 7, 8 (priority
-// 5), 9 … and 4,990 more".
-func lineOf(k *bq.KeyState) string {
+// lineOf writes the first jobs of a line of total jobs, a key's or a
+// rate key's: "jobs 7, 8 (priority 5), 9 … and 4,990 more".
+func lineOf(line []bq.BlockedJob, total int) string {
 	var parts []string
-	for _, b := range k.Line[:min(len(k.Line), lineShown)] {
+	for _, b := range line[:min(len(line), lineShown)] {
 		p := strconv.FormatInt(b.JobID, 10)
 		if b.Priority != 0 {
 			p += fmt.Sprintf(" (priority %d)", b.Priority)
@@ -103,7 +111,7 @@ func lineOf(k *bq.KeyState) string {
 		s = "jobs "
 	}
 	s += strings.Join(parts, ", ")
-	if more := k.Blocked - len(parts); more > 0 {
+	if more := total - len(parts); more > 0 {
 		s += fmt.Sprintf(" and %s more", humanize.Thousands(more))
 	}
 	return s

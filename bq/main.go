@@ -9,6 +9,7 @@
 //	bq jobs --dsn DSN [--kind K] [--state S] [--key K | --key-prefix P] [--meta k=v] [--tag T] [--json]
 //	bq cancel --dsn DSN JOB_ID
 //	bq queue pause|resume --dsn DSN QUEUE
+//	bq rate list|show|set|clear --dsn DSN [KEY [LIMIT PERIOD]]
 //	bq ui --dsn DSN [--addr 127.0.0.1:8080] [--token T]
 //	bq demo [--dsn DSN]
 //	bq bench --dsn DSN --mode drain|steady|keyed|hotkey|backlog [--processes N [--pool P]] [--json]
@@ -44,6 +45,7 @@ var commands = []command{
 	{"jobs", "list jobs by kind, queue, state, key, metadata, tag or time, a page at a time", runJobs},
 	{"cancel", "cancel a job (a running one is stopped and ends when its run returns)", runCancel},
 	{"queue", "pause or resume a queue in every process (pause|resume QUEUE)", runQueue},
+	{"rate", "list, show, set or clear rate keys' limits (list|show KEY|set KEY LIMIT PERIOD|clear KEY)", runRate},
 	{"ui", "serve the web dashboard (127.0.0.1:8080 by default)", runUI},
 	{"demo", "run a self-contained demo of per-key concurrency limits", runDemo},
 	{"bench", "measure throughput and latency on a fresh schema or file", runBench},

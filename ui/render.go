@@ -25,6 +25,8 @@ var funcs = template.FuncMap{
 	"age":       age,
 	"firstLine": firstLine,
 	"keyURL":    keyURL,
+	"rateURL":   rateURL,
+	"rateText":  rateText,
 	"labels":    labels,
 	"jobsURL":   jobsURL,
 	"join":      strings.Join,
@@ -46,7 +48,7 @@ var funcs = template.FuncMap{
 
 func mustParse() *pages {
 	p := &pages{byName: map[string]*template.Template{}}
-	for _, name := range []string{"overview", "blocked", "key", "job", "failed", "processes", "error", "history", "search", "jobs", "periodic"} {
+	for _, name := range []string{"overview", "blocked", "key", "job", "failed", "processes", "error", "history", "search", "jobs", "periodic", "rates", "rate"} {
 		t := template.Must(template.New(name).Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/chart.html",
 			"templates/"+name+".html"))
 		p.byName[name] = t

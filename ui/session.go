@@ -107,6 +107,9 @@ func (s *server) notice(w http.ResponseWriter, r *http.Request) string {
 	if queue, ok := strings.CutPrefix(c.Value[:i], queueNotice); ok {
 		return queueSaid(queue)
 	}
+	if done, ok := strings.CutPrefix(c.Value[:i], rateNotice); ok {
+		return rateSaid(done)
+	}
 	parts := strings.SplitN(c.Value[:i], ".", 3)
 	if len(parts) != 3 {
 		return ""

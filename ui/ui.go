@@ -4,6 +4,7 @@
 // key or key prefix, metadata, tag and time (the Jobs page, a page at a
 // time), each job with its explanation, metadata and tags and a cancel
 // button while it is live, failed jobs with retry, discard and cancel,
+// the rate keys, each with its line and a form to override its rate,
 // the processes, and a search by job id, key, tenant, tag or metadata
 // (key=value). Mount it in your server:
 //
@@ -11,8 +12,8 @@
 //
 // or run `bq ui --dsn ...`. Pages, charts included (inline SVG), are
 // rendered on the server; the CSS and the small script that refreshes
-// them are embedded, so it works offline. Retry, discard, cancel, pause
-// and resume are POST forms protected against cross-site requests, and go
+// them are embedded, so it works offline. Retry, discard, cancel, pause,
+// resume and a rate override are POST forms protected against cross-site requests, and go
 // through admission like any job: they never bypass a limit.
 //
 // The handler has no access control of its own beyond Options.Token: put
@@ -115,17 +116,23 @@ func Handler(client *bq.Client, opts Options) http.Handler {
 	mux.HandleFunc("GET /history", s.history)
 	mux.HandleFunc("GET /search", s.search)
 	mux.HandleFunc("GET /periodic", s.periodic)
+	mux.HandleFunc("GET /rates", s.rates)
+	mux.HandleFunc("GET /rate", s.rateKey)
 	mux.HandleFunc("POST /jobs/{id}/retry", s.retry)
 	mux.HandleFunc("POST /jobs/{id}/discard", s.discard)
 	mux.HandleFunc("POST /jobs/{id}/cancel", s.cancel)
 	mux.HandleFunc("POST /queues/{queue}/pause", s.pause)
 	mux.HandleFunc("POST /queues/{queue}/resume", s.resume)
+	mux.HandleFunc("POST /rate/set", s.setRate)
+	mux.HandleFunc("POST /rate/clear", s.clearRate)
 	// A link to an action, followed or prefetched, does nothing.
 	mux.HandleFunc("/jobs/{id}/retry", postOnly)
 	mux.HandleFunc("/jobs/{id}/discard", postOnly)
 	mux.HandleFunc("/jobs/{id}/cancel", postOnly)
 	mux.HandleFunc("/queues/{queue}/pause", postOnly)
 	mux.HandleFunc("/queues/{queue}/resume", postOnly)
+	mux.HandleFunc("/rate/set", postOnly)
+	mux.HandleFunc("/rate/clear", postOnly)
 	mux.HandleFunc("/", s.notFound)
 
 	return s.secure(limitInFlight(opts.MaxInFlight, mux))
@@ -134,7 +141,7 @@ func Handler(client *bq.Client, opts Options) http.Handler {
 // postOnly answers a request for an action that is not a POST.
 func postOnly(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Allow", http.MethodPost)
-	http.Error(w, "this action is the POST of a form: open the job's or queue's page and use its button", http.StatusMethodNotAllowed)
+	http.Error(w, "this action is the POST of a form: open the job's, queue's or rate key's page and use its button", http.StatusMethodNotAllowed)
 }
 
 // asset serves one embedded file; there is no listing of them.
