@@ -205,8 +205,8 @@ func (c *Client) explainRateWait(ctx context.Context, e *Explanation, since time
 	case ahead > 0:
 		place = fmt.Sprintf("%d ahead of it", ahead)
 	}
-	e.Summary = fmt.Sprintf("Waiting for the rate limit of key %q (%d starts per %s, %d in the last period): %s",
-		r.Key, r.Limit, r.Period, r.Recent, place)
+	e.Summary = fmt.Sprintf("Waiting for the rate limit of key %q (%s per %s, %d in the last period): %s",
+		r.Key, count(r.Limit, "start"), r.Period, r.Recent, place)
 	if !r.NextStartAt.IsZero() {
 		e.Summary += fmt.Sprintf("; next start at %s", when(r.NextStartAt, now))
 	}
