@@ -94,8 +94,13 @@ type benchResult struct {
 	RateMaxWindow    int     `json:"rate_max_window,omitempty"`
 	RateSlotGapMS    float64 `json:"rate_slot_gap_ms,omitempty"`
 	RateMinSlotGapMS float64 `json:"rate_min_slot_gap_ms,omitempty"`
-	GoVersion        string  `json:"go"`
-	CPUs             int     `json:"cpus"`
+	// RateSteadyPerS is the keys' limits over the mean slot reuse, the
+	// rate without the first burst's spread; RateLate counts the runs
+	// that missed their start slack (a slot each, not run).
+	RateSteadyPerS float64 `json:"rate_steady_per_s,omitempty"`
+	RateLate       int     `json:"rate_late,omitempty"`
+	GoVersion      string  `json:"go"`
+	CPUs           int     `json:"cpus"`
 }
 
 func runBench(ctx context.Context, e *env, args []string) error {

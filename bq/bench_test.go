@@ -167,6 +167,9 @@ func TestBenchRate(t *testing.T) {
 			if r.RatePerS <= 0 || r.RateRatio <= 0 || math.Abs(r.RateRatio-r.RatePerS/r.RateTargetPerS) > 1e-9 {
 				t.Errorf("achieved %g starts/s, ratio %g; want both reported, ratio = achieved / %g", r.RatePerS, r.RateRatio, r.RateTargetPerS)
 			}
+			if r.RateSteadyPerS <= 0 || r.RateLate < 0 {
+				t.Errorf("steady rate %g starts/s, %d late runs; want both reported", r.RateSteadyPerS, r.RateLate)
+			}
 			if r.RateMinSlotGapMS < c.periodMillis || r.RateSlotGapMS < r.RateMinSlotGapMS {
 				t.Errorf("ring slots reused after %g ms on average, %g ms at least; want at least the period, %g ms",
 					r.RateSlotGapMS, r.RateMinSlotGapMS, c.periodMillis)
