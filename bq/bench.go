@@ -107,7 +107,7 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	if os.Getenv(fleetWorkerEnv) != "" {
 		return runFleetWorker(ctx, e, args)
 	}
-	f := newFlagSet(e, "bench", "bench --dsn DSN --mode MODE [--jobs N] [--slots W] [--keys K --to T] [--rate R] [--json]",
+	f := newFlagSet(e, "bench", "bench --dsn DSN --mode MODE [--jobs N] [--slots W] [--keys K --to T] [--rate R] [--rate-limit N --rate-period P --rate-keys K] [--json]",
 		`Measures bq on a fresh database: a new schema (MySQL: database) bench_<random> on
 PostgreSQL (dropped afterwards), a new file in a temporary directory on
 SQLite (--dsn sqlite). Jobs are no-ops on queue "bench", worked by one
