@@ -20,7 +20,7 @@ import (
 )
 
 // benchModes are the workloads of `bq bench`.
-var benchModes = []string{"drain", "steady", "keyed", "hotkey", "backlog"}
+var benchModes = []string{"drain", "steady", "keyed", "hotkey", "backlog", "rate"}
 
 // benchOptions are the flags of `bq bench`.
 type benchOptions struct {
@@ -41,10 +41,13 @@ type benchOptions struct {
 	progress     bool
 	cpuprofile   string
 	sqlStats     bool
-	tableStats   bool   // PostgreSQL drains: measure the tables (dead rows, size)
-	autovacuum   string // with tableStats: "on" (the server's) or "off" on the run's tables
-	processes    int    // drain, steady: worker processes (0: the one client in this process)
-	pool         int    // with processes: each one's connection pool (0: the driver's default)
+	tableStats   bool          // PostgreSQL drains: measure the tables (dead rows, size)
+	autovacuum   string        // with tableStats: "on" (the server's) or "off" on the run's tables
+	processes    int           // drain, steady: worker processes (0: the one client in this process)
+	pool         int           // with processes: each one's connection pool (0: the driver's default)
+	rateLimit    int           // rate: starts per ratePeriod per rate key
+	ratePeriod   time.Duration // rate: the window rateLimit counts starts in
+	rateKeys     int           // rate: rate keys, jobs round-robin over them
 }
 
 // benchResult is the one JSON line `bq bench --json` prints; River's peer
@@ -77,16 +80,34 @@ type benchResult struct {
 	// --table-stats: what the run left in each table of its schema.
 	Tables *pgstats.Report `json:"tables,omitempty"`
 	// --processes: the fleet's connections and wake-ups.
-	Fleet     *fleetStats `json:"fleet,omitempty"`
-	GoVersion string      `json:"go"`
-	CPUs      int         `json:"cpus"`
+	Fleet *fleetStats `json:"fleet,omitempty"`
+	// rate: the configured rate, the starts/s achieved (the first
+	// period's burst left out), their ratio, the most starts of one key
+	// seen within one period, and the time a ring slot took to be reused
+	// (the period plus the shortfall), on average and at least.
+	RateLimit        int     `json:"rate_limit,omitempty"`
+	RatePeriodMS     float64 `json:"rate_period_ms,omitempty"`
+	RateKeys         int     `json:"rate_keys,omitempty"`
+	RateTargetPerS   float64 `json:"rate_target_per_s,omitempty"`
+	RatePerS         float64 `json:"rate_per_s,omitempty"`
+	RateRatio        float64 `json:"rate_ratio,omitempty"`
+	RateMaxWindow    int     `json:"rate_max_window,omitempty"`
+	RateSlotGapMS    float64 `json:"rate_slot_gap_ms,omitempty"`
+	RateMinSlotGapMS float64 `json:"rate_min_slot_gap_ms,omitempty"`
+	// RateSteadyPerS is the keys' limits over the mean slot reuse, the
+	// rate without the first burst's spread; RateLate counts the runs
+	// that missed their start slack (a slot each, not run).
+	RateSteadyPerS float64 `json:"rate_steady_per_s,omitempty"`
+	RateLate       int     `json:"rate_late,omitempty"`
+	GoVersion      string  `json:"go"`
+	CPUs           int     `json:"cpus"`
 }
 
 func runBench(ctx context.Context, e *env, args []string) error {
 	if os.Getenv(fleetWorkerEnv) != "" {
 		return runFleetWorker(ctx, e, args)
 	}
-	f := newFlagSet(e, "bench", "bench --dsn DSN --mode MODE [--jobs N] [--slots W] [--keys K --to T] [--rate R] [--json]",
+	f := newFlagSet(e, "bench", "bench --dsn DSN --mode MODE [--jobs N] [--slots W] [--keys K --to T] [--rate R] [--rate-limit N --rate-period P --rate-keys K] [--json]",
 		`Measures bq on a fresh database: a new schema (MySQL: database) bench_<random> on
 PostgreSQL (dropped afterwards), a new file in a temporary directory on
 SQLite (--dsn sqlite). Jobs are no-ops on queue "bench", worked by one
@@ -103,6 +124,13 @@ client with --slots slots. Modes:
            the next one, with --backlog-small and --backlog-large jobs
            blocked on the key, each on a database of its own; handoffs
            alternate between the two (median of --handoffs each)
+  rate     EnqueueMany --jobs jobs (default 5000) rated at --rate-limit
+           starts per --rate-period per key, round-robin over --rate-keys
+           keys, then work them off; reports the starts/s achieved from the
+           first start to the last (the first period's allowance, free at
+           once, left out), its ratio to the configured rate, and the most
+           starts of one key within any one period, which must not exceed
+           the limit: the run fails if it does
 
 --config tuned sets PollInterval 50ms and DispatchInterval 100ms (both
 documented Config fields); --config default uses bq's defaults. Progress
@@ -142,6 +170,9 @@ signal-log rows), each read by every process (docs/scaling.md).`)
 	f.StringVar(&o.autovacuum, "autovacuum", "on", "with --table-stats: on (as the server has it) or off on the run's tables")
 	f.IntVar(&o.processes, "processes", 0, "drain, steady: work the jobs in `N` child processes of --slots slots each (default --slots 25 then)")
 	f.IntVar(&o.pool, "pool", 0, "with --processes: connections in each worker process's pool (default: the driver's, `N`)")
+	f.IntVar(&o.rateLimit, "rate-limit", 500, "rate: starts per --rate-period per rate key")
+	f.DurationVar(&o.ratePeriod, "rate-period", time.Second, "rate: the window --rate-limit counts starts in (whole milliseconds)")
+	f.IntVar(&o.rateKeys, "rate-keys", 1, "rate: rate keys, each with the limit; jobs round-robin over them")
 	pos, err := f.parse(args)
 	if err != nil {
 		return err
@@ -151,6 +182,9 @@ signal-log rows), each read by every process (docs/scaling.md).`)
 	}
 	if o.processes != 0 && !f.given("slots") {
 		o.slots = 25
+	}
+	if o.mode == "rate" && !f.given("jobs") {
+		o.jobs = 5000
 	}
 	if err := o.validate(f); err != nil {
 		return err
@@ -181,10 +215,13 @@ signal-log rows), each read by every process (docs/scaling.md).`)
 		b.stats.print(e.stderr)
 	}
 	if o.jsonOut {
-		return json.NewEncoder(e.stdout).Encode(res)
+		if err := json.NewEncoder(e.stdout).Encode(res); err != nil {
+			return err
+		}
+	} else {
+		printBenchResult(e.stdout, res)
 	}
-	printBenchResult(e.stdout, res)
-	return nil
+	return checkRate(res)
 }
 
 func (o *benchOptions) validate(f *flagSet) error {
@@ -242,6 +279,15 @@ func (o *benchOptions) validate(f *flagSet) error {
 		return f.fail("--pool sizes the pools of --processes workers: give --processes, and a --pool of at least 1")
 	case o.processes > 0 && o.mode != "drain" && o.mode != "steady":
 		return f.fail("--processes runs --mode drain or steady, not %s", o.mode)
+	case o.mode == "rate" && (o.rateLimit < 1 || o.rateLimit > bq.MaxRateLimit):
+		return f.fail("--rate-limit must be from 1 to %d starts per period (bq.MaxRateLimit), got %d", bq.MaxRateLimit, o.rateLimit)
+	case o.mode == "rate" && (o.ratePeriod < time.Millisecond || o.ratePeriod%time.Millisecond != 0):
+		return f.fail("--rate-period %s: use whole milliseconds, 1ms or more (e.g. 1s, 250ms)", o.ratePeriod)
+	case o.mode == "rate" && o.rateKeys < 1:
+		return f.fail("--rate-keys must be at least 1, got %d", o.rateKeys)
+	case o.mode == "rate" && o.jobs <= o.rateKeys*o.rateLimit:
+		return f.fail("--jobs %d: the rate mode needs more jobs than --rate-keys x --rate-limit (%d), which start at once; use --jobs %d or more",
+			o.jobs, o.rateKeys*o.rateLimit, 10*o.rateKeys*o.rateLimit)
 	case o.processes > 0 && (o.tableStats || o.cpuprofile != "" || o.sqlStats || o.separate):
 		return f.fail("--processes measures the fleet: leave out --table-stats, --cpuprofile, --sql-stats and --separate-producer, which measure one process")
 	}
@@ -271,6 +317,8 @@ func printBenchResult(w io.Writer, r *benchResult) {
 	case "backlog":
 		fmt.Fprintf(w, "  next job starts %.2f ms after release with %d blocked, %.2f ms with %d blocked (ratio %.2f)\n",
 			r.BacklogSmallMS, r.BacklogSmall, r.BacklogLargeMS, r.BacklogLarge, r.BacklogRatio)
+	case "rate":
+		printRate(w, r)
 	case "steady":
 		fmt.Fprintf(w, "  %.0f jobs/s enqueued (target %.0f); latency enqueue->start p50 %.2f ms, p95 %.2f ms, p99 %.2f ms\n",
 			r.EnqueuePerS, r.Rate, r.P50MS, r.P95MS, r.P99MS)

@@ -30,6 +30,7 @@ type tally struct {
 	want    int64
 	started atomic.Int64
 	lat     []time.Duration
+	log     *startLog // rate: every start, when set
 	done    chan struct{}
 }
 
@@ -43,6 +44,9 @@ func newTally(want int, keepLatency bool) *tally {
 
 func (t *tally) start(a benchArgs) {
 	now := time.Now()
+	if t.log != nil {
+		t.log.add(a.Key, now)
+	}
 	n := t.started.Add(1)
 	if t.lat != nil && n <= int64(len(t.lat)) && a.EnqueuedAt != 0 {
 		t.lat[n-1] = now.Sub(time.Unix(0, a.EnqueuedAt))
@@ -95,6 +99,8 @@ func (b *bencher) run(ctx context.Context) (*benchResult, error) {
 		err = b.steady(ctx, res)
 	case "backlog":
 		err = b.backlog(ctx, res)
+	case "rate":
+		err = b.rate(ctx, res)
 	}
 	if err != nil {
 		return nil, err

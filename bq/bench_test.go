@@ -3,10 +3,13 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/bqueue/bq/internal/pgstats"
 )
@@ -27,6 +30,11 @@ func TestBenchUsage(t *testing.T) {
 		{[]string{"bench", "--dsn", "postgres://x/y", "--mode", "steady", "--table-stats"}, "--mode drain, keyed or hotkey"},
 		{[]string{"bench", "--dsn", "postgres://x/y", "--autovacuum", "off"}, "a setting of --table-stats"},
 		{[]string{"bench", "--dsn", "postgres://x/y", "--table-stats", "--autovacuum", "no"}, `--autovacuum "no"`},
+		{[]string{"bench", "--dsn", "sqlite", "--mode", "rate", "--rate-limit", "0"}, "--rate-limit must be from 1 to 10000"},
+		{[]string{"bench", "--dsn", "sqlite", "--mode", "rate", "--rate-period", "1500us"}, "use whole milliseconds"},
+		{[]string{"bench", "--dsn", "sqlite", "--mode", "rate", "--rate-keys", "0"}, "--rate-keys must be at least 1"},
+		{[]string{"bench", "--dsn", "sqlite", "--mode", "rate", "--jobs", "800", "--rate-keys", "2"}, "more jobs than --rate-keys x --rate-limit (1000)"},
+		{[]string{"bench", "--dsn", "sqlite", "--mode", "rate", "--processes", "2"}, "--processes runs --mode drain or steady"},
 	} {
 		code, _, stderr := bqCmd(t, ctx, c.args...)
 		if code != 2 || !strings.Contains(stderr, c.inStderr) {
@@ -44,7 +52,8 @@ func TestBench(t *testing.T) {
 				prof := filepath.Join(t.TempDir(), "cpu.prof")
 				args := []string{"bench", "--dsn", dsn, "--mode", mode, "--json", "--progress=false", "--jobs", "60",
 					"--slots", "8", "--keys", "5", "--rate", "2000", "--batch", "25",
-					"--backlog-small", "5", "--backlog-large", "40", "--handoffs", "3", "--cpuprofile", prof}
+					"--backlog-small", "5", "--backlog-large", "40", "--handoffs", "3", "--cpuprofile", prof,
+					"--rate-limit", "20", "--rate-period", "200ms"}
 				measured := db.name == "postgres" && (mode == "drain" || mode == "keyed")
 				if db.name == "postgres" {
 					args = append(args, "--sql-stats")
@@ -67,6 +76,10 @@ func TestBench(t *testing.T) {
 				case "backlog":
 					if r.BacklogSmallMS <= 0 || r.BacklogLargeMS <= 0 || r.BacklogLarge != 40 {
 						t.Errorf("backlog: %+v", r)
+					}
+				case "rate":
+					if r.RateMaxWindow < 1 || r.RateMaxWindow > 20 || r.RatePerS <= 0 || r.RateRatio <= 0 || r.Jobs != 60 {
+						t.Errorf("rate: %+v", r)
 					}
 				case "steady":
 					if r.P50MS <= 0 || r.P99MS < r.P50MS {
@@ -115,5 +128,85 @@ func checkTableStats(t *testing.T, mode string, r benchResult) {
 	}
 	if s := byName["bq_semaphores"]; mode == "keyed" && s.Inserted != 5 {
 		t.Errorf("keyed --table-stats: bq_semaphores %+v; want 5 keys inserted", s)
+	}
+}
+
+// TestBenchRate runs the rate mode briefly on SQLite, with one rate key and
+// with two, and checks that no key started more than its limit within one
+// period and that the achieved rate and its ratio are reported. The ratio
+// itself depends on the machine: not asserted.
+func TestBenchRate(t *testing.T) {
+	for _, c := range []struct {
+		name                 string
+		jobs, limit, keys    int
+		period               string
+		target, periodMillis float64
+	}{
+		{"one key", 200, 100, 1, "1s", 100, 1000},
+		// A period of 1s gives the full 25ms start slack: a shorter one
+		// (6ms at 250ms) is missed often under -race, each miss a slot.
+		{"two keys", 200, 50, 2, "1s", 100, 1000},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			args := []string{"bench", "--dsn", "sqlite", "--mode", "rate", "--json", "--progress=false", "--slots", "20",
+				"--jobs", strconv.Itoa(c.jobs), "--rate-limit", strconv.Itoa(c.limit), "--rate-period", c.period,
+				"--rate-keys", strconv.Itoa(c.keys)}
+			code, stdout, stderr := bqCmd(t, context.Background(), args...)
+			if code != 0 {
+				t.Fatalf("bq %s: exit %d\n%s", strings.Join(args, " "), code, stderr)
+			}
+			var r benchResult
+			if err := json.Unmarshal([]byte(stdout), &r); err != nil {
+				t.Fatalf("%v\n%s", err, stdout)
+			}
+			if r.Mode != "rate" || r.Jobs != c.jobs || r.RateLimit != c.limit || r.RateKeys != c.keys ||
+				r.RatePeriodMS != c.periodMillis || r.RateTargetPerS != c.target {
+				t.Errorf("configuration not reported: %+v", r)
+			}
+			if r.RateMaxWindow < 1 || r.RateMaxWindow > c.limit {
+				t.Errorf("most starts of one key in one period: %d; want 1 to the limit, %d", r.RateMaxWindow, c.limit)
+			}
+			if r.RatePerS <= 0 || r.RateRatio <= 0 || math.Abs(r.RateRatio-r.RatePerS/r.RateTargetPerS) > 1e-9 {
+				t.Errorf("achieved %g starts/s, ratio %g; want both reported, ratio = achieved / %g", r.RatePerS, r.RateRatio, r.RateTargetPerS)
+			}
+			t.Logf("%.1f starts/s of %g (ratio %.3f), %d late runs, most %d per window", r.RatePerS, r.RateTargetPerS, r.RateRatio, r.RateLate, r.RateMaxWindow)
+			if r.RateSteadyPerS <= 0 || r.RateLate < 0 {
+				t.Errorf("steady rate %g starts/s, %d late runs; want both reported", r.RateSteadyPerS, r.RateLate)
+			}
+			if r.RateMinSlotGapMS < c.periodMillis || r.RateSlotGapMS < r.RateMinSlotGapMS {
+				t.Errorf("ring slots reused after %g ms on average, %g ms at least; want at least the period, %g ms",
+					r.RateSlotGapMS, r.RateMinSlotGapMS, c.periodMillis)
+			}
+		})
+	}
+}
+
+// TestMeasureRate checks the window count and the achieved rate on starts
+// made up, and that a run over its limit fails.
+func TestMeasureRate(t *testing.T) {
+	t0 := time.Unix(1_700_000_000, 0)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	// A perfect limiter at 2 per 100ms: bursts of 2 at 0, 100, ..., 400 ms.
+	var starts []benchStart
+	for i := range 10 {
+		starts = append(starts, benchStart{"a", at(i / 2 * 100)})
+	}
+	m := measureRate(starts, 2, 100*time.Millisecond)
+	if m.maxWindow != 2 || math.Abs(m.perS-20) > 1e-9 || m.meanGap != 100*time.Millisecond || m.minGap != 100*time.Millisecond {
+		t.Errorf("perfect limiter: %+v; want 2 per window, 20 starts/s, slots reused after 100ms", m)
+	}
+	// One start early: three within 100ms (at 100, 150, 199).
+	starts = append(starts[:0], benchStart{"a", at(0)}, benchStart{"a", at(100)}, benchStart{"a", at(150)},
+		benchStart{"a", at(199)}, benchStart{"b", at(0)}, benchStart{"b", at(50)})
+	m = measureRate(starts, 2, 100*time.Millisecond)
+	if m.maxWindow != 3 || m.minGap != 99*time.Millisecond {
+		t.Errorf("early start: %+v; want 3 in a window, a slot reused after 99ms", m)
+	}
+	r := &benchResult{Mode: "rate", RateLimit: 2, RatePeriodMS: 100, RateMaxWindow: m.maxWindow}
+	if err := checkRate(r); err == nil || !strings.Contains(err.Error(), "RATE LIMIT WAS BROKEN: 3 starts") {
+		t.Errorf("checkRate: %v; want the limit reported broken", err)
+	}
+	if r.RateMaxWindow = 2; checkRate(r) != nil {
+		t.Errorf("checkRate at the limit: %v", checkRate(r))
 	}
 }
