@@ -372,7 +372,8 @@ func readyQueues(jobs []*driver.NewJob, verdicts []lifecycle.Verdict, promoted d
 // unique, so its check must lock its unique key.
 func admits(jobs []*driver.NewJob, now time.Time) bool {
 	for _, j := range jobs {
-		if j.UniqueKey != "" || (j.Limit.Key != "" && !j.ScheduledAt.After(now)) {
+		due := !j.ScheduledAt.After(now)
+		if j.UniqueKey != "" || (due && (j.Limit.Key != "" || j.Rate.Key != "")) {
 			return true
 		}
 	}

@@ -48,6 +48,10 @@ type Window struct {
 	row      driver.Rate
 	now      time.Time
 	promoted driver.Promotion
+	// oldest is the ring's earliest instant but the slots about to be
+	// stamped, once Prepare read it.
+	oldest   time.Time
+	prepared bool
 }
 
 // Resolve is the key's limit and period: an override (SetKeyRate) beats
@@ -194,21 +198,55 @@ func (w *Window) PromoteInto(ctx context.Context, free []int) error {
 // Save writes the row back, with when its line may next move: a Period
 // after its oldest start, or a Period from now when every slot is
 // reserved (a reservation turns into a start at its job's claim).
-func (w *Window) Save(ctx context.Context) error {
+func (w *Window) Save(ctx context.Context) error { return w.SaveStamping(ctx, nil, time.Time{}) }
+
+// Prepare reads what SaveStamping needs of the ring but for the slots
+// about to be stamped, so that a caller can read its clock after the
+// last read of its transaction.
+func (w *Window) Prepare(ctx context.Context, stamps []int) error {
+	if w.row.Waiting == 0 {
+		// No line to time: nothing to read.
+		w.prepared = true
+		return nil
+	}
+	oldest, err := w.ex.OldestSlot(ctx, w.row.Key, stamps)
+	w.oldest, w.prepared = oldest, err == nil
+	return err
+}
+
+// SaveStamping writes the row back and starts on stamps (see Stamp) at
+// `at`, last: on PostgreSQL the stamps and the row's write go out with
+// the commit, so the clock read for `at` is as late as the transaction
+// allows.
+func (w *Window) SaveStamping(ctx context.Context, stamps []int, at time.Time) error {
 	w.row.NextAt = time.Time{}
 	if w.row.Waiting > 0 {
-		oldest, err := w.ex.OldestSlot(ctx, w.row.Key)
-		if err != nil {
-			return err
+		if !w.prepared {
+			if err := w.Prepare(ctx, stamps); err != nil {
+				return err
+			}
 		}
 		w.row.NextAt = w.now.Add(w.row.Period)
-		if oldest.Before(driver.Reserved) {
-			w.row.NextAt = oldest.Add(w.row.Period)
+		if w.oldest.Before(driver.Reserved) {
+			w.row.NextAt = w.oldest.Add(w.row.Period)
 			if w.row.NextAt.Before(w.now) {
 				w.row.NextAt = w.now
 			}
 		}
 	}
+	if len(stamps) > 0 {
+		if at.IsZero() {
+			at = w.now
+		}
+		// A stamped slot frees a Period after its start, slack included.
+		if free := at.Add(StartSlack(w.row.Period) + w.row.Period); w.row.Waiting > 0 && free.Before(w.row.NextAt) {
+			w.row.NextAt = free
+		}
+		if _, err := w.Stamp(ctx, stamps, at); err != nil {
+			return err
+		}
+	}
+	w.prepared = false
 	return w.ex.RateSave(ctx, w.row, w.now)
 }
 

@@ -51,7 +51,8 @@ WHERE job_id = $2 AND rate_key = $1`),
 WHERE s.rate_key = $1 AND s.job_id IS NOT NULL
 	AND NOT EXISTS (SELECT 1 FROM {p}ready_executions x WHERE x.job_id = s.job_id)
 	AND NOT EXISTS (SELECT 1 FROM {p}claimed_executions x WHERE x.job_id = s.job_id)`),
-		oldest: p(`SELECT started_at FROM {p}rate_starts WHERE rate_key = $1 ORDER BY started_at LIMIT 1`),
+		oldest: p(`SELECT started_at FROM {p}rate_starts WHERE rate_key = $1 AND NOT slot = ANY($2::int[])
+ORDER BY started_at LIMIT 1`),
 		due: p(`SELECT rate_key FROM {p}rate_limits WHERE next_at IS NOT NULL AND next_at <= $1 AND waiting > 0
 ORDER BY next_at LIMIT $2`),
 		next: p(`SELECT next_at FROM {p}rate_limits WHERE next_at IS NOT NULL AND waiting > 0 ORDER BY next_at LIMIT 1`),
@@ -215,9 +216,13 @@ func (e *executor) RepairReservations(ctx context.Context, key string) (int, err
 	return int(tag.RowsAffected()), nil
 }
 
-func (e *executor) OldestSlot(ctx context.Context, key string) (time.Time, error) {
+func (e *executor) OldestSlot(ctx context.Context, key string, except []int) (time.Time, error) {
+	skip := make([]int32, len(except))
+	for i, v := range except {
+		skip[i] = int32(v)
+	}
 	var at time.Time
-	ok, err := found(e.db.QueryRow(ctx, e.q.rate.oldest, key).Scan(&at))
+	ok, err := found(e.db.QueryRow(ctx, e.q.rate.oldest, key, skip).Scan(&at))
 	if err != nil {
 		return at, fmt.Errorf("read the oldest start of rate key %q: %w", key, err)
 	}

@@ -85,9 +85,10 @@ type RateStore interface {
 	// are neither ready nor claimed (a job that failed for good between
 	// its claim and its start) and returns how many.
 	RepairReservations(ctx context.Context, key string) (int, error)
-	// OldestSlot is the earliest instant of key's ring; Reserved when
-	// every slot is reserved.
-	OldestSlot(ctx context.Context, key string) (time.Time, error)
+	// OldestSlot is the earliest instant of key's ring leaving out the
+	// slots of except (the ones the caller is about to write); Reserved
+	// when every slot left is reserved, or none is left.
+	OldestSlot(ctx context.Context, key string, except []int) (time.Time, error)
 	// DueRates lists up to max keys whose jobs wait and whose NextAt is
 	// at or before now, earliest first.
 	DueRates(ctx context.Context, now time.Time, max int) ([]string, error)

@@ -168,20 +168,23 @@ func StartRated(ctx context.Context, ex Store, claims []*driver.Claim, clock fun
 		}
 		promoted.Add(w.Promoted())
 	}
+	for i, w := range windows {
+		if err := w.Prepare(ctx, stamps[i]); err != nil {
+			return nil, promoted, err
+		}
+	}
+	// The stamps and the rows' writes go out last, with the commit.
 	now := clock()
 	for i, key := range keys {
 		w := windows[i].At(now)
-		startBy, err := w.Stamp(ctx, stamps[i], now)
-		if err != nil {
+		if err := w.SaveStamping(ctx, stamps[i], now); err != nil {
 			return nil, promoted, err
 		}
+		startBy := now.Add(ratelimit.StartSlack(w.Row().Period))
 		for _, ci := range byKey[key] {
 			if out[ci].Run {
 				out[ci].StartBy = startBy
 			}
-		}
-		if err := w.Save(ctx); err != nil {
-			return nil, promoted, err
 		}
 	}
 	return out, promoted, nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -21,10 +22,13 @@ type RateQueries struct {
 	// Lock reads a key's row and override, locking the row where the
 	// dialect has row locks; TryLock skips a row another transaction
 	// holds; Read locks nothing and also counts the ring's recent starts.
-	Lock, TryLock, Read, Save                                string
-	MaxSlot, Oldest, DropSlots, Free, SetSlot                string
-	Reserved                                                 string
-	CancelReservation, Repair, OldestSlot, Due, NextAt       string
+	Lock, TryLock, Read, Save                          string
+	MaxSlot, Oldest, DropSlots, Free, SetSlot          string
+	Reserved                                           string
+	CancelReservation, Repair, OldestSlot, Due, NextAt string
+	// SetSlotsHead and SetSlotsTail frame one UPDATE of many slots: a
+	// WHEN slot THEN job_id per slot goes between them.
+	SetSlotsHead, SetSlotsTail                               string
 	PickIdle, DeleteIdle, DeleteRings                        string
 	SetOverride, DeleteOverride, LatestJob, List, BlockedKey string
 	Groups                                                   string
@@ -92,7 +96,11 @@ ORDER BY started_at LIMIT ?`),
 WHERE ` + k + ` = ? AND job_id IS NOT NULL
 	AND NOT EXISTS (SELECT 1 FROM {p}ready_executions r WHERE r.job_id = {p}rate_starts.job_id)
 	AND NOT EXISTS (SELECT 1 FROM {p}claimed_executions c WHERE c.job_id = {p}rate_starts.job_id)`),
-		OldestSlot: p(`SELECT min(started_at) FROM {p}rate_starts WHERE ` + k + ` = ?`),
+		// The oldest few, by the (key, started_at) index: the caller skips
+		// the ones it leaves out.
+		OldestSlot:   p(`SELECT slot, started_at FROM {p}rate_starts WHERE ` + k + ` = ? ORDER BY started_at LIMIT ?`),
+		SetSlotsHead: p(`UPDATE {p}rate_starts SET started_at = ?, job_id = CASE slot`),
+		SetSlotsTail: p(` ELSE job_id END WHERE ` + k + ` = ? AND slot IN ` + ListMarker),
 		Due: p(`SELECT rate_key FROM {p}rate_limits WHERE waiting > 0 AND next_at IS NOT NULL AND next_at <= ?
 ORDER BY next_at LIMIT ?`),
 		NextAt: p(`SELECT min(next_at) FROM {p}rate_limits WHERE next_at IS NOT NULL AND waiting > 0`),
@@ -279,21 +287,25 @@ func (e *Executor) SetSlots(ctx context.Context, key string, slots []int, jobIDs
 	if len(slots) != len(jobIDs) {
 		return fmt.Errorf("set slots of rate %q: %d slots but %d job ids", key, len(slots), len(jobIDs))
 	}
-	if len(slots) == 0 {
-		return nil
+	// One statement per MaxList slots: a claim's stamps are one round
+	// trip, however many it starts.
+	step := len(slots)
+	if m := e.d.MaxList(); m > 0 {
+		step = min(step, m/2)
 	}
-	err := e.Atomic(ctx, func(x *Executor) error {
-		k, us := x.d.KeyIndex(key), Micros(at)
-		for i, slot := range slots {
-			id := sql.NullInt64{Int64: jobIDs[i], Valid: jobIDs[i] != 0}
-			if _, err := x.db.ExecContext(ctx, x.q.Rate.SetSlot, us, id, k, slot); err != nil {
-				return err
-			}
+	for len(slots) > 0 {
+		n := min(step, len(slots))
+		query := e.q.Rate.SetSlotsHead + strings.Repeat(" WHEN ? THEN ?", n) + e.q.Rate.SetSlotsTail
+		args := []any{Micros(at)}
+		for i, slot := range slots[:n] {
+			args = append(args, slot, sql.NullInt64{Int64: jobIDs[i], Valid: jobIDs[i] != 0})
 		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("set slots of rate %q: %w", key, err)
+		query, list := in(e, query, slots[:n])
+		args = append(append(args, e.d.KeyIndex(key)), list...)
+		if _, err := e.exec(ctx, query, args...); err != nil {
+			return fmt.Errorf("set slots of rate %q: %w", key, err)
+		}
+		slots, jobIDs = slots[n:], jobIDs[n:]
 	}
 	return nil
 }
@@ -336,15 +348,24 @@ func (e *Executor) RepairReservations(ctx context.Context, key string) (int, err
 	return int(n), nil
 }
 
-func (e *Executor) OldestSlot(ctx context.Context, key string) (time.Time, error) {
-	var oldest sql.NullInt64
-	if err := e.db.QueryRowContext(ctx, e.q.Rate.OldestSlot, e.d.KeyIndex(key)).Scan(&oldest); err != nil {
+func (e *Executor) OldestSlot(ctx context.Context, key string, except []int) (time.Time, error) {
+	type slotAt struct {
+		slot int
+		at   int64
+	}
+	rows, err := Collect(ctx, e.db, func(r *sql.Rows) (s slotAt, err error) {
+		err = r.Scan(&s.slot, &s.at)
+		return s, err
+	}, e.q.Rate.OldestSlot, e.d.KeyIndex(key), len(except)+1)
+	if err != nil {
 		return time.Time{}, fmt.Errorf("read the oldest slot of rate %q: %w", key, err)
 	}
-	if !oldest.Valid {
-		return driver.Reserved, nil // no ring: no slot to wait for
+	for _, r := range rows {
+		if !slices.Contains(except, r.slot) {
+			return FromMicros(r.at), nil
+		}
 	}
-	return FromMicros(oldest.Int64), nil
+	return driver.Reserved, nil // no slot left out: none to wait for
 }
 
 func (e *Executor) DueRates(ctx context.Context, now time.Time, max int) ([]string, error) {

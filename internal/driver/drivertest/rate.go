@@ -386,7 +386,7 @@ func (f *fixture) freeSlots(key string, notAfter time.Time, max int) []int {
 
 func (f *fixture) oldest(key string) time.Time {
 	f.t.Helper()
-	at, err := f.ex().OldestSlot(f.ctx, key)
+	at, err := f.ex().OldestSlot(f.ctx, key, nil)
 	f.must(err)
 	return at
 }

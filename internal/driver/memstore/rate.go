@@ -137,10 +137,10 @@ func (s *Store) RepairReservations(_ context.Context, key string) (int, error) {
 	return n, nil
 }
 
-func (s *Store) OldestSlot(_ context.Context, key string) (time.Time, error) {
+func (s *Store) OldestSlot(_ context.Context, key string, except []int) (time.Time, error) {
 	oldest := driver.Reserved
 	for _, sl := range s.Rings[key] {
-		if sl.At.Before(oldest) {
+		if sl.At.Before(oldest) && !slices.Contains(except, sl.Slot) {
 			oldest = sl.At
 		}
 	}
