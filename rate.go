@@ -243,9 +243,8 @@ func (c *Client) rateState(ctx context.Context, key string, line int) (*RateStat
 	ex := c.drv.Exec()
 	now := c.cfg.Now()
 	out := &RateState{Key: key, Group: driver.GroupOf(key), Line: []BlockedJob{}}
-	// The ring counts a start at its claim plus the slack; read a little
-	// past now so a start claimed just now is counted.
-	row, recent, ok, err := ex.ReadRate(ctx, key, now.Add(-1))
+	// Once for the row (its period), then for the starts of that period.
+	row, _, ok, err := ex.ReadRate(ctx, key, now)
 	if err != nil {
 		return nil, err
 	}
@@ -255,7 +254,8 @@ func (c *Client) rateState(ctx context.Context, key string, line int) (*RateStat
 	out.Exists, out.Waiting, out.NextStartAt = true, row.Waiting, row.NextAt
 	out.Limit, out.Period = ratelimit.Resolve(driver.RateSpec{}, row)
 	out.Overridden = row.Override.Limit > 0
-	if row, recent, _, err = ex.ReadRate(ctx, key, now.Add(-out.Period)); err != nil {
+	_, recent, _, err := ex.ReadRate(ctx, key, now.Add(-out.Period))
+	if err != nil {
 		return nil, err
 	}
 	out.Recent = recent

@@ -307,9 +307,8 @@ func testRateNoHeadOfLine(t *testing.T, h *harness) {
 			t.Fatal(err)
 		}
 	}
-	var free []int64
 	for i := range 40 {
-		free = append(free, enqueue(t, h, unkeyedJob, Args{Key: "free", Seq: i, SleepMS: 5}).ID)
+		enqueue(t, h, unkeyedJob, Args{Key: "free", Seq: i, SleepMS: 5})
 	}
 	worker(h, 4)
 	rec := h.recorder()
