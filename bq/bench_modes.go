@@ -267,18 +267,8 @@ func (b *bencher) drain(ctx context.Context, res *benchResult) error {
 		return err
 	}
 
-	stopBar := b.bar(b.o.jobs, "work", t.started.Load)
-	stopProfile := b.startProfile()
-	t0 := time.Now()
-	run := runClient(ctx, c)
-	err = waitStarted(ctx, t, run)
-	if err == nil {
-		err = waitIdle(ctx, c)
-	}
-	work := time.Since(t0)
-	stopProfile()
-	stopBar()
-	if err := errors.Join(err, run.stop()); err != nil {
+	work, err := b.work(ctx, c, t)
+	if err != nil {
 		return err
 	}
 	res.EnqueueS, res.WorkS = enq.Seconds(), work.Seconds()
@@ -346,3 +336,21 @@ func percentile(sorted []time.Duration, p float64) time.Duration {
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// work runs c's workers until every job t counts has started and the
+// client is idle, with the progress bar and profile of a work phase, and
+// returns how long it took.
+func (b *bencher) work(ctx context.Context, c *bq.Client, t *tally) (time.Duration, error) {
+	stopBar := b.bar(b.o.jobs, "work", t.started.Load)
+	stopProfile := b.startProfile()
+	t0 := time.Now()
+	run := runClient(ctx, c)
+	err := waitStarted(ctx, t, run)
+	if err == nil {
+		err = waitIdle(ctx, c)
+	}
+	work := time.Since(t0)
+	stopProfile()
+	stopBar()
+	return work, errors.Join(err, run.stop())
+}

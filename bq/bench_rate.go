@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -106,18 +105,8 @@ func (b *bencher) rate(ctx context.Context, res *benchResult) error {
 		return err
 	}
 
-	stopBar := b.bar(b.o.jobs, "work", t.started.Load)
-	stopProfile := b.startProfile()
-	t0 := time.Now()
-	run := runClient(ctx, c)
-	err = waitStarted(ctx, t, run)
-	if err == nil {
-		err = waitIdle(ctx, c)
-	}
-	work := time.Since(t0)
-	stopProfile()
-	stopBar()
-	if err := errors.Join(err, run.stop()); err != nil {
+	work, err := b.work(ctx, c, t)
+	if err != nil {
 		return err
 	}
 	res.EnqueueS, res.WorkS = enq.Seconds(), work.Seconds()
