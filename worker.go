@@ -163,7 +163,7 @@ func (w *queueWorker) claim(ctx context.Context, n int) (claims []*driver.Claim,
 	run := claims[:0]
 	for i, cl := range claims {
 		if starts[i].Run {
-			cl.StartBy = starts[i].StartBy
+			cl.StartBy, cl.RateSlot = starts[i].StartBy, starts[i].Slot
 			run = append(run, cl)
 		}
 	}

@@ -13,7 +13,7 @@ import (
 // rateQueries are the rate keys' statements (driver.RateStore).
 type rateQueries struct {
 	ensure, ring, lock, tryLock, save, grow, shrink, free, setSlots, cancelReservation                    string
-	reserved                                                                                              string
+	reserved, unstamp                                                                                     string
 	repair, oldest, due, next, deleteIdle, setOverride, deleteOverride, latestJob, read, list, blockedKey string
 	groups                                                                                                string
 }
@@ -44,6 +44,8 @@ ORDER BY started_at LIMIT $3`),
 		setSlots: p(`UPDATE {p}rate_starts s SET started_at = $4, job_id = NULLIF(t.job_id, 0)
 FROM unnest($2::int[], $3::bigint[]) AS t(slot, job_id)
 WHERE s.rate_key = $1 AND s.slot = t.slot`),
+		unstamp: p(`UPDATE {p}rate_starts SET started_at = $4
+WHERE rate_key = $1 AND slot = $2 AND started_at = $3 AND job_id IS NULL`),
 		reserved: p(`SELECT job_id, slot FROM {p}rate_starts WHERE rate_key = $1 AND job_id = ANY($2::bigint[])`),
 		cancelReservation: p(`UPDATE {p}rate_starts SET started_at = 'epoch'::timestamptz, job_id = NULL
 WHERE job_id = $2 AND rate_key = $1`),
@@ -183,6 +185,14 @@ func (e *executor) SetSlots(ctx context.Context, key string, slots []int, jobIDs
 		return fmt.Errorf("write start slots of rate key %q: %w", key, err)
 	}
 	return nil
+}
+
+func (e *executor) UnstampSlot(ctx context.Context, key string, slot int, stamped, to time.Time) (bool, error) {
+	tag, err := e.db.Exec(ctx, e.q.rate.unstamp, key, slot, stamped, to)
+	if err != nil {
+		return false, fmt.Errorf("give back slot %d of rate key %q: %w", slot, key, err)
+	}
+	return tag.RowsAffected() == 1, nil
 }
 
 func (e *executor) ReservedSlots(ctx context.Context, key string, jobIDs []int64) (map[int64]int, error) {

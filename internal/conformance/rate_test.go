@@ -79,12 +79,19 @@ func dbStarts(t *testing.T, h *harness) map[string][]time.Time {
 // limit is not mere serialisation).
 func checkRate(t *testing.T, starts map[string][]time.Time, limits map[string]int, period time.Duration) map[string]int {
 	t.Helper()
+	return checkRateReach(t, starts, limits, period, true)
+}
+
+// checkRateReach is checkRate that asks the limit to be reached only
+// with reach (a concurrency key beside the rate may bind first).
+func checkRateReach(t *testing.T, starts map[string][]time.Time, limits map[string]int, period time.Duration, reach bool) map[string]int {
+	t.Helper()
 	most := maxStarts(starts, period)
 	for key, limit := range limits {
 		if most[key] > limit {
 			t.Errorf("key %s: %d starts within %s, limit %d", key, most[key], period, limit)
 		}
-		if len(starts[key]) >= 3*limit && most[key] < limit {
+		if reach && len(starts[key]) >= 3*limit && most[key] < limit {
 			t.Errorf("key %s: at most %d starts within %s of %d; with limit %d and idle workers the limit should be reached",
 				key, most[key], period, len(starts[key]), limit)
 		}
@@ -163,7 +170,9 @@ func testRateWithConcurrencyKey(t *testing.T, h *harness) {
 			t.Errorf("key %s: %d runs overlapped, limit 1", key, n)
 		}
 	}
-	most := checkRate(t, dbStarts(t, h), map[string]int{"rk0": 4, "rk1": 4}, ratePeriod)
+	// One at a time, runs of 5-45 ms: the concurrency key may bind
+	// before the rate does.
+	most := checkRateReach(t, dbStarts(t, h), map[string]int{"rk0": 4, "rk1": 4}, ratePeriod, false)
 	h.checkDrained(ids)
 	h.checkSemaphores()
 	if n := h.count(`SELECT count(*) FROM bq_semaphores WHERE value <> lim OR blocked <> 0`); n != 0 {

@@ -157,8 +157,10 @@ type Claim struct {
 	Fence     int64
 	ClaimedAt time.Time
 	// StartBy: a run of a rated job must begin by then, or not at all
-	// (lifecycle.StartRated); zero when unbounded.
-	StartBy time.Time
+	// (lifecycle.StartRated); zero when unbounded. RateSlot is the slot
+	// of its key's ring its start was stamped on.
+	StartBy  time.Time
+	RateSlot int
 }
 
 // Promotion is what moving blocked jobs to ready did: how many moved, and

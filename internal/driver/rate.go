@@ -75,6 +75,10 @@ type RateStore interface {
 	// (0: none). A reservation is at Reserved with the job's id; a start
 	// is its instant with no job.
 	SetSlots(ctx context.Context, key string, slots []int, jobIDs []int64, at time.Time) error
+	// UnstampSlot sets slot of key back from the start stamped to `to`,
+	// if it still holds that start (no other start took it since): a
+	// run that never began gives its start back. false when it did not.
+	UnstampSlot(ctx context.Context, key string, slot int, stamped, to time.Time) (bool, error)
 	// ReservedSlots returns the slots of key reserved for any of jobIDs,
 	// by job.
 	ReservedSlots(ctx context.Context, key string, jobIDs []int64) (map[int64]int, error)

@@ -91,9 +91,10 @@ func (ra *rateAdmission) finish(ctx context.Context, idOf func(*candidate) int64
 // RateStart is what StartRated did with one claim.
 type RateStart struct {
 	// Run: the claim may run; it must begin by StartBy (zero for a job
-	// with no rate key: no bound).
+	// with no rate key: no bound), its start stamped on Slot.
 	Run     bool
 	StartBy time.Time
+	Slot    int
 }
 
 // StartRated counts the starts of the claims that carry a rate key,
@@ -146,7 +147,7 @@ func StartRated(ctx context.Context, ex Store, claims []*driver.Claim, clock fun
 		for _, ci := range idx {
 			if slot, ok := reserved[claims[ci].ID]; ok {
 				stamps[i] = append(stamps[i], slot)
-				out[ci].Run = true
+				out[ci].Run, out[ci].Slot = true, slot
 			} else {
 				need = append(need, ci)
 			}
@@ -158,7 +159,7 @@ func StartRated(ctx context.Context, ex Store, claims []*driver.Claim, clock fun
 		for j, ci := range need {
 			if j < len(free) {
 				stamps[i] = append(stamps[i], free[j])
-				out[ci].Run = true
+				out[ci].Run, out[ci].Slot = true, free[j]
 			} else if err := toLine(ctx, ex, w, claims[ci], w.Now()); err != nil {
 				return nil, promoted, err
 			}
@@ -208,8 +209,10 @@ func toLine(ctx context.Context, ex Store, w *ratelimit.Window, c *driver.Claim,
 // StartedLate ends a rated run that did not begin by its StartBy (its
 // process froze or stalled between the claim and the run): it has not
 // run, so its attempt is not counted, and it goes back to its key's line
-// for a start of its own. Its slot stays spent: a start is never
-// counted less. A claim marked for cancel finishes cancelled.
+// for a start of its own. It gives its start back: its slot is set to a
+// Period before its claim, which it was free at, unless another start
+// has taken the slot since (a long freeze), which then stays counted.
+// A claim marked for cancel finishes cancelled.
 func StartedLate(ctx context.Context, ex Store, c *driver.Claim, now time.Time) (Result, error) {
 	if r, done, err := cancelIfMarked(ctx, ex, c, CancelledMessage, now); done || err != nil {
 		return r, err
@@ -220,6 +223,11 @@ func StartedLate(ctx context.Context, ex Store, c *driver.Claim, now time.Time) 
 	}
 	before := w.Waiting()
 	if err := toLine(ctx, ex, w, c, now); err != nil || w.Waiting() == before {
+		return Result{}, err
+	}
+	period := w.Row().Period
+	claimed := c.StartBy.Add(-ratelimit.StartSlack(period))
+	if _, err := ex.UnstampSlot(ctx, c.Rate.Key, c.RateSlot, c.StartBy, claimed.Add(-period)); err != nil {
 		return Result{}, err
 	}
 	if err := w.PromoteLine(ctx); err != nil {

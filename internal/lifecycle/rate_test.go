@@ -122,8 +122,9 @@ func TestStartRatedCountsStartsAndFilesTheRest(t *testing.T) {
 	}
 }
 
-// A run that began too late goes back to the line, its slot spent and
-// its attempt uncounted.
+// A run that began too late goes back to the line, its attempt
+// uncounted, and gives its start back: the slot is free again at once,
+// unless another start has taken it since.
 func TestStartedLateGoesBackToTheLine(t *testing.T) {
 	ctx := context.Background()
 	s := memstore.New()
@@ -131,19 +132,27 @@ func TestStartedLateGoesBackToTheLine(t *testing.T) {
 		t.Fatal(err)
 	}
 	claims := claimAll(t, s, rateNow)
-	if _, _, err := lifecycle.StartRated(ctx, s, claims, func() time.Time { return rateNow }); err != nil {
-		t.Fatal(err)
+	starts, _, err := lifecycle.StartRated(ctx, s, claims, func() time.Time { return rateNow })
+	if err != nil || !starts[0].Run {
+		t.Fatalf("StartRated: %+v, %v", starts, err)
 	}
-	res, err := lifecycle.StartedLate(ctx, s, claims[0], rateNow.Add(time.Second))
-	if err != nil || !res.Matched || res.State != driver.StateBlocked {
-		t.Fatalf("StartedLate: %+v, %v; want matched, blocked", res, err)
+	claims[0].StartBy, claims[0].RateSlot = starts[0].StartBy, starts[0].Slot
+	late := rateNow.Add(2 * time.Second)
+	res, err := lifecycle.StartedLate(ctx, s, claims[0], late)
+	if err != nil || !res.Matched {
+		t.Fatalf("StartedLate: %+v, %v; want matched", res, err)
 	}
-	if r := s.Jobs[claims[0].ID]; r.Attempt != 0 || r.Line != driver.RateLine("g/k") {
-		t.Errorf("job after a late start: attempt %d, line %q; want 0 and the rate line", r.Attempt, r.Line)
+	if r := s.Jobs[claims[0].ID]; r.Attempt != 0 {
+		t.Errorf("job after a late start: attempt %d, want 0", r.Attempt)
 	}
-	// A start 999ms on may take slots that started a period before it.
-	if free, _ := s.FreeSlots(ctx, "g/k", rateNow.Add(-time.Millisecond), 1); len(free) != 0 {
-		t.Errorf("the late start's slot is free again within the period: a start is never counted less")
+	// Its start given back, the slot was free at once, so the line
+	// promoted the job again, with the slot reserved.
+	if r := s.Jobs[claims[0].ID]; r.State != driver.StateReady || res.Promoted.Jobs != 1 {
+		t.Errorf("job after a late start: %s, promoted %+v; want ready again, its start given back", r.State, res.Promoted)
+	}
+	// A start stamped since on the slot (a long freeze) is not given back.
+	if ok, err := s.UnstampSlot(ctx, "g/k", starts[0].Slot, starts[0].StartBy, rateNow); err != nil || ok {
+		t.Errorf("UnstampSlot of a slot no longer holding the start = %v, %v; want false", ok, err)
 	}
 }
 

@@ -24,7 +24,7 @@ type RateQueries struct {
 	// holds; Read locks nothing and also counts the ring's recent starts.
 	Lock, TryLock, Read, Save                          string
 	MaxSlot, Oldest, DropSlots, Free, SetSlot          string
-	Reserved                                           string
+	Reserved, Unstamp                                  string
 	CancelReservation, Repair, OldestSlot, Due, NextAt string
 	// SetSlotsHead and SetSlotsTail frame one UPDATE of many slots: a
 	// WHEN slot THEN job_id per slot goes between them.
@@ -89,6 +89,8 @@ WHERE ` + k + ` = ?`),
 		DropSlots: p(`DELETE FROM {p}rate_starts WHERE ` + k + ` = ? AND slot IN ` + ListMarker),
 		Free: p(`SELECT slot FROM {p}rate_starts WHERE ` + k + ` = ? AND job_id IS NULL AND started_at <= ?
 ORDER BY started_at LIMIT ?`),
+		Unstamp: p(`UPDATE {p}rate_starts SET started_at = ?
+WHERE ` + k + ` = ? AND slot = ? AND started_at = ? AND job_id IS NULL`),
 		SetSlot:           p(`UPDATE {p}rate_starts SET started_at = ?, job_id = ? WHERE ` + k + ` = ? AND slot = ?`),
 		Reserved:          p(`SELECT job_id, slot FROM {p}rate_starts WHERE ` + k + ` = ? AND job_id IN ` + ListMarker),
 		CancelReservation: p(`UPDATE {p}rate_starts SET started_at = 0, job_id = NULL WHERE ` + k + ` = ? AND job_id = ?`),
@@ -308,6 +310,14 @@ func (e *Executor) SetSlots(ctx context.Context, key string, slots []int, jobIDs
 		slots, jobIDs = slots[n:], jobIDs[n:]
 	}
 	return nil
+}
+
+func (e *Executor) UnstampSlot(ctx context.Context, key string, slot int, stamped, to time.Time) (bool, error) {
+	n, err := e.exec(ctx, e.q.Rate.Unstamp, Micros(to), e.d.KeyIndex(key), slot, Micros(stamped))
+	if err != nil {
+		return false, fmt.Errorf("give back slot %d of rate %q: %w", slot, key, err)
+	}
+	return n == 1, nil
 }
 
 func (e *Executor) ReservedSlots(ctx context.Context, key string, jobIDs []int64) (map[int64]int, error) {

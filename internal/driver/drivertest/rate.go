@@ -14,6 +14,22 @@ var epoch = time.UnixMicro(0)
 // Rates: each key's row, its ring of start slots, reservations, the
 // overrides and the reads the engine's rate limiting builds on.
 var _ = add("rate",
+	test{"UnstampGivesBackOnlyTheStartItStamped", func(t *testing.T, f *fixture) {
+		f.rateEnsure("g/k", 1, time.Second)
+		f.must(f.ex().SetSlots(f.ctx, "g/k", []int{0}, []int64{0}, T0))
+		if ok, err := f.ex().UnstampSlot(f.ctx, "g/k", 0, T0.Add(time.Millisecond), epoch); err != nil || ok {
+			t.Errorf("UnstampSlot of another start = %v, %v; want false", ok, err)
+		}
+		if ok, err := f.ex().UnstampSlot(f.ctx, "g/k", 0, T0, T0.Add(-time.Second)); err != nil || !ok {
+			t.Errorf("UnstampSlot of its start = %v, %v; want true", ok, err)
+		}
+		f.sameTime("OldestSlot after the start was given back", f.oldest("g/k"), T0.Add(-time.Second))
+		// A reservation is no start: it is never given back this way.
+		f.must(f.ex().SetSlots(f.ctx, "g/k", []int{0}, []int64{7}, driver.Reserved))
+		if ok, err := f.ex().UnstampSlot(f.ctx, "g/k", 0, driver.Reserved, epoch); err != nil || ok {
+			t.Errorf("UnstampSlot of a reservation = %v, %v; want false", ok, err)
+		}
+	}},
 	test{"EnsureCreatesOnce", func(t *testing.T, f *fixture) {
 		if _, _, ok, err := f.ex().ReadRate(f.ctx, "g/k", T0); err != nil || ok {
 			t.Fatalf("ReadRate of a missing key = %v, %v; want not found", ok, err)

@@ -103,6 +103,17 @@ func (s *Store) SetSlots(_ context.Context, key string, slots []int, jobIDs []in
 	return nil
 }
 
+func (s *Store) UnstampSlot(_ context.Context, key string, slot int, stamped, to time.Time) (bool, error) {
+	ring := s.Rings[key]
+	for j := range ring {
+		if ring[j].Slot == slot && ring[j].Job == 0 && ring[j].At.Equal(stamped) {
+			ring[j].At = to
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
 func (s *Store) ReservedSlots(_ context.Context, key string, jobIDs []int64) (map[int64]int, error) {
 	out := map[int64]int{}
 	for _, sl := range s.Rings[key] {
