@@ -207,12 +207,14 @@ LEFT JOIN {p}policies p ON p.queue = r.queue
 WHERE s.key = ANY($1::text[])
 ORDER BY s.key
 FOR UPDATE OF s`),
+		// The ANY makes the rows an index scan: joined to the unnest alone,
+		// the planner hashes the whole table.
 		semSaveMany: p(`
 UPDATE {p}semaphores s SET value = t.value, lim = t.lim, blocked = t.blocked,
 	duration_ms = t.duration_ms, expires_at = t.expires_at
 FROM unnest($1::text[], $2::int[], $3::int[], $4::int[], $5::bigint[], $6::timestamptz[])
 	AS t(key, value, lim, blocked, duration_ms, expires_at)
-WHERE s.key = t.key`),
+WHERE s.key = t.key AND s.key = ANY($1::text[])`),
 		// Release many keys at once: lock their semaphores in key order
 		// (so two batches never deadlock) and give back their slots,
 		// capped at each limit.
