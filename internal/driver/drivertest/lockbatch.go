@@ -158,4 +158,47 @@ var _ = add("lockbatch",
 			}
 		}
 	}},
+	test{"SemaphoreLockManyAcrossChunks", func(t *testing.T, f *fixture) {
+		f.needBatchLock()
+		// More keys than one statement's list: every third exists with 1
+		// of 3 free, the others are new; each takes a slot and is saved.
+		const n = 1100
+		limits, queues := make([]driver.Limit, n), make([]string, n)
+		for i := range limits {
+			limits[i] = driver.Limit{Key: fmt.Sprintf("g/k%04d", i), To: 2, Duration: time.Minute}
+			queues[i] = "q"
+			if i%3 == 0 {
+				f.semaphore(limits[i].Key, 1, 3, 0, T0.Add(time.Hour))
+			}
+		}
+		f.tx(func(ex driver.Executor) error {
+			sems, err := ex.(driver.BatchLocker).SemaphoreLockMany(f.ctx, limits, queues, T0)
+			if err != nil {
+				return err
+			}
+			if len(sems) != n {
+				return fmt.Errorf("SemaphoreLockMany returned %d semaphores for %d keys", len(sems), n)
+			}
+			for i := range sems {
+				want := driver.Semaphore{Key: limits[i].Key, Value: 2, Limit: 2}
+				if i%3 == 0 {
+					want.Value, want.Limit = 1, 3
+				}
+				if s := sems[i]; s.Key != want.Key || s.Value != want.Value || s.Limit != want.Limit {
+					return fmt.Errorf("semaphore %d = %+v, want %d of %d free of %s", i, s, want.Value, want.Limit, want.Key)
+				}
+				sems[i].Value--
+			}
+			return ex.(driver.BatchLocker).SemaphoreSaveMany(f.ctx, sems)
+		})
+		for i, l := range limits {
+			want := 1
+			if i%3 == 0 {
+				want = 0
+			}
+			if s := f.sem(l.Key); s.Value != want {
+				t.Fatalf("%s has %d free after the batch, want %d", l.Key, s.Value, want)
+			}
+		}
+	}},
 )
