@@ -76,9 +76,73 @@ func Lock(ctx context.Context, ex driver.SemaphoreStore, l driver.Limit, queue s
 	if err != nil {
 		return nil, err
 	}
+	s.admitting(l)
+	return s, nil
+}
+
+// admitting applies the spec of the jobs being admitted: its Duration and
+// its backlog cap, else its queue policy's.
+func (s *Semaphore) admitting(l driver.Limit) {
 	s.row.Duration = l.Duration
 	s.maxBlocked = cmp.Or(l.MaxBlocked, s.row.Policy.MaxBlocked)
-	return s, nil
+}
+
+// LockMany locks the semaphores of limits (sorted by Key, distinct) for
+// admitting jobs of queues[i], as Lock does for each, in key order, so
+// two transactions admitting overlapping keys cannot deadlock. Drivers
+// that can do it set-wise (driver.BatchLocker) create and lock any
+// number of keys in a fixed number of statements.
+func LockMany(ctx context.Context, ex driver.SemaphoreStore, limits []driver.Limit, queues []string, now time.Time) ([]*Semaphore, error) {
+	if len(limits) != len(queues) {
+		return nil, fmt.Errorf("lock %d semaphores: %d queues given, want one a key", len(limits), len(queues))
+	}
+	out := make([]*Semaphore, len(limits))
+	bl, ok := ex.(driver.BatchLocker)
+	if !ok || len(limits) < 2 {
+		for i, l := range limits {
+			var err error
+			if out[i], err = Lock(ctx, ex, l, queues[i], now); err != nil {
+				return nil, err
+			}
+		}
+		return out, nil
+	}
+	rows, err := bl.SemaphoreLockMany(ctx, limits, queues, now)
+	if err != nil {
+		return nil, err
+	}
+	if len(rows) != len(limits) {
+		return nil, fmt.Errorf("lock %d semaphores: the driver returned %d", len(limits), len(rows))
+	}
+	for i, l := range limits {
+		if rows[i].Key != l.Key {
+			return nil, fmt.Errorf("lock semaphore %q: the driver returned %q in its place", l.Key, rows[i].Key)
+		}
+		s := &Semaphore{ex: ex, row: rows[i], now: now}
+		s.setLimit(Limit(l, s.row.Override, s.row.Policy))
+		s.admitting(l)
+		out[i] = s
+	}
+	return out, nil
+}
+
+// SaveMany writes sems back, in one statement where the driver can
+// (driver.BatchLocker).
+func SaveMany(ctx context.Context, ex driver.SemaphoreStore, sems []*Semaphore) error {
+	bl, ok := ex.(driver.BatchLocker)
+	if !ok || len(sems) < 2 {
+		for _, s := range sems {
+			if err := s.Save(ctx); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	rows := make([]driver.Semaphore, len(sems))
+	for i, s := range sems {
+		rows[i] = s.row
+	}
+	return bl.SemaphoreSaveMany(ctx, rows)
 }
 
 // Promoted is what the semaphore promoted while locked.

@@ -229,3 +229,86 @@ func TestReleaseManyWithoutABatchReleaserReleasesEachKey(t *testing.T) {
 		}
 	}
 }
+
+// lockStore stands for a driver's BatchLocker by locking and saving key by
+// key in the memory store, counting its calls (the set-wise SQL is
+// checked by the driver suite, internal/driver/drivertest).
+type lockStore struct {
+	*memstore.Store
+	locks, saves int
+}
+
+func (b *lockStore) SemaphoreLockMany(ctx context.Context, limits []driver.Limit, queues []string, now time.Time) ([]driver.Semaphore, error) {
+	b.locks++
+	out := make([]driver.Semaphore, len(limits))
+	for i, l := range limits {
+		if err := b.SemaphoreEnsure(ctx, l, now); err != nil {
+			return nil, err
+		}
+		s, _, err := b.SemaphoreLock(ctx, l.Key, queues[i])
+		if err != nil {
+			return nil, err
+		}
+		out[i] = s
+	}
+	return out, nil
+}
+
+func (b *lockStore) SemaphoreSaveMany(ctx context.Context, sems []driver.Semaphore) error {
+	b.saves++
+	for _, s := range sems {
+		if err := b.SemaphoreSave(ctx, s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func TestLockManyActsAsLockOnEachKey(t *testing.T) {
+	ctx := context.Background()
+	limits := []driver.Limit{
+		{Key: "a", To: 2, Duration: time.Minute},                    // override 4, one holder
+		{Key: "b", To: 3, Duration: 2 * time.Minute, MaxBlocked: 7}, // new
+		{Key: "c", Duration: time.Second},                           // new, the policy's limit and backlog
+	}
+	queues := []string{"q", "q", "p"}
+	fill := func(s *memstore.Store) {
+		keyed(t, s, "a", driver.StateReady)
+		s.Semaphores["a"] = &driver.Semaphore{Key: "a", Value: 1, Limit: 2, Duration: time.Minute}
+		s.Overrides["a"] = 4
+		s.Policies["p"] = driver.Policy{Queue: "p", MaxActivePerKey: 5, MaxBlocked: 6}
+	}
+	for _, batch := range []bool{false, true} {
+		plain := memstore.New()
+		fill(plain)
+		var ex driver.SemaphoreStore = plain
+		many := &lockStore{Store: plain}
+		if batch {
+			ex = many
+		}
+		sems, err := semaphore.LockMany(ctx, ex, limits, queues, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, want := range []struct{ limit, free, maxBlocked int }{{4, 3, 0}, {3, 3, 7}, {5, 5, 6}} {
+			if s := sems[i]; s.Limit() != want.limit || s.Free() != want.free || s.MaxBlocked() != want.maxBlocked {
+				t.Errorf("batch %v: %s: limit %d, free %d, MaxBlocked %d; want %d, %d, %d", batch, limits[i].Key,
+					s.Limit(), s.Free(), s.MaxBlocked(), want.limit, want.free, want.maxBlocked)
+			}
+			sems[i].Wait(1)
+		}
+		if err := semaphore.SaveMany(ctx, ex, sems); err != nil {
+			t.Fatal(err)
+		}
+		for i, l := range limits {
+			if got := plain.Semaphores[l.Key]; got.Duration != l.Duration || !got.ExpiresAt.Equal(now.Add(l.Duration)) {
+				t.Errorf("batch %v: %s saved %+v; want Duration %v from the spec, expiring %v on", batch, l.Key, *got, l.Duration, l.Duration)
+			} else if got.Value != sems[i].Free() {
+				t.Errorf("batch %v: %s saved %d free, want %d", batch, l.Key, got.Value, sems[i].Free())
+			}
+		}
+		if batch && (many.locks != 1 || many.saves != 1) {
+			t.Errorf("LockMany and SaveMany of 3 keys called the batch locker %d and %d times, want 1 and 1", many.locks, many.saves)
+		}
+	}
+}

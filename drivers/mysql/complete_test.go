@@ -199,3 +199,39 @@ func TestReleaseManyWithoutInterpolation(t *testing.T) {
 		}
 	}
 }
+
+// TestLockManyWithoutInterpolation creates and locks semaphores through
+// server-side prepared statements (interpolateParams=false): the keys'
+// hashes and the queue, typed as strings by the server, must still find
+// the semaphores and the queue's policy.
+func TestLockManyWithoutInterpolation(t *testing.T) {
+	ctx := context.Background()
+	e := openEngine(t, "?interpolateParams=false")
+	now := time.Date(2030, 6, 1, 12, 0, 0, 0, time.UTC)
+	limits := []driver.Limit{{Key: "g/a", To: 2, Duration: time.Minute}, {Key: "g/b", To: 3, Duration: time.Minute}}
+	err := driver.InTx(ctx, e, func(ex driver.Executor) error {
+		if _, err := ex.InsertPolicy(ctx, driver.Policy{Queue: "q", Namespace: "ns", MaxBlocked: 4, UpdatedAt: now}); err != nil {
+			return err
+		}
+		bl := ex.(driver.BatchLocker)
+		for round := range 2 { // creating, then finding what the first saved
+			sems, err := bl.SemaphoreLockMany(ctx, limits, []string{"q", "q"}, now)
+			if err != nil {
+				return err
+			}
+			for i, s := range sems {
+				if want := limits[i].To - round; s.Key != limits[i].Key || s.Value != want || s.Policy.MaxBlocked != 4 {
+					t.Errorf("round %d: %s = %+v, want %d free and q's policy", round, limits[i].Key, s, want)
+				}
+				sems[i].Value--
+			}
+			if err := bl.SemaphoreSaveMany(ctx, sems); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -141,6 +141,24 @@ WHERE concurrency_key_hash = ? ORDER BY priority DESC, job_id LIMIT ?`),
 		SaveHead: p("INSERT INTO {p}semaphores (key_hash, `key`, value, lim, blocked, duration_ms, expires_at) VALUES "),
 		SaveTail: "\nON DUPLICATE KEY UPDATE value = VALUES(value), blocked = VALUES(blocked), expires_at = VALUES(expires_at)",
 	}
+	// Admission over many keys creates the missing semaphores in key
+	// order (a duplicate key updates nothing, never an error whose shared
+	// lock would deadlock on the upgrade), then locks them all in key
+	// order as a batch of releases does. The override and the policy come
+	// from subqueries, which a locking read does not lock.
+	q.Admit = sqlexec.AdmitQueries{
+		EnsureTail: "\nON DUPLICATE KEY UPDATE `key` = `key`",
+		Lock: p(`SELECT t.at, s.value, s.lim, s.blocked, s.duration_ms, s.expires_at,
+	coalesce((SELECT k.lim FROM {p}key_limits k WHERE k.key_hash = s.key_hash), 0),
+	coalesce((SELECT p.queue FROM {p}policies p WHERE p.queue = t.q), ''),
+	coalesce((SELECT p.max_active_per_key FROM {p}policies p WHERE p.queue = t.q), 0),
+	coalesce((SELECT p.max_blocked FROM {p}policies p WHERE p.queue = t.q), 0)
+FROM ` + list + ` t STRAIGHT_JOIN {p}semaphores s ON s.key_hash = t.k ORDER BY t.at FOR UPDATE`),
+		FirstKey: `SELECT ? AS at, CAST(? AS BINARY(32)) AS k, CAST(? AS BINARY) AS q`,
+		NextKey:  ` UNION ALL SELECT ?, CAST(? AS BINARY(32)), CAST(? AS BINARY)`,
+		SaveTail: "\nON DUPLICATE KEY UPDATE value = VALUES(value), lim = VALUES(lim), blocked = VALUES(blocked),\n" +
+			"duration_ms = VALUES(duration_ms), expires_at = VALUES(expires_at)",
+	}
 	q.CountHolders = p(`
 SELECT
 	(SELECT count(*) FROM {p}jobs j FORCE INDEX ({p}jobs_live_key) JOIN {p}ready_executions r ON r.job_id = j.id

@@ -11,6 +11,7 @@ type queries struct {
 
 	semEnsure, semLock, semTryLock, semSave, promoteBlocked, countHolders string
 	releaseMany, promoteMany                                              string
+	semEnsureMany, semLockMany, semSaveMany                               string
 
 	hasDueScheduled, takeDueScheduled, expiredSems, promotableSems, deleteIdleSems string
 	lostClaims, lostClaimsOfKey, deleteFinished                                    string
@@ -185,6 +186,35 @@ WITH picked AS (
 INSERT INTO {p}ready_executions (job_id, queue, priority, created_at)
 SELECT job_id, queue, priority, $3 FROM moved
 RETURNING job_id, queue`),
+		// Admit over many keys at once: create the missing semaphores in
+		// key order (a concurrent create of the same key waits for the
+		// other transaction, then does nothing, never a unique violation),
+		// then lock them all in key order, so two batches never deadlock.
+		semEnsureMany: p(`
+INSERT INTO {p}semaphores (key, value, lim, blocked, duration_ms, expires_at)
+SELECT t.key, t.lim, t.lim, 0, t.duration_ms, t.expires_at
+FROM unnest($1::text[], $2::int[], $3::bigint[], $4::timestamptz[]) AS t(key, lim, duration_ms, expires_at)
+ORDER BY t.key
+ON CONFLICT (key) DO NOTHING`),
+		// Rows are locked after the sort, so in key order.
+		semLockMany: p(`
+SELECT s.key, s.value, s.lim, s.blocked, s.duration_ms, s.expires_at,
+	coalesce(k.lim, 0), coalesce(p.queue, ''), coalesce(p.max_active_per_key, 0), coalesce(p.max_blocked, 0)
+FROM {p}semaphores s
+JOIN unnest($1::text[], $2::text[]) AS r(key, queue) ON r.key = s.key
+LEFT JOIN {p}key_limits k ON k.key = s.key
+LEFT JOIN {p}policies p ON p.queue = r.queue
+WHERE s.key = ANY($1::text[])
+ORDER BY s.key
+FOR UPDATE OF s`),
+		// The ANY makes the rows an index scan: joined to the unnest alone,
+		// the planner hashes the whole table.
+		semSaveMany: p(`
+UPDATE {p}semaphores s SET value = t.value, lim = t.lim, blocked = t.blocked,
+	duration_ms = t.duration_ms, expires_at = t.expires_at
+FROM unnest($1::text[], $2::int[], $3::int[], $4::int[], $5::bigint[], $6::timestamptz[])
+	AS t(key, value, lim, blocked, duration_ms, expires_at)
+WHERE s.key = t.key AND s.key = ANY($1::text[])`),
 		// Release many keys at once: lock their semaphores in key order
 		// (so two batches never deadlock) and give back their slots,
 		// capped at each limit.

@@ -132,3 +132,91 @@ func (e *executor) DeleteIdleSemaphores(ctx context.Context, now time.Time, max 
 	}
 	return int(tag.RowsAffected()), nil
 }
+
+func (e *executor) SemaphoreLockMany(ctx context.Context, limits []driver.Limit, queues []string, now time.Time) ([]driver.Semaphore, error) {
+	if len(limits) != len(queues) {
+		return nil, fmt.Errorf("lock %d semaphores: %d queues given, want one a key", len(limits), len(queues))
+	}
+	out := make([]driver.Semaphore, len(limits))
+	at := make(map[string]int, len(limits))
+	for i, l := range limits {
+		if err := checkKey(l.Key); err != nil {
+			return nil, fmt.Errorf("lock semaphores: %w", err)
+		}
+		at[l.Key] = i
+	}
+	// The dispatcher deletes idle semaphores; one may vanish between the
+	// create and the lock, so the missing ones are tried again.
+	want, wantQueues := limits, queues
+	for range 3 {
+		missing, err := e.lockMany(ctx, want, wantQueues, now, out, at)
+		if err != nil {
+			return nil, err
+		}
+		if len(missing) == 0 {
+			return out, nil
+		}
+		want, wantQueues = want[:0:0], wantQueues[:0:0]
+		for _, i := range missing {
+			want, wantQueues = append(want, limits[i]), append(wantQueues, queues[i])
+		}
+	}
+	return nil, fmt.Errorf("lock semaphore %q: it keeps disappearing", want[0].Key)
+}
+
+// lockMany creates and locks limits' semaphores, writing each row into
+// out at its key's index in at, and returns the indexes it found no row
+// for.
+func (e *executor) lockMany(ctx context.Context, limits []driver.Limit, queues []string, now time.Time,
+	out []driver.Semaphore, at map[string]int) ([]int, error) {
+	keys := make([]string, len(limits))
+	lims := make([]int32, len(limits))
+	durs := make([]int64, len(limits))
+	exps := make([]time.Time, len(limits))
+	for i, l := range limits {
+		keys[i], lims[i], durs[i], exps[i] = l.Key, int32(max(l.To, 1)), l.Duration.Milliseconds(), now.Add(l.Duration)
+	}
+	// Queued in bq's pipelined transaction: it goes out in one round trip
+	// with the lock that follows.
+	if err := e.write(ctx, e.q.semEnsureMany, keys, lims, durs, exps); err != nil {
+		return nil, fmt.Errorf("create %d semaphores: %w", len(keys), err)
+	}
+	rows, err := e.db.Query(ctx, e.q.semLockMany, keys, queues)
+	if err != nil {
+		return nil, fmt.Errorf("lock %d semaphores: %w", len(keys), err)
+	}
+	seen := make(map[string]bool, len(keys))
+	var s driver.Semaphore
+	var durMS int64
+	_, err = pgx.ForEachRow(rows, []any{&s.Key, &s.Value, &s.Limit, &s.Blocked, &durMS, &s.ExpiresAt,
+		&s.Override, &s.Policy.Queue, &s.Policy.MaxActivePerKey, &s.Policy.MaxBlocked}, func() error {
+		s.Duration = time.Duration(durMS) * time.Millisecond
+		out[at[s.Key]] = s
+		seen[s.Key] = true
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("lock %d semaphores: %w", len(keys), err)
+	}
+	var missing []int
+	for _, k := range keys {
+		if !seen[k] {
+			missing = append(missing, at[k])
+		}
+	}
+	return missing, nil
+}
+
+func (e *executor) SemaphoreSaveMany(ctx context.Context, sems []driver.Semaphore) error {
+	keys := make([]string, len(sems))
+	values, lims, blocked := make([]int32, len(sems)), make([]int32, len(sems)), make([]int32, len(sems))
+	durs, exps := make([]int64, len(sems)), make([]time.Time, len(sems))
+	for i, s := range sems {
+		keys[i], values[i], lims[i], blocked[i] = s.Key, int32(s.Value), int32(s.Limit), int32(s.Blocked)
+		durs[i], exps[i] = s.Duration.Milliseconds(), s.ExpiresAt
+	}
+	if err := e.write(ctx, e.q.semSaveMany, keys, values, lims, blocked, durs, exps); err != nil {
+		return fmt.Errorf("save %d semaphores: %w", len(sems), err)
+	}
+	return nil
+}

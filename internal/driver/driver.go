@@ -613,6 +613,22 @@ type BatchReleaser interface {
 	ReleaseMany(ctx context.Context, keys []string, counts []int, now time.Time) ([]Promotion, error)
 }
 
+// BatchLocker is an executor that creates and locks the semaphores of
+// many keys in a fixed number of statements, however many keys there
+// are, so admitting a batch over many keys costs a constant number of
+// round trips. Without it, keys are locked and saved one by one.
+type BatchLocker interface {
+	// SemaphoreLockMany creates each missing semaphore of limits (sorted
+	// by Key, distinct), as SemaphoreEnsure does, then locks them all in
+	// key order until the transaction ends, and returns each one's row,
+	// override and the policy of queues[i], as SemaphoreLock does, in the
+	// order of limits. A concurrent create of the same key never fails it.
+	SemaphoreLockMany(ctx context.Context, limits []Limit, queues []string, now time.Time) ([]Semaphore, error)
+	// SemaphoreSaveMany writes each semaphore as SemaphoreSave does, in
+	// one statement.
+	SemaphoreSaveMany(ctx context.Context, sems []Semaphore) error
+}
+
 // SingleWriter is a driver whose write transactions take one lock for
 // the whole database (SQLite): a claimer looks for ready jobs (HasReady)
 // before it takes that lock, so idle polls never hold up other writers.

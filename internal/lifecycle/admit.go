@@ -65,13 +65,21 @@ func admit(ctx context.Context, ex Store, cands []*candidate, now time.Time) (dr
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
-	for _, key := range keys {
+	// Lock every key first, in key order (one round trip for the batch
+	// where the driver is a driver.BatchLocker); each key's jobs then
+	// decide against its locked semaphore, and all are saved at the end.
+	limits, queues := make([]driver.Limit, len(keys)), make([]string, len(keys))
+	for i, key := range keys {
 		group := byKey[key]
 		slices.SortStableFunc(group, func(a, b *candidate) int { return cmp.Compare(b.priority, a.priority) })
-		sem, err := semaphore.Lock(ctx, ex, group[0].limit, group[0].queue, now)
-		if err != nil {
-			return promoted, err
-		}
+		limits[i], queues[i] = group[0].limit, group[0].queue
+	}
+	sems, err := semaphore.LockMany(ctx, ex, limits, queues, now)
+	if err != nil {
+		return promoted, err
+	}
+	for i, key := range keys {
+		group, sem := byKey[key], sems[i]
 		// Jobs already blocked on the key take any free slot first.
 		if err := sem.PromoteBlocked(ctx); err != nil {
 			return promoted, err
@@ -100,9 +108,9 @@ func admit(ctx context.Context, ex Store, cands []*candidate, now time.Time) (dr
 				sem.Block(1)
 			}
 		}
-		if err := sem.Save(ctx); err != nil {
-			return promoted, err
-		}
+	}
+	if err := semaphore.SaveMany(ctx, ex, sems); err != nil {
+		return promoted, err
 	}
 	return promoted, nil
 }

@@ -21,6 +21,7 @@ type Queries struct {
 	// fences; FinishJobs completes the listed jobs (arg: finished_at).
 	LockEnding, DeleteClaims, FinishJobs string
 	Release                              ReleaseQueries // release.go
+	Admit                                AdmitQueries   // admit.go
 
 	SemEnsure, SemLock, SemTryLock, SemSave, PickBlocked, DeleteBlocked, CountHolders string
 	ExpiredSems, PromotableSems, PickIdleSems, DeleteSems                             string
