@@ -38,6 +38,10 @@ var (
 	rateJob = bq.Define("c.rate", behave, bq.JobOptions[Args]{
 		MaxAttempts: 3, Backoff: func(int) time.Duration { return 0 },
 		Rate: &bq.Rate[Args]{Key: keyOf, Limit: 3, Period: ratePeriod}})
+	// rateChaosJob: 5 starts per 300ms, and the default 25 attempts, so
+	// a job killed mid-run several times is still run to the end.
+	rateChaosJob = bq.Define("c.ratechaos", behave, bq.JobOptions[Args]{
+		Rate: &bq.Rate[Args]{Key: keyOf, Limit: 5, Period: 300 * time.Millisecond}})
 	// rateKeyedJob: one at a time per key, and at most 4 starts per 400ms.
 	rateKeyedJob = bq.Define("c.ratekeyed", behave, bq.JobOptions[Args]{
 		Concurrency: &bq.Concurrency[Args]{Key: keyOf, To: 1},
@@ -211,8 +215,7 @@ func testRateKill9(t *testing.T, h *harness) {
 	}()
 	var ids []int64
 	for i := range 60 {
-		res, err := rateJob.Enqueue(ctx, h.client, Args{Test: h.test, Key: "rc", Seq: i, SleepMS: 20 + rand.IntN(130)},
-			bq.WithRateKey("rc", 5, period))
+		res, err := rateChaosJob.Enqueue(ctx, h.client, Args{Test: h.test, Key: "rc", Seq: i, SleepMS: 20 + rand.IntN(130)})
 		if err != nil {
 			t.Fatalf("enqueue: %v", err)
 		}
