@@ -143,7 +143,7 @@ func TestBenchRate(t *testing.T) {
 		target, periodMillis float64
 	}{
 		{"one key", 200, 100, 1, "1s", 100, 1000},
-		// A period of 1s gives the full 25ms start slack: a shorter one
+		// A period of 1s gives the full 15ms start slack: a shorter one
 		// (6ms at 250ms) is missed often under -race, each miss a slot.
 		{"two keys", 200, 50, 2, "1s", 100, 1000},
 	} {

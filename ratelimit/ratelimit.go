@@ -29,10 +29,10 @@ import (
 )
 
 // StartSlack is how long after its claim a rate-limited run may begin:
-// a fortieth of the period, within 5 to 25 ms. The ring records the claim
+// a fiftieth of the period, within 5 to 15 ms. The ring records the claim
 // plus this, so it costs at most that fraction of the rate.
 func StartSlack(period time.Duration) time.Duration {
-	return min(max(period/40, 5*time.Millisecond), 25*time.Millisecond)
+	return min(max(period/50, 5*time.Millisecond), 15*time.Millisecond)
 }
 
 // Store is what a window reads and writes: the key's row and ring, and
