@@ -290,6 +290,7 @@ func (d *Dispatcher) cleanup(ctx context.Context) error {
 		_, err := ex.DeleteIdleSemaphores(ctx, now, d.cfg.BatchSize)
 		return err
 	}))
+	errs = append(errs, d.recountRates(ctx))
 	errs = append(errs, driver.Atomic(ctx, d.drv, func(ex driver.Executor) error {
 		_, err := ex.DeleteIdleRates(ctx, now, d.cfg.BatchSize)
 		return err

@@ -80,3 +80,29 @@ func (d *Dispatcher) promoteRates(ctx context.Context, repaired map[string]time.
 	}
 	return min(max(next.Sub(d.cfg.Now()), rateCoalesce), ratePoll), nil
 }
+
+// recountRates recounts the lines whose row counts no job waiting while
+// they hold some: nothing should make such a count drift, and if
+// something did, its jobs would wait for ever.
+func (d *Dispatcher) recountRates(ctx context.Context) error {
+	keys, err := d.drv.Exec().StrayLines(ctx, d.cfg.BatchSize)
+	if err != nil || len(keys) == 0 {
+		return err
+	}
+	for _, key := range keys {
+		var n int
+		var p driver.Promotion
+		if err := d.inTx(ctx, func(ex driver.Executor) (err error) {
+			n, p, err = lifecycle.RecountRate(ctx, ex, key, d.cfg.Now())
+			return err
+		}); err != nil {
+			return err
+		}
+		if n > 0 {
+			d.cfg.Logger.Warn("a rate key's row counted no job waiting while its line held some; recounted",
+				"waiting", n, "promoted", p.Jobs)
+		}
+		d.notify(p.Queues)
+	}
+	return nil
+}

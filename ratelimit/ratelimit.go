@@ -155,6 +155,10 @@ func (w *Window) Stamp(ctx context.Context, slots []int, at time.Time) (startBy 
 	return startBy, w.ex.SetSlots(ctx, w.row.Key, slots, make([]int64, len(slots)), startBy)
 }
 
+// Recount sets the jobs counted in the key's line to n, counted from
+// its rows.
+func (w *Window) Recount(n int) { w.row.Waiting = n }
+
 // Wait counts n more jobs in the key's line (negative: n left it).
 func (w *Window) Wait(n int) { w.row.Waiting = max(w.row.Waiting+n, 0) }
 

@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/bqueue/bq/internal/driver"
 	"github.com/bqueue/bq/internal/sqlexec"
 	"github.com/bqueue/bq/internal/sqltext"
 )
@@ -215,6 +216,7 @@ WHERE j.concurrency_key_hash = ? AND j.finished_at IS NULL ORDER BY j.id DESC LI
 		Upsert: " ON DUPLICATE KEY UPDATE lim = VALUES(lim), period_ms = VALUES(period_ms)," +
 			" updated_at = VALUES(updated_at)",
 		Group:   "SUBSTRING_INDEX(rate_key, '/', 1)",
+		LineOf:  "b.concurrency_key_hash = UNHEX(SHA2(CONCAT('" + driver.RateLinePrefix + "', {t}.rate_key), 256))",
 		Lock:    " FOR UPDATE",
 		TryLock: " FOR UPDATE SKIP LOCKED",
 	})

@@ -15,8 +15,11 @@ type rateQueries struct {
 	ensure, ring, lock, tryLock, save, grow, shrink, free, setSlots, cancelReservation                    string
 	reserved, unstamp                                                                                     string
 	repair, oldest, due, next, deleteIdle, setOverride, deleteOverride, latestJob, read, list, blockedKey string
-	groups                                                                                                string
+	groups, strays                                                                                        string
 }
+
+// rateLine is driver.RateLinePrefix as an SQL literal's text.
+const rateLine = driver.RateLinePrefix
 
 const rateColumns = `r.rate_key, r.lim, r.period_ms, r.waiting, r.next_at,
 	coalesce(o.lim, 0), coalesce(o.period_ms, 0)`
@@ -64,6 +67,7 @@ WITH idle AS (
 	WHERE r.waiting = 0 AND NOT EXISTS (
 		SELECT 1 FROM {p}rate_starts s WHERE s.rate_key = r.rate_key
 			AND (s.job_id IS NOT NULL OR s.started_at > $1::timestamptz - r.period_ms * interval '1 millisecond'))
+		AND NOT EXISTS (SELECT 1 FROM {p}blocked_executions b WHERE b.concurrency_key = '` + rateLine + `' || r.rate_key)
 	ORDER BY r.rate_key LIMIT $2
 	FOR UPDATE OF r SKIP LOCKED
 ), ring AS (
@@ -80,6 +84,9 @@ WHERE rate_key = $1 AND finished_at IS NULL ORDER BY id DESC LIMIT 1`),
 FROM {p}rate_limits r LEFT JOIN {p}rate_overrides o ON o.rate_key = r.rate_key WHERE r.rate_key = $1`),
 		list: p(`SELECT ` + rateColumns + ` FROM {p}rate_limits r
 LEFT JOIN {p}rate_overrides o ON o.rate_key = r.rate_key WHERE r.rate_key > $1 ORDER BY r.rate_key LIMIT $2`),
+		strays: p(`SELECT r.rate_key FROM {p}rate_limits r
+WHERE r.waiting = 0 AND EXISTS (SELECT 1 FROM {p}blocked_executions b WHERE b.concurrency_key = '` + rateLine + `' || r.rate_key)
+ORDER BY r.rate_key LIMIT $1`),
 		groups: p(`SELECT split_part(rate_key, '/', 1) AS grp, count(*)::int, coalesce(sum(waiting), 0)::int,
 	(count(*) FILTER (WHERE waiting > 0))::int
 FROM {p}rate_limits GROUP BY grp ORDER BY grp LIMIT $1`),
@@ -330,4 +337,12 @@ func (e *executor) RateGroups(ctx context.Context, max int) ([]driver.RateGroupS
 		return nil, fmt.Errorf("sum rate keys by group: %w", err)
 	}
 	return out, nil
+}
+
+func (e *executor) StrayLines(ctx context.Context, max int) ([]string, error) {
+	keys, err := collect(ctx, e.db, pgx.RowTo[string], e.q.rate.strays, max)
+	if err != nil {
+		return nil, fmt.Errorf("find rate lines counted empty: %w", err)
+	}
+	return keys, nil
 }

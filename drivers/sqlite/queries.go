@@ -1,6 +1,7 @@
 package sqlite
 
 import (
+	"github.com/bqueue/bq/internal/driver"
 	"github.com/bqueue/bq/internal/sqlexec"
 	"github.com/bqueue/bq/internal/sqltext"
 )
@@ -110,7 +111,8 @@ WHERE j.concurrency_key = ? AND j.finished_at IS NULL ORDER BY j.id DESC LIMIT 1
 		Ignore:     " ON CONFLICT (rate_key) DO NOTHING",
 		Upsert: " ON CONFLICT (rate_key) DO UPDATE SET lim = excluded.lim, period_ms = excluded.period_ms," +
 			" updated_at = excluded.updated_at",
-		Group: "substr(rate_key, 1, instr(rate_key, '/') - 1)",
+		Group:  "substr(rate_key, 1, instr(rate_key, '/') - 1)",
+		LineOf: "b.concurrency_key = '" + driver.RateLinePrefix + "' || {t}.rate_key",
 	})
 
 	// Inspection (read-only).

@@ -101,8 +101,13 @@ type RateStore interface {
 	NextRateAt(ctx context.Context) (at time.Time, ok bool, err error)
 	// DeleteIdleRates removes up to max rows, and their rings, of keys
 	// with no job waiting whose every slot is free at now and unreserved:
-	// their ring holds nothing a new one would not.
+	// their ring holds nothing a new one would not. A row whose line
+	// holds jobs is never deleted, whatever its waiting count says.
 	DeleteIdleRates(ctx context.Context, now time.Time, max int) (int, error)
+	// StrayLines lists up to max keys whose row counts no job waiting
+	// while its line holds some: a count that drifted, which the
+	// dispatcher recounts rather than leave the line stalled.
+	StrayLines(ctx context.Context, max int) ([]string, error)
 	// SetKeyRate stores (or replaces) key's override.
 	SetKeyRate(ctx context.Context, spec RateSpec, now time.Time) error
 	// DeleteKeyRate removes key's override; false when it had none.

@@ -269,3 +269,23 @@ func ApplyRate(ctx context.Context, ex Store, spec driver.RateSpec, now time.Tim
 	}
 	return w.Promoted(), w.Save(ctx)
 }
+
+// RecountRate counts key's line from its rows, when its row says none
+// waits but the line holds jobs (a drifted count would stall them), and
+// promotes what free slots allow. It skips a key another transaction
+// holds and returns how many jobs the line holds.
+func RecountRate(ctx context.Context, ex Store, key string, now time.Time) (int, driver.Promotion, error) {
+	w, err := ratelimit.TryLock(ctx, ex, key, now)
+	if err != nil || w == nil {
+		return 0, driver.Promotion{}, err
+	}
+	_, n, err := ex.CountHolders(ctx, driver.RateLine(key))
+	if err != nil {
+		return 0, driver.Promotion{}, err
+	}
+	w.Recount(n)
+	if err := w.PromoteLine(ctx); err != nil {
+		return 0, driver.Promotion{}, err
+	}
+	return n, w.Promoted(), w.Save(ctx)
+}

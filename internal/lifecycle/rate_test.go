@@ -190,3 +190,30 @@ func TestApplyRateResizesTheRing(t *testing.T) {
 		}
 	}
 }
+
+// A line whose row counts none waiting is recounted from its rows and
+// promoted into the free slots, rather than stalled.
+func TestRecountRateHealsADriftedCount(t *testing.T) {
+	ctx := context.Background()
+	s := memstore.New()
+	if _, _, err := lifecycle.Enqueue(ctx, s, rated(3, "g/k", 1, time.Second), rateNow); err != nil {
+		t.Fatal(err)
+	}
+	s.Rates["g/k"].Waiting = 0 // drifted
+	if keys, _ := s.StrayLines(ctx, 10); len(keys) != 1 {
+		t.Fatalf("StrayLines = %v, want the drifted key", keys)
+	}
+	// The reserved job was cancelled meanwhile: its slot is free again.
+	ready := s.Of("", driver.StateReady)
+	if _, err := lifecycle.Cancel(ctx, s, ready[0].ID, rateNow); err != nil {
+		t.Fatal(err)
+	}
+	s.Rates["g/k"].Waiting = 0
+	n, p, err := lifecycle.RecountRate(ctx, s, "g/k", rateNow)
+	if err != nil || n != 2 || p.Jobs != 1 {
+		t.Fatalf("RecountRate = %d, %+v, %v; want 2 counted, 1 promoted into the free slot", n, p, err)
+	}
+	if r := s.Rates["g/k"]; r.Waiting != 1 || r.NextAt.IsZero() {
+		t.Errorf("rate row after the recount: %+v, want 1 waiting with a next look", r)
+	}
+}

@@ -31,7 +31,7 @@ type RateQueries struct {
 	SetSlotsHead, SetSlotsTail                               string
 	PickIdle, DeleteIdle, DeleteRings                        string
 	SetOverride, DeleteOverride, LatestJob, List, BlockedKey string
-	Groups                                                   string
+	Groups, Strays                                           string
 }
 
 // RateSpelling is what a dialect spells its own way in the rate
@@ -45,6 +45,8 @@ type RateSpelling struct {
 	Ignore, Upsert string
 	// Group is the expression of a rate_key's group (before its first "/").
 	Group string
+	// LineOf matches the blocked rows b of the line of rate row {t}.
+	LineOf string
 	// Lock and TryLock end the locking reads of a key's row ("" where the
 	// transaction's write lock is the lock).
 	Lock, TryLock string
@@ -67,9 +69,12 @@ func Rates(p func(string) string, s RateSpelling) RateQueries {
 	cols := rateColumns(k)
 	// The key's ring holds nothing a new one would not: no reservation
 	// and no start within the period before ? (now).
+	// lineOf matches the blocked rows of t's line.
+	lineOf := func(t string) string { return strings.ReplaceAll(s.LineOf, "{t}", t) }
 	idle := func(t string) string {
 		return t + `.waiting = 0 AND NOT EXISTS (SELECT 1 FROM {p}rate_starts s WHERE s.` + k + ` = ` + t + `.` + k + `
-	AND (s.job_id IS NOT NULL OR s.started_at > ? - ` + t + `.period_ms * 1000))`
+	AND (s.job_id IS NOT NULL OR s.started_at > ? - ` + t + `.period_ms * 1000))
+	AND NOT EXISTS (SELECT 1 FROM {p}blocked_executions b WHERE ` + lineOf(t) + `)`
 	}
 	return RateQueries{
 		Ensure: p(`INSERT INTO {p}rate_limits (` + s.KeyColumns + `, lim, period_ms, waiting, next_at, updated_at)
@@ -120,6 +125,9 @@ VALUES (` + marks + `, ?, ?, ?)` + s.Upsert),
 WHERE rate_key = ? AND finished_at IS NULL ORDER BY id DESC LIMIT 1`),
 		List:       p(`SELECT r.rate_key, ` + cols + ` FROM {p}rate_limits r WHERE r.rate_key > ? ORDER BY r.rate_key LIMIT ?`),
 		BlockedKey: p(`SELECT concurrency_key FROM {p}blocked_executions WHERE job_id = ?`),
+		Strays: p(`SELECT r.rate_key FROM {p}rate_limits r
+WHERE r.waiting = 0 AND EXISTS (SELECT 1 FROM {p}blocked_executions b WHERE ` + lineOf("r") + `)
+ORDER BY r.` + k + ` LIMIT ?`),
 		Groups: p(`SELECT ` + s.Group + ` AS grp, count(*), coalesce(sum(waiting), 0),
 	coalesce(sum(CASE WHEN waiting > 0 THEN 1 ELSE 0 END), 0)
 FROM {p}rate_limits GROUP BY grp ORDER BY grp LIMIT ?`),
@@ -491,4 +499,12 @@ func (e *Executor) RateGroups(ctx context.Context, max int) ([]driver.RateGroupS
 		return nil, fmt.Errorf("sum rate keys by group: %w", err)
 	}
 	return out, nil
+}
+
+func (e *Executor) StrayLines(ctx context.Context, max int) ([]string, error) {
+	keys, err := Column[string](ctx, e.db, e.q.Rate.Strays, max)
+	if err != nil {
+		return nil, fmt.Errorf("find rate lines counted empty: %w", err)
+	}
+	return keys, nil
 }

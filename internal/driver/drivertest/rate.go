@@ -350,6 +350,26 @@ var _ = add("rate",
 			t.Errorf("ListRates(a/2, 10) = %q, want b/1", got)
 		}
 	}},
+	test{"StrayLinesAndIdleRowsWithALine", func(t *testing.T, f *fixture) {
+		// Rows counting no job waiting, rings long idle: one has a job in
+		// its line (a drifted count), the other none.
+		f.rateEnsure("r/stray", 1, time.Second)
+		f.rateEnsure("r/idle", 1, time.Second)
+		f.insert(T0, job("q", func(j *driver.NewJob) {
+			j.State, j.Line = driver.StateBlocked, driver.RateLine("r/stray")
+			j.Rate = driver.RateSpec{Key: "r/stray", Limit: 1, Period: time.Second}
+		}))
+		keys, err := f.ex().StrayLines(f.ctx, 10)
+		f.must(err)
+		if !slices.Equal(keys, []string{"r/stray"}) {
+			t.Errorf("StrayLines = %v, want [r/stray]", keys)
+		}
+		n, err := f.ex().DeleteIdleRates(f.ctx, T0.Add(time.Hour), 10)
+		f.must(err)
+		if _, _, ok, _ := f.ex().ReadRate(f.ctx, "r/stray", T0); n != 1 || !ok {
+			t.Errorf("DeleteIdleRates deleted %d rows (want 1, the idle one); the row with a line is kept: %v", n, ok)
+		}
+	}},
 	test{"BlockedKeyAndHolders", func(t *testing.T, f *fixture) {
 		line := func(j *driver.NewJob) {
 			j.State, j.Line = driver.StateBlocked, driver.RateLine("r/x")

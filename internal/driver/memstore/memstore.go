@@ -282,14 +282,17 @@ func (s *Store) PromoteBlocked(_ context.Context, key string, n int, _ time.Time
 
 func (s *Store) CountHolders(_ context.Context, key string) (int, int, error) {
 	holders, blocked := 0, 0
-	for _, r := range s.Of(key, driver.StateBlocked) {
-		if r.Line == "" {
-			blocked++
-		} else {
+	for _, r := range s.Jobs {
+		switch {
+		case r.State == driver.StateBlocked && r.line() == key:
+			blocked++ // in key's line
+		case r.Limit.Key != key:
+		case r.State == driver.StateReady || r.State == driver.StateRunning:
+			holders++
+		case r.State == driver.StateBlocked:
 			holders++ // waiting in a rate line, its slot kept
 		}
 	}
-	holders += len(s.Of(key, driver.StateReady)) + len(s.Of(key, driver.StateRunning))
 	return holders, blocked, nil
 }
 

@@ -186,7 +186,7 @@ func (s *Store) NextRateAt(context.Context) (time.Time, bool, error) {
 func (s *Store) DeleteIdleRates(_ context.Context, now time.Time, n int) (int, error) {
 	deleted := 0
 	for key, r := range s.Rates {
-		idle := r.Waiting == 0
+		idle := r.Waiting == 0 && s.lineLen(key) == 0
 		for _, sl := range s.Rings[key] {
 			idle = idle && sl.Job == 0 && !sl.At.After(now.Add(-r.Period))
 		}
@@ -279,4 +279,26 @@ func (s *Store) RateGroups(_ context.Context, n int) ([]driver.RateGroupStats, e
 	}
 	slices.SortFunc(out, func(a, b driver.RateGroupStats) int { return cmp.Compare(a.Group, b.Group) })
 	return out[:min(n, len(out))], nil
+}
+
+// lineLen counts the jobs in key's rate line.
+func (s *Store) lineLen(key string) int {
+	n := 0
+	for _, r := range s.Jobs {
+		if r.State == driver.StateBlocked && r.Line == driver.RateLine(key) {
+			n++
+		}
+	}
+	return n
+}
+
+func (s *Store) StrayLines(_ context.Context, n int) ([]string, error) {
+	var keys []string
+	for key, r := range s.Rates {
+		if r.Waiting == 0 && s.lineLen(key) > 0 {
+			keys = append(keys, key)
+		}
+	}
+	slices.Sort(keys)
+	return keys[:min(n, len(keys))], nil
 }
