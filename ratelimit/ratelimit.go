@@ -10,8 +10,9 @@
 // The instant a start records is not the claim's but the latest the run
 // may begin, the claim plus StartSlack: a run that has not begun by then
 // (its process froze, its machine stalled) does not run but goes back to
-// the line (see StartBy), so no start the job itself observes is earlier
-// than a Period after the slot's last one.
+// the line, giving its start back (lifecycle.StartedLate), so no start
+// the job itself observes is earlier than a Period after the slot's last
+// one.
 //
 // Slots are reserved for the jobs admission makes ready (Reserve), so a
 // burst never makes more jobs ready than may start; a job that reaches
