@@ -63,6 +63,12 @@ func TestRateCommand(t *testing.T) {
 			if fields := strings.Fields(strings.Split(text, "\n")[1]); len(fields) < 4 || fields[3] != "2" {
 				t.Errorf("bq rate list: want 2 waiting for %s:\n%s", key, text)
 			}
+			// bq status sums the rate keys of each group.
+			if text, err := runCmd(runStatus, "--dsn", dsn); err != nil {
+				t.Fatal(err)
+			} else {
+				wantIn(t, text, "RATE GROUPS", "GROUP           KEYS  WAITING  THROTTLED KEYS", "cli_test.rated  1     2        1")
+			}
 			text, err = runCmd(runRate, "list", "--json", "--dsn", dsn)
 			if err != nil {
 				t.Fatal(err)

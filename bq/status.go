@@ -84,6 +84,14 @@ func printHealth(w io.Writer, h *bq.Health) error {
 		}
 	}
 
+	if len(h.Rates) > 0 {
+		section("RATE GROUPS")
+		fmt.Fprintln(tw, "GROUP\tKEYS\tWAITING\tTHROTTLED KEYS")
+		for _, g := range h.Rates {
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\n", term(g.Group), g.Keys, g.Waiting, g.Throttled)
+		}
+	}
+
 	section("MOST BLOCKED KEYS")
 	if len(h.TopKeys) == 0 {
 		fmt.Fprintln(tw, "  nothing is blocked")
