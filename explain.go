@@ -120,9 +120,7 @@ func (c *Client) explain(ctx context.Context, info *JobInfo) (*Explanation, erro
 		if err != nil {
 			return nil, err
 		}
-		// ahead is MaxCountedAhead+1 at most: "more than MaxCountedAhead".
-		e.Position = min(ahead, MaxCountedAhead) + 1
-		e.PositionAtLeast = ahead > MaxCountedAhead
+		e.place(ahead)
 		e.Summary = c.blockedSummary(e.Key, ahead, procs, paused, now)
 	case StateReady:
 		e.Since = x.ReadySince
@@ -195,18 +193,10 @@ func (c *Client) explainRateWait(ctx context.Context, e *Explanation, since time
 	if err != nil {
 		return err
 	}
-	e.Position = min(ahead, MaxCountedAhead) + 1
-	e.PositionAtLeast = ahead > MaxCountedAhead
+	e.place(ahead)
 	r := e.Rate
-	place := "it is next in line"
-	switch {
-	case ahead > MaxCountedAhead:
-		place = fmt.Sprintf("more than %s ahead of it", humanize.Thousands(MaxCountedAhead))
-	case ahead > 0:
-		place = fmt.Sprintf("%d ahead of it", ahead)
-	}
 	e.Summary = fmt.Sprintf("Waiting for the rate limit of key %q (%s per %s, %d in the last period): %s",
-		r.Key, count(r.Limit, "start"), r.Period, r.Recent, place)
+		r.Key, count(r.Limit, "start"), r.Period, r.Recent, aheadOf(ahead))
 	if !r.NextStartAt.IsZero() {
 		e.Summary += fmt.Sprintf("; next start at %s", when(r.NextStartAt, now))
 	}
@@ -220,18 +210,30 @@ func (c *Client) explainRateWait(ctx context.Context, e *Explanation, since time
 	return nil
 }
 
+// place sets a blocked job's Position from the jobs counted ahead of it
+// in its line: MaxCountedAhead+1 at most, "more than MaxCountedAhead".
+func (e *Explanation) place(ahead int) {
+	e.Position = min(ahead, MaxCountedAhead) + 1
+	e.PositionAtLeast = ahead > MaxCountedAhead
+}
+
+// ahead_ says how many jobs wait ahead of a blocked one, for a person.
+func aheadOf(ahead int) string {
+	switch {
+	case ahead > MaxCountedAhead:
+		return fmt.Sprintf("more than %s ahead of it", humanize.Thousands(MaxCountedAhead))
+	case ahead > 0:
+		return fmt.Sprintf("%d ahead of it", ahead)
+	}
+	return "it is next in line"
+}
+
 // noDispatcher is the sentence for work only a dispatcher moves on.
 const noDispatcher = " No live dispatcher is registered: start one (client.Run or `bq dispatcher`), or nothing will promote it."
 
 // blockedSummary says what would release a blocked job.
 func (c *Client) blockedSummary(k *KeyState, ahead int, procs []driver.Process, paused map[string]bool, now time.Time) string {
-	line := "it is next in line"
-	switch {
-	case ahead > MaxCountedAhead:
-		line = fmt.Sprintf("more than %s ahead of it", humanize.Thousands(MaxCountedAhead))
-	case ahead > 0:
-		line = fmt.Sprintf("%d ahead of it", ahead)
-	}
+	line := aheadOf(ahead)
 	dispatcher := c.dispatcherAlive(procs, now)
 	// Only a dispatcher recreates, promotes and reclaims: say it will
 	// only when one is alive.

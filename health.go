@@ -163,20 +163,14 @@ func (c *Client) health(ctx context.Context, top int) (*Health, error) {
 	if err != nil {
 		return nil, err
 	}
-	if len(groups) > maxGroups {
-		groups, h.Truncated = groups[:maxGroups], true
-	}
-	for _, g := range groups {
+	for _, g := range cut(h, groups, maxGroups) {
 		h.Groups = append(h.Groups, GroupHealth(g))
 	}
 	rates, err := ex.RateGroups(ctx, maxGroups+1)
 	if err != nil {
 		return nil, err
 	}
-	if len(rates) > maxGroups {
-		rates, h.Truncated = rates[:maxGroups], true
-	}
-	for _, g := range rates {
+	for _, g := range cut(h, rates, maxGroups) {
 		h.Rates = append(h.Rates, RateGroupHealth(g))
 	}
 	keys, err := ex.TopBlockedKeys(ctx, top)
@@ -190,10 +184,7 @@ func (c *Client) health(ctx context.Context, top int) (*Health, error) {
 	if err != nil {
 		return nil, err
 	}
-	if len(procs) > maxProcesses {
-		procs, h.Truncated = procs[:maxProcesses], true
-	}
-	for _, p := range procs {
+	for _, p := range cut(h, procs, maxProcesses) {
 		h.Processes = append(h.Processes, c.processHealth(p, now))
 	}
 	periodic, err := ex.ListPeriodic(ctx)
@@ -202,6 +193,16 @@ func (c *Client) health(ctx context.Context, top int) (*Health, error) {
 	}
 	h.Periodic = c.periodicStatus(periodic, now)
 	return h, nil
+}
+
+// cut keeps the first max of rows (read with one more, to know), and
+// marks the report truncated when there were more.
+func cut[T any](h *Health, rows []T, max int) []T {
+	if len(rows) > max {
+		h.Truncated = true
+		return rows[:max]
+	}
+	return rows
 }
 
 func keyHealth(s driver.Semaphore) KeyHealth {

@@ -1,7 +1,6 @@
 package bq
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -240,27 +239,30 @@ func (c *Client) RateState(ctx context.Context, key string) (*RateState, error) 
 }
 
 func (c *Client) rateState(ctx context.Context, key string, line int) (*RateState, error) {
-	ex := c.drv.Exec()
-	now := c.cfg.Now()
-	out := &RateState{Key: key, Group: driver.GroupOf(key), Line: []BlockedJob{}}
-	// Once for the row (its period), then for the starts of that period.
-	row, _, ok, err := ex.ReadRate(ctx, key, now)
+	row, _, ok, err := c.drv.Exec().ReadRate(ctx, key, c.cfg.Now())
 	if err != nil {
 		return nil, err
 	}
 	if !ok {
-		return out, nil
+		return &RateState{Key: key, Group: driver.GroupOf(key), Line: []BlockedJob{}}, nil
 	}
-	out.Exists, out.Waiting, out.NextStartAt = true, row.Waiting, row.NextAt
+	return c.rateOf(ctx, row, line)
+}
+
+// rateOf reports a stored rate row: its starts in its own last period
+// (one read of its ring) and, with line, the first jobs of its line.
+func (c *Client) rateOf(ctx context.Context, row driver.Rate, line int) (*RateState, error) {
+	ex := c.drv.Exec()
+	out := &RateState{Key: row.Key, Group: driver.GroupOf(row.Key), Line: []BlockedJob{},
+		Exists: true, Waiting: row.Waiting, NextStartAt: row.NextAt, Overridden: row.Override.Limit > 0}
 	out.Limit, out.Period = ratelimit.Resolve(driver.RateSpec{}, row)
-	out.Overridden = row.Override.Limit > 0
-	_, recent, _, err := ex.ReadRate(ctx, key, now.Add(-out.Period))
+	_, recent, _, err := ex.ReadRate(ctx, row.Key, c.cfg.Now().Add(-out.Period))
 	if err != nil {
 		return nil, err
 	}
 	out.Recent = recent
 	if line > 0 && out.Waiting > 0 {
-		blocked, err := ex.BlockedLine(ctx, driver.RateLine(key), line)
+		blocked, err := ex.BlockedLine(ctx, driver.RateLine(row.Key), line)
 		if err != nil {
 			return nil, err
 		}
@@ -268,7 +270,6 @@ func (c *Client) rateState(ctx context.Context, key string, line int) (*RateStat
 			out.Line = append(out.Line, BlockedJob(b))
 		}
 	}
-	out.Waiting = cmp.Or(out.Waiting, len(out.Line))
 	return out, nil
 }
 
@@ -288,7 +289,7 @@ func (c *Client) ListRates(ctx context.Context, after string, max int) ([]*RateS
 	}
 	out := make([]*RateState, 0, len(rows))
 	for _, r := range rows {
-		st, err := c.rateState(ctx, r.Key, 0)
+		st, err := c.rateOf(ctx, r, 0)
 		if err != nil {
 			return nil, fmt.Errorf("list rate keys: %w", c.explainErr(ctx, err))
 		}

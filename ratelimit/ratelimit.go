@@ -137,6 +137,10 @@ func (w *Window) Waiting() int { return w.row.Waiting }
 
 // Free returns up to n slots a start may take now.
 func (w *Window) Free(ctx context.Context, n int) ([]int, error) {
+	if n <= 0 {
+		// Every claim had its reservation and no job waits: no read.
+		return nil, nil
+	}
 	return w.ex.FreeSlots(ctx, w.row.Key, w.now.Add(-w.row.Period), n)
 }
 
@@ -145,15 +149,18 @@ func (w *Window) Reserve(ctx context.Context, slots []int, jobIDs []int64) error
 	return w.ex.SetSlots(ctx, w.row.Key, slots, jobIDs, driver.Reserved)
 }
 
-// Stamp counts starts on slots, each at `at` plus the start slack, and
-// returns the instant their runs must begin by. A slot is a start's only
-// after the window's check (Free, or its job's reservation).
-func (w *Window) Stamp(ctx context.Context, slots []int, at time.Time) (startBy time.Time, err error) {
-	startBy = at.Add(StartSlack(w.row.Period))
+// StartBy is the instant a run claimed at `at` must begin by: the
+// instant its start is stamped with.
+func (w *Window) StartBy(at time.Time) time.Time { return at.Add(StartSlack(w.row.Period)) }
+
+// Stamp counts starts on slots, each claimed at `at` and stamped with
+// StartBy(at). A slot is a start's only after the window's check (Free,
+// or its job's reservation).
+func (w *Window) Stamp(ctx context.Context, slots []int, at time.Time) error {
 	if len(slots) == 0 {
-		return startBy, nil
+		return nil
 	}
-	return startBy, w.ex.SetSlots(ctx, w.row.Key, slots, make([]int64, len(slots)), startBy)
+	return w.ex.SetSlots(ctx, w.row.Key, slots, make([]int64, len(slots)), w.StartBy(at))
 }
 
 // Recount sets the jobs counted in the key's line to n, counted from
@@ -243,11 +250,11 @@ func (w *Window) SaveStamping(ctx context.Context, stamps []int, at time.Time) e
 		if at.IsZero() {
 			at = w.now
 		}
-		// A stamped slot frees a Period after its start, slack included.
-		if free := at.Add(StartSlack(w.row.Period) + w.row.Period); w.row.Waiting > 0 && free.Before(w.row.NextAt) {
+		// A stamped slot frees a Period after its stamp.
+		if free := w.StartBy(at).Add(w.row.Period); w.row.Waiting > 0 && free.Before(w.row.NextAt) {
 			w.row.NextAt = free
 		}
-		if _, err := w.Stamp(ctx, stamps, at); err != nil {
+		if err := w.Stamp(ctx, stamps, at); err != nil {
 			return err
 		}
 	}

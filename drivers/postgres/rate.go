@@ -127,16 +127,16 @@ func (e *executor) RateEnsure(ctx context.Context, spec driver.RateSpec, now tim
 }
 
 func (e *executor) RateLock(ctx context.Context, key string) (driver.Rate, bool, error) {
-	r, err := scanRate(e.db.QueryRow(ctx, e.q.rate.lock, key))
-	ok, err := found(err)
-	if err != nil {
-		return r, false, fmt.Errorf("lock rate key %q: %w", key, err)
-	}
-	return r, ok, nil
+	return e.rateLock(ctx, e.q.rate.lock, key)
 }
 
 func (e *executor) RateTryLock(ctx context.Context, key string) (driver.Rate, bool, error) {
-	r, err := scanRate(e.db.QueryRow(ctx, e.q.rate.tryLock, key))
+	return e.rateLock(ctx, e.q.rate.tryLock, key)
+}
+
+// rateLock reads key's row with query, a locking read.
+func (e *executor) rateLock(ctx context.Context, query, key string) (driver.Rate, bool, error) {
+	r, err := scanRate(e.db.QueryRow(ctx, query, key))
 	ok, err := found(err)
 	if err != nil {
 		return r, false, fmt.Errorf("lock rate key %q: %w", key, err)

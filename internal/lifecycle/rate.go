@@ -181,7 +181,7 @@ func StartRated(ctx context.Context, ex Store, claims []*driver.Claim, clock fun
 		if err := w.SaveStamping(ctx, stamps[i], now); err != nil {
 			return nil, promoted, err
 		}
-		startBy := now.Add(ratelimit.StartSlack(w.Row().Period))
+		startBy := w.StartBy(now)
 		for _, ci := range byKey[key] {
 			if out[ci].Run {
 				out[ci].StartBy = startBy

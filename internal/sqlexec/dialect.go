@@ -88,6 +88,12 @@ func in[T any](x *Executor, query string, items []T) (string, []any) {
 // in as many statements as the dialect's MaxList needs, and returns the
 // rows they changed.
 func ExecIn[T any](ctx context.Context, x *Executor, query string, items []T) (int64, error) {
+	return execInAfter(ctx, x, query, nil, items)
+}
+
+// execInAfter is ExecIn for a query whose list follows the arguments
+// before: each of its statements passes them first.
+func execInAfter[T any](ctx context.Context, x *Executor, query string, before []any, items []T) (int64, error) {
 	var n int64
 	for len(items) > 0 {
 		size := len(items)
@@ -95,7 +101,7 @@ func ExecIn[T any](ctx context.Context, x *Executor, query string, items []T) (i
 			size = min(size, m)
 		}
 		q, args := in(x, query, items[:size])
-		res, err := x.db.ExecContext(ctx, q, args...)
+		res, err := x.db.ExecContext(ctx, q, append(append([]any{}, before...), args...)...)
 		if err != nil {
 			return n, err
 		}

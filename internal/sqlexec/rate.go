@@ -235,30 +235,6 @@ func (e *Executor) RateSave(ctx context.Context, r driver.Rate, now time.Time) e
 	return nil
 }
 
-// execKeyIn runs query, whose arguments are before, then a list bound to
-// items, in as many statements as the dialect's MaxList needs.
-func execKeyIn[T any](ctx context.Context, x *Executor, query string, before []any, items []T) (int64, error) {
-	var n int64
-	for len(items) > 0 {
-		size := len(items)
-		if m := x.d.MaxList(); m > 0 {
-			size = min(size, m)
-		}
-		q, args := in(x, query, items[:size])
-		res, err := x.db.ExecContext(ctx, q, append(append([]any{}, before...), args...)...)
-		if err != nil {
-			return n, err
-		}
-		m, err := res.RowsAffected()
-		if err != nil {
-			return n, err
-		}
-		n += m
-		items = items[size:]
-	}
-	return n, nil
-}
-
 func (e *Executor) ResizeRing(ctx context.Context, key string, from, to int) error {
 	if from == to {
 		return nil
@@ -276,7 +252,7 @@ func (e *Executor) ResizeRing(ctx context.Context, key string, from, to int) err
 		if err != nil || len(slots) == 0 {
 			return err
 		}
-		_, err = execKeyIn(ctx, x, x.q.Rate.DropSlots, []any{k}, slots)
+		_, err = execInAfter(ctx, x, x.q.Rate.DropSlots, []any{k}, slots)
 		return err
 	})
 	if err != nil {
@@ -411,12 +387,12 @@ func (e *Executor) DeleteIdleRates(ctx context.Context, now time.Time, max int) 
 		if err != nil || len(idle) == 0 {
 			return err
 		}
-		if n, err = execKeyIn(ctx, x, x.q.Rate.DeleteIdle, []any{us}, idle); err != nil || n == 0 {
+		if n, err = execInAfter(ctx, x, x.q.Rate.DeleteIdle, []any{us}, idle); err != nil || n == 0 {
 			return err
 		}
 		// The rows deleted were those still idle; a ring whose row stays
 		// holds a start or a reservation, and is not deleted here.
-		_, err = execKeyIn(ctx, x, x.q.Rate.DeleteRings, nil, idle)
+		_, err = execInAfter(ctx, x, x.q.Rate.DeleteRings, nil, idle)
 		return err
 	})
 	if err != nil {
