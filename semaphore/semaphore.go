@@ -303,13 +303,13 @@ func Recount(ctx context.Context, ex driver.SemaphoreStore, key string, now time
 	if err != nil || !ok {
 		return driver.Promotion{}, err
 	}
-	holders, blocked, err := ex.CountHolders(ctx, key)
+	n, err := ex.CountHolders(ctx, key)
 	if err != nil {
 		return driver.Promotion{}, err
 	}
 	s := &Semaphore{ex: ex, row: row, now: now}
-	s.row.Value = s.row.Limit - holders
-	s.row.Blocked = blocked
+	s.row.Value = s.row.Limit - n.Holders
+	s.row.Blocked, s.row.Multi = n.Blocked, n.Multi
 	s.row.ExpiresAt = now.Add(s.row.Duration)
 	if err := s.PromoteBlocked(ctx); err != nil {
 		return driver.Promotion{}, err

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -101,12 +102,21 @@ func (e *executor) ReleaseMany(ctx context.Context, keys []string, counts []int,
 	return out, nil
 }
 
-func (e *executor) CountHolders(ctx context.Context, key string) (int, int, error) {
+func (e *executor) CountHolders(ctx context.Context, key string) (driver.HolderCount, error) {
 	var holders, blocked int
 	if err := e.db.QueryRow(ctx, e.q.countHolders, key).Scan(&holders, &blocked); err != nil {
-		return 0, 0, fmt.Errorf("count holders of %q: %w", key, err)
+		return driver.HolderCount{}, fmt.Errorf("count holders of %q: %w", key, err)
 	}
-	return holders, blocked, nil
+	return driver.HolderCount{Holders: holders, Blocked: blocked}, nil
+}
+
+// TODO(multikey): built by the driver change.
+func (e *executor) LineHeads(ctx context.Context, key string, n int) ([]driver.LineHead, error) {
+	return nil, errors.New("LineHeads: not built yet")
+}
+
+func (e *executor) MoveToLine(ctx context.Context, id int64, from, to string) error {
+	return errors.New("MoveToLine: not built yet")
 }
 
 func (e *executor) keys(ctx context.Context, what, query string, args ...any) ([]string, error) {

@@ -109,6 +109,9 @@ type NewJob struct {
 	Priority    int
 	MaxAttempts int
 	Limit       Limit
+	// More are the job's further concurrency keys (see MaxKeys), held
+	// together with Limit's; nil for most jobs.
+	More        []Limit
 	Rate        RateSpec
 	ScheduledAt time.Time
 	State       JobState // ready, scheduled or blocked: the table it is written to
@@ -143,6 +146,7 @@ type Job struct {
 	Attempt     int // attempts that have ended (failed, lost)
 	MaxAttempts int
 	Limit       Limit
+	More        []Limit // further concurrency keys; see NewJob.More
 	Rate        RateSpec
 	ScheduledAt time.Time
 	CreatedAt   time.Time
@@ -172,6 +176,10 @@ type Promotion struct {
 	// JobIDs are the jobs moved, in promotion order; only PromoteBlocked
 	// fills it in.
 	JobIDs []int64
+	// LineLeft (ReleaseMany only): the key's line holds multi-key jobs
+	// (its Multi > 0), so its slots were given back but its line left for
+	// the caller to promote (package semaphore).
+	LineLeft bool
 }
 
 // Add counts o in p.
@@ -208,10 +216,14 @@ type Execution struct {
 // Limit minus the holders (ready and claimed jobs of the key). Blocked is
 // how many jobs of the key wait in the blocked table.
 type Semaphore struct {
-	Key       string
-	Value     int
-	Limit     int
-	Blocked   int
+	Key     string
+	Value   int
+	Limit   int
+	Blocked int
+	// Multi counts the multi-key jobs among Blocked (see MultiKeyStore):
+	// while above 0, the line is promoted by package semaphore, head by
+	// head, never by a driver's set-wise promotion.
+	Multi     int
 	Duration  time.Duration
 	ExpiresAt time.Time
 
@@ -443,15 +455,16 @@ type SemaphoreStore interface {
 	// someone is admitting or releasing (they promote it themselves) and
 	// never waits behind a holder that froze. false: missing or held.
 	SemaphoreTryLock(ctx context.Context, key string) (bool, error)
-	// SemaphoreSave writes Value, Limit, Blocked, Duration and ExpiresAt.
+	// SemaphoreSave writes Value, Limit, Blocked, Multi, Duration and ExpiresAt.
 	SemaphoreSave(ctx context.Context, s Semaphore) error
 	// PromoteBlocked moves up to n blocked jobs of key to ready, highest
 	// priority first, FIFO among equals, and returns what moved, with the
 	// moved jobs' ids in that order.
 	// Callers hold the key's semaphore lock.
 	PromoteBlocked(ctx context.Context, key string, n int, now time.Time) (Promotion, error)
-	// CountHolders counts the key's ready and claimed jobs, and its blocked ones.
-	CountHolders(ctx context.Context, key string) (holders, blocked int, err error)
+	// CountHolders counts what the key's rows say its semaphore holds.
+	CountHolders(ctx context.Context, key string) (HolderCount, error)
+	MultiKeyStore
 }
 
 // Maintenance is what the dispatcher's passes run: due scheduled jobs,
@@ -465,14 +478,16 @@ type Maintenance interface {
 	// blocked job.
 	PromotableSemaphores(ctx context.Context, after string, max int) ([]string, error)
 	// DeleteIdleSemaphores removes expired semaphores with every slot free
-	// and nothing blocked.
+	// and nothing blocked, except those a blocked multi-key job names
+	// among its keys (job_keys): its promotion must find them.
 	DeleteIdleSemaphores(ctx context.Context, now time.Time, max int) (int, error)
 	// LostClaims lists claims whose process is gone, or is dead: silent
 	// at now for longer than deadAfter and its own DeadAfter, while the
 	// database was shown writable (see the package doc). It locks them, skipping
 	// rows others hold.
 	LostClaims(ctx context.Context, now time.Time, deadAfter time.Duration, max int) ([]*Claim, error)
-	// LostClaimsOfKey lists, locked, the claims of key whose process is
+	// LostClaimsOfKey lists, locked, the claims of key (a multi-key job's
+	// for each of its keys) whose process is
 	// gone or dead (see the package doc) for the silence of the key: the longest of
 	// silence, the claimed job's own Duration and three of its process's
 	// heartbeat intervals.
@@ -566,7 +581,8 @@ type Inspector interface {
 	// ReadSemaphore reads key's semaphore without locking it.
 	ReadSemaphore(ctx context.Context, key string) (s Semaphore, ok bool, err error)
 	// KeyHolders returns up to max holders of key (its ready and claimed
-	// jobs) in job id order.
+	// jobs, a multi-key job among them for each of its keys) in job id
+	// order.
 	KeyHolders(ctx context.Context, key string, max int) ([]Holder, error)
 	// BlockedAhead counts the blocked jobs of key that would be promoted
 	// before a blocked job of that priority and id, reading at most max
@@ -609,7 +625,8 @@ type BatchReleaser interface {
 	// ReleaseMany gives back counts[i] slots of keys[i] (sorted, distinct),
 	// each capped at its limit, then promotes blocked jobs into the free
 	// slots, highest priority first, FIFO among equals. It returns what
-	// each key promoted.
+	// each key promoted. A key whose Multi is above 0 gets its slots back
+	// but its line is left alone, its Promotion's LineLeft set.
 	ReleaseMany(ctx context.Context, keys []string, counts []int, now time.Time) ([]Promotion, error)
 }
 

@@ -279,10 +279,11 @@ func RecountRate(ctx context.Context, ex Store, key string, now time.Time) (int,
 	if err != nil || w == nil {
 		return 0, driver.Promotion{}, err
 	}
-	_, n, err := ex.CountHolders(ctx, driver.RateLine(key))
+	c, err := ex.CountHolders(ctx, driver.RateLine(key))
 	if err != nil {
 		return 0, driver.Promotion{}, err
 	}
+	n := c.Blocked
 	w.Recount(n)
 	if err := w.PromoteLine(ctx); err != nil {
 		return 0, driver.Promotion{}, err

@@ -12,11 +12,15 @@ import (
 func ScanJob(scan func(...any) error, j *driver.Job, extra ...any) error {
 	var durMS, scheduled, created, rateMS int64
 	var conflict int
-	var args []byte
+	var args, more []byte
 	dest := append([]any{&j.ID, &j.Kind, &j.Queue, &args, &j.Priority, &j.Attempt, &j.MaxAttempts,
 		&j.Limit.Key, &j.Limit.To, &durMS, &conflict, &j.Limit.MaxBlocked, &scheduled, &created,
-		&j.Metadata, &j.Tags, &j.Rate.Key, &j.Rate.Limit, &rateMS}, extra...)
+		&j.Metadata, &j.Tags, &j.Rate.Key, &j.Rate.Limit, &rateMS, &more}, extra...)
 	if err := scan(dest...); err != nil {
+		return err
+	}
+	var err error
+	if j.More, err = driver.DecodeMore(more); err != nil {
 		return err
 	}
 	j.Rate.Period = fromMillis(rateMS)

@@ -3,6 +3,7 @@ package sqlexec
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"time"
 
@@ -100,13 +101,22 @@ func (e *Executor) PromoteBlocked(ctx context.Context, key string, n int, now ti
 	return moved, nil
 }
 
-func (e *Executor) CountHolders(ctx context.Context, key string) (int, int, error) {
+func (e *Executor) CountHolders(ctx context.Context, key string) (driver.HolderCount, error) {
 	var holders, blocked int
 	k := e.d.KeyIndex(key)
 	if err := e.db.QueryRowContext(ctx, e.q.CountHolders, k, k, k, k, k).Scan(&holders, &blocked); err != nil {
-		return 0, 0, fmt.Errorf("count holders of %q: %w", key, err)
+		return driver.HolderCount{}, fmt.Errorf("count holders of %q: %w", key, err)
 	}
-	return holders, blocked, nil
+	return driver.HolderCount{Holders: holders, Blocked: blocked}, nil
+}
+
+// TODO(multikey): built by the driver change.
+func (e *Executor) LineHeads(ctx context.Context, key string, n int) ([]driver.LineHead, error) {
+	return nil, errors.New("LineHeads: not built yet")
+}
+
+func (e *Executor) MoveToLine(ctx context.Context, id int64, from, to string) error {
+	return errors.New("MoveToLine: not built yet")
 }
 
 func (e *Executor) keys(ctx context.Context, what, query string, args ...any) ([]string, error) {

@@ -19,7 +19,7 @@ const (
 	jobColumnsHead = `j.id, j.kind, j.queue, j.args, j.priority, j.attempt, j.max_attempts,
 	coalesce(j.concurrency_key, ''), j.concurrency_limit, j.concurrency_duration_ms, j.on_conflict,
 	j.max_blocked, `
-	jobColumnsTail = `, j.created_at, j.metadata, j.tags, coalesce(j.rate_key, ''), j.rate_limit, j.rate_period_ms`
+	jobColumnsTail = `, j.created_at, j.metadata, j.tags, coalesce(j.rate_key, ''), j.rate_limit, j.rate_period_ms, j.more_keys`
 )
 
 // PolicyColumns are the columns of a policy row, in scanning order.

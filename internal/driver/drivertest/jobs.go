@@ -68,8 +68,8 @@ var _ = add("jobs",
 		f.sameTime("ready since", x0.ReadySince, at)
 		f.sameTime("due at", x1.DueAt, at.Add(time.Hour))
 		f.sameTime("blocked since", x2.BlockedSince, at)
-		if _, blocked, err := f.ex().CountHolders(f.ctx, "g/k"); err != nil || blocked != 1 {
-			t.Errorf("CountHolders(g/k) blocked = %d, %v; want the blocked row under its key", blocked, err)
+		if hc, err := f.ex().CountHolders(f.ctx, "g/k"); err != nil || hc.Blocked != 1 {
+			t.Errorf("CountHolders(g/k) blocked = %d, %v; want the blocked row under its key", hc.Blocked, err)
 		}
 	}},
 	test{"FinishJobCompletesOrDiscards", func(t *testing.T, f *fixture) {

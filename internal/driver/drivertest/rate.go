@@ -384,7 +384,8 @@ var _ = add("rate",
 				t.Errorf("BlockedKey(job %d) = %q, %v; want %q", i, key, ok, want)
 			}
 		}
-		holders, blockedN, err := f.ex().CountHolders(f.ctx, "g/k")
+		hc, err := f.ex().CountHolders(f.ctx, "g/k")
+		holders, blockedN := hc.Holders, hc.Blocked
 		f.must(err)
 		if holders != 2 || blockedN != 1 {
 			t.Errorf("CountHolders = %d holders, %d blocked; want 2 (ready + the one in a rate line), 1", holders, blockedN)

@@ -238,7 +238,8 @@ var _ = add("semaphores",
 		f.insert(T0, job("q", k), job("q", k), job("q", k, blocked), job("q", k, blocked), job("q", k, blocked),
 			job("q", k, dueAt(T0.Add(time.Hour))), job("q", keyed("g/other", 1)), job("q"))
 		f.claim(f.ex(), "q", 1, 1, T0) // one of g/k's ready jobs: claimed still holds
-		holders, blockedN, err := f.ex().CountHolders(f.ctx, "g/k")
+		hc, err := f.ex().CountHolders(f.ctx, "g/k")
+		holders, blockedN := hc.Holders, hc.Blocked
 		f.must(err)
 		if holders != 2 || blockedN != 3 {
 			t.Errorf("CountHolders = %d holders, %d blocked; want 2 (ready + claimed), 3", holders, blockedN)

@@ -9,7 +9,9 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/bqueue/bq/internal/driver"
@@ -61,11 +63,16 @@ var (
 	_ driver.UniqueStore    = (*Store)(nil)
 )
 
-// Of returns the jobs of key in state, in id order.
+// has reports whether key is one of the row's concurrency keys.
+func (r *Row) has(key string) bool {
+	return slices.ContainsFunc(r.Keys(), func(l driver.Limit) bool { return l.Key == key })
+}
+
+// Of returns the jobs of key (any of their keys) in state, in id order.
 func (s *Store) Of(key string, state driver.JobState) []*Row {
 	var out []*Row
 	for _, r := range s.Jobs {
-		if r.Limit.Key == key && r.State == state {
+		if r.has(key) && r.State == state {
 			out = append(out, r)
 		}
 	}
@@ -81,7 +88,7 @@ func (s *Store) InsertJobs(_ context.Context, now time.Time, jobs []*driver.NewJ
 		s.nextID++
 		j.ID = s.nextID
 		s.Jobs[j.ID] = &Row{State: j.State, Job: driver.Job{ID: j.ID, Kind: j.Kind, Queue: j.Queue, Args: j.Args,
-			Priority: j.Priority, MaxAttempts: j.MaxAttempts, Limit: j.Limit, Rate: j.Rate, ScheduledAt: j.ScheduledAt,
+			Priority: j.Priority, MaxAttempts: j.MaxAttempts, Limit: j.Limit, More: j.More, Rate: j.Rate, ScheduledAt: j.ScheduledAt,
 			CreatedAt: now, Metadata: j.Metadata, Tags: j.Tags}, Line: j.Line}
 	}
 	return nil
@@ -280,20 +287,46 @@ func (s *Store) PromoteBlocked(_ context.Context, key string, n int, _ time.Time
 	return p, nil
 }
 
-func (s *Store) CountHolders(_ context.Context, key string) (int, int, error) {
-	holders, blocked := 0, 0
+func (s *Store) CountHolders(_ context.Context, key string) (driver.HolderCount, error) {
+	var n driver.HolderCount
 	for _, r := range s.Jobs {
 		switch {
 		case r.State == driver.StateBlocked && r.line() == key:
-			blocked++ // in key's line
-		case r.Limit.Key != key:
+			n.Blocked++ // in key's line
+			if len(r.More) > 0 {
+				n.Multi++
+			}
+		case !r.has(key):
 		case r.State == driver.StateReady || r.State == driver.StateRunning:
-			holders++
-		case r.State == driver.StateBlocked:
-			holders++ // waiting in a rate line, its slot kept
+			n.Holders++
+		case r.State == driver.StateBlocked && strings.HasPrefix(r.line(), driver.RateLinePrefix):
+			n.Holders++ // waiting in a rate line, its slots kept
 		}
 	}
-	return holders, blocked, nil
+	return n, nil
+}
+
+func (s *Store) LineHeads(_ context.Context, key string, n int) ([]driver.LineHead, error) {
+	var out []driver.LineHead
+	for _, r := range s.sorted(func(r *Row) bool { return r.State == driver.StateBlocked && r.line() == key }) {
+		if len(out) == n {
+			break
+		}
+		out = append(out, driver.LineHead{JobID: r.ID, Queue: r.Queue, Priority: r.Priority, Keys: r.Keys()})
+	}
+	return out, nil
+}
+
+func (s *Store) MoveToLine(_ context.Context, id int64, from, to string) error {
+	r, ok := s.Jobs[id]
+	if !ok || r.State != driver.StateBlocked || r.line() != from {
+		return fmt.Errorf("memstore: job %d is not blocked in the line of %q", id, from)
+	}
+	r.Line = to
+	if to == r.Limit.Key {
+		r.Line = ""
+	}
+	return nil
 }
 
 // Honest reports whether key's semaphore counts its rows: free slots are
@@ -304,14 +337,16 @@ func (s *Store) Honest(key string) string {
 	if !ok {
 		return "no semaphore for " + key
 	}
-	holders, blocked, _ := s.CountHolders(context.Background(), key)
+	n, _ := s.CountHolders(context.Background(), key)
 	switch {
-	case holders > sem.Limit:
+	case n.Holders > sem.Limit:
 		return "more holders than the limit"
-	case sem.Value != sem.Limit-holders:
+	case sem.Value != sem.Limit-n.Holders:
 		return "free slots do not match the holders"
-	case sem.Blocked != blocked:
+	case sem.Blocked != n.Blocked:
 		return "the blocked count does not match the blocked rows"
+	case sem.Multi != n.Multi:
+		return "the multi-key count does not match the blocked rows"
 	}
 	return ""
 }
