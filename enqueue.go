@@ -55,6 +55,7 @@ type enqueueOptions struct {
 	priority *int
 	queue    *string
 	key      *keyOption
+	more     *[]KeyLimit
 	rate     *rateOption
 	unique   *Unique
 	metadata map[string]string
@@ -95,6 +96,29 @@ func WithConcurrencyKey(key string, to int, onConflict ...OnConflict) EnqueueOpt
 			k.onConflict = &onConflict[0]
 		}
 		o.key = k
+	}
+}
+
+// KeyLimit is one further concurrency key of a job at enqueue
+// (WithMoreConcurrencyKeys).
+type KeyLimit struct {
+	// Key is the full key, Group + "/" + key, as SetKeyLimit takes it;
+	// "" drops the limit.
+	Key string
+	// To is the key's limit; 0 takes the default, as Concurrency.To.
+	To int
+	// OnConflict: Block (default) or Discard, when this key is full.
+	OnConflict OnConflict
+}
+
+// WithMoreConcurrencyKeys gives this job further concurrency keys,
+// replacing the definition's MoreConcurrency (none: the job keeps only
+// its first key). The job's keys, its first among them, are at most
+// MaxConcurrencyKeys and each different; see JobOptions.MoreConcurrency.
+func WithMoreConcurrencyKeys(keys ...KeyLimit) EnqueueOption {
+	return func(o *enqueueOptions) {
+		k := slices.Clone(keys)
+		o.more = &k
 	}
 }
 
@@ -265,7 +289,7 @@ func (j *Job[A]) newJob(ctx context.Context, c *Client, args A, o *enqueueOption
 	if err := checkArgsSize(raw); err != nil {
 		return nil, err
 	}
-	limit, err := j.limit(args, o)
+	limit, more, err := j.limits(args, o)
 	if err != nil {
 		return nil, err
 	}
@@ -284,7 +308,7 @@ func (j *Job[A]) newJob(ctx context.Context, c *Client, args A, o *enqueueOption
 		tags, _ = encodeTags(p.Tags)
 	}
 	job := &driver.NewJob{Kind: j.name, Queue: queue, Args: raw, Priority: priority,
-		MaxAttempts: j.opts.MaxAttempts, Limit: limit, Rate: rate, ScheduledAt: at, Metadata: metadata, Tags: tags}
+		MaxAttempts: j.opts.MaxAttempts, Limit: limit, More: more, Rate: rate, ScheduledAt: at, Metadata: metadata, Tags: tags}
 	if unique != nil {
 		job.UniqueKey, job.UniqueStates = unique.key(j.name, queue, raw, at), unique.states()
 	}

@@ -84,6 +84,15 @@ type JobOptions[A any] struct {
 	Timeout time.Duration
 	// Concurrency limits simultaneous jobs per key. Default: none.
 	Concurrency *Concurrency[A]
+	// MoreConcurrency are further limits, each with its own key (a
+	// tenant's, a downstream API's, a region's): a job is ready only when
+	// every one of its keys, Concurrency's and these, has a free slot, and
+	// takes a slot of each at once, never holding one while it waits for
+	// another. At most MaxConcurrencyKeys keys in all, each different. An
+	// empty key drops that limit for the job. WithMoreConcurrencyKeys
+	// replaces them for one enqueue. See docs/limits.md, "Several keys per
+	// job". Default: none.
+	MoreConcurrency []Concurrency[A]
 	// Rate limits job starts per period per key; it combines with
 	// Concurrency (a job then waits for both). Default: none.
 	Rate *Rate[A]
@@ -146,6 +155,13 @@ func Define[A any](name string, fn func(ctx context.Context, args A) error, opts
 		cc.Group = cmp.Or(cc.Group, name)
 		j.opts.Concurrency = &cc
 	}
+	more := make([]Concurrency[A], len(j.opts.MoreConcurrency))
+	for i, c := range j.opts.MoreConcurrency {
+		c.Duration = cmp.Or(c.Duration, defaultDuration)
+		c.Group = cmp.Or(c.Group, name)
+		more[i] = c
+	}
+	j.opts.MoreConcurrency = more
 	if r := j.opts.Rate; r != nil {
 		rr := *r
 		rr.Group = cmp.Or(rr.Group, name)
@@ -198,21 +214,17 @@ func (j *Job[A]) validate() error {
 		errs = append(errs, fmt.Errorf("job option Timeout is %s: use a positive duration, or 0 for none", j.opts.Timeout))
 	}
 	if c := j.opts.Concurrency; c != nil {
-		if c.Key == nil {
-			errs = append(errs, errors.New("Concurrency.Key is nil: set Key to a func(args) string that returns the key to limit by, or remove Concurrency"))
-		}
-		if err := validateTo("concurrency To", c.To); err != nil {
+		if err := c.validate("Concurrency"); err != nil {
 			errs = append(errs, err)
 		}
-		if err := validateGroup(c.Group); err != nil {
+	}
+	for i, c := range j.opts.MoreConcurrency {
+		if err := c.validate(fmt.Sprintf("MoreConcurrency[%d]", i)); err != nil {
 			errs = append(errs, err)
 		}
-		if c.MaxBlocked < 0 {
-			errs = append(errs, fmt.Errorf("concurrency MaxBlocked is %d: use 1 or more, or 0 for no cap", c.MaxBlocked))
-		}
-		if err := validateSpec(c.Duration, c.OnConflict); err != nil {
-			errs = append(errs, err)
-		}
+	}
+	if n := len(j.opts.MoreConcurrency); n > 0 && n+1 > MaxConcurrencyKeys {
+		errs = append(errs, fmt.Errorf("MoreConcurrency has %d limits: a job carries at most %d concurrency keys (bq.MaxConcurrencyKeys), Concurrency's among them; combine limits or drop one", n, MaxConcurrencyKeys))
 	}
 	if r := j.opts.Rate; r != nil {
 		if err := validateRateSpec(r); err != nil {
@@ -228,6 +240,27 @@ func (j *Job[A]) validate() error {
 		return fmt.Errorf("%w: job %q: %w", ErrInvalidJob, j.name, err)
 	}
 	return nil
+}
+
+// validate checks one concurrency limit of a definition, named what.
+func (c *Concurrency[A]) validate(what string) error {
+	var errs []error
+	if c.Key == nil {
+		errs = append(errs, fmt.Errorf("%s.Key is nil: set Key to a func(args) string that returns the key to limit by, or remove %s", what, what))
+	}
+	if err := validateTo("concurrency To", c.To); err != nil {
+		errs = append(errs, err)
+	}
+	if err := validateGroup(c.Group); err != nil {
+		errs = append(errs, err)
+	}
+	if c.MaxBlocked < 0 {
+		errs = append(errs, fmt.Errorf("concurrency MaxBlocked is %d: use 1 or more, or 0 for no cap", c.MaxBlocked))
+	}
+	if err := validateSpec(c.Duration, c.OnConflict); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
 }
 
 func validateSpec(d time.Duration, oc OnConflict) error {
@@ -289,6 +322,68 @@ func (j *Job[A]) limit(args A, o *enqueueOptions) (driver.Limit, error) {
 		return driver.Limit{}, fmt.Errorf("%w: %w", ErrInvalidJob, err)
 	}
 	return l, nil
+}
+
+// MaxConcurrencyKeys is the most concurrency keys one job may carry:
+// Concurrency's and MoreConcurrency's (or WithMoreConcurrencyKeys') in all.
+const MaxConcurrencyKeys = driver.MaxKeys
+
+// limits returns every concurrency limit of one job: its first (limit's)
+// and the rest. An empty key drops its limit; when Concurrency's is
+// empty, the first of the rest takes its place.
+func (j *Job[A]) limits(args A, o *enqueueOptions) (driver.Limit, []driver.Limit, error) {
+	first, err := j.limit(args, o)
+	if err != nil {
+		return driver.Limit{}, nil, err
+	}
+	var more []driver.Limit
+	if o.more != nil {
+		for _, k := range *o.more {
+			l := driver.Limit{Key: k.Key, To: k.To, Duration: defaultDuration, OnConflict: driver.OnConflict(k.OnConflict)}
+			if err := validateTo("To", k.To); err != nil {
+				return driver.Limit{}, nil, fmt.Errorf("%w: WithMoreConcurrencyKeys(%s): %w", ErrInvalidJob, quoted(k.Key), err)
+			}
+			if err := validateSpec(l.Duration, k.OnConflict); err != nil {
+				return driver.Limit{}, nil, fmt.Errorf("%w: WithMoreConcurrencyKeys(%s): %w", ErrInvalidJob, quoted(k.Key), err)
+			}
+			if k.Key == "" {
+				continue
+			}
+			if err := validateFullKey(k.Key); err != nil {
+				return driver.Limit{}, nil, fmt.Errorf("%w: WithMoreConcurrencyKeys: %w", ErrInvalidJob, err)
+			}
+			more = append(more, l)
+		}
+	} else {
+		for _, c := range j.opts.MoreConcurrency {
+			key := c.Key(args)
+			if key == "" {
+				continue
+			}
+			l := driver.Limit{Key: fullKey(c.Group, key), To: c.To, Duration: c.Duration, OnConflict: driver.OnConflict(c.OnConflict), MaxBlocked: c.MaxBlocked}
+			if err := validateKey(l.Key); err != nil {
+				return driver.Limit{}, nil, fmt.Errorf("%w: MoreConcurrency: %w", ErrInvalidJob, err)
+			}
+			more = append(more, l)
+		}
+	}
+	if first.Key == "" && len(more) > 0 {
+		first, more = more[0], more[1:]
+	}
+	if len(more) == 0 {
+		return first, nil, nil
+	}
+	if n := len(more) + 1; n > MaxConcurrencyKeys {
+		return driver.Limit{}, nil, fmt.Errorf("%w: the job carries %d concurrency keys: at most %d (bq.MaxConcurrencyKeys); drop one or combine two limits into one key", ErrInvalidJob, n, MaxConcurrencyKeys)
+	}
+	seen := map[string]bool{first.Key: true}
+	for _, l := range more {
+		if seen[l.Key] {
+			return driver.Limit{}, nil, fmt.Errorf("%w: concurrency key %q is named twice on one job: give each of its limits a different key or Group", ErrInvalidJob, l.Key)
+		}
+		seen[l.Key] = true
+	}
+	return first, more, nil
 }
 
 // definition is a job kind without its type parameter, as workers see it.

@@ -134,8 +134,8 @@ func (p *process) landed(at time.Time) {
 func (p *process) bound(cl *driver.Claim) time.Duration {
 	cfg := p.c.cfg
 	reclaim := cfg.ProcessDeadAfter
-	if cl.Limit.Key != "" {
-		reclaim = min(reclaim, max(cl.Limit.Duration, 3*cfg.HeartbeatInterval))
+	for _, l := range cl.Keys() {
+		reclaim = min(reclaim, max(l.Duration, 3*cfg.HeartbeatInterval))
 	}
 	return reclaim - cfg.HeartbeatInterval
 }

@@ -94,3 +94,12 @@ func quoted(s string) string {
 	start, _ := humanize.Clip(s, 32)
 	return fmt.Sprintf("%q...", start)
 }
+
+// validateFullKey checks a full key given whole (Group + "/" + Key), as
+// WithMoreConcurrencyKeys takes it: its group must not be empty.
+func validateFullKey(key string) error {
+	if strings.IndexByte(key, '/') < 1 {
+		return fmt.Errorf("concurrency key %s has no group before a '/': name it bq.Key(group, key)", quoted(key))
+	}
+	return validateKey(key)
+}

@@ -66,10 +66,36 @@ type reap struct {
 }
 
 func handleLost(ctx context.Context, ex driver.Executor, claims []*driver.Claim, now time.Time) ([]reap, error) {
-	// A failed claim releases its key's semaphore: lock them in key order.
+	// A failed claim releases its keys' semaphores. Every blocking lock
+	// comes first, in key order: the keys of single-key claims. A
+	// multi-key claim's keys are only try-locked after them (a release's
+	// promotion try-locks too); one another transaction holds is left
+	// for the next pass.
 	slices.SortFunc(claims, func(a, b *driver.Claim) int { return strings.Compare(a.Limit.Key, b.Limit.Key) })
-	out := make([]reap, 0, len(claims))
+	var todo, multi []*driver.Claim
 	for _, c := range claims {
+		if len(c.More) > 0 {
+			multi = append(multi, c)
+			continue
+		}
+		if c.Limit.Key != "" {
+			if _, _, err := ex.SemaphoreLock(ctx, c.Limit.Key, ""); err != nil {
+				return nil, err
+			}
+		}
+		todo = append(todo, c)
+	}
+	for _, c := range multi {
+		held, err := tryLockKeys(ctx, ex, c.Keys())
+		if err != nil {
+			return nil, err
+		}
+		if held {
+			todo = append(todo, c)
+		}
+	}
+	out := make([]reap, 0, len(todo))
+	for _, c := range todo {
 		r, err := lifecycle.Reap(ctx, ex, c, lifecycle.LostMessage, now)
 		if err != nil {
 			return nil, err
@@ -79,6 +105,24 @@ func handleLost(ctx context.Context, ex driver.Executor, claims []*driver.Claim,
 		}
 	}
 	return out, nil
+}
+
+// tryLockKeys try-locks the semaphores of limits; false when another
+// transaction holds one. A missing one needs no lock: nothing to release.
+func tryLockKeys(ctx context.Context, ex driver.Executor, limits []driver.Limit) (bool, error) {
+	for _, l := range limits {
+		ok, err := ex.SemaphoreTryLock(ctx, l.Key)
+		if err != nil {
+			return false, err
+		}
+		if ok {
+			continue
+		}
+		if _, exists, err := ex.ReadSemaphore(ctx, l.Key); err != nil || exists {
+			return false, err
+		}
+	}
+	return true, nil
 }
 
 // reaped logs, counts and wakes workers for claims reaped in a committed

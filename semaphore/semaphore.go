@@ -26,6 +26,7 @@ type Semaphore struct {
 	now        time.Time
 	maxBlocked int
 	promoted   driver.Promotion
+	set        *Set // the transaction's semaphores, once it reaches other keys
 }
 
 // Limit resolves a key's limit: a key override (SetKeyLimit) beats the
@@ -165,10 +166,12 @@ func Resolve(ctx context.Context, ex driver.SemaphoreStore, l driver.Limit, queu
 	if err != nil {
 		return driver.Promotion{}, err
 	}
+	set := NewSet(ex, now)
+	set.add(s)
 	if err := s.PromoteBlocked(ctx); err != nil {
 		return driver.Promotion{}, err
 	}
-	return s.promoted, s.Save(ctx)
+	return set.Promoted(), set.Save(ctx)
 }
 
 // DefaultDuration is the failsafe of a semaphore created without a job.
@@ -199,6 +202,15 @@ func (s *Semaphore) Wait(n int) int {
 // Block counts n more jobs waiting in the blocked table.
 func (s *Semaphore) Block(n int) { s.row.Blocked += n }
 
+// BlockMulti counts one more multi-key job waiting in the key's line.
+func (s *Semaphore) BlockMulti() {
+	s.row.Blocked++
+	s.row.Multi++
+}
+
+// Blocked is the number of jobs waiting in the key's line.
+func (s *Semaphore) Blocked() int { return s.row.Blocked }
+
 // Save writes the semaphore back.
 func (s *Semaphore) Save(ctx context.Context) error {
 	return s.ex.SemaphoreSave(ctx, s.row)
@@ -213,6 +225,9 @@ func (s *Semaphore) renew() {
 // PromoteBlocked hands free slots to blocked jobs: min(free, blocked) of
 // them, highest priority first, FIFO among equals.
 func (s *Semaphore) PromoteBlocked(ctx context.Context) error {
+	if s.row.Multi > 0 {
+		return s.promoteMixed(ctx)
+	}
 	n := min(s.Free(), s.row.Blocked)
 	if n <= 0 {
 		return nil
@@ -221,16 +236,7 @@ func (s *Semaphore) PromoteBlocked(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	s.promoted.Add(p)
-	s.row.Value -= p.Jobs
-	s.row.Blocked -= p.Jobs
-	if p.Jobs < n {
-		// Fewer rows than counted: nothing is left blocked.
-		s.row.Blocked = 0
-	}
-	if p.Jobs > 0 {
-		s.renew()
-	}
+	s.took(p, n)
 	return nil
 }
 
@@ -246,16 +252,11 @@ func Release(ctx context.Context, ex driver.SemaphoreStore, key string, now time
 // ReleaseN gives back n slots of key at once (n holders finished in one
 // transaction), capped at the limit like Release.
 func ReleaseN(ctx context.Context, ex driver.SemaphoreStore, key string, n int, now time.Time) (driver.Promotion, error) {
-	row, ok, err := ex.SemaphoreLock(ctx, key, "")
-	if err != nil || !ok {
+	out, err := ReleaseMany(ctx, ex, []string{key}, []int{n}, now)
+	if err != nil {
 		return driver.Promotion{}, err
 	}
-	s := &Semaphore{ex: ex, row: row, now: now}
-	s.row.Value = min(s.row.Value+n, s.row.Limit)
-	if err := s.PromoteBlocked(ctx); err != nil {
-		return driver.Promotion{}, err
-	}
-	return s.promoted, s.Save(ctx)
+	return out[0], nil
 }
 
 // ReleaseMany gives back counts[i] slots of each of keys (sorted,
@@ -263,18 +264,58 @@ func ReleaseN(ctx context.Context, ex driver.SemaphoreStore, key string, n int, 
 // promoted. Drivers that can do it set-wise
 // (driver.BatchReleaser) take a fixed number of statements for any
 // number of keys.
+// A key whose line holds multi-key jobs is promoted here, after every
+// key is released (all the blocking locks first, see multikey.go).
 func ReleaseMany(ctx context.Context, ex driver.SemaphoreStore, keys []string, counts []int, now time.Time) ([]driver.Promotion, error) {
+	set := NewSet(ex, now)
+	var out []driver.Promotion
+	var left []int // keys whose line is the caller's to promote
 	if br, ok := ex.(driver.BatchReleaser); ok && len(keys) > 1 {
-		return br.ReleaseMany(ctx, keys, counts, now)
-	}
-	out := make([]driver.Promotion, len(keys))
-	for i, k := range keys {
 		var err error
-		if out[i], err = ReleaseN(ctx, ex, k, counts[i], now); err != nil {
+		if out, err = br.ReleaseMany(ctx, keys, counts, now); err != nil {
 			return nil, err
 		}
+		for i, p := range out {
+			if p.LineLeft {
+				left = append(left, i)
+			}
+		}
+		for _, i := range left {
+			// Locked by the release: this reads it back, waiting for no one.
+			row, ok, err := ex.SemaphoreLock(ctx, keys[i], "")
+			if err != nil {
+				return nil, err
+			}
+			if ok {
+				set.add(&Semaphore{ex: ex, row: row, now: now})
+			}
+		}
+	} else {
+		out = make([]driver.Promotion, len(keys))
+		for i, k := range keys {
+			row, ok, err := ex.SemaphoreLock(ctx, k, "")
+			if err != nil {
+				return nil, err
+			}
+			if !ok {
+				continue // deleted idle: nothing held it
+			}
+			s := &Semaphore{ex: ex, row: row, now: now}
+			s.row.Value = min(s.row.Value+counts[i], s.row.Limit)
+			set.add(s)
+			left = append(left, i)
+		}
 	}
-	return out, nil
+	for _, i := range left {
+		if s := set.Get(keys[i]); s != nil {
+			if err := s.PromoteBlocked(ctx); err != nil {
+				return nil, err
+			}
+			out[i].LineLeft = false
+			out[i].Add(s.promoted)
+		}
+	}
+	return out, set.Save(ctx)
 }
 
 // Promote hands a key's free slots to its blocked jobs; the dispatcher
@@ -285,11 +326,16 @@ func Promote(ctx context.Context, ex driver.SemaphoreStore, key string, now time
 	if err != nil || !ok {
 		return driver.Promotion{}, err
 	}
+	set := NewSet(ex, now)
 	s := &Semaphore{ex: ex, row: row, now: now}
-	if err := s.PromoteBlocked(ctx); err != nil || s.promoted.Jobs == 0 {
-		return s.promoted, err
+	set.add(s)
+	if err := s.PromoteBlocked(ctx); err != nil {
+		return driver.Promotion{}, err
 	}
-	return s.promoted, s.Save(ctx)
+	if p := set.Promoted(); p.Jobs == 0 && len(set.keys) == 1 {
+		return p, nil // nothing changed
+	}
+	return set.Promoted(), set.Save(ctx)
 }
 
 // Recount recounts an expired semaphore from the rows it stands for:
@@ -311,18 +357,21 @@ func Recount(ctx context.Context, ex driver.SemaphoreStore, key string, now time
 	s.row.Value = s.row.Limit - n.Holders
 	s.row.Blocked, s.row.Multi = n.Blocked, n.Multi
 	s.row.ExpiresAt = now.Add(s.row.Duration)
+	set := NewSet(ex, now)
+	set.add(s)
 	if err := s.PromoteBlocked(ctx); err != nil {
 		return driver.Promotion{}, err
 	}
-	return s.promoted, s.Save(ctx)
+	return set.Promoted(), set.Save(ctx)
 }
 
 // Leave takes a blocked job of key out of the line, as it is cancelled:
 // with the semaphore locked (before the blocked row, the order promotion
 // locks them in), take deletes the job's blocked row, and if it did, the
-// blocked count drops by one. The job held no slot, so the free value is
-// unchanged and nothing is promoted.
-func Leave(ctx context.Context, ex driver.SemaphoreStore, key string, take func() (bool, error)) (bool, error) {
+// blocked count drops by one (and the multi-key count, for a multi-key
+// job). The job held no slot, so the free value is unchanged and nothing
+// is promoted.
+func Leave(ctx context.Context, ex driver.SemaphoreStore, key string, multi bool, take func() (bool, error)) (bool, error) {
 	row, ok, err := ex.SemaphoreLock(ctx, key, "")
 	if err != nil {
 		return false, err
@@ -334,5 +383,8 @@ func Leave(ctx context.Context, ex driver.SemaphoreStore, key string, take func(
 		return true, nil
 	}
 	row.Blocked = max(row.Blocked-1, 0)
+	if multi {
+		row.Multi = max(row.Multi-1, 0)
+	}
 	return true, ex.SemaphoreSave(ctx, row)
 }

@@ -34,8 +34,9 @@ type Store interface {
 type candidate struct {
 	index    int // in the caller's jobs
 	limit    driver.Limit
+	keys     []driver.Limit // every concurrency key: limit first, then the job's More
 	rate     driver.RateSpec
-	line     string // the rate line a blocked rated job waits in; "" for its key's
+	line     string // the line a blocked job waits in; "" for its key's
 	slot     int    // the rate slot reserved for a ready rated job
 	queue    string
 	priority int
@@ -44,75 +45,131 @@ type candidate struct {
 	heldBy   int64  // a holder of the key, when discarded
 }
 
+func newCandidate(index int, j *driver.Job, outcome driver.JobState) *candidate {
+	return &candidate{index: index, limit: j.Limit, keys: j.Keys(), rate: j.Rate, queue: j.Queue, priority: j.Priority, outcome: outcome}
+}
+
 // admit decides each due candidate's outcome. Keys are locked in sorted
-// order, so two transactions admitting overlapping keys cannot deadlock.
-// Within a key, higher priority takes the free slots first, then input
-// order; the rest block or are discarded by their own OnConflict. It
-// returns what the locks promoted: jobs already blocked take any free
-// slot before new ones are admitted.
+// order, so two transactions admitting overlapping keys cannot deadlock;
+// jobs already blocked on them take any free slot first. Candidates then
+// decide in order, higher priority first, then input order: a job is
+// ready only when every one of its keys has a free slot and an empty
+// line, taking one slot of each; otherwise it blocks in the line of its
+// first key (in key order) that has none (see package semaphore,
+// multikey.go), or is discarded by the OnConflict or MaxBlocked of a key
+// without one. It returns what the locks promoted.
 func admit(ctx context.Context, ex Store, cands []*candidate, now time.Time) (driver.Promotion, error) {
-	var promoted driver.Promotion
-	byKey := map[string][]*candidate{}
+	var keyed []*candidate
 	for _, c := range cands {
-		if c.limit.Key == "" {
+		if len(c.keys) == 0 {
 			c.outcome = driver.StateReady
 			continue
 		}
-		byKey[c.limit.Key] = append(byKey[c.limit.Key], c)
+		keyed = append(keyed, c)
 	}
-	keys := make([]string, 0, len(byKey))
-	for k := range byKey {
-		keys = append(keys, k)
+	if len(keyed) == 0 {
+		return driver.Promotion{}, nil
 	}
-	slices.Sort(keys)
-	// Lock every key first, in key order (one round trip for the batch
-	// where the driver is a driver.BatchLocker); each key's jobs then
-	// decide against its locked semaphore, and all are saved at the end.
-	limits, queues := make([]driver.Limit, len(keys)), make([]string, len(keys))
-	for i, key := range keys {
-		group := byKey[key]
-		slices.SortStableFunc(group, func(a, b *candidate) int { return cmp.Compare(b.priority, a.priority) })
-		limits[i], queues[i] = group[0].limit, group[0].queue
-	}
-	sems, err := semaphore.LockMany(ctx, ex, limits, queues, now)
-	if err != nil {
-		return promoted, err
-	}
-	for i, key := range keys {
-		group, sem := byKey[key], sems[i]
-		// Jobs already blocked on the key take any free slot first.
-		if err := sem.PromoteBlocked(ctx); err != nil {
-			return promoted, err
-		}
-		promoted.Add(sem.Promoted())
-		granted := sem.Wait(len(group))
-		holder := keyHolder{key: key}
-		for i, c := range group {
-			switch {
-			case i < granted:
-				c.outcome = driver.StateReady
-			case c.limit.OnConflict == driver.Discard:
-				if c.heldBy, err = holder.read(ctx, ex); err != nil {
-					return promoted, err
-				}
-				c.outcome = driver.StateDiscarded
-				c.reason = fmt.Sprintf("concurrency key %q has no free slot (limit %d)%s and the job discards on conflict", key, sem.Limit(), holder)
-			case sem.BacklogFull():
-				if c.heldBy, err = holder.read(ctx, ex); err != nil {
-					return promoted, err
-				}
-				c.outcome = driver.StateDiscarded
-				c.reason = fmt.Sprintf("concurrency key %q has no free slot%s and already has %d jobs waiting, its MaxBlocked", key, holder, sem.MaxBlocked())
-			default:
-				c.outcome = driver.StateBlocked
-				sem.Block(1)
+	slices.SortStableFunc(keyed, func(a, b *candidate) int { return cmp.Compare(b.priority, a.priority) })
+	spec := map[string]int{} // key -> its index in limits
+	var limits []driver.Limit
+	var queues []string
+	for _, c := range keyed {
+		for _, l := range c.keys {
+			if _, ok := spec[l.Key]; !ok {
+				spec[l.Key] = len(limits)
+				limits, queues = append(limits, l), append(queues, c.queue)
 			}
 		}
 	}
-	if err := semaphore.SaveMany(ctx, ex, sems); err != nil {
-		return promoted, err
+	order := make([]int, len(limits))
+	for i := range order {
+		order[i] = i
 	}
-	return promoted, nil
+	slices.SortFunc(order, func(a, b int) int { return cmp.Compare(limits[a].Key, limits[b].Key) })
+	sortedLimits, sortedQueues := make([]driver.Limit, len(order)), make([]string, len(order))
+	for i, o := range order {
+		sortedLimits[i], sortedQueues[i] = limits[o], queues[o]
+	}
+	// Every key is locked first, in key order (one round trip for the
+	// batch where the driver is a driver.BatchLocker).
+	sems, err := semaphore.LockMany(ctx, ex, sortedLimits, sortedQueues, now)
+	if err != nil {
+		return driver.Promotion{}, err
+	}
+	set := semaphore.NewSet(ex, now)
+	set.Hold(sems...)
+	for _, sem := range sems {
+		if err := sem.PromoteBlocked(ctx); err != nil {
+			return driver.Promotion{}, err
+		}
+	}
+	promoted := set.Promoted()
+	holders := map[string]*keyHolder{}
+	holderOf := func(key string) *keyHolder {
+		if holders[key] == nil {
+			holders[key] = &keyHolder{key: key}
+		}
+		return holders[key]
+	}
+	for _, c := range keyed {
+		if err := decide(ctx, ex, set, c, holderOf); err != nil {
+			return promoted, err
+		}
+	}
+	return promoted, set.Save(ctx)
+}
+
+// decide admits one keyed candidate against the locked semaphores.
+func decide(ctx context.Context, ex Store, set *semaphore.Set, c *candidate, holderOf func(string) *keyHolder) error {
+	var full []driver.Limit // its keys with no slot to give now, in key order
+	for _, l := range sortedKeys(c.keys) {
+		if sem := set.Get(l.Key); sem.Free() == 0 || sem.Blocked() > 0 {
+			full = append(full, l)
+		}
+	}
+	if len(full) == 0 {
+		for _, l := range c.keys {
+			set.Get(l.Key).Wait(1)
+		}
+		c.outcome = driver.StateReady
+		return nil
+	}
+	discard := func(key string, why string) error {
+		h := holderOf(key)
+		var err error
+		if c.heldBy, err = h.read(ctx, ex); err != nil {
+			return err
+		}
+		c.outcome = driver.StateDiscarded
+		c.reason = fmt.Sprintf(why, key, h)
+		return nil
+	}
+	for _, l := range full {
+		if l.OnConflict == driver.Discard {
+			sem := set.Get(l.Key)
+			return discard(l.Key, "concurrency key %q has no free slot (limit "+fmt.Sprint(sem.Limit())+")%s and the job discards on conflict")
+		}
+	}
+	line := set.Get(full[0].Key)
+	if line.BacklogFull() {
+		return discard(full[0].Key, "concurrency key %q has no free slot%s and already has "+fmt.Sprint(line.MaxBlocked())+" jobs waiting, its MaxBlocked")
+	}
+	c.outcome = driver.StateBlocked
+	if len(c.keys) > 1 {
+		line.BlockMulti()
+		c.line = full[0].Key
+	} else {
+		line.Block(1)
+	}
+	return nil
+}
+
+// sortedKeys returns limits sorted by key.
+func sortedKeys(limits []driver.Limit) []driver.Limit {
+	out := slices.Clone(limits)
+	slices.SortFunc(out, func(a, b driver.Limit) int { return cmp.Compare(a.Key, b.Key) })
+	return out
 }
 
 // Verdict is admission's decision on one job.
@@ -144,7 +201,7 @@ func Enqueue(ctx context.Context, ex Store, jobs []*driver.NewJob, now time.Time
 		if _, dup := dups[i]; dup {
 			continue
 		}
-		cands[i] = &candidate{index: i, limit: j.Limit, rate: j.Rate, queue: j.Queue, priority: j.Priority, outcome: driver.StateScheduled}
+		cands[i] = newCandidate(i, &driver.Job{Limit: j.Limit, More: j.More, Rate: j.Rate, Queue: j.Queue, Priority: j.Priority}, driver.StateScheduled)
 		if !j.ScheduledAt.After(now) {
 			due = append(due, cands[i])
 		}
@@ -212,7 +269,7 @@ func PromoteScheduled(ctx context.Context, ex Store, max int, now time.Time) ([]
 func admitExisting(ctx context.Context, ex Store, jobs []*driver.Job, now time.Time) ([]driver.JobState, driver.Promotion, error) {
 	cands := make([]*candidate, len(jobs))
 	for i, j := range jobs {
-		cands[i] = &candidate{index: i, limit: j.Limit, rate: j.Rate, queue: j.Queue, priority: j.Priority}
+		cands[i] = newCandidate(i, j, "")
 	}
 	promoted, err := admit(ctx, ex, cands, now)
 	if err != nil {

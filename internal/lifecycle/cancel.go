@@ -69,11 +69,10 @@ func Cancel(ctx context.Context, ex Store, id int64, now time.Time) (Cancellatio
 		out.RequestedAt, out.Moved = at, !marked
 		return out, nil
 	case driver.StateReady:
-		if key != "" {
-			// Locked before the ready row, as admission and promotion do.
-			if _, _, err := ex.SemaphoreLock(ctx, key, ""); err != nil {
-				return Cancellation{}, err
-			}
+		// Its keys locked before the ready row, in key order, as admission
+		// and promotion do.
+		if err := lockKeys(ctx, ex, job); err != nil {
+			return Cancellation{}, err
 		}
 		if job.Rate.Key != "" {
 			// Its reserved start slot, if any, goes back to the ring.
@@ -84,16 +83,16 @@ func Cancel(ctx context.Context, ex Store, id int64, now time.Time) (Cancellatio
 		if line, ok, err := ex.BlockedKey(ctx, id); err != nil {
 			return Cancellation{}, err
 		} else if ok && job.Rate.Key != "" && line == driver.RateLine(job.Rate.Key) {
-			if key != "" {
-				// It waits for a start holding its key's slot: locked
-				// first, as admission does, and released below.
-				if _, _, err := ex.SemaphoreLock(ctx, key, ""); err != nil {
-					return Cancellation{}, err
-				}
+			// It waits for a start holding its keys' slots: locked
+			// first, as admission does, and released below.
+			if err := lockKeys(ctx, ex, job); err != nil {
+				return Cancellation{}, err
 			}
 			return cancelRated(ctx, ex, out, take, true, now)
+		} else if ok {
+			key = line // a multi-key job waits in the line of one of its keys
 		}
-		took, err = semaphore.Leave(ctx, ex, key, take)
+		took, err = semaphore.Leave(ctx, ex, key, len(job.More) > 0, take)
 	case driver.StateScheduled, driver.StateFailed:
 		took, err = take()
 	default:
@@ -110,8 +109,8 @@ func Cancel(ctx context.Context, ex Store, id int64, now time.Time) (Cancellatio
 	if err := ex.CancelJob(ctx, id, now, false, ""); err != nil {
 		return Cancellation{}, err
 	}
-	if info.State == driver.StateReady && key != "" {
-		if out.Promoted, err = semaphore.Release(ctx, ex, key, now); err != nil {
+	if info.State == driver.StateReady {
+		if out.Promoted, err = releaseJob(ctx, ex, job, now); err != nil {
 			return Cancellation{}, err
 		}
 	}
@@ -149,15 +148,23 @@ func cancelRated(ctx context.Context, ex Store, out Cancellation, take func() (b
 	if err := ex.CancelJob(ctx, job.ID, now, false, ""); err != nil {
 		return Cancellation{}, err
 	}
-	if job.Limit.Key != "" {
-		p, err := semaphore.Release(ctx, ex, job.Limit.Key, now)
-		if err != nil {
-			return Cancellation{}, err
-		}
-		out.Promoted.Add(p)
+	p, err := releaseJob(ctx, ex, job, now)
+	if err != nil {
+		return Cancellation{}, err
 	}
+	out.Promoted.Add(p)
 	out.State = driver.StateCancelled
 	return out, nil
+}
+
+// lockKeys locks the semaphores of every key of j, in key order.
+func lockKeys(ctx context.Context, ex Store, j *driver.Job) error {
+	for _, k := range keyNames(j.Keys()) {
+		if _, _, err := ex.SemaphoreLock(ctx, k, ""); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // CancelRun ends a run as cancelled: the job asked for it (bq.Cancel), or

@@ -37,13 +37,42 @@ func (r Result) Woken(queue string) []string {
 	return p.Queues
 }
 
-// release gives back the slot a keyed job held and returns what blocked
-// jobs took it.
+// release gives back the slots a keyed job held and returns what blocked
+// jobs took them.
 func release(ctx context.Context, ex Store, c *driver.Claim, now time.Time) (driver.Promotion, error) {
-	if c.Limit.Key == "" {
+	return releaseJob(ctx, ex, &c.Job, now)
+}
+
+// releaseJob gives back one slot of every key of j, the keys locked in
+// sorted order, all before any line is promoted.
+func releaseJob(ctx context.Context, ex Store, j *driver.Job, now time.Time) (driver.Promotion, error) {
+	keys := keyNames(j.Keys())
+	switch len(keys) {
+	case 0:
 		return driver.Promotion{}, nil
+	case 1:
+		return semaphore.Release(ctx, ex, keys[0], now)
 	}
-	return semaphore.Release(ctx, ex, c.Limit.Key, now)
+	ones := make([]int, len(keys))
+	for i := range ones {
+		ones[i] = 1
+	}
+	ps, err := semaphore.ReleaseMany(ctx, ex, keys, ones, now)
+	var p driver.Promotion
+	for _, o := range ps {
+		p.Add(o)
+	}
+	return p, err
+}
+
+// keyNames is the sorted names of limits.
+func keyNames(limits []driver.Limit) []string {
+	out := make([]string, len(limits))
+	for i, l := range limits {
+		out[i] = l.Key
+	}
+	slices.Sort(out)
+	return out
 }
 
 // Complete records a successful run. With keep false the job row is
@@ -88,11 +117,11 @@ func CompleteMany(ctx context.Context, ex Store, claims []*driver.Claim, keep bo
 			continue
 		}
 		results[i] = Result{Matched: true, State: driver.StateCompleted}
-		if k := c.Limit.Key; k != "" {
-			if _, ok := first[k]; !ok {
-				first[k] = i
+		for _, l := range c.Keys() {
+			if _, ok := first[l.Key]; !ok {
+				first[l.Key] = i
 			}
-			count[k]++
+			count[l.Key]++
 		}
 	}
 	keys := make([]string, 0, len(count))
@@ -109,7 +138,7 @@ func CompleteMany(ctx context.Context, ex Store, claims []*driver.Claim, keep bo
 		return nil, err
 	}
 	for i, k := range keys {
-		results[first[k]].Promoted = promoted[i]
+		results[first[k]].Promoted.Add(promoted[i])
 	}
 	return results, nil
 }

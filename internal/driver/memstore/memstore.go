@@ -68,11 +68,12 @@ func (r *Row) has(key string) bool {
 	return slices.ContainsFunc(r.Keys(), func(l driver.Limit) bool { return l.Key == key })
 }
 
-// Of returns the jobs of key (any of their keys) in state, in id order.
+// Of returns the jobs of key (any of their keys; "": unkeyed jobs) in
+// state, in id order.
 func (s *Store) Of(key string, state driver.JobState) []*Row {
 	var out []*Row
 	for _, r := range s.Jobs {
-		if r.has(key) && r.State == state {
+		if (r.has(key) || key == r.Limit.Key) && r.State == state {
 			out = append(out, r)
 		}
 	}

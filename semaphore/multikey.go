@@ -1,0 +1,250 @@
+package semaphore
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/bqueue/bq/internal/driver"
+)
+
+// A multi-key job (driver.MaxKeys) takes a slot of every one of its keys
+// at once or none: it never holds one key's slot while it waits for
+// another's (no hold-and-wait). It waits in the line of one key at a time.
+// When that key's slot frees, the promotion of its line reaches the job
+// at its place (priority, then id: it overtakes no one) and looks at its
+// other keys:
+//
+//   - every other key has a free slot and an empty line: the job takes a
+//     slot of each and becomes ready;
+//   - some other key is full, or its line is not empty: the job moves to
+//     that key's line, at its place there by priority and id, and the
+//     slot goes on to the next in line;
+//   - another transaction holds one of its other keys: the promotion stops
+//     and leaves the line to the dispatcher, which tries again.
+//
+// Deadlock: the keys a transaction blocks on are locked in sorted order,
+// all before the first try-lock; the other keys of a line's head are only
+// ever try-locked (a try-lock never waits), so no chain of waits can close.
+
+// Set is the semaphores one transaction holds, by key. Every step of the
+// transaction reaches a key through it, so a key changed in memory is
+// never read back stale from the database, and Save writes them all.
+type Set struct {
+	ex   driver.SemaphoreStore
+	now  time.Time
+	held map[string]*Semaphore
+	keys []string // in the order they were added
+}
+
+// NewSet starts the set of a transaction.
+func NewSet(ex driver.SemaphoreStore, now time.Time) *Set {
+	return &Set{ex: ex, now: now, held: map[string]*Semaphore{}}
+}
+
+func (st *Set) add(s *Semaphore) {
+	if _, ok := st.held[s.row.Key]; !ok {
+		st.keys = append(st.keys, s.row.Key)
+	}
+	st.held[s.row.Key] = s
+	s.set = st
+}
+
+// Hold adds semaphores the transaction has locked.
+func (st *Set) Hold(sems ...*Semaphore) {
+	for _, s := range sems {
+		st.add(s)
+	}
+}
+
+// Get returns the semaphore of key the set holds, or nil.
+func (st *Set) Get(key string) *Semaphore { return st.held[key] }
+
+// tryLock returns key's semaphore: the set's, else try-locked; nil when
+// another transaction holds it or it does not exist.
+func (st *Set) tryLock(ctx context.Context, key string) (*Semaphore, error) {
+	if s := st.held[key]; s != nil {
+		return s, nil
+	}
+	ok, err := st.ex.SemaphoreTryLock(ctx, key)
+	if err != nil || !ok {
+		return nil, err
+	}
+	row, ok, err := st.ex.SemaphoreLock(ctx, key, "")
+	if err != nil || !ok {
+		return nil, err
+	}
+	s := &Semaphore{ex: st.ex, row: row, now: st.now}
+	st.add(s)
+	return s, nil
+}
+
+// lockSorted locks the semaphores of limits in key order, blocking,
+// creating any that is missing, and adds them to the set (those it
+// holds already are kept). Call it before any try-lock of the
+// transaction.
+func (st *Set) lockSorted(ctx context.Context, limits []driver.Limit) error {
+	limits = slices.Clone(limits)
+	slices.SortFunc(limits, func(a, b driver.Limit) int { return cmp.Compare(a.Key, b.Key) })
+	for _, l := range limits {
+		if st.held[l.Key] != nil {
+			continue
+		}
+		l.Duration = cmp.Or(l.Duration, DefaultDuration)
+		s, err := lock(ctx, st.ex, l, "", st.now)
+		if err != nil {
+			return err
+		}
+		st.add(s)
+	}
+	return nil
+}
+
+// Promoted sums what every semaphore of the set promoted.
+func (st *Set) Promoted() driver.Promotion {
+	var p driver.Promotion
+	for _, k := range st.keys {
+		p.Add(st.held[k].promoted)
+	}
+	return p
+}
+
+// Save writes every semaphore of the set back.
+func (st *Set) Save(ctx context.Context) error {
+	sems := make([]*Semaphore, 0, len(st.keys))
+	for _, k := range slices.Sorted(slices.Values(st.keys)) {
+		sems = append(sems, st.held[k])
+	}
+	return SaveMany(ctx, st.ex, sems)
+}
+
+// Bounds of one promotion of a line holding multi-key jobs: heads read
+// per statement, and heads looked at in all, so a line of multi-key jobs
+// whose other keys are full costs a bounded walk (each one looked at
+// moves to another line: the next walk starts further on).
+const (
+	headsRead  = 32
+	headsWalks = 256
+)
+
+// promoteMixed is PromoteBlocked for a line that holds multi-key jobs:
+// head by head, single-key runs promoted in one statement.
+func (s *Semaphore) promoteMixed(ctx context.Context) error {
+	if s.set == nil {
+		NewSet(s.ex, s.now).add(s)
+	}
+	for walked := 0; s.Free() > 0 && s.row.Blocked > 0 && walked < headsWalks; {
+		heads, err := s.ex.LineHeads(ctx, s.row.Key, headsRead)
+		if err != nil {
+			return err
+		}
+		if len(heads) == 0 {
+			s.row.Blocked, s.row.Multi = 0, 0
+			return nil
+		}
+		run := 0 // single-key heads counted, not yet promoted
+		for _, h := range heads {
+			if s.Free()-run <= 0 {
+				break
+			}
+			walked++
+			if len(h.Keys) < 2 {
+				run++
+				continue
+			}
+			if err := s.promoteRun(ctx, run); err != nil {
+				return err
+			}
+			run = 0
+			placed, err := s.placeMulti(ctx, h)
+			if err != nil || !placed {
+				return err // !placed: a key is held elsewhere; the dispatcher retries
+			}
+		}
+		if err := s.promoteRun(ctx, run); err != nil {
+			return err
+		}
+		if len(heads) < headsRead {
+			break
+		}
+	}
+	return nil
+}
+
+// promoteRun promotes the first n jobs of the line, all single-key.
+func (s *Semaphore) promoteRun(ctx context.Context, n int) error {
+	if n == 0 {
+		return nil
+	}
+	p, err := s.ex.PromoteBlocked(ctx, s.row.Key, n, s.now)
+	if err != nil {
+		return err
+	}
+	s.took(p, n)
+	return nil
+}
+
+// took counts promotion p of up to n jobs of the line.
+func (s *Semaphore) took(p driver.Promotion, n int) {
+	s.promoted.Add(p)
+	s.row.Value -= p.Jobs
+	s.row.Blocked -= p.Jobs
+	if p.Jobs < n {
+		s.row.Blocked = 0 // fewer rows than counted: nothing is left
+	}
+	if p.Jobs > 0 {
+		s.renew()
+	}
+}
+
+// placeMulti decides for multi-key job h at the head of the line, the
+// line having a free slot: ready with a slot of every key, or on to the
+// line of an other key that cannot give one. false: another transaction
+// holds one of its keys, and nothing changed.
+func (s *Semaphore) placeMulti(ctx context.Context, h driver.LineHead) (bool, error) {
+	var others []*Semaphore
+	for _, l := range sortedKeys(h.Keys) {
+		if l.Key == s.row.Key {
+			continue
+		}
+		o, err := s.set.tryLock(ctx, l.Key)
+		if err != nil || o == nil {
+			return false, err
+		}
+		others = append(others, o)
+	}
+	for _, o := range others {
+		if o.Free() == 0 || o.row.Blocked > 0 {
+			if err := s.ex.MoveToLine(ctx, h.JobID, s.row.Key, o.row.Key); err != nil {
+				return false, err
+			}
+			s.row.Blocked, s.row.Multi = max(s.row.Blocked-1, 0), max(s.row.Multi-1, 0)
+			o.row.Blocked++
+			o.row.Multi++
+			return true, nil
+		}
+	}
+	p, err := s.ex.PromoteBlocked(ctx, s.row.Key, 1, s.now)
+	if err != nil {
+		return false, err
+	}
+	if p.Jobs != 1 || p.JobIDs[0] != h.JobID {
+		return false, fmt.Errorf("promote multi-key job %d of %q: the line's head moved under the lock (promoted %v)", h.JobID, s.row.Key, p.JobIDs)
+	}
+	s.took(p, 1)
+	s.row.Multi = max(s.row.Multi-1, 0)
+	for _, o := range others {
+		o.row.Value--
+		o.renew()
+	}
+	return true, nil
+}
+
+// sortedKeys returns limits sorted by key.
+func sortedKeys(limits []driver.Limit) []driver.Limit {
+	out := slices.Clone(limits)
+	slices.SortFunc(out, func(a, b driver.Limit) int { return cmp.Compare(a.Key, b.Key) })
+	return out
+}
