@@ -11,8 +11,11 @@ import (
 // and tags by JSON_CONTAINS on the JSON text.
 func (d *dialect) ListSpelling() sqltext.ListSpelling {
 	return sqltext.ListSpelling{
+		// A multi-key job matches by any of its keys (job_keys).
 		Key: func(key string) (string, []any) {
-			return `j.concurrency_key_hash = ? AND j.concurrency_key = ?`, d.KeyArgs(key)
+			return "(j.concurrency_key_hash = ? AND j.concurrency_key = ?\n" +
+				"\tOR EXISTS (SELECT 1 FROM {p}job_keys k WHERE k.job_id = j.id AND k.key_hash = ? AND k.`key` = ?))",
+				append(d.KeyArgs(key), d.KeyArgs(key)...)
 		},
 		KeyFrom: ">=", KeyBelow: "<",
 		Metadata: func(md map[string]string) (string, []any) {

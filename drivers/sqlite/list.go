@@ -13,7 +13,11 @@ import (
 // through json_each, within the rows the other filters leave.
 func (dl *dialect) ListSpelling() sqltext.ListSpelling {
 	return sqltext.ListSpelling{
-		Key:     func(key string) (string, []any) { return `j.concurrency_key = ?`, []any{key} },
+		// A multi-key job matches by any of its keys (job_keys).
+		Key: func(key string) (string, []any) {
+			return `(j.concurrency_key = ? OR EXISTS (SELECT 1 FROM {p}job_keys k WHERE k.job_id = j.id AND k.key = ?))`,
+				[]any{key, key}
+		},
 		KeyFrom: ">=", KeyBelow: "<",
 		Metadata: func(md map[string]string) (string, []any) {
 			var conds []string
