@@ -14,7 +14,7 @@ func (d *dialect) ListSpelling() sqltext.ListSpelling {
 		// A multi-key job matches by any of its keys (job_keys).
 		Key: func(key string) (string, []any) {
 			return "(j.concurrency_key_hash = ? AND j.concurrency_key = ?\n" +
-				"\tOR EXISTS (SELECT 1 FROM {p}job_keys k WHERE k.job_id = j.id AND k.key_hash = ? AND k.`key` = ?))",
+					"\tOR EXISTS (SELECT 1 FROM {p}job_keys k WHERE k.job_id = j.id AND k.key_hash = ? AND k.`key` = ?))",
 				append(d.KeyArgs(key), d.KeyArgs(key)...)
 		},
 		KeyFrom: ">=", KeyBelow: "<",
