@@ -31,7 +31,8 @@ type Queries struct {
 	// KeyIndex, how many) as job_id, queue, priority, then the job's
 	// Limit columns and more_keys. MoveToLine sets a blocked row's key
 	// (args: the new key's Text, the job id, the old key's Text).
-	LineHeads, MoveToLine                                 string
+	LineHeads, MoveToLine string
+
 	ExpiredSems, PromotableSems, PickIdleSems, DeleteSems string
 
 	HasDueScheduled, PickDueScheduled, DeleteScheduled, SelectJobs, DeleteFinished string
