@@ -11,10 +11,13 @@ import (
 // and tags by JSON_CONTAINS on the JSON text.
 func (d *dialect) ListSpelling() sqltext.ListSpelling {
 	return sqltext.ListSpelling{
-		// A multi-key job matches by any of its keys (job_keys).
+		// A multi-key job matches by any of its keys (job_keys). The ids
+		// come from a derived table, so each branch reads its own index:
+		// an OR in the WHERE would scan the jobs table instead.
 		Key: func(key string) (string, []any) {
-			return "(j.concurrency_key_hash = ? AND j.concurrency_key = ?\n" +
-					"\tOR EXISTS (SELECT 1 FROM {p}job_keys k WHERE k.job_id = j.id AND k.key_hash = ? AND k.`key` = ?))",
+			return "j.id IN (SELECT h.id FROM (\n" +
+					"\tSELECT x.id FROM {p}jobs x WHERE x.concurrency_key_hash = ? AND x.concurrency_key = ?\n" +
+					"\tUNION SELECT k.job_id FROM {p}job_keys k WHERE k.key_hash = ? AND k.`key` = ?) h)",
 				append(d.KeyArgs(key), d.KeyArgs(key)...)
 		},
 		KeyFrom: ">=", KeyBelow: "<",

@@ -13,9 +13,10 @@ import (
 // through json_each, within the rows the other filters leave.
 func (dl *dialect) ListSpelling() sqltext.ListSpelling {
 	return sqltext.ListSpelling{
-		// A multi-key job matches by any of its keys (job_keys).
+		// A multi-key job matches by any of its keys (job_keys); SQLite
+		// reads each side of the OR by its index.
 		Key: func(key string) (string, []any) {
-			return `(j.concurrency_key = ? OR EXISTS (SELECT 1 FROM {p}job_keys k WHERE k.job_id = j.id AND k.key = ?))`,
+			return `(j.concurrency_key = ? OR j.id IN (SELECT k.job_id FROM {p}job_keys k WHERE k.key = ?))`,
 				[]any{key, key}
 		},
 		KeyFrom: ">=", KeyBelow: "<",
