@@ -21,8 +21,8 @@ type AdmitQueries struct {
 	// semaphores and leaves existing ones as they are, never failing on a
 	// duplicate key.
 	EnsureTail string
-	// Lock reads at, value, lim, blocked, multi, duration_ms, expires_at, the
-	// override, and the policy's queue, max_active_per_key and
+	// Lock reads at, value, lim, blocked, multi, duration_ms, expires_at,
+	// the override, and the policy's queue, max_active_per_key and
 	// max_blocked of the keys of its ListMarker, a table of (at, k, q):
 	// each key's position in the batch, its KeyIndex and its queue's
 	// Text. It locks the semaphores, and only them, in position order.

@@ -17,10 +17,10 @@ var _ driver.BatchReleaser = (*Executor)(nil)
 // (ReleaseMany; a dialect releasing its own way, SQLite, leaves them
 // empty). Keys travel as their KeyIndex.
 type ReleaseQueries struct {
-	// Lock reads position, value, lim, blocked, multi, duration_ms, expires_at
-	// of the keys of its ListMarker, a table of (at, k): each key's
-	// position in the batch and its KeyIndex. It locks them in position
-	// order, the keys' sorted order.
+	// Lock reads position, value, lim, blocked, multi, duration_ms,
+	// expires_at of the keys of its ListMarker, a table of (at, k): each
+	// key's position in the batch and its KeyIndex. It locks them in
+	// position order, the keys' sorted order.
 	Lock string
 	// FirstKey selects the first row of Lock's table, naming its columns
 	// at and k; NextKey, each further row, joined to it by UNION ALL.
