@@ -96,6 +96,7 @@ type sizes struct {
 	backlogSmall, backlogLarge   int
 	backlogRuns                  int
 	fleetJobs, fleetSlots        int
+	fleetMySQLPool               int
 	rateJobs, rateLimit          int
 }
 
@@ -134,6 +135,7 @@ func run(ctx context.Context) error {
 	flag.IntVar(&s.backlogRuns, "backlog-runs", 3, "rounds the backlog runs in (building the large line is the slow part)")
 	flag.IntVar(&s.fleetJobs, "fleet-jobs", 10000, "jobs of each fleet run (bq bench --processes)")
 	flag.IntVar(&s.fleetSlots, "fleet-slots", 25, "slots of each process of a fleet run")
+	flag.IntVar(&s.fleetMySQLPool, "fleet-mysql-pool", 8, "connections of each MySQL fleet process (bq bench --pool)")
 	flag.IntVar(&s.rateJobs, "rate-jobs", 5000, "jobs of the rate runs (bq bench --mode rate)")
 	flag.IntVar(&s.rateLimit, "rate-limit", 500, "the rate runs' limit: starts per second of their one key")
 	flag.StringVar(&from, "from", "", "re-render the report from this results file of an earlier run, running nothing")
@@ -311,6 +313,11 @@ func matrix(d, dsn, mysqlDSN string, s sizes, rounds int) []item {
 		for _, p := range []int{1, 4, 16} {
 			it := bqItem(fmt.Sprintf("fleet-%d", p), "--mode", "drain", "--jobs", n(s.fleetJobs), "--processes", n(p))
 			it.args[5] = n(s.fleetSlots) // --slots: per process
+			if d == "mysql" {
+				// Its pool is unbounded (16 idle each): bounded, so that 16
+				// processes fit a stock max_connections of 151.
+				it.args = append(it.args, "--pool", n(s.fleetMySQLPool))
+			}
 			it.name = fmt.Sprintf("bq bench --mode drain --processes %d --slots %d on %s", p, s.fleetSlots, d)
 			fleetItems = append(fleetItems, it)
 		}

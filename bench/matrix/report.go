@@ -124,8 +124,11 @@ func (r report) write(out string) error {
 // raw results' place and the notes.
 func (r report) tail() string {
 	raw := "\nRaw JSON lines of every run: `" + fullRaw + "` (not committed)"
-	if r.partial {
+	switch {
+	case r.partial:
 		raw += "; of the dead-rows runs, `" + r.raw + "`"
+	case r.only != "":
+		raw = "\nRaw JSON lines of these runs: `" + r.raw + "` (not committed)"
 	}
 	return r.deadRows() + raw + ".\n" + notes
 }
