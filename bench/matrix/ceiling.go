@@ -82,8 +82,8 @@ func (r report) fleetTable() string {
 			fmtVals(field(rs, func(r *result) float64 { return r.WorkPerS }), 0),
 			fl(func(f *fleet) float64 { return float64(f.ConnsPeak) }, 0),
 			fl(func(f *fleet) float64 { return float64(f.ConnsPerProcess) }, 0),
-			fl(func(f *fleet) float64 { return f.WakeupsPerJob }, 3),
-			fl(func(f *fleet) float64 { return f.WakeupReadsPerJob }, 2)})
+			fl(func(f *fleet) float64 { return f.WakeupsPerJob }, 4),
+			fl(func(f *fleet) float64 { return f.WakeupReadsPerJob }, 4)})
 	}
 	if len(rows) == 0 {
 		return ""
@@ -92,8 +92,8 @@ func (r report) fleetTable() string {
 	b.WriteString("\n## Fleet (bq bench --processes)\n\n" +
 		"The drain worked by N child processes, the parent only enqueueing and measuring: jobs/s, the server " +
 		"connections the run held at peak (sampled every 100 ms, the parent's included), the connections each " +
-		"process may open, and the wake-ups sent per job (PostgreSQL NOTIFYs, MySQL signal-log rows), each of " +
-		"which every process receives or reads.\n\n")
+		"process may open (its --pool and, on PostgreSQL, the listener's), and the wake-ups sent per job (PostgreSQL NOTIFYs, MySQL signal-log rows), each of " +
+		"which every process receives or reads (few in a drain: its jobs are enqueued while the queue is paused).\n\n")
 	writeTable(&b, []string{"run", "processes × slots", "work jobs/s", "server conns peak", "conns per process",
 		"wake-ups per job", "wake-up reads per job"}, rows)
 	return b.String()

@@ -93,7 +93,7 @@ func TestFleetTarget(t *testing.T) {
 // splice into an old report.
 func TestMatrixItems(t *testing.T) {
 	s := sizes{drain: 100, keyed: 100, hotkey: 100, steady: 100, rate: 500, slots: 100, backlogSmall: 10, backlogLarge: 100,
-		backlogRuns: 1, fleetJobs: 1000, fleetSlots: 25, fleetMySQLPool: 8, rateJobs: 5000, rateLimit: 500}
+		backlogRuns: 1, fleetJobs: 1000, fleetSlots: 25, fleetPGPool: 3, fleetMySQLPool: 4, rateJobs: 5000, rateLimit: 500}
 	var items []item
 	for _, d := range []string{"postgres", "sqlite", "mysql"} {
 		items = append(items, matrix(d, "postgres://x/test", "mysql://y/test", s, 3)...)
@@ -121,9 +121,9 @@ func TestMatrixItems(t *testing.T) {
 	for _, it := range items {
 		args := strings.Join(it.args, " ")
 		switch {
-		case it.id == "pg/bq/fleet-16" && !strings.Contains(args, "--slots 25 --mode drain --jobs 1000 --processes 16"):
+		case it.id == "pg/bq/fleet-16" && !strings.HasSuffix(args, "--slots 25 --mode drain --jobs 1000 --processes 16 --pool 3"):
 			t.Errorf("%s: args %q", it.id, args)
-		case it.id == "mysql/bq/fleet-16" && !strings.HasSuffix(args, "--processes 16 --pool 8"):
+		case it.id == "mysql/bq/fleet-16" && !strings.HasSuffix(args, "--processes 16 --pool 4"):
 			t.Errorf("%s: args %q", it.id, args)
 		case it.id == "mysql/ceiling/claim-complete-27" && (it.bin != "ceiling" || args != "--dsn mysql://y/test --mode claim-complete --batch 27"):
 			t.Errorf("%s: %s %q", it.id, it.bin, args)
