@@ -93,7 +93,8 @@ func (r report) fleetTable() string {
 		"The drain worked by N child processes, the parent only enqueueing and measuring: jobs/s, the server " +
 		"connections the run held at peak (sampled every 100 ms, the parent's included), the connections each " +
 		"process may open (its --pool and, on PostgreSQL, the listener's), and the wake-ups sent per job (PostgreSQL NOTIFYs, MySQL signal-log rows), each of " +
-		"which every process receives or reads (few in a drain: its jobs are enqueued while the queue is paused).\n\n")
+		"which every process receives or reads (few in a drain: its jobs are enqueued while the queue is paused). " +
+		"The peak RSS of these rows in the results is the parent's.\n\n")
 	writeTable(&b, []string{"run", "processes × slots", "work jobs/s", "server conns peak", "conns per process",
 		"wake-ups per job", "wake-up reads per job"}, rows)
 	return b.String()
