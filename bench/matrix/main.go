@@ -1,10 +1,11 @@
 // Command matrix runs the benchmark matrix behind `make bench`: bq bench's
-// workloads and River's peers on SQLite and PostgreSQL, round after round
-// so that the runs compared with each other sit side by side in time, and
-// writes the medians and the ratios against bq's targets to
-// docs/benchmarks.md.
+// workloads (fleet and rate runs included), River's peers and the
+// databases' own ceilings (bench/ceiling) on SQLite, PostgreSQL and MySQL,
+// round after round so that the runs compared with each other sit side by
+// side in time, and writes the medians, the fractions of each ceiling and
+// the ratios against bq's targets to docs/benchmarks.md.
 //
-//	go run ./bench/matrix --bq BIN --river BIN --dsn postgres://... --out docs/benchmarks.md
+//	go run ./bench/matrix --bq BIN --river BIN --ceiling BIN --dsn postgres://... --out docs/benchmarks.md
 package main
 
 import (
