@@ -380,6 +380,8 @@ func matrix(d, dsn, mysqlDSN string, s sizes, rounds int) []item {
 		out := append(ceilings,
 			bqItem("drain", "--mode", "drain", "--jobs", n(s.drain)),
 			bqItem("keyed", "--mode", "keyed", "--jobs", n(s.keyed), "--keys", "1000", "--to", "2"),
+			// The cost of a second key per job (never binding: limit 1000).
+			bqItem("keyed-second", "--mode", "keyed", "--jobs", n(s.keyed), "--keys", "1000", "--to", "2", "--second-keys", "10"),
 			bqItem("hotkey", "--mode", "hotkey", "--jobs", n(s.hotkey), "--to", "50"),
 			bqItem("steady", "--mode", "steady", "--jobs", n(s.steady), "--rate", rate),
 			rateItem,
@@ -392,6 +394,8 @@ func matrix(d, dsn, mysqlDSN string, s sizes, rounds int) []item {
 		riverItem("drain", "--mode", "drain", "--jobs", n(s.drain)),
 		bqItem("drain-default", "--mode", "drain", "--jobs", n(s.drain), "--config", "default"),
 		bqItem("keyed", "--mode", "keyed", "--jobs", n(s.keyed), "--keys", "1000", "--to", "2"),
+		// The cost of a second key per job (never binding: limit 1000).
+		bqItem("keyed-second", "--mode", "keyed", "--jobs", n(s.keyed), "--keys", "1000", "--to", "2", "--second-keys", "10"),
 		bqItem("hotkey", "--mode", "hotkey", "--jobs", n(s.hotkey), "--to", "50"),
 		bqItem("steady", "--mode", "steady", "--jobs", n(s.steady), "--rate", rate),
 		riverItem("steady", "--mode", "steady", "--jobs", n(s.steady), "--rate", rate),

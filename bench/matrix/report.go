@@ -48,6 +48,7 @@ func targets() []target {
 		{"PostgreSQL EnqueueMany/s ÷ the enqueue ceiling", "≥ 0.6", atLeast(0.6), ratio("pg/bq/drain", "pg/ceiling/enqueue", enq)},
 		{"PostgreSQL keyed (1,000 keys, To=2) ÷ bq unkeyed drain", "≥ 0.7", atLeast(0.7), ratio("pg/bq/keyed", "pg/bq/drain", work)},
 		{"PostgreSQL hotkey (1 key, To=50) ÷ bq unkeyed drain", "≥ 0.5", atLeast(0.5), ratio("pg/bq/hotkey", "pg/bq/drain", work)},
+		{"PostgreSQL keyed with a second key per job ÷ keyed with one", "≥ 0.7", atLeast(0.7), ratio("pg/bq/keyed-second", "pg/bq/keyed", work)},
 		{"PostgreSQL fleet: 16 processes ÷ 1 (drain work/s, 25 slots each)", "≥ 0.8", atLeast(0.8), ratio("pg/bq/fleet-16", "pg/bq/fleet-1", work)},
 		{"PostgreSQL rate limit: starts/s achieved ÷ the configured rate (500/s)", "≥ 0.95", atLeast(0.95), func(get func(string) []*result) ([]float64, string) {
 			return field(get("pg/bq/rate"), func(r *result) float64 { return r.RateRatio }), "×"
@@ -56,6 +57,8 @@ func targets() []target {
 		{"MySQL fleet: 16 processes ÷ 1 (drain work/s, 25 slots each)", "≈ (no target)", atLeast(0), ratio("mysql/bq/fleet-16", "mysql/bq/fleet-1", work)},
 		{"SQLite keyed (1,000 keys, To=2) ÷ bq unkeyed drain", "≥ 0.7", atLeast(0.7), ratio("sqlite/bq/keyed", "sqlite/bq/drain", work)},
 		{"SQLite hotkey (1 key, To=50) ÷ bq unkeyed drain", "≥ 0.5", atLeast(0.5), ratio("sqlite/bq/hotkey", "sqlite/bq/drain", work)},
+		{"SQLite keyed with a second key per job ÷ keyed with one", "≥ 0.7", atLeast(0.7), ratio("sqlite/bq/keyed-second", "sqlite/bq/keyed", work)},
+		{"MySQL keyed with a second key per job ÷ keyed with one", "≥ 0.7", atLeast(0.7), ratio("mysql/bq/keyed-second", "mysql/bq/keyed", work)},
 		{"PostgreSQL steady p50: bq ÷ River", "≤ 1", atMost(1), ratio("pg/bq/steady", "pg/river/steady", p50)},
 		{"PostgreSQL steady p99: bq ÷ River", "≤ 1", atMost(1), ratio("pg/bq/steady", "pg/river/steady", p99)},
 		{"SQLite drain: bq work/s ÷ River (riversqlite) work/s", "≥ 2", atLeast(2), ratio("sqlite/bq/drain", "sqlite/river/drain", work)},
