@@ -16,9 +16,13 @@ import (
 // whose ~>=~ and ~<~ compare bytes), metadata and tags by containment
 // (@>) on their GIN indexes.
 var listSpelling = sqltext.ListSpelling{
-	Time:    func(t time.Time) any { return t },
-	Text:    func(s string) any { return s },
-	Key:     func(key string) (string, []any) { return `j.concurrency_key = ?`, []any{key} },
+	Time: func(t time.Time) any { return t },
+	Text: func(s string) any { return s },
+	// A multi-key job matches each of its keys (job_keys).
+	Key: func(key string) (string, []any) {
+		return `(j.concurrency_key = ? OR EXISTS (SELECT 1 FROM {p}job_keys jk WHERE jk.job_id = j.id AND jk.key = ?))`,
+			[]any{key, key}
+	},
 	KeyFrom: "~>=~", KeyBelow: "~<~",
 	Metadata: func(md map[string]string) (string, []any) {
 		raw, _ := json.Marshal(md) // strings only: cannot fail
