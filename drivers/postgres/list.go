@@ -18,9 +18,11 @@ import (
 var listSpelling = sqltext.ListSpelling{
 	Time: func(t time.Time) any { return t },
 	Text: func(s string) any { return s },
-	// A multi-key job matches each of its keys (job_keys).
+	// A multi-key job matches each of its keys (job_keys). The id list
+	// keeps both sides index scans (a BitmapOr); an EXISTS per row would
+	// walk the whole table newest first for a rare key.
 	Key: func(key string) (string, []any) {
-		return `(j.concurrency_key = ? OR EXISTS (SELECT 1 FROM {p}job_keys jk WHERE jk.job_id = j.id AND jk.key = ?))`,
+		return `(j.concurrency_key = ? OR j.id = ANY (ARRAY(SELECT job_id FROM {p}job_keys WHERE key = ?)))`,
 			[]any{key, key}
 	},
 	KeyFrom: "~>=~", KeyBelow: "~<~",

@@ -275,29 +275,27 @@ WITH want AS (
 SELECT key, n, queues, false FROM done
 UNION ALL
 SELECT key, 0, '{}'::text[], true FROM {p}semaphores WHERE key = ANY($1::text[]) AND multi > 0`),
-		// The jobs of the key: those whose first key it is, and the
-		// multi-key jobs naming it in job_keys (UNION: each once). They
-		// hold it while ready, claimed, or waiting in a rate line (kept
-		// from admission); a multi-key job waiting in another key's
-		// concurrency line holds none of its keys.
+		// The jobs of the key: the single-key jobs whose key it is and the
+		// multi-key jobs naming it in job_keys (every key of theirs, the
+		// first too), so each is counted once. They hold it while ready,
+		// claimed, or waiting in a rate line (kept from admission); a
+		// multi-key job waiting in a concurrency line holds none of its
+		// keys. An execution row is only ever a live job's, so job_keys
+		// needs no join to jobs.
 		countHolders: p(`
-WITH mine AS (
-	SELECT id FROM {p}jobs WHERE concurrency_key = $1 AND finished_at IS NULL
-	UNION
-	SELECT jk.job_id FROM {p}job_keys jk JOIN {p}jobs j ON j.id = jk.job_id
-	WHERE jk.key = $1 AND j.finished_at IS NULL
-), line AS (
-	SELECT j.more_keys IS NOT NULL AS multi FROM {p}blocked_executions b JOIN {p}jobs j ON j.id = b.job_id
-	WHERE b.concurrency_key = $1
+WITH mine AS NOT MATERIALIZED (
+	SELECT id FROM {p}jobs WHERE concurrency_key = $1 AND finished_at IS NULL AND more_keys IS NULL
+	UNION ALL
+	SELECT job_id FROM {p}job_keys WHERE key = $1
 )
 SELECT
-	(SELECT count(*) FROM mine m WHERE
-		EXISTS (SELECT 1 FROM {p}ready_executions r WHERE r.job_id = m.id)
-		OR EXISTS (SELECT 1 FROM {p}claimed_executions c WHERE c.job_id = m.id)
-		OR EXISTS (SELECT 1 FROM {p}blocked_executions b WHERE b.job_id = m.id
-			AND starts_with(b.concurrency_key, '` + rateLine + `'))),
-	(SELECT count(*) FROM line),
-	(SELECT count(*) FROM line WHERE multi)`),
+	(SELECT count(*) FROM mine m JOIN {p}ready_executions r ON r.job_id = m.id)
+	+ (SELECT count(*) FROM mine m JOIN {p}claimed_executions c ON c.job_id = m.id)
+	+ (SELECT count(*) FROM mine m JOIN {p}blocked_executions b ON b.job_id = m.id
+		WHERE b.concurrency_key LIKE '` + rateLine + `%'),
+	(SELECT count(*) FROM {p}blocked_executions WHERE concurrency_key = $1),
+	(SELECT count(*) FROM {p}blocked_executions b WHERE b.concurrency_key = $1
+		AND EXISTS (SELECT 1 FROM {p}job_keys jk WHERE jk.job_id = b.job_id))`),
 		// The first n of key's line, by the blocked_line index, with each
 		// job's keys: its first (the jobs columns) and more_keys.
 		lineHeads: p(`
