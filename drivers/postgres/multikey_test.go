@@ -175,7 +175,6 @@ func TestMultiKeyCountHolders(t *testing.T) {
 		_, err := ex.ClaimReady(f.ctx, driver.ClaimParams{Queue: "q", Max: 1, ProcessID: 1, Now: mkT0})
 		return err
 	})
-	_ = ids
 	for key, want := range map[string]driver.HolderCount{
 		"g/a": {Holders: 2},
 		"g/b": {Holders: 2, Blocked: 2, Multi: 1},
@@ -187,6 +186,11 @@ func TestMultiKeyCountHolders(t *testing.T) {
 	}
 	if got := f.count(driver.RateLine("r")); got != (driver.HolderCount{Blocked: 1, Multi: 1}) {
 		t.Errorf("CountHolders(rate line) = %+v, want 1 blocked, 1 multi", got)
+	}
+	// Finished (its claim not yet deleted), the claimed job holds nothing.
+	f.tx(func(ex driver.Executor) error { return ex.FinishJob(f.ctx, ids[1], mkT0, false) })
+	if got := f.count("g/c"); got.Holders != 1 {
+		t.Errorf("CountHolders(g/c) after its claimed holder finished = %+v, want 1 holder (the rate line's)", got)
 	}
 }
 

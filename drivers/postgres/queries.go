@@ -275,18 +275,18 @@ WITH want AS (
 SELECT key, n, queues, false FROM done
 UNION ALL
 SELECT key, 0, '{}'::text[], true FROM {p}semaphores WHERE key = ANY($1::text[]) AND multi > 0`),
-		// The jobs of the key: the single-key jobs whose key it is and the
-		// multi-key jobs naming it in job_keys (every key of theirs, the
-		// first too), so each is counted once. They hold it while ready,
-		// claimed, or waiting in a rate line (kept from admission); a
-		// multi-key job waiting in a concurrency line holds none of its
-		// keys. An execution row is only ever a live job's, so job_keys
-		// needs no join to jobs.
+		// The live jobs of the key: the single-key jobs whose key it is
+		// and the multi-key jobs naming it in job_keys (every key of
+		// theirs, the first too), so each is counted once; read once
+		// (MATERIALIZED), as the job_keys side joins jobs for finished_at.
+		// They hold it while ready, claimed, or waiting in a rate line
+		// (kept from admission); a multi-key job waiting in a concurrency
+		// line holds none of its keys.
 		countHolders: p(`
-WITH mine AS NOT MATERIALIZED (
+WITH mine AS MATERIALIZED (
 	SELECT id FROM {p}jobs WHERE concurrency_key = $1 AND finished_at IS NULL AND more_keys IS NULL
 	UNION ALL
-	SELECT job_id FROM {p}job_keys WHERE key = $1
+	SELECT j.id FROM {p}job_keys jk JOIN {p}jobs j ON j.id = jk.job_id WHERE jk.key = $1 AND j.finished_at IS NULL
 )
 SELECT
 	(SELECT count(*) FROM mine m JOIN {p}ready_executions r ON r.job_id = m.id)
