@@ -405,13 +405,24 @@ WHERE namespace = $1 OR queue = ANY($2::text[]) ORDER BY queue FOR UPDATE`),
 		resumeQueue:  p(`DELETE FROM {p}paused_queues WHERE queue = $1`),
 		pausedQueues: p(`SELECT queue, paused_at FROM {p}paused_queues ORDER BY queue`),
 		listPolicies: p(`SELECT ` + policyColumns + ` FROM {p}policies ORDER BY queue`),
-		policyKeys: p(`SELECT DISTINCT concurrency_key FROM {p}jobs WHERE queue = $1 AND concurrency_limit = 0
-AND concurrency_key IS NOT NULL AND finished_at IS NULL ORDER BY 1`),
+		// Every key of the queue's live jobs, a multi-key job's More too
+		// (more_keys leaves "to" out when 0), on the same scan as before.
+		policyKeys: p(`
+SELECT DISTINCT k.key FROM {p}jobs j CROSS JOIN LATERAL (
+	SELECT j.concurrency_key AS key, j.concurrency_limit AS lim
+	UNION ALL
+	SELECT m->>'key', coalesce((m->>'to')::int, 0) FROM jsonb_array_elements(coalesce(j.more_keys, '[]')::jsonb) m
+) k
+WHERE j.queue = $1 AND j.concurrency_key IS NOT NULL AND j.finished_at IS NULL AND k.lim = 0 ORDER BY 1`),
 		setKeyLimit: p(`INSERT INTO {p}key_limits (key, lim, updated_at) VALUES ($1, $2, $3)
 ON CONFLICT (key) DO UPDATE SET lim = EXCLUDED.lim, updated_at = EXCLUDED.updated_at`),
 		deleteKeyLimit: p(`DELETE FROM {p}key_limits WHERE key = $1`),
-		latestJobLimit: p(`SELECT ` + jobColumns + ` FROM {p}jobs j
-WHERE j.concurrency_key = $1 AND j.finished_at IS NULL ORDER BY j.id DESC LIMIT 1`),
+		// The newest live job naming the key, first or in job_keys.
+		latestJobLimit: p(`SELECT ` + jobColumns + ` FROM {p}jobs j WHERE j.id = (SELECT max(id) FROM (
+	(SELECT id FROM {p}jobs WHERE concurrency_key = $1 AND finished_at IS NULL ORDER BY id DESC LIMIT 1)
+	UNION ALL
+	(SELECT jk.job_id FROM {p}job_keys jk JOIN {p}jobs k ON k.id = jk.job_id
+	WHERE jk.key = $1 AND k.finished_at IS NULL ORDER BY jk.job_id DESC LIMIT 1)) t)`),
 
 		// Inspection (read-only).
 		readyAges: p(`SELECT queue, min(created_at) FROM {p}ready_executions GROUP BY queue ORDER BY queue`),
