@@ -232,6 +232,8 @@ VALUES (?, ?, ?, ?, ?, ?) ON DUPLICATE KEY UPDATE name = name`)
 	q.DeleteKeyLimit = p("DELETE FROM {p}key_limits WHERE key_hash = ? AND `key` = ?")
 	q.LatestJobLimit = p(`SELECT ` + sqltext.JobColumns + ` FROM {p}jobs j FORCE INDEX ({p}jobs_live_key)
 WHERE j.concurrency_key_hash = ? AND j.finished_at IS NULL ORDER BY j.id DESC LIMIT 1`)
+	q.LatestMultiJob = p(`SELECT ` + sqltext.JobColumns + ` FROM {p}jobs j WHERE j.id = (SELECT max(jk.job_id)
+FROM {p}job_keys jk JOIN {p}jobs k ON k.id = jk.job_id WHERE jk.key_hash = ? AND k.finished_at IS NULL)`)
 
 	// Rates: keys by their hash; the rate row alone is locked (the
 	// override comes from subqueries). The idle pick skips rows others

@@ -386,30 +386,3 @@ func TestMultiKeyRenewsEveryKey(t *testing.T) {
 	}
 }
 
-func TestMultiKeyPolicyKeysAndLatestLimit(t *testing.T) {
-	f := newMK(t)
-	f.insert(
-		mkJob(driver.StateReady, 0, lim("g/a", 0), lim("g/b", 3), lim("g/c", 0)),
-		mkJob(driver.StateReady, 0, lim("g/d", 2)),
-		mkJob(driver.StateReady, 0, lim("g/b", 4), driver.Limit{Key: "g/d", To: 7, Duration: time.Second, MaxBlocked: 2}),
-	)
-	keys, err := f.d.Exec().PolicyKeys(f.ctx, "q")
-	f.must(err)
-	if want := []string{"g/a", "g/c"}; !reflect.DeepEqual(keys, want) {
-		t.Errorf("PolicyKeys = %v, want %v (a More key without a limit too)", keys, want)
-	}
-	for key, want := range map[string]driver.Limit{
-		"g/c": lim("g/c", 0),
-		"g/d": {Key: "g/d", To: 7, Duration: time.Second, MaxBlocked: 2}, // the newest job names it second
-		"g/b": lim("g/b", 4),
-	} {
-		l, q, ok, err := f.d.Exec().LatestJobLimit(f.ctx, key)
-		f.must(err)
-		if !ok || q != "q" || l != want {
-			t.Errorf("LatestJobLimit(%s) = %+v, %q, %v; want %+v", key, l, q, ok, want)
-		}
-	}
-	if _, _, ok, err := f.d.Exec().LatestJobLimit(f.ctx, "g/none"); ok || err != nil {
-		t.Errorf("LatestJobLimit of a key no job names: ok %v, %v", ok, err)
-	}
-}

@@ -130,6 +130,8 @@ ON CONFLICT (key) DO UPDATE SET lim = excluded.lim, updated_at = excluded.update
 	q.DeleteKeyLimit = p(`DELETE FROM {p}key_limits WHERE key = ?`)
 	q.LatestJobLimit = p(`SELECT ` + sqltext.JobColumns + ` FROM {p}jobs j
 WHERE j.concurrency_key = ? AND j.finished_at IS NULL ORDER BY j.id DESC LIMIT 1`)
+	q.LatestMultiJob = p(`SELECT ` + sqltext.JobColumns + ` FROM {p}jobs j WHERE j.id = (SELECT max(jk.job_id)
+FROM {p}job_keys jk JOIN {p}jobs k ON k.id = jk.job_id WHERE jk.key = ? AND k.finished_at IS NULL)`)
 
 	// Rates: no row locks, the write transaction is the lock, so TryLock
 	// is Lock.

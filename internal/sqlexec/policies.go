@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/bqueue/bq/internal/driver"
@@ -70,6 +71,26 @@ func (e *Executor) PolicyKeys(ctx context.Context, queue string) ([]string, erro
 	if err != nil {
 		return nil, fmt.Errorf("list policy-limited keys of queue %q: %w", queue, err)
 	}
+	// A multi-key job's further keys left to the policy (To 0).
+	more, err := Column[[]byte](ctx, e.db, e.q.PolicyMoreKeys, e.d.Text(queue))
+	if err != nil {
+		return nil, fmt.Errorf("list policy-limited keys of queue %q: %w", queue, err)
+	}
+	for _, b := range more {
+		limits, err := driver.DecodeMore(b)
+		if err != nil {
+			return nil, err
+		}
+		for _, l := range limits {
+			if l.To == 0 {
+				keys = append(keys, l.Key)
+			}
+		}
+	}
+	if len(more) > 0 {
+		slices.Sort(keys)
+		keys = slices.Compact(keys)
+	}
 	return keys, nil
 }
 
@@ -92,10 +113,22 @@ func (e *Executor) DeleteKeyLimit(ctx context.Context, key string) (bool, error)
 }
 
 func (e *Executor) LatestJobLimit(ctx context.Context, key string) (driver.Limit, string, bool, error) {
-	var j driver.Job
+	var j, m driver.Job
 	ok, err := found(ScanJob(e.db.QueryRowContext(ctx, e.q.LatestJobLimit, e.d.KeyIndex(key)).Scan, &j))
 	if err != nil {
 		return driver.Limit{}, "", false, fmt.Errorf("read the newest job of key %q: %w", key, err)
+	}
+	// The newest job naming it among its further keys may be newer.
+	okM, err := found(ScanJob(e.db.QueryRowContext(ctx, e.q.LatestMultiJob, e.d.KeyIndex(key)).Scan, &m))
+	if err != nil {
+		return driver.Limit{}, "", false, fmt.Errorf("read the newest job of key %q: %w", key, err)
+	}
+	if okM && (!ok || m.ID > j.ID) {
+		for _, l := range m.Keys() {
+			if l.Key == key {
+				return l, m.Queue, true, nil
+			}
+		}
 	}
 	return j.Limit, j.Queue, ok, nil
 }

@@ -44,6 +44,11 @@ type Queries struct {
 
 	LockPolicies, InsertPolicy, UpdatePolicy, DeletePolicy, ListPolicies, PolicyKeys string
 	SetKeyLimit, DeleteKeyLimit, LatestJobLimit                                      string
+	// PolicyMoreKeys reads the more_keys of a queue's live multi-key jobs
+	// (their further keys left to the policy are picked in Go);
+	// LatestMultiJob the newest live job naming a key (its KeyIndex) in
+	// job_keys.
+	PolicyMoreKeys, LatestMultiJob string
 
 	// PauseQueue inserts the queue's row unless it exists, affecting no row then.
 	PauseQueue, ResumeQueue, PausedQueues string
@@ -125,6 +130,7 @@ FROM {p}claimed_executions WHERE process_id = ?`),
 		ListPolicies: p(`SELECT ` + sqltext.PolicyColumns + ` FROM {p}policies ORDER BY queue`),
 		PolicyKeys: p(`SELECT DISTINCT concurrency_key FROM {p}jobs WHERE queue = ? AND concurrency_limit = 0
 AND concurrency_key IS NOT NULL AND finished_at IS NULL ORDER BY 1`),
+		PolicyMoreKeys: p(`SELECT more_keys FROM {p}jobs WHERE queue = ? AND more_keys IS NOT NULL AND finished_at IS NULL`),
 
 		ResumeQueue:  p(`DELETE FROM {p}paused_queues WHERE queue = ?`),
 		PausedQueues: p(`SELECT queue, paused_at FROM {p}paused_queues ORDER BY queue`),

@@ -311,6 +311,33 @@ var _ = add("multikey",
 			}
 		}
 	}},
+	test{"PolicyKeysAndLatestLimitSeeFurtherKeys", func(t *testing.T, f *fixture) {
+		more := func(keys ...driver.Limit) func(*driver.NewJob) {
+			return func(j *driver.NewJob) { j.More = keys }
+		}
+		lim := func(key string, to int) driver.Limit { return driver.Limit{Key: key, To: to, Duration: time.Minute} }
+		d7 := driver.Limit{Key: "g/d", To: 7, Duration: time.Second, MaxBlocked: 2}
+		f.insert(T0,
+			job("q", keyed("g/a", 0), more(lim("g/b", 3), lim("g/c", 0))),
+			job("q", keyed("g/d", 2)),
+			job("q", keyed("g/b", 4), more(d7)),
+		)
+		keys, err := f.ex().PolicyKeys(f.ctx, "q")
+		f.must(err)
+		if want := []string{"g/a", "g/c"}; !slices.Equal(keys, want) {
+			t.Errorf("PolicyKeys = %v, want %v (a further key without a limit too)", keys, want)
+		}
+		for key, want := range map[string]driver.Limit{"g/c": lim("g/c", 0), "g/d": d7, "g/b": lim("g/b", 4)} {
+			l, q, ok, err := f.ex().LatestJobLimit(f.ctx, key)
+			f.must(err)
+			if !ok || q != "q" || l != want {
+				t.Errorf("LatestJobLimit(%s) = %+v, %q, %v; want %+v (the newest job naming it, first or further)", key, l, q, ok, want)
+			}
+		}
+		if _, _, ok, err := f.ex().LatestJobLimit(f.ctx, "g/none"); ok || err != nil {
+			t.Errorf("LatestJobLimit of a key no job names: ok %v, %v", ok, err)
+		}
+	}},
 	test{"RenewHeldRenewsEveryKeyOfAClaim", func(t *testing.T, f *fixture) {
 		pid := f.process("w1", T0, time.Second, time.Minute)
 		f.insert(T0, job("q", keyed("g/a", 1), also(1, "g/b")))
