@@ -5,11 +5,14 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"io"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -140,10 +143,16 @@ func installFreeze(file string) {
 // entries override its settings. The caller stops it.
 func (h *harness) spawn(mode string, slots int, env ...string) *exec.Cmd {
 	h.t.Helper()
+	return h.spawnTo(os.Stderr, mode, slots, env...)
+}
+
+// spawnTo is spawn with the process's output written to out.
+func (h *harness) spawnTo(out io.Writer, mode string, slots int, env ...string) *exec.Cmd {
+	h.t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), "BQ_HELPER="+mode, "BQ_DSN="+h.dsn, "BQ_SLOTS="+strconv.Itoa(slots))
 	cmd.Env = append(cmd.Env, env...)
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		h.t.Fatalf("start %s process: %v", mode, err)
 	}
@@ -205,6 +214,94 @@ func (h *harness) dbRuns(t *testing.T) []run {
 			t.Fatal(err)
 		}
 		r.Start, r.End = time.Unix(0, start), time.Unix(0, end)
+		out = append(out, r)
+	}
+	return out
+}
+
+// chaosFleet is a dispatcher process and worker processes (chaosEnv
+// timings) of which killFor kills one at random with SIGKILL now and then,
+// starting a replacement each time. Every process is stopped when the
+// test ends.
+type chaosFleet struct {
+	h        *harness
+	slots    int
+	disp     *exec.Cmd
+	mu       sync.Mutex
+	workers  map[int]*exec.Cmd
+	killedAt map[int]time.Time // pid -> when it was killed
+	kills    int
+	lastKill time.Time
+}
+
+// chaosFleet starts a dispatcher process and n worker processes of slots
+// slots each.
+func (h *harness) chaosFleet(n, slots int) *chaosFleet {
+	h.t.Helper()
+	f := &chaosFleet{h: h, slots: slots, disp: h.spawn("dispatcher", 0, chaosEnv()...),
+		workers: map[int]*exec.Cmd{}, killedAt: map[int]time.Time{}}
+	for range n {
+		f.startWorker()
+	}
+	h.t.Cleanup(func() {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		all := append([]*exec.Cmd{f.disp}, values(f.workers)...)
+		for _, c := range all {
+			_ = c.Process.Signal(syscall.SIGTERM)
+		}
+		for _, c := range all {
+			_ = c.Wait()
+		}
+	})
+	return f
+}
+
+func (f *chaosFleet) startWorker() {
+	cmd := f.h.spawn("workers", f.slots, chaosEnv()...)
+	f.mu.Lock()
+	f.workers[cmd.Process.Pid] = cmd
+	f.mu.Unlock()
+}
+
+// killFor kills a random worker every 1-2 s (or every(): a pause drawn
+// anew each time) and replaces it, for d.
+func (f *chaosFleet) killFor(d time.Duration, every func() time.Duration) {
+	if every == nil {
+		every = func() time.Duration { return time.Second + rand.N(time.Second) }
+	}
+	for deadline := time.Now().Add(d); time.Now().Before(deadline); {
+		time.Sleep(every())
+		f.mu.Lock()
+		victim := values(f.workers)[rand.IntN(len(f.workers))]
+		_ = victim.Process.Kill()
+		_ = victim.Wait()
+		f.lastKill = time.Now()
+		f.killedAt[victim.Process.Pid] = f.lastKill
+		delete(f.workers, victim.Process.Pid)
+		f.kills++
+		f.mu.Unlock()
+		f.startWorker()
+	}
+}
+
+// endAtKill returns runs with each run its process's kill cut short
+// ending at the kill; a run that never ended in a process not killed is
+// an error.
+func (f *chaosFleet) endAtKill(t *testing.T, runs []run) []run {
+	t.Helper()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []run
+	for _, r := range runs {
+		if r.End.Before(r.Start) {
+			at, ok := f.killedAt[r.PID]
+			if !ok {
+				t.Errorf("job %d: run in live process %d never ended", r.JobID, r.PID)
+				continue
+			}
+			r.End = at
+		}
 		out = append(out, r)
 	}
 	return out
