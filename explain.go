@@ -101,27 +101,35 @@ func (c *Client) explain(ctx context.Context, info *JobInfo) (*Explanation, erro
 			return nil, err
 		}
 	}
-	if info.State == StateBlocked && info.RateKey != "" {
-		line, _, err := ex.BlockedKey(ctx, info.ID)
+	line := info.Key // the line a blocked job waits in
+	if info.State == StateBlocked && (info.RateKey != "" || len(info.Keys) > 0) {
+		l, ok, err := ex.BlockedKey(ctx, info.ID)
 		if err != nil {
 			return nil, err
 		}
-		if line == driver.RateLine(info.RateKey) {
+		if info.RateKey != "" && l == driver.RateLine(info.RateKey) {
 			return e, c.explainRateWait(ctx, e, x.BlockedSince, procs, now)
+		}
+		if ok {
+			line = l
 		}
 	}
 	switch info.State {
 	case StateBlocked:
 		e.Since = x.BlockedSince
-		if e.Key, err = c.keyState(ctx, info.Key, maxLineShow); err != nil {
+		if e.Key, err = c.keyState(ctx, line, maxLineShow); err != nil {
 			return nil, err
 		}
-		ahead, err := ex.BlockedAhead(ctx, info.Key, info.Priority, info.ID, MaxCountedAhead+1)
+		ahead, err := ex.BlockedAhead(ctx, line, info.Priority, info.ID, MaxCountedAhead+1)
 		if err != nil {
 			return nil, err
 		}
 		e.place(ahead)
 		e.Summary = c.blockedSummary(e.Key, ahead, procs, paused, now)
+		if len(info.Keys) > 0 {
+			e.Summary += fmt.Sprintf(" It needs a slot of each of its keys %s at once, holding none meanwhile; it waits in the line of %q, the first of them with none to give.",
+				quotedList(info.Keys), line)
+		}
 	case StateReady:
 		e.Since = x.ReadySince
 		e.Summary = fmt.Sprintf("Ready since %s: waiting for a worker of queue %q.", when(e.Since, now), info.Queue)
@@ -201,7 +209,9 @@ func (c *Client) explainRateWait(ctx context.Context, e *Explanation, since time
 		e.Summary += fmt.Sprintf("; next start at %s", when(r.NextStartAt, now))
 	}
 	e.Summary += "."
-	if info.Key != "" {
+	if len(info.Keys) > 0 {
+		e.Summary += fmt.Sprintf(" It holds its slots of concurrency keys %s meanwhile.", quotedList(info.Keys))
+	} else if info.Key != "" {
 		e.Summary += fmt.Sprintf(" It holds its slot of concurrency key %q meanwhile.", info.Key)
 	}
 	if !c.dispatcherAlive(procs, now) {
@@ -416,4 +426,13 @@ func firstLine(s string) string {
 		s = s[:200] + "…"
 	}
 	return s
+}
+
+// quotedList is keys, each quoted, joined by commas.
+func quotedList(keys []string) string {
+	q := make([]string, len(keys))
+	for i, k := range keys {
+		q[i] = strconv.Quote(k)
+	}
+	return strings.Join(q, ", ")
 }

@@ -54,6 +54,9 @@ type JobInfo struct {
 	Attempts    int             `json:"attempts"` // attempts that have ended
 	MaxAttempts int             `json:"max_attempts"`
 	Key         string          `json:"key,omitempty"` // full concurrency key; "" when unkeyed
+	// Keys is every concurrency key of a job with several
+	// (MoreConcurrency), Key first; nil for one key or none.
+	Keys []string `json:"keys,omitempty"`
 	// RateKey is the full rate key (see Rate); "" when not rate-limited.
 	RateKey     string     `json:"rate_key,omitempty"`
 	Limit       int        `json:"limit,omitzero"`
@@ -85,8 +88,15 @@ func jobInfoOf(info *driver.JobInfo) (*JobInfo, error) {
 	if err != nil {
 		return nil, fmt.Errorf("job %d: %w", info.ID, err)
 	}
+	var keys []string
+	if len(info.More) > 0 {
+		for _, l := range info.Keys() {
+			keys = append(keys, l.Key)
+		}
+	}
 	return &JobInfo{
-		ID: info.ID, Kind: info.Kind, Queue: info.Queue, Args: info.Args, Priority: info.Priority,
+		Keys: keys,
+		ID:   info.ID, Kind: info.Kind, Queue: info.Queue, Args: info.Args, Priority: info.Priority,
 		State: JobState(info.State), Attempts: info.Attempt, MaxAttempts: info.MaxAttempts,
 		Key: info.Limit.Key, RateKey: info.Rate.Key, Limit: info.Limit.To, ScheduledAt: info.ScheduledAt,
 		CreatedAt: info.CreatedAt, FinishedAt: info.FinishedAt, LastError: info.LastError,

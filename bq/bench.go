@@ -29,6 +29,7 @@ type benchOptions struct {
 	jobs         int
 	slots        int
 	keys         int
+	secondKeys   int // keyed: a second key per job, out of this many (0: none)
 	to           int
 	rate         float64
 	batch        int
@@ -60,6 +61,7 @@ type benchResult struct {
 	Jobs        int     `json:"jobs"`
 	Slots       int     `json:"slots"`
 	Keys        int     `json:"keys"`
+	SecondKeys  int     `json:"second_keys,omitempty"`
 	To          int     `json:"to"`
 	Rate        float64 `json:"rate,omitempty"`
 	EnqueuePerS float64 `json:"enqueue_per_s"`
@@ -118,7 +120,8 @@ client with --slots slots. Modes:
            jobs/rate seconds while workers run; reports the latency from
            enqueue to start (p50, p95, p99)
   keyed    drain with --keys keys (default 1000), limit --to (default 2)
-           each, keys assigned round-robin
+           each, keys assigned round-robin; --second-keys N gives each job
+           a second key too (the cost of several keys per job)
   hotkey   drain with one key, limit --to (default 50)
   backlog  time from completing a key's only running job to the start of
            the next one, with --backlog-small and --backlog-large jobs
@@ -154,6 +157,7 @@ signal-log rows), each read by every process (docs/scaling.md).`)
 	f.IntVar(&o.jobs, "jobs", 20000, "number of jobs")
 	f.IntVar(&o.slots, "slots", 100, "worker slots (jobs at once) of the one client")
 	f.IntVar(&o.keys, "keys", 0, "keyed: number of keys (default 1000)")
+	f.IntVar(&o.secondKeys, "second-keys", 0, "keyed: each job also holds a second key, out of `N` (limit 1000 each, never binding): the cost of a second key")
 	f.IntVar(&o.to, "to", 0, "keyed, hotkey: limit per key (default 2 keyed, 50 hotkey)")
 	f.Float64Var(&o.rate, "rate", 500, "steady: enqueue rate, jobs per second in total")
 	f.IntVar(&o.batch, "batch", 1000, "jobs per EnqueueMany")
@@ -241,6 +245,9 @@ func (o *benchOptions) validate(f *flagSet) error {
 	if o.keys < 0 || o.to < 0 {
 		return f.fail("--keys and --to must be positive")
 	}
+	if o.secondKeys < 0 || (o.secondKeys > 0 && o.mode != "keyed") {
+		return f.fail("--second-keys %d: use a positive count with --mode keyed", o.secondKeys)
+	}
 	switch o.mode {
 	case "keyed":
 		o.keys = cmp.Or(o.keys, 1000)
@@ -312,6 +319,9 @@ func printBenchResult(w io.Writer, r *benchResult) {
 	if r.Keys > 0 {
 		fmt.Fprintf(w, ", %d keys of limit %d", r.Keys, r.To)
 	}
+	if r.SecondKeys > 0 {
+		fmt.Fprintf(w, ", a second key each out of %d", r.SecondKeys)
+	}
 	fmt.Fprintln(w)
 	switch r.Mode {
 	case "backlog":
@@ -358,5 +368,5 @@ func (b *bencher) startProfile() func() {
 
 func newResult(o benchOptions, driver string) *benchResult {
 	return &benchResult{System: "bq", Mode: o.mode, Driver: driver, Config: o.config, Jobs: o.jobs,
-		Slots: o.slots, Keys: o.keys, To: o.to, GoVersion: runtime.Version(), CPUs: runtime.NumCPU()}
+		Slots: o.slots, Keys: o.keys, SecondKeys: o.secondKeys, To: o.to, GoVersion: runtime.Version(), CPUs: runtime.NumCPU()}
 }

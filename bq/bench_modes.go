@@ -21,6 +21,7 @@ const benchQueue = "bench"
 // steady mode, the instant it was enqueued.
 type benchArgs struct {
 	Key        string `json:"k,omitempty"`
+	Second     string `json:"s,omitempty"` // keyed --second-keys: the job's second key
 	EnqueuedAt int64  `json:"t,omitempty"` // Unix nanoseconds
 }
 
@@ -61,18 +62,32 @@ func (t *tally) start(a benchArgs) {
 // of the run under way: runs follow one another.
 var (
 	benchMu   sync.Mutex
-	benchJobs = map[int]*bq.Job[benchArgs]{}
+	benchJobs = map[benchKind]*bq.Job[benchArgs]{}
 	benchRun  atomic.Pointer[tally]
 )
 
+// benchKind is what a bench job kind is defined by: its key's limit (0:
+// unkeyed) and whether its jobs carry a second key.
+type benchKind struct {
+	to     int
+	second bool
+}
+
+// secondTo is the limit of a second key: high enough never to bind, so a
+// run with a second key measures what the key costs, not its limit.
+const secondTo = 1000
+
 // defineBench returns the bench job kind for this run, a no-op limited by
 // its args' key (none when empty) to `to` at once: "bench.job", or
-// "bench.job.to<N>" with a limit, all in the limit group "bench.job".
-func defineBench(to int, t *tally) *bq.Job[benchArgs] {
+// "bench.job.to<N>" with a limit, all in the limit group "bench.job";
+// with second, "bench.job.to<N>.second", whose jobs also hold their
+// second key (group "bench.second", limit secondTo).
+func defineBench(to int, t *tally, second ...bool) *bq.Job[benchArgs] {
 	benchRun.Store(t)
 	benchMu.Lock()
 	defer benchMu.Unlock()
-	if j, ok := benchJobs[to]; ok {
+	kind := benchKind{to: to, second: len(second) > 0 && second[0] && to > 0}
+	if j, ok := benchJobs[kind]; ok {
 		return j
 	}
 	name := "bench.job"
@@ -81,11 +96,15 @@ func defineBench(to int, t *tally) *bq.Job[benchArgs] {
 		name = fmt.Sprintf("bench.job.to%d", to)
 		opts.Concurrency = &bq.Concurrency[benchArgs]{Key: func(a benchArgs) string { return a.Key }, To: to, Group: "bench.job"}
 	}
+	if kind.second {
+		name += ".second"
+		opts.MoreConcurrency = []bq.Concurrency[benchArgs]{{Key: func(a benchArgs) string { return a.Second }, To: secondTo, Group: "bench.second"}}
+	}
 	j := bq.Define(name, func(_ context.Context, a benchArgs) error {
 		benchRun.Load().start(a)
 		return nil
 	}, opts)
-	benchJobs[to] = j
+	benchJobs[kind] = j
 	return j
 }
 
@@ -158,6 +177,15 @@ func (b *bencher) keyOf(i int) string {
 	return ""
 }
 
+// secondOf assigns job i its second key with --second-keys: round-robin
+// over them, so each first key's jobs spread over several second keys.
+func (b *bencher) secondOf(i int) string {
+	if b.o.secondKeys == 0 {
+		return ""
+	}
+	return "s" + strconv.Itoa(i%b.o.secondKeys)
+}
+
 // enqueueAll stores n jobs with EnqueueMany, batch by batch, keys as
 // keyOf assigns them, and returns how long it took.
 func (b *bencher) enqueueAll(ctx context.Context, c *bq.Client, job *bq.Job[benchArgs], n int) (time.Duration, error) {
@@ -165,7 +193,7 @@ func (b *bencher) enqueueAll(ctx context.Context, c *bq.Client, job *bq.Job[benc
 	return b.enqueueBatches(ctx, c, job, n, func(i, j int) []benchArgs {
 		args = args[:0]
 		for k := i; k < j; k++ {
-			args = append(args, benchArgs{Key: b.keyOf(k)})
+			args = append(args, benchArgs{Key: b.keyOf(k), Second: b.secondOf(k)})
 		}
 		return args
 	})
@@ -261,7 +289,7 @@ func (b *bencher) drain(ctx context.Context, res *benchResult) error {
 	defer db.close()
 	c := db.clients[0]
 	t := newTally(b.o.jobs, false)
-	job := defineBench(b.o.to, t)
+	job := defineBench(b.o.to, t, b.o.secondKeys > 0)
 	enq, err := b.enqueueAll(ctx, c, job, b.o.jobs)
 	if err != nil {
 		return err

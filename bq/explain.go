@@ -58,6 +58,13 @@ func printExplanation(w io.Writer, e *bq.Explanation) error {
 	if labels := labelsText(j.Metadata, j.Tags); labels != "" {
 		fmt.Fprintf(w, "%s\n", labels)
 	}
+	if len(j.Keys) > 0 {
+		keys := make([]string, len(j.Keys))
+		for i, k := range j.Keys {
+			keys[i] = term(k)
+		}
+		fmt.Fprintf(w, "Concurrency keys: %s (a slot of each at once)\n", strings.Join(keys, ", "))
+	}
 	if r := e.Rate; r != nil {
 		fmt.Fprintf(w, "\n%s; this job is number %s in line\n", rateSentence(r, time.Now()), e.Place())
 		if len(r.Line) > 0 {

@@ -133,8 +133,12 @@ func printJobs(w io.Writer, page bq.JobPage, now time.Time) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tKIND\tQUEUE\tSTATE\tKEY\tCREATED\tLABELS")
 	for _, j := range page.Jobs {
+		key := term(j.Key)
+		if n := len(j.Keys); n > 1 {
+			key += fmt.Sprintf(" (+%d)", n-1) // its further keys: bq explain lists them
+		}
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", j.ID, term(j.Kind), term(j.Queue), j.State,
-			term(j.Key), ago(j.CreatedAt, now), labelsText(j.Metadata, j.Tags))
+			key, ago(j.CreatedAt, now), labelsText(j.Metadata, j.Tags))
 	}
 	tw.Flush()
 }

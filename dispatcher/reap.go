@@ -66,19 +66,25 @@ type reap struct {
 }
 
 func handleLost(ctx context.Context, ex driver.Executor, claims []*driver.Claim, now time.Time) ([]reap, error) {
-	// A failed claim releases its keys' semaphores. Every blocking lock
-	// comes first, in key order: the keys of single-key claims. A
-	// multi-key claim's keys are only try-locked after them (a release's
-	// promotion try-locks too); one another transaction holds is left
-	// for the next pass.
+	// A claim that fails (its attempts spent) or is cancelled releases its
+	// keys' semaphores; one going back to ready keeps its slots and locks
+	// none. Every blocking lock comes first, in key order: the keys of the
+	// releasing single-key claims. A releasing multi-key claim's keys are
+	// only try-locked after them (a release's promotion try-locks too);
+	// one another transaction holds is left for the next pass.
 	slices.SortFunc(claims, func(a, b *driver.Claim) int { return strings.Compare(a.Limit.Key, b.Limit.Key) })
 	var todo, multi []*driver.Claim
 	for _, c := range claims {
-		if len(c.More) > 0 {
+		releases, err := releasesOnReap(ctx, ex, c)
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case !releases || c.Limit.Key == "":
+		case len(c.More) > 0:
 			multi = append(multi, c)
 			continue
-		}
-		if c.Limit.Key != "" {
+		default:
 			if _, _, err := ex.SemaphoreLock(ctx, c.Limit.Key, ""); err != nil {
 				return nil, err
 			}
@@ -105,6 +111,15 @@ func handleLost(ctx context.Context, ex driver.Executor, claims []*driver.Claim,
 		}
 	}
 	return out, nil
+}
+
+// releasesOnReap reports whether reaping c releases its slots: its
+// attempts are spent, or a cancel was asked for (lifecycle.Reap).
+func releasesOnReap(ctx context.Context, ex driver.Executor, c *driver.Claim) (bool, error) {
+	if c.Limit.Key == "" || c.Attempt+1 >= c.MaxAttempts {
+		return c.Limit.Key != "", nil
+	}
+	return ex.CancelRequested(ctx, c.ID, c.Fence)
 }
 
 // tryLockKeys try-locks the semaphores of limits; false when another

@@ -25,9 +25,11 @@ import (
 //   - another transaction holds one of its other keys: the promotion stops
 //     and leaves the line to the dispatcher, which tries again.
 //
-// Deadlock: the keys a transaction blocks on are locked in sorted order,
-// all before the first try-lock; the other keys of a line's head are only
-// ever try-locked (a try-lock never waits), so no chain of waits can close.
+// Deadlock: the keys a transaction waits for are locked in sorted order,
+// all before its first try-lock; the other keys of a line's head are only
+// ever try-locked (a try-lock never waits), so no chain of waits can
+// close. The dispatcher try-locks every key, so a transaction frozen
+// holding one never stalls it.
 
 // Set is the semaphores one transaction holds, by key. Every step of the
 // transaction reaches a key through it, so a key changed in memory is
@@ -79,27 +81,6 @@ func (st *Set) tryLock(ctx context.Context, key string) (*Semaphore, error) {
 	s := &Semaphore{ex: st.ex, row: row, now: st.now}
 	st.add(s)
 	return s, nil
-}
-
-// lockSorted locks the semaphores of limits in key order, blocking,
-// creating any that is missing, and adds them to the set (those it
-// holds already are kept). Call it before any try-lock of the
-// transaction.
-func (st *Set) lockSorted(ctx context.Context, limits []driver.Limit) error {
-	limits = slices.Clone(limits)
-	slices.SortFunc(limits, func(a, b driver.Limit) int { return cmp.Compare(a.Key, b.Key) })
-	for _, l := range limits {
-		if st.held[l.Key] != nil {
-			continue
-		}
-		l.Duration = cmp.Or(l.Duration, DefaultDuration)
-		s, err := lock(ctx, st.ex, l, "", st.now)
-		if err != nil {
-			return err
-		}
-		st.add(s)
-	}
-	return nil
 }
 
 // Promoted sums what every semaphore of the set promoted.

@@ -123,7 +123,7 @@ func checkKey(key string) error {
 // their semaphores that are due, skipping rows others hold, and renews
 // them.
 func (d *dialect) Renew(ctx context.Context, x *sqlexec.Executor, processID int64, now time.Time, renewBelow float64) error {
-	keys, err := sqlexec.Column[[]byte](ctx, x.DB(), d.own.heldKeys, processID)
+	keys, err := sqlexec.Column[[]byte](ctx, x.DB(), d.own.heldKeys, processID, processID)
 	if err != nil || len(keys) == 0 {
 		return err
 	}
@@ -143,7 +143,7 @@ func (d *dialect) LostClaims(ctx context.Context, x *sqlexec.Executor, now time.
 
 func (d *dialect) LostClaimsOfKey(ctx context.Context, x *sqlexec.Executor, key string, now time.Time, silence time.Duration) ([]*driver.Claim, error) {
 	ms := silence.Milliseconds()
-	return d.lockLost(ctx, x, d.own.lostClaimsOfKey, hash(key), sqlexec.Micros(now), ms, ms)
+	return d.lockLost(ctx, x, d.own.lostClaimsOfKey, hash(key), hash(key), sqlexec.Micros(now), ms, ms)
 }
 
 // lockLost locks the claims whose fences the query lists, skipping those

@@ -32,7 +32,7 @@ func newHistoryQueries(p func(string) string) sqlhistory.Queries {
 		Snapped:       p(sqlhistory.Snapped),
 		Keys:          p("SELECT minute, `key`, blocked FROM {p}history_keys WHERE minute >= ? ORDER BY minute, `rank` LIMIT ?"),
 		// Keys are VARBINARY: LIKE compares bytes, with no case folding.
-		SearchKeys: p("SELECT `key`, value, lim, blocked, duration_ms, expires_at FROM {p}semaphores\n" +
+		SearchKeys: p("SELECT `key`, value, lim, blocked, multi, duration_ms, expires_at FROM {p}semaphores\n" +
 			"WHERE `key` LIKE ? ESCAPE '!' ORDER BY `key` LIMIT ?"),
 	}
 }

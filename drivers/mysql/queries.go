@@ -44,6 +44,10 @@ type ownQueries struct {
 
 const list = sqlexec.ListMarker
 
+// inRateLine is the condition that blocked row b waits in a rate line,
+// where a job keeps the slots of its keys.
+var inRateLine = "LEFT(b.concurrency_key, " + strconv.Itoa(len(driver.RateLinePrefix)) + ") = '" + driver.RateLinePrefix + "'"
+
 // byKey follows the id list of a statement that changes rows, after an
 // ORDER BY of the table's primary key: in expands it into LIMIT n. Without
 // it InnoDB may plan a small table's `WHERE id IN (...)` as a full scan,
@@ -72,6 +76,7 @@ func newQueries(prefix string) (*sqlexec.Queries, *ownQueries) {
 	// caller's REPEATABLE READ transaction. The state's subqueries read
 	// that transaction's snapshot (locking them would lock gaps every new
 	// job falls in): a job committed since shows no state, "", and counts.
+	q.InsertJobKeys = p("INSERT INTO {p}job_keys (job_id, key_hash, `key`) VALUES ")
 	q.LockUnique = p(`INSERT INTO {p}unique_locks (stripe) VALUES (?) ON DUPLICATE KEY UPDATE stripe = stripe`)
 	q.FindUnique = p(`SELECT j.id, ` + sqltext.JobState + `
 FROM {p}unique_keys u JOIN {p}jobs j ON j.id = u.job_id
@@ -111,14 +116,14 @@ WHERE id IN ` + list + ` ORDER BY id` + byKey)
 		"VALUES (?, ?, ?, ?, 0, ?, ?) ON DUPLICATE KEY UPDATE `key` = `key`")
 	// The override and the policy come from subqueries, which a locking
 	// read does not lock: only the semaphore row is locked.
-	q.SemLock = p(`SELECT s.value, s.lim, s.blocked, s.duration_ms, s.expires_at,
+	q.SemLock = p(`SELECT s.value, s.lim, s.blocked, s.multi, s.duration_ms, s.expires_at,
 	coalesce((SELECT k.lim FROM {p}key_limits k WHERE k.key_hash = s.key_hash), 0),
 	coalesce((SELECT p.queue FROM {p}policies p WHERE p.queue = ?), ''),
 	coalesce((SELECT p.max_active_per_key FROM {p}policies p WHERE p.queue = ?), 0),
 	coalesce((SELECT p.max_blocked FROM {p}policies p WHERE p.queue = ?), 0)
 FROM {p}semaphores s WHERE s.key_hash = ? AND s.` + "`key`" + ` = ? FOR UPDATE`)
 	q.SemTryLock = p(`SELECT 1 FROM {p}semaphores WHERE key_hash = ? AND ` + "`key`" + ` = ? FOR UPDATE SKIP LOCKED`)
-	q.SemSave = p(`UPDATE {p}semaphores SET value = ?, lim = ?, blocked = ?, duration_ms = ?, expires_at = ?
+	q.SemSave = p(`UPDATE {p}semaphores SET value = ?, lim = ?, blocked = ?, multi = ?, duration_ms = ?, expires_at = ?
 WHERE key_hash = ?`)
 	q.PickBlocked = p(`SELECT job_id, queue, priority FROM {p}blocked_executions FORCE INDEX ({p}blocked_line)
 WHERE concurrency_key_hash = ? ORDER BY priority DESC, job_id LIMIT ?`)
@@ -130,7 +135,7 @@ WHERE concurrency_key_hash = ? ORDER BY priority DESC, job_id LIMIT ?`)
 	// per-key one (PickBlocked), bounded by the line index however long
 	// the line.
 	q.Release = sqlexec.ReleaseQueries{
-		Lock: p(`SELECT t.at, s.value, s.lim, s.blocked, s.duration_ms, s.expires_at
+		Lock: p(`SELECT t.at, s.value, s.lim, s.blocked, s.multi, s.duration_ms, s.expires_at
 FROM ` + list + ` t STRAIGHT_JOIN {p}semaphores s ON s.key_hash = t.k ORDER BY t.at FOR UPDATE`),
 		// The hash is cast: a parameter the client does not interpolate
 		// would make the column a string of the connection's character
@@ -139,7 +144,7 @@ FROM ` + list + ` t STRAIGHT_JOIN {p}semaphores s ON s.key_hash = t.k ORDER BY t
 		NextKey:  ` UNION ALL SELECT ?, CAST(? AS BINARY(32))`,
 		PickBranch: p(`SELECT ? AS at, job_id, queue, priority FROM {p}blocked_executions FORCE INDEX ({p}blocked_line)
 WHERE concurrency_key_hash = ? ORDER BY priority DESC, job_id LIMIT ?`),
-		SaveHead: p("INSERT INTO {p}semaphores (key_hash, `key`, value, lim, blocked, duration_ms, expires_at) VALUES "),
+		SaveHead: p("INSERT INTO {p}semaphores (key_hash, `key`, value, lim, blocked, multi, duration_ms, expires_at) VALUES "),
 		SaveTail: "\nON DUPLICATE KEY UPDATE value = VALUES(value), blocked = VALUES(blocked), expires_at = VALUES(expires_at)",
 	}
 	// Admission over many keys creates the missing semaphores in key
@@ -149,7 +154,7 @@ WHERE concurrency_key_hash = ? ORDER BY priority DESC, job_id LIMIT ?`),
 	// from subqueries, which a locking read does not lock.
 	q.Admit = sqlexec.AdmitQueries{
 		EnsureTail: "\nON DUPLICATE KEY UPDATE `key` = `key`",
-		Lock: p(`SELECT t.at, s.value, s.lim, s.blocked, s.duration_ms, s.expires_at,
+		Lock: p(`SELECT t.at, s.value, s.lim, s.blocked, s.multi, s.duration_ms, s.expires_at,
 	coalesce((SELECT k.lim FROM {p}key_limits k WHERE k.key_hash = s.key_hash), 0),
 	coalesce((SELECT p.queue FROM {p}policies p WHERE p.queue = t.q), ''),
 	coalesce((SELECT p.max_active_per_key FROM {p}policies p WHERE p.queue = t.q), 0),
@@ -157,9 +162,13 @@ WHERE concurrency_key_hash = ? ORDER BY priority DESC, job_id LIMIT ?`),
 FROM ` + list + ` t STRAIGHT_JOIN {p}semaphores s ON s.key_hash = t.k ORDER BY t.at FOR UPDATE`),
 		FirstKey: `SELECT ? AS at, CAST(? AS BINARY(32)) AS k, CAST(? AS BINARY) AS q`,
 		NextKey:  ` UNION ALL SELECT ?, CAST(? AS BINARY(32)), CAST(? AS BINARY)`,
-		SaveTail: "\nON DUPLICATE KEY UPDATE value = VALUES(value), lim = VALUES(lim), blocked = VALUES(blocked),\n" +
+		SaveTail: "\nON DUPLICATE KEY UPDATE value = VALUES(value), lim = VALUES(lim), blocked = VALUES(blocked), multi = VALUES(multi),\n" +
 			"duration_ms = VALUES(duration_ms), expires_at = VALUES(expires_at)",
 	}
+	// A job holds the key by its concurrency_key or, a multi-key job, by
+	// a job_keys row (counted there only when its concurrency_key is
+	// another key, so each job once); blocked, it holds only in a rate
+	// line. Args: the key's hash seven times.
 	q.CountHolders = p(`
 SELECT
 	(SELECT count(*) FROM {p}jobs j FORCE INDEX ({p}jobs_live_key) JOIN {p}ready_executions r ON r.job_id = j.id
@@ -167,8 +176,22 @@ SELECT
 	+ (SELECT count(*) FROM {p}jobs j FORCE INDEX ({p}jobs_live_key) JOIN {p}claimed_executions c ON c.job_id = j.id
 		WHERE j.concurrency_key_hash = ? AND j.finished_at IS NULL)
 	+ (SELECT count(*) FROM {p}jobs j FORCE INDEX ({p}jobs_live_key) JOIN {p}blocked_executions b ON b.job_id = j.id
-		WHERE j.concurrency_key_hash = ? AND j.finished_at IS NULL AND b.concurrency_key_hash <> ?),
-	(SELECT count(*) FROM {p}blocked_executions FORCE INDEX ({p}blocked_line) WHERE concurrency_key_hash = ?)`)
+		WHERE j.concurrency_key_hash = ? AND j.finished_at IS NULL AND ` + inRateLine + `)
+	+ (SELECT count(*) FROM {p}job_keys k JOIN {p}jobs j ON j.id = k.job_id
+		WHERE k.key_hash = ? AND j.concurrency_key_hash <> ? AND j.finished_at IS NULL
+		AND (EXISTS (SELECT 1 FROM {p}ready_executions r WHERE r.job_id = j.id)
+			OR EXISTS (SELECT 1 FROM {p}claimed_executions c WHERE c.job_id = j.id)
+			OR EXISTS (SELECT 1 FROM {p}blocked_executions b WHERE b.job_id = j.id AND ` + inRateLine + `))),
+	(SELECT count(*) FROM {p}blocked_executions FORCE INDEX ({p}blocked_line) WHERE concurrency_key_hash = ?),
+	(SELECT count(j.more_keys) FROM {p}blocked_executions b FORCE INDEX ({p}blocked_line)
+		JOIN {p}jobs j ON j.id = b.job_id WHERE b.concurrency_key_hash = ?)`)
+	// The head of a line by its index, however long the line.
+	q.LineHeads = p(`SELECT b.job_id, b.queue, b.priority, coalesce(j.concurrency_key, ''), j.concurrency_limit,
+	j.concurrency_duration_ms, j.on_conflict, j.max_blocked, j.more_keys
+FROM {p}blocked_executions b FORCE INDEX ({p}blocked_line) JOIN {p}jobs j ON j.id = b.job_id
+WHERE b.concurrency_key_hash = ? ORDER BY b.priority DESC, b.job_id LIMIT ?`)
+	// The row's hash column is generated from the key.
+	q.MoveToLine = p(`UPDATE {p}blocked_executions SET concurrency_key = ? WHERE job_id = ? AND concurrency_key = ?`)
 
 	q.PickDueScheduled = p(`SELECT job_id FROM {p}scheduled_executions FORCE INDEX ({p}scheduled_due)
 WHERE scheduled_at <= ? ORDER BY scheduled_at, priority DESC, job_id LIMIT ? FOR UPDATE SKIP LOCKED`)
@@ -180,11 +203,14 @@ WHERE scheduled_at <= ? ORDER BY scheduled_at, priority DESC, job_id LIMIT ? FOR
 	q.PromotableSems = p("SELECT `key` FROM {p}semaphores WHERE value > 0 AND blocked > 0 AND `key` > ?\n" +
 		"ORDER BY `key` LIMIT ?")
 	// In expiry order, the index's: the scan stops after the rows it
-	// returns. A locking read sees the rows' latest values, so what it
+	// returns. A semaphore a blocked multi-key job names is kept: that
+	// job's promotion finds it. A locking read sees the rows' latest values, so what it
 	// locks is idle now and stays so until the delete.
 	q.PickIdleSems = p(`SELECT s.key_hash FROM {p}semaphores s FORCE INDEX ({p}semaphores_expires)
-WHERE s.expires_at < ? AND s.value >= s.lim AND s.blocked = 0
+WHERE s.expires_at < ? AND s.value >= s.lim AND s.blocked = 0 AND s.multi = 0
 	AND NOT EXISTS (SELECT 1 FROM {p}blocked_executions b WHERE b.concurrency_key_hash = s.key_hash)
+	AND NOT EXISTS (SELECT 1 FROM {p}job_keys jk JOIN {p}blocked_executions b ON b.job_id = jk.job_id
+		WHERE jk.key_hash = s.key_hash)
 ORDER BY s.expires_at LIMIT ? FOR UPDATE SKIP LOCKED`)
 	q.DeleteSems = p(`DELETE FROM {p}semaphores WHERE key_hash IN ` + list + ` ORDER BY key_hash` + byKey)
 	q.DeleteFinished = p(`DELETE FROM {p}jobs WHERE finished_at < ? ORDER BY finished_at LIMIT ?`)
@@ -236,16 +262,19 @@ WHERE rate_key_hash = ? AND finished_at IS NULL ORDER BY id DESC LIMIT 1`)
 		"CAST(sum(lim - value) AS SIGNED), CAST(sum(blocked) AS SIGNED),\n" +
 		"CAST(sum(CASE WHEN value <= 0 THEN 1 ELSE 0 END) AS SIGNED)\n" +
 		"FROM {p}semaphores GROUP BY grp ORDER BY grp LIMIT ?")
-	q.TopBlockedKeys = p("SELECT `key`, value, lim, blocked, duration_ms, expires_at FROM {p}semaphores\n" +
+	q.TopBlockedKeys = p("SELECT `key`, value, lim, blocked, multi, duration_ms, expires_at FROM {p}semaphores\n" +
 		"WHERE blocked > 0 ORDER BY blocked DESC, `key` LIMIT ?")
-	q.ReadSem = p("SELECT value, lim, blocked, duration_ms, expires_at FROM {p}semaphores WHERE key_hash = ? AND `key` = ?")
+	q.ReadSem = p("SELECT value, lim, blocked, multi, duration_ms, expires_at FROM {p}semaphores WHERE key_hash = ? AND `key` = ?")
 	q.KeyHolders = p(`
 SELECT j.id, j.kind, j.queue, c.job_id IS NOT NULL, coalesce(c.process_id, 0), coalesce(p.name, ''),
 	p.last_heartbeat_at, c.claimed_at
-FROM {p}jobs j FORCE INDEX ({p}jobs_live_key)
+FROM (SELECT x.id FROM {p}jobs x FORCE INDEX ({p}jobs_live_key)
+		WHERE x.concurrency_key_hash = ? AND x.concurrency_key = ? AND x.finished_at IS NULL
+	UNION SELECT k.job_id FROM {p}job_keys k WHERE k.key_hash = ? AND k.` + "`key`" + ` = ?) h
+JOIN {p}jobs j ON j.id = h.id
 LEFT JOIN {p}claimed_executions c ON c.job_id = j.id
 LEFT JOIN {p}processes p ON p.id = c.process_id
-WHERE j.concurrency_key_hash = ? AND j.concurrency_key = ? AND j.finished_at IS NULL
+WHERE j.finished_at IS NULL
 	AND (c.job_id IS NOT NULL OR EXISTS (SELECT 1 FROM {p}ready_executions r WHERE r.job_id = j.id))
 ORDER BY j.id LIMIT ?`)
 	q.BlockedAhead = p(`SELECT count(*) FROM (SELECT 1 FROM {p}blocked_executions FORCE INDEX ({p}blocked_line)
@@ -266,11 +295,16 @@ WHERE b.concurrency_key_hash = ? AND b.concurrency_key = ? ORDER BY b.priority D
 LEFT JOIN {p}processes p ON p.id = c.process_id
 WHERE p.id IS NULL OR (` + deadFor(`greatest(?, p.dead_after_ms)`) + `)
 ORDER BY c.job_id LIMIT ?`),
-		// Args: key hash, now, silence, silence.
-		lostClaimsOfKey: p(`SELECT c.fence FROM {p}jobs j FORCE INDEX ({p}jobs_live_key)
+		// The key's jobs by concurrency_key and by job_keys (a multi-key
+		// job's other keys). Args: key hash, key hash, now, silence,
+		// silence.
+		lostClaimsOfKey: p(`SELECT c.fence FROM (SELECT x.id FROM {p}jobs x FORCE INDEX ({p}jobs_live_key)
+		WHERE x.concurrency_key_hash = ? AND x.finished_at IS NULL
+	UNION SELECT k.job_id FROM {p}job_keys k WHERE k.key_hash = ?) h
+JOIN {p}jobs j ON j.id = h.id
 JOIN {p}claimed_executions c ON c.job_id = j.id
 LEFT JOIN {p}processes p ON p.id = c.process_id
-WHERE j.concurrency_key_hash = ? AND j.finished_at IS NULL
+WHERE j.finished_at IS NULL
 	AND (p.id IS NULL OR (` + deadFor(`greatest(?, j.concurrency_duration_ms, 3 * p.heartbeat_interval_ms)`) + `))
 ORDER BY c.job_id`),
 		lockClaims: p(`SELECT fence FROM {p}claimed_executions WHERE fence IN ` + list + `
@@ -283,9 +317,13 @@ WHERE c.fence IN ` + list + ` ORDER BY c.job_id`),
 		// their semaphores that expire within half their duration,
 		// skipping rows someone holds: two renewals never wait on each
 		// other, and a skipped key is renewed next beat.
-		heldKeys: p(`SELECT DISTINCT j.concurrency_key_hash FROM {p}claimed_executions c
+		// A multi-key claim holds each of its keys (job_keys). Args: the
+		// process id twice.
+		heldKeys: p(`SELECT j.concurrency_key_hash FROM {p}claimed_executions c
 JOIN {p}jobs j ON j.id = c.job_id
-WHERE c.process_id = ? AND j.concurrency_key_hash IS NOT NULL`),
+WHERE c.process_id = ? AND j.concurrency_key_hash IS NOT NULL
+UNION SELECT k.key_hash FROM {p}claimed_executions c JOIN {p}job_keys k ON k.job_id = c.job_id
+WHERE c.process_id = ?`),
 		pickRenewable: p(`SELECT key_hash FROM {p}semaphores
 WHERE key_hash IN ` + list + ` AND expires_at < ? + duration_ms * 1000 * ?
 ORDER BY key_hash FOR UPDATE SKIP LOCKED`),

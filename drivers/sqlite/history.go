@@ -33,7 +33,7 @@ func newHistoryQueries(p func(string) string) sqlhistory.Queries {
 		// GLOB, not LIKE: SQLite's LIKE folds ASCII case, and keys
 		// differing only in case are different keys, as on the other
 		// databases.
-		SearchKeys: p(`SELECT key, value, lim, blocked, duration_ms, expires_at FROM {p}semaphores
+		SearchKeys: p(`SELECT key, value, lim, blocked, multi, duration_ms, expires_at FROM {p}semaphores
 WHERE key GLOB ? ORDER BY key LIMIT ?`),
 	}
 }

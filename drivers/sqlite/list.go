@@ -13,7 +13,12 @@ import (
 // through json_each, within the rows the other filters leave.
 func (dl *dialect) ListSpelling() sqltext.ListSpelling {
 	return sqltext.ListSpelling{
-		Key:     func(key string) (string, []any) { return `j.concurrency_key = ?`, []any{key} },
+		// A multi-key job matches by any of its keys (job_keys); SQLite
+		// reads each side of the OR by its index.
+		Key: func(key string) (string, []any) {
+			return `(j.concurrency_key = ? OR j.id IN (SELECT k.job_id FROM {p}job_keys k WHERE k.key = ?))`,
+				[]any{key, key}
+		},
 		KeyFrom: ">=", KeyBelow: "<",
 		Metadata: func(md map[string]string) (string, []any) {
 			var conds []string

@@ -1,6 +1,8 @@
 package sqlite
 
 import (
+	"strconv"
+
 	"github.com/bqueue/bq/internal/driver"
 	"github.com/bqueue/bq/internal/sqlexec"
 	"github.com/bqueue/bq/internal/sqltext"
@@ -14,6 +16,10 @@ import (
 
 // idList is how a statement reads its list: one JSON argument.
 const idList = `(SELECT value FROM json_each(?))`
+
+// inRateLine is the condition that blocked row b waits in a rate line,
+// where a job keeps the slots of its keys.
+var inRateLine = "substr(b.concurrency_key, 1, " + strconv.Itoa(len(driver.RateLinePrefix)) + ") = '" + driver.RateLinePrefix + "'"
 
 // deadFor is the condition that process p (the row, aliased p) is dead at
 // ?1 after a silence of silenceMS: it has been silent that long, and
@@ -38,6 +44,7 @@ func newQueries(prefix string) (*sqlexec.Queries, *ownQueries) {
 	p := sqltext.Spelling(prefix, sqlexec.ListMarker, idList)
 	q := sqlexec.Common(p)
 
+	q.InsertJobKeys = p(`INSERT INTO {p}job_keys (job_id, key) VALUES `)
 	q.PickReady = p(`SELECT job_id FROM {p}ready_executions WHERE queue = ?
 ORDER BY priority DESC, job_id LIMIT ?`)
 	q.DeleteReady = p(`DELETE FROM {p}ready_executions WHERE job_id IN ` + idList)
@@ -48,7 +55,7 @@ SELECT value, ?, ?, ? FROM json_each(?)`)
 
 	q.SemEnsure = p(`INSERT INTO {p}semaphores (key, value, lim, blocked, duration_ms, expires_at)
 VALUES (?, ?, ?, 0, ?, ?) ON CONFLICT (key) DO NOTHING`)
-	q.SemLock = p(`SELECT s.value, s.lim, s.blocked, s.duration_ms, s.expires_at,
+	q.SemLock = p(`SELECT s.value, s.lim, s.blocked, s.multi, s.duration_ms, s.expires_at,
 	coalesce((SELECT k.lim FROM {p}key_limits k WHERE k.key = s.key), 0),
 	coalesce((SELECT p.queue FROM {p}policies p WHERE p.queue = ?), ''),
 	coalesce((SELECT p.max_active_per_key FROM {p}policies p WHERE p.queue = ?), 0),
@@ -57,11 +64,15 @@ FROM {p}semaphores s WHERE s.key = ?`)
 	// The transaction's write lock is the database's: nothing else can
 	// hold the row.
 	q.SemTryLock = p(`SELECT 1 FROM {p}semaphores WHERE key = ?`)
-	q.SemSave = p(`UPDATE {p}semaphores SET value = ?, lim = ?, blocked = ?, duration_ms = ?, expires_at = ?
+	q.SemSave = p(`UPDATE {p}semaphores SET value = ?, lim = ?, blocked = ?, multi = ?, duration_ms = ?, expires_at = ?
 WHERE key = ?`)
 	q.PickBlocked = p(`SELECT job_id, queue, priority FROM {p}blocked_executions WHERE concurrency_key = ?
 ORDER BY priority DESC, job_id LIMIT ?`)
 	q.DeleteBlocked = p(`DELETE FROM {p}blocked_executions WHERE job_id IN ` + idList)
+	// A job holds the key by its concurrency_key or, a multi-key job, by
+	// a job_keys row (counted there only when its concurrency_key is
+	// another key, so each job once); blocked, it holds only in a rate
+	// line. Args: the key seven times.
 	q.CountHolders = p(`
 SELECT
 	(SELECT count(*) FROM {p}jobs j JOIN {p}ready_executions r ON r.job_id = j.id
@@ -69,8 +80,20 @@ SELECT
 	+ (SELECT count(*) FROM {p}jobs j JOIN {p}claimed_executions c ON c.job_id = j.id
 		WHERE j.concurrency_key = ? AND j.finished_at IS NULL)
 	+ (SELECT count(*) FROM {p}jobs j JOIN {p}blocked_executions b ON b.job_id = j.id
-		WHERE j.concurrency_key = ? AND j.finished_at IS NULL AND b.concurrency_key <> ?),
-	(SELECT count(*) FROM {p}blocked_executions WHERE concurrency_key = ?)`)
+		WHERE j.concurrency_key = ? AND j.finished_at IS NULL AND ` + inRateLine + `)
+	+ (SELECT count(*) FROM {p}job_keys k JOIN {p}jobs j ON j.id = k.job_id
+		WHERE k.key = ? AND j.concurrency_key <> ? AND j.finished_at IS NULL
+		AND (EXISTS (SELECT 1 FROM {p}ready_executions r WHERE r.job_id = j.id)
+			OR EXISTS (SELECT 1 FROM {p}claimed_executions c WHERE c.job_id = j.id)
+			OR EXISTS (SELECT 1 FROM {p}blocked_executions b WHERE b.job_id = j.id AND ` + inRateLine + `))),
+	(SELECT count(*) FROM {p}blocked_executions WHERE concurrency_key = ?),
+	(SELECT count(j.more_keys) FROM {p}blocked_executions b JOIN {p}jobs j ON j.id = b.job_id
+		WHERE b.concurrency_key = ?)`)
+	q.LineHeads = p(`SELECT b.job_id, b.queue, b.priority, coalesce(j.concurrency_key, ''), j.concurrency_limit,
+	j.concurrency_duration_ms, j.on_conflict, j.max_blocked, j.more_keys
+FROM {p}blocked_executions b JOIN {p}jobs j ON j.id = b.job_id
+WHERE b.concurrency_key = ? ORDER BY b.priority DESC, b.job_id LIMIT ?`)
+	q.MoveToLine = p(`UPDATE {p}blocked_executions SET concurrency_key = ? WHERE job_id = ? AND concurrency_key = ?`)
 
 	q.PickDueScheduled = p(`SELECT job_id FROM {p}scheduled_executions WHERE scheduled_at <= ?
 ORDER BY scheduled_at, priority DESC, job_id LIMIT ?`)
@@ -81,9 +104,13 @@ ORDER BY scheduled_at, priority DESC, job_id LIMIT ?`)
 AND key > ? ORDER BY key LIMIT ?`)
 	q.PromotableSems = p(`SELECT key FROM {p}semaphores WHERE value > 0 AND blocked > 0 AND key > ?
 ORDER BY key LIMIT ?`)
+	// A semaphore a blocked multi-key job names is kept: that job's
+	// promotion finds it.
 	q.PickIdleSems = p(`SELECT s.key FROM {p}semaphores s
-WHERE s.expires_at < ? AND s.value >= s.lim AND s.blocked = 0
+WHERE s.expires_at < ? AND s.value >= s.lim AND s.blocked = 0 AND s.multi = 0
 	AND NOT EXISTS (SELECT 1 FROM {p}blocked_executions b WHERE b.concurrency_key = s.key)
+	AND NOT EXISTS (SELECT 1 FROM {p}job_keys jk JOIN {p}blocked_executions b ON b.job_id = jk.job_id
+		WHERE jk.key = s.key)
 ORDER BY s.key LIMIT ?`)
 	q.DeleteSems = p(`DELETE FROM {p}semaphores WHERE key IN ` + idList)
 	q.DeleteFinished = p(`DELETE FROM {p}jobs WHERE id IN (
@@ -120,18 +147,20 @@ WHERE j.concurrency_key = ? AND j.finished_at IS NULL ORDER BY j.id DESC LIMIT 1
 SELECT CASE WHEN instr(key, '/') > 0 THEN substr(key, 1, instr(key, '/') - 1) ELSE key END AS grp,
 	count(*), min(lim), max(lim), sum(lim - value), sum(blocked), sum(CASE WHEN value <= 0 THEN 1 ELSE 0 END)
 FROM {p}semaphores GROUP BY grp ORDER BY grp LIMIT ?`)
-	q.TopBlockedKeys = p(`SELECT key, value, lim, blocked, duration_ms, expires_at FROM {p}semaphores
+	q.TopBlockedKeys = p(`SELECT key, value, lim, blocked, multi, duration_ms, expires_at FROM {p}semaphores
 WHERE blocked > 0 ORDER BY blocked DESC, key LIMIT ?`)
-	q.ReadSem = p(`SELECT value, lim, blocked, duration_ms, expires_at FROM {p}semaphores WHERE key = ?`)
+	q.ReadSem = p(`SELECT value, lim, blocked, multi, duration_ms, expires_at FROM {p}semaphores WHERE key = ?`)
 	q.KeyHolders = p(`
 SELECT j.id, j.kind, j.queue, c.job_id IS NOT NULL, coalesce(c.process_id, 0), coalesce(p.name, ''),
 	p.last_heartbeat_at, c.claimed_at
 FROM {p}jobs j
 LEFT JOIN {p}claimed_executions c ON c.job_id = j.id
 LEFT JOIN {p}processes p ON p.id = c.process_id
-WHERE j.concurrency_key = ?1 AND j.finished_at IS NULL
+WHERE j.id IN (SELECT x.id FROM {p}jobs x WHERE x.concurrency_key = ? AND x.finished_at IS NULL
+		UNION SELECT k.job_id FROM {p}job_keys k WHERE k.key = ?)
+	AND j.finished_at IS NULL
 	AND (c.job_id IS NOT NULL OR EXISTS (SELECT 1 FROM {p}ready_executions r WHERE r.job_id = j.id))
-ORDER BY j.id LIMIT ?2`)
+ORDER BY j.id LIMIT ?`)
 	q.BlockedAhead = p(`SELECT count(*) FROM (SELECT 1 FROM {p}blocked_executions
 WHERE concurrency_key = ? AND (priority > ? OR (priority = ? AND job_id < ?)) LIMIT ?)`)
 	q.BlockedLine = p(`
@@ -147,7 +176,7 @@ RETURNING job_id, fence`),
 		finishJobs: p(`UPDATE {p}jobs SET attempt = attempt + 1, finished_at = ? WHERE id IN ` + idList),
 		// Set-wise release reads the keys' semaphores, computes release
 		// and promotion in Go, and writes each row once (settleKeys).
-		readSems: p(`SELECT key, value, lim, blocked FROM {p}semaphores WHERE key IN ` + idList),
+		readSems: p(`SELECT key, value, lim, blocked, multi FROM {p}semaphores WHERE key IN ` + idList),
 		// The head of each key's line, at most ?2 per key: SQLite has no
 		// LATERAL and no correlated LIMIT, so the caller trims each key to
 		// its free slots. Each key's scan reads only the head of its index.
@@ -191,14 +220,18 @@ SELECT ` + sqltext.JobColumns + `, c.fence, c.claimed_at, coalesce(p.id, 0),
 FROM {p}jobs j
 JOIN {p}claimed_executions c ON c.job_id = j.id
 LEFT JOIN {p}processes p ON p.id = c.process_id
-WHERE j.concurrency_key = ?2 AND j.finished_at IS NULL
+WHERE j.id IN (SELECT x.id FROM {p}jobs x WHERE x.concurrency_key = ?2 AND x.finished_at IS NULL
+		UNION SELECT k.job_id FROM {p}job_keys k WHERE k.key = ?2)
+	AND j.finished_at IS NULL
 	AND (p.id IS NULL OR (` + deadFor(`max(?3, j.concurrency_duration_ms, 3 * p.heartbeat_interval_ms)`) + `))
 ORDER BY c.job_id`),
 		renewSems: p(`
 UPDATE {p}semaphores SET expires_at = ?1 + duration_ms * 1000
 WHERE expires_at < ?1 + duration_ms * 1000 * ?3 AND key IN (
 	SELECT j.concurrency_key FROM {p}claimed_executions c JOIN {p}jobs j ON j.id = c.job_id
-	WHERE c.process_id = ?2 AND j.concurrency_key IS NOT NULL)`),
+	WHERE c.process_id = ?2 AND j.concurrency_key IS NOT NULL
+	UNION SELECT k.key FROM {p}claimed_executions c JOIN {p}job_keys k ON k.job_id = c.job_id
+	WHERE c.process_id = ?2)`),
 		deleteProcesses: p(`DELETE FROM {p}processes WHERE id IN ` + idList + `
 AND NOT EXISTS (SELECT 1 FROM {p}claimed_executions c WHERE c.process_id = {p}processes.id)
 RETURNING id`),

@@ -78,6 +78,8 @@ func (e executor) CompleteClaims(ctx context.Context, claims []*driver.Claim, ke
 // semaphore.SignalN does per key (release capped at the limit, promote
 // min(free, blocked) jobs, renew the expiry of keys that promoted). The
 // transaction's write lock makes reading, computing and writing back safe.
+// A key whose line holds multi-key jobs (multi > 0) gets its slots back
+// but promotes none: its line is the caller's (Promotion.LineLeft).
 func (e executor) ReleaseMany(ctx context.Context, keys []string, counts []int, now time.Time) ([]driver.Promotion, error) {
 	out := make([]driver.Promotion, len(keys))
 	err := e.Atomic(ctx, func(x *sqlexec.Executor) error {
@@ -93,6 +95,9 @@ func (e executor) ReleaseMany(ctx context.Context, keys []string, counts []int, 
 				continue // deleted idle: nothing held it
 			}
 			s.value = min(s.value+counts[i], s.limit)
+			if s.multi > 0 {
+				continue // its line holds multi-key jobs: the caller's to promote
+			}
 			if s.take = min(max(s.value, 0), s.blocked); s.take > 0 {
 				waiting = append(waiting, k)
 				most = max(most, s.take)
@@ -152,7 +157,7 @@ func (e executor) ReleaseMany(ctx context.Context, keys []string, counts []int, 
 				s.blocked -= s.moved
 			}
 			settle = append(settle, [4]any{k, s.value, s.blocked, s.moved})
-			out[i] = driver.Promotion{Jobs: s.moved, Queues: queueOf[k]}
+			out[i] = driver.Promotion{Jobs: s.moved, Queues: queueOf[k], LineLeft: s.multi > 0}
 		}
 		if len(settle) == 0 {
 			return nil
@@ -167,7 +172,7 @@ func (e executor) ReleaseMany(ctx context.Context, keys []string, counts []int, 
 }
 
 // semRow is the part of a semaphore ReleaseMany reads and writes.
-type semRow struct{ value, limit, blocked, take, moved int }
+type semRow struct{ value, limit, blocked, multi, take, moved int }
 
 func (e executor) readSems(ctx context.Context, x *sqlexec.Executor, keys []string) (map[string]*semRow, error) {
 	rows, err := x.DB().QueryContext(ctx, e.d.dl.own.readSems, jsonOf(keys))
@@ -178,7 +183,7 @@ func (e executor) readSems(ctx context.Context, x *sqlexec.Executor, keys []stri
 	for rows.Next() {
 		var key string
 		s := &semRow{}
-		if err := rows.Scan(&key, &s.value, &s.limit, &s.blocked); err != nil {
+		if err := rows.Scan(&key, &s.value, &s.limit, &s.blocked, &s.multi); err != nil {
 			rows.Close()
 			return nil, err
 		}

@@ -14,15 +14,15 @@ var _ driver.BatchLocker = (*Executor)(nil)
 // AdmitQueries are the statements of set-wise admission (SemaphoreLockMany,
 // SemaphoreSaveMany); a dialect that leaves Lock empty (SQLite, whose
 // statements cost no round trip) locks and saves key by key. Rows are
-// written with Release's SaveHead and Values(n, 7): key index, key,
-// value, lim, blocked, duration_ms, expires_at.
+// written with Release's SaveHead and Values(n, 8): key index, key,
+// value, lim, blocked, multi, duration_ms, expires_at.
 type AdmitQueries struct {
 	// EnsureTail ends the multi-row INSERT that creates the missing
 	// semaphores and leaves existing ones as they are, never failing on a
 	// duplicate key.
 	EnsureTail string
-	// Lock reads at, value, lim, blocked, duration_ms, expires_at, the
-	// override, and the policy's queue, max_active_per_key and
+	// Lock reads at, value, lim, blocked, multi, duration_ms, expires_at,
+	// the override, and the policy's queue, max_active_per_key and
 	// max_blocked of the keys of its ListMarker, a table of (at, k, q):
 	// each key's position in the batch, its KeyIndex and its queue's
 	// Text. It locks the semaphores, and only them, in position order.
@@ -102,13 +102,13 @@ func (x *Executor) lockChunk(ctx context.Context, limits []driver.Limit, queues 
 		want[i] = i
 	}
 	for range 3 {
-		values := make([]any, 0, 7*len(want))
+		values := make([]any, 0, 8*len(want))
 		for _, i := range want {
 			l := limits[i]
 			to := max(l.To, 1)
-			values = append(values, x.d.KeyIndex(l.Key), x.d.Text(l.Key), to, to, 0, l.Duration.Milliseconds(), Micros(now.Add(l.Duration)))
+			values = append(values, x.d.KeyIndex(l.Key), x.d.Text(l.Key), to, to, 0, 0, l.Duration.Milliseconds(), Micros(now.Add(l.Duration)))
 		}
-		if _, err := x.db.ExecContext(ctx, x.q.Release.SaveHead+Values(len(want), 7)+x.q.Admit.EnsureTail, values...); err != nil {
+		if _, err := x.db.ExecContext(ctx, x.q.Release.SaveHead+Values(len(want), 8)+x.q.Admit.EnsureTail, values...); err != nil {
 			return fmt.Errorf("create %d semaphores: %w", len(want), err)
 		}
 		q := x.q.Admit
@@ -127,7 +127,7 @@ func (x *Executor) lockChunk(ctx context.Context, limits []driver.Limit, queues 
 			var durMS, expires int64
 			var s driver.Semaphore
 			var queue []byte
-			if err := rows.Scan(&at, &s.Value, &s.Limit, &s.Blocked, &durMS, &expires,
+			if err := rows.Scan(&at, &s.Value, &s.Limit, &s.Blocked, &s.Multi, &durMS, &expires,
 				&s.Override, &queue, &s.Policy.MaxActivePerKey, &s.Policy.MaxBlocked); err != nil {
 				rows.Close()
 				return fmt.Errorf("lock %d semaphores: %w", len(want), err)
@@ -173,12 +173,12 @@ func (e *Executor) SemaphoreSaveMany(ctx context.Context, sems []driver.Semaphor
 		}
 		for from := 0; from < len(sems); from += size {
 			chunk := sems[from:min(from+size, len(sems))]
-			values := make([]any, 0, 7*len(chunk))
+			values := make([]any, 0, 8*len(chunk))
 			for _, s := range chunk {
-				values = append(values, x.d.KeyIndex(s.Key), x.d.Text(s.Key), s.Value, s.Limit, s.Blocked,
+				values = append(values, x.d.KeyIndex(s.Key), x.d.Text(s.Key), s.Value, s.Limit, s.Blocked, s.Multi,
 					s.Duration.Milliseconds(), Micros(s.ExpiresAt))
 			}
-			if _, err := x.db.ExecContext(ctx, x.q.Release.SaveHead+Values(len(chunk), 7)+x.q.Admit.SaveTail, values...); err != nil {
+			if _, err := x.db.ExecContext(ctx, x.q.Release.SaveHead+Values(len(chunk), 8)+x.q.Admit.SaveTail, values...); err != nil {
 				return fmt.Errorf("save %d semaphores: %w", len(chunk), err)
 			}
 		}

@@ -56,7 +56,7 @@ type Dialect interface {
 	// History is the dialect's history statements (driver.HistoryStore).
 	History() *sqlhistory.Queries
 	// SearchKeys is the key search statement (semaphore columns key,
-	// value, lim, blocked, duration_ms, expires_at; args pattern, max) and
+	// value, lim, blocked, multi, duration_ms, expires_at; args pattern, max) and
 	// the pattern of the keys that start with prefix and end with suffix,
 	// matched byte for byte.
 	SearchKeys(prefix, suffix string) (query string, pattern any)

@@ -43,10 +43,10 @@ func (e *Executor) ReadHistory(ctx context.Context, from time.Time, queue string
 	return e.history().ReadHistory(ctx, from, queue)
 }
 
-// scanSemaphore reads key, value, lim, blocked, duration_ms, expires_at.
+// scanSemaphore reads key, value, lim, blocked, multi, duration_ms, expires_at.
 func scanSemaphore(row *sql.Rows) (s driver.Semaphore, err error) {
 	var durMS, expires int64
-	err = row.Scan(&s.Key, &s.Value, &s.Limit, &s.Blocked, &durMS, &expires)
+	err = row.Scan(&s.Key, &s.Value, &s.Limit, &s.Blocked, &s.Multi, &durMS, &expires)
 	s.Duration, s.ExpiresAt = fromMillis(durMS), FromMicros(expires)
 	return s, err
 }

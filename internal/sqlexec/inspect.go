@@ -46,7 +46,7 @@ func (e *Executor) TopBlockedKeys(ctx context.Context, max int) ([]driver.Semaph
 func (e *Executor) ReadSemaphore(ctx context.Context, key string) (driver.Semaphore, bool, error) {
 	s := driver.Semaphore{Key: key}
 	var durMS, expires int64
-	ok, err := found(e.db.QueryRowContext(ctx, e.q.ReadSem, e.d.KeyArgs(key)...).Scan(&s.Value, &s.Limit, &s.Blocked, &durMS, &expires))
+	ok, err := found(e.db.QueryRowContext(ctx, e.q.ReadSem, e.d.KeyArgs(key)...).Scan(&s.Value, &s.Limit, &s.Blocked, &s.Multi, &durMS, &expires))
 	if err != nil {
 		return s, false, fmt.Errorf("read semaphore %q: %w", key, err)
 	}
@@ -60,7 +60,7 @@ func (e *Executor) KeyHolders(ctx context.Context, key string, max int) ([]drive
 		err = row.Scan(&h.JobID, &h.Kind, &h.Queue, &h.Running, &h.ProcessID, &h.ProcessName, &beat, &claimed)
 		h.ProcessBeat, h.ClaimedAt = optMicros(beat), optMicros(claimed)
 		return h, err
-	}, e.q.KeyHolders, e.key(key, max)...)
+	}, e.q.KeyHolders, append(e.key(key), e.key(key, max)...)...)
 	if err != nil {
 		return nil, fmt.Errorf("list holders of %q: %w", key, err)
 	}

@@ -39,19 +39,45 @@ func (e *Executor) InsertJobs(ctx context.Context, now time.Time, jobs []*driver
 		if err := e.d.CheckKey(j.Rate.Key); err != nil {
 			return fmt.Errorf("insert job: rate %w", err)
 		}
+		for _, l := range j.More {
+			if err := e.d.CheckKey(l.Key); err != nil {
+				return fmt.Errorf("insert job: %w", err)
+			}
+		}
 	}
-	const width = 17
+	const width = 18
 	values := make([]any, 0, width*len(jobs))
 	for _, j := range jobs {
+		more, err := driver.EncodeMore(j.More)
+		if err != nil {
+			return fmt.Errorf("insert job: %w", err)
+		}
 		values = append(values, j.Kind, e.d.Text(j.Queue), string(j.Args), j.Priority, j.MaxAttempts,
 			e.nullKey(j.Limit.Key), j.Limit.To, j.Limit.Duration.Milliseconds(), int(j.Limit.OnConflict),
 			j.Limit.MaxBlocked, Micros(j.ScheduledAt), Micros(now), nullJSON(j.Metadata), nullJSON(j.Tags),
-			e.nullKey(j.Rate.Key), j.Rate.Limit, j.Rate.Period.Milliseconds())
+			e.nullKey(j.Rate.Key), j.Rate.Limit, j.Rate.Period.Milliseconds(), nullJSON(more))
 	}
 	return e.Atomic(ctx, func(x *Executor) error {
 		ids, err := x.insertRows(ctx, x.q.InsertJobs, width, values, true)
 		if err != nil {
 			return fmt.Errorf("insert jobs: %w", err)
+		}
+		// Every key of a multi-key job gets its job_keys row, all the
+		// batch's in multi-row INSERTs.
+		keyWidth := 1 + len(x.d.KeyArgs(""))
+		var keyRows []any
+		for i, j := range jobs {
+			if len(j.More) == 0 {
+				continue
+			}
+			for _, l := range j.Keys() {
+				keyRows = append(append(keyRows, ids[i]), x.d.KeyArgs(l.Key)...)
+			}
+		}
+		if len(keyRows) > 0 {
+			if _, err := x.insertRows(ctx, x.q.InsertJobKeys, keyWidth, keyRows, false); err != nil {
+				return fmt.Errorf("insert the keys of multi-key jobs: %w", err)
+			}
 		}
 		byState := map[driver.JobState][]driver.Execution{}
 		for i, j := range jobs {

@@ -10,6 +10,9 @@ import "github.com/bqueue/bq/internal/sqltext"
 type Queries struct {
 	// Multi-row INSERTs, up to VALUES: the rows follow (Values).
 	InsertJobs, InsertReady, InsertScheduled, InsertBlocked string
+	// InsertJobKeys is up to VALUES of the job_keys rows of multi-key
+	// jobs: the job id, then the key's KeyArgs.
+	InsertJobKeys string
 
 	FinishJob, DeleteJobs, RecordError, InsertFailed string
 
@@ -24,7 +27,13 @@ type Queries struct {
 	Admit                                AdmitQueries   // admit.go
 
 	SemEnsure, SemLock, SemTryLock, SemSave, PickBlocked, DeleteBlocked, CountHolders string
-	ExpiredSems, PromotableSems, PickIdleSems, DeleteSems                             string
+	// LineHeads reads the first blocked rows of a key's line (args: its
+	// KeyIndex, how many) as job_id, queue, priority, then the job's
+	// Limit columns and more_keys. MoveToLine sets a blocked row's key
+	// (args: the new key's Text, the job id, the old key's Text).
+	LineHeads, MoveToLine string
+
+	ExpiredSems, PromotableSems, PickIdleSems, DeleteSems string
 
 	HasDueScheduled, PickDueScheduled, DeleteScheduled, SelectJobs, DeleteFinished string
 
@@ -39,6 +48,8 @@ type Queries struct {
 	// PauseQueue inserts the queue's row unless it exists, affecting no row then.
 	PauseQueue, ResumeQueue, PausedQueues string
 
+	// KeyHolders takes the key's KeyArgs twice (its jobs by
+	// concurrency_key, then by job_keys), then max.
 	ReadyAges, GroupStats, TopBlockedKeys, ReadSem, KeyHolders string
 	BlockedAhead, BlockedLine, JobExecution, ListFailed        string
 	DeleteFailed                                               string
@@ -67,7 +78,7 @@ func Common(spell func(string) string) Queries {
 		Spell: spell,
 		InsertJobs: p(`INSERT INTO {p}jobs (kind, queue, args, priority, max_attempts, concurrency_key,
 	concurrency_limit, concurrency_duration_ms, on_conflict, max_blocked, scheduled_at, created_at,
-	metadata, tags, rate_key, rate_limit, rate_period_ms) VALUES `),
+	metadata, tags, rate_key, rate_limit, rate_period_ms, more_keys) VALUES `),
 		InsertReady:     p(`INSERT INTO {p}ready_executions (job_id, queue, priority, created_at) VALUES `),
 		InsertScheduled: p(`INSERT INTO {p}scheduled_executions (job_id, queue, priority, scheduled_at) VALUES `),
 		InsertBlocked:   p(`INSERT INTO {p}blocked_executions (job_id, queue, priority, concurrency_key, created_at) VALUES `),

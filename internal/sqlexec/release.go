@@ -17,10 +17,10 @@ var _ driver.BatchReleaser = (*Executor)(nil)
 // (ReleaseMany; a dialect releasing its own way, SQLite, leaves them
 // empty). Keys travel as their KeyIndex.
 type ReleaseQueries struct {
-	// Lock reads position, value, lim, blocked, duration_ms, expires_at
-	// of the keys of its ListMarker, a table of (at, k): each key's
-	// position in the batch and its KeyIndex. It locks them in position
-	// order, the keys' sorted order.
+	// Lock reads position, value, lim, blocked, multi, duration_ms,
+	// expires_at of the keys of its ListMarker, a table of (at, k): each
+	// key's position in the batch and its KeyIndex. It locks them in
+	// position order, the keys' sorted order.
 	Lock string
 	// FirstKey selects the first row of Lock's table, naming its columns
 	// at and k; NextKey, each further row, joined to it by UNION ALL.
@@ -30,8 +30,9 @@ type ReleaseQueries struct {
 	// index, how many) as position, job_id, queue, priority.
 	PickBranch string
 	// SaveHead and SaveTail enclose the VALUES rows (key index, key,
-	// value, lim, blocked, duration_ms, expires_at) of the semaphores
-	// written back.
+	// value, lim, blocked, multi, duration_ms, expires_at) of the
+	// semaphores written back; the release's SaveTail leaves multi as it
+	// is (the release changes no multi-key job's line).
 	SaveHead, SaveTail string
 }
 
@@ -43,6 +44,7 @@ type releasing struct {
 	found          bool
 	value, lim     int
 	blocked, take  int
+	multi          int // multi-key jobs in the line: left to the caller
 	durMS, expires int64
 	promoted       driver.Promotion
 }
@@ -52,7 +54,9 @@ type releasing struct {
 // order (one statement), give back the slots capped at each limit, pick
 // each key's first min(free, blocked) blocked jobs (one statement, each
 // key's branch bounded by its index, so a long line is not read), move
-// them to ready, and write the semaphores back in one statement.
+// them to ready, and write the semaphores back in one statement. A key
+// whose line holds multi-key jobs (multi > 0) gets its slots back but
+// promotes none: its line is the caller's (Promotion.LineLeft).
 func (e *Executor) ReleaseMany(ctx context.Context, keys []string, counts []int, now time.Time) ([]driver.Promotion, error) {
 	out := make([]driver.Promotion, len(keys))
 	err := e.Atomic(ctx, func(x *Executor) error {
@@ -95,9 +99,9 @@ func (x *Executor) releaseChunk(ctx context.Context, batch []*releasing, now tim
 		return fmt.Errorf("lock the semaphores: %w", err)
 	}
 	for rows.Next() {
-		var at, value, lim, blocked int
+		var at, value, lim, blocked, multi int
 		var durMS, expires int64
-		if err := rows.Scan(&at, &value, &lim, &blocked, &durMS, &expires); err != nil {
+		if err := rows.Scan(&at, &value, &lim, &blocked, &multi, &durMS, &expires); err != nil {
 			rows.Close()
 			return err
 		}
@@ -106,7 +110,7 @@ func (x *Executor) releaseChunk(ctx context.Context, batch []*releasing, now tim
 			return fmt.Errorf("lock of semaphores named key %d of %d", at, len(batch))
 		}
 		r := batch[at]
-		r.found, r.value, r.lim, r.blocked, r.durMS, r.expires = true, value, lim, blocked, durMS, expires
+		r.found, r.value, r.lim, r.blocked, r.multi, r.durMS, r.expires = true, value, lim, blocked, multi, durMS, expires
 	}
 	if err := CloseRows(rows); err != nil {
 		return fmt.Errorf("lock the semaphores: %w", err)
@@ -120,6 +124,10 @@ func (x *Executor) releaseChunk(ctx context.Context, batch []*releasing, now tim
 			continue // deleted idle: nothing held it
 		}
 		r.value = min(r.value+r.give, r.lim)
+		if r.multi > 0 {
+			r.promoted.LineLeft = true
+			continue
+		}
 		if r.take = min(max(r.value, 0), r.blocked); r.take > 0 {
 			branches = append(branches, "("+q.PickBranch+")")
 			args = append(args, i, x.d.KeyIndex(r.key), r.take)
@@ -165,7 +173,7 @@ func (x *Executor) releaseChunk(ctx context.Context, batch []*releasing, now tim
 		}
 	}
 
-	values := make([]any, 0, 7*len(batch))
+	values := make([]any, 0, 8*len(batch))
 	n := 0
 	for _, r := range batch {
 		if !r.found {
@@ -181,13 +189,13 @@ func (x *Executor) releaseChunk(ctx context.Context, batch []*releasing, now tim
 		if exp := Micros(now) + r.durMS*1000; moved > 0 && exp > r.expires {
 			r.expires = exp
 		}
-		values = append(values, x.d.KeyIndex(r.key), x.d.Text(r.key), r.value, r.lim, r.blocked, r.durMS, r.expires)
+		values = append(values, x.d.KeyIndex(r.key), x.d.Text(r.key), r.value, r.lim, r.blocked, r.multi, r.durMS, r.expires)
 		n++
 	}
 	if n == 0 {
 		return nil
 	}
-	if _, err := x.db.ExecContext(ctx, q.SaveHead+Values(n, 7)+q.SaveTail, values...); err != nil {
+	if _, err := x.db.ExecContext(ctx, q.SaveHead+Values(n, 8)+q.SaveTail, values...); err != nil {
 		return fmt.Errorf("save the semaphores: %w", err)
 	}
 	return nil

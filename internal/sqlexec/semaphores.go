@@ -3,7 +3,6 @@ package sqlexec
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"time"
 
@@ -34,7 +33,7 @@ func (e *Executor) SemaphoreLock(ctx context.Context, key, queue string) (driver
 	var durMS, expires int64
 	q := e.d.Text(queue)
 	ok, err := found(e.db.QueryRowContext(ctx, e.q.SemLock, append([]any{q, q, q}, e.d.KeyArgs(key)...)...).Scan(&s.Value,
-		&s.Limit, &s.Blocked, &durMS, &expires, &s.Override, &s.Policy.Queue, &s.Policy.MaxActivePerKey, &s.Policy.MaxBlocked))
+		&s.Limit, &s.Blocked, &s.Multi, &durMS, &expires, &s.Override, &s.Policy.Queue, &s.Policy.MaxActivePerKey, &s.Policy.MaxBlocked))
 	if err != nil {
 		return s, false, fmt.Errorf("lock semaphore %q: %w", key, err)
 	}
@@ -52,7 +51,7 @@ func (e *Executor) SemaphoreTryLock(ctx context.Context, key string) (bool, erro
 }
 
 func (e *Executor) SemaphoreSave(ctx context.Context, s driver.Semaphore) error {
-	_, err := e.exec(ctx, e.q.SemSave, s.Value, s.Limit, s.Blocked, s.Duration.Milliseconds(), Micros(s.ExpiresAt),
+	_, err := e.exec(ctx, e.q.SemSave, s.Value, s.Limit, s.Blocked, s.Multi, s.Duration.Milliseconds(), Micros(s.ExpiresAt),
 		e.d.KeyIndex(s.Key))
 	if err != nil {
 		return fmt.Errorf("save semaphore %q: %w", s.Key, err)
@@ -101,22 +100,52 @@ func (e *Executor) PromoteBlocked(ctx context.Context, key string, n int, now ti
 	return moved, nil
 }
 
+// CountHolders passes the key's KeyIndex to each of the statement's
+// seven places.
 func (e *Executor) CountHolders(ctx context.Context, key string) (driver.HolderCount, error) {
-	var holders, blocked int
+	var n driver.HolderCount
 	k := e.d.KeyIndex(key)
-	if err := e.db.QueryRowContext(ctx, e.q.CountHolders, k, k, k, k, k).Scan(&holders, &blocked); err != nil {
+	if err := e.db.QueryRowContext(ctx, e.q.CountHolders, k, k, k, k, k, k, k).Scan(&n.Holders, &n.Blocked, &n.Multi); err != nil {
 		return driver.HolderCount{}, fmt.Errorf("count holders of %q: %w", key, err)
 	}
-	return driver.HolderCount{Holders: holders, Blocked: blocked}, nil
+	return n, nil
 }
 
-// TODO(multikey): built by the driver change.
 func (e *Executor) LineHeads(ctx context.Context, key string, n int) ([]driver.LineHead, error) {
-	return nil, errors.New("LineHeads: not built yet")
+	out, err := Collect(ctx, e.db, func(rows *sql.Rows) (h driver.LineHead, err error) {
+		var j driver.Job
+		var durMS int64
+		var conflict int
+		var more []byte
+		if err = rows.Scan(&h.JobID, &h.Queue, &h.Priority, &j.Limit.Key, &j.Limit.To, &durMS, &conflict,
+			&j.Limit.MaxBlocked, &more); err != nil {
+			return h, err
+		}
+		j.Limit.Duration, j.Limit.OnConflict = fromMillis(durMS), driver.OnConflict(conflict)
+		if j.More, err = driver.DecodeMore(more); err != nil {
+			return h, err
+		}
+		h.Keys = j.Keys()
+		return h, nil
+	}, e.q.LineHeads, e.d.KeyIndex(key), n)
+	if err != nil {
+		return nil, fmt.Errorf("read the head of the line of %q: %w", key, err)
+	}
+	return out, nil
 }
 
 func (e *Executor) MoveToLine(ctx context.Context, id int64, from, to string) error {
-	return errors.New("MoveToLine: not built yet")
+	if err := e.d.CheckKey(to); err != nil {
+		return fmt.Errorf("move job %d to the line of %q: %w", id, to, err)
+	}
+	n, err := e.exec(ctx, e.q.MoveToLine, e.d.Text(to), id, e.d.Text(from))
+	if err != nil {
+		return fmt.Errorf("move job %d from the line of %q to that of %q: %w", id, from, to, err)
+	}
+	if n == 0 {
+		return fmt.Errorf("move job %d from the line of %q to that of %q: it is not blocked in the line of %q", id, from, to, from)
+	}
+	return nil
 }
 
 func (e *Executor) keys(ctx context.Context, what, query string, args ...any) ([]string, error) {

@@ -35,7 +35,7 @@ type Queries struct {
 	// those of one queue (from, queue, limit); Snapped and Keys (from,
 	// limit).
 	Rows, RowsOfQueue, Snapped, Keys string
-	// SearchKeys reads key, value, lim, blocked, duration_ms and
+	// SearchKeys reads key, value, lim, blocked, multi, duration_ms and
 	// expires_at of the semaphores whose keys match a pattern, in key
 	// order (pattern, limit): the key search (driver.KeySearcher).
 	SearchKeys string
