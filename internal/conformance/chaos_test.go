@@ -87,7 +87,7 @@ func testChaos(t *testing.T, h *harness) {
 		}
 	}
 	runs := h.dbRuns(t)
-	alive := f.endAtKill(t, runs)
+	alive := f.endAtKill(t, runs, 0)
 	overlap := maxOverlap(alive)
 	for key, n := range overlap {
 		if n > limits[key] {

@@ -286,12 +286,23 @@ func (f *chaosFleet) killFor(d time.Duration, every func() time.Duration) {
 }
 
 // endAtKill returns runs with each run its process's kill cut short
-// ending at the kill; a run that never ended in a process not killed is
-// an error.
-func (f *chaosFleet) endAtKill(t *testing.T, runs []run) []run {
+// ending hold after the kill, or at its job's next start if sooner (its
+// claim keeps its slots until reaped: hold is a bound on the reap's
+// earliest time; 0 ends it at the kill). A run that never ended in a
+// process not killed is an error.
+func (f *chaosFleet) endAtKill(t *testing.T, runs []run, hold time.Duration) []run {
 	t.Helper()
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	next := func(r run) time.Time {
+		var at time.Time
+		for _, o := range runs {
+			if o.JobID == r.JobID && o.Start.After(r.Start) && (at.IsZero() || o.Start.Before(at)) {
+				at = o.Start
+			}
+		}
+		return at
+	}
 	var out []run
 	for _, r := range runs {
 		if r.End.Before(r.Start) {
@@ -300,7 +311,10 @@ func (f *chaosFleet) endAtKill(t *testing.T, runs []run) []run {
 				t.Errorf("job %d: run in live process %d never ended", r.JobID, r.PID)
 				continue
 			}
-			r.End = at
+			r.End = at.Add(hold)
+			if n := next(r); !n.IsZero() && n.Before(r.End) {
+				r.End = n
+			}
 		}
 		out = append(out, r)
 	}

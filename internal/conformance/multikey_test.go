@@ -209,9 +209,12 @@ func testMultiKeyAcrossProcesses(t *testing.T, h *harness) {
 // testMultiKeyKill9: jobs as MultiKeyAcrossProcesses's, enqueued
 // steadily for 6 s, drained by three worker processes and a dispatcher
 // while a worker is killed with SIGKILL every 1-2 s and replaced. A killed
-// run lasts until its kill, as ChaosKill9 judges it (its slots stay taken
-// until the dispatcher reaps its claim, which shows in the later runs'
-// overlap). No key beyond its limit; every job completes.
+// run's claim keeps every slot of its job until the dispatcher reaps it,
+// which is never sooner than ProcessDeadAfter less a heartbeat after the
+// process's last beat: the run counts as lasting until half of
+// ProcessDeadAfter after its kill (its last beat may have been late), or
+// its job's re-run if sooner. No key beyond its limit; every job
+// completes.
 func testMultiKeyKill9(t *testing.T, h *harness) {
 	f := h.chaosFleet(3, 4)
 	var ids []int64
@@ -219,7 +222,7 @@ func testMultiKeyKill9(t *testing.T, h *harness) {
 	go func() {
 		defer close(enqueued)
 		for i, start := 0, time.Now(); time.Since(start) < 6*time.Second; i += 4 {
-			got := mkMixed(t, h, i, 4, func() int { return 20 + rand.IntN(130) })
+			got := mkMixed(t, h, i, 4, func() int { return 50 + rand.IntN(250) })
 			ids = append(ids, got...)
 			if len(got) < 4 {
 				return
@@ -230,7 +233,7 @@ func testMultiKeyKill9(t *testing.T, h *harness) {
 	f.killFor(6*time.Second, nil)
 	<-enqueued
 	h.waitFinished(len(ids), 2*time.Minute)
-	runs := f.endAtKill(t, h.dbRuns(t))
+	runs := f.endAtKill(t, h.dbRuns(t), chaosDeadAfter/2)
 	overlap := checkOverlap(t, runs, mkLimits)
 	h.checkDrained(ids)
 	reaped := h.count(`SELECT count(*) FROM bq_jobs WHERE last_error LIKE 'process lost%'`)
@@ -474,7 +477,7 @@ func testMultiKeyCancel(t *testing.T, h *harness) {
 // testMultiKeyBadInput: five keys, a key named twice, and a
 // WithMoreConcurrencyKeys key without a group are refused before the
 // database with ErrInvalidJob and a message naming the fix; a definition
-// with five keys reports through Err.
+// with five keys, or a limit without Key, reports through Err.
 func testMultiKeyBadInput(t *testing.T, h *harness) {
 	ctx := context.Background()
 	five, _ := mkKeys([]string{"A", "B", "C", "D", "E"}, nil)
@@ -513,6 +516,11 @@ func testMultiKeyBadInput(t *testing.T, h *harness) {
 	bad := bq.Define("c.mk.five."+h.test, behave, bq.JobOptions[Args]{Concurrency: &mkTenant, MoreConcurrency: more})
 	if err := bad.Err(); !errors.Is(err, bq.ErrInvalidJob) || !strings.Contains(err.Error(), "MaxConcurrencyKeys") {
 		t.Errorf("a definition with five keys: %v, want ErrInvalidJob naming MaxConcurrencyKeys", err)
+	}
+	noKey := bq.Define("c.mk.nokey."+h.test, behave, bq.JobOptions[Args]{Concurrency: &mkTenant,
+		MoreConcurrency: []bq.Concurrency[Args]{{To: 1}}})
+	if err := noKey.Err(); !errors.Is(err, bq.ErrInvalidJob) || !strings.Contains(err.Error(), "MoreConcurrency[0]") {
+		t.Errorf("a definition with a MoreConcurrency limit without Key: %v, want ErrInvalidJob naming MoreConcurrency[0]", err)
 	}
 	if n := h.count(`SELECT count(*) FROM bq_jobs`); n != 0 {
 		t.Errorf("%d jobs stored by refused enqueues", n)
