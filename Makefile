@@ -7,8 +7,9 @@
 #   make lint   gofmt, go vet, staticcheck
 #   make demo   the self-contained demo (SQLite in a temp dir; no server)
 #   make build  compile everything, including the bq binary
-#   make bench  the benchmark matrix (bq and River, SQLite and PostgreSQL,
-#               3 rounds; ~15 min) -> docs/benchmarks.md
+#   make bench  the benchmark matrix (bq, River and the databases' own
+#               ceilings on SQLite, PostgreSQL and MySQL, 3 rounds) ->
+#               docs/benchmarks.md
 
 SHELL := /usr/bin/env bash
 .SHELLFLAGS := -euo pipefail -c
@@ -27,7 +28,7 @@ DEFAULT_MYSQL_DSN := mysql://root@127.0.0.1:3306/test
 export BQ_TEST_POSTGRES_DSN ?= $(DEFAULT_POSTGRES_DSN)
 export BQ_TEST_MYSQL_DSN ?= $(DEFAULT_MYSQL_DSN)
 
-.PHONY: test soak lint demo build bench ensure-cc ensure-databases ensure-chromium staticcheck
+.PHONY: test soak lint demo build bench ensure-cc ensure-databases ensure-pgbench ensure-chromium staticcheck
 
 test: ensure-cc ensure-databases ensure-chromium
 	$(GO) test -race -count=1 -timeout 20m ./...
@@ -51,6 +52,10 @@ ensure-cc:
 
 ensure-databases:
 	scripts/ensure-databases.sh
+
+# pgbench, for the PostgreSQL ceiling of `make bench` (bench/ceiling).
+ensure-pgbench:
+	scripts/ensure-pgbench.sh
 
 ensure-chromium:
 	scripts/ensure-chromium.sh
@@ -79,11 +84,14 @@ build:
 # BENCH_FLAGS passes sizes to bench/matrix, e.g. BENCH_FLAGS='--rounds 1 --drain-jobs 2000';
 # BENCH_FLAGS='--only dead --drain-jobs 100000 --keyed-jobs 100000' runs only the
 # dead-rows and table-size runs (PostgreSQL, bq and River) and rewrites only
-# that section (and the notes) of docs/benchmarks.md.
+# that section (and the notes) of docs/benchmarks.md. Any other --only writes a
+# report of only what ran: give it its own --out, e.g.
+# BENCH_FLAGS='--rounds 1 --only ceiling,fleet,rate --out /tmp/bench.md'.
 BENCH_FLAGS ?=
-bench: ensure-databases
+bench: ensure-databases ensure-pgbench
 	mkdir -p .artifacts/bench
 	$(GO) build -o .artifacts/bench/bq ./bq
+	$(GO) build -o .artifacts/bench/ceiling ./bench/ceiling
 	cd bench/river && $(GO) build -o ../../.artifacts/bench/river-bench .
-	$(GO) run ./bench/matrix --bq .artifacts/bench/bq --river .artifacts/bench/river-bench \
+	$(GO) run ./bench/matrix --bq .artifacts/bench/bq --river .artifacts/bench/river-bench --ceiling .artifacts/bench/ceiling \
 		--dsn "$(BQ_TEST_POSTGRES_DSN)" --mysql-dsn "$(BQ_TEST_MYSQL_DSN)" --out docs/benchmarks.md $(BENCH_FLAGS)

@@ -133,3 +133,37 @@ gcc() { echo "gcc (Debian) 12"; }
 		t.Errorf("a broken CC of the user's: %v\n%s\nwant a refusal naming it", err, out)
 	}
 }
+
+// TestEnsurePgbench: a missing pgbench is installed with the server's
+// major version's package (Debian ships it there), postgresql-contrib
+// when the server cannot be asked; a working one is left alone, and
+// nothing is done when PostgreSQL is not among the drivers.
+func TestEnsurePgbench(t *testing.T) {
+	stubs := map[string]string{
+		"pgbench": `[ -e "$SANDBOX/pgbench-installed" ] || exit 1; echo "pgbench (PostgreSQL) 15.20"`,
+		"psql":    "echo 150020",
+		"apt-get": `touch "$SANDBOX/pgbench-installed"`,
+	}
+	out, calls, err := sandbox(t, "ensure-pgbench.sh", asRoot+"main", stubs)
+	if err != nil || !strings.Contains(calls, "apt-get update -qq\napt-get install -y -qq postgresql-15\n") || !strings.Contains(out, "pgbench: pgbench (PostgreSQL) 15.20") {
+		t.Errorf("no pgbench: %v, calls %q\n%s\nwant postgresql-15 installed", err, calls, out)
+	}
+	stubs["psql"] = "exit 2"
+	_, calls, err = sandbox(t, "ensure-pgbench.sh", asRoot+"main", stubs)
+	if err != nil || !strings.Contains(calls, "apt-get install -y -qq postgresql-contrib\n") {
+		t.Errorf("no pgbench, no answer from the server: %v, calls %q\nwant postgresql-contrib installed", err, calls)
+	}
+	_, calls, err = sandbox(t, "ensure-pgbench.sh", asRoot+`touch "$SANDBOX/pgbench-installed"; main`, stubs)
+	if err != nil || strings.Contains(calls, "apt-get") {
+		t.Errorf("a working pgbench: %v, calls %q\nwant nothing installed", err, calls)
+	}
+	_, calls, err = sandbox(t, "ensure-pgbench.sh", asRoot+"drivers=sqlite,mysql; main", stubs)
+	if err != nil || calls != "" {
+		t.Errorf("PostgreSQL not selected: %v, calls %q\nwant nothing run", err, calls)
+	}
+	stubs["apt-get"] = ""
+	out, _, err = sandbox(t, "ensure-pgbench.sh", asRoot+"main", stubs)
+	if err == nil || !strings.Contains(out, "but pgbench still does not run") {
+		t.Errorf("an install that brought no pgbench: %v\n%s\nwant a failure saying so", err, out)
+	}
+}

@@ -1,10 +1,11 @@
 // Command matrix runs the benchmark matrix behind `make bench`: bq bench's
-// workloads and River's peers on SQLite and PostgreSQL, round after round
-// so that the runs compared with each other sit side by side in time, and
-// writes the medians and the ratios against bq's targets to
-// docs/benchmarks.md.
+// workloads (fleet and rate runs included), River's peers and the
+// databases' own ceilings (bench/ceiling) on SQLite, PostgreSQL and MySQL,
+// round after round so that the runs compared with each other sit side by
+// side in time, and writes the medians, the fractions of each ceiling and
+// the ratios against bq's targets to docs/benchmarks.md.
 //
-//	go run ./bench/matrix --bq BIN --river BIN --dsn postgres://... --out docs/benchmarks.md
+//	go run ./bench/matrix --bq BIN --river BIN --ceiling BIN --dsn postgres://... --out docs/benchmarks.md
 package main
 
 import (
@@ -49,6 +50,29 @@ type result struct {
 	BacklogRatio   float64 `json:"backlog_ratio"`
 	// Tables is what a --table-stats run left in its schema's tables.
 	Tables *pgstats.Report `json:"tables"`
+	// Fleet is what a --processes run measured besides throughput.
+	Fleet *fleet `json:"fleet"`
+	// A --mode rate run: the configured rate, the starts/s achieved and
+	// their ratio, and the most starts of one key seen in one period.
+	RateLimit      int     `json:"rate_limit"`
+	RateTargetPerS float64 `json:"rate_target_per_s"`
+	RatePerS       float64 `json:"rate_per_s"`
+	RateRatio      float64 `json:"rate_ratio"`
+	RateMaxWindow  int     `json:"rate_max_window"`
+	RateLate       int     `json:"rate_late"`
+	// bench/ceiling: jobs per claim (or per INSERT) and the MySQL
+	// transactions retried as deadlock victims.
+	Batch     int `json:"batch"`
+	Deadlocks int `json:"deadlocks"`
+}
+
+// fleet is the "fleet" object of `bq bench --processes N --json`.
+type fleet struct {
+	Processes         int     `json:"processes"`
+	ConnsPeak         int     `json:"server_conns_peak"`
+	ConnsPerProcess   int     `json:"conns_per_process"`
+	WakeupsPerJob     float64 `json:"wakeups_per_job"`
+	WakeupReadsPerJob float64 `json:"wakeup_reads_per_job"`
 }
 
 // fullRaw is where a whole run's JSON lines go by default.
@@ -59,7 +83,7 @@ type item struct {
 	id   string // e.g. "pg/bq/drain"
 	name string
 	args []string // after the binary
-	bin  string   // "bq" or "river"
+	bin  string   // "bq", "river" or "ceiling"
 	runs int      // rounds it runs in (the first ones)
 	// tables: a --table-stats run, reported in the dead-rows section
 	// rather than among the timings.
@@ -72,6 +96,10 @@ type sizes struct {
 	slots                        int
 	backlogSmall, backlogLarge   int
 	backlogRuns                  int
+	mysqlBacklogRuns             int
+	fleetJobs, fleetSlots        int
+	fleetPGPool, fleetMySQLPool  int
+	rateJobs, rateLimit          int
 }
 
 func main() {
@@ -85,12 +113,13 @@ func main() {
 
 func run(ctx context.Context) error {
 	var (
-		bqBin, riverBin, dsn, mysqlDSN, out, raw, drivers, from, only string
-		rounds                                                        int
-		s                                                             sizes
+		bqBin, riverBin, ceilingBin, dsn, mysqlDSN, out, raw, drivers, from, only string
+		rounds                                                                    int
+		s                                                                         sizes
 	)
 	flag.StringVar(&bqBin, "bq", "", "the bq binary")
 	flag.StringVar(&riverBin, "river", "", "the bench/river binary")
+	flag.StringVar(&ceilingBin, "ceiling", "", "the bench/ceiling binary (needed by the */ceiling/* items)")
 	flag.StringVar(&dsn, "dsn", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable", "PostgreSQL server DSN")
 	flag.StringVar(&mysqlDSN, "mysql-dsn", "mysql://root@127.0.0.1:3306/test", "MySQL/MariaDB server DSN")
 	flag.StringVar(&drivers, "drivers", "postgres,sqlite,mysql", "databases to run on")
@@ -106,9 +135,17 @@ func run(ctx context.Context) error {
 	flag.IntVar(&s.backlogSmall, "backlog-small", 1000, "backlog's small line")
 	flag.IntVar(&s.backlogLarge, "backlog-large", 1000000, "backlog's large line")
 	flag.IntVar(&s.backlogRuns, "backlog-runs", 3, "rounds the backlog runs in (building the large line is the slow part)")
+	flag.IntVar(&s.fleetJobs, "fleet-jobs", 10000, "jobs of each fleet run (bq bench --processes)")
+	flag.IntVar(&s.fleetSlots, "fleet-slots", 25, "slots of each process of a fleet run")
+	flag.IntVar(&s.fleetPGPool, "fleet-pg-pool", 3, "pool of each PostgreSQL fleet process (bq bench --pool; the listener's connection is one more)")
+	flag.IntVar(&s.fleetMySQLPool, "fleet-mysql-pool", 4, "connections of each MySQL fleet process (bq bench --pool)")
+	flag.IntVar(&s.rateJobs, "rate-jobs", 5000, "jobs of the rate runs (bq bench --mode rate)")
+	flag.IntVar(&s.rateLimit, "rate-limit", 500, "the rate runs' limit: starts per second of their one key")
+	flag.IntVar(&s.mysqlBacklogRuns, "mysql-backlog-runs", 1, "rounds MySQL's backlog runs in (its large line takes minutes to build)")
 	flag.StringVar(&from, "from", "", "re-render the report from this results file of an earlier run, running nothing")
-	flag.StringVar(&only, "only", "", "run only the items whose id contains one of these comma-separated words (\"dead\": the dead-rows runs) "+
-		"and rewrite only the dead-rows section and the notes of --out, keeping the rest of it")
+	flag.StringVar(&only, "only", "", "run only the items whose id contains one of these comma-separated words (e.g. \"ceiling,fleet,rate\"); "+
+		"when they are all dead-rows runs (\"dead\"), rewrite only the dead-rows section and the notes of --out, keeping the rest of it, "+
+		"else write a report of only what ran")
 	flag.Parse()
 	var items []item
 	for d := range strings.SplitSeq(drivers, ",") {
@@ -116,16 +153,22 @@ func run(ctx context.Context) error {
 	}
 	if only != "" {
 		items = selectItems(items, only)
+		if len(items) == 0 {
+			return fmt.Errorf("--only %q selects no item", only)
+		}
 		if !flagSet("raw") {
 			raw = ".artifacts/bench/results-only.jsonl" // the full run's results stay
 		}
 	}
-	r := report{items: items, s: s, rounds: rounds, pgDSN: dsn, partial: only != "", raw: raw}
+	r := report{items: items, s: s, rounds: rounds, pgDSN: dsn, partial: only != "" && allTables(items), only: only, raw: raw}
 	if from != "" {
 		return rerender(r, from, out)
 	}
 	if bqBin == "" || riverBin == "" {
 		return errors.New("--bq and --river are required")
+	}
+	if ceilingBin == "" && slices.ContainsFunc(items, func(it item) bool { return it.bin == "ceiling" }) {
+		return errors.New("--ceiling is required by the */ceiling/* items (or leave them out with --only)")
 	}
 	if err := os.MkdirAll(filepath.Dir(raw), 0o755); err != nil {
 		return err
@@ -144,8 +187,11 @@ func run(ctx context.Context) error {
 				continue
 			}
 			bin := bqBin
-			if it.bin == "river" {
+			switch it.bin {
+			case "river":
 				bin = riverBin
+			case "ceiling":
+				bin = ceilingBin
 			}
 			fmt.Fprintf(os.Stderr, "[round %d/%d, %s] %s\n", round+1, rounds, time.Since(t0).Round(time.Second), it.name)
 			res, line, err := runOne(ctx, bin, it.args)
@@ -212,6 +258,16 @@ func selectItems(items []item, only string) []item {
 	return out
 }
 
+// allTables says whether every item is a dead-rows (--table-stats) run.
+func allTables(items []item) bool {
+	for _, it := range items {
+		if !it.tables {
+			return false
+		}
+	}
+	return true
+}
+
 // flagSet says whether flag name was given on the command line.
 func flagSet(name string) bool {
 	set := false
@@ -239,9 +295,50 @@ func matrix(d, dsn, mysqlDSN string, s sizes, rounds int) []item {
 		args := append([]string{"--dsn", arg, "--json", "--slots", slots}, extra...)
 		return item{id: short + "/river/" + id, name: "river-bench " + strings.Join(extra, " ") + " on " + d, args: args, bin: "river", runs: rounds}
 	}
+	// The database alone (bench/ceiling), on a fresh database each run;
+	// SQLite has no ceiling program.
+	ceilingItem := func(id string, extra ...string) item {
+		args := append([]string{"--dsn", arg, "--mode"}, extra...)
+		return item{id: short + "/ceiling/" + id, name: "ceiling --mode " + strings.Join(extra, " ") + " on " + d, args: args, bin: "ceiling", runs: rounds}
+	}
+	var ceilings []item
+	switch d {
+	case "postgres":
+		ceilings = []item{ceilingItem("enqueue", "enqueue"), ceilingItem("claim-complete", "claim-complete")}
+	case "mysql":
+		// Batch 100 is the ceiling; 27 is about what bq's claims average.
+		ceilings = []item{ceilingItem("enqueue", "enqueue"), ceilingItem("claim-complete", "claim-complete", "--batch", "100"),
+			ceilingItem("claim-complete-27", "claim-complete", "--batch", "27")}
+	}
+	// The fleet: the drain worked by N child processes of --fleet-slots
+	// slots each (bq bench --processes), the parent only enqueueing.
+	var fleetItems []item
+	if d != "sqlite" {
+		for _, p := range []int{1, 4, 16} {
+			it := bqItem(fmt.Sprintf("fleet-%d", p), "--mode", "drain", "--jobs", n(s.fleetJobs), "--processes", n(p))
+			it.args[5] = n(s.fleetSlots) // --slots: per process
+			// Bounded pools, as docs/scaling.md measured them, so that 16
+			// processes fit a stock max_connections (PostgreSQL 100, MySQL
+			// 151, whose pool is otherwise unbounded) beside other clients.
+			pool := s.fleetPGPool
+			if d == "mysql" {
+				pool = s.fleetMySQLPool
+			}
+			it.args = append(it.args, "--pool", n(pool))
+			it.name = fmt.Sprintf("bq bench --mode drain --processes %d --slots %d on %s", p, s.fleetSlots, d)
+			fleetItems = append(fleetItems, it)
+		}
+	}
+	// A rate limit's throughput: one key at --rate-limit starts per second.
+	rateItem := bqItem("rate", "--mode", "rate", "--jobs", n(s.rateJobs), "--rate-limit", n(s.rateLimit), "--rate-period", "1s")
 	backlog := bqItem("backlog", "--mode", "backlog", "--backlog-small", n(s.backlogSmall),
 		"--backlog-large", n(s.backlogLarge), "--batch", "10000")
 	backlog.runs = min(s.backlogRuns, rounds)
+	if d == "mysql" {
+		// Building MySQL's large line takes ~2.5 min (~7,000 blocked
+		// jobs/s); the ratio is of handoffs alternating within one run.
+		backlog.runs = min(s.mysqlBacklogRuns, rounds)
+	}
 	var pgOnly []item
 	if d == "postgres" {
 		// What bq's defaults leave on the table: a pool sized for the
@@ -279,25 +376,35 @@ func matrix(d, dsn, mysqlDSN string, s sizes, rounds int) []item {
 		}
 	}
 	if d == "mysql" {
-		// River has no MySQL driver: bq's own figures, for reference.
-		return []item{
+		// River has no MySQL driver: bq's own figures beside the ceiling.
+		out := append(ceilings,
 			bqItem("drain", "--mode", "drain", "--jobs", n(s.drain)),
 			bqItem("keyed", "--mode", "keyed", "--jobs", n(s.keyed), "--keys", "1000", "--to", "2"),
+			// The cost of a second key per job (never binding: limit 1000).
+			bqItem("keyed-second", "--mode", "keyed", "--jobs", n(s.keyed), "--keys", "1000", "--to", "2", "--second-keys", "10"),
 			bqItem("hotkey", "--mode", "hotkey", "--jobs", n(s.hotkey), "--to", "50"),
 			bqItem("steady", "--mode", "steady", "--jobs", n(s.steady), "--rate", rate),
-		}
+			rateItem,
+			backlog,
+		)
+		return append(out, fleetItems...)
 	}
-	return append([]item{
+	out := append(ceilings,
 		bqItem("drain", "--mode", "drain", "--jobs", n(s.drain)),
 		riverItem("drain", "--mode", "drain", "--jobs", n(s.drain)),
 		bqItem("drain-default", "--mode", "drain", "--jobs", n(s.drain), "--config", "default"),
 		bqItem("keyed", "--mode", "keyed", "--jobs", n(s.keyed), "--keys", "1000", "--to", "2"),
+		// The cost of a second key per job (never binding: limit 1000).
+		bqItem("keyed-second", "--mode", "keyed", "--jobs", n(s.keyed), "--keys", "1000", "--to", "2", "--second-keys", "10"),
 		bqItem("hotkey", "--mode", "hotkey", "--jobs", n(s.hotkey), "--to", "50"),
 		bqItem("steady", "--mode", "steady", "--jobs", n(s.steady), "--rate", rate),
 		riverItem("steady", "--mode", "steady", "--jobs", n(s.steady), "--rate", rate),
 		bqItem("steady-default", "--mode", "steady", "--jobs", n(s.steady), "--rate", rate, "--config", "default"),
+		rateItem,
 		backlog,
-	}, pgOnly...)
+	)
+	out = append(out, fleetItems...)
+	return append(out, pgOnly...)
 }
 
 // runOne runs one command, its stderr (progress bars) passed through, and

@@ -36,32 +36,46 @@ func targets() []target {
 	}
 	atLeast := func(x float64) func(float64) bool { return func(v float64) bool { return v >= x } }
 	atMost := func(x float64) func(float64) bool { return func(v float64) bool { return v <= x } }
+	backlog := func(id string) func(get func(string) []*result) ([]float64, string) {
+		return func(get func(string) []*result) ([]float64, string) {
+			return field(get(id), func(r *result) float64 { return r.BacklogRatio }), "×"
+		}
+	}
 	return []target{
-		{"PostgreSQL drain: bq work/s ÷ River work/s", "≥ 1 (stretch 1.5)", atLeast(1), ratio("pg/bq/drain", "pg/river/drain", work)},
+		{"PostgreSQL drain: bq work/s ÷ River work/s", "≥ 1.5", atLeast(1.5), ratio("pg/bq/drain", "pg/river/drain", work)},
 		{"PostgreSQL drain: bq EnqueueMany/s ÷ River InsertMany/s", "≥ 1", atLeast(1), ratio("pg/bq/drain", "pg/river/drain", enq)},
+		{"PostgreSQL drain: bq work/s ÷ the claim-complete ceiling", "≥ 0.6", atLeast(0.6), ratio("pg/bq/drain", "pg/ceiling/claim-complete", work)},
+		{"PostgreSQL EnqueueMany/s ÷ the enqueue ceiling", "≥ 0.6", atLeast(0.6), ratio("pg/bq/drain", "pg/ceiling/enqueue", enq)},
 		{"PostgreSQL keyed (1,000 keys, To=2) ÷ bq unkeyed drain", "≥ 0.7", atLeast(0.7), ratio("pg/bq/keyed", "pg/bq/drain", work)},
 		{"PostgreSQL hotkey (1 key, To=50) ÷ bq unkeyed drain", "≥ 0.5", atLeast(0.5), ratio("pg/bq/hotkey", "pg/bq/drain", work)},
+		{"PostgreSQL keyed with a second key per job ÷ keyed with one", "≥ 0.7", atLeast(0.7), ratio("pg/bq/keyed-second", "pg/bq/keyed", work)},
+		{"PostgreSQL fleet: 16 processes ÷ 1 (drain work/s, 25 slots each)", "≥ 0.8", atLeast(0.8), ratio("pg/bq/fleet-16", "pg/bq/fleet-1", work)},
+		{"PostgreSQL rate limit: starts/s achieved ÷ the configured rate (500/s)", "≥ 0.95", atLeast(0.95), func(get func(string) []*result) ([]float64, string) {
+			return field(get("pg/bq/rate"), func(r *result) float64 { return r.RateRatio }), "×"
+		}},
+		{"MySQL drain: bq work/s ÷ the MariaDB claim-complete ceiling (batch 100)", "≥ 0.5", atLeast(0.5), ratio("mysql/bq/drain", "mysql/ceiling/claim-complete", work)},
+		{"MySQL fleet: 16 processes ÷ 1 (drain work/s, 25 slots each)", "≈ (no target)", atLeast(0), ratio("mysql/bq/fleet-16", "mysql/bq/fleet-1", work)},
 		{"SQLite keyed (1,000 keys, To=2) ÷ bq unkeyed drain", "≥ 0.7", atLeast(0.7), ratio("sqlite/bq/keyed", "sqlite/bq/drain", work)},
 		{"SQLite hotkey (1 key, To=50) ÷ bq unkeyed drain", "≥ 0.5", atLeast(0.5), ratio("sqlite/bq/hotkey", "sqlite/bq/drain", work)},
+		{"SQLite keyed with a second key per job ÷ keyed with one", "≥ 0.7", atLeast(0.7), ratio("sqlite/bq/keyed-second", "sqlite/bq/keyed", work)},
+		{"MySQL keyed with a second key per job ÷ keyed with one", "≥ 0.7", atLeast(0.7), ratio("mysql/bq/keyed-second", "mysql/bq/keyed", work)},
 		{"PostgreSQL steady p50: bq ÷ River", "≤ 1", atMost(1), ratio("pg/bq/steady", "pg/river/steady", p50)},
 		{"PostgreSQL steady p99: bq ÷ River", "≤ 1", atMost(1), ratio("pg/bq/steady", "pg/river/steady", p99)},
 		{"SQLite drain: bq work/s ÷ River (riversqlite) work/s", "≥ 2", atLeast(2), ratio("sqlite/bq/drain", "sqlite/river/drain", work)},
 		{"SQLite steady p99 at the steady rate (ms)", "≤ 20 ms", atMost(20), func(get func(string) []*result) ([]float64, string) {
 			return field(get("sqlite/bq/steady"), p99), " ms"
 		}},
-		{"PostgreSQL backlog: handoff with the large line ÷ with the small line", "≤ 1.2", atMost(1.2), func(get func(string) []*result) ([]float64, string) {
-			return field(get("pg/bq/backlog"), func(r *result) float64 { return r.BacklogRatio }), "×"
-		}},
-		{"SQLite backlog: handoff with the large line ÷ with the small line", "≤ 1.2", atMost(1.2), func(get func(string) []*result) ([]float64, string) {
-			return field(get("sqlite/bq/backlog"), func(r *result) float64 { return r.BacklogRatio }), "×"
-		}},
+		{"PostgreSQL backlog: handoff with the large line ÷ with the small line", "≤ 1.2", atMost(1.2), backlog("pg/bq/backlog")},
+		{"MySQL backlog: handoff with the large line ÷ with the small line", "≤ 1.2", atMost(1.2), backlog("mysql/bq/backlog")},
+		{"SQLite backlog: handoff with the large line ÷ with the small line", "≤ 1.2", atMost(1.2), backlog("sqlite/bq/backlog")},
 		{"Peak RSS of a bq process with 100 slots (largest of all bq runs, MB)", "< 64 MB", func(v float64) bool { return v < 64 },
 			func(get func(string) []*result) ([]float64, string) {
 				most := 0.0
-				for _, id := range []string{"pg/bq/drain", "pg/bq/keyed", "pg/bq/hotkey", "pg/bq/steady",
-					"sqlite/bq/drain", "sqlite/bq/keyed", "sqlite/bq/hotkey", "sqlite/bq/steady"} {
-					for _, r := range get(id) {
-						most = max(most, r.PeakRSSMB)
+				for _, db := range []string{"pg", "sqlite", "mysql"} {
+					for _, mode := range []string{"drain", "keyed", "hotkey", "steady"} {
+						for _, r := range get(db + "/bq/" + mode) {
+							most = max(most, r.PeakRSSMB)
+						}
 					}
 				}
 				if most == 0 {
@@ -88,9 +102,10 @@ type report struct {
 	took    time.Duration
 	at      time.Time // when the run ended
 	raw     string    // where its JSON lines went
-	// partial: only some items ran (--only); the report replaces the
+	// partial: only dead-rows items ran (--only); the report replaces the
 	// dead-rows section and the notes of the file, keeping its head.
 	partial bool
+	only    string // --only's words, when some items ran
 }
 
 // write writes the report to out.
@@ -112,8 +127,11 @@ func (r report) write(out string) error {
 // raw results' place and the notes.
 func (r report) tail() string {
 	raw := "\nRaw JSON lines of every run: `" + fullRaw + "` (not committed)"
-	if r.partial {
+	switch {
+	case r.partial:
 		raw += "; of the dead-rows runs, `" + r.raw + "`"
+	case r.only != "":
+		raw = "\nRaw JSON lines of these runs: `" + r.raw + "` (not committed)"
 	}
 	return r.deadRows() + raw + ".\n" + notes
 }
@@ -142,10 +160,10 @@ unfinished job. `+"`$PG`"+` is the PostgreSQL server; each run makes a fresh
 schema `+"`bench_<random>`"+` and drops it afterwards, and each SQLite run a
 fresh file in a temporary directory.
 
-## Results (medians)
+%s## Results (medians)
 
 `, r.when(), took.Round(time.Second), runtime.NumCPU(), runtime.GOOS, runtime.GOARCH,
-		rounds, s.slots)
+		rounds, s.slots, r.onlyNote())
 	var rows [][]string
 	for _, it := range items {
 		rs := get(it.id)
@@ -161,7 +179,7 @@ fresh file in a temporary directory.
 			return fmtVals(vals, prec)
 		}
 		rss := f(func(r *result) float64 { return r.PeakRSSMB }, 0)
-		if it.id[len(it.id)-7:] == "backlog" {
+		if strings.HasSuffix(it.id, "/backlog") {
 			rows = append(rows, []string{it.id, "`" + cmd + "`", "–",
 				fmt.Sprintf("handoff %s ms with %d blocked; %s ms with %d blocked", fmtVals(field(rs, func(r *result) float64 { return r.BacklogSmallMS }), 2),
 					rs[0].BacklogSmall, fmtVals(field(rs, func(r *result) float64 { return r.BacklogLargeMS }), 2), rs[0].BacklogLarge),
@@ -174,6 +192,7 @@ fresh file in a temporary directory.
 			f(func(r *result) float64 { return r.P99MS }, 2), rss})
 	}
 	writeTable(&b, []string{"run", "command", "enqueue jobs/s", "work jobs/s", "p50 ms", "p95 ms", "p99 ms", "peak RSS MB"}, rows)
+	b.WriteString(r.ceilingTable() + r.fleetTable() + r.rateTable())
 
 	fmt.Fprintf(&b, "\n## Targets\n\nEach ratio is taken within a round, then the median over the rounds is shown (per-round values in brackets).\n\n")
 	rows = rows[:0]
@@ -197,6 +216,14 @@ fresh file in a temporary directory.
 	return b.String()
 }
 
+// onlyNote says, in a report of some items only, which ran.
+func (r report) onlyNote() string {
+	if r.only == "" {
+		return ""
+	}
+	return "Only the items whose id contains one of `" + r.only + "` ran (`--only`); the rest of the matrix is not in this report.\n\n"
+}
+
 // when is when the run ended (now, for a results file that does not say).
 func (r report) when() string {
 	return cmp.Or(r.at, time.Now()).UTC().Format("2006-01-02 15:04 UTC")
@@ -211,8 +238,11 @@ func (r report) command(it item) string {
 			shown[i] = `"` + shown[i] + `"`
 		}
 	}
-	if it.bin == "river" {
+	switch it.bin {
+	case "river":
 		return "(cd bench/river && go run . " + strings.Join(shown, " ") + ")"
+	case "ceiling":
+		return "go run ./bench/ceiling " + strings.Join(shown, " ")
 	}
 	return "bq " + strings.Join(shown, " ")
 }

@@ -106,6 +106,11 @@ func (e *executor) InsertJobs(ctx context.Context, now time.Time, jobs []*driver
 		if err := checkKey(j.Rate.Key); err != nil {
 			return fmt.Errorf("insert job: rate %w", err)
 		}
+		for _, l := range j.More {
+			if err := checkKey(l.Key); err != nil {
+				return fmt.Errorf("insert job: %w", err)
+			}
+		}
 	}
 	var (
 		kinds, queues, keys        = make([]string, n), make([]string, n), make([]string, n)
@@ -119,6 +124,10 @@ func (e *executor) InsertJobs(ctx context.Context, now time.Time, jobs []*driver
 		rateKeys, lines            = make([]string, n), make([]string, n)
 		rateLimits                 = make([]int32, n)
 		ratePeriods                = make([]int64, n)
+		more                       = make([]string, n)
+		// job_keys rows: each multi-key job's keys, by its place (1-based).
+		keyOrds []int64
+		keyKeys []string
 	)
 	for i, j := range jobs {
 		kinds[i], queues[i], args[i] = j.Kind, j.Queue, string(j.Args)
@@ -129,9 +138,21 @@ func (e *executor) InsertJobs(ctx context.Context, now time.Time, jobs []*driver
 		scheduled[i] = j.ScheduledAt
 		metadata[i], tags[i] = string(j.Metadata), string(j.Tags)
 		rateKeys[i], rateLimits[i], ratePeriods[i], lines[i] = j.Rate.Key, int32(j.Rate.Limit), j.Rate.Period.Milliseconds(), j.Line
+		if len(j.More) == 0 {
+			continue
+		}
+		b, err := driver.EncodeMore(j.More)
+		if err != nil {
+			return fmt.Errorf("insert jobs: %w", err)
+		}
+		more[i] = string(b)
+		for _, l := range j.Keys() {
+			keyOrds, keyKeys = append(keyOrds, int64(i+1)), append(keyKeys, l.Key)
+		}
 	}
 	ids, err := collect(ctx, e.db, pgx.RowTo[int64], e.q.insertJobs, kinds, queues, args, prios, maxAttempts, keys,
-		limits, durations, conflicts, scheduled, states, now, maxBlocked, metadata, tags, rateKeys, rateLimits, ratePeriods, lines)
+		limits, durations, conflicts, scheduled, states, now, maxBlocked, metadata, tags, rateKeys, rateLimits, ratePeriods, lines,
+		more, keyOrds, keyKeys)
 	if err != nil {
 		return fmt.Errorf("insert jobs: %w", err)
 	}

@@ -70,7 +70,7 @@ SELECT (SELECT count(*) FROM q) + (SELECT count(*) FROM k) + (SELECT count(*) FR
 		keys:        p(`SELECT minute, key, blocked FROM {p}history_keys WHERE minute >= $1 ORDER BY minute, rank LIMIT $2`),
 		// Byte order, as on the other databases, whatever the
 		// database's collation; LIKE never folds case.
-		searchKeys: p(`SELECT key, value, lim, blocked, duration_ms, expires_at FROM {p}semaphores
+		searchKeys: p(`SELECT key, value, lim, blocked, multi, duration_ms, expires_at FROM {p}semaphores
 WHERE key LIKE $1 ESCAPE '!' ORDER BY key COLLATE "C" LIMIT $2`),
 	}
 }

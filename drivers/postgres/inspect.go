@@ -33,22 +33,17 @@ func (e *executor) GroupStats(ctx context.Context, max int) ([]driver.GroupStats
 }
 
 func (e *executor) TopBlockedKeys(ctx context.Context, max int) ([]driver.Semaphore, error) {
-	out, err := collect(ctx, e.db, func(r pgx.CollectableRow) (s driver.Semaphore, err error) {
-		var durMS int64
-		err = r.Scan(&s.Key, &s.Value, &s.Limit, &s.Blocked, &durMS, &s.ExpiresAt)
-		s.Duration = time.Duration(durMS) * time.Millisecond
-		return s, err
-	}, e.q.topBlockedKeys, max)
+	out, err := collect(ctx, e.db, scanSemaphore, e.q.topBlockedKeys, max)
 	if err != nil {
 		return nil, fmt.Errorf("list keys with blocked jobs: %w", err)
 	}
 	return out, nil
 }
 
-// scanSemaphore reads key, value, lim, blocked, duration_ms, expires_at.
+// scanSemaphore reads key, value, lim, blocked, multi, duration_ms, expires_at.
 func scanSemaphore(r pgx.CollectableRow) (s driver.Semaphore, err error) {
 	var durMS int64
-	err = r.Scan(&s.Key, &s.Value, &s.Limit, &s.Blocked, &durMS, &s.ExpiresAt)
+	err = r.Scan(&s.Key, &s.Value, &s.Limit, &s.Blocked, &s.Multi, &durMS, &s.ExpiresAt)
 	s.Duration = time.Duration(durMS) * time.Millisecond
 	return s, err
 }
@@ -56,7 +51,7 @@ func scanSemaphore(r pgx.CollectableRow) (s driver.Semaphore, err error) {
 func (e *executor) ReadSemaphore(ctx context.Context, key string) (driver.Semaphore, bool, error) {
 	s := driver.Semaphore{Key: key}
 	var durMS int64
-	ok, err := found(e.db.QueryRow(ctx, e.q.readSem, key).Scan(&s.Value, &s.Limit, &s.Blocked, &durMS, &s.ExpiresAt))
+	ok, err := found(e.db.QueryRow(ctx, e.q.readSem, key).Scan(&s.Value, &s.Limit, &s.Blocked, &s.Multi, &durMS, &s.ExpiresAt))
 	if err != nil {
 		return s, false, fmt.Errorf("read semaphore %q: %w", key, err)
 	}

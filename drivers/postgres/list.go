@@ -16,9 +16,15 @@ import (
 // whose ~>=~ and ~<~ compare bytes), metadata and tags by containment
 // (@>) on their GIN indexes.
 var listSpelling = sqltext.ListSpelling{
-	Time:    func(t time.Time) any { return t },
-	Text:    func(s string) any { return s },
-	Key:     func(key string) (string, []any) { return `j.concurrency_key = ?`, []any{key} },
+	Time: func(t time.Time) any { return t },
+	Text: func(s string) any { return s },
+	// A multi-key job matches each of its keys (job_keys). The id list
+	// keeps both sides index scans (a BitmapOr); an EXISTS per row would
+	// walk the whole table newest first for a rare key.
+	Key: func(key string) (string, []any) {
+		return `(j.concurrency_key = ? OR j.id = ANY (ARRAY(SELECT job_id FROM {p}job_keys WHERE key = ?)))`,
+			[]any{key, key}
+	},
 	KeyFrom: "~>=~", KeyBelow: "~<~",
 	Metadata: func(md map[string]string) (string, []any) {
 		raw, _ := json.Marshal(md) // strings only: cannot fail

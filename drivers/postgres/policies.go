@@ -83,5 +83,14 @@ func (e *executor) LatestJobLimit(ctx context.Context, key string) (driver.Limit
 	if err != nil {
 		return driver.Limit{}, "", false, fmt.Errorf("read the newest job of key %q: %w", key, err)
 	}
-	return j.Limit, j.Queue, ok, nil
+	if !ok {
+		return driver.Limit{}, "", false, nil
+	}
+	// A multi-key job may name the key among its More.
+	for _, l := range j.Keys() {
+		if l.Key == key {
+			return l, j.Queue, true, nil
+		}
+	}
+	return driver.Limit{}, "", false, fmt.Errorf("read the newest job of key %q: job %d does not name it", key, j.ID)
 }

@@ -10,6 +10,7 @@ type queries struct {
 	claimReady, deleteClaim, finishJob, deleteJobs, recordError, insertFailed string
 
 	semEnsure, semLock, semTryLock, semSave, promoteBlocked, countHolders string
+	lineHeads, moveToLine                                                 string
 	releaseMany, promoteMany                                              string
 	semEnsureMany, semLockMany, semSaveMany                               string
 
@@ -66,6 +67,11 @@ FROM claimed c JOIN {p}jobs j ON j.id = c.job_id
 ORDER BY j.priority DESC, j.id`
 }
 
+// holding is the condition that job j holds its keys as a holder the
+// inspector lists: it is claimed or ready.
+const holding = `(EXISTS (SELECT 1 FROM {p}claimed_executions c WHERE c.job_id = j.id)
+		OR EXISTS (SELECT 1 FROM {p}ready_executions r WHERE r.job_id = j.id))`
+
 // isPaused reads whether queue $1 is paused.
 const isPaused = `EXISTS (SELECT 1 FROM {p}paused_queues WHERE queue = $1)`
 
@@ -91,15 +97,15 @@ func newQueries(prefix string) *queries {
 WITH input AS (
 	SELECT * FROM unnest($1::text[], $2::text[], $3::jsonb[], $4::int[], $5::int[], $6::text[],
 		$7::int[], $8::bigint[], $9::smallint[], $10::timestamptz[], $11::text[], $13::int[], $14::text[], $15::text[],
-		$16::text[], $17::int[], $18::bigint[], $19::text[])
+		$16::text[], $17::int[], $18::bigint[], $19::text[], $20::text[])
 	WITH ORDINALITY AS t(kind, queue, args, priority, max_attempts, ckey, clim, cdur, conflict, scheduled_at, state, mblocked,
-		meta, tags, rkey, rlim, rperiod, line, ord)
+		meta, tags, rkey, rlim, rperiod, line, more, ord)
 ), inserted AS (
 	INSERT INTO {p}jobs (kind, queue, args, priority, max_attempts, concurrency_key, concurrency_limit,
 		concurrency_duration_ms, on_conflict, max_blocked, scheduled_at, created_at, metadata, tags,
-		rate_key, rate_limit, rate_period_ms)
+		rate_key, rate_limit, rate_period_ms, more_keys)
 	SELECT kind, queue, args, priority, max_attempts, NULLIF(ckey, ''), clim, cdur, conflict, mblocked, scheduled_at, $12,
-		NULLIF(meta, '')::jsonb, NULLIF(tags, '')::jsonb, NULLIF(rkey, ''), rlim, rperiod
+		NULLIF(meta, '')::jsonb, NULLIF(tags, '')::jsonb, NULLIF(rkey, ''), rlim, rperiod, NULLIF(more, '')
 	FROM input ORDER BY ord
 	RETURNING id
 ), numbered AS (
@@ -116,6 +122,10 @@ WITH input AS (
 ), b AS (
 	INSERT INTO {p}blocked_executions (job_id, queue, priority, concurrency_key, created_at)
 	SELECT id, queue, priority, line, $12 FROM placed WHERE state = 'blocked'
+), k AS (
+	-- Every key of each multi-key job, by its input row's place ($21).
+	INSERT INTO {p}job_keys (job_id, key)
+	SELECT n.id, t.key FROM unnest($21::bigint[], $22::text[]) AS t(ord, key) JOIN numbered n ON n.ord = t.ord
 )
 SELECT id FROM numbered ORDER BY ord`),
 
@@ -165,7 +175,7 @@ SELECT id, queue, $2, $3 FROM {p}jobs WHERE id = $1`),
 		semEnsure: p(`INSERT INTO {p}semaphores (key, value, lim, blocked, duration_ms, expires_at)
 VALUES ($1, $2, $2, 0, $3, $4) ON CONFLICT (key) DO NOTHING`),
 		semLock: p(`
-SELECT s.value, s.lim, s.blocked, s.duration_ms, s.expires_at,
+SELECT s.value, s.lim, s.blocked, s.multi, s.duration_ms, s.expires_at,
 	coalesce(k.lim, 0), coalesce(p.queue, ''), coalesce(p.max_active_per_key, 0), coalesce(p.max_blocked, 0)
 FROM {p}semaphores s
 LEFT JOIN {p}key_limits k ON k.key = s.key
@@ -173,8 +183,8 @@ LEFT JOIN {p}policies p ON p.queue = $2
 WHERE s.key = $1
 FOR UPDATE OF s`),
 		semTryLock: p(`SELECT 1 FROM {p}semaphores WHERE key = $1 FOR UPDATE SKIP LOCKED`),
-		semSave: p(`UPDATE {p}semaphores SET value = $2, lim = $3, blocked = $4, duration_ms = $5, expires_at = $6
-WHERE key = $1`),
+		semSave: p(`UPDATE {p}semaphores SET value = $2, lim = $3, blocked = $4, multi = $5, duration_ms = $6,
+	expires_at = $7 WHERE key = $1`),
 		promoteBlocked: p(`
 WITH picked AS (
 	SELECT job_id FROM {p}blocked_executions WHERE concurrency_key = $1
@@ -198,7 +208,7 @@ ORDER BY t.key
 ON CONFLICT (key) DO NOTHING`),
 		// Rows are locked after the sort, so in key order.
 		semLockMany: p(`
-SELECT s.key, s.value, s.lim, s.blocked, s.duration_ms, s.expires_at,
+SELECT s.key, s.value, s.lim, s.blocked, s.multi, s.duration_ms, s.expires_at,
 	coalesce(k.lim, 0), coalesce(p.queue, ''), coalesce(p.max_active_per_key, 0), coalesce(p.max_blocked, 0)
 FROM {p}semaphores s
 JOIN unnest($1::text[], $2::text[]) AS r(key, queue) ON r.key = s.key
@@ -210,10 +220,10 @@ FOR UPDATE OF s`),
 		// The ANY makes the rows an index scan: joined to the unnest alone,
 		// the planner hashes the whole table.
 		semSaveMany: p(`
-UPDATE {p}semaphores s SET value = t.value, lim = t.lim, blocked = t.blocked,
+UPDATE {p}semaphores s SET value = t.value, lim = t.lim, blocked = t.blocked, multi = t.multi,
 	duration_ms = t.duration_ms, expires_at = t.expires_at
-FROM unnest($1::text[], $2::int[], $3::int[], $4::int[], $5::bigint[], $6::timestamptz[])
-	AS t(key, value, lim, blocked, duration_ms, expires_at)
+FROM unnest($1::text[], $2::int[], $3::int[], $4::int[], $5::int[], $6::bigint[], $7::timestamptz[])
+	AS t(key, value, lim, blocked, multi, duration_ms, expires_at)
 WHERE s.key = t.key AND s.key = ANY($1::text[])`),
 		// Release many keys at once: lock their semaphores in key order
 		// (so two batches never deadlock) and give back their slots,
@@ -227,11 +237,13 @@ WHERE s.key = r.key AND l.key = r.key`),
 		// blocked row committed before the locks were taken (no lost
 		// wake-up), hand the free slots to blocked jobs, per key by
 		// priority then FIFO. The LATERAL limit keeps each key's scan to
-		// the rows it moves, however long the line.
+		// the rows it moves, however long the line. A line holding
+		// multi-key jobs (multi > 0) is left to package semaphore, which
+		// promotes it head by head: its keys are read back as LineLeft.
 		promoteMany: p(`
 WITH want AS (
 	SELECT key, LEAST(value, blocked) AS take FROM {p}semaphores
-	WHERE key = ANY($1::text[]) AND value > 0 AND blocked > 0
+	WHERE key = ANY($1::text[]) AND value > 0 AND blocked > 0 AND multi = 0
 ), picked AS (
 	SELECT b.job_id FROM want w, LATERAL (
 		SELECT job_id FROM {p}blocked_executions WHERE concurrency_key = w.key
@@ -248,26 +260,52 @@ WITH want AS (
 ), settled AS (
 	SELECT w.key, w.take, coalesce(c.n, 0) AS n, coalesce(c.queues, '{}'::text[]) AS queues
 	FROM want w LEFT JOIN counts c ON c.key = w.key
+), done AS (
+	-- Fewer rows than counted: nothing is left blocked (as
+	-- semaphore.Release settles one key). A key that promoted renews its
+	-- expiry.
+	UPDATE {p}semaphores s SET value = s.value - t.n,
+		blocked = CASE WHEN t.n < t.take THEN 0 ELSE s.blocked - t.n END,
+		expires_at = CASE WHEN t.n > 0
+			THEN GREATEST(s.expires_at, $2::timestamptz + s.duration_ms * interval '1 millisecond')
+			ELSE s.expires_at END
+	FROM settled t WHERE s.key = t.key
+	RETURNING s.key, t.n, t.queues
 )
--- Fewer rows than counted: nothing is left blocked (as semaphore.Release
--- settles one key). A key that promoted renews its expiry.
-UPDATE {p}semaphores s SET value = s.value - t.n,
-	blocked = CASE WHEN t.n < t.take THEN 0 ELSE s.blocked - t.n END,
-	expires_at = CASE WHEN t.n > 0
-		THEN GREATEST(s.expires_at, $2::timestamptz + s.duration_ms * interval '1 millisecond')
-		ELSE s.expires_at END
-FROM settled t WHERE s.key = t.key
-RETURNING s.key, t.n, t.queues`),
+SELECT key, n, queues, false FROM done
+UNION ALL
+SELECT key, 0, '{}'::text[], true FROM {p}semaphores WHERE key = ANY($1::text[]) AND multi > 0`),
+		// The live jobs of the key: the single-key jobs whose key it is
+		// and the multi-key jobs naming it in job_keys (every key of
+		// theirs, the first too), so each is counted once; read once
+		// (MATERIALIZED), as the job_keys side joins jobs for finished_at.
+		// They hold it while ready, claimed, or waiting in a rate line
+		// (kept from admission); a multi-key job waiting in a concurrency
+		// line holds none of its keys.
 		countHolders: p(`
+WITH mine AS MATERIALIZED (
+	SELECT id FROM {p}jobs WHERE concurrency_key = $1 AND finished_at IS NULL AND more_keys IS NULL
+	UNION ALL
+	SELECT j.id FROM {p}job_keys jk JOIN {p}jobs j ON j.id = jk.job_id WHERE jk.key = $1 AND j.finished_at IS NULL
+)
 SELECT
-	(SELECT count(*) FROM {p}jobs j JOIN {p}ready_executions r ON r.job_id = j.id
-		WHERE j.concurrency_key = $1 AND j.finished_at IS NULL)
-	+ (SELECT count(*) FROM {p}jobs j JOIN {p}claimed_executions c ON c.job_id = j.id
-		WHERE j.concurrency_key = $1 AND j.finished_at IS NULL)
-	-- A job waiting in a rate line keeps the slot it was admitted with.
-	+ (SELECT count(*) FROM {p}jobs j JOIN {p}blocked_executions b ON b.job_id = j.id
-		WHERE j.concurrency_key = $1 AND j.finished_at IS NULL AND b.concurrency_key <> $1),
-	(SELECT count(*) FROM {p}blocked_executions WHERE concurrency_key = $1)`),
+	(SELECT count(*) FROM mine m JOIN {p}ready_executions r ON r.job_id = m.id)
+	+ (SELECT count(*) FROM mine m JOIN {p}claimed_executions c ON c.job_id = m.id)
+	+ (SELECT count(*) FROM mine m JOIN {p}blocked_executions b ON b.job_id = m.id
+		WHERE b.concurrency_key LIKE '` + rateLine + `%'),
+	(SELECT count(*) FROM {p}blocked_executions WHERE concurrency_key = $1),
+	(SELECT count(*) FROM {p}blocked_executions b WHERE b.concurrency_key = $1
+		AND EXISTS (SELECT 1 FROM {p}job_keys jk WHERE jk.job_id = b.job_id))`),
+		// The first n of key's line, by the blocked_line index, with each
+		// job's keys: its first (the jobs columns) and more_keys.
+		lineHeads: p(`
+SELECT b.job_id, b.queue, b.priority, coalesce(j.concurrency_key, ''), j.concurrency_limit,
+	j.concurrency_duration_ms, j.on_conflict, j.max_blocked, j.more_keys
+FROM (SELECT job_id, queue, priority FROM {p}blocked_executions WHERE concurrency_key = $1
+	ORDER BY priority DESC, job_id LIMIT $2) b
+JOIN {p}jobs j ON j.id = b.job_id
+ORDER BY b.priority DESC, b.job_id`),
+		moveToLine: p(`UPDATE {p}blocked_executions SET concurrency_key = $3 WHERE job_id = $1 AND concurrency_key = $2`),
 
 		hasDueScheduled: p(`SELECT EXISTS (SELECT 1 FROM {p}scheduled_executions WHERE scheduled_at <= $1)`),
 		takeDueScheduled: p(`
@@ -292,6 +330,11 @@ DELETE FROM {p}semaphores WHERE key IN (
 	SELECT s.key FROM {p}semaphores s
 	WHERE s.expires_at < $1 AND s.value >= s.lim AND s.blocked = 0
 		AND NOT EXISTS (SELECT 1 FROM {p}blocked_executions b WHERE b.concurrency_key = s.key)
+		-- A blocked multi-key job waits in one line but needs the
+		-- semaphores of all its keys when promoted.
+		AND s.multi = 0
+		AND NOT EXISTS (SELECT 1 FROM {p}job_keys jk JOIN {p}blocked_executions b ON b.job_id = jk.job_id
+			WHERE jk.key = s.key)
 	ORDER BY s.key LIMIT $2
 	FOR UPDATE SKIP LOCKED)`),
 		lostClaims: p(`
@@ -307,7 +350,9 @@ SELECT ` + jobColumns + `, c.fence, c.claimed_at
 FROM {p}jobs j
 JOIN {p}claimed_executions c ON c.job_id = j.id
 LEFT JOIN {p}processes p ON p.id = c.process_id
-WHERE j.concurrency_key = $2 AND j.finished_at IS NULL
+WHERE j.id IN (SELECT id FROM {p}jobs WHERE concurrency_key = $2 AND finished_at IS NULL
+		UNION ALL SELECT job_id FROM {p}job_keys WHERE key = $2)
+	AND j.finished_at IS NULL
 	AND (p.id IS NULL OR (` + deadFor(`greatest($3::bigint, j.concurrency_duration_ms, 3 * p.heartbeat_interval_ms)`) + `))
 ORDER BY c.job_id
 FOR UPDATE OF c SKIP LOCKED`),
@@ -328,7 +373,10 @@ WHERE s.key IN (
 	SELECT s2.key FROM {p}semaphores s2
 	WHERE s2.key IN (
 		SELECT j.concurrency_key FROM {p}claimed_executions c JOIN {p}jobs j ON j.id = c.job_id
-		WHERE c.process_id = $1 AND j.concurrency_key IS NOT NULL)
+		WHERE c.process_id = $1 AND j.concurrency_key IS NOT NULL
+		UNION ALL -- a multi-key job's other keys
+		SELECT jk.key FROM {p}claimed_executions c JOIN {p}job_keys jk ON jk.job_id = c.job_id
+		WHERE c.process_id = $1)
 	AND s2.expires_at < $2::timestamptz + s2.duration_ms * $3::float8 * interval '1 millisecond'
 	ORDER BY s2.key
 	FOR UPDATE SKIP LOCKED)`),
@@ -357,13 +405,24 @@ WHERE namespace = $1 OR queue = ANY($2::text[]) ORDER BY queue FOR UPDATE`),
 		resumeQueue:  p(`DELETE FROM {p}paused_queues WHERE queue = $1`),
 		pausedQueues: p(`SELECT queue, paused_at FROM {p}paused_queues ORDER BY queue`),
 		listPolicies: p(`SELECT ` + policyColumns + ` FROM {p}policies ORDER BY queue`),
-		policyKeys: p(`SELECT DISTINCT concurrency_key FROM {p}jobs WHERE queue = $1 AND concurrency_limit = 0
-AND concurrency_key IS NOT NULL AND finished_at IS NULL ORDER BY 1`),
+		// Every key of the queue's live jobs, a multi-key job's More too
+		// (more_keys leaves "to" out when 0), on the same scan as before.
+		policyKeys: p(`
+SELECT DISTINCT k.key FROM {p}jobs j CROSS JOIN LATERAL (
+	SELECT j.concurrency_key AS key, j.concurrency_limit AS lim
+	UNION ALL
+	SELECT m->>'key', coalesce((m->>'to')::int, 0) FROM jsonb_array_elements(coalesce(j.more_keys, '[]')::jsonb) m
+) k
+WHERE j.queue = $1 AND j.concurrency_key IS NOT NULL AND j.finished_at IS NULL AND k.lim = 0 ORDER BY 1`),
 		setKeyLimit: p(`INSERT INTO {p}key_limits (key, lim, updated_at) VALUES ($1, $2, $3)
 ON CONFLICT (key) DO UPDATE SET lim = EXCLUDED.lim, updated_at = EXCLUDED.updated_at`),
 		deleteKeyLimit: p(`DELETE FROM {p}key_limits WHERE key = $1`),
-		latestJobLimit: p(`SELECT ` + jobColumns + ` FROM {p}jobs j
-WHERE j.concurrency_key = $1 AND j.finished_at IS NULL ORDER BY j.id DESC LIMIT 1`),
+		// The newest live job naming the key, first or in job_keys.
+		latestJobLimit: p(`SELECT ` + jobColumns + ` FROM {p}jobs j WHERE j.id = (SELECT max(id) FROM (
+	(SELECT id FROM {p}jobs WHERE concurrency_key = $1 AND finished_at IS NULL ORDER BY id DESC LIMIT 1)
+	UNION ALL
+	(SELECT jk.job_id FROM {p}job_keys jk JOIN {p}jobs k ON k.id = jk.job_id
+	WHERE jk.key = $1 AND k.finished_at IS NULL ORDER BY jk.job_id DESC LIMIT 1)) t)`),
 
 		// Inspection (read-only).
 		readyAges: p(`SELECT queue, min(created_at) FROM {p}ready_executions GROUP BY queue ORDER BY queue`),
@@ -371,18 +430,27 @@ WHERE j.concurrency_key = $1 AND j.finished_at IS NULL ORDER BY j.id DESC LIMIT 
 SELECT split_part(key, '/', 1) AS grp, count(*)::int, min(lim), max(lim), sum(lim - value)::int,
 	sum(blocked)::int, sum(CASE WHEN value <= 0 THEN 1 ELSE 0 END)::int
 FROM {p}semaphores GROUP BY grp ORDER BY grp LIMIT $1`),
-		topBlockedKeys: p(`SELECT key, value, lim, blocked, duration_ms, expires_at FROM {p}semaphores
+		topBlockedKeys: p(`SELECT key, value, lim, blocked, multi, duration_ms, expires_at FROM {p}semaphores
 WHERE blocked > 0 ORDER BY blocked DESC, key LIMIT $1`),
-		readSem: p(`SELECT value, lim, blocked, duration_ms, expires_at FROM {p}semaphores WHERE key = $1`),
+		readSem: p(`SELECT value, lim, blocked, multi, duration_ms, expires_at FROM {p}semaphores WHERE key = $1`),
+		// The key's first-key holders and its multi-key holders (job_keys),
+		// each branch walked in id order by its index and cut at max.
 		keyHolders: p(`
+WITH held AS (
+	(SELECT j.id FROM {p}jobs j WHERE j.concurrency_key = $1 AND j.finished_at IS NULL AND ` + holding + `
+	ORDER BY j.id LIMIT $2)
+	UNION
+	(SELECT j.id FROM {p}job_keys jk JOIN {p}jobs j ON j.id = jk.job_id
+	WHERE jk.key = $1 AND j.finished_at IS NULL AND ` + holding + `
+	ORDER BY jk.job_id LIMIT $2)
+)
 SELECT j.id, j.kind, j.queue, c.job_id IS NOT NULL, coalesce(c.process_id, 0), coalesce(p.name, ''),
 	p.last_heartbeat_at, c.claimed_at
-FROM {p}jobs j
+FROM (SELECT id FROM held ORDER BY id LIMIT $2) h
+JOIN {p}jobs j ON j.id = h.id
 LEFT JOIN {p}claimed_executions c ON c.job_id = j.id
 LEFT JOIN {p}processes p ON p.id = c.process_id
-WHERE j.concurrency_key = $1 AND j.finished_at IS NULL
-	AND (c.job_id IS NOT NULL OR EXISTS (SELECT 1 FROM {p}ready_executions r WHERE r.job_id = j.id))
-ORDER BY j.id LIMIT $2`),
+ORDER BY j.id`),
 		blockedAhead: p(`SELECT count(*) FROM (SELECT 1 FROM {p}blocked_executions
 WHERE concurrency_key = $1 AND (priority > $2 OR (priority = $2 AND job_id < $3)) LIMIT $4) ahead`),
 		blockedLine: p(`

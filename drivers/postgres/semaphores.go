@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -24,7 +23,7 @@ func (e *executor) SemaphoreEnsure(ctx context.Context, l driver.Limit, now time
 func (e *executor) SemaphoreLock(ctx context.Context, key, queue string) (driver.Semaphore, bool, error) {
 	s := driver.Semaphore{Key: key}
 	var durMS int64
-	ok, err := found(e.db.QueryRow(ctx, e.q.semLock, key, queue).Scan(&s.Value, &s.Limit, &s.Blocked, &durMS, &s.ExpiresAt,
+	ok, err := found(e.db.QueryRow(ctx, e.q.semLock, key, queue).Scan(&s.Value, &s.Limit, &s.Blocked, &s.Multi, &durMS, &s.ExpiresAt,
 		&s.Override, &s.Policy.Queue, &s.Policy.MaxActivePerKey, &s.Policy.MaxBlocked))
 	if err != nil {
 		return s, false, fmt.Errorf("lock semaphore %q: %w", key, err)
@@ -43,7 +42,7 @@ func (e *executor) SemaphoreTryLock(ctx context.Context, key string) (bool, erro
 }
 
 func (e *executor) SemaphoreSave(ctx context.Context, s driver.Semaphore) error {
-	err := e.write(ctx, e.q.semSave, s.Key, s.Value, s.Limit, s.Blocked, s.Duration.Milliseconds(), s.ExpiresAt)
+	err := e.write(ctx, e.q.semSave, s.Key, s.Value, s.Limit, s.Blocked, s.Multi, s.Duration.Milliseconds(), s.ExpiresAt)
 	if err != nil {
 		return fmt.Errorf("save semaphore %q: %w", s.Key, err)
 	}
@@ -83,7 +82,7 @@ func (e *executor) ReleaseMany(ctx context.Context, keys []string, counts []int,
 		p   driver.Promotion
 	}
 	rows, err := collect(ctx, e.db, func(r pgx.CollectableRow) (k promoted, err error) {
-		err = r.Scan(&k.key, &k.p.Jobs, &k.p.Queues)
+		err = r.Scan(&k.key, &k.p.Jobs, &k.p.Queues, &k.p.LineLeft)
 		return k, err
 	}, e.q.promoteMany, keys, now)
 	if err != nil {
@@ -91,7 +90,7 @@ func (e *executor) ReleaseMany(ctx context.Context, keys []string, counts []int,
 	}
 	moved := make(map[string]driver.Promotion, len(rows))
 	for _, r := range rows {
-		if r.p.Jobs > 0 {
+		if r.p.Jobs > 0 || r.p.LineLeft {
 			moved[r.key] = r.p
 		}
 	}
@@ -103,20 +102,50 @@ func (e *executor) ReleaseMany(ctx context.Context, keys []string, counts []int,
 }
 
 func (e *executor) CountHolders(ctx context.Context, key string) (driver.HolderCount, error) {
-	var holders, blocked int
-	if err := e.db.QueryRow(ctx, e.q.countHolders, key).Scan(&holders, &blocked); err != nil {
+	var n driver.HolderCount
+	if err := e.db.QueryRow(ctx, e.q.countHolders, key).Scan(&n.Holders, &n.Blocked, &n.Multi); err != nil {
 		return driver.HolderCount{}, fmt.Errorf("count holders of %q: %w", key, err)
 	}
-	return driver.HolderCount{Holders: holders, Blocked: blocked}, nil
+	return n, nil
 }
 
-// TODO(multikey): built by the driver change.
 func (e *executor) LineHeads(ctx context.Context, key string, n int) ([]driver.LineHead, error) {
-	return nil, errors.New("LineHeads: not built yet")
+	out, err := collect(ctx, e.db, func(r pgx.CollectableRow) (h driver.LineHead, err error) {
+		var j driver.Job
+		var durMS int64
+		var conflict int16
+		var more []byte
+		if err := r.Scan(&h.JobID, &h.Queue, &h.Priority, &j.Limit.Key, &j.Limit.To, &durMS, &conflict,
+			&j.Limit.MaxBlocked, &more); err != nil {
+			return h, err
+		}
+		j.Limit.Duration = time.Duration(durMS) * time.Millisecond
+		j.Limit.OnConflict = driver.OnConflict(conflict)
+		if j.More, err = driver.DecodeMore(more); err != nil {
+			return h, fmt.Errorf("job %d: %w", h.JobID, err)
+		}
+		h.Keys = j.Keys()
+		return h, nil
+	}, e.q.lineHeads, key, n)
+	if err != nil {
+		return nil, fmt.Errorf("read the first %d of the line of %q: %w", n, key, err)
+	}
+	return out, nil
 }
 
+// MoveToLine runs at once, not queued: whether a row moved is its answer.
 func (e *executor) MoveToLine(ctx context.Context, id int64, from, to string) error {
-	return errors.New("MoveToLine: not built yet")
+	if err := checkKey(to); err != nil {
+		return fmt.Errorf("move job %d to another line: %w", id, err)
+	}
+	tag, err := e.db.Exec(ctx, e.q.moveToLine, id, from, to)
+	if err != nil {
+		return fmt.Errorf("move job %d from the line of %q to that of %q: %w", id, from, to, err)
+	}
+	if tag.RowsAffected() != 1 {
+		return fmt.Errorf("move job %d from the line of %q to that of %q: it is not blocked in the line of %q", id, from, to, from)
+	}
+	return nil
 }
 
 func (e *executor) keys(ctx context.Context, what, query string, args ...any) ([]string, error) {
@@ -198,7 +227,7 @@ func (e *executor) lockMany(ctx context.Context, limits []driver.Limit, queues [
 	seen := make(map[string]bool, len(keys))
 	var s driver.Semaphore
 	var durMS int64
-	_, err = pgx.ForEachRow(rows, []any{&s.Key, &s.Value, &s.Limit, &s.Blocked, &durMS, &s.ExpiresAt,
+	_, err = pgx.ForEachRow(rows, []any{&s.Key, &s.Value, &s.Limit, &s.Blocked, &s.Multi, &durMS, &s.ExpiresAt,
 		&s.Override, &s.Policy.Queue, &s.Policy.MaxActivePerKey, &s.Policy.MaxBlocked}, func() error {
 		s.Duration = time.Duration(durMS) * time.Millisecond
 		out[at[s.Key]] = s
@@ -220,12 +249,13 @@ func (e *executor) lockMany(ctx context.Context, limits []driver.Limit, queues [
 func (e *executor) SemaphoreSaveMany(ctx context.Context, sems []driver.Semaphore) error {
 	keys := make([]string, len(sems))
 	values, lims, blocked := make([]int32, len(sems)), make([]int32, len(sems)), make([]int32, len(sems))
+	multi := make([]int32, len(sems))
 	durs, exps := make([]int64, len(sems)), make([]time.Time, len(sems))
 	for i, s := range sems {
 		keys[i], values[i], lims[i], blocked[i] = s.Key, int32(s.Value), int32(s.Limit), int32(s.Blocked)
-		durs[i], exps[i] = s.Duration.Milliseconds(), s.ExpiresAt
+		multi[i], durs[i], exps[i] = int32(s.Multi), s.Duration.Milliseconds(), s.ExpiresAt
 	}
-	if err := e.write(ctx, e.q.semSaveMany, keys, values, lims, blocked, durs, exps); err != nil {
+	if err := e.write(ctx, e.q.semSaveMany, keys, values, lims, blocked, multi, durs, exps); err != nil {
 		return fmt.Errorf("save %d semaphores: %w", len(sems), err)
 	}
 	return nil
