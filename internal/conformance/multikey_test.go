@@ -161,11 +161,11 @@ func mkMixed(t *testing.T, h *harness, seq, n int, sleep func() int) []int64 {
 	return ids
 }
 
-// mkMixedJob is job number i of two or three of the tenant, API and
-// region keys, in one of the two declared orders.
+// mkMixedJob is job number i: a random tenant and API key, and region r0
+// one time in two, in one of the two declared orders.
 func mkMixedJob(i, sleepMS int) (*bq.Job[Args], Args) {
-	keys := []string{fmt.Sprintf("t%d", i%3), fmt.Sprintf("a%d", rand.IntN(2))}
-	if i%4 < 2 {
+	keys := []string{fmt.Sprintf("t%d", rand.IntN(3)), fmt.Sprintf("a%d", rand.IntN(2))}
+	if rand.IntN(2) == 0 {
 		keys = append(keys, "r0")
 	}
 	job := mkTARJob
@@ -178,15 +178,22 @@ func mkMixedJob(i, sleepMS int) (*bq.Job[Args], Args) {
 
 // testMultiKeyAcrossProcesses: three worker processes x 4 slots drain 90
 // jobs each carrying two or three keys (tenant To=2, API To=3, region
-// To=4) declared in two orders. From the runs' own records: no key ever
+// To=4) declared in two orders, half enqueued before the workers start,
+// half while they run. From the runs' own records: no key ever
 // had more runs at once than its limit, and every job completed once.
 func testMultiKeyAcrossProcesses(t *testing.T, h *harness) {
-	ids := mkMixed(t, h, 0, 90, func() int { return 10 + rand.IntN(30) })
+	sleep := func() int { return 10 + rand.IntN(30) }
+	ids := mkMixed(t, h, 0, 45, sleep)
 	if t.Failed() {
 		return
 	}
 	h.checkSemaphores()
 	stop := h.spawnWorkers(3, 4)
+	// The rest are admitted as the runs come and go.
+	for i := 45; i < 90; i += 5 {
+		ids = append(ids, mkMixed(t, h, i, 5, sleep)...)
+		time.Sleep(50 * time.Millisecond)
+	}
 	h.waitFinished(len(ids), 90*time.Second)
 	stop()
 	runs := h.dbRuns(t)
