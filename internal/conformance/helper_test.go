@@ -232,6 +232,9 @@ type chaosFleet struct {
 	killedAt map[int]time.Time // pid -> when it was killed
 	kills    int
 	lastKill time.Time
+	// busyFirst: kill a worker with a run in progress (test_runs) when
+	// there is one, so that kills land on claims.
+	busyFirst bool
 }
 
 // chaosFleet starts a dispatcher process and n worker processes of slots
@@ -264,16 +267,23 @@ func (f *chaosFleet) startWorker() {
 	f.mu.Unlock()
 }
 
-// killFor kills a random worker every 1-2 s (or every(): a pause drawn
-// anew each time) and replaces it, for d.
+// killFor kills a random worker (see busyFirst) every 1-2 s (or every():
+// a pause drawn anew each time) and replaces it, for d.
 func (f *chaosFleet) killFor(d time.Duration, every func() time.Duration) {
 	if every == nil {
 		every = func() time.Duration { return time.Second + rand.N(time.Second) }
 	}
 	for deadline := time.Now().Add(d); time.Now().Before(deadline); {
 		time.Sleep(every())
+		busy := f.busy()
 		f.mu.Lock()
 		victim := values(f.workers)[rand.IntN(len(f.workers))]
+		for pid, c := range f.workers {
+			if busy[pid] {
+				victim = c
+				break
+			}
+		}
 		_ = victim.Process.Kill()
 		_ = victim.Wait()
 		f.lastKill = time.Now()
@@ -283,6 +293,30 @@ func (f *chaosFleet) killFor(d time.Duration, every func() time.Duration) {
 		f.mu.Unlock()
 		f.startWorker()
 	}
+}
+
+// busy returns the worker processes with a run in progress, when
+// busyFirst asks for them.
+func (f *chaosFleet) busy() map[int]bool {
+	out := map[int]bool{}
+	if !f.busyFirst {
+		return out
+	}
+	rows, err := f.h.raw.QueryContext(context.Background(), `SELECT DISTINCT pid FROM test_runs WHERE ended_ns = 0`)
+	if err != nil {
+		f.h.t.Errorf("read the runs in progress: %v", err)
+		return out
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var pid int
+		if err := rows.Scan(&pid); err != nil {
+			f.h.t.Errorf("read the runs in progress: %v", err)
+			return out
+		}
+		out[pid] = true
+	}
+	return out
 }
 
 // endAtKill returns runs with each run its process's kill cut short

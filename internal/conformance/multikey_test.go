@@ -215,7 +215,8 @@ func testMultiKeyAcrossProcesses(t *testing.T, h *harness) {
 
 // testMultiKeyKill9: jobs as MultiKeyAcrossProcesses's, enqueued
 // steadily for 6 s, drained by three worker processes and a dispatcher
-// while a worker is killed with SIGKILL every 1-2 s and replaced. A killed
+// while a worker, one with a run in progress, is killed with SIGKILL
+// every 1-2 s and replaced. A killed
 // run's claim keeps every slot of its job until the dispatcher reaps it,
 // which is never sooner than ProcessDeadAfter less a heartbeat after the
 // process's last beat: the run counts as lasting until half of
@@ -224,6 +225,7 @@ func testMultiKeyAcrossProcesses(t *testing.T, h *harness) {
 // completes.
 func testMultiKeyKill9(t *testing.T, h *harness) {
 	f := h.chaosFleet(3, 4)
+	f.busyFirst = true
 	var ids []int64
 	enqueued := make(chan struct{})
 	go func() {
@@ -244,6 +246,9 @@ func testMultiKeyKill9(t *testing.T, h *harness) {
 	overlap := checkOverlap(t, runs, mkLimits)
 	h.checkDrained(ids)
 	reaped := h.count(`SELECT count(*) FROM bq_jobs WHERE last_error LIKE 'process lost%'`)
+	if reaped == 0 {
+		t.Errorf("no job was reaped: the %d kills caught no run, so the scenario tested nothing of a lost claim", f.kills)
+	}
 	t.Logf("%s: %d kills, %d runs of %d jobs, %d reaped, max overlap per key %v", h.db, f.kills, len(runs), len(ids), reaped, overlap)
 }
 
