@@ -6,7 +6,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -48,29 +47,7 @@ func testChaos(t *testing.T, h *harness) {
 	for i := range 12 {
 		limits[fmt.Sprintf("c%d", i)] = 1 + i%2
 	}
-	disp := h.spawn("dispatcher", 0, chaosEnv()...)
-	var mu sync.Mutex
-	workers := map[int]*exec.Cmd{}
-	killedAt := map[int]time.Time{}
-	startWorker := func() {
-		cmd := h.spawn("workers", 4, chaosEnv()...)
-		mu.Lock()
-		workers[cmd.Process.Pid] = cmd
-		mu.Unlock()
-	}
-	for range 3 {
-		startWorker()
-	}
-	defer func() {
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range append([]*exec.Cmd{disp}, values(workers)...) {
-			_ = c.Process.Signal(syscall.SIGTERM)
-		}
-		for _, c := range append([]*exec.Cmd{disp}, values(workers)...) {
-			_ = c.Wait()
-		}
-	}()
+	f := h.chaosFleet(3, 4)
 
 	// Enqueue steadily while the supervisor kills.
 	var ids []int64
@@ -93,30 +70,16 @@ func testChaos(t *testing.T, h *harness) {
 			}
 		}
 	}()
-	kills := 0
-	var lastKill time.Time
-	for deadline := time.Now().Add(duration); time.Now().Before(deadline); {
-		time.Sleep(1500*time.Millisecond + rand.N(time.Second))
-		mu.Lock()
-		victim := values(workers)[rand.IntN(len(workers))]
-		_ = victim.Process.Kill()
-		_ = victim.Wait()
-		lastKill = time.Now()
-		killedAt[victim.Process.Pid] = lastKill
-		delete(workers, victim.Process.Pid)
-		kills++
-		mu.Unlock()
-		startWorker()
-	}
+	f.killFor(duration, func() time.Duration { return 1500*time.Millisecond + rand.N(time.Second) })
 	<-enqueued
 	h.eventually(3*time.Minute, fmt.Sprintf("%d jobs to complete", len(ids)), func() bool {
 		done := h.count(`SELECT count(*) FROM bq_jobs WHERE finished_at IS NOT NULL`) == len(ids)
-		if !done && time.Since(lastKill) > 20*time.Second && time.Since(lastKill) < 20*time.Second+50*time.Millisecond {
+		if !done && time.Since(f.lastKill) > 20*time.Second && time.Since(f.lastKill) < 20*time.Second+50*time.Millisecond {
 			h.dumpState()
 		}
 		return done
 	})
-	drain := time.Since(lastKill)
+	drain := time.Since(f.lastKill)
 
 	for _, id := range ids {
 		if st := h.state(id); st != bq.StateCompleted {
@@ -124,18 +87,7 @@ func testChaos(t *testing.T, h *harness) {
 		}
 	}
 	runs := h.dbRuns(t)
-	var alive []run
-	for _, r := range runs {
-		if r.End.Before(r.Start) { // its process died mid-run
-			at, ok := killedAt[r.PID]
-			if !ok {
-				t.Errorf("job %d: run in live process %d never ended", r.JobID, r.PID)
-				continue
-			}
-			r.End = at
-		}
-		alive = append(alive, r)
-	}
+	alive := f.endAtKill(t, runs, 0)
 	overlap := maxOverlap(alive)
 	for key, n := range overlap {
 		if n > limits[key] {
@@ -153,7 +105,7 @@ func testChaos(t *testing.T, h *harness) {
 	h.checkSemaphores()
 	reaped := h.count(`SELECT count(*) FROM bq_jobs WHERE last_error LIKE 'process lost%'`)
 	t.Logf("chaos on %s: %d jobs, %d runs, %d kills, %d jobs reaped, max overlap per key %v, drain %s after the last kill",
-		h.db, len(ids), len(runs), kills, reaped, overlap, drain.Round(time.Millisecond))
+		h.db, len(ids), len(runs), f.kills, reaped, overlap, drain.Round(time.Millisecond))
 }
 
 // pause stops a process with SIGSTOP at a moment it holds no write lock,

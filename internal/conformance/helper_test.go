@@ -5,11 +5,14 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"io"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -140,10 +143,16 @@ func installFreeze(file string) {
 // entries override its settings. The caller stops it.
 func (h *harness) spawn(mode string, slots int, env ...string) *exec.Cmd {
 	h.t.Helper()
+	return h.spawnTo(os.Stderr, mode, slots, env...)
+}
+
+// spawnTo is spawn with the process's output written to out.
+func (h *harness) spawnTo(out io.Writer, mode string, slots int, env ...string) *exec.Cmd {
+	h.t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), "BQ_HELPER="+mode, "BQ_DSN="+h.dsn, "BQ_SLOTS="+strconv.Itoa(slots))
 	cmd.Env = append(cmd.Env, env...)
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		h.t.Fatalf("start %s process: %v", mode, err)
 	}
@@ -205,6 +214,142 @@ func (h *harness) dbRuns(t *testing.T) []run {
 			t.Fatal(err)
 		}
 		r.Start, r.End = time.Unix(0, start), time.Unix(0, end)
+		out = append(out, r)
+	}
+	return out
+}
+
+// chaosFleet is a dispatcher process and worker processes (chaosEnv
+// timings) of which killFor kills one at random with SIGKILL now and then,
+// starting a replacement each time. Every process is stopped when the
+// test ends.
+type chaosFleet struct {
+	h        *harness
+	slots    int
+	disp     *exec.Cmd
+	mu       sync.Mutex
+	workers  map[int]*exec.Cmd
+	killedAt map[int]time.Time // pid -> when it was killed
+	kills    int
+	lastKill time.Time
+	// busyFirst: kill a worker with a run in progress (test_runs) when
+	// there is one, so that kills land on claims.
+	busyFirst bool
+}
+
+// chaosFleet starts a dispatcher process and n worker processes of slots
+// slots each.
+func (h *harness) chaosFleet(n, slots int) *chaosFleet {
+	h.t.Helper()
+	f := &chaosFleet{h: h, slots: slots, disp: h.spawn("dispatcher", 0, chaosEnv()...),
+		workers: map[int]*exec.Cmd{}, killedAt: map[int]time.Time{}}
+	for range n {
+		f.startWorker()
+	}
+	h.t.Cleanup(func() {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		all := append([]*exec.Cmd{f.disp}, values(f.workers)...)
+		for _, c := range all {
+			_ = c.Process.Signal(syscall.SIGTERM)
+		}
+		for _, c := range all {
+			_ = c.Wait()
+		}
+	})
+	return f
+}
+
+func (f *chaosFleet) startWorker() {
+	cmd := f.h.spawn("workers", f.slots, chaosEnv()...)
+	f.mu.Lock()
+	f.workers[cmd.Process.Pid] = cmd
+	f.mu.Unlock()
+}
+
+// killFor kills a random worker (see busyFirst) every 1-2 s (or every():
+// a pause drawn anew each time) and replaces it, for d.
+func (f *chaosFleet) killFor(d time.Duration, every func() time.Duration) {
+	if every == nil {
+		every = func() time.Duration { return time.Second + rand.N(time.Second) }
+	}
+	for deadline := time.Now().Add(d); time.Now().Before(deadline); {
+		time.Sleep(every())
+		busy := f.busy()
+		f.mu.Lock()
+		victim := values(f.workers)[rand.IntN(len(f.workers))]
+		for pid, c := range f.workers {
+			if busy[pid] {
+				victim = c
+				break
+			}
+		}
+		_ = victim.Process.Kill()
+		_ = victim.Wait()
+		f.lastKill = time.Now()
+		f.killedAt[victim.Process.Pid] = f.lastKill
+		delete(f.workers, victim.Process.Pid)
+		f.kills++
+		f.mu.Unlock()
+		f.startWorker()
+	}
+}
+
+// busy returns the worker processes with a run in progress, when
+// busyFirst asks for them.
+func (f *chaosFleet) busy() map[int]bool {
+	out := map[int]bool{}
+	if !f.busyFirst {
+		return out
+	}
+	rows, err := f.h.raw.QueryContext(context.Background(), `SELECT DISTINCT pid FROM test_runs WHERE ended_ns = 0`)
+	if err != nil {
+		f.h.t.Errorf("read the runs in progress: %v", err)
+		return out
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var pid int
+		if err := rows.Scan(&pid); err != nil {
+			f.h.t.Errorf("read the runs in progress: %v", err)
+			return out
+		}
+		out[pid] = true
+	}
+	return out
+}
+
+// endAtKill returns runs with each run its process's kill cut short
+// ending hold after the kill, or at its job's next start if sooner (its
+// claim keeps its slots until reaped: hold is a bound on the reap's
+// earliest time; 0 ends it at the kill). A run that never ended in a
+// process not killed is an error.
+func (f *chaosFleet) endAtKill(t *testing.T, runs []run, hold time.Duration) []run {
+	t.Helper()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	next := func(r run) time.Time {
+		var at time.Time
+		for _, o := range runs {
+			if o.JobID == r.JobID && o.Start.After(r.Start) && (at.IsZero() || o.Start.Before(at)) {
+				at = o.Start
+			}
+		}
+		return at
+	}
+	var out []run
+	for _, r := range runs {
+		if r.End.Before(r.Start) {
+			at, ok := f.killedAt[r.PID]
+			if !ok {
+				t.Errorf("job %d: run in live process %d never ended", r.JobID, r.PID)
+				continue
+			}
+			r.End = at.Add(hold)
+			if n := next(r); !n.IsZero() && n.Before(r.End) {
+				r.End = n
+			}
+		}
 		out = append(out, r)
 	}
 	return out

@@ -24,7 +24,7 @@ type Args struct {
 	Key     string
 	Seq     int
 	SleepMS int
-	Mode    string // "", "fail-first", "fail", "permanent", "permanent-first", "panic", "wait-ctx", "ignore-ctx", "poll-ctx", "snooze-first", "snooze-zero"
+	Mode    string // "", "fail-first", "fail", "permanent", "permanent-first", "panic", "wait-ctx", "ignore-ctx", "poll-ctx", "poll-ctx-first", "snooze-first", "snooze-zero"
 	N       int    // for decode tests: the wrong type is written as a string; for snooze-first, the delay in ms
 }
 
@@ -142,9 +142,13 @@ func act(ctx context.Context, a Args, meta bq.JobMeta) error {
 		if meta.Attempt == 1 {
 			return bq.Permanent(errors.New("first attempt fails for good"))
 		}
-	case "poll-ctx":
+	case "poll-ctx", "poll-ctx-first":
 		// Job code that checks its context every 10 ms, as a loop over
-		// work items would.
+		// work items would; with poll-ctx-first only the first attempt
+		// does, later ones end at once.
+		if a.Mode == "poll-ctx-first" && meta.Attempt > 1 {
+			return nil
+		}
 		for end := time.Now().Add(time.Duration(a.SleepMS) * time.Millisecond); time.Now().Before(end); {
 			if err := ctx.Err(); err != nil {
 				return err

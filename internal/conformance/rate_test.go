@@ -6,11 +6,9 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -193,26 +191,7 @@ func testRateWithConcurrencyKey(t *testing.T, h *harness) {
 func testRateKill9(t *testing.T, h *harness) {
 	const period = 300 * time.Millisecond
 	ctx := context.Background()
-	disp := h.spawn("dispatcher", 0, chaosEnv()...)
-	var mu sync.Mutex
-	workers := map[int]*exec.Cmd{}
-	startWorker := func() {
-		cmd := h.spawn("workers", 4, chaosEnv()...)
-		mu.Lock()
-		workers[cmd.Process.Pid] = cmd
-		mu.Unlock()
-	}
-	for range 3 {
-		startWorker()
-	}
-	defer func() {
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range append([]*exec.Cmd{disp}, values(workers)...) {
-			_ = c.Process.Signal(syscall.SIGTERM)
-			_ = c.Wait()
-		}
-	}()
+	f := h.chaosFleet(3, 4)
 	var ids []int64
 	for i := range 60 {
 		res, err := rateChaosJob.Enqueue(ctx, h.client, Args{Test: h.test, Key: "rc", Seq: i, SleepMS: 20 + rand.IntN(130)})
@@ -243,24 +222,13 @@ func testRateKill9(t *testing.T, h *harness) {
 			}
 		}
 	}()
-	kills := 0
-	for deadline := time.Now().Add(6 * time.Second); time.Now().Before(deadline); {
-		time.Sleep(time.Second + rand.N(time.Second))
-		mu.Lock()
-		victim := values(workers)[rand.IntN(len(workers))]
-		_ = victim.Process.Kill()
-		_ = victim.Wait()
-		delete(workers, victim.Process.Pid)
-		kills++
-		mu.Unlock()
-		startWorker()
-	}
+	f.killFor(6*time.Second, nil)
 	h.waitFinished(len(ids), 2*time.Minute)
 	close(stopSampling)
 	<-sampled
 	most := checkRate(t, dbStarts(t, h), map[string]int{"rc": 5}, period)
 	h.checkDrained(ids)
-	t.Logf("%s: %d kills, %d runs of %d jobs, most starts per %s: %v", h.db, kills, len(h.dbRuns(t)), len(ids), period, most)
+	t.Logf("%s: %d kills, %d runs of %d jobs, most starts per %s: %v", h.db, f.kills, len(h.dbRuns(t)), len(ids), period, most)
 }
 
 // testRateFrozenInsideTransaction: one of two worker processes is frozen
