@@ -28,6 +28,17 @@ type Policy struct {
 	// definition sets no Concurrency.MaxBlocked: further enqueues of a key
 	// with that many jobs waiting are discarded.
 	MaxBlocked int
+	// MaxStartsPerKey starts per StartsPeriod is the default rate of the
+	// queue's rated jobs whose Rate (or WithRateKey) sets no Limit and
+	// Period: no window of StartsPeriod holds more starts of one rate
+	// key. A key's SetKeyRate override beats it, and a job's own Limit
+	// does. Set both (1 to MaxRateLimit, whole milliseconds of at least
+	// 1ms) or neither. A change applies to each key at its next admission
+	// or start: its ring is resized as for SetKeyRate, keeping its newest
+	// starts. Removing it refuses new such jobs; those stored keep their
+	// key's last rate.
+	MaxStartsPerKey int
+	StartsPeriod    time.Duration
 }
 
 // StoredPolicy is a policy as the database holds it.
@@ -54,7 +65,9 @@ func Key(group, key string) string { return fullKey(group, key) }
 // updated, and those of namespace not listed deleted. A queue whose policy
 // belongs to another namespace is refused with ErrPolicyConflict. Syncing
 // the same set again writes nothing. A changed MaxActivePerKey applies at
-// once to the keys of the queue's waiting and running jobs.
+// once to the keys of the queue's waiting and running jobs; a changed
+// MaxStartsPerKey or StartsPeriod to each rate key's next admission or
+// start.
 func (c *Client) SyncPolicies(ctx context.Context, namespace string, policies []Policy) error {
 	if err := validatePolicies(namespace, policies); err != nil {
 		return fmt.Errorf("sync policies: %w", err)
@@ -78,13 +91,14 @@ func (c *Client) SyncPolicies(ctx context.Context, namespace string, policies []
 		var relimit []string
 		for _, p := range policies {
 			want := driver.Policy{Queue: p.Queue, Namespace: namespace, MaxActive: p.MaxActive,
-				MaxActivePerKey: p.MaxActivePerKey, MaxBlocked: p.MaxBlocked, UpdatedAt: now}
+				MaxActivePerKey: p.MaxActivePerKey, MaxBlocked: p.MaxBlocked,
+				MaxStartsPerKey: p.MaxStartsPerKey, StartsPeriod: p.StartsPeriod, UpdatedAt: now}
 			have, exists := byQueue[p.Queue]
 			switch {
 			case exists && have.Namespace != namespace:
 				return fmt.Errorf("%w: queue %q belongs to namespace %q, so namespace %q cannot set it: remove it from %q's policies first",
 					ErrPolicyConflict, p.Queue, have.Namespace, namespace, have.Namespace)
-			case exists && have.MaxActive == p.MaxActive && have.MaxActivePerKey == p.MaxActivePerKey && have.MaxBlocked == p.MaxBlocked:
+			case exists && samePolicy(have, want):
 				continue
 			case exists:
 				err = ex.UpdatePolicy(ctx, want)
@@ -124,6 +138,13 @@ func (c *Client) SyncPolicies(ctx context.Context, namespace string, policies []
 	}
 	c.readyAll(woken.Queues)
 	return nil
+}
+
+// samePolicy reports whether a stored policy already has want's limits.
+func samePolicy(have, want driver.Policy) bool {
+	return have.MaxActive == want.MaxActive && have.MaxActivePerKey == want.MaxActivePerKey &&
+		have.MaxBlocked == want.MaxBlocked && have.MaxStartsPerKey == want.MaxStartsPerKey &&
+		have.StartsPeriod == want.StartsPeriod
 }
 
 // relimitQueues applies a changed MaxActivePerKey to the keys of the
@@ -171,6 +192,12 @@ func validatePolicies(namespace string, policies []Policy) error {
 			errs = append(errs, fmt.Errorf("queue %q: MaxActive %d, MaxActivePerKey %d, MaxBlocked %d: use 0 (no limit) or more",
 				p.Queue, p.MaxActive, p.MaxActivePerKey, p.MaxBlocked))
 		}
+		if p.MaxStartsPerKey != 0 || p.StartsPeriod != 0 {
+			if err := validateRateNamed(fmt.Sprintf("queue %q: Policy", p.Queue), "MaxStartsPerKey", "StartsPeriod",
+				p.MaxStartsPerKey, p.StartsPeriod); err != nil {
+				errs = append(errs, fmt.Errorf("%w (or set MaxStartsPerKey and StartsPeriod both to 0 for no default rate)", err))
+			}
+		}
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidArgument, err)
@@ -187,7 +214,8 @@ func (c *Client) ListPolicies(ctx context.Context) ([]StoredPolicy, error) {
 	out := make([]StoredPolicy, len(ps))
 	for i, p := range ps {
 		out[i] = StoredPolicy{
-			Policy:    Policy{Queue: p.Queue, MaxActive: p.MaxActive, MaxActivePerKey: p.MaxActivePerKey, MaxBlocked: p.MaxBlocked},
+			Policy: Policy{Queue: p.Queue, MaxActive: p.MaxActive, MaxActivePerKey: p.MaxActivePerKey, MaxBlocked: p.MaxBlocked,
+				MaxStartsPerKey: p.MaxStartsPerKey, StartsPeriod: p.StartsPeriod},
 			Namespace: p.Namespace, CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt,
 		}
 	}

@@ -56,7 +56,8 @@ type Window struct {
 }
 
 // Resolve is the key's limit and period: an override (SetKeyRate) beats
-// the job's own spec; a spec with no limit keeps the stored one.
+// the job's spec (its own Rate, else its queue policy's, as Lock
+// resolved it); a spec with no limit keeps the stored one.
 func Resolve(spec driver.RateSpec, stored driver.Rate) (int, time.Duration) {
 	switch {
 	case stored.Override.Limit > 0:
@@ -70,9 +71,19 @@ func Resolve(spec driver.RateSpec, stored driver.Rate) (int, time.Duration) {
 
 // Lock locks spec.Key's row, creating it and its ring if missing, and
 // applies the resolved limit and period: a changed limit resizes the
-// ring, keeping its newest starts. spec.Limit 0 keeps what is stored; a
-// key never stored then is not locked (nil, nil).
-func Lock(ctx context.Context, ex Store, spec driver.RateSpec, now time.Time) (*Window, error) {
+// ring, keeping its newest starts. A spec with no limit of its own takes
+// the default rate of queue's policy (MaxStartsPerKey), read now, so a
+// changed policy applies from the next admission or start; with none
+// either, what is stored is kept, and a key never stored is not locked
+// (nil, nil): no rate applies to it.
+func Lock(ctx context.Context, ex Store, spec driver.RateSpec, queue string, now time.Time) (*Window, error) {
+	if spec.Limit <= 0 && queue != "" {
+		p, err := ex.PolicyRate(ctx, queue)
+		if err != nil {
+			return nil, err
+		}
+		spec.Limit, spec.Period = p.Limit, p.Period
+	}
 	// The dispatcher deletes idle rows; one may vanish between the create
 	// and the lock, so try again.
 	for range 3 {

@@ -239,6 +239,10 @@ type Policy struct {
 	MaxActive       int
 	MaxActivePerKey int
 	MaxBlocked      int
+	// MaxStartsPerKey starts per StartsPeriod is the rate of the queue's
+	// rated jobs whose own Rate sets no Limit; 0 for none.
+	MaxStartsPerKey int
+	StartsPeriod    time.Duration
 	CreatedAt       time.Time
 	UpdatedAt       time.Time
 }

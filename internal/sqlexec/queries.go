@@ -33,8 +33,8 @@ type Queries struct {
 
 	GetJob, CountByQueue, SchemaVersion string
 
-	LockPolicies, InsertPolicy, UpdatePolicy, DeletePolicy, ListPolicies, PolicyKeys string
-	SetKeyLimit, DeleteKeyLimit, LatestJobLimit                                      string
+	LockPolicies, InsertPolicy, UpdatePolicy, DeletePolicy, ListPolicies, PolicyKeys, PolicyRate string
+	SetKeyLimit, DeleteKeyLimit, LatestJobLimit                                                  string
 
 	// PauseQueue inserts the queue's row unless it exists, affecting no row then.
 	PauseQueue, ResumeQueue, PausedQueues string
@@ -109,8 +109,9 @@ FROM {p}claimed_executions WHERE process_id = ?`),
 		SchemaVersion: p(`SELECT coalesce(max(version_id), 0) FROM {p}schema_migrations WHERE is_applied`),
 
 		UpdatePolicy: p(`UPDATE {p}policies SET max_active = ?, max_active_per_key = ?, max_blocked = ?,
-	updated_at = ? WHERE queue = ?`),
+	max_starts_per_key = ?, starts_period_ms = ?, updated_at = ? WHERE queue = ?`),
 		DeletePolicy: p(`DELETE FROM {p}policies WHERE queue = ?`),
+		PolicyRate:   p(`SELECT max_starts_per_key, starts_period_ms FROM {p}policies WHERE queue = ?`),
 		ListPolicies: p(`SELECT ` + sqltext.PolicyColumns + ` FROM {p}policies ORDER BY queue`),
 		PolicyKeys: p(`SELECT DISTINCT concurrency_key FROM {p}jobs WHERE queue = ? AND concurrency_limit = 0
 AND concurrency_key IS NOT NULL AND finished_at IS NULL ORDER BY 1`),

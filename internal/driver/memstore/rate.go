@@ -44,6 +44,11 @@ func (s *Store) RateLock(_ context.Context, key string) (driver.Rate, bool, erro
 	return out, true, nil
 }
 
+func (s *Store) PolicyRate(_ context.Context, queue string) (driver.RateSpec, error) {
+	p := s.Policies[queue]
+	return driver.RateSpec{Limit: p.MaxStartsPerKey, Period: p.StartsPeriod}, nil
+}
+
 func (s *Store) RateTryLock(ctx context.Context, key string) (driver.Rate, bool, error) {
 	return s.RateLock(ctx, key)
 }
