@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/bqueue/bq/internal/driver"
+	"github.com/bqueue/bq/internal/lifecycle"
 	"github.com/bqueue/bq/semaphore"
 )
 
@@ -33,10 +34,11 @@ type Policy struct {
 	// Period: no window of StartsPeriod holds more starts of one rate
 	// key. A key's SetKeyRate override beats it, and a job's own Limit
 	// does. Set both (1 to MaxRateLimit, whole milliseconds of at least
-	// 1ms) or neither. A change applies to each key at its next admission
-	// or start: its ring is resized as for SetKeyRate, keeping its newest
-	// starts. Removing it refuses new such jobs; those stored keep their
-	// key's last rate.
+	// 1ms) or neither. A change applies at once to the rate keys of the
+	// queue's unfinished jobs that rely on it, as SetKeyRate does (each
+	// key's ring resized, keeping its newest starts), and to every later
+	// admission and start. Removing it refuses new such jobs; those stored
+	// keep their key's last rate.
 	MaxStartsPerKey int
 	StartsPeriod    time.Duration
 }
@@ -65,9 +67,9 @@ func Key(group, key string) string { return fullKey(group, key) }
 // updated, and those of namespace not listed deleted. A queue whose policy
 // belongs to another namespace is refused with ErrPolicyConflict. Syncing
 // the same set again writes nothing. A changed MaxActivePerKey applies at
-// once to the keys of the queue's waiting and running jobs; a changed
-// MaxStartsPerKey or StartsPeriod to each rate key's next admission or
-// start.
+// once to the keys of the queue's waiting and running jobs, and a changed
+// MaxStartsPerKey or StartsPeriod to the rate keys of its unfinished jobs
+// that leave their rate to it.
 func (c *Client) SyncPolicies(ctx context.Context, namespace string, policies []Policy) error {
 	if err := validatePolicies(namespace, policies); err != nil {
 		return fmt.Errorf("sync policies: %w", err)
@@ -89,6 +91,7 @@ func (c *Client) SyncPolicies(ctx context.Context, namespace string, policies []
 			byQueue[s.Queue] = s
 		}
 		var relimit []string
+		var rerate []driver.Policy
 		for _, p := range policies {
 			want := driver.Policy{Queue: p.Queue, Namespace: namespace, MaxActive: p.MaxActive,
 				MaxActivePerKey: p.MaxActivePerKey, MaxBlocked: p.MaxBlocked,
@@ -114,6 +117,10 @@ func (c *Client) SyncPolicies(ctx context.Context, namespace string, policies []
 			if have.MaxActivePerKey != p.MaxActivePerKey {
 				relimit = append(relimit, p.Queue)
 			}
+			// A removed rate leaves each key its stored one: nothing to apply.
+			if p.MaxStartsPerKey > 0 && (have.MaxStartsPerKey != p.MaxStartsPerKey || have.StartsPeriod != p.StartsPeriod) {
+				rerate = append(rerate, want)
+			}
 		}
 		for _, s := range stored {
 			if s.Namespace == namespace && !slices.Contains(queues, s.Queue) {
@@ -125,7 +132,12 @@ func (c *Client) SyncPolicies(ctx context.Context, namespace string, policies []
 				}
 			}
 		}
-		woken, err = c.relimitQueues(ctx, ex, relimit, now)
+		if woken, err = c.relimitQueues(ctx, ex, relimit, now); err != nil {
+			return err
+		}
+		// Rate rows after semaphores, as admission locks them.
+		rated, err := c.rerateQueues(ctx, ex, rerate, now)
+		woken.Add(rated)
 		return err
 	})
 	if err != nil {
@@ -166,6 +178,36 @@ func (c *Client) relimitQueues(ctx context.Context, ex driver.Executor, queues [
 	slices.SortFunc(keys, func(a, b keyOf) int { return strings.Compare(a.key, b.key) })
 	for _, k := range keys {
 		p, err := semaphore.Resolve(ctx, ex, driver.Limit{Key: k.key}, k.queue, now)
+		if err != nil {
+			return promoted, err
+		}
+		promoted.Add(p)
+	}
+	return promoted, nil
+}
+
+// rerateQueues applies a changed policy rate to the rate keys of the
+// queues' jobs that leave their rate to the policy, in key order, as
+// SetKeyRate applies an override (an override still beats it), and
+// returns what raised rates made ready.
+func (c *Client) rerateQueues(ctx context.Context, ex driver.Executor, policies []driver.Policy, now time.Time) (driver.Promotion, error) {
+	var promoted driver.Promotion
+	var specs []driver.RateSpec
+	for _, p := range policies {
+		ks, err := ex.PolicyRateKeys(ctx, p.Queue)
+		if err != nil {
+			return promoted, err
+		}
+		for _, k := range ks {
+			specs = append(specs, driver.RateSpec{Key: k, Limit: p.MaxStartsPerKey, Period: p.StartsPeriod})
+		}
+	}
+	slices.SortFunc(specs, func(a, b driver.RateSpec) int { return strings.Compare(a.Key, b.Key) })
+	for i, s := range specs {
+		if i > 0 && specs[i-1].Key == s.Key {
+			continue // a key of two queues: the first policy's, until a job's own admission
+		}
+		p, err := lifecycle.ApplyRate(ctx, ex, s, now)
 		if err != nil {
 			return promoted, err
 		}

@@ -77,12 +77,18 @@ func Resolve(spec driver.RateSpec, stored driver.Rate) (int, time.Duration) {
 // either, what is stored is kept, and a key never stored is not locked
 // (nil, nil): no rate applies to it.
 func Lock(ctx context.Context, ex Store, spec driver.RateSpec, queue string, now time.Time) (*Window, error) {
-	if spec.Limit <= 0 && queue != "" {
+	// The policy is read with the row locked: a SyncPolicies that changed
+	// it locks the row after its change, to apply it, so either this
+	// reads the new policy or the sync applies it after this commits.
+	resolve := func() (driver.RateSpec, error) {
+		if spec.Limit > 0 || queue == "" {
+			return spec, nil
+		}
 		p, err := ex.PolicyRate(ctx, queue)
 		if err != nil {
-			return nil, err
+			return spec, err
 		}
-		spec.Limit, spec.Period = p.Limit, p.Period
+		return driver.RateSpec{Key: spec.Key, Limit: p.Limit, Period: p.Period}, nil
 	}
 	// The dispatcher deletes idle rows; one may vanish between the create
 	// and the lock, so try again.
@@ -91,14 +97,18 @@ func Lock(ctx context.Context, ex Store, spec driver.RateSpec, queue string, now
 		if err != nil {
 			return nil, err
 		}
+		resolved, err := resolve()
+		if err != nil {
+			return nil, err
+		}
 		if ok {
 			w := &Window{ex: ex, row: row, now: now}
-			return w, w.apply(ctx, spec)
+			return w, w.apply(ctx, resolved)
 		}
-		if spec.Limit <= 0 {
+		if resolved.Limit <= 0 {
 			return nil, nil
 		}
-		if err := ex.RateEnsure(ctx, spec, now); err != nil {
+		if err := ex.RateEnsure(ctx, resolved, now); err != nil {
 			return nil, err
 		}
 	}

@@ -64,6 +64,10 @@ func (e *executor) PolicyKeys(ctx context.Context, queue string) ([]string, erro
 	return e.keys(ctx, "policy-limited", e.q.policyKeys, queue)
 }
 
+func (e *executor) PolicyRateKeys(ctx context.Context, queue string) ([]string, error) {
+	return e.keys(ctx, "policy-rated", e.q.policyRateKeys, queue)
+}
+
 func (e *executor) PolicyRate(ctx context.Context, queue string) (driver.RateSpec, error) {
 	var s driver.RateSpec
 	var periodMS int64

@@ -21,10 +21,10 @@ type queries struct {
 
 	getJob, countByQueue, schemaVersion string
 
-	claimUncapped, queueGate, lockQueueGate, countClaimed, hasReady                              string
-	lockPolicies, insertPolicy, updatePolicy, deletePolicy, listPolicies, policyKeys, policyRate string
-	setKeyLimit, deleteKeyLimit, latestJobLimit                                                  string
-	pauseQueue, resumeQueue, pausedQueues                                                        string
+	claimUncapped, queueGate, lockQueueGate, countClaimed, hasReady                                              string
+	lockPolicies, insertPolicy, updatePolicy, deletePolicy, listPolicies, policyKeys, policyRate, policyRateKeys string
+	setKeyLimit, deleteKeyLimit, latestJobLimit                                                                  string
+	pauseQueue, resumeQueue, pausedQueues                                                                        string
 
 	readyAges, groupStats, topBlockedKeys, readSem, keyHolders string
 	blockedAhead, blockedLine, jobExecution, listFailed        string
@@ -354,6 +354,8 @@ WHERE namespace = $1 OR queue = ANY($2::text[]) ORDER BY queue FOR UPDATE`),
 	max_starts_per_key = $5, starts_period_ms = $6, updated_at = $7 WHERE queue = $1`),
 		deletePolicy: p(`DELETE FROM {p}policies WHERE queue = $1`),
 		policyRate:   p(`SELECT max_starts_per_key, starts_period_ms FROM {p}policies WHERE queue = $1`),
+		policyRateKeys: p(`SELECT DISTINCT rate_key FROM {p}jobs WHERE queue = $1 AND rate_limit = 0
+AND rate_key IS NOT NULL AND finished_at IS NULL ORDER BY 1`),
 		pauseQueue:   p(`INSERT INTO {p}paused_queues (queue, paused_at) VALUES ($1, $2) ON CONFLICT (queue) DO NOTHING`),
 		resumeQueue:  p(`DELETE FROM {p}paused_queues WHERE queue = $1`),
 		pausedQueues: p(`SELECT queue, paused_at FROM {p}paused_queues ORDER BY queue`),

@@ -98,8 +98,32 @@ func testRatePolicyDefault(t *testing.T, h *harness) {
 	if st, err := h.client.RateState(ctx, bq.Key(ratePolicyJob.Name(), "p")); err != nil || st.Limit != 2 || st.Period != period2 {
 		t.Errorf("rate state after the policy change: %+v, %v; want 2 per %s", st, err, period2)
 	}
-	h.checkSemaphores()
 	t.Logf("%s: after the policy change, most starts per %s: %v", h.db, period2, most)
+
+	// A raised policy rate applies at once to a key's waiting jobs: at 1
+	// start an hour, four wait; SyncPolicies at 5 an hour starts them now.
+	policy.MaxStartsPerKey, policy.StartsPeriod = 1, time.Hour
+	if err := h.client.SyncPolicies(ctx, "ops", []bq.Policy{policy}); err != nil {
+		t.Fatal(err)
+	}
+	var slow []int64
+	for i := range 5 {
+		slow = append(slow, enqueue(t, h, ratePolicyJob, Args{Key: "slow", Seq: 200 + i}).ID)
+		n++
+	}
+	stop = spawnQueueWorkers(h, 1, 4, "rp")
+	h.waitFinished(n-4, 30*time.Second)
+	if st, err := h.client.RateState(ctx, bq.Key(ratePolicyJob.Name(), "slow")); err != nil || st.Waiting != 4 {
+		t.Fatalf("rate state at 1 start an hour: %+v, %v; want 4 waiting", st, err)
+	}
+	policy.MaxStartsPerKey = 5
+	if err := h.client.SyncPolicies(ctx, "ops", []bq.Policy{policy}); err != nil {
+		t.Fatal(err)
+	}
+	h.waitFinished(n, 30*time.Second)
+	stop()
+	h.checkDrained(slow)
+	h.checkSemaphores()
 }
 
 // spawnQueueWorkers is spawnWorkers on queue.

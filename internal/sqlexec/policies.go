@@ -76,6 +76,14 @@ func (e *Executor) PolicyKeys(ctx context.Context, queue string) ([]string, erro
 	return keys, nil
 }
 
+func (e *Executor) PolicyRateKeys(ctx context.Context, queue string) ([]string, error) {
+	keys, err := Column[string](ctx, e.db, e.q.PolicyRateKeys, e.d.Text(queue))
+	if err != nil {
+		return nil, fmt.Errorf("list policy-rated keys of queue %q: %w", queue, err)
+	}
+	return keys, nil
+}
+
 func (e *Executor) PolicyRate(ctx context.Context, queue string) (driver.RateSpec, error) {
 	var s driver.RateSpec
 	var periodMS int64

@@ -33,8 +33,8 @@ type Queries struct {
 
 	GetJob, CountByQueue, SchemaVersion string
 
-	LockPolicies, InsertPolicy, UpdatePolicy, DeletePolicy, ListPolicies, PolicyKeys, PolicyRate string
-	SetKeyLimit, DeleteKeyLimit, LatestJobLimit                                                  string
+	LockPolicies, InsertPolicy, UpdatePolicy, DeletePolicy, ListPolicies, PolicyKeys, PolicyRate, PolicyRateKeys string
+	SetKeyLimit, DeleteKeyLimit, LatestJobLimit                                                                  string
 
 	// PauseQueue inserts the queue's row unless it exists, affecting no row then.
 	PauseQueue, ResumeQueue, PausedQueues string
@@ -112,6 +112,8 @@ FROM {p}claimed_executions WHERE process_id = ?`),
 	max_starts_per_key = ?, starts_period_ms = ?, updated_at = ? WHERE queue = ?`),
 		DeletePolicy: p(`DELETE FROM {p}policies WHERE queue = ?`),
 		PolicyRate:   p(`SELECT max_starts_per_key, starts_period_ms FROM {p}policies WHERE queue = ?`),
+		PolicyRateKeys: p(`SELECT DISTINCT rate_key FROM {p}jobs WHERE queue = ? AND rate_limit = 0
+AND rate_key IS NOT NULL AND finished_at IS NULL ORDER BY 1`),
 		ListPolicies: p(`SELECT ` + sqltext.PolicyColumns + ` FROM {p}policies ORDER BY queue`),
 		PolicyKeys: p(`SELECT DISTINCT concurrency_key FROM {p}jobs WHERE queue = ? AND concurrency_limit = 0
 AND concurrency_key IS NOT NULL AND finished_at IS NULL ORDER BY 1`),

@@ -41,6 +41,24 @@ var _ = add("policies",
 			t.Errorf("ListPolicies after deleting a = %+v, %v", list, err)
 		}
 	}},
+	test{"PolicyRateKeys", func(t *testing.T, f *fixture) {
+		rate := func(key string, limit int) func(*driver.NewJob) {
+			return func(j *driver.NewJob) { j.Rate = driver.RateSpec{Key: key, Limit: limit, Period: time.Second * time.Duration(limit)} }
+		}
+		f.insert(T0, job("q", rate("g/b", 0)), job("q", rate("g/a", 0)), job("q", rate("g/a", 0), blocked),
+			job("q", rate("g/own", 3)), job("q"), job("other", rate("g/c", 0)), job("q", rate("g/done", 0)))
+		for _, c := range f.claim(f.ex(), "q", 10, 1, T0) {
+			if c.Rate.Key == "g/done" {
+				_, err := f.ex().CompleteClaims(f.ctx, []*driver.Claim{c}, true, T0)
+				f.must(err)
+			}
+		}
+		keys, err := f.ex().PolicyRateKeys(f.ctx, "q")
+		f.must(err)
+		if want := []string{"g/a", "g/b"}; !slices.Equal(keys, want) {
+			t.Errorf("PolicyRateKeys(q) = %v, want %v: unfinished jobs of q that leave their rate to the policy, each key once", keys, want)
+		}
+	}},
 	test{"PolicyRateRoundTrip", func(t *testing.T, f *fixture) {
 		p := driver.Policy{Queue: "r", Namespace: "ns", MaxActivePerKey: 2, MaxStartsPerKey: 7, StartsPeriod: 1500 * time.Millisecond,
 			UpdatedAt: T0}
