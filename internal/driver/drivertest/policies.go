@@ -43,7 +43,9 @@ var _ = add("policies",
 	}},
 	test{"PolicyRateKeys", func(t *testing.T, f *fixture) {
 		rate := func(key string, limit int) func(*driver.NewJob) {
-			return func(j *driver.NewJob) { j.Rate = driver.RateSpec{Key: key, Limit: limit, Period: time.Second * time.Duration(limit)} }
+			return func(j *driver.NewJob) {
+				j.Rate = driver.RateSpec{Key: key, Limit: limit, Period: time.Second * time.Duration(limit)}
+			}
 		}
 		f.insert(T0, job("q", rate("g/b", 0)), job("q", rate("g/a", 0)), job("q", rate("g/a", 0), blocked),
 			job("q", rate("g/own", 3)), job("q"), job("other", rate("g/c", 0)), job("q", rate("g/done", 0)))
