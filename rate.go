@@ -166,7 +166,8 @@ func (c *Client) SetKeyRate(ctx context.Context, key string, limit int, period t
 }
 
 // ClearKeyRate removes key's override: the key goes back to the rate of
-// its newest waiting job (or keeps its stored one when none waits).
+// its newest waiting job, its queue policy's when the job has none of its
+// own (or keeps its stored one when none waits).
 func (c *Client) ClearKeyRate(ctx context.Context, key string) error {
 	if err := checkRateKeyArg("ClearKeyRate", key); err != nil {
 		return err

@@ -227,6 +227,10 @@ func (s *Store) LatestJobRate(_ context.Context, key string) (driver.RateSpec, b
 	if best == nil {
 		return driver.RateSpec{}, false, nil
 	}
+	if best.Rate.Limit == 0 {
+		p := s.Policies[best.Queue]
+		return driver.RateSpec{Key: key, Limit: p.MaxStartsPerKey, Period: p.StartsPeriod}, true, nil
+	}
 	return best.Rate, true, nil
 }
 
