@@ -12,7 +12,10 @@ import (
 	"github.com/bqueue/bq"
 )
 
-var _ = register(scenario{"RatePolicyDefault", testRatePolicyDefault})
+var _ = register(
+	scenario{"RatePolicyDefault", testRatePolicyDefault},
+	scenario{"RatePolicyDefaultPeriodic", testRatePolicyPeriodic},
+)
 
 // ratePolicyJob is rate-keyed but sets no rate of its own: its queue's
 // policy (MaxStartsPerKey) gives it.
@@ -124,6 +127,34 @@ func testRatePolicyDefault(t *testing.T, h *harness) {
 	stop()
 	h.checkDrained(slow)
 	h.checkSemaphores()
+}
+
+// periodicRated is a periodic job kind whose rate is its queue policy's.
+var periodicRated = bq.Define("conformance.periodic_rated", func(context.Context, PeriodicArgs) error { return nil },
+	bq.JobOptions[PeriodicArgs]{Queue: "periodic_rated", Rate: &bq.Rate[PeriodicArgs]{Key: func(PeriodicArgs) string { return "r" }}})
+
+// testRatePolicyPeriodic: a tick of a periodic job that leaves its rate
+// to a queue policy with none is spent, not retried every pass; once the
+// policy has a rate, the next tick is enqueued.
+func testRatePolicyPeriodic(t *testing.T, h *harness) {
+	ctx := context.Background()
+	clock := newFakeClock(time.Second)
+	c := periodicClient(h, clock, bq.Periodic(bq.Every(time.Second), periodicRated, periodicArgs, bq.PeriodicOptions{RunOnStart: true}))
+	periodicPass(t, c)
+	ps, err := c.PeriodicJobs(ctx)
+	if err != nil || len(ps) != 1 || ps[0].LastRunAt != nil || !ps[0].NextRunAt.After(clock.Now()) {
+		t.Fatalf("after the refused tick: %+v, %v; want no run and the next tick ahead", ps, err)
+	}
+	if n := len(periodicTicks(t, h, periodicRated.Name())); n != 0 {
+		t.Fatalf("%d jobs stored with no rate anywhere", n)
+	}
+	if err := h.client.SyncPolicies(ctx, "ops", []bq.Policy{{Queue: "periodic_rated", MaxStartsPerKey: 1, StartsPeriod: time.Second}}); err != nil {
+		t.Fatal(err)
+	}
+	stepPasses(t, clock, 1, c)
+	if ticks := periodicTicks(t, h, periodicRated.Name()); len(ticks) != 1 || !ticks[0].Equal(clock.Now().Truncate(time.Second)) {
+		t.Errorf("ticks %v after the policy got a rate: want that tick's job", ticks)
+	}
 }
 
 // spawnQueueWorkers is spawnWorkers on queue.
