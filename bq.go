@@ -44,6 +44,7 @@ import (
 
 	"github.com/bqueue/bq/internal/driver"
 	"github.com/bqueue/bq/internal/humanize"
+	"github.com/bqueue/bq/internal/lifecycle"
 	"github.com/bqueue/bq/internal/metrics"
 	"github.com/bqueue/bq/internal/tracing"
 	"github.com/bqueue/bq/migrations"
@@ -431,6 +432,10 @@ func (c *Client) checkSchema(ctx context.Context) error {
 func (c *Client) explainErr(ctx context.Context, err error) error {
 	if err == nil || ctx.Err() != nil {
 		return err
+	}
+	if errors.Is(err, lifecycle.ErrNoRate) {
+		// The job, not the database: the policy it relies on sets no rate.
+		return fmt.Errorf("%w: %w", ErrInvalidJob, err)
 	}
 	if schemaErr := c.checkSchema(context.WithoutCancel(ctx)); schemaErr != nil && errors.Is(schemaErr, ErrNotMigrated) {
 		return fmt.Errorf("%w: %w", schemaErr, err)

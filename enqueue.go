@@ -397,7 +397,10 @@ func readyQueues(jobs []*driver.NewJob, verdicts []lifecycle.Verdict, promoted d
 func admits(jobs []*driver.NewJob, now time.Time) bool {
 	for _, j := range jobs {
 		due := !j.ScheduledAt.After(now)
-		if j.UniqueKey != "" || (due && (j.Limit.Key != "" || j.Rate.Key != "")) {
+		// A job leaving its rate to its policy reads the policy in the
+		// insert's transaction.
+		policyRate := j.Rate.Key != "" && j.Rate.Limit == 0
+		if j.UniqueKey != "" || policyRate || (due && (j.Limit.Key != "" || j.Rate.Key != "")) {
 			return true
 		}
 	}

@@ -194,8 +194,9 @@ func (s *scheduler) tick(ctx context.Context, p *PeriodicJob, row driver.Periodi
 	var verdicts []lifecycle.Verdict
 	var promoted driver.Promotion
 	won := false
+	var refused error // a job lifecycle.Enqueue refused: no rate (ErrNoRate)
 	err := driver.InTx(ctx, s.c.drv, func(ex driver.Executor) (err error) {
-		verdicts, promoted, jobs = nil, driver.Promotion{}, nil
+		verdicts, promoted, jobs, refused = nil, driver.Promotion{}, nil, nil
 		won, err = ex.AdvancePeriodic(ctx, driver.AdvanceParams{Name: row.Name, Schedule: row.Schedule, Was: row.NextRunAt, Next: next})
 		if err != nil || !won || built == nil {
 			return err
@@ -204,7 +205,12 @@ func (s *scheduler) tick(ctx context.Context, p *PeriodicJob, row driver.Periodi
 			c := *j
 			jobs = append(jobs, &c)
 		}
-		if verdicts, promoted, err = lifecycle.Enqueue(ctx, ex, jobs, now); err != nil {
+		if verdicts, promoted, err = lifecycle.Enqueue(ctx, ex, jobs, now); errors.Is(err, lifecycle.ErrNoRate) {
+			// Refused before any write: the tick is spent, as for bad args,
+			// rather than failing every pass until a policy appears.
+			refused, jobs = err, nil
+			return nil
+		} else if err != nil {
 			return err
 		}
 		return ex.RecordPeriodicRun(ctx, row.Name, latest, jobs[0].ID, verdicts[0].State)
@@ -219,6 +225,10 @@ func (s *scheduler) tick(ctx context.Context, p *PeriodicJob, row driver.Periodi
 		// Its error is the code's, not the database's: logged, not an outage.
 		s.c.log.Error("periodic job: tick not enqueued: its args are invalid; fix the args function",
 			"periodic", p.name, "tick", latest, "error", buildErr)
+		return nil
+	case refused != nil:
+		s.c.log.Error("periodic job: tick not enqueued: its job has no rate; give it one or its queue a policy MaxStartsPerKey",
+			"periodic", p.name, "tick", latest, "error", refused)
 		return nil
 	case jobs == nil:
 		s.c.log.Debug("periodic job: missed ticks skipped", "periodic", p.name, "tick", latest, "next", next)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/bqueue/bq/internal/driver"
+	"github.com/bqueue/bq/internal/lifecycle"
 	"github.com/bqueue/bq/semaphore"
 )
 
@@ -28,6 +29,18 @@ type Policy struct {
 	// definition sets no Concurrency.MaxBlocked: further enqueues of a key
 	// with that many jobs waiting are discarded.
 	MaxBlocked int
+	// MaxStartsPerKey starts per StartsPeriod is the default rate of the
+	// queue's rated jobs whose Rate (or WithRateKey) sets no Limit and
+	// Period: no window of StartsPeriod holds more starts of one rate
+	// key. A key's SetKeyRate override beats it, and a job's own Limit
+	// does. Set both (1 to MaxRateLimit, whole milliseconds of at least
+	// 1ms) or neither. A change applies at once to the rate keys of the
+	// queue's unfinished jobs that rely on it, as SetKeyRate does (each
+	// key's ring resized, keeping its newest starts), and to every later
+	// admission and start. Removing it refuses new such jobs; those stored
+	// keep their key's last rate.
+	MaxStartsPerKey int
+	StartsPeriod    time.Duration
 }
 
 // StoredPolicy is a policy as the database holds it.
@@ -54,7 +67,9 @@ func Key(group, key string) string { return fullKey(group, key) }
 // updated, and those of namespace not listed deleted. A queue whose policy
 // belongs to another namespace is refused with ErrPolicyConflict. Syncing
 // the same set again writes nothing. A changed MaxActivePerKey applies at
-// once to the keys of the queue's waiting and running jobs.
+// once to the keys of the queue's waiting and running jobs, and a changed
+// MaxStartsPerKey or StartsPeriod to the rate keys of its unfinished jobs
+// that leave their rate to it.
 func (c *Client) SyncPolicies(ctx context.Context, namespace string, policies []Policy) error {
 	if err := validatePolicies(namespace, policies); err != nil {
 		return fmt.Errorf("sync policies: %w", err)
@@ -76,15 +91,17 @@ func (c *Client) SyncPolicies(ctx context.Context, namespace string, policies []
 			byQueue[s.Queue] = s
 		}
 		var relimit []string
+		var rerate []driver.Policy
 		for _, p := range policies {
 			want := driver.Policy{Queue: p.Queue, Namespace: namespace, MaxActive: p.MaxActive,
-				MaxActivePerKey: p.MaxActivePerKey, MaxBlocked: p.MaxBlocked, UpdatedAt: now}
+				MaxActivePerKey: p.MaxActivePerKey, MaxBlocked: p.MaxBlocked,
+				MaxStartsPerKey: p.MaxStartsPerKey, StartsPeriod: p.StartsPeriod, UpdatedAt: now}
 			have, exists := byQueue[p.Queue]
 			switch {
 			case exists && have.Namespace != namespace:
 				return fmt.Errorf("%w: queue %q belongs to namespace %q, so namespace %q cannot set it: remove it from %q's policies first",
 					ErrPolicyConflict, p.Queue, have.Namespace, namespace, have.Namespace)
-			case exists && have.MaxActive == p.MaxActive && have.MaxActivePerKey == p.MaxActivePerKey && have.MaxBlocked == p.MaxBlocked:
+			case exists && samePolicy(have, want):
 				continue
 			case exists:
 				err = ex.UpdatePolicy(ctx, want)
@@ -100,6 +117,10 @@ func (c *Client) SyncPolicies(ctx context.Context, namespace string, policies []
 			if have.MaxActivePerKey != p.MaxActivePerKey {
 				relimit = append(relimit, p.Queue)
 			}
+			// A removed rate leaves each key its stored one: nothing to apply.
+			if p.MaxStartsPerKey > 0 && (have.MaxStartsPerKey != p.MaxStartsPerKey || have.StartsPeriod != p.StartsPeriod) {
+				rerate = append(rerate, want)
+			}
 		}
 		for _, s := range stored {
 			if s.Namespace == namespace && !slices.Contains(queues, s.Queue) {
@@ -111,7 +132,12 @@ func (c *Client) SyncPolicies(ctx context.Context, namespace string, policies []
 				}
 			}
 		}
-		woken, err = c.relimitQueues(ctx, ex, relimit, now)
+		if woken, err = c.relimitQueues(ctx, ex, relimit, now); err != nil {
+			return err
+		}
+		// Rate rows after semaphores, as admission locks them.
+		rated, err := c.rerateQueues(ctx, ex, rerate, now)
+		woken.Add(rated)
 		return err
 	})
 	if err != nil {
@@ -124,6 +150,13 @@ func (c *Client) SyncPolicies(ctx context.Context, namespace string, policies []
 	}
 	c.readyAll(woken.Queues)
 	return nil
+}
+
+// samePolicy reports whether a stored policy already has want's limits.
+func samePolicy(have, want driver.Policy) bool {
+	return have.MaxActive == want.MaxActive && have.MaxActivePerKey == want.MaxActivePerKey &&
+		have.MaxBlocked == want.MaxBlocked && have.MaxStartsPerKey == want.MaxStartsPerKey &&
+		have.StartsPeriod == want.StartsPeriod
 }
 
 // relimitQueues applies a changed MaxActivePerKey to the keys of the
@@ -153,6 +186,36 @@ func (c *Client) relimitQueues(ctx context.Context, ex driver.Executor, queues [
 	return promoted, nil
 }
 
+// rerateQueues applies a changed policy rate to the rate keys of the
+// queues' jobs that leave their rate to the policy, in key order, as
+// SetKeyRate applies an override (an override still beats it), and
+// returns what raised rates made ready.
+func (c *Client) rerateQueues(ctx context.Context, ex driver.Executor, policies []driver.Policy, now time.Time) (driver.Promotion, error) {
+	var promoted driver.Promotion
+	var specs []driver.RateSpec
+	for _, p := range policies {
+		ks, err := ex.PolicyRateKeys(ctx, p.Queue)
+		if err != nil {
+			return promoted, err
+		}
+		for _, k := range ks {
+			specs = append(specs, driver.RateSpec{Key: k, Limit: p.MaxStartsPerKey, Period: p.StartsPeriod})
+		}
+	}
+	slices.SortFunc(specs, func(a, b driver.RateSpec) int { return strings.Compare(a.Key, b.Key) })
+	for i, s := range specs {
+		if i > 0 && specs[i-1].Key == s.Key {
+			continue // a key of two queues: the first policy's, until a job's own admission
+		}
+		p, err := lifecycle.ApplyRate(ctx, ex, s, now)
+		if err != nil {
+			return promoted, err
+		}
+		promoted.Add(p)
+	}
+	return promoted, nil
+}
+
 func validatePolicies(namespace string, policies []Policy) error {
 	var errs []error
 	if namespace == "" {
@@ -171,6 +234,12 @@ func validatePolicies(namespace string, policies []Policy) error {
 			errs = append(errs, fmt.Errorf("queue %q: MaxActive %d, MaxActivePerKey %d, MaxBlocked %d: use 0 (no limit) or more",
 				p.Queue, p.MaxActive, p.MaxActivePerKey, p.MaxBlocked))
 		}
+		if p.MaxStartsPerKey != 0 || p.StartsPeriod != 0 {
+			if err := validateRateNamed(fmt.Sprintf("queue %q: Policy", p.Queue), "MaxStartsPerKey", "StartsPeriod",
+				p.MaxStartsPerKey, p.StartsPeriod); err != nil {
+				errs = append(errs, fmt.Errorf("%w (or set MaxStartsPerKey and StartsPeriod both to 0 for no default rate)", err))
+			}
+		}
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidArgument, err)
@@ -187,7 +256,8 @@ func (c *Client) ListPolicies(ctx context.Context) ([]StoredPolicy, error) {
 	out := make([]StoredPolicy, len(ps))
 	for i, p := range ps {
 		out[i] = StoredPolicy{
-			Policy:    Policy{Queue: p.Queue, MaxActive: p.MaxActive, MaxActivePerKey: p.MaxActivePerKey, MaxBlocked: p.MaxBlocked},
+			Policy: Policy{Queue: p.Queue, MaxActive: p.MaxActive, MaxActivePerKey: p.MaxActivePerKey, MaxBlocked: p.MaxBlocked,
+				MaxStartsPerKey: p.MaxStartsPerKey, StartsPeriod: p.StartsPeriod},
 			Namespace: p.Namespace, CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt,
 		}
 	}

@@ -23,10 +23,13 @@ type Rate[A any] struct {
 	// that job. Required.
 	Key func(args A) string
 	// Limit is the number of starts per Period, 1 to MaxRateLimit. A
-	// runtime override (SetKeyRate) beats it. Required.
+	// runtime override (SetKeyRate) beats it. Limit and Period both 0
+	// leave the rate to the job's queue policy (Policy.MaxStartsPerKey
+	// per StartsPeriod), read at each admission and start; enqueueing
+	// such a job into a queue whose policy sets no rate is refused.
 	Limit int
 	// Period is the window the Limit counts starts in: whole
-	// milliseconds, at least 1ms. Required.
+	// milliseconds, at least 1ms; 0 with a Limit of 0.
 	Period time.Duration
 	// Group names the rate; job kinds with the same Group share keys.
 	// Default: the job's name. A rate key and a concurrency key of the
@@ -48,8 +51,9 @@ type rateOption struct {
 
 // WithRateKey rate-limits this job under key, replacing the definition's
 // Rate key (its Group still applies; the job's name without one). A limit
-// and period of 0 keep the definition's; a job kind with no Rate must
-// give both. An empty key means no rate limit for this job.
+// and period of 0 keep the definition's, or, for a job kind with no Rate
+// or a Rate with no Limit, leave the rate to the queue policy's
+// MaxStartsPerKey. An empty key means no rate limit for this job.
 func WithRateKey(key string, limit int, period time.Duration) EnqueueOption {
 	return func(o *enqueueOptions) { o.rate = &rateOption{key: key, limit: limit, period: period} }
 }
@@ -57,18 +61,25 @@ func WithRateKey(key string, limit int, period time.Duration) EnqueueOption {
 // validateRate checks a limit and period as Rate and WithRateKey take
 // them: one rule, one wording, on every database.
 func validateRate(what string, limit int, period time.Duration) error {
+	return validateRateNamed(what, "Limit", "Period", limit, period)
+}
+
+// validateRateNamed is validateRate for fields named limitName and
+// periodName (a Policy's MaxStartsPerKey and StartsPeriod).
+func validateRateNamed(what, limitName, periodName string, limit int, period time.Duration) error {
 	var errs []error
 	switch {
 	case limit < 1:
-		errs = append(errs, fmt.Errorf("%s Limit is %d: use 1 to %d starts per period", what, limit, MaxRateLimit))
+		errs = append(errs, fmt.Errorf("%s %s is %d: use 1 to %d starts per period", what, limitName, limit, MaxRateLimit))
 	case limit > MaxRateLimit:
-		errs = append(errs, fmt.Errorf("%s Limit is %d: at most %d starts per period (bq.MaxRateLimit); count over a shorter period", what, limit, MaxRateLimit))
+		errs = append(errs, fmt.Errorf("%s %s is %d: at most %d starts per period (bq.MaxRateLimit); count over a shorter period",
+			what, limitName, limit, MaxRateLimit))
 	}
 	switch {
 	case period < time.Millisecond:
-		errs = append(errs, fmt.Errorf("%s Period is %s: use 1ms or more", what, period))
+		errs = append(errs, fmt.Errorf("%s %s is %s: use 1ms or more", what, periodName, period))
 	case period%time.Millisecond != 0:
-		errs = append(errs, fmt.Errorf("%s Period is %s: use whole milliseconds, which the databases count", what, period))
+		errs = append(errs, fmt.Errorf("%s %s is %s: use whole milliseconds, which the databases count", what, periodName, period))
 	}
 	return errors.Join(errs...)
 }
@@ -79,8 +90,11 @@ func validateRateSpec[A any](r *Rate[A]) error {
 	if r.Key == nil {
 		errs = append(errs, errors.New("Rate.Key is nil: set Key to a func(args) string that returns the key to rate-limit by, or remove Rate"))
 	}
-	if err := validateRate("Rate", r.Limit, r.Period); err != nil {
-		errs = append(errs, err)
+	// Both 0: the queue policy's rate (checked at enqueue).
+	if r.Limit != 0 || r.Period != 0 {
+		if err := validateRate("Rate", r.Limit, r.Period); err != nil {
+			errs = append(errs, fmt.Errorf("%w (or set Limit and Period both to 0 for the queue policy's MaxStartsPerKey)", err))
+		}
 	}
 	if err := validateGroup(r.Group); err != nil {
 		errs = append(errs, fmt.Errorf("Rate: %w", err))
@@ -100,7 +114,7 @@ func (j *Job[A]) rateOf(args A, o *enqueueOptions) (driver.RateSpec, error) {
 	key := ""
 	switch k := o.rate; {
 	case k != nil:
-		if k.limit != 0 || k.period != 0 || r == nil {
+		if k.limit != 0 || k.period != 0 {
 			if err := validateRate("WithRateKey", k.limit, k.period); err != nil {
 				return driver.RateSpec{}, fmt.Errorf("%w: WithRateKey(%s, %d, %s): %w", ErrInvalidJob, quoted(k.key), k.limit, k.period, err)
 			}
@@ -152,7 +166,8 @@ func (c *Client) SetKeyRate(ctx context.Context, key string, limit int, period t
 }
 
 // ClearKeyRate removes key's override: the key goes back to the rate of
-// its newest waiting job (or keeps its stored one when none waits).
+// its newest waiting job, its queue policy's when the job has none of its
+// own (or keeps its stored one when none waits).
 func (c *Client) ClearKeyRate(ctx context.Context, key string) error {
 	if err := checkRateKeyArg("ClearKeyRate", key); err != nil {
 		return err

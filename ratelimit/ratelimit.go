@@ -56,7 +56,8 @@ type Window struct {
 }
 
 // Resolve is the key's limit and period: an override (SetKeyRate) beats
-// the job's own spec; a spec with no limit keeps the stored one.
+// the job's spec (its own Rate, else its queue policy's, as Lock
+// resolved it); a spec with no limit keeps the stored one.
 func Resolve(spec driver.RateSpec, stored driver.Rate) (int, time.Duration) {
 	switch {
 	case stored.Override.Limit > 0:
@@ -70,9 +71,25 @@ func Resolve(spec driver.RateSpec, stored driver.Rate) (int, time.Duration) {
 
 // Lock locks spec.Key's row, creating it and its ring if missing, and
 // applies the resolved limit and period: a changed limit resizes the
-// ring, keeping its newest starts. spec.Limit 0 keeps what is stored; a
-// key never stored then is not locked (nil, nil).
-func Lock(ctx context.Context, ex Store, spec driver.RateSpec, now time.Time) (*Window, error) {
+// ring, keeping its newest starts. A spec with no limit of its own takes
+// the default rate of queue's policy (MaxStartsPerKey), read now, so a
+// changed policy applies from the next admission or start; with none
+// either, what is stored is kept, and a key never stored is not locked
+// (nil, nil): no rate applies to it.
+func Lock(ctx context.Context, ex Store, spec driver.RateSpec, queue string, now time.Time) (*Window, error) {
+	// The policy is read with the row locked: a SyncPolicies that changed
+	// it locks the row after its change, to apply it, so either this
+	// reads the new policy or the sync applies it after this commits.
+	resolve := func() (driver.RateSpec, error) {
+		if spec.Limit > 0 || queue == "" {
+			return spec, nil
+		}
+		p, err := ex.PolicyRate(ctx, queue)
+		if err != nil {
+			return spec, err
+		}
+		return driver.RateSpec{Key: spec.Key, Limit: p.Limit, Period: p.Period}, nil
+	}
 	// The dispatcher deletes idle rows; one may vanish between the create
 	// and the lock, so try again.
 	for range 3 {
@@ -80,14 +97,18 @@ func Lock(ctx context.Context, ex Store, spec driver.RateSpec, now time.Time) (*
 		if err != nil {
 			return nil, err
 		}
+		resolved, err := resolve()
+		if err != nil {
+			return nil, err
+		}
 		if ok {
 			w := &Window{ex: ex, row: row, now: now}
-			return w, w.apply(ctx, spec)
+			return w, w.apply(ctx, resolved)
 		}
-		if spec.Limit <= 0 {
+		if resolved.Limit <= 0 {
 			return nil, nil
 		}
-		if err := ex.RateEnsure(ctx, spec, now); err != nil {
+		if err := ex.RateEnsure(ctx, resolved, now); err != nil {
 			return nil, err
 		}
 	}

@@ -222,7 +222,7 @@ SELECT queue, CAST(sum(ready) AS SIGNED), CAST(sum(running) AS SIGNED), CAST(sum
 	q.LockPolicies = p(`SELECT ` + sqltext.PolicyColumns + ` FROM {p}policies
 WHERE namespace = ? OR queue IN ` + list + ` ORDER BY queue FOR UPDATE`)
 	q.InsertPolicy = p(`INSERT INTO {p}policies (queue, namespace, max_active, max_active_per_key, max_blocked,
-	created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?) ON DUPLICATE KEY UPDATE queue = queue`)
+	max_starts_per_key, starts_period_ms, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON DUPLICATE KEY UPDATE queue = queue`)
 	q.Periodic.Lock += " FOR UPDATE"
 	q.Periodic.Insert = p(`INSERT INTO {p}periodic_jobs (name, kind, schedule, next_run_at, created_at, seen_at)
 VALUES (?, ?, ?, ?, ?, ?) ON DUPLICATE KEY UPDATE name = name`)
@@ -256,8 +256,9 @@ WHERE key_hash = ? AND job_id IS NULL AND started_at <= ? ORDER BY started_at LI
 	q.Rate.DeleteIdle += " ORDER BY key_hash" + byKey
 	q.Rate.Due = p(`SELECT rate_key FROM {p}rate_limits FORCE INDEX ({p}rate_limits_next)
 WHERE waiting > 0 AND next_at IS NOT NULL AND next_at <= ? ORDER BY next_at LIMIT ?`)
-	q.Rate.LatestJob = p(`SELECT rate_key, rate_limit, rate_period_ms FROM {p}jobs FORCE INDEX ({p}jobs_live_rate)
-WHERE rate_key_hash = ? AND finished_at IS NULL ORDER BY id DESC LIMIT 1`)
+	q.Rate.LatestJob = p(`SELECT j.rate_key, j.rate_limit, j.rate_period_ms, ` + sqlexec.LatestJobPolicy + `
+FROM {p}jobs j FORCE INDEX ({p}jobs_live_rate)
+WHERE j.rate_key_hash = ? AND j.finished_at IS NULL ORDER BY j.id DESC LIMIT 1`)
 
 	// Inspection (read-only).
 	q.GroupStats = p("SELECT SUBSTRING_INDEX(`key`, '/', 1) AS grp, count(*), min(lim), max(lim),\n" +

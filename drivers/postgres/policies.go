@@ -12,7 +12,10 @@ import (
 
 func (e *executor) policies(ctx context.Context, query string, args ...any) ([]driver.Policy, error) {
 	return collect(ctx, e.db, func(r pgx.CollectableRow) (p driver.Policy, err error) {
-		err = r.Scan(&p.Queue, &p.Namespace, &p.MaxActive, &p.MaxActivePerKey, &p.MaxBlocked, &p.CreatedAt, &p.UpdatedAt)
+		var periodMS int64
+		err = r.Scan(&p.Queue, &p.Namespace, &p.MaxActive, &p.MaxActivePerKey, &p.MaxBlocked, &p.MaxStartsPerKey, &periodMS,
+			&p.CreatedAt, &p.UpdatedAt)
+		p.StartsPeriod = time.Duration(periodMS) * time.Millisecond
 		return p, err
 	}, query, args...)
 }
@@ -34,7 +37,8 @@ func (e *executor) ListPolicies(ctx context.Context) ([]driver.Policy, error) {
 }
 
 func (e *executor) InsertPolicy(ctx context.Context, p driver.Policy) (bool, error) {
-	tag, err := e.db.Exec(ctx, e.q.insertPolicy, p.Queue, p.Namespace, p.MaxActive, p.MaxActivePerKey, p.MaxBlocked, p.UpdatedAt)
+	tag, err := e.db.Exec(ctx, e.q.insertPolicy, p.Queue, p.Namespace, p.MaxActive, p.MaxActivePerKey, p.MaxBlocked,
+		p.MaxStartsPerKey, p.StartsPeriod.Milliseconds(), p.UpdatedAt)
 	if err != nil {
 		return false, fmt.Errorf("insert policy of queue %q: %w", p.Queue, err)
 	}
@@ -42,7 +46,8 @@ func (e *executor) InsertPolicy(ctx context.Context, p driver.Policy) (bool, err
 }
 
 func (e *executor) UpdatePolicy(ctx context.Context, p driver.Policy) error {
-	if _, err := e.db.Exec(ctx, e.q.updatePolicy, p.Queue, p.MaxActive, p.MaxActivePerKey, p.MaxBlocked, p.UpdatedAt); err != nil {
+	if _, err := e.db.Exec(ctx, e.q.updatePolicy, p.Queue, p.MaxActive, p.MaxActivePerKey, p.MaxBlocked,
+		p.MaxStartsPerKey, p.StartsPeriod.Milliseconds(), p.UpdatedAt); err != nil {
 		return fmt.Errorf("update policy of queue %q: %w", p.Queue, err)
 	}
 	return nil
@@ -57,6 +62,20 @@ func (e *executor) DeletePolicy(ctx context.Context, queue string) error {
 
 func (e *executor) PolicyKeys(ctx context.Context, queue string) ([]string, error) {
 	return e.keys(ctx, "policy-limited", e.q.policyKeys, queue)
+}
+
+func (e *executor) PolicyRateKeys(ctx context.Context, queue string) ([]string, error) {
+	return e.keys(ctx, "policy-rated", e.q.policyRateKeys, queue)
+}
+
+func (e *executor) PolicyRate(ctx context.Context, queue string) (driver.RateSpec, error) {
+	var s driver.RateSpec
+	var periodMS int64
+	if _, err := found(e.db.QueryRow(ctx, e.q.policyRate, queue).Scan(&s.Limit, &periodMS)); err != nil {
+		return driver.RateSpec{}, fmt.Errorf("read the policy rate of queue %q: %w", queue, err)
+	}
+	s.Period = time.Duration(periodMS) * time.Millisecond
+	return s, nil
 }
 
 func (e *executor) SetKeyLimit(ctx context.Context, key string, limit int, now time.Time) error {

@@ -22,10 +22,10 @@ type queries struct {
 
 	getJob, countByQueue, schemaVersion string
 
-	claimUncapped, queueGate, lockQueueGate, countClaimed, hasReady                  string
-	lockPolicies, insertPolicy, updatePolicy, deletePolicy, listPolicies, policyKeys string
-	setKeyLimit, deleteKeyLimit, latestJobLimit                                      string
-	pauseQueue, resumeQueue, pausedQueues                                            string
+	claimUncapped, queueGate, lockQueueGate, countClaimed, hasReady                                              string
+	lockPolicies, insertPolicy, updatePolicy, deletePolicy, listPolicies, policyKeys, policyRate, policyRateKeys string
+	setKeyLimit, deleteKeyLimit, latestJobLimit                                                                  string
+	pauseQueue, resumeQueue, pausedQueues                                                                        string
 
 	readyAges, groupStats, topBlockedKeys, readSem, keyHolders string
 	blockedAhead, blockedLine, jobExecution, listFailed        string
@@ -397,10 +397,13 @@ FROM (` + sqltext.QueueCounts + `) t GROUP BY queue ORDER BY queue`),
 		lockPolicies: p(`SELECT ` + policyColumns + ` FROM {p}policies
 WHERE namespace = $1 OR queue = ANY($2::text[]) ORDER BY queue FOR UPDATE`),
 		insertPolicy: p(`INSERT INTO {p}policies (queue, namespace, max_active, max_active_per_key, max_blocked,
-	created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $6) ON CONFLICT (queue) DO NOTHING`),
+	max_starts_per_key, starts_period_ms, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8) ON CONFLICT (queue) DO NOTHING`),
 		updatePolicy: p(`UPDATE {p}policies SET max_active = $2, max_active_per_key = $3, max_blocked = $4,
-	updated_at = $5 WHERE queue = $1`),
+	max_starts_per_key = $5, starts_period_ms = $6, updated_at = $7 WHERE queue = $1`),
 		deletePolicy: p(`DELETE FROM {p}policies WHERE queue = $1`),
+		policyRate:   p(`SELECT max_starts_per_key, starts_period_ms FROM {p}policies WHERE queue = $1`),
+		policyRateKeys: p(`SELECT DISTINCT rate_key FROM {p}jobs WHERE queue = $1 AND rate_limit = 0
+AND rate_key IS NOT NULL AND finished_at IS NULL ORDER BY 1`),
 		pauseQueue:   p(`INSERT INTO {p}paused_queues (queue, paused_at) VALUES ($1, $2) ON CONFLICT (queue) DO NOTHING`),
 		resumeQueue:  p(`DELETE FROM {p}paused_queues WHERE queue = $1`),
 		pausedQueues: p(`SELECT queue, paused_at FROM {p}paused_queues ORDER BY queue`),

@@ -77,8 +77,10 @@ DELETE FROM {p}rate_limits r USING idle WHERE r.rate_key = idle.rate_key`),
 		setOverride: p(`INSERT INTO {p}rate_overrides (rate_key, lim, period_ms, updated_at) VALUES ($1, $2, $3, $4)
 ON CONFLICT (rate_key) DO UPDATE SET lim = EXCLUDED.lim, period_ms = EXCLUDED.period_ms, updated_at = EXCLUDED.updated_at`),
 		deleteOverride: p(`DELETE FROM {p}rate_overrides WHERE rate_key = $1`),
-		latestJob: p(`SELECT rate_limit, rate_period_ms FROM {p}jobs
-WHERE rate_key = $1 AND finished_at IS NULL ORDER BY id DESC LIMIT 1`),
+		latestJob: p(`SELECT j.rate_limit, j.rate_period_ms,
+	coalesce((SELECT p.max_starts_per_key FROM {p}policies p WHERE p.queue = j.queue), 0),
+	coalesce((SELECT p.starts_period_ms FROM {p}policies p WHERE p.queue = j.queue), 0)
+FROM {p}jobs j WHERE j.rate_key = $1 AND j.finished_at IS NULL ORDER BY j.id DESC LIMIT 1`),
 		read: p(`SELECT ` + rateColumns + `,
 	(SELECT count(*) FROM {p}rate_starts s WHERE s.rate_key = r.rate_key AND s.job_id IS NULL AND s.started_at > $2)
 FROM {p}rate_limits r LEFT JOIN {p}rate_overrides o ON o.rate_key = r.rate_key WHERE r.rate_key = $1`),
@@ -294,10 +296,14 @@ func (e *executor) DeleteKeyRate(ctx context.Context, key string) (bool, error) 
 
 func (e *executor) LatestJobRate(ctx context.Context, key string) (driver.RateSpec, bool, error) {
 	spec := driver.RateSpec{Key: key}
-	var periodMS int64
-	ok, err := found(e.db.QueryRow(ctx, e.q.rate.latestJob, key).Scan(&spec.Limit, &periodMS))
+	var periodMS, policyMS int64
+	var policyLimit int
+	ok, err := found(e.db.QueryRow(ctx, e.q.rate.latestJob, key).Scan(&spec.Limit, &periodMS, &policyLimit, &policyMS))
 	if err != nil {
 		return spec, false, fmt.Errorf("read the rate of key %q's newest job: %w", key, err)
+	}
+	if spec.Limit == 0 {
+		spec.Limit, periodMS = policyLimit, policyMS
 	}
 	spec.Period = time.Duration(periodMS) * time.Millisecond
 	return spec, ok, nil

@@ -123,7 +123,7 @@ SELECT queue, sum(ready), sum(running), sum(scheduled), sum(blocked), sum(failed
 	q.LockPolicies = p(`SELECT ` + sqltext.PolicyColumns + ` FROM {p}policies
 WHERE namespace = ? OR queue IN ` + idList + ` ORDER BY queue`)
 	q.InsertPolicy = p(`INSERT INTO {p}policies (queue, namespace, max_active, max_active_per_key, max_blocked,
-	created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (queue) DO NOTHING`)
+	max_starts_per_key, starts_period_ms, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (queue) DO NOTHING`)
 	q.PauseQueue = p(`INSERT INTO {p}paused_queues (queue, paused_at) VALUES (?, ?) ON CONFLICT (queue) DO NOTHING`)
 	q.SetKeyLimit = p(`INSERT INTO {p}key_limits (key, lim, updated_at) VALUES (?, ?, ?)
 ON CONFLICT (key) DO UPDATE SET lim = excluded.lim, updated_at = excluded.updated_at`)

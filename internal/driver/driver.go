@@ -239,6 +239,10 @@ type Policy struct {
 	MaxActive       int
 	MaxActivePerKey int
 	MaxBlocked      int
+	// MaxStartsPerKey starts per StartsPeriod is the rate of the queue's
+	// rated jobs whose own Rate sets no Limit; 0 for none.
+	MaxStartsPerKey int
+	StartsPeriod    time.Duration
 	CreatedAt       time.Time
 	UpdatedAt       time.Time
 }
@@ -512,6 +516,10 @@ type PolicyStore interface {
 	// PolicyKeys lists, in key order, the keys of the queue's unfinished
 	// jobs that leave their limit to the queue's policy (To 0).
 	PolicyKeys(ctx context.Context, queue string) ([]string, error)
+	// PolicyRateKeys lists, in key order, the rate keys of the queue's
+	// unfinished jobs that leave their rate to the queue's policy (no
+	// rate limit of their own).
+	PolicyRateKeys(ctx context.Context, queue string) ([]string, error)
 	// SetKeyLimit stores (or replaces) key's override.
 	SetKeyLimit(ctx context.Context, key string, limit int, now time.Time) error
 	// DeleteKeyLimit removes key's override; false when it had none.

@@ -112,8 +112,13 @@ type RateStore interface {
 	SetKeyRate(ctx context.Context, spec RateSpec, now time.Time) error
 	// DeleteKeyRate removes key's override; false when it had none.
 	DeleteKeyRate(ctx context.Context, key string) (bool, error)
-	// LatestJobRate returns the rate spec of key's newest unfinished job;
-	// ok is false when it has none.
+	// PolicyRate reads the default rate of queue's policy
+	// (MaxStartsPerKey per StartsPeriod); a zero spec when the queue has
+	// no policy or its policy no rate. It locks nothing.
+	PolicyRate(ctx context.Context, queue string) (RateSpec, error)
+	// LatestJobRate returns the rate spec of key's newest unfinished job,
+	// its queue policy's (MaxStartsPerKey) when the job has none of its
+	// own; ok is false when it has none.
 	LatestJobRate(ctx context.Context, key string) (spec RateSpec, ok bool, err error)
 	// ReadRate reads key's row and override without locking, and how
 	// many of its ring's starts are after since.

@@ -8,6 +8,7 @@ package lifecycle
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -189,8 +190,13 @@ type Verdict struct {
 // later are stored scheduled and admitted when the dispatcher promotes
 // them. A unique job that duplicates one already stored (or an earlier
 // one of jobs) is neither admitted nor stored. It also returns what
-// admission promoted of the jobs already blocked on the keys.
+// admission promoted of the jobs already blocked on the keys. A job with
+// a rate key but no rate of its own whose queue's policy has none either
+// is refused (ErrNoRate), and so is the whole batch.
 func Enqueue(ctx context.Context, ex Store, jobs []*driver.NewJob, now time.Time) ([]Verdict, driver.Promotion, error) {
+	if err := checkPolicyRates(ctx, ex, jobs); err != nil {
+		return nil, driver.Promotion{}, err
+	}
 	dups, err := checkUnique(ctx, ex, jobs)
 	if err != nil {
 		return nil, driver.Promotion{}, err
@@ -249,6 +255,39 @@ func Enqueue(ctx context.Context, ex Store, jobs []*driver.NewJob, now time.Time
 		results[i] = duplicateVerdict(d, jobs, results)
 	}
 	return results, promoted, nil
+}
+
+// ErrNoRate refuses a job that leaves its rate to its queue's policy
+// when the policy sets none: its starts would count against no rate.
+var ErrNoRate = errors.New("the job's rate key has no rate")
+
+// checkPolicyRates refuses (ErrNoRate) the first job with a rate key and
+// no limit of its own whose queue's policy sets no MaxStartsPerKey. Each
+// queue's policy is read once. A job admitted later (due scheduled, a
+// retry) whose policy rate was removed meanwhile is not refused: it keeps
+// its key's stored rate (see ratelimit.Lock).
+func checkPolicyRates(ctx context.Context, ex Store, jobs []*driver.NewJob) error {
+	rated := map[string]bool{}
+	for _, j := range jobs {
+		if j.Rate.Key == "" || j.Rate.Limit > 0 {
+			continue
+		}
+		has, seen := rated[j.Queue]
+		if !seen {
+			p, err := ex.PolicyRate(ctx, j.Queue)
+			if err != nil {
+				return err
+			}
+			has = p.Limit > 0
+			rated[j.Queue] = has
+		}
+		if !has {
+			return fmt.Errorf("%w: job %s has rate key %q but its Rate sets no Limit and Period, and queue %q has no policy "+
+				"MaxStartsPerKey: set Rate.Limit and Rate.Period (or WithRateKey's limit and period), or sync a Policy for queue %q "+
+				"with MaxStartsPerKey and StartsPeriod", ErrNoRate, j.Kind, j.Rate.Key, j.Queue, j.Queue)
+		}
+	}
+	return nil
 }
 
 // PromoteScheduled admits up to max scheduled jobs that are due, as if

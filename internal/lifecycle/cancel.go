@@ -125,7 +125,7 @@ func Cancel(ctx context.Context, ex Store, id int64, now time.Time) (Cancellatio
 // it has one, is released as for any holder.
 func cancelRated(ctx context.Context, ex Store, out Cancellation, take func() (bool, error), waiting bool, now time.Time) (Cancellation, error) {
 	job := out.Job
-	w, err := ratelimit.Lock(ctx, ex, job.Rate, now)
+	w, err := ratelimit.Lock(ctx, ex, job.Rate, job.Queue, now)
 	if err != nil {
 		return Cancellation{}, err
 	}
@@ -133,17 +133,12 @@ func cancelRated(ctx context.Context, ex Store, out Cancellation, take func() (b
 		out.Moved = err == nil
 		return out, err
 	}
-	if waiting {
-		w.Wait(-1)
-	} else if err := ex.CancelReservation(ctx, job.Rate.Key, job.ID); err != nil {
-		return Cancellation{}, err
-	}
-	if err := w.PromoteLine(ctx); err != nil {
-		return Cancellation{}, err
-	}
-	out.Promoted.Add(w.Promoted())
-	if err := w.Save(ctx); err != nil {
-		return Cancellation{}, err
+	// A nil w: no rate at all (see ratelimit.Lock), no slot or line to leave.
+	if w != nil {
+		if err := leaveRate(ctx, ex, w, job, waiting); err != nil {
+			return Cancellation{}, err
+		}
+		out.Promoted.Add(w.Promoted())
 	}
 	if err := ex.CancelJob(ctx, job.ID, now, false, ""); err != nil {
 		return Cancellation{}, err
@@ -165,6 +160,20 @@ func lockKeys(ctx context.Context, ex Store, j *driver.Job) error {
 		}
 	}
 	return nil
+}
+
+// leaveRate takes a cancelled job out of its rate key's window: out of
+// the line, or its reserved slot back to the ring; then the line moves.
+func leaveRate(ctx context.Context, ex Store, w *ratelimit.Window, job *driver.Job, waiting bool) error {
+	if waiting {
+		w.Wait(-1)
+	} else if err := ex.CancelReservation(ctx, job.Rate.Key, job.ID); err != nil {
+		return err
+	}
+	if err := w.PromoteLine(ctx); err != nil {
+		return err
+	}
+	return w.Save(ctx)
 }
 
 // CancelRun ends a run as cancelled: the job asked for it (bq.Cancel), or

@@ -37,17 +37,25 @@ func admitRates(ctx context.Context, ex Store, cands []*candidate, now time.Time
 			byKey[c.rate.Key] = append(byKey[c.rate.Key], c)
 		}
 	}
+	keys := make([]string, 0, len(byKey))
 	for k := range byKey {
-		ra.keys = append(ra.keys, k)
+		keys = append(keys, k)
 	}
-	slices.Sort(ra.keys)
-	for _, key := range ra.keys {
+	slices.Sort(keys)
+	for _, key := range keys {
 		group := byKey[key]
 		slices.SortStableFunc(group, func(a, b *candidate) int { return cmp.Compare(b.priority, a.priority) })
-		w, err := ratelimit.Lock(ctx, ex, group[len(group)-1].rate, now)
+		last := group[len(group)-1]
+		w, err := ratelimit.Lock(ctx, ex, last.rate, last.queue, now)
 		if err != nil {
 			return nil, err
 		}
+		if w == nil {
+			// No rate at all (its policy's was removed, the key idle):
+			// the jobs go to ready unrated.
+			continue
+		}
+		ra.keys = append(ra.keys, key)
 		ra.windows[key] = w
 		var free []int
 		if w.Waiting() == 0 {
@@ -124,14 +132,24 @@ func StartRated(ctx context.Context, ex Store, claims []*driver.Claim, clock fun
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
-	windows := make([]*ratelimit.Window, len(keys))
-	for i, key := range keys {
-		w, err := ratelimit.Lock(ctx, ex, claims[byKey[key][0]].Rate, clock())
+	windows := make([]*ratelimit.Window, 0, len(keys))
+	rated := keys[:0]
+	for _, key := range keys {
+		first := claims[byKey[key][0]]
+		w, err := ratelimit.Lock(ctx, ex, first.Rate, first.Queue, clock())
 		if err != nil {
 			return nil, promoted, err
 		}
-		windows[i] = w
+		if w == nil {
+			// No rate at all (see ratelimit.Lock): the claims run unrated.
+			for _, ci := range byKey[key] {
+				out[ci].Run = true
+			}
+			continue
+		}
+		rated, windows = append(rated, key), append(windows, w)
 	}
+	keys = rated
 	stamps := make([][]int, len(keys)) // per key, the slots to start on
 	for i, key := range keys {
 		w, idx := windows[i], byKey[key]
@@ -217,9 +235,12 @@ func StartedLate(ctx context.Context, ex Store, c *driver.Claim, now time.Time) 
 	if r, done, err := cancelIfMarked(ctx, ex, c, CancelledMessage, now); done || err != nil {
 		return r, err
 	}
-	w, err := ratelimit.Lock(ctx, ex, c.Rate, now)
+	w, err := ratelimit.Lock(ctx, ex, c.Rate, c.Queue, now)
 	if err != nil {
 		return Result{}, err
+	}
+	if w == nil {
+		return readyUnrated(ctx, ex, c, now)
 	}
 	before := w.Waiting()
 	if err := toLine(ctx, ex, w, c, now); err != nil || w.Waiting() == before {
@@ -234,6 +255,20 @@ func StartedLate(ctx context.Context, ex Store, c *driver.Claim, now time.Time) 
 		return Result{}, err
 	}
 	return Result{Matched: true, State: driver.StateBlocked, Promoted: w.Promoted()}, w.Save(ctx)
+}
+
+// readyUnrated puts a late claim of a key with no rate left at all (see
+// ratelimit.Lock) back to ready, unrun: there is no line to wait in.
+func readyUnrated(ctx context.Context, ex Store, c *driver.Claim, now time.Time) (Result, error) {
+	ok, err := ex.DeleteClaim(ctx, c.ID, c.Fence)
+	if err != nil || !ok {
+		return Result{}, err
+	}
+	row := driver.Execution{JobID: c.ID, Queue: c.Queue, Priority: c.Priority, Key: c.Limit.Key, At: now}
+	if err := ex.InsertExecutions(ctx, driver.StateReady, []driver.Execution{row}); err != nil {
+		return Result{}, err
+	}
+	return Result{Matched: true, State: driver.StateReady}, nil
 }
 
 // PromoteRate makes ready the jobs of key's line that free slots allow,
@@ -260,7 +295,7 @@ func PromoteRate(ctx context.Context, ex Store, key string, repair bool, now tim
 // line promoted into what is free. A key never stored is created when
 // spec has a limit.
 func ApplyRate(ctx context.Context, ex Store, spec driver.RateSpec, now time.Time) (driver.Promotion, error) {
-	w, err := ratelimit.Lock(ctx, ex, spec, now)
+	w, err := ratelimit.Lock(ctx, ex, spec, "", now)
 	if err != nil || w == nil {
 		return driver.Promotion{}, err
 	}

@@ -12,9 +12,11 @@ import (
 
 func (e *Executor) policies(ctx context.Context, query string, args ...any) ([]driver.Policy, error) {
 	return Collect(ctx, e.db, func(rows *sql.Rows) (p driver.Policy, err error) {
-		var created, updated int64
-		err = rows.Scan(&p.Queue, &p.Namespace, &p.MaxActive, &p.MaxActivePerKey, &p.MaxBlocked, &created, &updated)
+		var created, updated, periodMS int64
+		err = rows.Scan(&p.Queue, &p.Namespace, &p.MaxActive, &p.MaxActivePerKey, &p.MaxBlocked, &p.MaxStartsPerKey, &periodMS,
+			&created, &updated)
 		p.CreatedAt, p.UpdatedAt = FromMicros(created), FromMicros(updated)
+		p.StartsPeriod = time.Duration(periodMS) * time.Millisecond
 		return p, err
 	}, query, args...)
 }
@@ -44,7 +46,7 @@ func (e *Executor) ListPolicies(ctx context.Context) ([]driver.Policy, error) {
 
 func (e *Executor) InsertPolicy(ctx context.Context, p driver.Policy) (bool, error) {
 	n, err := e.exec(ctx, e.q.InsertPolicy, e.d.Text(p.Queue), e.d.Text(p.Namespace), p.MaxActive, p.MaxActivePerKey,
-		p.MaxBlocked, Micros(p.UpdatedAt), Micros(p.UpdatedAt))
+		p.MaxBlocked, p.MaxStartsPerKey, p.StartsPeriod.Milliseconds(), Micros(p.UpdatedAt), Micros(p.UpdatedAt))
 	if err != nil {
 		return false, fmt.Errorf("insert policy of queue %q: %w", p.Queue, err)
 	}
@@ -52,7 +54,8 @@ func (e *Executor) InsertPolicy(ctx context.Context, p driver.Policy) (bool, err
 }
 
 func (e *Executor) UpdatePolicy(ctx context.Context, p driver.Policy) error {
-	if _, err := e.exec(ctx, e.q.UpdatePolicy, p.MaxActive, p.MaxActivePerKey, p.MaxBlocked, Micros(p.UpdatedAt),
+	if _, err := e.exec(ctx, e.q.UpdatePolicy, p.MaxActive, p.MaxActivePerKey, p.MaxBlocked,
+		p.MaxStartsPerKey, p.StartsPeriod.Milliseconds(), Micros(p.UpdatedAt),
 		e.d.Text(p.Queue)); err != nil {
 		return fmt.Errorf("update policy of queue %q: %w", p.Queue, err)
 	}
@@ -92,6 +95,24 @@ func (e *Executor) PolicyKeys(ctx context.Context, queue string) ([]string, erro
 		keys = slices.Compact(keys)
 	}
 	return keys, nil
+}
+
+func (e *Executor) PolicyRateKeys(ctx context.Context, queue string) ([]string, error) {
+	keys, err := Column[string](ctx, e.db, e.q.PolicyRateKeys, e.d.Text(queue))
+	if err != nil {
+		return nil, fmt.Errorf("list policy-rated keys of queue %q: %w", queue, err)
+	}
+	return keys, nil
+}
+
+func (e *Executor) PolicyRate(ctx context.Context, queue string) (driver.RateSpec, error) {
+	var s driver.RateSpec
+	var periodMS int64
+	if _, err := found(e.db.QueryRowContext(ctx, e.q.PolicyRate, e.d.Text(queue)).Scan(&s.Limit, &periodMS)); err != nil {
+		return driver.RateSpec{}, fmt.Errorf("read the policy rate of queue %q: %w", queue, err)
+	}
+	s.Period = time.Duration(periodMS) * time.Millisecond
+	return s, nil
 }
 
 func (e *Executor) SetKeyLimit(ctx context.Context, key string, limit int, now time.Time) error {

@@ -42,8 +42,8 @@ type Queries struct {
 
 	GetJob, CountByQueue, SchemaVersion string
 
-	LockPolicies, InsertPolicy, UpdatePolicy, DeletePolicy, ListPolicies, PolicyKeys string
-	SetKeyLimit, DeleteKeyLimit, LatestJobLimit                                      string
+	LockPolicies, InsertPolicy, UpdatePolicy, DeletePolicy, ListPolicies, PolicyKeys, PolicyRate, PolicyRateKeys string
+	SetKeyLimit, DeleteKeyLimit, LatestJobLimit                                                                  string
 	// PolicyMoreKeys reads the more_keys of a queue's live multi-key jobs
 	// (their further keys left to the policy are picked in Go);
 	// LatestMultiJob the newest live job naming a key (its KeyIndex) in
@@ -125,8 +125,11 @@ FROM {p}claimed_executions WHERE process_id = ?`),
 		SchemaVersion: p(`SELECT coalesce(max(version_id), 0) FROM {p}schema_migrations WHERE is_applied`),
 
 		UpdatePolicy: p(`UPDATE {p}policies SET max_active = ?, max_active_per_key = ?, max_blocked = ?,
-	updated_at = ? WHERE queue = ?`),
+	max_starts_per_key = ?, starts_period_ms = ?, updated_at = ? WHERE queue = ?`),
 		DeletePolicy: p(`DELETE FROM {p}policies WHERE queue = ?`),
+		PolicyRate:   p(`SELECT max_starts_per_key, starts_period_ms FROM {p}policies WHERE queue = ?`),
+		PolicyRateKeys: p(`SELECT DISTINCT rate_key FROM {p}jobs WHERE queue = ? AND rate_limit = 0
+AND rate_key IS NOT NULL AND finished_at IS NULL ORDER BY 1`),
 		ListPolicies: p(`SELECT ` + sqltext.PolicyColumns + ` FROM {p}policies ORDER BY queue`),
 		PolicyKeys: p(`SELECT DISTINCT concurrency_key FROM {p}jobs WHERE queue = ? AND concurrency_limit = 0
 AND concurrency_key IS NOT NULL AND finished_at IS NULL ORDER BY 1`),

@@ -34,6 +34,11 @@ type RateQueries struct {
 	Groups, Strays                                           string
 }
 
+// LatestJobPolicy are the columns of LatestJob that read the rate of the
+// policy of job j's queue, 0 when none.
+const LatestJobPolicy = `coalesce((SELECT p.max_starts_per_key FROM {p}policies p WHERE p.queue = j.queue), 0),
+	coalesce((SELECT p.starts_period_ms FROM {p}policies p WHERE p.queue = j.queue), 0)`
+
 // RateSpelling is what a dialect spells its own way in the rate
 // statements.
 type RateSpelling struct {
@@ -121,8 +126,8 @@ WHERE NOT EXISTS (SELECT 1 FROM {p}rate_limits r WHERE r.` + k + ` = {p}rate_sta
 		SetOverride: p(`INSERT INTO {p}rate_overrides (` + s.KeyColumns + `, lim, period_ms, updated_at)
 VALUES (` + marks + `, ?, ?, ?)` + s.Upsert),
 		DeleteOverride: p(`DELETE FROM {p}rate_overrides WHERE ` + k + ` = ?`),
-		LatestJob: p(`SELECT rate_key, rate_limit, rate_period_ms FROM {p}jobs
-WHERE rate_key = ? AND finished_at IS NULL ORDER BY id DESC LIMIT 1`),
+		LatestJob: p(`SELECT j.rate_key, j.rate_limit, j.rate_period_ms, ` + LatestJobPolicy + `
+FROM {p}jobs j WHERE j.rate_key = ? AND j.finished_at IS NULL ORDER BY j.id DESC LIMIT 1`),
 		List:       p(`SELECT r.rate_key, ` + cols + ` FROM {p}rate_limits r WHERE r.rate_key > ? ORDER BY r.rate_key LIMIT ?`),
 		BlockedKey: p(`SELECT concurrency_key FROM {p}blocked_executions WHERE job_id = ?`),
 		Strays: p(`SELECT r.rate_key FROM {p}rate_limits r
@@ -421,10 +426,15 @@ func (e *Executor) DeleteKeyRate(ctx context.Context, key string) (bool, error) 
 
 func (e *Executor) LatestJobRate(ctx context.Context, key string) (driver.RateSpec, bool, error) {
 	var s driver.RateSpec
-	var periodMS int64
-	ok, err := found(e.db.QueryRowContext(ctx, e.q.Rate.LatestJob, e.d.KeyIndex(key)).Scan(&s.Key, &s.Limit, &periodMS))
+	var periodMS, policyMS int64
+	var policyLimit int
+	ok, err := found(e.db.QueryRowContext(ctx, e.q.Rate.LatestJob, e.d.KeyIndex(key)).Scan(&s.Key, &s.Limit, &periodMS,
+		&policyLimit, &policyMS))
 	if err != nil {
 		return driver.RateSpec{}, false, fmt.Errorf("read the newest job of rate %q: %w", key, err)
+	}
+	if s.Limit == 0 {
+		s.Limit, periodMS = policyLimit, policyMS
 	}
 	s.Period = fromMillis(periodMS)
 	return s, ok, nil

@@ -23,7 +23,8 @@ const (
 )
 
 // PolicyColumns are the columns of a policy row, in scanning order.
-const PolicyColumns = `queue, namespace, max_active, max_active_per_key, max_blocked, created_at, updated_at`
+const PolicyColumns = `queue, namespace, max_active, max_active_per_key, max_blocked,
+	max_starts_per_key, starts_period_ms, created_at, updated_at`
 
 // JobState is the state of job j (driver.JobState), by which table holds
 // it.

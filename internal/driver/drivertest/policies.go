@@ -41,6 +41,66 @@ var _ = add("policies",
 			t.Errorf("ListPolicies after deleting a = %+v, %v", list, err)
 		}
 	}},
+	test{"PolicyRateKeys", func(t *testing.T, f *fixture) {
+		rate := func(key string, limit int) func(*driver.NewJob) {
+			return func(j *driver.NewJob) {
+				j.Rate = driver.RateSpec{Key: key, Limit: limit, Period: time.Second * time.Duration(limit)}
+			}
+		}
+		f.insert(T0, job("q", rate("g/b", 0)), job("q", rate("g/a", 0)), job("q", rate("g/a", 0), blocked),
+			job("q", rate("g/own", 3)), job("q"), job("other", rate("g/c", 0)), job("q", rate("g/done", 0)))
+		for _, c := range f.claim(f.ex(), "q", 10, 1, T0) {
+			if c.Rate.Key == "g/done" {
+				_, err := f.ex().CompleteClaims(f.ctx, []*driver.Claim{c}, true, T0)
+				f.must(err)
+			}
+		}
+		keys, err := f.ex().PolicyRateKeys(f.ctx, "q")
+		f.must(err)
+		if want := []string{"g/a", "g/b"}; !slices.Equal(keys, want) {
+			t.Errorf("PolicyRateKeys(q) = %v, want %v: unfinished jobs of q that leave their rate to the policy, each key once", keys, want)
+		}
+	}},
+	test{"PolicyRateRoundTrip", func(t *testing.T, f *fixture) {
+		p := driver.Policy{Queue: "r", Namespace: "ns", MaxActivePerKey: 2, MaxStartsPerKey: 7, StartsPeriod: 1500 * time.Millisecond,
+			UpdatedAt: T0}
+		if ok, err := f.ex().InsertPolicy(f.ctx, p); !ok || err != nil {
+			t.Fatalf("InsertPolicy = %v, %v", ok, err)
+		}
+		check := func(when string, limit int, period time.Duration) {
+			t.Helper()
+			var locked []driver.Policy
+			f.tx(func(ex driver.Executor) (err error) {
+				locked, err = ex.LockPolicies(f.ctx, "ns", nil)
+				return err
+			})
+			list, err := f.ex().ListPolicies(f.ctx)
+			f.must(err)
+			for _, got := range append(list, locked...) {
+				if got.MaxStartsPerKey != limit || got.StartsPeriod != period || got.MaxActivePerKey != 2 {
+					t.Errorf("%s: policy %+v, want %d starts per %s and MaxActivePerKey 2", when, got, limit, period)
+				}
+			}
+			if len(list) != 1 || len(locked) != 1 {
+				t.Errorf("%s: listed %d, locked %d policies, want 1 each", when, len(list), len(locked))
+			}
+			spec, err := f.ex().PolicyRate(f.ctx, "r")
+			f.must(err)
+			if spec.Limit != limit || spec.Period != period {
+				t.Errorf("%s: PolicyRate = %+v, want %d per %s", when, spec, limit, period)
+			}
+		}
+		check("inserted", 7, 1500*time.Millisecond)
+		p.MaxStartsPerKey, p.StartsPeriod, p.UpdatedAt = 10000, time.Hour, T0.Add(time.Minute)
+		f.must(f.ex().UpdatePolicy(f.ctx, p))
+		check("updated", 10000, time.Hour)
+		p.MaxStartsPerKey, p.StartsPeriod = 0, 0
+		f.must(f.ex().UpdatePolicy(f.ctx, p))
+		check("rate removed", 0, 0)
+		if spec, err := f.ex().PolicyRate(f.ctx, "no-such-queue"); err != nil || spec != (driver.RateSpec{}) {
+			t.Errorf("PolicyRate of a queue with no policy = %+v, %v; want none", spec, err)
+		}
+	}},
 	test{"LockPoliciesOfANamespaceAndQueues", func(t *testing.T, f *fixture) {
 		for _, p := range []driver.Policy{{Queue: "d", Namespace: "ns"}, {Queue: "a", Namespace: "ns"},
 			{Queue: "c", Namespace: "other"}, {Queue: "b", Namespace: "other"}, {Queue: "e", Namespace: "third"}} {

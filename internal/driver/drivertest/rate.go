@@ -322,6 +322,13 @@ var _ = add("rate",
 		if _, ok, err := f.ex().LatestJobRate(f.ctx, "g/k"); err != nil || ok {
 			t.Errorf("LatestJobRate with every job finished = %v, %v; want none", ok, err)
 		}
+		// A job with no rate of its own has its queue policy's.
+		f.insert(T0, job("q", rated(0, 0)))
+		latest(driver.RateSpec{Key: "g/k"})
+		_, err := f.ex().InsertPolicy(f.ctx, driver.Policy{Queue: "q", Namespace: "ns", MaxStartsPerKey: 4, StartsPeriod: 3 * time.Second,
+			UpdatedAt: T0})
+		f.must(err)
+		latest(driver.RateSpec{Key: "g/k", Limit: 4, Period: 3 * time.Second})
 	}},
 	test{"ListRates", func(t *testing.T, f *fixture) {
 		for _, k := range []string{"b/1", "a/2", "a/1"} {

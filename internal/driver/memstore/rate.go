@@ -44,6 +44,11 @@ func (s *Store) RateLock(_ context.Context, key string) (driver.Rate, bool, erro
 	return out, true, nil
 }
 
+func (s *Store) PolicyRate(_ context.Context, queue string) (driver.RateSpec, error) {
+	p := s.Policies[queue]
+	return driver.RateSpec{Limit: p.MaxStartsPerKey, Period: p.StartsPeriod}, nil
+}
+
 func (s *Store) RateTryLock(ctx context.Context, key string) (driver.Rate, bool, error) {
 	return s.RateLock(ctx, key)
 }
@@ -221,6 +226,10 @@ func (s *Store) LatestJobRate(_ context.Context, key string) (driver.RateSpec, b
 	}
 	if best == nil {
 		return driver.RateSpec{}, false, nil
+	}
+	if best.Rate.Limit == 0 {
+		p := s.Policies[best.Queue]
+		return driver.RateSpec{Key: key, Limit: p.MaxStartsPerKey, Period: p.StartsPeriod}, true, nil
 	}
 	return best.Rate, true, nil
 }
