@@ -239,11 +239,11 @@ func (e *executor) TakeDueScheduled(ctx context.Context, now time.Time, max int)
 }
 
 func (e *executor) DeleteFinishedJobs(ctx context.Context, before time.Time, max int) (int, error) {
-	tag, err := e.db.Exec(ctx, e.q.deleteFinished, before, max)
-	if err != nil {
+	var n int
+	if err := e.db.QueryRow(ctx, e.q.deleteFinished, before, max).Scan(&n); err != nil {
 		return 0, fmt.Errorf("delete finished jobs: %w", err)
 	}
-	return int(tag.RowsAffected()), nil
+	return n, nil
 }
 
 func (e *executor) GetJob(ctx context.Context, id int64) (*driver.JobInfo, bool, error) {

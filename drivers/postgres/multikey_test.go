@@ -385,4 +385,3 @@ func TestMultiKeyRenewsEveryKey(t *testing.T) {
 		}
 	}
 }
-

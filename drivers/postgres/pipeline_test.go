@@ -76,8 +76,9 @@ func TestPipelineQueuedWriteFailsAtNextCall(t *testing.T) {
 	d := testDriver(t)
 	ctx := context.Background()
 	tx, id := beginWithJob(t, d)
-	// No job 0: the foreign key fails, but only when the write is sent.
-	if err := tx.InsertExecutions(ctx, driver.StateReady, []driver.Execution{{JobID: 0, Queue: "q", At: time.Now()}}); err != nil {
+	// No job 0: the foreign key of a scheduled row fails, but only when
+	// the write is sent.
+	if err := tx.InsertExecutions(ctx, driver.StateScheduled, []driver.Execution{{JobID: 0, Queue: "q", At: time.Now()}}); err != nil {
 		t.Fatalf("a queued write failed at once: %v", err)
 	}
 	if _, _, err := tx.SemaphoreLock(ctx, "x", ""); err == nil || !strings.Contains(err.Error(), "foreign key") {
@@ -102,7 +103,7 @@ func TestPipelineQueuedWriteFailsAtCommit(t *testing.T) {
 	d := testDriver(t)
 	ctx := context.Background()
 	tx, id := beginWithJob(t, d)
-	if err := tx.InsertExecutions(ctx, driver.StateReady, []driver.Execution{{JobID: 0, Queue: "q", At: time.Now()}}); err != nil {
+	if err := tx.InsertExecutions(ctx, driver.StateScheduled, []driver.Execution{{JobID: 0, Queue: "q", At: time.Now()}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := tx.Commit(ctx); err == nil {

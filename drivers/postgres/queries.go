@@ -44,7 +44,12 @@ type queries struct {
 }
 
 const (
-	jobColumns    = sqltext.JobColumns
+	jobColumns = sqltext.JobColumns
+	// deleteHotRows follows a CTE gone(id) of deleted jobs: it deletes
+	// their ready, claimed and blocked rows, which have no foreign key.
+	deleteHotRows = `, r AS (DELETE FROM {p}ready_executions x USING gone WHERE x.job_id = gone.id)
+, c AS (DELETE FROM {p}claimed_executions x USING gone WHERE x.job_id = gone.id)
+, b AS (DELETE FROM {p}blocked_executions x USING gone WHERE x.job_id = gone.id)`
 	policyColumns = sqltext.PolicyColumns
 )
 
@@ -167,7 +172,10 @@ WITH done AS (
 DELETE FROM {p}jobs j USING done WHERE j.id = done.job_id RETURNING j.id, done.fence`),
 		finishJob: p(`UPDATE {p}jobs SET attempt = attempt + CASE WHEN $3 THEN 0 ELSE 1 END,
 	finished_at = $2, discarded = $3 WHERE id = $1`),
-		deleteJobs:  p(`DELETE FROM {p}jobs WHERE id = ANY($1::bigint[])`),
+		// The hot-path execution rows have no foreign key (migration
+		// 12): a job's delete takes any of them with it.
+		deleteJobs: p(`WITH gone AS (DELETE FROM {p}jobs WHERE id = ANY($1::bigint[]) RETURNING id)` + deleteHotRows + `
+SELECT 1`),
 		recordError: p(`UPDATE {p}jobs SET attempt = attempt + 1, last_error = $2 WHERE id = $1`),
 		insertFailed: p(`INSERT INTO {p}failed_executions (job_id, queue, error, failed_at)
 SELECT id, queue, $2, $3 FROM {p}jobs WHERE id = $1`),
@@ -356,8 +364,9 @@ WHERE j.id IN (SELECT id FROM {p}jobs WHERE concurrency_key = $2 AND finished_at
 	AND (p.id IS NULL OR (` + deadFor(`greatest($3::bigint, j.concurrency_duration_ms, 3 * p.heartbeat_interval_ms)`) + `))
 ORDER BY c.job_id
 FOR UPDATE OF c SKIP LOCKED`),
-		deleteFinished: p(`DELETE FROM {p}jobs WHERE id IN (
-	SELECT id FROM {p}jobs WHERE finished_at < $1 ORDER BY finished_at LIMIT $2)`),
+		deleteFinished: p(`WITH gone AS (DELETE FROM {p}jobs WHERE id IN (
+	SELECT id FROM {p}jobs WHERE finished_at < $1 ORDER BY finished_at LIMIT $2) RETURNING id)` + deleteHotRows + `
+SELECT count(*) FROM gone`),
 
 		registerProcess: p(`INSERT INTO {p}processes (kind, name, hostname, pid, queues, heartbeat_interval_ms,
 	dead_after_ms, started_at, last_heartbeat_at, beating_since)

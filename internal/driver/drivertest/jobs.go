@@ -142,6 +142,13 @@ var _ = add("jobs",
 				t.Errorf("job %d exists: %v after deleting the first two", i, ok)
 			}
 		}
+		// Their ready rows go with them (on PostgreSQL they have no
+		// foreign key: the delete takes them).
+		counts, err := f.ex().CountByQueue(f.ctx)
+		f.must(err)
+		if len(counts) != 1 || counts[0].Ready != 1 {
+			t.Errorf("CountByQueue after deleting two of three ready jobs = %+v, want 1 ready", counts)
+		}
 	}},
 	test{"GetJobMissing", func(t *testing.T, f *fixture) {
 		if info, ok, err := f.ex().GetJob(f.ctx, 12345); ok || err != nil || info != nil {
