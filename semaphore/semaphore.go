@@ -216,9 +216,15 @@ func (s *Semaphore) Save(ctx context.Context) error {
 	return s.ex.SemaphoreSave(ctx, s.row)
 }
 
+// renew pushes the failsafe back to a full Duration from now once less
+// than half of it is left: a busy key's expiry then changes
+// once per half Duration (driver.RenewAfter), not on every admission, so its row is written
+// without touching the expiry index (a HOT update on PostgreSQL, fewer
+// pages on SQLite). Expiring early only makes the dispatcher recount the
+// key from its rows, which never frees a live holder's slot.
 func (s *Semaphore) renew() {
-	if exp := s.now.Add(s.row.Duration); exp.After(s.row.ExpiresAt) {
-		s.row.ExpiresAt = exp
+	if driver.Renews(s.row.ExpiresAt, s.now, s.row.Duration) {
+		s.row.ExpiresAt = s.now.Add(s.row.Duration)
 	}
 }
 

@@ -271,11 +271,12 @@ WITH want AS (
 ), done AS (
 	-- Fewer rows than counted: nothing is left blocked (as
 	-- semaphore.Release settles one key). A key that promoted renews its
-	-- expiry.
+	-- expiry
 	UPDATE {p}semaphores s SET value = s.value - t.n,
 		blocked = CASE WHEN t.n < t.take THEN 0 ELSE s.blocked - t.n END,
-		expires_at = CASE WHEN t.n > 0
-			THEN GREATEST(s.expires_at, $2::timestamptz + s.duration_ms * interval '1 millisecond')
+		-- once less than half its Duration is left (driver.RenewAfter).
+		expires_at = CASE WHEN t.n > 0 AND s.expires_at < $2::timestamptz + s.duration_ms * interval '0.5 millisecond'
+			THEN $2::timestamptz + s.duration_ms * interval '1 millisecond'
 			ELSE s.expires_at END
 	FROM settled t WHERE s.key = t.key
 	RETURNING s.key, t.n, t.queues

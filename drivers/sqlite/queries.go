@@ -190,10 +190,11 @@ JOIN {p}blocked_executions b ON b.job_id IN (
 WHERE s.key IN (SELECT value FROM json_each(?1))
 ORDER BY b.concurrency_key, b.priority DESC, b.job_id`),
 		// [key, free slots, blocked left, promoted] per key; a key that
-		// promoted renews its expiry as Semaphore.Wait does.
+		// promoted renews its expiry as Semaphore.Wait does (once less
+		// than half its Duration is left: driver.RenewAfter).
 		settleKeys: p(`UPDATE {p}semaphores SET value = r.v, blocked = r.b,
-	expires_at = CASE WHEN r.n > 0
-		THEN max({p}semaphores.expires_at, ?1 + {p}semaphores.duration_ms * 1000)
+	expires_at = CASE WHEN r.n > 0 AND {p}semaphores.expires_at < ?1 + {p}semaphores.duration_ms * 500
+		THEN ?1 + {p}semaphores.duration_ms * 1000
 		ELSE {p}semaphores.expires_at END
 FROM (SELECT value->>0 AS k, value->>1 AS v, value->>2 AS b, value->>3 AS n FROM json_each(?2)) r
 WHERE {p}semaphores.key = r.k`),

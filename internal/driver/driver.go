@@ -232,6 +232,19 @@ type Semaphore struct {
 	Policy   Policy // the policy of the queue named to SemaphoreLock
 }
 
+// RenewAfter is the share of a key's Duration left on its semaphore's
+// failsafe (ExpiresAt) below which a slot taken or passed on renews it
+// to a full Duration: package semaphore and the drivers' set-wise
+// releases follow this one rule, so a busy key's expiry changes once per
+// half Duration rather than with every job.
+const RenewAfter = 0.5
+
+// Renews reports whether a semaphore whose failsafe is at expires renews
+// it at now, its Duration d: less than RenewAfter of d is left.
+func Renews(expires, now time.Time, d time.Duration) bool {
+	return expires.Before(now.Add(time.Duration(float64(d) * RenewAfter)))
+}
+
 // Policy is a queue's stored operations policy; zero fields mean none.
 type Policy struct {
 	Queue           string

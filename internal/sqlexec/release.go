@@ -186,8 +186,9 @@ func (x *Executor) releaseChunk(ctx context.Context, batch []*releasing, now tim
 		} else {
 			r.blocked -= moved
 		}
-		if exp := Micros(now) + r.durMS*1000; moved > 0 && exp > r.expires {
-			r.expires = exp
+		// A key that promoted renews its expiry as Semaphore.Wait does.
+		if moved > 0 && driver.Renews(FromMicros(r.expires), now, time.Duration(r.durMS)*time.Millisecond) {
+			r.expires = Micros(now) + r.durMS*1000
 		}
 		values = append(values, x.d.KeyIndex(r.key), x.d.Text(r.key), r.value, r.lim, r.blocked, r.multi, r.durMS, r.expires)
 		n++

@@ -134,8 +134,8 @@ func releaseEach(f *fixture, ex driver.Executor, keys []string, counts []int, no
 			if out[i].Jobs < take {
 				s.Blocked = 0
 			}
-			if exp := now.Add(s.Duration); out[i].Jobs > 0 && exp.After(s.ExpiresAt) {
-				s.ExpiresAt = exp
+			if out[i].Jobs > 0 && driver.Renews(s.ExpiresAt, now, s.Duration) {
+				s.ExpiresAt = now.Add(s.Duration)
 			}
 		}
 		if err := ex.SemaphoreSave(f.ctx, s); err != nil {

@@ -94,7 +94,7 @@ var _ = add("releasebatch",
 		ids := f.insert(T0.Add(-time.Hour), jobs...)
 		for i, k := range keys {
 			if i%7 != 0 {
-				f.semaphore(k, 0, 2, 2, T0.Add(30*time.Second))
+				f.semaphore(k, 0, 2, 2, T0.Add(20*time.Second)) // under half its Duration left: renewed
 			}
 		}
 		var got []driver.Promotion
