@@ -46,6 +46,7 @@ var commands = []command{
 	{"cancel", "cancel a job (a running one is stopped and ends when its run returns)", runCancel},
 	{"queue", "pause or resume a queue in every process (pause|resume QUEUE)", runQueue},
 	{"rate", "list, show, set or clear rate keys' limits (list|show KEY|set KEY LIMIT PERIOD|clear KEY)", runRate},
+	{"policy", "list the stored queue policies SyncPolicies wrote (list)", runPolicy},
 	{"ui", "serve the web dashboard (127.0.0.1:8080 by default)", runUI},
 	{"demo", "run a self-contained demo of per-key concurrency limits", runDemo},
 	{"bench", "measure throughput and latency on a fresh schema or file", runBench},

@@ -22,6 +22,8 @@ type overviewData struct {
 	// why there are none.
 	Charts     []chart
 	HistoryErr string
+	// Policies are the stored queue policies (SyncPolicies).
+	Policies []bq.StoredPolicy
 }
 
 func (s *server) overview(w http.ResponseWriter, r *http.Request) {
@@ -31,6 +33,10 @@ func (s *server) overview(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d := overviewData{Health: h, Fleet: fleetOf(h)}
+	if d.Policies, err = s.client.ListPolicies(r.Context()); err != nil {
+		s.fail(w, r, err)
+		return
+	}
 	// The counts matter more than the pictures: a history that cannot
 	// be read leaves the rest of the page.
 	if hist, err := s.client.History(r.Context(), bq.HistoryOptions{}); err != nil {

@@ -1,0 +1,98 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strconv"
+	"text/tabwriter"
+	"time"
+
+	"github.com/bqueue/bq"
+)
+
+// runPolicy lists the stored queue policies. They are written by the
+// application's SyncPolicies, not here: a policy set from a terminal would
+// be undone by the next deploy.
+func runPolicy(ctx context.Context, e *env, args []string) error {
+	f := newFlagSet(e, "policy", "policy list --dsn DSN [--prefix bq_] [--json]",
+		`"list" prints every queue's stored policy, as the application's
+client.SyncPolicies wrote it: its namespace, MaxActive (claimed jobs of the
+queue across the fleet), MaxActivePerKey (the concurrency limit of keyed
+jobs that set none), MaxBlocked (a key's backlog cap), the default rate
+of rated jobs that set none (MaxStartsPerKey per StartsPeriod), and when
+it last changed. A 0 or "-" is no limit. Change a policy in the code that
+calls SyncPolicies; override one key at run time with client.SetKeyLimit
+or bq rate set.`)
+	var db dbFlags
+	db.register(f)
+	asJSON := f.Bool("json", false, "print as JSON")
+	pos, err := f.parse(args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 || pos[0] != "list" {
+		return f.fail("want the action list, e.g. bq policy list --dsn DSN")
+	}
+	client, err := db.inspect(ctx, f)
+	if err != nil {
+		return err
+	}
+	defer client.Close()
+	ps, err := client.ListPolicies(ctx)
+	if err != nil {
+		return fmt.Errorf("list policies: %w", err)
+	}
+	if *asJSON {
+		return writeJSON(e.stdout, policiesJSON(ps))
+	}
+	printPolicies(e.stdout, ps, time.Now())
+	return nil
+}
+
+// policyJSON is one stored policy as bq policy list --json prints it.
+type policyJSON struct {
+	Queue           string    `json:"queue"`
+	Namespace       string    `json:"namespace"`
+	MaxActive       int       `json:"max_active"`
+	MaxActivePerKey int       `json:"max_active_per_key"`
+	MaxBlocked      int       `json:"max_blocked"`
+	MaxStartsPerKey int       `json:"max_starts_per_key"`
+	StartsPeriodMS  int64     `json:"starts_period_ms"`
+	CreatedAt       time.Time `json:"created_at"`
+	UpdatedAt       time.Time `json:"updated_at"`
+}
+
+func policiesJSON(ps []bq.StoredPolicy) []policyJSON {
+	out := make([]policyJSON, len(ps))
+	for i, p := range ps {
+		out[i] = policyJSON{Queue: p.Queue, Namespace: p.Namespace, MaxActive: p.MaxActive, MaxActivePerKey: p.MaxActivePerKey,
+			MaxBlocked: p.MaxBlocked, MaxStartsPerKey: p.MaxStartsPerKey, StartsPeriodMS: p.StartsPeriod.Milliseconds(),
+			CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt}
+	}
+	return out
+}
+
+func printPolicies(w io.Writer, ps []bq.StoredPolicy, now time.Time) {
+	if len(ps) == 0 {
+		fmt.Fprintln(w, "No queue policies are stored (client.SyncPolicies writes them).")
+		return
+	}
+	limit := func(n int) string {
+		if n == 0 {
+			return "-"
+		}
+		return strconv.Itoa(n)
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "QUEUE\tNAMESPACE\tMAX ACTIVE\tPER KEY\tMAX BLOCKED\tRATE PER KEY\tCHANGED")
+	for _, p := range ps {
+		rate := "-"
+		if p.MaxStartsPerKey > 0 {
+			rate = fmt.Sprintf("%d per %s", p.MaxStartsPerKey, p.StartsPeriod)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", term(p.Queue), term(p.Namespace), limit(p.MaxActive),
+			limit(p.MaxActivePerKey), limit(p.MaxBlocked), rate, ago(p.UpdatedAt, now))
+	}
+	tw.Flush()
+}

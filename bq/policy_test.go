@@ -1,0 +1,58 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/bqueue/bq"
+)
+
+// TestPolicyCommand: bq policy list prints the policies SyncPolicies
+// stored, as text and JSON, the same on every database.
+func TestPolicyCommand(t *testing.T) {
+	ctx := context.Background()
+	for _, db := range testDatabases(t) {
+		t.Run(db.name, func(t *testing.T) {
+			dsn := db.fresh(t)
+			if code, out, errOut := bqCmd(t, ctx, "migrate", "up", "--dsn", dsn); code != 0 {
+				t.Fatalf("migrate up: exit %d\n%s%s", code, out, errOut)
+			}
+			if text, err := runCmd(runPolicy, "list", "--dsn", dsn); err != nil || !strings.Contains(text, "No queue policies") {
+				t.Errorf("bq policy list with none: %v\n%s", err, text)
+			}
+			c, err := bq.Open(ctx, dsn, bq.Config{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			err = c.SyncPolicies(ctx, "billing", []bq.Policy{
+				{Queue: "charges", MaxActive: 20, MaxActivePerKey: 2},
+				{Queue: "calls", MaxStartsPerKey: 10, StartsPeriod: time.Second, MaxBlocked: 500},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			text, err := runCmd(runPolicy, "list", "--dsn", dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantIn(t, text, "QUEUE    NAMESPACE  MAX ACTIVE  PER KEY  MAX BLOCKED  RATE PER KEY  CHANGED",
+				"calls    billing    -           -        500          10 per 1s", "charges  billing    20          2        -            -")
+			text, err = runCmd(runPolicy, "list", "--json", "--dsn", dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ps []map[string]any
+			if err := json.Unmarshal([]byte(text), &ps); err != nil || len(ps) != 2 || ps[0]["queue"] != "calls" ||
+				ps[0]["max_starts_per_key"] != float64(10) || ps[0]["starts_period_ms"] != float64(1000) || ps[1]["max_active"] != float64(20) {
+				t.Errorf("bq policy list --json: %v\n%s", err, text)
+			}
+			if _, err := runCmd(runPolicy, "set", "--dsn", dsn); err == nil {
+				t.Error("bq policy set: want an error naming list, the only action")
+			}
+		})
+	}
+}
