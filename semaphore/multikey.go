@@ -229,3 +229,155 @@ func sortedKeys(limits []driver.Limit) []driver.Limit {
 	slices.SortFunc(out, func(a, b driver.Limit) int { return cmp.Compare(a.Key, b.Key) })
 	return out
 }
+
+// promoteMixedMany is promoteMixed for the lines of many keys at once
+// (sems: held in set, sorted by key), in a fixed number of statements
+// where the driver can (driver.MultiBatcher): every line's first heads in
+// one read, the other keys they need try-locked in one, each line decided
+// in memory, the heads that move to another key's line moved one by one
+// (a head whose other key is full: rare when it is not), and every line's
+// promoted heads moved to ready in one statement. A line left with free
+// slots and jobs after its first heads goes on head by head.
+func promoteMixedMany(ctx context.Context, mb driver.MultiBatcher, set *Set, sems []*Semaphore) error {
+	var keys []string
+	var ns []int
+	var lines []*Semaphore
+	for _, s := range sems {
+		if n := min(s.Free(), s.row.Blocked, headsRead); n > 0 {
+			keys, ns, lines = append(keys, s.row.Key), append(ns, n), append(lines, s)
+		}
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	heads, err := mb.LineHeadsMany(ctx, keys, ns)
+	if err != nil {
+		return err
+	}
+	if len(heads) != len(keys) {
+		return fmt.Errorf("read the heads of %d lines: the driver returned %d", len(keys), len(heads))
+	}
+	inPass := make(map[string]bool, len(keys))
+	for _, k := range keys {
+		inPass[k] = true
+	}
+	var need []string
+	for _, hs := range heads {
+		for _, h := range hs {
+			for _, l := range h.Keys {
+				if len(h.Keys) > 1 && set.Get(l.Key) == nil && !slices.Contains(need, l.Key) {
+					need = append(need, l.Key)
+				}
+			}
+		}
+	}
+	if len(need) > 0 {
+		slices.Sort(need)
+		rows, err := mb.SemaphoreTryLockMany(ctx, need)
+		if err != nil {
+			return err
+		}
+		for _, r := range rows {
+			set.add(&Semaphore{ex: set.ex, row: r, now: set.now})
+		}
+	}
+	type move struct {
+		id       int64
+		from, to *Semaphore
+	}
+	var moves []move
+	counts := make([]int, len(keys))
+	expect := make([][]int64, len(keys)) // the heads each line promotes, in order
+	stopped := make([]bool, len(keys))
+	for i, s := range lines {
+		hs := heads[i]
+		consumed := 0
+	walk:
+		for _, h := range hs {
+			if s.Free() <= 0 {
+				break
+			}
+			var others []*Semaphore
+			for _, l := range sortedKeys(h.Keys) {
+				if l.Key == s.row.Key {
+					continue
+				}
+				o := set.Get(l.Key)
+				if o == nil {
+					stopped[i] = true // held elsewhere: the dispatcher retries
+					break walk
+				}
+				others = append(others, o)
+			}
+			for _, o := range others {
+				if o.Free() == 0 || o.row.Blocked > 0 {
+					if inPass[o.row.Key] {
+						// Its line's heads are read already: moving into it
+						// now could put this job among the ones it promotes.
+						stopped[i] = true
+						break walk
+					}
+					moves = append(moves, move{h.JobID, s, o})
+					s.row.Blocked, s.row.Multi = max(s.row.Blocked-1, 0), max(s.row.Multi-1, 0)
+					o.row.Blocked++
+					o.row.Multi++
+					consumed++
+					continue walk
+				}
+			}
+			s.row.Value--
+			s.row.Blocked = max(s.row.Blocked-1, 0)
+			if len(others) > 0 {
+				s.row.Multi = max(s.row.Multi-1, 0)
+			}
+			s.renew()
+			for _, o := range others {
+				o.row.Value--
+				o.renew()
+			}
+			counts[i]++
+			expect[i] = append(expect[i], h.JobID)
+			consumed++
+		}
+		if !stopped[i] && consumed == len(hs) && len(hs) < ns[i] {
+			s.row.Blocked, s.row.Multi = 0, 0 // fewer rows than counted: nothing is left
+		}
+	}
+	for _, m := range moves {
+		if err := m.from.ex.MoveToLine(ctx, m.id, m.from.row.Key, m.to.row.Key); err != nil {
+			return err
+		}
+	}
+	var pkeys []string
+	var pcounts []int
+	var pidx []int
+	for i, n := range counts {
+		if n > 0 {
+			pkeys, pcounts, pidx = append(pkeys, keys[i]), append(pcounts, n), append(pidx, i)
+		}
+	}
+	if len(pkeys) > 0 {
+		ps, err := mb.PromoteFirst(ctx, pkeys, pcounts, set.now)
+		if err != nil {
+			return err
+		}
+		if len(ps) != len(pkeys) {
+			return fmt.Errorf("promote %d lines: the driver returned %d", len(pkeys), len(ps))
+		}
+		for j, i := range pidx {
+			if !slices.Equal(ps[j].JobIDs, expect[i]) {
+				return fmt.Errorf("promote the line of %q: moved jobs %v, its heads were %v (the line changed under the lock)", keys[i], ps[j].JobIDs, expect[i])
+			}
+			lines[i].promoted.Add(ps[j])
+		}
+	}
+	// A line with slots and jobs left beyond its first heads goes on.
+	for i, s := range lines {
+		if !stopped[i] && s.Free() > 0 && s.row.Blocked > 0 && len(heads[i]) == headsRead {
+			if err := s.PromoteBlocked(ctx); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

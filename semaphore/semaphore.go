@@ -14,6 +14,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/bqueue/bq/internal/driver"
@@ -312,10 +313,28 @@ func ReleaseMany(ctx context.Context, ex driver.SemaphoreStore, keys []string, c
 			left = append(left, i)
 		}
 	}
+	// Lines holding multi-key jobs go set-wise where the driver can.
+	var mixed []*Semaphore
+	if _, ok := ex.(driver.MultiBatcher); ok {
+		for _, i := range left {
+			if s := set.Get(keys[i]); s != nil && s.row.Multi > 0 {
+				mixed = append(mixed, s)
+			}
+		}
+	}
+	if len(mixed) > 1 {
+		if err := promoteMixedMany(ctx, ex.(driver.MultiBatcher), set, mixed); err != nil {
+			return nil, err
+		}
+	} else {
+		mixed = nil
+	}
 	for _, i := range left {
 		if s := set.Get(keys[i]); s != nil {
-			if err := s.PromoteBlocked(ctx); err != nil {
-				return nil, err
+			if !slices.Contains(mixed, s) {
+				if err := s.PromoteBlocked(ctx); err != nil {
+					return nil, err
+				}
 			}
 			out[i].LineLeft = false
 			out[i].Add(s.promoted)

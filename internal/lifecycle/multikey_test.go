@@ -177,3 +177,38 @@ func TestMultiKeyCancelLeavesItsLine(t *testing.T) {
 	}
 	honestAll(t, s, "a", "b")
 }
+
+// CompleteMany promotes the lines of many keys holding multi-key jobs in
+// one pass: each head takes its other key's slot while one is free, and
+// moves to that key's line once it is full.
+func TestMultiKeyCompleteManyPromotesManyLines(t *testing.T) {
+	s := memstore.New()
+	shared := func(j *driver.NewJob) *driver.NewJob {
+		j.More = []driver.Limit{{Key: "s", To: 2, Duration: time.Minute}}
+		return j
+	}
+	for _, k := range []string{"a1", "a2", "a3"} {
+		add(t, s, job(k, 1, driver.Block, 0))
+	}
+	add(t, s, shared(job("a1", 1, driver.Block, 0)), shared(job("a2", 1, driver.Block, 0)), shared(job("a3", 1, driver.Block, 0)))
+	// Jobs 1-3 hold a1-a3; 4-6 wait in their lines, each needing s too.
+	cs, err := s.ClaimReady(ctx, driver.ClaimParams{Queue: "q", Max: 10, Now: now})
+	if err != nil || len(cs) != 3 {
+		t.Fatalf("claims %v %v", cs, err)
+	}
+	rs, err := lifecycle.CompleteMany(ctx, s, cs, true, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var promoted []int64
+	for _, r := range rs {
+		promoted = append(promoted, r.Promoted.JobIDs...)
+	}
+	if len(promoted) != 2 {
+		t.Fatalf("promoted %v, want two jobs (s allows 2)", promoted)
+	}
+	honestAll(t, s, "a1", "a2", "a3", "s")
+	if x := s.Jobs[6]; x.State != driver.StateBlocked || x.Line != "s" {
+		t.Fatalf("job 6: %s in line %q, want blocked in s's line", x.State, x.Line)
+	}
+}
