@@ -2,6 +2,7 @@ package drivertest
 
 import (
 	"errors"
+	"fmt"
 	"reflect"
 	"slices"
 	"testing"
@@ -197,6 +198,67 @@ var _ = add("multibatch",
 					t.Errorf("counts %v: %s claims %v after PromoteFirst, %v after PromoteBlocked", counts, q, gc, hc)
 				}
 			}
+		}
+	}},
+	// Many keys take several statements (chunks): every chunk's keys are
+	// read, locked and promoted, each in its place.
+	test{"ManyKeysAcrossChunks", func(t *testing.T, f *fixture) {
+		f.batcher(f.d.Exec())
+		keys := make([]string, 601)
+		for i := range keys {
+			keys[i] = fmt.Sprintf("g/%04d", i)
+		}
+		with := []int{0, 199, 200, 401, 600} // keys with a semaphore and a line of two
+		var js []*driver.NewJob
+		for _, i := range with {
+			f.semaphore(keys[i], 1, 1, 2, T0.Add(time.Minute))
+			js = append(js, job("q", keyed(keys[i], 1), blocked, prio(1)), job("q", keyed(keys[i], 1), blocked, prio(2)))
+		}
+		ids := f.insert(T0, js...)
+		ns := make([]int, len(keys))
+		for i := range ns {
+			ns[i] = 1
+		}
+		var heads [][]driver.LineHead
+		var locked []driver.Semaphore
+		var moved []driver.Promotion
+		f.tx(func(ex driver.Executor) (err error) {
+			b := f.batcher(ex)
+			if locked, err = b.SemaphoreTryLockMany(f.ctx, keys); err != nil {
+				return err
+			}
+			if heads, err = b.LineHeadsMany(f.ctx, keys, ns); err != nil {
+				return err
+			}
+			moved, err = b.PromoteFirst(f.ctx, keys, ns, T0)
+			return err
+		})
+		var lockedKeys, wantKeys []string
+		for _, s := range locked {
+			lockedKeys = append(lockedKeys, s.Key)
+		}
+		for _, i := range with {
+			wantKeys = append(wantKeys, keys[i])
+		}
+		if !slices.Equal(lockedKeys, wantKeys) {
+			t.Errorf("SemaphoreTryLockMany of %d keys locked %v, want %v", len(keys), lockedKeys, wantKeys)
+		}
+		for i, k := range keys {
+			at := slices.Index(with, i)
+			var want []int64
+			if at >= 0 {
+				want = []int64{ids[2*at+1]} // priority 2 first
+			}
+			if got := headIDs(heads[i]); !slices.Equal(got, want) && (len(got) > 0 || len(want) > 0) {
+				t.Errorf("LineHeadsMany's head of %s = %v, want %v", k, got, want)
+			}
+			if !slices.Equal(moved[i].JobIDs, want) || moved[i].Jobs != len(want) {
+				t.Errorf("PromoteFirst of %s = %+v, want %v moved", k, moved[i], want)
+			}
+		}
+		for at := range with {
+			f.wantState(driver.StateReady, ids[2*at+1])
+			f.wantState(driver.StateBlocked, ids[2*at])
 		}
 	}},
 )
