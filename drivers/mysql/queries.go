@@ -147,6 +147,23 @@ WHERE concurrency_key_hash = ? ORDER BY priority DESC, job_id LIMIT ?`),
 		SaveHead: p("INSERT INTO {p}semaphores (key_hash, `key`, value, lim, blocked, multi, duration_ms, expires_at) VALUES "),
 		SaveTail: "\nON DUPLICATE KEY UPDATE value = VALUES(value), blocked = VALUES(blocked), expires_at = VALUES(expires_at)",
 	}
+	// Set-wise promotion of lines holding multi-key jobs: the try-lock is
+	// the release's lock skipping rows others hold, in key order; each
+	// key's branch reads the head of its line by the line index, as
+	// LineHeads and PickBlocked do.
+	q.Multi = sqlexec.MultiQueries{
+		TryLock: p(`SELECT t.at, s.value, s.lim, s.blocked, s.multi, s.duration_ms, s.expires_at
+FROM ` + list + ` t STRAIGHT_JOIN {p}semaphores s ON s.key_hash = t.k ORDER BY t.at FOR UPDATE SKIP LOCKED`),
+		FirstKey: q.Release.FirstKey,
+		NextKey:  q.Release.NextKey,
+		HeadsBranch: p(`SELECT ? AS at, b.job_id, b.queue, b.priority, coalesce(j.concurrency_key, ''), j.concurrency_limit,
+	j.concurrency_duration_ms, j.on_conflict, j.max_blocked, j.more_keys
+FROM {p}blocked_executions b FORCE INDEX ({p}blocked_line) JOIN {p}jobs j ON j.id = b.job_id
+WHERE b.concurrency_key_hash = ? ORDER BY b.priority DESC, b.job_id LIMIT ?`),
+		PickBranch: q.Release.PickBranch,
+		BranchHead: "(",
+		BranchTail: ")",
+	}
 	// Admission over many keys creates the missing semaphores in key
 	// order (a duplicate key updates nothing, never an error whose shared
 	// lock would deadlock on the upgrade), then locks them all in key

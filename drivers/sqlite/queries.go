@@ -95,6 +95,27 @@ FROM {p}blocked_executions b JOIN {p}jobs j ON j.id = b.job_id
 WHERE b.concurrency_key = ? ORDER BY b.priority DESC, b.job_id LIMIT ?`)
 	q.MoveToLine = p(`UPDATE {p}blocked_executions SET concurrency_key = ? WHERE job_id = ? AND concurrency_key = ?`)
 
+	// Set-wise promotion of lines holding multi-key jobs. The write
+	// transaction is the lock: the try-lock is a plain read. Each key's
+	// branch reads the head of its line by the line index; a LIMITed
+	// branch of a UNION ALL must be a subquery.
+	q.Multi = sqlexec.MultiQueries{
+		// The keys' table is spliced in after the spelling, which would
+		// make its ListMarker a JSON list.
+		TryLock: p(`SELECT t.at, s.value, s.lim, s.blocked, s.multi, s.duration_ms, s.expires_at
+FROM `) + sqlexec.ListMarker + p(` t JOIN {p}semaphores s ON s.key = t.k ORDER BY t.at`),
+		FirstKey: `SELECT ? AS at, ? AS k`,
+		NextKey:  ` UNION ALL SELECT ?, ?`,
+		HeadsBranch: p(`SELECT ? AS at, b.job_id, b.queue, b.priority, coalesce(j.concurrency_key, ''), j.concurrency_limit,
+	j.concurrency_duration_ms, j.on_conflict, j.max_blocked, j.more_keys
+FROM {p}blocked_executions b JOIN {p}jobs j ON j.id = b.job_id
+WHERE b.concurrency_key = ? ORDER BY b.priority DESC, b.job_id LIMIT ?`),
+		PickBranch: p(`SELECT ? AS at, job_id, queue, priority FROM {p}blocked_executions WHERE concurrency_key = ?
+ORDER BY priority DESC, job_id LIMIT ?`),
+		BranchHead: "SELECT * FROM (",
+		BranchTail: ")",
+	}
+
 	q.PickDueScheduled = p(`SELECT job_id FROM {p}scheduled_executions WHERE scheduled_at <= ?
 ORDER BY scheduled_at, priority DESC, job_id LIMIT ?`)
 	q.DeleteScheduled = p(`DELETE FROM {p}scheduled_executions WHERE job_id IN ` + idList)

@@ -25,6 +25,7 @@ type Queries struct {
 	LockEnding, DeleteClaims, FinishJobs string
 	Release                              ReleaseQueries // release.go
 	Admit                                AdmitQueries   // admit.go
+	Multi                                MultiQueries   // multibatch.go
 
 	SemEnsure, SemLock, SemTryLock, SemSave, PickBlocked, DeleteBlocked, CountHolders string
 	// LineHeads reads the first blocked rows of a key's line (args: its

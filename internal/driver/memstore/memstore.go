@@ -351,3 +351,52 @@ func (s *Store) Honest(key string) string {
 	}
 	return ""
 }
+
+var _ driver.MultiBatcher = (*Store)(nil)
+
+// LineHeadsMany is LineHeads key by key: the store has no statements to
+// save.
+func (s *Store) LineHeadsMany(ctx context.Context, keys []string, ns []int) ([][]driver.LineHead, error) {
+	out := make([][]driver.LineHead, len(keys))
+	for i, k := range keys {
+		if ns[i] <= 0 {
+			continue
+		}
+		h, err := s.LineHeads(ctx, k, ns[i])
+		if err != nil {
+			return nil, err
+		}
+		out[i] = h
+	}
+	return out, nil
+}
+
+// SemaphoreTryLockMany returns the keys' rows: the store has one user at
+// a time, so nothing is ever held by another.
+func (s *Store) SemaphoreTryLockMany(_ context.Context, keys []string) ([]driver.Semaphore, error) {
+	var out []driver.Semaphore
+	for _, k := range keys {
+		if row, ok := s.Semaphores[k]; ok {
+			sem := *row
+			sem.Override, sem.Policy = 0, driver.Policy{}
+			out = append(out, sem)
+		}
+	}
+	return out, nil
+}
+
+// PromoteFirst is PromoteBlocked key by key.
+func (s *Store) PromoteFirst(ctx context.Context, keys []string, counts []int, now time.Time) ([]driver.Promotion, error) {
+	out := make([]driver.Promotion, len(keys))
+	for i, k := range keys {
+		if counts[i] <= 0 {
+			continue
+		}
+		p, err := s.PromoteBlocked(ctx, k, counts[i], now)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = p
+	}
+	return out, nil
+}
