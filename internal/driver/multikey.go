@@ -111,3 +111,25 @@ type MultiKeyStore interface {
 	// them. It fails if the job is not blocked in from's line.
 	MoveToLine(ctx context.Context, id int64, from, to string) error
 }
+
+// MultiBatcher is an executor that promotes the lines of many keys holding
+// multi-key jobs in a fixed number of statements (package semaphore).
+// Callers hold the semaphore locks of every key whose line they read or
+// promote.
+type MultiBatcher interface {
+	// LineHeadsMany returns, for each keys[i] (sorted, distinct), its first
+	// ns[i] blocked jobs in promotion order, as LineHeads does (out[i];
+	// empty for a key with none or ns[i] 0).
+	LineHeadsMany(ctx context.Context, keys []string, ns []int) ([][]LineHead, error)
+	// SemaphoreTryLockMany locks, in key order, the semaphores of keys
+	// (sorted, distinct) that no other transaction holds, skipping the rest
+	// without waiting (the caller's own are locked, not skipped), and
+	// returns the rows it locked in key order; Override and Policy are not
+	// read. A missing key is absent.
+	SemaphoreTryLockMany(ctx context.Context, keys []string) ([]Semaphore, error)
+	// PromoteFirst moves the first counts[i] blocked jobs of each keys[i]'s
+	// line (sorted, distinct) to ready, in promotion order (priority
+	// descending, then id), and returns what each moved, JobIDs in that
+	// order. It changes no semaphore: the caller counts.
+	PromoteFirst(ctx context.Context, keys []string, counts []int, now time.Time) ([]Promotion, error)
+}
