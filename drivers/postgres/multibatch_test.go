@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -131,6 +132,18 @@ func TestMultiBatchPromoteFirst(t *testing.T) {
 		})
 		if !reflect.DeepEqual(got, want) {
 			t.Errorf("PromoteFirst(counts %v) = %+v\nwant PromoteBlocked's %+v", counts, got, want)
+		}
+		// Both in promotion order: the heads of each line, as LineHeads reads them.
+		for i, k := range keys {
+			heads, err := f.d.Exec().LineHeads(f.ctx, k, counts[i])
+			f.must(err)
+			var ids []int64
+			for _, h := range heads {
+				ids = append(ids, h.JobID)
+			}
+			if !slices.Equal(got.proms[i].JobIDs, ids) {
+				t.Errorf("PromoteFirst(counts %v) of %s moved %v, want the line's first %v", counts, k, got.proms[i].JobIDs, ids)
+			}
 		}
 	}
 	// The ready rows' created_at is now, as PromoteBlocked writes it.

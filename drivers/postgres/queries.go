@@ -194,6 +194,8 @@ FOR UPDATE OF s`),
 		semTryLock: p(`SELECT 1 FROM {p}semaphores WHERE key = $1 FOR UPDATE SKIP LOCKED`),
 		semSave: p(`UPDATE {p}semaphores SET value = $2, lim = $3, blocked = $4, multi = $5, duration_ms = $6,
 	expires_at = $7 WHERE key = $1`),
+		// RETURNING comes in no set order: the moved rows are read back
+		// sorted, so JobIDs are in promotion order.
 		promoteBlocked: p(`
 WITH picked AS (
 	SELECT job_id FROM {p}blocked_executions WHERE concurrency_key = $1
@@ -201,10 +203,11 @@ WITH picked AS (
 ), moved AS (
 	DELETE FROM {p}blocked_executions b USING picked WHERE b.job_id = picked.job_id
 	RETURNING b.job_id, b.queue, b.priority
+), ins AS (
+	INSERT INTO {p}ready_executions (job_id, queue, priority, created_at)
+	SELECT job_id, queue, priority, $3 FROM moved
 )
-INSERT INTO {p}ready_executions (job_id, queue, priority, created_at)
-SELECT job_id, queue, priority, $3 FROM moved
-RETURNING job_id, queue`),
+SELECT job_id, queue FROM moved ORDER BY priority DESC, job_id`),
 		// Admit over many keys at once: create the missing semaphores in
 		// key order (a concurrent create of the same key waits for the
 		// other transaction, then does nothing, never a unique violation),

@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -149,7 +150,7 @@ func counts32(keys []string, counts []int) ([]int32, error) {
 	}
 	out := make([]int32, len(counts))
 	for i, c := range counts {
-		out[i] = int32(max(c, 0))
+		out[i] = int32(min(max(c, 0), math.MaxInt32))
 	}
 	return out, nil
 }
@@ -158,6 +159,9 @@ func counts32(keys []string, counts []int) ([]int32, error) {
 var _ driver.MultiBatcher = (*executor)(nil)
 
 func (e *executor) LineHeadsMany(ctx context.Context, keys []string, ns []int) ([][]driver.LineHead, error) {
+	if len(keys) == 0 {
+		return nil, nil
+	}
 	n, err := counts32(keys, ns)
 	if err != nil {
 		return nil, fmt.Errorf("read the lines of %d keys: %w", len(keys), err)
@@ -186,6 +190,9 @@ func (e *executor) LineHeadsMany(ctx context.Context, keys []string, ns []int) (
 }
 
 func (e *executor) SemaphoreTryLockMany(ctx context.Context, keys []string) ([]driver.Semaphore, error) {
+	if len(keys) == 0 {
+		return nil, nil
+	}
 	got, err := collect(ctx, e.db, func(r pgx.CollectableRow) (s driver.Semaphore, err error) {
 		var durMS int64
 		err = r.Scan(&s.Key, &s.Value, &s.Limit, &s.Blocked, &s.Multi, &durMS, &s.ExpiresAt)
