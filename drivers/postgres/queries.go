@@ -11,6 +11,7 @@ type queries struct {
 
 	semEnsure, semLock, semTryLock, semSave, promoteBlocked, countHolders string
 	lineHeads, moveToLine                                                 string
+	lineHeadsMany, semTryLockMany, promoteFirst                           string
 	releaseMany, promoteMany                                              string
 	semEnsureMany, semLockMany, semSaveMany                               string
 
@@ -193,6 +194,8 @@ FOR UPDATE OF s`),
 		semTryLock: p(`SELECT 1 FROM {p}semaphores WHERE key = $1 FOR UPDATE SKIP LOCKED`),
 		semSave: p(`UPDATE {p}semaphores SET value = $2, lim = $3, blocked = $4, multi = $5, duration_ms = $6,
 	expires_at = $7 WHERE key = $1`),
+		// RETURNING comes in no set order: the moved rows are read back
+		// sorted, so JobIDs are in promotion order.
 		promoteBlocked: p(`
 WITH picked AS (
 	SELECT job_id FROM {p}blocked_executions WHERE concurrency_key = $1
@@ -200,10 +203,11 @@ WITH picked AS (
 ), moved AS (
 	DELETE FROM {p}blocked_executions b USING picked WHERE b.job_id = picked.job_id
 	RETURNING b.job_id, b.queue, b.priority
+), ins AS (
+	INSERT INTO {p}ready_executions (job_id, queue, priority, created_at)
+	SELECT job_id, queue, priority, $3 FROM moved
 )
-INSERT INTO {p}ready_executions (job_id, queue, priority, created_at)
-SELECT job_id, queue, priority, $3 FROM moved
-RETURNING job_id, queue`),
+SELECT job_id, queue FROM moved ORDER BY priority DESC, job_id`),
 		// Admit over many keys at once: create the missing semaphores in
 		// key order (a concurrent create of the same key waits for the
 		// other transaction, then does nothing, never a unique violation),
@@ -315,6 +319,40 @@ FROM (SELECT job_id, queue, priority FROM {p}blocked_executions WHERE concurrenc
 JOIN {p}jobs j ON j.id = b.job_id
 ORDER BY b.priority DESC, b.job_id`),
 		moveToLine: p(`UPDATE {p}blocked_executions SET concurrency_key = $3 WHERE job_id = $1 AND concurrency_key = $2`),
+		// lineHeads over many keys ($1, with their ns $2): the LATERAL
+		// limit walks each key's blocked_line index for its first n only.
+		// ord is the key's place in $1, where its heads go.
+		lineHeadsMany: p(`
+SELECT k.ord, b.job_id, b.queue, b.priority, coalesce(j.concurrency_key, ''), j.concurrency_limit,
+	j.concurrency_duration_ms, j.on_conflict, j.max_blocked, j.more_keys
+FROM unnest($1::text[], $2::int[]) WITH ORDINALITY AS k(key, n, ord)
+CROSS JOIN LATERAL (SELECT job_id, queue, priority FROM {p}blocked_executions WHERE concurrency_key = k.key
+	ORDER BY priority DESC, job_id LIMIT k.n) b
+JOIN {p}jobs j ON j.id = b.job_id
+ORDER BY k.ord, b.priority DESC, b.job_id`),
+		// Rows are locked after the sort, so in key order; SKIP LOCKED
+		// passes over the rows another transaction holds, never waits.
+		semTryLockMany: p(`
+SELECT key, value, lim, blocked, multi, duration_ms, expires_at FROM {p}semaphores
+WHERE key = ANY($1::text[])
+ORDER BY key
+FOR UPDATE SKIP LOCKED`),
+		// promoteBlocked over many keys ($1, with their counts $2): pick
+		// each key's first n by its blocked_line index (the LATERAL
+		// limit), move them to ready, and read back what moved.
+		promoteFirst: p(`
+WITH picked AS (
+	SELECT b.job_id FROM unnest($1::text[], $2::int[]) AS w(key, n), LATERAL (
+		SELECT job_id FROM {p}blocked_executions WHERE concurrency_key = w.key
+		ORDER BY priority DESC, job_id LIMIT w.n) b
+), moved AS (
+	DELETE FROM {p}blocked_executions b USING picked WHERE b.job_id = picked.job_id
+	RETURNING b.job_id, b.queue, b.priority, b.concurrency_key
+), ins AS (
+	INSERT INTO {p}ready_executions (job_id, queue, priority, created_at)
+	SELECT job_id, queue, priority, $3 FROM moved
+)
+SELECT concurrency_key, job_id, queue FROM moved ORDER BY priority DESC, job_id`),
 
 		hasDueScheduled: p(`SELECT EXISTS (SELECT 1 FROM {p}scheduled_executions WHERE scheduled_at <= $1)`),
 		takeDueScheduled: p(`
