@@ -83,6 +83,42 @@ func (st *Set) tryLock(ctx context.Context, key string) (*Semaphore, error) {
 	return s, nil
 }
 
+// readHeld adds the rows of keys (sorted, distinct), which the
+// transaction holds locked already, to the set: one statement where the
+// driver is a driver.MultiBatcher (its try-lock returns the caller's own
+// rows), else one per key.
+func (st *Set) readHeld(ctx context.Context, keys []string) error {
+	if mb, ok := st.ex.(driver.MultiBatcher); ok && len(keys) > 1 {
+		rows, err := mb.SemaphoreTryLockMany(ctx, keys)
+		if err != nil {
+			return err
+		}
+		for _, r := range rows {
+			st.add(&Semaphore{ex: st.ex, row: r, now: st.now})
+		}
+		return nil
+	}
+	for _, k := range keys {
+		row, ok, err := st.ex.SemaphoreLock(ctx, k, "")
+		if err != nil {
+			return err
+		}
+		if ok {
+			st.add(&Semaphore{ex: st.ex, row: row, now: st.now})
+		}
+	}
+	return nil
+}
+
+// pick is keys[i] for each i of idx.
+func pick(keys []string, idx []int) []string {
+	out := make([]string, len(idx))
+	for j, i := range idx {
+		out[j] = keys[i]
+	}
+	return out
+}
+
 // Promoted sums what every semaphore of the set promoted.
 func (st *Set) Promoted() driver.Promotion {
 	var p driver.Promotion

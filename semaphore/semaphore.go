@@ -287,15 +287,10 @@ func ReleaseMany(ctx context.Context, ex driver.SemaphoreStore, keys []string, c
 				left = append(left, i)
 			}
 		}
-		for _, i := range left {
-			// Locked by the release: this reads it back, waiting for no one.
-			row, ok, err := ex.SemaphoreLock(ctx, keys[i], "")
-			if err != nil {
-				return nil, err
-			}
-			if ok {
-				set.add(&Semaphore{ex: ex, row: row, now: now})
-			}
+		// Locked by the release: read back, waiting for no one (in one
+		// statement where the driver can).
+		if err := set.readHeld(ctx, pick(keys, left)); err != nil {
+			return nil, err
 		}
 	} else {
 		out = make([]driver.Promotion, len(keys))
