@@ -192,7 +192,7 @@ func (s *Semaphore) promoteMixed(ctx context.Context) error {
 
 // promoteRun promotes the first n jobs of the line, all single-key.
 func (s *Semaphore) promoteRun(ctx context.Context, n int) error {
-	if n == 0 {
+	if n <= 0 {
 		return nil
 	}
 	p, err := s.ex.PromoteBlocked(ctx, s.row.Key, n, s.now)

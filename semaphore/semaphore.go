@@ -235,16 +235,7 @@ func (s *Semaphore) PromoteBlocked(ctx context.Context) error {
 	if s.row.Multi > 0 {
 		return s.promoteMixed(ctx)
 	}
-	n := min(s.Free(), s.row.Blocked)
-	if n <= 0 {
-		return nil
-	}
-	p, err := s.ex.PromoteBlocked(ctx, s.row.Key, n, s.now)
-	if err != nil {
-		return err
-	}
-	s.took(p, n)
-	return nil
+	return s.promoteRun(ctx, min(s.Free(), s.row.Blocked))
 }
 
 // Release gives back one slot of key, as a holder finishes, fails or leaves
