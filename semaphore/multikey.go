@@ -1,7 +1,6 @@
 package semaphore
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -64,48 +63,19 @@ func (st *Set) Hold(sems ...*Semaphore) {
 // Get returns the semaphore of key the set holds, or nil.
 func (st *Set) Get(key string) *Semaphore { return st.held[key] }
 
-// tryLock returns key's semaphore: the set's, else try-locked; nil when
-// another transaction holds it or it does not exist.
-func (st *Set) tryLock(ctx context.Context, key string) (*Semaphore, error) {
-	if s := st.held[key]; s != nil {
-		return s, nil
-	}
-	ok, err := st.ex.SemaphoreTryLock(ctx, key)
-	if err != nil || !ok {
-		return nil, err
-	}
-	row, ok, err := st.ex.SemaphoreLock(ctx, key, "")
-	if err != nil || !ok {
-		return nil, err
-	}
-	s := &Semaphore{ex: st.ex, row: row, now: st.now}
-	st.add(s)
-	return s, nil
-}
-
 // readHeld adds the rows of keys (sorted, distinct), which the
-// transaction holds locked already, to the set: one statement where the
-// driver is a driver.MultiBatcher (its try-lock returns the caller's own
-// rows), else one per key.
+// transaction holds locked already, to the set, in one statement (a
+// try-lock returns the caller's own rows).
 func (st *Set) readHeld(ctx context.Context, keys []string) error {
-	if mb, ok := st.ex.(driver.MultiBatcher); ok && len(keys) > 1 {
-		rows, err := mb.SemaphoreTryLockMany(ctx, keys)
-		if err != nil {
-			return err
-		}
-		for _, r := range rows {
-			st.add(&Semaphore{ex: st.ex, row: r, now: st.now})
-		}
+	if len(keys) == 0 {
 		return nil
 	}
-	for _, k := range keys {
-		row, ok, err := st.ex.SemaphoreLock(ctx, k, "")
-		if err != nil {
-			return err
-		}
-		if ok {
-			st.add(&Semaphore{ex: st.ex, row: row, now: st.now})
-		}
+	rows, err := st.ex.SemaphoreTryLockMany(ctx, keys)
+	if err != nil {
+		return err
+	}
+	for _, r := range rows {
+		st.add(&Semaphore{ex: st.ex, row: r, now: st.now})
 	}
 	return nil
 }
@@ -137,229 +107,134 @@ func (st *Set) Save(ctx context.Context) error {
 	return SaveMany(ctx, st.ex, sems)
 }
 
-// Bounds of one promotion of a line holding multi-key jobs: heads read
-// per statement, and heads looked at in all, so a line of multi-key jobs
-// whose other keys are full costs a bounded walk (each one looked at
+// PromoteBlocked promotes the lines of sems (held in the set, sorted by
+// key): those holding multi-key jobs together (promoteLines), the others
+// each in one statement.
+func (st *Set) PromoteBlocked(ctx context.Context, sems []*Semaphore) error {
+	var mixed []*Semaphore
+	for _, s := range sems {
+		if s.row.Multi > 0 {
+			mixed = append(mixed, s)
+		} else if err := s.PromoteBlocked(ctx); err != nil {
+			return err
+		}
+	}
+	return st.promoteLines(ctx, mixed)
+}
+
+// Bounds of a promotion of lines holding multi-key jobs: heads read per
+// line and pass, and heads looked at in all, so lines of multi-key jobs
+// whose other keys are full cost a bounded walk (each head looked at
 // moves to another line: the next walk starts further on).
 const (
 	headsRead  = 32
 	headsWalks = 256
 )
 
-// promoteMixed is PromoteBlocked for a line that holds multi-key jobs:
-// head by head, single-key runs promoted in one statement.
-func (s *Semaphore) promoteMixed(ctx context.Context) error {
-	if s.set == nil {
-		NewSet(s.ex, s.now).add(s)
-	}
-	for walked := 0; s.Free() > 0 && s.row.Blocked > 0 && walked < headsWalks; {
-		heads, err := s.ex.LineHeads(ctx, s.row.Key, headsRead)
+// promoteLines promotes the lines of sems (held in the set, sorted by
+// key, holding multi-key jobs) pass by pass, each pass in a fixed number
+// of statements however many lines (driver.MultiBatcher): every line's
+// first heads in one read, the other keys they need try-locked in one,
+// each line decided in memory (promotePass), the heads that move to an
+// other key's line moved one by one, and the promoted heads moved to
+// ready in one statement. A line that used up its heads with slots and
+// jobs left goes on to the next pass.
+func (st *Set) promoteLines(ctx context.Context, sems []*Semaphore) error {
+	for budget := headsWalks; len(sems) > 0 && budget > 0; {
+		next, walked, err := st.promotePass(ctx, sems, min(headsRead, budget))
 		if err != nil {
 			return err
 		}
-		if len(heads) == 0 {
-			s.row.Blocked, s.row.Multi = 0, 0
-			return nil
-		}
-		run := 0 // single-key heads counted, not yet promoted
-		for _, h := range heads {
-			if s.Free()-run <= 0 {
-				break
-			}
-			walked++
-			if len(h.Keys) < 2 {
-				run++
-				continue
-			}
-			if err := s.promoteRun(ctx, run); err != nil {
-				return err
-			}
-			run = 0
-			placed, err := s.placeMulti(ctx, h)
-			if err != nil || !placed {
-				return err // !placed: a key is held elsewhere; the dispatcher retries
-			}
-		}
-		if err := s.promoteRun(ctx, run); err != nil {
-			return err
-		}
-		if len(heads) < headsRead {
-			break
-		}
+		sems, budget = next, budget-walked
 	}
 	return nil
 }
 
-// promoteRun promotes the first n jobs of the line, all single-key.
-func (s *Semaphore) promoteRun(ctx context.Context, n int) error {
-	if n <= 0 {
-		return nil
-	}
-	p, err := s.ex.PromoteBlocked(ctx, s.row.Key, n, s.now)
-	if err != nil {
-		return err
-	}
-	s.took(p, n)
-	return nil
-}
-
-// took counts promotion p of up to n jobs of the line.
-func (s *Semaphore) took(p driver.Promotion, n int) {
-	s.promoted.Add(p)
-	s.row.Value -= p.Jobs
-	s.row.Blocked -= p.Jobs
-	if p.Jobs < n {
-		s.row.Blocked = 0 // fewer rows than counted: nothing is left
-	}
-	if p.Jobs > 0 {
-		s.renew()
-	}
-}
-
-// placeMulti decides for multi-key job h at the head of the line, the
-// line having a free slot: ready with a slot of every key, or on to the
-// line of an other key that cannot give one. false: another transaction
-// holds one of its keys, and nothing changed.
-func (s *Semaphore) placeMulti(ctx context.Context, h driver.LineHead) (bool, error) {
-	var others []*Semaphore
-	for _, l := range sortedKeys(h.Keys) {
-		if l.Key == s.row.Key {
-			continue
-		}
-		o, err := s.set.tryLock(ctx, l.Key)
-		if err != nil || o == nil {
-			return false, err
-		}
-		others = append(others, o)
-	}
-	for _, o := range others {
-		if o.Free() == 0 || o.row.Blocked > 0 {
-			if err := s.ex.MoveToLine(ctx, h.JobID, s.row.Key, o.row.Key); err != nil {
-				return false, err
-			}
-			s.row.Blocked, s.row.Multi = max(s.row.Blocked-1, 0), max(s.row.Multi-1, 0)
-			o.row.Blocked++
-			o.row.Multi++
-			return true, nil
-		}
-	}
-	p, err := s.ex.PromoteBlocked(ctx, s.row.Key, 1, s.now)
-	if err != nil {
-		return false, err
-	}
-	if p.Jobs != 1 || p.JobIDs[0] != h.JobID {
-		return false, fmt.Errorf("promote multi-key job %d of %q: the line's head moved under the lock (promoted %v)", h.JobID, s.row.Key, p.JobIDs)
-	}
-	s.took(p, 1)
-	s.row.Multi = max(s.row.Multi-1, 0)
-	for _, o := range others {
-		o.row.Value--
-		o.renew()
-	}
-	return true, nil
-}
-
-// sortedKeys returns limits sorted by key.
-func sortedKeys(limits []driver.Limit) []driver.Limit {
-	out := slices.Clone(limits)
-	slices.SortFunc(out, func(a, b driver.Limit) int { return cmp.Compare(a.Key, b.Key) })
-	return out
-}
-
-// promoteMixedMany is promoteMixed for the lines of many keys at once
-// (sems: held in set, sorted by key), in a fixed number of statements
-// where the driver can (driver.MultiBatcher): every line's first heads in
-// one read, the other keys they need try-locked in one, each line decided
-// in memory, the heads that move to another key's line moved one by one
-// (a head whose other key is full: rare when it is not), and every line's
-// promoted heads moved to ready in one statement. A line left with free
-// slots and jobs after its first heads goes on head by head.
-func promoteMixedMany(ctx context.Context, mb driver.MultiBatcher, set *Set, sems []*Semaphore) error {
+// promotePass is one pass of promoteLines, reading up to most heads of
+// each line; it returns the lines that may go on and the heads it looked
+// at.
+func (st *Set) promotePass(ctx context.Context, sems []*Semaphore, most int) ([]*Semaphore, int, error) {
 	var keys []string
 	var ns []int
 	var lines []*Semaphore
 	for _, s := range sems {
-		if n := min(s.Free(), s.row.Blocked, headsRead); n > 0 {
+		if n := min(s.Free(), s.row.Blocked, most); n > 0 {
 			keys, ns, lines = append(keys, s.row.Key), append(ns, n), append(lines, s)
 		}
 	}
 	if len(keys) == 0 {
-		return nil
+		return nil, 0, nil
 	}
-	heads, err := mb.LineHeadsMany(ctx, keys, ns)
+	heads, err := st.ex.LineHeadsMany(ctx, keys, ns)
 	if err != nil {
-		return err
+		return nil, 0, err
 	}
 	if len(heads) != len(keys) {
-		return fmt.Errorf("read the heads of %d lines: the driver returned %d", len(keys), len(heads))
+		return nil, 0, fmt.Errorf("read the heads of %d lines: the driver returned %d", len(keys), len(heads))
 	}
-	inPass := make(map[string]bool, len(keys))
-	for _, k := range keys {
-		inPass[k] = true
-	}
-	var need []string
+	var need []string // other keys of the heads, not held yet
 	for _, hs := range heads {
 		for _, h := range hs {
 			for _, l := range h.Keys {
-				if len(h.Keys) > 1 && set.Get(l.Key) == nil && !slices.Contains(need, l.Key) {
+				if st.Get(l.Key) == nil && !slices.Contains(need, l.Key) {
 					need = append(need, l.Key)
 				}
 			}
 		}
 	}
-	if len(need) > 0 {
-		slices.Sort(need)
-		rows, err := mb.SemaphoreTryLockMany(ctx, need)
-		if err != nil {
-			return err
-		}
-		for _, r := range rows {
-			set.add(&Semaphore{ex: set.ex, row: r, now: set.now})
-		}
+	slices.Sort(need)
+	if err := st.readHeld(ctx, need); err != nil { // those another transaction holds stay out
+		return nil, 0, err
+	}
+	inPass := make(map[string]bool, len(keys))
+	for _, k := range keys {
+		inPass[k] = true
 	}
 	type move struct {
 		id       int64
-		from, to *Semaphore
+		from, to string
 	}
 	var moves []move
 	counts := make([]int, len(keys))
 	expect := make([][]int64, len(keys)) // the heads each line promotes, in order
-	stopped := make([]bool, len(keys))
+	var goOn []*Semaphore
+	walked := 0
 	for i, s := range lines {
-		hs := heads[i]
-		consumed := 0
+		stopped, consumed := false, 0
 	walk:
-		for _, h := range hs {
+		for _, h := range heads[i] {
 			if s.Free() <= 0 {
 				break
 			}
+			walked++
 			var others []*Semaphore
-			for _, l := range sortedKeys(h.Keys) {
+			for _, l := range driver.SortedKeys(h.Keys) {
 				if l.Key == s.row.Key {
 					continue
 				}
-				o := set.Get(l.Key)
+				o := st.Get(l.Key)
 				if o == nil {
-					stopped[i] = true // held elsewhere: the dispatcher retries
+					stopped = true // held elsewhere: the dispatcher retries
 					break walk
 				}
 				others = append(others, o)
 			}
 			for _, o := range others {
-				if o.Free() == 0 || o.row.Blocked > 0 {
-					if inPass[o.row.Key] {
-						// Its line's heads are read already: moving into it
-						// now could put this job among the ones it promotes.
-						stopped[i] = true
-						break walk
-					}
-					moves = append(moves, move{h.JobID, s, o})
-					s.row.Blocked, s.row.Multi = max(s.row.Blocked-1, 0), max(s.row.Multi-1, 0)
-					o.row.Blocked++
-					o.row.Multi++
-					consumed++
-					continue walk
+				if o.Free() > 0 && o.row.Blocked == 0 {
+					continue
 				}
+				if inPass[o.row.Key] {
+					// Its line's heads are read already: moving into it
+					// now could put this job among the ones it promotes.
+					stopped = true
+					break walk
+				}
+				moves = append(moves, move{h.JobID, s.row.Key, o.row.Key})
+				s.row.Blocked, s.row.Multi = max(s.row.Blocked-1, 0), max(s.row.Multi-1, 0)
+				o.row.Blocked++
+				o.row.Multi++
+				consumed++
+				continue walk
 			}
 			s.row.Value--
 			s.row.Blocked = max(s.row.Blocked-1, 0)
@@ -375,45 +250,41 @@ func promoteMixedMany(ctx context.Context, mb driver.MultiBatcher, set *Set, sem
 			expect[i] = append(expect[i], h.JobID)
 			consumed++
 		}
-		if !stopped[i] && consumed == len(hs) && len(hs) < ns[i] {
+		switch {
+		case stopped:
+		case consumed == len(heads[i]) && len(heads[i]) < ns[i]:
 			s.row.Blocked, s.row.Multi = 0, 0 // fewer rows than counted: nothing is left
+		case len(heads[i]) == ns[i] && s.Free() > 0 && s.row.Blocked > 0:
+			goOn = append(goOn, s)
 		}
 	}
 	for _, m := range moves {
-		if err := m.from.ex.MoveToLine(ctx, m.id, m.from.row.Key, m.to.row.Key); err != nil {
-			return err
+		if err := st.ex.MoveToLine(ctx, m.id, m.from, m.to); err != nil {
+			return nil, 0, err
 		}
 	}
 	var pkeys []string
-	var pcounts []int
-	var pidx []int
+	var pcounts, pidx []int
 	for i, n := range counts {
 		if n > 0 {
 			pkeys, pcounts, pidx = append(pkeys, keys[i]), append(pcounts, n), append(pidx, i)
 		}
 	}
-	if len(pkeys) > 0 {
-		ps, err := mb.PromoteFirst(ctx, pkeys, pcounts, set.now)
-		if err != nil {
-			return err
-		}
-		if len(ps) != len(pkeys) {
-			return fmt.Errorf("promote %d lines: the driver returned %d", len(pkeys), len(ps))
-		}
-		for j, i := range pidx {
-			if !slices.Equal(ps[j].JobIDs, expect[i]) {
-				return fmt.Errorf("promote the line of %q: moved jobs %v, its heads were %v (the line changed under the lock)", keys[i], ps[j].JobIDs, expect[i])
-			}
-			lines[i].promoted.Add(ps[j])
-		}
+	if len(pkeys) == 0 {
+		return goOn, walked, nil
 	}
-	// A line with slots and jobs left beyond its first heads goes on.
-	for i, s := range lines {
-		if !stopped[i] && s.Free() > 0 && s.row.Blocked > 0 && len(heads[i]) == headsRead {
-			if err := s.PromoteBlocked(ctx); err != nil {
-				return err
-			}
-		}
+	ps, err := st.ex.PromoteFirst(ctx, pkeys, pcounts, st.now)
+	if err != nil {
+		return nil, 0, err
 	}
-	return nil
+	if len(ps) != len(pkeys) {
+		return nil, 0, fmt.Errorf("promote %d lines: the driver returned %d", len(pkeys), len(ps))
+	}
+	for j, i := range pidx {
+		if !slices.Equal(ps[j].JobIDs, expect[i]) {
+			return nil, 0, fmt.Errorf("promote the line of %q: moved jobs %v, its heads were %v (the line changed under the lock)", keys[i], ps[j].JobIDs, expect[i])
+		}
+		lines[i].promoted.Add(ps[j])
+	}
+	return goOn, walked, nil
 }

@@ -14,7 +14,6 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/bqueue/bq/internal/driver"
@@ -233,9 +232,29 @@ func (s *Semaphore) renew() {
 // them, highest priority first, FIFO among equals.
 func (s *Semaphore) PromoteBlocked(ctx context.Context) error {
 	if s.row.Multi > 0 {
-		return s.promoteMixed(ctx)
+		if s.set == nil {
+			NewSet(s.ex, s.now).add(s)
+		}
+		return s.set.promoteLines(ctx, []*Semaphore{s})
 	}
-	return s.promoteRun(ctx, min(s.Free(), s.row.Blocked))
+	n := min(s.Free(), s.row.Blocked)
+	if n <= 0 {
+		return nil
+	}
+	p, err := s.ex.PromoteBlocked(ctx, s.row.Key, n, s.now)
+	if err != nil {
+		return err
+	}
+	s.promoted.Add(p)
+	s.row.Value -= p.Jobs
+	s.row.Blocked -= p.Jobs
+	if p.Jobs < n {
+		s.row.Blocked = 0 // fewer rows than counted: nothing is left
+	}
+	if p.Jobs > 0 {
+		s.renew()
+	}
+	return nil
 }
 
 // Release gives back one slot of key, as a holder finishes, fails or leaves
@@ -278,8 +297,8 @@ func ReleaseMany(ctx context.Context, ex driver.SemaphoreStore, keys []string, c
 				left = append(left, i)
 			}
 		}
-		// Locked by the release: read back, waiting for no one (in one
-		// statement where the driver can).
+		// Locked by the release: read back in one statement, waiting
+		// for no one.
 		if err := set.readHeld(ctx, pick(keys, left)); err != nil {
 			return nil, err
 		}
@@ -299,29 +318,17 @@ func ReleaseMany(ctx context.Context, ex driver.SemaphoreStore, keys []string, c
 			left = append(left, i)
 		}
 	}
-	// Lines holding multi-key jobs go set-wise where the driver can.
-	var mixed []*Semaphore
-	if _, ok := ex.(driver.MultiBatcher); ok {
-		for _, i := range left {
-			if s := set.Get(keys[i]); s != nil && s.row.Multi > 0 {
-				mixed = append(mixed, s)
-			}
+	var lines []*Semaphore
+	for _, i := range left {
+		if s := set.Get(keys[i]); s != nil {
+			lines = append(lines, s)
 		}
 	}
-	if len(mixed) > 1 {
-		if err := promoteMixedMany(ctx, ex.(driver.MultiBatcher), set, mixed); err != nil {
-			return nil, err
-		}
-	} else {
-		mixed = nil
+	if err := set.PromoteBlocked(ctx, lines); err != nil {
+		return nil, err
 	}
 	for _, i := range left {
 		if s := set.Get(keys[i]); s != nil {
-			if !slices.Contains(mixed, s) {
-				if err := s.PromoteBlocked(ctx); err != nil {
-					return nil, err
-				}
-			}
 			out[i].LineLeft = false
 			out[i].Add(s.promoted)
 		}

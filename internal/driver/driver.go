@@ -482,6 +482,7 @@ type SemaphoreStore interface {
 	// CountHolders counts what the key's rows say its semaphore holds.
 	CountHolders(ctx context.Context, key string) (HolderCount, error)
 	MultiKeyStore
+	MultiBatcher
 }
 
 // Maintenance is what the dispatcher's passes run: due scheduled jobs,

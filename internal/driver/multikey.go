@@ -1,9 +1,11 @@
 package driver
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -78,6 +80,14 @@ func DecodeMore(b []byte) ([]Limit, error) {
 	return out, nil
 }
 
+// SortedKeys returns a copy of limits sorted by key: the order keys are
+// locked in.
+func SortedKeys(limits []Limit) []Limit {
+	out := slices.Clone(limits)
+	slices.SortFunc(out, func(a, b Limit) int { return cmp.Compare(a.Key, b.Key) })
+	return out
+}
+
 // LineHead is one job at the front of a key's blocked line.
 type LineHead struct {
 	JobID    int64
@@ -112,10 +122,10 @@ type MultiKeyStore interface {
 	MoveToLine(ctx context.Context, id int64, from, to string) error
 }
 
-// MultiBatcher is an executor that promotes the lines of many keys holding
-// multi-key jobs in a fixed number of statements (package semaphore).
-// Callers hold the semaphore locks of every key whose line they read or
-// promote.
+// MultiBatcher promotes the lines of many keys holding multi-key jobs in
+// a fixed number of statements (package semaphore; one key is a batch of
+// one). Callers hold the semaphore locks of every key whose line they
+// read or promote.
 type MultiBatcher interface {
 	// LineHeadsMany returns, for each keys[i] (sorted, distinct), its first
 	// ns[i] blocked jobs in promotion order, as LineHeads does (out[i];

@@ -72,59 +72,49 @@ func admit(ctx context.Context, ex Store, cands []*candidate, now time.Time) (dr
 		return driver.Promotion{}, nil
 	}
 	slices.SortStableFunc(keyed, func(a, b *candidate) int { return cmp.Compare(b.priority, a.priority) })
-	spec := map[string]int{} // key -> its index in limits
+	// Each key is locked with the spec of its first candidate in that
+	// order, all keys first, in key order (one round trip for the batch
+	// where the driver is a driver.BatchLocker).
+	first := map[string]*candidate{}
 	var limits []driver.Limit
-	var queues []string
 	for _, c := range keyed {
 		for _, l := range c.keys {
-			if _, ok := spec[l.Key]; !ok {
-				spec[l.Key] = len(limits)
-				limits, queues = append(limits, l), append(queues, c.queue)
+			if first[l.Key] == nil {
+				first[l.Key] = c
+				limits = append(limits, l)
 			}
 		}
 	}
-	order := make([]int, len(limits))
-	for i := range order {
-		order[i] = i
+	limits = driver.SortedKeys(limits)
+	queues := make([]string, len(limits))
+	for i, l := range limits {
+		queues[i] = first[l.Key].queue
 	}
-	slices.SortFunc(order, func(a, b int) int { return cmp.Compare(limits[a].Key, limits[b].Key) })
-	sortedLimits, sortedQueues := make([]driver.Limit, len(order)), make([]string, len(order))
-	for i, o := range order {
-		sortedLimits[i], sortedQueues[i] = limits[o], queues[o]
-	}
-	// Every key is locked first, in key order (one round trip for the
-	// batch where the driver is a driver.BatchLocker).
-	sems, err := semaphore.LockMany(ctx, ex, sortedLimits, sortedQueues, now)
+	sems, err := semaphore.LockMany(ctx, ex, limits, queues, now)
 	if err != nil {
 		return driver.Promotion{}, err
 	}
 	set := semaphore.NewSet(ex, now)
 	set.Hold(sems...)
-	for _, sem := range sems {
-		if err := sem.PromoteBlocked(ctx); err != nil {
-			return driver.Promotion{}, err
-		}
+	// Jobs already blocked on the keys take any free slot first.
+	if err := set.PromoteBlocked(ctx, sems); err != nil {
+		return driver.Promotion{}, err
 	}
 	promoted := set.Promoted()
 	holders := map[string]*keyHolder{}
-	holderOf := func(key string) *keyHolder {
-		if holders[key] == nil {
-			holders[key] = &keyHolder{key: key}
-		}
-		return holders[key]
-	}
 	for _, c := range keyed {
-		if err := decide(ctx, ex, set, c, holderOf); err != nil {
+		if err := decide(ctx, ex, set, c, holders); err != nil {
 			return promoted, err
 		}
 	}
 	return promoted, set.Save(ctx)
 }
 
-// decide admits one keyed candidate against the locked semaphores.
-func decide(ctx context.Context, ex Store, set *semaphore.Set, c *candidate, holderOf func(string) *keyHolder) error {
+// decide admits one keyed candidate against the locked semaphores; a
+// discard names a holder of the key, read once per key (holders).
+func decide(ctx context.Context, ex Store, set *semaphore.Set, c *candidate, holders map[string]*keyHolder) error {
 	var full []driver.Limit // its keys with no slot to give now, in key order
-	for _, l := range sortedKeys(c.keys) {
+	for _, l := range driver.SortedKeys(c.keys) {
 		if sem := set.Get(l.Key); sem.Free() == 0 || sem.Blocked() > 0 {
 			full = append(full, l)
 		}
@@ -136,25 +126,27 @@ func decide(ctx context.Context, ex Store, set *semaphore.Set, c *candidate, hol
 		c.outcome = driver.StateReady
 		return nil
 	}
-	discard := func(key string, why string) error {
-		h := holderOf(key)
-		var err error
-		if c.heldBy, err = h.read(ctx, ex); err != nil {
-			return err
+	holder := func(key string) (*keyHolder, error) {
+		if holders[key] == nil {
+			holders[key] = &keyHolder{key: key}
 		}
+		var err error
+		c.heldBy, err = holders[key].read(ctx, ex)
 		c.outcome = driver.StateDiscarded
-		c.reason = fmt.Sprintf(why, key, h)
-		return nil
+		return holders[key], err
 	}
 	for _, l := range full {
 		if l.OnConflict == driver.Discard {
-			sem := set.Get(l.Key)
-			return discard(l.Key, "concurrency key %q has no free slot (limit "+fmt.Sprint(sem.Limit())+")%s and the job discards on conflict")
+			h, err := holder(l.Key)
+			c.reason = fmt.Sprintf("concurrency key %q has no free slot (limit %d)%s and the job discards on conflict", l.Key, set.Get(l.Key).Limit(), h)
+			return err
 		}
 	}
 	line := set.Get(full[0].Key)
 	if line.BacklogFull() {
-		return discard(full[0].Key, "concurrency key %q has no free slot%s and already has "+fmt.Sprint(line.MaxBlocked())+" jobs waiting, its MaxBlocked")
+		h, err := holder(full[0].Key)
+		c.reason = fmt.Sprintf("concurrency key %q has no free slot%s and already has %d jobs waiting, its MaxBlocked", full[0].Key, h, line.MaxBlocked())
+		return err
 	}
 	c.outcome = driver.StateBlocked
 	if len(c.keys) > 1 {
@@ -164,13 +156,6 @@ func decide(ctx context.Context, ex Store, set *semaphore.Set, c *candidate, hol
 		line.Block(1)
 	}
 	return nil
-}
-
-// sortedKeys returns limits sorted by key.
-func sortedKeys(limits []driver.Limit) []driver.Limit {
-	out := slices.Clone(limits)
-	slices.SortFunc(out, func(a, b driver.Limit) int { return cmp.Compare(a.Key, b.Key) })
-	return out
 }
 
 // Verdict is admission's decision on one job.
