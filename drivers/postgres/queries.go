@@ -54,6 +54,20 @@ const (
 	policyColumns = sqltext.PolicyColumns
 )
 
+// movePicked follows a CTE picked(job_id) of blocked jobs: it moves
+// them to ready (created at the parameter now) as moved(job_id,
+// queue, priority, concurrency_key), the promotion of every
+// statement that promotes.
+func movePicked(now string) string {
+	return `, moved AS (
+	DELETE FROM {p}blocked_executions b USING picked WHERE b.job_id = picked.job_id
+	RETURNING b.job_id, b.queue, b.priority, b.concurrency_key
+), ins AS (
+	INSERT INTO {p}ready_executions (job_id, queue, priority, created_at)
+	SELECT job_id, queue, priority, ` + now + ` FROM moved
+)`
+}
+
 // claimFrom is the claim of up to $2 ready jobs of queue $1 for process $3
 // at $4; guard filters the ready rows.
 func claimFrom(guard string) string {
@@ -200,13 +214,7 @@ FOR UPDATE OF s`),
 WITH picked AS (
 	SELECT job_id FROM {p}blocked_executions WHERE concurrency_key = $1
 	ORDER BY priority DESC, job_id LIMIT $2
-), moved AS (
-	DELETE FROM {p}blocked_executions b USING picked WHERE b.job_id = picked.job_id
-	RETURNING b.job_id, b.queue, b.priority
-), ins AS (
-	INSERT INTO {p}ready_executions (job_id, queue, priority, created_at)
-	SELECT job_id, queue, priority, $3 FROM moved
-)
+)` + movePicked("$3") + `
 SELECT job_id, queue FROM moved ORDER BY priority DESC, job_id`),
 		// Admit over many keys at once: create the missing semaphores in
 		// key order (a concurrent create of the same key waits for the
@@ -260,13 +268,7 @@ WITH want AS (
 	SELECT b.job_id FROM want w, LATERAL (
 		SELECT job_id FROM {p}blocked_executions WHERE concurrency_key = w.key
 		ORDER BY priority DESC, job_id LIMIT w.take) b
-), moved AS (
-	DELETE FROM {p}blocked_executions b USING picked WHERE b.job_id = picked.job_id
-	RETURNING b.job_id, b.queue, b.priority, b.concurrency_key
-), ins AS (
-	INSERT INTO {p}ready_executions (job_id, queue, priority, created_at)
-	SELECT job_id, queue, priority, $2 FROM moved
-), counts AS (
+)` + movePicked("$2") + `, counts AS (
 	SELECT concurrency_key AS key, count(*)::int AS n, array_agg(DISTINCT queue) AS queues
 	FROM moved GROUP BY concurrency_key
 ), settled AS (
@@ -345,13 +347,7 @@ WITH picked AS (
 	SELECT b.job_id FROM unnest($1::text[], $2::int[]) AS w(key, n), LATERAL (
 		SELECT job_id FROM {p}blocked_executions WHERE concurrency_key = w.key
 		ORDER BY priority DESC, job_id LIMIT w.n) b
-), moved AS (
-	DELETE FROM {p}blocked_executions b USING picked WHERE b.job_id = picked.job_id
-	RETURNING b.job_id, b.queue, b.priority, b.concurrency_key
-), ins AS (
-	INSERT INTO {p}ready_executions (job_id, queue, priority, created_at)
-	SELECT job_id, queue, priority, $3 FROM moved
-)
+)` + movePicked("$3") + `
 SELECT concurrency_key, job_id, queue FROM moved ORDER BY priority DESC, job_id`),
 
 		hasDueScheduled: p(`SELECT EXISTS (SELECT 1 FROM {p}scheduled_executions WHERE scheduled_at <= $1)`),
