@@ -50,16 +50,11 @@ func (r report) ceilingTable() string {
 		rows = append(rows, []string{f.db, f.what + " (" + f.item + ")", "`" + f.ceiling + "`", fmtVals(vals, 2),
 			fmtVals(field(a, get), 0), fmtVals(field(c, get), 0)})
 	}
-	if len(rows) == 0 {
-		return ""
-	}
-	var b strings.Builder
-	b.WriteString("\n## Fraction of the database's ceiling\n\n" +
-		"What the database alone reached with the least work a job of this design costs (bench/ceiling: " +
-		"pgbench on PostgreSQL, a Go loop on MySQL; see the notes below), run in the same rounds; " +
-		"each fraction is taken within a round. No ceiling is measured for SQLite.\n\n")
-	writeTable(&b, []string{"database", "throughput", "ceiling", "fraction of the ceiling", "throughput jobs/s", "ceiling jobs/s"}, rows)
-	return b.String()
+	return section("Fraction of the database's ceiling",
+		"What the database alone reached with the least work a job of this design costs (bench/ceiling: "+
+			"pgbench on PostgreSQL, a Go loop on MySQL; see the notes below), run in the same rounds; "+
+			"each fraction is taken within a round. No ceiling is measured for SQLite.",
+		[]string{"database", "throughput", "ceiling", "fraction of the ceiling", "throughput jobs/s", "ceiling jobs/s"}, rows)
 }
 
 // fleetTable shows what the --processes runs measured besides jobs/s.
@@ -85,19 +80,14 @@ func (r report) fleetTable() string {
 			fl(func(f *fleet) float64 { return f.WakeupsPerJob }, 4),
 			fl(func(f *fleet) float64 { return f.WakeupReadsPerJob }, 4)})
 	}
-	if len(rows) == 0 {
-		return ""
-	}
-	var b strings.Builder
-	b.WriteString("\n## Fleet (bq bench --processes)\n\n" +
-		"The drain worked by N child processes, the parent only enqueueing and measuring: jobs/s, the server " +
-		"connections the run held at peak (sampled every 100 ms, the parent's included), the connections each " +
-		"process may open (its --pool and, on PostgreSQL, the listener's), and the wake-ups sent per job (PostgreSQL NOTIFYs, MySQL signal-log rows), each of " +
-		"which every process receives or reads (few in a drain: its jobs are enqueued while the queue is paused). " +
-		"The peak RSS of these rows in the results is the parent's.\n\n")
-	writeTable(&b, []string{"run", "processes × slots", "work jobs/s", "server conns peak", "conns per process",
-		"wake-ups per job", "wake-up reads per job"}, rows)
-	return b.String()
+	return section("Fleet (bq bench --processes)",
+		"The drain worked by N child processes, the parent only enqueueing and measuring: jobs/s, the server "+
+			"connections the run held at peak (sampled every 100 ms, the parent's included), the connections each "+
+			"process may open (its --pool and, on PostgreSQL, the listener's), and the wake-ups sent per job (PostgreSQL NOTIFYs, MySQL signal-log rows), each of "+
+			"which every process receives or reads (few in a drain: its jobs are enqueued while the queue is paused). "+
+			"The peak RSS of these rows in the results is the parent's.",
+		[]string{"run", "processes × slots", "work jobs/s", "server conns peak", "conns per process",
+			"wake-ups per job", "wake-up reads per job"}, rows)
 }
 
 // rateTable shows the --mode rate runs.
@@ -114,15 +104,22 @@ func (r report) rateTable() string {
 			f(func(r *result) float64 { return float64(r.RateMaxWindow) }, 0) + fmt.Sprintf(" (limit %d)", rs[0].RateLimit),
 			f(func(r *result) float64 { return float64(r.RateLate) }, 0)})
 	}
+	return section("Rate limits (bq bench --mode rate)",
+		"One rate key, all jobs enqueued up front: the starts/s achieved after the first period's allowance, "+
+			"its ratio to the configured rate, the most starts of the key within any one period (never above the "+
+			"limit, or the run fails), and the runs that missed their start slack.",
+		[]string{"run", "configured starts/s", "achieved starts/s", "ratio", "most starts in one period",
+			"late runs"}, rows)
+}
+
+// section is a report section: its heading, its intro and its table;
+// nothing when the table has no rows.
+func section(title, intro string, header []string, rows [][]string) string {
 	if len(rows) == 0 {
 		return ""
 	}
 	var b strings.Builder
-	b.WriteString("\n## Rate limits (bq bench --mode rate)\n\n" +
-		"One rate key, all jobs enqueued up front: the starts/s achieved after the first period's allowance, " +
-		"its ratio to the configured rate, the most starts of the key within any one period (never above the " +
-		"limit, or the run fails), and the runs that missed their start slack.\n\n")
-	writeTable(&b, []string{"run", "configured starts/s", "achieved starts/s", "ratio", "most starts in one period",
-		"late runs"}, rows)
+	b.WriteString("\n## " + title + "\n\n" + intro + "\n\n")
+	writeTable(&b, header, rows)
 	return b.String()
 }
