@@ -133,7 +133,7 @@ var _ = add("jobs",
 		}
 	}},
 	test{"DeleteJobs", func(t *testing.T, f *fixture) {
-		ids := f.insert(T0, job("q"), job("q"), job("q"))
+		ids := f.insert(T0, job("q"), job("q", keyed("g/k", 1), blocked), job("q"))
 		f.tx(func(ex driver.Executor) error { return ex.DeleteJobs(f.ctx, ids[:2]) })
 		for i, id := range ids {
 			_, ok, err := f.ex().GetJob(f.ctx, id)
@@ -142,12 +142,12 @@ var _ = add("jobs",
 				t.Errorf("job %d exists: %v after deleting the first two", i, ok)
 			}
 		}
-		// Their ready rows go with them (on PostgreSQL they have no
-		// foreign key: the delete takes them).
+		// Their ready and blocked rows go with them (on PostgreSQL they
+		// have no foreign key: the delete takes them).
 		counts, err := f.ex().CountByQueue(f.ctx)
 		f.must(err)
-		if len(counts) != 1 || counts[0].Ready != 1 {
-			t.Errorf("CountByQueue after deleting two of three ready jobs = %+v, want 1 ready", counts)
+		if len(counts) != 1 || counts[0].Ready != 1 || counts[0].Blocked != 0 {
+			t.Errorf("CountByQueue after deleting a ready and a blocked job of three = %+v, want 1 ready, none blocked", counts)
 		}
 	}},
 	test{"GetJobMissing", func(t *testing.T, f *fixture) {
