@@ -28,12 +28,7 @@ type completer struct {
 
 type completion struct {
 	claim *driver.Claim
-	done  chan completed
-}
-
-type completed struct {
-	res lifecycle.Result
-	err error
+	then  func(lifecycle.Result, error)
 }
 
 // startCompleter starts a completer; stop it once no worker records.
@@ -43,20 +38,21 @@ func startCompleter(c *Client, ctx context.Context) *completer {
 	return cp
 }
 
-// complete records one successful run and waits for its batch to commit.
-// A run that ends after stop (abandoned at shutdown) is written alone.
-func (cp *completer) complete(claim *driver.Claim) (lifecycle.Result, error) {
-	done := make(chan completed, 1)
+// complete records one successful run in the next batch and calls then
+// with its result once the batch has committed (or been given up on), on
+// the completer's goroutine: then must be quick and must not complete.
+// A run that ends after stop (abandoned at shutdown) is written alone,
+// before complete returns.
+func (cp *completer) complete(claim *driver.Claim, then func(lifecycle.Result, error)) {
+	c := &completion{claim: claim, then: then}
 	cp.mu.RLock()
 	if cp.stopped {
 		cp.mu.RUnlock()
-		cp.write([]*completion{{claim: claim, done: done}})
-	} else {
-		cp.in <- &completion{claim: claim, done: done}
-		cp.mu.RUnlock()
+		cp.write([]*completion{c})
+		return
 	}
-	r := <-done
-	return r.res, r.err
+	cp.in <- c
+	cp.mu.RUnlock()
 }
 
 // stop writes what is queued and ends run.
@@ -120,9 +116,9 @@ func (cp *completer) write(batch []*completion) {
 	})
 	for i, b := range batch {
 		if err != nil {
-			b.done <- completed{err: err}
+			b.then(lifecycle.Result{}, err)
 		} else {
-			b.done <- completed{res: results[i]}
+			b.then(results[i], nil)
 		}
 	}
 }

@@ -18,13 +18,16 @@ import (
 // ready when shutdown cut it short, or lost when its lease lapsed. It runs on
 // after Run's context ends (the outcome of finished work must not be
 // lost), with retries while the database is unreachable. Logs and metrics
-// follow the commit. It returns the outcome, as the run-duration metric
-// names it; "unrecorded" when none could be written, "stale" when the
-// claim was no longer this run's.
-func (w *queueWorker) record(runCtx context.Context, l *lease, meta JobMeta, def definition, runErr error, ran time.Duration) string {
+// follow the commit. It calls done with the outcome, as the run-duration
+// metric names it; "unrecorded" when none could be written, "stale" when
+// the claim was no longer this run's.
+//
+// A completion is handed to the completer and record returns at once: the
+// run's slot is free for the next claim while its batch commits (the
+// claim, its lease and its key's slot stay the run's until done). Every
+// other outcome is written before record returns.
+func (w *queueWorker) record(runCtx context.Context, l *lease, meta JobMeta, def definition, runErr error, ran time.Duration, done func(outcome string)) {
 	cl := l.claim
-	log := w.c.log.With("job_id", cl.ID, "kind", cl.Kind, "queue", cl.Queue, "key", cl.Limit.Key, "attempt", cl.Attempt+1)
-	now := w.c.cfg.Now()
 	shutdown := runCtx.Err() != nil && errors.Is(context.Cause(runCtx), errShutdown)
 	fenced := !shutdown && l.fenced.Load()
 	ctx := w.recordCtx
@@ -35,27 +38,29 @@ func (w *queueWorker) record(runCtx context.Context, l *lease, meta JobMeta, def
 			runErr = w.c.handleError(runCtx, meta, runErr)
 		}
 	}
-	var action func(ex driver.Executor) (lifecycle.Result, error)
-	var retryAt time.Time
-	var msg string
-	if runErr != nil {
-		msg = errorText(runErr.Error())
-		if l.cancelled.Load() && errors.Is(runErr, context.Canceled) {
-			// "context canceled" says less than why.
-			msg = errorText(runErr.Error() + ": " + context.Cause(runCtx).Error())
-		}
+	e := ending{claim: cl, runErr: runErr, cause: context.Cause(runCtx), ran: ran, now: w.c.cfg.Now(), shutdown: shutdown, fenced: fenced, startedLate: startedLate}
+	now := e.now
+	if runErr == nil {
+		w.completer.complete(cl, func(res lifecycle.Result, err error) {
+			done(w.recorded(ctx, e, res, err))
+		})
+		return
+	}
+	msg := errorText(runErr.Error())
+	if l.cancelled.Load() && errors.Is(runErr, context.Canceled) {
+		// "context canceled" says less than why.
+		msg = errorText(runErr.Error() + ": " + context.Cause(runCtx).Error())
 	}
 	snooze, snoozed := snoozeOf(runErr)
-	snoozed = snoozed && !shutdown && !fenced
+	e.snoozed = snoozed && !shutdown && !fenced
 	// The job's own bq.Cancel is honoured even as a shutdown cut it short:
 	// it asked not to run again.
-	selfCancel := runErr != nil && !fenced && cancelOf(runErr)
+	e.selfCancel = !fenced && cancelOf(runErr)
+	var action func(ex driver.Executor) (lifecycle.Result, error)
 	switch {
-	case runErr == nil:
-		action = nil // batched by the completer
 	case startedLate:
 		action = func(ex driver.Executor) (lifecycle.Result, error) { return lifecycle.StartedLate(ctx, ex, cl, now) }
-	case selfCancel:
+	case e.selfCancel:
 		action = func(ex driver.Executor) (lifecycle.Result, error) { return lifecycle.CancelRun(ctx, ex, cl, msg, now) }
 	case shutdown:
 		action = func(ex driver.Executor) (lifecycle.Result, error) { return lifecycle.Return(ctx, ex, cl, now) }
@@ -69,41 +74,54 @@ func (w *queueWorker) record(runCtx context.Context, l *lease, meta JobMeta, def
 			msg = errorText(cause.Error())
 		}
 		action = func(ex driver.Executor) (lifecycle.Result, error) { return lifecycle.Reap(ctx, ex, cl, msg, now) }
-	case snoozed:
-		retryAt = now.Add(snooze)
+	case e.snoozed:
+		e.retryAt = now.Add(snooze)
 		action = func(ex driver.Executor) (lifecycle.Result, error) {
-			return lifecycle.Snooze(ctx, ex, cl, retryAt, now)
+			return lifecycle.Snooze(ctx, ex, cl, e.retryAt, now)
 		}
 	case isPermanent(runErr) || cl.Attempt+1 >= cl.MaxAttempts:
 		action = func(ex driver.Executor) (lifecycle.Result, error) {
 			return lifecycle.Fail(ctx, ex, cl, msg, now)
 		}
 	default:
-		retryAt = now.Add(def.backoff(cl.Attempt + 1))
+		e.retryAt = now.Add(def.backoff(cl.Attempt + 1))
 		action = func(ex driver.Executor) (lifecycle.Result, error) {
-			return lifecycle.Retry(ctx, ex, cl, msg, retryAt, now)
+			return lifecycle.Retry(ctx, ex, cl, msg, e.retryAt, now)
 		}
 	}
 	var res lifecycle.Result
-	var err error
-	if action == nil {
-		res, err = w.completer.complete(cl)
-	} else {
-		tries := 0
-		err = w.c.retryDB(ctx, "record job outcome", func() error {
-			if tries++; tries > 1 {
-				// The message itself may be what the database refuses
-				// (a text its connection's character set cannot hold):
-				// never let it keep the outcome, and the slot, from
-				// landing.
-				msg = asciiText(msg)
-			}
-			return driver.InTx(ctx, w.c.drv, func(ex driver.Executor) (err error) {
-				res, err = action(ex)
-				return err
-			})
+	tries := 0
+	err := w.c.retryDB(ctx, "record job outcome", func() error {
+		if tries++; tries > 1 {
+			// The message itself may be what the database refuses
+			// (a text its connection's character set cannot hold):
+			// never let it keep the outcome, and the slot, from
+			// landing.
+			msg = asciiText(msg)
+		}
+		return driver.InTx(ctx, w.c.drv, func(ex driver.Executor) (err error) {
+			res, err = action(ex)
+			return err
 		})
-	}
+	})
+	done(w.recorded(ctx, e, res, err))
+}
+
+// ending is how a run ended, as record judged it.
+type ending struct {
+	claim                                              *driver.Claim
+	runErr                                             error
+	cause                                              error // of the run's context ending, if it did
+	ran                                                time.Duration
+	now, retryAt                                       time.Time
+	shutdown, fenced, startedLate, snoozed, selfCancel bool
+}
+
+// recorded logs and counts the outcome of e that record wrote (res), or
+// failed to write (err), and names it.
+func (w *queueWorker) recorded(ctx context.Context, e ending, res lifecycle.Result, err error) string {
+	cl, runErr, ran := e.claim, e.runErr, e.ran
+	log := w.c.log.With("job_id", cl.ID, "kind", cl.Kind, "queue", cl.Queue, "key", cl.Limit.Key, "attempt", cl.Attempt+1)
 	switch {
 	case err != nil:
 		log.Error("record job outcome; the claim will be reaped and the job run again", "error", err)
@@ -121,25 +139,25 @@ func (w *queueWorker) record(runCtx context.Context, l *lease, meta JobMeta, def
 		// claim (every end but a completion then finishes it cancelled).
 		outcome = "cancelled"
 		from := "client"
-		if selfCancel {
+		if e.selfCancel {
 			from = "job"
 		}
 		log.Info("job cancelled; its slot released", "from", from, "error", runErr, "duration", ran)
 		w.c.met.Cancelled(ctx, job, from)
-	case startedLate:
+	case e.startedLate:
 		outcome = "requeued"
 		log.Warn("rate-limited job did not begin within its start slack of the claim (the process stalled); back in its rate line, not run",
 			"rate_key", cl.Rate.Key, "start_by", cl.StartBy)
-	case shutdown:
+	case e.shutdown:
 		outcome = "returned"
 		log.Info("job cut short by shutdown; returned to ready with its slot", "duration", ran)
-	case fenced:
+	case e.fenced:
 		outcome = "lost"
 		log.Warn("run stopped as its lease lapsed; the job is ready again with its slot, its attempt counted",
-			"state", res.State, "cause", context.Cause(runCtx))
-	case snoozed:
+			"state", res.State, "cause", e.cause)
+	case e.snoozed:
 		outcome = "snoozed"
-		log.Debug("job snoozed; its slot released, it runs again when due", "duration", ran, "run_at", retryAt)
+		log.Debug("job snoozed; its slot released, it runs again when due", "duration", ran, "run_at", e.retryAt)
 	case runErr == nil:
 		outcome = "completed"
 		log.Debug("job completed", "duration", ran)
@@ -147,18 +165,18 @@ func (w *queueWorker) record(runCtx context.Context, l *lease, meta JobMeta, def
 		outcome = "failed"
 		log.Error("job failed for good", "error", runErr, "permanent", isPermanent(runErr), "max_attempts", cl.MaxAttempts)
 	default:
-		log.Warn("job failed; will retry", "error", runErr, "retry_at", retryAt, "state", res.State)
+		log.Warn("job failed; will retry", "error", runErr, "retry_at", e.retryAt, "state", res.State)
 	}
 	w.c.met.Ran(ctx, job, ran.Seconds(), outcome)
 	if outcome == "completed" || outcome == "retried" || outcome == "failed" {
-		w.c.tally.count(cl.Queue, now, runErr != nil)
+		w.c.tally.count(cl.Queue, e.now, runErr != nil)
 	}
 	switch {
 	case outcome == "cancelled":
-	case snoozed:
+	case e.snoozed:
 		w.c.met.Snoozed(ctx, job)
-	case startedLate:
-	case !shutdown:
+	case e.startedLate:
+	case !e.shutdown:
 		w.c.met.Finished(ctx, job, res.State)
 	}
 	if n := res.Promoted.Jobs; n > 0 {

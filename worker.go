@@ -44,6 +44,9 @@ func JobFromContext(ctx context.Context) (JobMeta, bool) {
 type execution struct {
 	claim *driver.Claim
 	lease *lease
+	// ended: its code returned nil and its completion waits for the
+	// completer's next batch. It no longer takes a slot.
+	ended bool
 }
 
 // queueWorker runs one queue's jobs in up to slots goroutines.
@@ -64,7 +67,8 @@ type queueWorker struct {
 
 	runs    chan run // claimed jobs for the runners
 	mu      sync.Mutex
-	running map[int64]*execution
+	running map[int64]*execution // every claim this worker holds
+	ending  int                  // of them, ended runs whose completion waits
 	wg      sync.WaitGroup
 }
 
@@ -74,10 +78,14 @@ func newQueueWorker(c *Client, proc *process, cp *completer, queue string, slots
 		runs: make(chan run, slots)}
 }
 
+// busy is the number of slots taken: by runs whose code is executing, and
+// by ended runs waiting for their completion's batch beyond as many again
+// as the slots, so a worker never holds more than twice its slots in
+// claims while the completer catches up.
 func (w *queueWorker) busy() int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return len(w.running)
+	return max(len(w.running)-w.ending, len(w.running)-w.slots)
 }
 
 // claimLoop claims jobs into free slots until ctx ends. A claim that comes
@@ -211,17 +219,42 @@ type run struct {
 // grown rather than on a fresh one.
 func (w *queueWorker) runner() {
 	for r := range w.runs {
-		w.execute(r.ctx, r.lease)
-		r.cancel(nil)
-		w.proc.dropLease(r.lease)
-		w.mu.Lock()
-		delete(w.running, r.lease.claim.ID)
-		w.mu.Unlock()
-		w.wg.Done()
-		select {
-		case w.done <- struct{}{}:
-		default:
-		}
+		w.execute(r)
+	}
+}
+
+// ended frees the slot of a run whose code returned nil: its completion
+// goes in the completer's next batch while the runner takes the next job.
+func (w *queueWorker) ended(l *lease) {
+	w.mu.Lock()
+	if e := w.running[l.claim.ID]; e != nil && !e.ended {
+		e.ended = true
+		w.ending++
+	}
+	w.mu.Unlock()
+	w.freed()
+}
+
+// finished ends a run once its outcome is recorded: the claim is no
+// longer this worker's.
+func (w *queueWorker) finished(r run) {
+	r.cancel(nil)
+	w.proc.dropLease(r.lease)
+	w.mu.Lock()
+	if e := w.running[r.lease.claim.ID]; e != nil && e.ended {
+		w.ending--
+	}
+	delete(w.running, r.lease.claim.ID)
+	w.mu.Unlock()
+	w.wg.Done()
+	w.freed()
+}
+
+// freed tells the claim loop a slot may be free.
+func (w *queueWorker) freed() {
+	select {
+	case w.done <- struct{}{}:
+	default:
 	}
 }
 
@@ -232,7 +265,9 @@ func (w *queueWorker) abandon(ctx context.Context) {
 	w.mu.Lock()
 	claims := make([]*driver.Claim, 0, len(w.running))
 	for _, e := range w.running {
-		claims = append(claims, e.claim)
+		if !e.ended { // its completion is in the completer's hands
+			claims = append(claims, e.claim)
+		}
 	}
 	w.mu.Unlock()
 	for _, cl := range claims {
@@ -250,7 +285,8 @@ func (w *queueWorker) abandon(ctx context.Context) {
 
 // execute runs one claimed job and records how it ended. The job's
 // context is a runContext: every check of it checks the run's lease.
-func (w *queueWorker) execute(ctx context.Context, l *lease) {
+func (w *queueWorker) execute(r run) {
+	ctx, l := r.ctx, r.lease
 	cl := l.claim
 	meta := JobMeta{ID: cl.ID, Kind: cl.Kind, Queue: cl.Queue, Attempt: cl.Attempt + 1,
 		MaxAttempts: cl.MaxAttempts, Key: cl.Limit.Key}
@@ -278,8 +314,13 @@ func (w *queueWorker) execute(ctx context.Context, l *lease) {
 		}
 		runErr = w.c.runChain(runContext{Context: runCtx, lease: l}, meta, def, cl.Args)
 	}
-	outcome := w.record(ctx, l, meta, def, runErr, time.Since(start))
-	w.c.tr.EndProcess(span, outcome, runErr)
+	if runErr == nil {
+		w.ended(l) // record hands the completion on and returns
+	}
+	w.record(ctx, l, meta, def, runErr, time.Since(start), func(outcome string) {
+		w.c.tr.EndProcess(span, outcome, runErr)
+		w.finished(r)
+	})
 }
 
 // retryDB runs fn until it succeeds, backing off while the database is
