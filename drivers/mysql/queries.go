@@ -131,12 +131,15 @@ WHERE concurrency_key_hash = ? ORDER BY priority DESC, job_id LIMIT ?`)
 	// A batch of releases locks its semaphores in one statement, in key
 	// order as admission does: the keys' table is read first
 	// (STRAIGHT_JOIN), sorted, since the ORDER BY names it alone, and each
-	// semaphore is then locked by its primary key. Each key's pick is the
+	// semaphore is then locked by its primary key. The index is forced: on
+	// a small table the optimizer would rather scan it, and a locking scan
+	// locks every row it reads, in the table's order, not the keys' — two
+	// batches of crossing keys then deadlock. Each key's pick is the
 	// per-key one (PickBlocked), bounded by the line index however long
 	// the line.
 	q.Release = sqlexec.ReleaseQueries{
 		Lock: p(`SELECT t.at, s.value, s.lim, s.blocked, s.multi, s.duration_ms, s.expires_at
-FROM ` + list + ` t STRAIGHT_JOIN {p}semaphores s ON s.key_hash = t.k ORDER BY t.at FOR UPDATE`),
+FROM ` + list + ` t STRAIGHT_JOIN {p}semaphores s FORCE INDEX (PRIMARY) ON s.key_hash = t.k ORDER BY t.at FOR UPDATE`),
 		// The hash is cast: a parameter the client does not interpolate
 		// would make the column a string of the connection's character
 		// set, which mangles a hash's bytes and finds no semaphore.
@@ -153,7 +156,7 @@ WHERE concurrency_key_hash = ? ORDER BY priority DESC, job_id LIMIT ?`),
 	// LineHeads and PickBlocked do.
 	q.Multi = sqlexec.MultiQueries{
 		TryLock: p(`SELECT t.at, s.value, s.lim, s.blocked, s.multi, s.duration_ms, s.expires_at
-FROM ` + list + ` t STRAIGHT_JOIN {p}semaphores s ON s.key_hash = t.k ORDER BY t.at FOR UPDATE SKIP LOCKED`),
+FROM ` + list + ` t STRAIGHT_JOIN {p}semaphores s FORCE INDEX (PRIMARY) ON s.key_hash = t.k ORDER BY t.at FOR UPDATE SKIP LOCKED`),
 		FirstKey: q.Release.FirstKey,
 		NextKey:  q.Release.NextKey,
 		HeadsBranch: p(`SELECT ? AS at, b.job_id, b.queue, b.priority, coalesce(j.concurrency_key, ''), j.concurrency_limit,
@@ -176,7 +179,7 @@ WHERE b.concurrency_key_hash = ? ORDER BY b.priority DESC, b.job_id LIMIT ?`),
 	coalesce((SELECT p.queue FROM {p}policies p WHERE p.queue = t.q), ''),
 	coalesce((SELECT p.max_active_per_key FROM {p}policies p WHERE p.queue = t.q), 0),
 	coalesce((SELECT p.max_blocked FROM {p}policies p WHERE p.queue = t.q), 0)
-FROM ` + list + ` t STRAIGHT_JOIN {p}semaphores s ON s.key_hash = t.k ORDER BY t.at FOR UPDATE`),
+FROM ` + list + ` t STRAIGHT_JOIN {p}semaphores s FORCE INDEX (PRIMARY) ON s.key_hash = t.k ORDER BY t.at FOR UPDATE`),
 		FirstKey: `SELECT ? AS at, CAST(? AS BINARY(32)) AS k, CAST(? AS BINARY) AS q`,
 		NextKey:  ` UNION ALL SELECT ?, CAST(? AS BINARY(32)), CAST(? AS BINARY)`,
 		SaveTail: "\nON DUPLICATE KEY UPDATE value = VALUES(value), lim = VALUES(lim), blocked = VALUES(blocked), multi = VALUES(multi),\n" +
