@@ -4,7 +4,7 @@ import "github.com/bqueue/bq/internal/sqltext"
 
 // queries holds every statement with the table prefix spliced in once.
 type queries struct {
-	insertJobs, insertReady, insertScheduled, insertBlocked string
+	insertJobs, insertPlainJobs, insertReady, insertScheduled, insertBlocked string
 
 	completeClaims, completeDelete                                            string
 	claimReady, deleteClaim, finishJob, deleteJobs, recordError, insertFailed string
@@ -149,6 +149,26 @@ WITH input AS (
 )
 SELECT id FROM numbered ORDER BY ord`),
 
+		// insertJobs for plain jobs (notPlain): no key, rate, metadata or
+		// tags, ready when due ($7) and scheduled otherwise; the other
+		// columns keep their defaults. The ids rise in input order, as
+		// insertJobs' do.
+		insertPlainJobs: p(`
+WITH inserted AS (
+	INSERT INTO {p}jobs (kind, queue, args, priority, max_attempts, scheduled_at, created_at)
+	SELECT kind, queue, args, priority, max_attempts, scheduled_at, $7
+	FROM unnest($1::text[], $2::text[], $3::jsonb[], $4::int[], $5::int[], $6::timestamptz[])
+		WITH ORDINALITY AS t(kind, queue, args, priority, max_attempts, scheduled_at, ord)
+	ORDER BY ord
+	RETURNING id, queue, priority, scheduled_at
+), r AS (
+	INSERT INTO {p}ready_executions (job_id, queue, priority, created_at)
+	SELECT id, queue, priority, $7 FROM inserted WHERE scheduled_at <= $7
+), s AS (
+	INSERT INTO {p}scheduled_executions (job_id, queue, priority, scheduled_at)
+	SELECT id, queue, priority, scheduled_at FROM inserted WHERE scheduled_at > $7
+)
+SELECT id FROM inserted ORDER BY id`),
 		insertReady: p(`INSERT INTO {p}ready_executions (job_id, queue, priority, created_at)
 SELECT * FROM unnest($1::bigint[], $2::text[], $3::int[], $4::timestamptz[])`),
 		insertScheduled: p(`INSERT INTO {p}scheduled_executions (job_id, queue, priority, scheduled_at)
