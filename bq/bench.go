@@ -33,6 +33,7 @@ type benchOptions struct {
 	to           int
 	rate         float64
 	batch        int
+	producers    int
 	backlogSmall int
 	backlogLarge int
 	handoffs     int
@@ -161,6 +162,7 @@ signal-log rows), each read by every process (docs/scaling.md).`)
 	f.IntVar(&o.to, "to", 0, "keyed, hotkey: limit per key (default 2 keyed, 50 hotkey)")
 	f.Float64Var(&o.rate, "rate", 500, "steady: enqueue rate, jobs per second in total")
 	f.IntVar(&o.batch, "batch", 1000, "jobs per EnqueueMany")
+	f.IntVar(&o.producers, "producers", 2, "goroutines enqueueing the batches at once (the enqueue ceiling uses 2 connections)")
 	f.IntVar(&o.backlogSmall, "backlog-small", 1000, "backlog: jobs blocked on the key, small case")
 	f.IntVar(&o.backlogLarge, "backlog-large", 1000000, "backlog: jobs blocked on the key, large case")
 	f.IntVar(&o.handoffs, "handoffs", 50, "backlog: handoffs timed in each case")
@@ -268,6 +270,8 @@ func (o *benchOptions) validate(f *flagSet) error {
 		return f.fail("--rate must be positive, got %g", o.rate)
 	case o.batch < 1:
 		return f.fail("--batch must be at least 1, got %d", o.batch)
+	case o.producers < 1:
+		return f.fail("--producers must be at least 1, got %d", o.producers)
 	case o.backlogSmall < 1 || o.backlogLarge < 1 || o.handoffs < 1:
 		return f.fail("--backlog-small, --backlog-large and --handoffs must be at least 1")
 	case o.config != "tuned" && o.config != "default":

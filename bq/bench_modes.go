@@ -189,9 +189,8 @@ func (b *bencher) secondOf(i int) string {
 // enqueueAll stores n jobs with EnqueueMany, batch by batch, keys as
 // keyOf assigns them, and returns how long it took.
 func (b *bencher) enqueueAll(ctx context.Context, c *bq.Client, job *bq.Job[benchArgs], n int) (time.Duration, error) {
-	args := make([]benchArgs, 0, b.o.batch)
 	return b.enqueueBatches(ctx, c, job, n, func(i, j int) []benchArgs {
-		args = args[:0]
+		args := make([]benchArgs, 0, j-i)
 		for k := i; k < j; k++ {
 			args = append(args, benchArgs{Key: b.keyOf(k), Second: b.secondOf(k)})
 		}
@@ -200,19 +199,39 @@ func (b *bencher) enqueueAll(ctx context.Context, c *bq.Client, job *bq.Job[benc
 }
 
 // enqueueBatches stores n jobs, batch(i, j) giving the args of jobs i to
-// j-1, one EnqueueMany per batch, with a progress bar.
+// j-1, one EnqueueMany per batch from --producers goroutines at once
+// (each takes the next batch in order), with a progress bar.
 func (b *bencher) enqueueBatches(ctx context.Context, c *bq.Client, job *bq.Job[benchArgs], n int,
 	batch func(i, j int) []benchArgs) (time.Duration, error) {
-	var done atomic.Int64
+	var done, next atomic.Int64
 	stop := b.bar(n, "enqueue", done.Load)
 	defer stop()
+	var mu sync.Mutex // batch is not safe for concurrent use
+	var wg sync.WaitGroup
+	errs := make([]error, b.o.producers)
 	t0 := time.Now()
-	for i := 0; i < n; i += b.o.batch {
-		args := batch(i, min(i+b.o.batch, n))
-		if _, err := job.EnqueueMany(ctx, c, args); err != nil {
-			return 0, err
-		}
-		done.Add(int64(len(args)))
+	for p := range b.o.producers {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(int64(b.o.batch))) - b.o.batch
+				if i >= n {
+					return
+				}
+				mu.Lock()
+				args := batch(i, min(i+b.o.batch, n))
+				mu.Unlock()
+				if _, err := job.EnqueueMany(ctx, c, args); err != nil {
+					errs[p] = err
+					next.Store(int64(n)) // the others stop too
+					return
+				}
+				done.Add(int64(len(args)))
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return 0, err
 	}
 	return time.Since(t0), nil
 }

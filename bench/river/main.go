@@ -54,6 +54,7 @@ type options struct {
 	slots      int
 	rate       float64
 	batch      int
+	producers  int
 	jsonOut    bool
 	progress   bool
 	cpuprofile string
@@ -106,6 +107,7 @@ func run(ctx context.Context, args []string) error {
 	fs.IntVar(&o.slots, "slots", 100, "MaxWorkers of the bench queue")
 	fs.Float64Var(&o.rate, "rate", 500, "steady: jobs per second in total")
 	fs.IntVar(&o.batch, "batch", 1000, "jobs per InsertMany")
+	fs.IntVar(&o.producers, "producers", 2, "goroutines inserting the batches at once (as bq bench --producers)")
 	fs.BoolVar(&o.jsonOut, "json", false, "print one JSON line on stdout")
 	fs.BoolVar(&o.progress, "progress", true, "draw progress bars on stderr")
 	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the measured phase to `file`")
@@ -120,8 +122,8 @@ func run(ctx context.Context, args []string) error {
 		return errors.New("--dsn is required (postgres://... or sqlite)")
 	case o.mode != "drain" && o.mode != "steady":
 		return fmt.Errorf("--mode %q: use drain or steady", o.mode)
-	case o.jobs < 1 || o.slots < 1 || o.rate <= 0 || o.batch < 1:
-		return errors.New("--jobs, --slots, --rate and --batch must be positive")
+	case o.jobs < 1 || o.slots < 1 || o.rate <= 0 || o.batch < 1 || o.producers < 1:
+		return errors.New("--jobs, --slots, --rate, --batch and --producers must be positive")
 	case o.autovacuum != "on" && o.autovacuum != "off":
 		return fmt.Errorf("--autovacuum %q: use on or off", o.autovacuum)
 	case o.tableStats && (o.mode != "drain" || strings.HasPrefix(o.dsn, "sqlite")):
@@ -325,20 +327,37 @@ func bench[TTx any](ctx context.Context, o options, prof *os.File, res *result, 
 
 	var enq, work time.Duration
 	if o.mode == "drain" {
-		var done atomic.Int64
+		var done, next atomic.Int64
 		stopBar := bar(o, "enqueue", done.Load)
 		t0 := time.Now()
-		params := make([]river.InsertManyParams, 0, o.batch)
-		for i := 0; i < o.jobs; i += o.batch {
-			params = params[:0]
-			for range min(o.batch, o.jobs-i) {
-				params = append(params, river.InsertManyParams{Args: noopArgs{}})
-			}
-			if _, err := client.InsertMany(ctx, params); err != nil {
-				stopBar()
-				return fmt.Errorf("insert: %w", err)
-			}
-			done.Add(int64(len(params)))
+		// From --producers goroutines at once, as bq bench does.
+		var wg sync.WaitGroup
+		errs := make([]error, o.producers)
+		for p := range o.producers {
+			wg.Go(func() {
+				params := make([]river.InsertManyParams, 0, o.batch)
+				for {
+					i := int(next.Add(int64(o.batch))) - o.batch
+					if i >= o.jobs {
+						return
+					}
+					params = params[:0]
+					for range min(o.batch, o.jobs-i) {
+						params = append(params, river.InsertManyParams{Args: noopArgs{}})
+					}
+					if _, err := client.InsertMany(ctx, params); err != nil {
+						errs[p] = err
+						next.Store(int64(o.jobs))
+						return
+					}
+					done.Add(int64(len(params)))
+				}
+			})
+		}
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			stopBar()
+			return fmt.Errorf("insert: %w", err)
 		}
 		enq = time.Since(t0)
 		stopBar()
