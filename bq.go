@@ -69,7 +69,10 @@ const NoRetention time.Duration = -1
 type Config struct {
 	// Queues maps each queue this process works to its slots: how many of
 	// its jobs this process runs at once. Default: every queue of the
-	// jobs defined in this process, 10 slots each.
+	// jobs defined in this process, 10 slots each. A run's slot frees when
+	// its code returns nil, while its completion waits for the next batch
+	// to commit (its claim, and its key's slot, are held until then), so a
+	// queue holds at most twice its slots in claims.
 	Queues map[string]int
 	// Prefix of bq's table names. Default "bq_".
 	Prefix string
