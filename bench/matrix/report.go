@@ -47,6 +47,7 @@ func targets() []target {
 		{"PostgreSQL drain: bq work/s ÷ the claim-complete ceiling", "≥ 0.6", atLeast(0.6), ratio("pg/bq/drain", "pg/ceiling/claim-complete", work)},
 		{"PostgreSQL EnqueueMany/s ÷ the enqueue ceiling", "≥ 0.6", atLeast(0.6), ratio("pg/bq/drain", "pg/ceiling/enqueue", enq)},
 		{"PostgreSQL keyed (1,000 keys, To=2) ÷ bq unkeyed drain", "≥ 0.7", atLeast(0.7), ratio("pg/bq/keyed", "pg/bq/drain", work)},
+		{"PostgreSQL keyed EnqueueMany/s ÷ unkeyed EnqueueMany/s", "≥ 0.5", atLeast(0.5), ratio("pg/bq/keyed", "pg/bq/drain", enq)},
 		{"PostgreSQL hotkey (1 key, To=50) ÷ bq unkeyed drain", "≥ 0.5", atLeast(0.5), ratio("pg/bq/hotkey", "pg/bq/drain", work)},
 		{"PostgreSQL keyed with a second key per job ÷ keyed with one", "≥ 0.7", atLeast(0.7), ratio("pg/bq/keyed-second", "pg/bq/keyed", work)},
 		{"PostgreSQL fleet: 16 processes ÷ 1 (drain work/s, 25 slots each)", "≥ 0.8", atLeast(0.8), ratio("pg/bq/fleet-16", "pg/bq/fleet-1", work)},
@@ -55,7 +56,10 @@ func targets() []target {
 		}},
 		{"MySQL drain: bq work/s ÷ the MariaDB claim-complete ceiling (batch 100)", "≥ 0.5", atLeast(0.5), ratio("mysql/bq/drain", "mysql/ceiling/claim-complete", work)},
 		{"MySQL fleet: 16 processes ÷ 1 (drain work/s, 25 slots each)", "≈ (no target)", atLeast(0), ratio("mysql/bq/fleet-16", "mysql/bq/fleet-1", work)},
+		{"MySQL keyed EnqueueMany/s ÷ unkeyed EnqueueMany/s", "≥ 0.5", atLeast(0.5), ratio("mysql/bq/keyed", "mysql/bq/drain", enq)},
+		{"MySQL keyed (1,000 keys, To=2) ÷ bq unkeyed drain", "≥ 0.7", atLeast(0.7), ratio("mysql/bq/keyed", "mysql/bq/drain", work)},
 		{"SQLite keyed (1,000 keys, To=2) ÷ bq unkeyed drain", "≥ 0.7", atLeast(0.7), ratio("sqlite/bq/keyed", "sqlite/bq/drain", work)},
+		{"SQLite keyed EnqueueMany/s ÷ unkeyed EnqueueMany/s", "≥ 0.5", atLeast(0.5), ratio("sqlite/bq/keyed", "sqlite/bq/drain", enq)},
 		{"SQLite hotkey (1 key, To=50) ÷ bq unkeyed drain", "≥ 0.5", atLeast(0.5), ratio("sqlite/bq/hotkey", "sqlite/bq/drain", work)},
 		{"SQLite keyed with a second key per job ÷ keyed with one", "≥ 0.7", atLeast(0.7), ratio("sqlite/bq/keyed-second", "sqlite/bq/keyed", work)},
 		{"MySQL keyed with a second key per job ÷ keyed with one", "≥ 0.7", atLeast(0.7), ratio("mysql/bq/keyed-second", "mysql/bq/keyed", work)},
@@ -152,6 +156,9 @@ therefore a ratio of two runs made side by side: the matrix runs in %d
 rounds, each round runs every command once, a ratio is taken within each
 round, and the tables show medians over the rounds (per-round values in
 brackets). Jobs are no-ops; one process works them with %d slots.
+Jobs are enqueued in batches of 1,000 from 2 goroutines at once (bq
+EnqueueMany, River InsertMany: `+"`--producers 2`"+`, as the enqueue
+ceiling uses 2 connections), then worked.
 bq runs with `+"`--config tuned`"+` (PollInterval 50ms, DispatchInterval 100ms,
 both documented Config fields) unless the row says default; River v0.51.2
 runs with FetchCooldown 1ms and FetchPollInterval 50ms (bench/river).
