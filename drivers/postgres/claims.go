@@ -28,7 +28,10 @@ func claims(ctx context.Context, db dbtx, withClaimedAt bool, now time.Time, que
 // MaxActive or a pause alone, so uncapped queues pay two index probes
 // for those features.
 func (e *executor) ClaimUncapped(ctx context.Context, p driver.ClaimParams) ([]*driver.Claim, error) {
-	return claims(ctx, e.db, false, p.Now, e.q.claimUncapped, p.Queue, p.Max, p.ProcessID, p.Now)
+	return collectGeneric(ctx, e, func(r pgx.CollectableRow) (*driver.Claim, error) {
+		c := &driver.Claim{ClaimedAt: p.Now}
+		return c, scanJob(r, &c.Job, &c.Fence)
+	}, e.q.claimUncapped, p.Queue, p.Max, p.ProcessID, p.Now)
 }
 
 func (e *executor) ClaimReady(ctx context.Context, p driver.ClaimParams) ([]*driver.Claim, error) {
@@ -72,7 +75,7 @@ func (e *executor) CompleteClaims(ctx context.Context, claims []*driver.Claim, k
 	if !keep {
 		query, args = e.q.completeDelete, args[:2]
 	}
-	matched, err := collect(ctx, e.db, func(row pgx.CollectableRow) (f driver.Fenced, err error) {
+	matched, err := collectGeneric(ctx, e, func(row pgx.CollectableRow) (f driver.Fenced, err error) {
 		err = row.Scan(&f.JobID, &f.Fence)
 		return f, err
 	}, query, args...)

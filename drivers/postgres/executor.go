@@ -23,7 +23,8 @@ type dbtx interface {
 type executor struct {
 	db     dbtx
 	q      *queries
-	txIdle string // for the transactions it begins itself (see pipeTx)
+	txIdle string        // for the transactions it begins itself (see pipeTx)
+	plans  *genericPlans // nil: leave the plan to the server (collectGeneric)
 }
 
 // MaxKeyBytes is the longest concurrency key (Group + "/" + Key) the

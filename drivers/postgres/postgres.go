@@ -48,6 +48,7 @@ type engine struct {
 	prefix string
 	q      *queries
 	txIdle string // SET LOCAL value of bq's transactions; "" when the session carries a bound
+	plans  genericPlans
 
 	sqlOnce sync.Once
 	sqlDB   *sql.DB
@@ -132,7 +133,9 @@ func (d *engine) WithPrefix(prefix string) driver.Driver {
 	return &engine{pool: d.pool, owned: d.owned, prefix: prefix, q: newQueries(prefix), txIdle: d.txIdle}
 }
 
-func (d *engine) Exec() driver.Executor { return &executor{db: d.pool, q: d.q, txIdle: d.txIdle} }
+func (d *engine) Exec() driver.Executor {
+	return &executor{db: d.pool, q: d.q, txIdle: d.txIdle, plans: &d.plans}
+}
 
 // Begin takes a connection for a READ COMMITTED transaction; BEGIN itself
 // goes out with the first statement (see pipeTx).

@@ -69,21 +69,26 @@ func movePicked(now string) string {
 }
 
 // claimFrom is the claim of up to $2 ready jobs of queue $1 for process $3
-// at $4; guard filters the ready rows.
+// at $4; guard filters the ready rows. Each row is taken by its key (=
+// ANY of an array), never by a join: its plan is then the same whatever
+// the LIMIT, so the one-statement claim can run its generic plan
+// (collectGeneric), where a join would be planned to hash a tenth of the
+// ready table.
 func claimFrom(guard string) string {
 	return `
-WITH picked AS (
-	SELECT job_id FROM {p}ready_executions WHERE queue = $1` + guard + `
-	ORDER BY priority DESC, job_id LIMIT $2
-	FOR UPDATE SKIP LOCKED
-), taken AS (
-	DELETE FROM {p}ready_executions r USING picked WHERE r.job_id = picked.job_id RETURNING r.job_id
+WITH taken AS (
+	DELETE FROM {p}ready_executions r WHERE r.job_id = ANY(ARRAY(
+		SELECT job_id FROM {p}ready_executions WHERE queue = $1` + guard + `
+		ORDER BY priority DESC, job_id LIMIT $2
+		FOR UPDATE SKIP LOCKED))
+	RETURNING r.job_id
 ), claimed AS (
 	INSERT INTO {p}claimed_executions (job_id, queue, process_id, claimed_at)
 	SELECT job_id, $1, $3, $4 FROM taken RETURNING job_id, fence
 )
 SELECT ` + jobColumns + `, c.fence
-FROM claimed c JOIN {p}jobs j ON j.id = c.job_id
+FROM {p}jobs j JOIN claimed c ON c.job_id = j.id
+WHERE j.id = ANY(ARRAY(SELECT job_id FROM claimed))
 ORDER BY j.priority DESC, j.id`
 }
 
@@ -195,14 +200,14 @@ FROM (SELECT max_active FROM {p}policies WHERE queue = $1 FOR UPDATE) p`),
 		completeClaims: p(`
 WITH done AS (
 	DELETE FROM {p}claimed_executions c USING unnest($1::bigint[], $2::bigint[]) AS t(job_id, fence)
-	WHERE c.job_id = t.job_id AND c.fence = t.fence RETURNING c.job_id, c.fence
+	WHERE c.job_id = ANY($1::bigint[]) AND c.job_id = t.job_id AND c.fence = t.fence RETURNING c.job_id, c.fence
 )
 UPDATE {p}jobs j SET attempt = j.attempt + 1, finished_at = $3 FROM done WHERE j.id = done.job_id
 RETURNING j.id, done.fence`),
 		completeDelete: p(`
 WITH done AS (
 	DELETE FROM {p}claimed_executions c USING unnest($1::bigint[], $2::bigint[]) AS t(job_id, fence)
-	WHERE c.job_id = t.job_id AND c.fence = t.fence RETURNING c.job_id, c.fence
+	WHERE c.job_id = ANY($1::bigint[]) AND c.job_id = t.job_id AND c.fence = t.fence RETURNING c.job_id, c.fence
 )
 DELETE FROM {p}jobs j USING done WHERE j.id = done.job_id RETURNING j.id, done.fence`),
 		finishJob: p(`UPDATE {p}jobs SET attempt = attempt + CASE WHEN $3 THEN 0 ELSE 1 END,
