@@ -17,6 +17,10 @@ import (
 // idList is how a statement reads its list: one JSON argument.
 const idList = `(SELECT value FROM json_each(?))`
 
+// rowsMarker is where a statement takes rows of bound values (see
+// executor.execRows).
+const rowsMarker = "/*rows*/"
+
 // inRateLine is the condition that blocked row b waits in a rate line,
 // where a job keeps the slots of its keys.
 var inRateLine = "substr(b.concurrency_key, 1, " + strconv.Itoa(len(driver.RateLinePrefix)) + ") = '" + driver.RateLinePrefix + "'"
@@ -201,24 +205,26 @@ JOIN {p}blocked_executions b ON b.job_id IN (
 	ORDER BY x.priority DESC, x.job_id LIMIT ?2)
 JOIN {p}jobs j ON j.id = b.job_id
 ORDER BY t.key, b.priority DESC, b.job_id`),
-		// [key, free slots, blocked left] per key. It leaves expires_at,
-		// and so the expiry index, alone: renewals go through expireSems.
-		settleKeys: p(`UPDATE {p}semaphores SET value = r.v, blocked = r.b
-FROM (SELECT value->>0 AS k, value->>1 AS v, value->>2 AS b FROM json_each(?)) r
-WHERE {p}semaphores.key = r.k`),
+		// Rows of (key, free slots, blocked left), as saveSems takes them.
+		// It leaves expires_at, and so the expiry index, alone: renewals
+		// go through expireSems.
+		settleKeys: p(`UPDATE {p}semaphores SET value = r.column2, blocked = r.column3
+FROM (VALUES ` + rowsMarker + `) r WHERE {p}semaphores.key = r.column1`),
 		promoteReady: p(`INSERT INTO {p}ready_executions (job_id, queue, priority, created_at)
 SELECT job_id, queue, priority, ? FROM {p}blocked_executions WHERE job_id IN ` + idList + `
 RETURNING job_id`),
 
-		// Set-wise admission: every statement takes a JSON array, so one
-		// text, prepared once, serves any number of keys. ensureSems
-		// creates the missing semaphores ([key, limit, duration_ms,
-		// expires_at]; WHERE true parses ON CONFLICT as the upsert's),
-		// lockSems reads them ([key, queue]) with their override and
-		// their queue's policy, and saveSems ([key, value, lim, blocked,
-		// multi, duration_ms]) and expireSems ([key, expires_at]) write
-		// them back, expireSems only the rows whose expiry changed, so the
-		// expiry index is touched only for those.
+		// Set-wise admission: lockSems reads the semaphores of a JSON
+		// array of [key, queue] with their override and their queue's
+		// policy, and ensureSems creates those it did not find ([key,
+		// limit, duration_ms, expires_at]; WHERE true parses ON CONFLICT
+		// as the upsert's), each one text for any number of keys.
+		// saveSems ([key, value, lim, blocked, multi, duration_ms]) and
+		// expireSems ([key, expires_at]) write them back from bound
+		// VALUES rows (cheaper than JSON to read, and cut into the
+		// dialect's few Batch sizes, so a handful of texts stay
+		// prepared), expireSems only the rows whose expiry changed, so
+		// the expiry index is touched only for those.
 		ensureSems: p(`INSERT INTO {p}semaphores (key, value, lim, blocked, duration_ms, expires_at)
 SELECT value->>0, value->>1, value->>1, 0, value->>2, value->>3 FROM json_each(?) WHERE true
 ON CONFLICT (key) DO NOTHING`),
@@ -230,13 +236,11 @@ JOIN {p}semaphores s ON s.key = t.value->>0
 LEFT JOIN {p}key_limits k ON k.key = s.key
 LEFT JOIN {p}policies p ON p.queue = t.value->>1
 ORDER BY t.key`),
-		saveSems: p(`UPDATE {p}semaphores SET value = r.v, lim = r.l, blocked = r.b, multi = r.m, duration_ms = r.d
-FROM (SELECT value->>0 AS k, value->>1 AS v, value->>2 AS l, value->>3 AS b, value->>4 AS m, value->>5 AS d
-	FROM json_each(?)) r
-WHERE {p}semaphores.key = r.k`),
-		expireSems: p(`UPDATE {p}semaphores SET expires_at = r.e
-FROM (SELECT value->>0 AS k, value->>1 AS e FROM json_each(?)) r
-WHERE {p}semaphores.key = r.k AND {p}semaphores.expires_at <> r.e`),
+		saveSems: p(`UPDATE {p}semaphores SET value = r.column2, lim = r.column3, blocked = r.column4, multi = r.column5,
+	duration_ms = r.column6
+FROM (VALUES ` + rowsMarker + `) r WHERE {p}semaphores.key = r.column1`),
+		expireSems: p(`UPDATE {p}semaphores SET expires_at = r.column2
+FROM (VALUES ` + rowsMarker + `) r WHERE {p}semaphores.key = r.column1 AND {p}semaphores.expires_at <> r.column2`),
 		// The try-lock of a key list (JSON): the write transaction is the
 		// lock, so it reads.
 		tryLockSems: p(`

@@ -114,8 +114,8 @@ func (e executor) ReleaseMany(ctx context.Context, keys []string, counts []int, 
 				s.blocked = s.promoted.Jobs // fewer rows than counted: nothing is left blocked
 			}
 		}
-		settle := make([][3]any, 0, len(sems))
-		var renew [][2]any
+		settle := make([]any, 0, 3*len(sems)) // key, value, blocked
+		var renew []any                       // key, expires_at
 		for i, k := range keys {
 			s := sems[k]
 			if s == nil {
@@ -124,22 +124,19 @@ func (e executor) ReleaseMany(ctx context.Context, keys []string, counts []int, 
 			n := s.promoted.Jobs
 			s.value -= n
 			s.blocked -= n
-			settle = append(settle, [3]any{k, s.value, s.blocked})
+			settle = append(settle, k, s.value, s.blocked)
 			if n > 0 && driver.Renews(s.expires, now, s.duration) {
-				renew = append(renew, [2]any{k, sqlexec.Micros(now.Add(s.duration))})
+				renew = append(renew, k, sqlexec.Micros(now.Add(s.duration)))
 			}
 			out[i] = driver.Promotion{Jobs: n, Queues: s.promoted.Queues, LineLeft: s.multi > 0}
 		}
 		if len(settle) == 0 {
 			return nil
 		}
-		if _, err := x.DB().ExecContext(ctx, e.d.dl.own.settleKeys, jsonOf(settle)); err != nil {
+		if err := e.execRows(ctx, x, e.d.dl.own.settleKeys, 3, settle); err != nil {
 			return err
 		}
-		if len(renew) > 0 {
-			_, err = x.DB().ExecContext(ctx, e.d.dl.own.expireSems, jsonOf(renew))
-		}
-		return err
+		return e.execRows(ctx, x, e.d.dl.own.expireSems, 2, renew)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("release %d keys: %w", len(keys), err)
