@@ -17,6 +17,10 @@ import (
 // idList is how a statement reads its list: one JSON argument.
 const idList = `(SELECT value FROM json_each(?))`
 
+// rowsMarker is where a statement takes rows of bound values (see
+// executor.execRows).
+const rowsMarker = "/*rows*/"
+
 // inRateLine is the condition that blocked row b waits in a rate line,
 // where a job keeps the slots of its keys.
 var inRateLine = "substr(b.concurrency_key, 1, " + strconv.Itoa(len(driver.RateLinePrefix)) + ") = '" + driver.RateLinePrefix + "'"
@@ -37,6 +41,7 @@ func deadFor(silenceMS string) string {
 // beacons may show alive (beacon.go, dialect.go).
 type ownQueries struct {
 	endClaims, finishJobs, readSems, pickBlockedOfKeys, settleKeys, promoteReady string
+	ensureSems, lockSems, saveSems, expireSems, tryLockSems, lineHeadsOfKeys     string
 	deadProcesses, claimsOfDead, lostClaimsOfKey, renewSems, deleteProcesses     string
 }
 
@@ -94,27 +99,6 @@ SELECT
 FROM {p}blocked_executions b JOIN {p}jobs j ON j.id = b.job_id
 WHERE b.concurrency_key = ? ORDER BY b.priority DESC, b.job_id LIMIT ?`)
 	q.MoveToLine = p(`UPDATE {p}blocked_executions SET concurrency_key = ? WHERE job_id = ? AND concurrency_key = ?`)
-
-	// Set-wise promotion of lines holding multi-key jobs. The write
-	// transaction is the lock: the try-lock is a plain read. Each key's
-	// branch reads the head of its line by the line index; a LIMITed
-	// branch of a UNION ALL must be a subquery.
-	q.Multi = sqlexec.MultiQueries{
-		// The keys' table is spliced in after the spelling, which would
-		// make its ListMarker a JSON list.
-		TryLock: p(`SELECT t.at, s.value, s.lim, s.blocked, s.multi, s.duration_ms, s.expires_at
-FROM `) + sqlexec.ListMarker + p(` t JOIN {p}semaphores s ON s.key = t.k ORDER BY t.at`),
-		FirstKey: `SELECT ? AS at, ? AS k`,
-		NextKey:  ` UNION ALL SELECT ?, ?`,
-		HeadsBranch: p(`SELECT ? AS at, b.job_id, b.queue, b.priority, coalesce(j.concurrency_key, ''), j.concurrency_limit,
-	j.concurrency_duration_ms, j.on_conflict, j.max_blocked, j.more_keys
-FROM {p}blocked_executions b JOIN {p}jobs j ON j.id = b.job_id
-WHERE b.concurrency_key = ? ORDER BY b.priority DESC, b.job_id LIMIT ?`),
-		PickBranch: p(`SELECT ? AS at, job_id, queue, priority FROM {p}blocked_executions WHERE concurrency_key = ?
-ORDER BY priority DESC, job_id LIMIT ?`),
-		BranchHead: "SELECT * FROM (",
-		BranchTail: ")",
-	}
 
 	q.PickDueScheduled = p(`SELECT job_id FROM {p}scheduled_executions WHERE scheduled_at <= ?
 ORDER BY scheduled_at, priority DESC, job_id LIMIT ?`)
@@ -199,29 +183,69 @@ RETURNING job_id, fence`),
 		finishJobs: p(`UPDATE {p}jobs SET attempt = attempt + 1, finished_at = ? WHERE id IN ` + idList),
 		// Set-wise release reads the keys' semaphores, computes release
 		// and promotion in Go, and writes each row once (settleKeys).
-		readSems: p(`SELECT key, value, lim, blocked, multi FROM {p}semaphores WHERE key IN ` + idList),
-		// The head of each key's line, at most ?2 per key: SQLite has no
-		// LATERAL and no correlated LIMIT, so the caller trims each key to
-		// its free slots. Each key's scan reads only the head of its index.
+		readSems: p(`SELECT key, value, lim, blocked, multi, duration_ms, expires_at FROM {p}semaphores
+WHERE key IN ` + idList),
+		// The head of each key's line (a JSON array of keys), at most ?2
+		// per key, as (position in the array, job): SQLite has no LATERAL
+		// and no correlated LIMIT, so the caller trims each key to its
+		// count. Each key's scan reads only the head of its index.
 		pickBlockedOfKeys: p(`
-SELECT b.concurrency_key, b.job_id FROM {p}semaphores s
+SELECT t.key, b.job_id, b.queue, b.priority FROM json_each(?1) t
 JOIN {p}blocked_executions b ON b.job_id IN (
-	SELECT x.job_id FROM {p}blocked_executions x WHERE x.concurrency_key = s.key
+	SELECT x.job_id FROM {p}blocked_executions x WHERE x.concurrency_key = t.value
 	ORDER BY x.priority DESC, x.job_id LIMIT ?2)
-WHERE s.key IN (SELECT value FROM json_each(?1))
-ORDER BY b.concurrency_key, b.priority DESC, b.job_id`),
-		// [key, free slots, blocked left, promoted] per key; a key that
-		// promoted renews its expiry as Semaphore.Wait does (once less
-		// than half its Duration is left: driver.RenewAfter).
-		settleKeys: p(`UPDATE {p}semaphores SET value = r.v, blocked = r.b,
-	expires_at = CASE WHEN r.n > 0 AND {p}semaphores.expires_at < ?1 + {p}semaphores.duration_ms * 500
-		THEN ?1 + {p}semaphores.duration_ms * 1000
-		ELSE {p}semaphores.expires_at END
-FROM (SELECT value->>0 AS k, value->>1 AS v, value->>2 AS b, value->>3 AS n FROM json_each(?2)) r
-WHERE {p}semaphores.key = r.k`),
+ORDER BY t.key, b.priority DESC, b.job_id`),
+		// pickBlockedOfKeys with LineHeads' columns.
+		lineHeadsOfKeys: p(`
+SELECT t.key, b.job_id, b.queue, b.priority, coalesce(j.concurrency_key, ''), j.concurrency_limit,
+	j.concurrency_duration_ms, j.on_conflict, j.max_blocked, j.more_keys
+FROM json_each(?1) t
+JOIN {p}blocked_executions b ON b.job_id IN (
+	SELECT x.job_id FROM {p}blocked_executions x WHERE x.concurrency_key = t.value
+	ORDER BY x.priority DESC, x.job_id LIMIT ?2)
+JOIN {p}jobs j ON j.id = b.job_id
+ORDER BY t.key, b.priority DESC, b.job_id`),
+		// Rows of (key, free slots, blocked left), as saveSems takes them.
+		// It leaves expires_at, and so the expiry index, alone: renewals
+		// go through expireSems.
+		settleKeys: p(`UPDATE {p}semaphores SET value = r.column2, blocked = r.column3
+FROM (VALUES ` + rowsMarker + `) r WHERE {p}semaphores.key = r.column1`),
 		promoteReady: p(`INSERT INTO {p}ready_executions (job_id, queue, priority, created_at)
 SELECT job_id, queue, priority, ? FROM {p}blocked_executions WHERE job_id IN ` + idList + `
-RETURNING job_id, queue`),
+RETURNING job_id`),
+
+		// Set-wise admission: lockSems reads the semaphores of a JSON
+		// array of [key, queue] with their override and their queue's
+		// policy, and ensureSems creates those it did not find ([key,
+		// limit, duration_ms, expires_at]; WHERE true parses ON CONFLICT
+		// as the upsert's), each one text for any number of keys.
+		// saveSems ([key, value, lim, blocked, multi, duration_ms]) and
+		// expireSems ([key, expires_at]) write them back from bound
+		// VALUES rows (cheaper than JSON to read, and cut into the
+		// dialect's few Batch sizes, so a handful of texts stay
+		// prepared), expireSems only the rows whose expiry changed, so
+		// the expiry index is touched only for those.
+		ensureSems: p(`INSERT INTO {p}semaphores (key, value, lim, blocked, duration_ms, expires_at)
+SELECT value->>0, value->>1, value->>1, 0, value->>2, value->>3 FROM json_each(?) WHERE true
+ON CONFLICT (key) DO NOTHING`),
+		lockSems: p(`
+SELECT t.key, s.value, s.lim, s.blocked, s.multi, s.duration_ms, s.expires_at, coalesce(k.lim, 0),
+	coalesce(p.queue, ''), coalesce(p.max_active_per_key, 0), coalesce(p.max_blocked, 0)
+FROM json_each(?) t
+JOIN {p}semaphores s ON s.key = t.value->>0
+LEFT JOIN {p}key_limits k ON k.key = s.key
+LEFT JOIN {p}policies p ON p.queue = t.value->>1
+ORDER BY t.key`),
+		saveSems: p(`UPDATE {p}semaphores SET value = r.column2, lim = r.column3, blocked = r.column4, multi = r.column5,
+	duration_ms = r.column6
+FROM (VALUES ` + rowsMarker + `) r WHERE {p}semaphores.key = r.column1`),
+		expireSems: p(`UPDATE {p}semaphores SET expires_at = r.column2
+FROM (VALUES ` + rowsMarker + `) r WHERE {p}semaphores.key = r.column1 AND {p}semaphores.expires_at <> r.column2`),
+		// The try-lock of a key list (JSON): the write transaction is the
+		// lock, so it reads.
+		tryLockSems: p(`
+SELECT t.key, s.value, s.lim, s.blocked, s.multi, s.duration_ms, s.expires_at
+FROM json_each(?) t JOIN {p}semaphores s ON s.key = t.value ORDER BY t.key`),
 
 		// Dead processes by the database's record alone (args: now,
 		// deadAfter): the driver then drops those whose beacon is fresh.

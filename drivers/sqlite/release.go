@@ -73,13 +73,14 @@ func (e executor) CompleteClaims(ctx context.Context, claims []*driver.Claim, ke
 	return matched, nil
 }
 
-// ReleaseMany releases and promotes for every key of a batch in at most
-// five statements, whatever the number of keys: it does set-wise what
-// semaphore.SignalN does per key (release capped at the limit, promote
-// min(free, blocked) jobs, renew the expiry of keys that promoted). The
-// transaction's write lock makes reading, computing and writing back safe.
-// A key whose line holds multi-key jobs (multi > 0) gets its slots back
-// but promotes none: its line is the caller's (Promotion.LineLeft).
+// ReleaseMany releases and promotes for every key of a batch in a fixed
+// number of statements, whatever the number of keys: it does set-wise
+// what semaphore.SignalN does per key (release capped at the limit,
+// promote min(free, blocked) jobs, renew the expiry of keys that
+// promoted). The transaction's write lock makes reading, computing and
+// writing back safe. A key whose line holds multi-key jobs (multi > 0)
+// gets its slots back but promotes none: its line is the caller's
+// (Promotion.LineLeft).
 func (e executor) ReleaseMany(ctx context.Context, keys []string, counts []int, now time.Time) ([]driver.Promotion, error) {
 	out := make([]driver.Promotion, len(keys))
 	err := e.Atomic(ctx, func(x *sqlexec.Executor) error {
@@ -88,7 +89,7 @@ func (e executor) ReleaseMany(ctx context.Context, keys []string, counts []int, 
 			return err
 		}
 		var waiting []string // keys with a free slot and a blocked job
-		most := 0
+		var takes []int
 		for i, k := range keys {
 			s := sems[k]
 			if s == nil {
@@ -98,72 +99,44 @@ func (e executor) ReleaseMany(ctx context.Context, keys []string, counts []int, 
 			if s.multi > 0 {
 				continue // its line holds multi-key jobs: the caller's to promote
 			}
-			if s.take = min(max(s.value, 0), s.blocked); s.take > 0 {
-				waiting = append(waiting, k)
-				most = max(most, s.take)
+			if take := min(max(s.value, 0), s.blocked); take > 0 {
+				waiting, takes = append(waiting, k), append(takes, take)
 			}
 		}
-		var picked []int64
-		keyOf := map[int64]string{}
-		if len(waiting) > 0 {
-			rows, err := x.DB().QueryContext(ctx, e.d.dl.own.pickBlockedOfKeys, jsonOf(waiting), most)
-			if err != nil {
-				return err
-			}
-			for rows.Next() {
-				var key string
-				var id int64
-				if err := rows.Scan(&key, &id); err != nil {
-					rows.Close()
-					return err
-				}
-				// Each key's rows come in line order: keep its first take.
-				if s := sems[key]; s.moved < s.take {
-					s.moved++
-					picked = append(picked, id)
-					keyOf[id] = key
-				}
-			}
-			if err := sqlexec.CloseRows(rows); err != nil {
-				return err
+		moved, err := e.promoteFirst(ctx, x, waiting, takes, now)
+		if err != nil {
+			return err
+		}
+		for i, k := range waiting {
+			s := sems[k]
+			s.promoted = moved[i]
+			if s.promoted.Jobs < takes[i] {
+				s.blocked = s.promoted.Jobs // fewer rows than counted: nothing is left blocked
 			}
 		}
-		queueOf := map[string][]string{} // key -> queues promoted into
-		if len(picked) > 0 {
-			list := jsonOf(picked)
-			queues, err := e.promoteReady(ctx, x, list, now)
-			if err != nil {
-				return err
-			}
-			for id, q := range queues {
-				if k := keyOf[id]; !slices.Contains(queueOf[k], q) {
-					queueOf[k] = append(queueOf[k], q)
-				}
-			}
-			if _, err := x.DB().ExecContext(ctx, e.d.dl.q.DeleteBlocked, list); err != nil {
-				return err
-			}
-		}
-		settle := make([][4]any, 0, len(sems))
+		settle := make([]any, 0, 3*len(sems)) // key, value, blocked
+		var renew []any                       // key, expires_at
 		for i, k := range keys {
 			s := sems[k]
 			if s == nil {
 				continue
 			}
-			s.value -= s.moved
-			if s.moved < s.take {
-				s.blocked = 0 // fewer rows than counted: nothing is left blocked
-			} else {
-				s.blocked -= s.moved
+			n := s.promoted.Jobs
+			s.value -= n
+			s.blocked -= n
+			settle = append(settle, k, s.value, s.blocked)
+			if n > 0 && driver.Renews(s.expires, now, s.duration) {
+				renew = append(renew, k, sqlexec.Micros(now.Add(s.duration)))
 			}
-			settle = append(settle, [4]any{k, s.value, s.blocked, s.moved})
-			out[i] = driver.Promotion{Jobs: s.moved, Queues: queueOf[k], LineLeft: s.multi > 0}
+			out[i] = driver.Promotion{Jobs: n, Queues: s.promoted.Queues, LineLeft: s.multi > 0}
 		}
 		if len(settle) == 0 {
 			return nil
 		}
-		_, err = x.DB().ExecContext(ctx, e.d.dl.own.settleKeys, sqlexec.Micros(now), jsonOf(settle))
-		return err
+		if err := e.execRows(ctx, x, e.d.dl.own.settleKeys, 3, settle); err != nil {
+			return err
+		}
+		return e.execRows(ctx, x, e.d.dl.own.expireSems, 2, renew)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("release %d keys: %w", len(keys), err)
@@ -172,7 +145,12 @@ func (e executor) ReleaseMany(ctx context.Context, keys []string, counts []int, 
 }
 
 // semRow is the part of a semaphore ReleaseMany reads and writes.
-type semRow struct{ value, limit, blocked, multi, take, moved int }
+type semRow struct {
+	value, limit, blocked, multi int
+	duration                     time.Duration
+	expires                      time.Time
+	promoted                     driver.Promotion
+}
 
 func (e executor) readSems(ctx context.Context, x *sqlexec.Executor, keys []string) (map[string]*semRow, error) {
 	rows, err := x.DB().QueryContext(ctx, e.d.dl.own.readSems, jsonOf(keys))
@@ -182,32 +160,67 @@ func (e executor) readSems(ctx context.Context, x *sqlexec.Executor, keys []stri
 	sems := make(map[string]*semRow, len(keys))
 	for rows.Next() {
 		var key string
+		var durMS, expires int64
 		s := &semRow{}
-		if err := rows.Scan(&key, &s.value, &s.limit, &s.blocked, &s.multi); err != nil {
+		if err := rows.Scan(&key, &s.value, &s.limit, &s.blocked, &s.multi, &durMS, &expires); err != nil {
 			rows.Close()
 			return nil, err
 		}
+		s.duration, s.expires = time.Duration(durMS)*time.Millisecond, sqlexec.FromMicros(expires)
 		sems[key] = s
 	}
 	return sems, sqlexec.CloseRows(rows)
 }
 
-// promoteReady copies the blocked jobs of list (JSON ids) to ready and
-// returns the queue of each, by job id.
-func (e executor) promoteReady(ctx context.Context, x *sqlexec.Executor, list string, now time.Time) (map[int64]string, error) {
-	rows, err := x.DB().QueryContext(ctx, e.d.dl.own.promoteReady, sqlexec.Micros(now), list)
+// promoteFirst moves the first ns[i] blocked jobs of each keys[i]'s line
+// (fewer if the line is shorter) to ready in three statements, whatever
+// the number of keys: one pick, one copy to ready, one delete. Each
+// key's promotion lists its jobs in line order. The caller holds the
+// write lock, so the lines cannot change under it.
+func (e executor) promoteFirst(ctx context.Context, x *sqlexec.Executor, keys []string, ns []int, now time.Time) ([]driver.Promotion, error) {
+	out := make([]driver.Promotion, len(keys))
+	if len(keys) == 0 {
+		return out, nil
+	}
+	rows, err := x.DB().QueryContext(ctx, e.d.dl.own.pickBlockedOfKeys, jsonOf(keys), slices.Max(ns))
 	if err != nil {
 		return nil, err
 	}
-	out := map[int64]string{}
+	var picked []int64
 	for rows.Next() {
+		var at, priority int
 		var id int64
-		var q string
-		if err := rows.Scan(&id, &q); err != nil {
+		var queue string
+		if err := rows.Scan(&at, &id, &queue, &priority); err != nil {
 			rows.Close()
 			return nil, err
 		}
-		out[id] = q
+		if at < 0 || at >= len(keys) {
+			rows.Close()
+			return nil, fmt.Errorf("pick of blocked jobs named key %d of %d", at, len(keys))
+		}
+		// Each key's rows come in line order: keep its first ns[at].
+		if p := &out[at]; p.Jobs < ns[at] {
+			p.Jobs++
+			p.JobIDs = append(p.JobIDs, id)
+			p.AddQueue(queue)
+			picked = append(picked, id)
+		}
 	}
-	return out, sqlexec.CloseRows(rows)
+	if err := sqlexec.CloseRows(rows); err != nil || len(picked) == 0 {
+		return out, err
+	}
+	list := jsonOf(picked)
+	copied, err := sqlexec.Column[int64](ctx, x.DB(), e.d.dl.own.promoteReady, sqlexec.Micros(now), list)
+	if err != nil {
+		return nil, fmt.Errorf("copy blocked jobs to ready: %w", err)
+	}
+	res, err := x.DB().ExecContext(ctx, e.d.dl.q.DeleteBlocked, list)
+	if err != nil {
+		return nil, fmt.Errorf("delete blocked rows: %w", err)
+	}
+	if deleted, err := res.RowsAffected(); err != nil || deleted != int64(len(picked)) || len(copied) != len(picked) {
+		return nil, fmt.Errorf("promote %d blocked jobs: %d copied, %d deleted (%v)", len(picked), len(copied), deleted, err)
+	}
+	return out, nil
 }

@@ -49,7 +49,11 @@ type engine struct {
 // checkpoint threshold is 10,000 pages, not 1,000: the driver's
 // background checkpointer keeps the WAL short, and the automatic one,
 // which stalls every writer of the process, is only a safety net.
-const pragmas = "_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=foreign_keys(1)&_pragma=synchronous(NORMAL)&_pragma=wal_autocheckpoint(10000)&_txlock=immediate"
+// temp_store(memory) keeps statement journals in memory: a statement
+// that changes pages an earlier statement of its transaction changed
+// (a keyed batch's semaphores and lines) saves their old content first,
+// to a temporary file by default, one write call a page.
+const pragmas = "_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=foreign_keys(1)&_pragma=synchronous(NORMAL)&_pragma=wal_autocheckpoint(10000)&_pragma=temp_store(memory)&_txlock=immediate"
 
 // DSN returns the modernc.org/sqlite data source name bq uses for path:
 // WAL (checkpointed in the background by the driver), foreign keys, a

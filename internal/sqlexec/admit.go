@@ -12,8 +12,7 @@ import (
 var _ driver.BatchLocker = (*Executor)(nil)
 
 // AdmitQueries are the statements of set-wise admission (SemaphoreLockMany,
-// SemaphoreSaveMany); a dialect that leaves Lock empty (SQLite, whose
-// statements cost no round trip) locks and saves key by key. Rows are
+// SemaphoreSaveMany; SQLite admits its own way, with JSON lists). Rows are
 // written with Release's SaveHead and Values(n, 8): key index, key,
 // value, lim, blocked, multi, duration_ms, expires_at.
 type AdmitQueries struct {
@@ -48,9 +47,6 @@ func (e *Executor) SemaphoreLockMany(ctx context.Context, limits []driver.Limit,
 			}
 			out[i].Key = l.Key
 		}
-		if x.q.Admit.Lock == "" {
-			return x.lockEach(ctx, limits, queues, now, out)
-		}
 		size := len(limits)
 		if m := x.d.MaxList(); m > 0 {
 			size = min(size, m)
@@ -67,31 +63,6 @@ func (e *Executor) SemaphoreLockMany(ctx context.Context, limits []driver.Limit,
 		return nil, err
 	}
 	return out, nil
-}
-
-// lockEach creates and locks each key's semaphore in turn.
-func (x *Executor) lockEach(ctx context.Context, limits []driver.Limit, queues []string, now time.Time, out []driver.Semaphore) error {
-	for i, l := range limits {
-		if err := x.SemaphoreEnsure(ctx, l, now); err != nil {
-			return err
-		}
-		s, ok, err := x.SemaphoreLock(ctx, l.Key, queues[i])
-		if err != nil {
-			return err
-		}
-		if !ok { // deleted idle since the create: once more
-			if err := x.SemaphoreEnsure(ctx, l, now); err != nil {
-				return err
-			}
-			if s, ok, err = x.SemaphoreLock(ctx, l.Key, queues[i]); err != nil {
-				return err
-			} else if !ok {
-				return fmt.Errorf("lock semaphore %q: it keeps disappearing", l.Key)
-			}
-		}
-		out[i] = s
-	}
-	return nil
 }
 
 // lockChunk creates the chunk's missing semaphores and locks them all; a
@@ -159,14 +130,6 @@ func (x *Executor) lockChunk(ctx context.Context, limits []driver.Limit, queues 
 // SemaphoreSaveMany writes sems back in one statement per MaxList rows.
 func (e *Executor) SemaphoreSaveMany(ctx context.Context, sems []driver.Semaphore) error {
 	return e.Atomic(ctx, func(x *Executor) error {
-		if x.q.Admit.Lock == "" {
-			for _, s := range sems {
-				if err := x.SemaphoreSave(ctx, s); err != nil {
-					return err
-				}
-			}
-			return nil
-		}
 		size := len(sems)
 		if m := x.d.MaxList(); m > 0 {
 			size = min(size, m)

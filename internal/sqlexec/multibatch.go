@@ -27,13 +27,13 @@ type MultiQueries struct {
 	// position, its index, how many): at, then LineHeads' columns.
 	// PickBranch is one key's part of PromoteFirst (same args): at,
 	// job_id, queue, priority. Each branch is enclosed in BranchHead and
-	// BranchTail (SQLite takes a LIMITed branch of a UNION ALL only as a
-	// subquery) and the branches joined by UNION ALL.
+	// BranchTail (a LIMITed branch of a UNION ALL must be enclosed) and
+	// the branches joined by UNION ALL.
 	HeadsBranch, PickBranch, BranchHead, BranchTail string
 }
 
-// multiChunk bounds the keys of one statement: SQLite caps a compound
-// SELECT's terms (500 by default).
+// multiChunk bounds the keys of one statement, a compound SELECT of one
+// term a key.
 const multiChunk = 200
 
 // chunks calls fn with each run of at most the dialect's list bound (and
@@ -81,22 +81,12 @@ func (e *Executor) LineHeadsMany(ctx context.Context, keys []string, ns []int) (
 			driver.LineHead
 		}
 		heads, err := Collect(ctx, e.db, func(rows *sql.Rows) (h head, err error) {
-			var j driver.Job
-			var durMS int64
-			var conflict int
-			var more []byte
-			if err = rows.Scan(&h.at, &h.JobID, &h.Queue, &h.Priority, &j.Limit.Key, &j.Limit.To, &durMS, &conflict,
-				&j.Limit.MaxBlocked, &more); err != nil {
+			if err = ScanLineHead(rows.Scan, &h.LineHead, &h.at); err != nil {
 				return h, err
 			}
 			if h.at < 0 || h.at >= to-from {
 				return h, fmt.Errorf("line heads named key %d of %d", h.at, to-from)
 			}
-			j.Limit.Duration, j.Limit.OnConflict = fromMillis(durMS), driver.OnConflict(conflict)
-			if j.More, err = driver.DecodeMore(more); err != nil {
-				return h, err
-			}
-			h.Keys = j.Keys()
 			return h, nil
 		}, query, args...)
 		if err != nil {

@@ -111,22 +111,29 @@ func (e *Executor) CountHolders(ctx context.Context, key string) (driver.HolderC
 	return n, nil
 }
 
+// ScanLineHead scans a row of LineHeads' columns, after the columns
+// read into before.
+func ScanLineHead(scan func(...any) error, h *driver.LineHead, before ...any) error {
+	var j driver.Job
+	var durMS int64
+	var conflict int
+	var more []byte
+	if err := scan(append(before, &h.JobID, &h.Queue, &h.Priority, &j.Limit.Key, &j.Limit.To, &durMS, &conflict,
+		&j.Limit.MaxBlocked, &more)...); err != nil {
+		return err
+	}
+	j.Limit.Duration, j.Limit.OnConflict = fromMillis(durMS), driver.OnConflict(conflict)
+	var err error
+	if j.More, err = driver.DecodeMore(more); err != nil {
+		return err
+	}
+	h.Keys = j.Keys()
+	return nil
+}
+
 func (e *Executor) LineHeads(ctx context.Context, key string, n int) ([]driver.LineHead, error) {
 	out, err := Collect(ctx, e.db, func(rows *sql.Rows) (h driver.LineHead, err error) {
-		var j driver.Job
-		var durMS int64
-		var conflict int
-		var more []byte
-		if err = rows.Scan(&h.JobID, &h.Queue, &h.Priority, &j.Limit.Key, &j.Limit.To, &durMS, &conflict,
-			&j.Limit.MaxBlocked, &more); err != nil {
-			return h, err
-		}
-		j.Limit.Duration, j.Limit.OnConflict = fromMillis(durMS), driver.OnConflict(conflict)
-		if j.More, err = driver.DecodeMore(more); err != nil {
-			return h, err
-		}
-		h.Keys = j.Keys()
-		return h, nil
+		return h, ScanLineHead(rows.Scan, &h)
 	}, e.q.LineHeads, e.d.KeyIndex(key), n)
 	if err != nil {
 		return nil, fmt.Errorf("read the head of the line of %q: %w", key, err)
