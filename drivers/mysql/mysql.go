@@ -85,7 +85,19 @@ type engine struct {
 	db     *sql.DB
 	owned  bool // opened by Open, closed by Close
 	prefix string
+	srv    serverCaps
 	dl     *dialect
+}
+
+// serverCaps is what Open learned of the server and of the sessions it set
+// up; New learns nothing, and takes the paths every server supports.
+type serverCaps struct {
+	// returning: INSERT and DELETE take RETURNING (MariaDB 10.5+; MySQL 8
+	// has none).
+	returning bool
+	// readCommitted: every session of the pool defaults to READ
+	// COMMITTED (Open set it), so a transaction need not set it first.
+	readCommitted bool
 }
 
 // TxIdleTimeout bounds bq's sessions (see the package documentation): a
@@ -296,7 +308,8 @@ func Open(ctx context.Context, rawURL string) (*Driver, error) {
 	}
 	db.SetMaxIdleConns(16)
 	db.SetConnMaxIdleTime(connMaxIdleTime(time.Duration(wait) * time.Second))
-	return seal(newDriver(db, true, migrations.DefaultPrefix)), nil
+	srv := serverCaps{returning: v.mariaDB, readCommitted: !setTx && !setTxOld}
+	return seal(newDriver(db, true, migrations.DefaultPrefix, srv)), nil
 }
 
 func connect(ctx context.Context, cfg *gomysql.Config) (*sql.DB, error) {
@@ -372,11 +385,11 @@ func checkVersion(version string) (serverKind, error) {
 // pool's default isolation. The sessions are bounded only if the pool was
 // opened from DSN (see the package documentation).
 func New(db *sql.DB) *Driver {
-	return seal(newDriver(db, false, migrations.DefaultPrefix))
+	return seal(newDriver(db, false, migrations.DefaultPrefix, serverCaps{}))
 }
 
-func newDriver(db *sql.DB, owned bool, prefix string) *engine {
-	return &engine{db: db, owned: owned, prefix: prefix, dl: newDialect(prefix)}
+func newDriver(db *sql.DB, owned bool, prefix string, srv serverCaps) *engine {
+	return &engine{db: db, owned: owned, prefix: prefix, srv: srv, dl: newDialect(prefix, srv)}
 }
 
 // DB returns the underlying *sql.DB.
@@ -386,7 +399,7 @@ func (d *engine) Dialect() driver.Dialect { return driver.MySQL }
 func (d *engine) Prefix() string          { return d.prefix }
 
 func (d *engine) WithPrefix(prefix string) driver.Driver {
-	return newDriver(d.db, d.owned, prefix)
+	return newDriver(d.db, d.owned, prefix, d.srv)
 }
 
 // Exec returns an executor whose writes each run in a READ COMMITTED

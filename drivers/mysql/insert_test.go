@@ -1,0 +1,62 @@
+package mysql
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/bqueue/bq/internal/driver"
+	"github.com/bqueue/bq/internal/sqlexec"
+)
+
+// TestInsertJobsStatementsPerChunk pins the cost of a batch of new jobs:
+// one multi-row INSERT of jobs per chunk of maxRows (with RETURNING on
+// MariaDB; on MySQL, which has none, a read of the session's increment
+// beside it), one of their ready rows, not one INSERT per job. Every job
+// gets its own row's id, in input order, whichever way the ids are read;
+// the auto_increment_increment of a session that set it is honoured.
+func TestInsertJobsStatementsPerChunk(t *testing.T) {
+	ctx := context.Background()
+	const n = 2*maxRows + maxRows/2
+	chunks := (n + maxRows - 1) / maxRows
+	now := time.Date(2030, 6, 1, 12, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name, query string
+		returning   bool
+		perChunk    int
+	}{
+		{"returning", "", true, 2},
+		{"last insert id", "", false, 3},
+		{"last insert id, increment 3", "?auto_increment_increment=3&auto_increment_offset=2", false, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := openEngine(t, tc.query)
+			if e.srv.returning && !tc.returning {
+				e = newDriver(e.db, false, e.prefix, serverCaps{readCommitted: e.srv.readCommitted})
+			} else if !e.srv.returning && tc.returning {
+				t.Skip("the server has no INSERT ... RETURNING")
+			}
+			jobs := make([]*driver.NewJob, n)
+			for i := range jobs {
+				jobs[i] = &driver.NewJob{Kind: "k", Queue: "q", Args: fmt.Appendf(nil, `{"i":%d}`, i), MaxAttempts: 1,
+					ScheduledAt: now, State: driver.StateReady}
+			}
+			stmts := counted(t, e, func(tx *sqlexec.Tx) error { return tx.InsertJobs(ctx, now, jobs) })
+			if want := tc.perChunk * chunks; stmts != want {
+				t.Errorf("%d jobs inserted in %d statements, want %d (%d per %d jobs)", n, stmts, want, tc.perChunk, maxRows)
+			}
+			seen := map[int64]bool{}
+			for i, j := range jobs {
+				info, ok, err := e.Exec().GetJob(ctx, j.ID)
+				if err != nil || !ok {
+					t.Fatalf("job %d: id %d not found: %v", i, j.ID, err)
+				}
+				if want := fmt.Sprintf(`{"i":%d}`, i); string(info.Args) != want || seen[j.ID] {
+					t.Fatalf("job %d: id %d holds %s (seen before: %v), want %s", i, j.ID, info.Args, seen[j.ID], want)
+				}
+				seen[j.ID] = true
+			}
+		})
+	}
+}
