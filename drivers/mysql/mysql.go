@@ -266,7 +266,9 @@ func redactErr(err error) error {
 // is MySQL 8.0+ or MariaDB 10.6+. The pool's sessions default to READ
 // COMMITTED, like bq's own transactions, so a transaction begun on DB()
 // for EnqueueTx takes no gap locks either, and carry the session bounds
-// of the server's kind (see the package documentation).
+// of the server's kind (see the package documentation). bq's own
+// transactions then take the session's isolation rather than set it
+// each time: do not change a session's default isolation on DB().
 func Open(ctx context.Context, rawURL string) (*Driver, error) {
 	cfg, err := parseURL(rawURL)
 	if err != nil {
@@ -409,8 +411,16 @@ func (d *engine) Exec() driver.Executor { return sqlexec.New(d.dl, d, d.db) }
 // Begin starts a READ COMMITTED transaction: InnoDB then locks the rows a
 // statement changes, not the gaps between them, so enqueues of new keys
 // and claims do not deadlock on each other's gap locks.
+//
+// A pool whose sessions Open set to READ COMMITTED begins with START
+// TRANSACTION alone; any other sets the isolation first, one more round
+// trip per transaction.
 func (d *engine) Begin(ctx context.Context) (driver.Tx, error) {
-	tx, err := d.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	opts := &sql.TxOptions{Isolation: sql.LevelReadCommitted}
+	if d.srv.readCommitted {
+		opts = nil
+	}
+	tx, err := d.db.BeginTx(ctx, opts)
 	if err != nil {
 		return nil, fmt.Errorf("begin transaction: %w", err)
 	}
