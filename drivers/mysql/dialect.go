@@ -92,8 +92,14 @@ func (d *dialect) Batch(n int, _ bool) int { return min(n, maxRows) }
 // increment. It must run in a transaction (or on one connection): the
 // increment is read on the connection that inserted.
 func (d *dialect) InsertIDs(ctx context.Context, db sqlexec.DB, query string, args []any) ([]int64, error) {
+	return d.insertIDs(ctx, db, query, args, "id")
+}
+
+// insertIDs is InsertIDs for a table whose AUTO_INCREMENT column is
+// column.
+func (d *dialect) insertIDs(ctx context.Context, db sqlexec.DB, query string, args []any, column string) ([]int64, error) {
 	if d.srv.returning {
-		return sqlexec.Column[int64](ctx, db, query+" RETURNING id", args...)
+		return sqlexec.Column[int64](ctx, db, query+" RETURNING "+column, args...)
 	}
 	res, err := db.ExecContext(ctx, query, args...)
 	if err != nil {

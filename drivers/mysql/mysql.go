@@ -406,7 +406,7 @@ func (d *engine) WithPrefix(prefix string) driver.Driver {
 
 // Exec returns an executor whose writes each run in a READ COMMITTED
 // transaction of their own.
-func (d *engine) Exec() driver.Executor { return sqlexec.New(d.dl, d, d.db) }
+func (d *engine) Exec() driver.Executor { return executor{sqlexec.New(d.dl, d, d.db), d} }
 
 // Begin starts a READ COMMITTED transaction: InnoDB then locks the rows a
 // statement changes, not the gaps between them, so enqueues of new keys
@@ -424,7 +424,8 @@ func (d *engine) Begin(ctx context.Context) (driver.Tx, error) {
 	if err != nil {
 		return nil, fmt.Errorf("begin transaction: %w", err)
 	}
-	return sqlexec.Begun(d.dl, d, tx, tx, nil), nil
+	t := sqlexec.Begun(d.dl, d, tx, tx, nil)
+	return &txExecutor{executor{t.Executor, d}, t}, nil
 }
 
 // WrapTx adapts the caller's *sql.Tx. bq writes inside it at whatever
@@ -435,7 +436,7 @@ func (d *engine) WrapTx(tx any) (driver.Executor, error) {
 	if !ok {
 		return nil, fmt.Errorf("the MySQL driver enqueues inside a *sql.Tx, got %T: begin the transaction on the same *sql.DB", tx)
 	}
-	return sqlexec.Wrap(d.dl, d, t), nil
+	return executor{sqlexec.Wrap(d.dl, d, t), d}, nil
 }
 
 // Server error numbers worth running a transaction again for.
