@@ -19,13 +19,10 @@ type executor struct {
 // txExecutor is a transaction bq owns.
 type txExecutor struct {
 	executor
-	tx *sqlexec.Tx
+	sqlexec.Ending
 }
 
-func (t *txExecutor) Commit(ctx context.Context) error   { return t.tx.Commit(ctx) }
-func (t *txExecutor) Rollback(ctx context.Context) error { return t.tx.Rollback(ctx) }
-
-var _ driver.Tx = (*txExecutor)(nil)
+var _ driver.Tx = txExecutor{}
 
 // ClaimReady claims in three statements: a locking read of the queue's
 // first ready rows joined to their jobs, skipping rows others hold; the

@@ -41,7 +41,7 @@ func TestInsertJobsStatementsPerChunk(t *testing.T) {
 				jobs[i] = &driver.NewJob{Kind: "k", Queue: "q", Args: fmt.Appendf(nil, `{"i":%d}`, i), MaxAttempts: 1,
 					ScheduledAt: now, State: driver.StateReady}
 			}
-			stmts := counted(t, e, func(tx *txExecutor) error { return tx.InsertJobs(ctx, now, jobs) })
+			stmts := counted(t, e, func(tx txExecutor) error { return tx.InsertJobs(ctx, now, jobs) })
 			if want := tc.perChunk * chunks; stmts != want {
 				t.Errorf("%d jobs inserted in %d statements, want %d (%d per %d jobs)", n, stmts, want, tc.perChunk, maxRows)
 			}
@@ -83,7 +83,7 @@ func TestClaimStatements(t *testing.T) {
 			t.Fatal(err)
 		}
 		var claims []*driver.Claim
-		stmts := counted(t, e, func(tx *txExecutor) (err error) {
+		stmts := counted(t, e, func(tx txExecutor) (err error) {
 			claims, err = tx.ClaimReady(ctx, driver.ClaimParams{Queue: "q", Max: 40, ProcessID: 7, Now: now})
 			return err
 		})

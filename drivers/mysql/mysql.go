@@ -425,7 +425,7 @@ func (d *engine) Begin(ctx context.Context) (driver.Tx, error) {
 		return nil, fmt.Errorf("begin transaction: %w", err)
 	}
 	t := sqlexec.Begun(d.dl, d, tx, tx, nil)
-	return &txExecutor{executor{t.Executor, d}, t}, nil
+	return txExecutor{executor{t.Executor, d}, sqlexec.Ending{Tx: t}}, nil
 }
 
 // WrapTx adapts the caller's *sql.Tx. bq writes inside it at whatever
