@@ -9,6 +9,12 @@ import (
 	"github.com/bqueue/bq/internal/driver"
 )
 
+// portable is e taking the paths every server has, MySQL 8's, whatever
+// the server.
+func portable(e *engine) *engine {
+	return newDriver(e.db, false, e.prefix, serverCaps{readCommitted: e.srv.readCommitted})
+}
+
 // TestInsertJobsStatementsPerChunk pins the cost of a batch of new jobs:
 // one multi-row INSERT of jobs per chunk of maxRows (with RETURNING on
 // MariaDB; on MySQL, which has none, a read of the session's increment
@@ -32,7 +38,7 @@ func TestInsertJobsStatementsPerChunk(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			e := openEngine(t, tc.query)
 			if e.srv.returning && !tc.returning {
-				e = newDriver(e.db, false, e.prefix, serverCaps{readCommitted: e.srv.readCommitted})
+				e = portable(e)
 			} else if !e.srv.returning && tc.returning {
 				t.Skip("the server has no INSERT ... RETURNING")
 			}
@@ -70,7 +76,7 @@ func TestClaimStatements(t *testing.T) {
 	for _, returning := range []bool{true, false} {
 		e := openEngine(t, "")
 		if e.srv.returning && !returning {
-			e = newDriver(e.db, false, e.prefix, serverCaps{readCommitted: e.srv.readCommitted})
+			e = portable(e)
 		} else if !e.srv.returning && returning {
 			continue
 		}

@@ -111,6 +111,10 @@ const TxIdleTimeout = driver.TxIdleTimeout
 // idle connections up to a second late.
 const ConnMaxIdleTime = TxIdleTimeout / 3
 
+// portableOnly makes Open take the paths every server has (MySQL 8's)
+// on MariaDB too; tests set it.
+var portableOnly bool
+
 // txIdleTimeout is TxIdleTimeout; tests shorten it.
 var txIdleTimeout = TxIdleTimeout
 
@@ -310,7 +314,7 @@ func Open(ctx context.Context, rawURL string) (*Driver, error) {
 	}
 	db.SetMaxIdleConns(16)
 	db.SetConnMaxIdleTime(connMaxIdleTime(time.Duration(wait) * time.Second))
-	srv := serverCaps{returning: v.mariaDB, readCommitted: !setTx && !setTxOld}
+	srv := serverCaps{returning: v.mariaDB && !portableOnly, readCommitted: !setTx && !setTxOld}
 	return seal(newDriver(db, true, migrations.DefaultPrefix, srv)), nil
 }
 
