@@ -22,7 +22,10 @@ type txExecutor struct {
 	sqlexec.Ending
 }
 
-var _ driver.Tx = txExecutor{}
+var (
+	_ driver.Tx                = txExecutor{}
+	_ driver.TxUncappedClaimer = executor{}
+)
 
 // ClaimReady claims in three statements: a locking read of the queue's
 // first ready rows joined to their jobs, skipping rows others hold; the
@@ -32,6 +35,12 @@ var _ driver.Tx = txExecutor{}
 // the claim would skip anyway.
 func (e executor) ClaimReady(ctx context.Context, p driver.ClaimParams) ([]*driver.Claim, error) {
 	return e.claim(ctx, p, e.d.dl.own.pickClaim, p.Queue, p.Max)
+}
+
+// ClaimUncappedTx claims as ClaimReady does, from a queue with no
+// MaxActive that is not paused: the pick checks both.
+func (e executor) ClaimUncappedTx(ctx context.Context, p driver.ClaimParams) ([]*driver.Claim, error) {
+	return e.claim(ctx, p, e.d.dl.own.pickUncapped, p.Queue, p.Queue, p.Queue, p.Max)
 }
 
 // claim claims the jobs that pick, a locking read of ready rows joined to
