@@ -47,7 +47,7 @@ func openEngine(t *testing.T, query string) *engine {
 
 // counted runs fn in a transaction of e's whose statements it counts,
 // commits it and returns the count.
-func counted(t *testing.T, e *engine, fn func(tx *sqlexec.Tx) error) int {
+func counted(t *testing.T, e *engine, fn func(tx txExecutor) error) int {
 	t.Helper()
 	ctx := context.Background()
 	tx, err := e.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
@@ -55,7 +55,8 @@ func counted(t *testing.T, e *engine, fn func(tx *sqlexec.Tx) error) int {
 		t.Fatal(err)
 	}
 	c := &counting{Tx: tx}
-	if err := fn(sqlexec.Begun(e.dl, e, tx, c, nil)); err != nil {
+	x := sqlexec.Begun(e.dl, e, tx, c, nil)
+	if err := fn(txExecutor{executor{x.Executor, e}, sqlexec.Ending{Tx: x}}); err != nil {
 		tx.Rollback()
 		t.Fatal(err)
 	}
@@ -94,7 +95,7 @@ func TestCompleteClaimsStatementsPerChunk(t *testing.T) {
 			half = claims[n/2:]
 		}
 		var matched []driver.Fenced
-		n := counted(t, e, func(tx *sqlexec.Tx) (err error) {
+		n := counted(t, e, func(tx txExecutor) (err error) {
 			matched, err = tx.CompleteClaims(ctx, half, keep, now)
 			return err
 		})
@@ -145,7 +146,7 @@ func TestKeyedCompletionsStatementsPerChunk(t *testing.T) {
 		t.Fatalf("claimed %d of %d jobs: %v", len(claims), n, err)
 	}
 	var results []lifecycle.Result
-	stmts := counted(t, e, func(tx *sqlexec.Tx) (err error) {
+	stmts := counted(t, e, func(tx txExecutor) (err error) {
 		results, err = lifecycle.CompleteMany(ctx, tx, claims, true, now)
 		return err
 	})

@@ -31,13 +31,14 @@ const maxRows = 1000
 type dialect struct {
 	q   *sqlexec.Queries
 	own *ownQueries
+	srv serverCaps
 
 	history sqlhistory.Queries // history.go
 }
 
-func newDialect(prefix string) *dialect {
+func newDialect(prefix string, srv serverCaps) *dialect {
 	q, own := newQueries(prefix)
-	return &dialect{q: q, own: own, history: newHistoryQueries(sqltext.Spelling(prefix))}
+	return &dialect{q: q, own: own, srv: srv, history: newHistoryQueries(sqltext.Spelling(prefix))}
 }
 
 func (d *dialect) Queries() *sqlexec.Queries { return d.q }
@@ -76,26 +77,53 @@ func (d *dialect) ListRows(query string, ids []int64, consts ...any) (string, []
 	return query + sqlexec.Values(len(ids), 1+len(consts)), args
 }
 
-// Batch inserts rows whose ids are read one per INSERT: LastInsertId is
-// then the row's own id. A multi-row INSERT's ids are consecutive only
-// under some innodb_autoinc_lock_mode settings, not MySQL 8's default.
-func (d *dialect) Batch(n int, ids bool) int {
-	if ids {
-		return 1
-	}
-	return min(n, maxRows)
+// Batch inserts up to maxRows rows a statement, whether or not their ids
+// are read (InsertIDs).
+func (d *dialect) Batch(n int, _ bool) int { return min(n, maxRows) }
+
+// InsertIDs runs a multi-row INSERT and reads its rows' ids in input
+// order: on MariaDB from RETURNING, in the order the rows went in; on
+// MySQL, which has none, from the first row's id (LastInsertId) and the
+// session's auto_increment_increment. A multi-row INSERT ... VALUES is a
+// "simple insert", whose rows InnoDB counts before it starts and whose
+// ids it reserves in one go under every innodb_autoinc_lock_mode (only
+// INSERT ... SELECT and LOAD DATA, whose rows are not known in advance,
+// reserve them piecemeal), so they run from the first id in steps of the
+// increment. It must run in a transaction (or on one connection): the
+// increment is read on the connection that inserted.
+func (d *dialect) InsertIDs(ctx context.Context, db sqlexec.DB, query string, args []any) ([]int64, error) {
+	return d.insertIDs(ctx, db, query, args, "id")
 }
 
-func (d *dialect) InsertIDs(ctx context.Context, db sqlexec.DB, query string, args []any) ([]int64, error) {
+// insertIDs is InsertIDs for a table whose AUTO_INCREMENT column is
+// column.
+func (d *dialect) insertIDs(ctx context.Context, db sqlexec.DB, query string, args []any, column string) ([]int64, error) {
+	if d.srv.returning {
+		return sqlexec.Column[int64](ctx, db, query+" RETURNING "+column, args...)
+	}
 	res, err := db.ExecContext(ctx, query, args...)
 	if err != nil {
 		return nil, err
 	}
-	id, err := res.LastInsertId()
+	first, err := res.LastInsertId()
 	if err != nil {
 		return nil, err
 	}
-	return []int64{id}, nil
+	n, err := res.RowsAffected()
+	if err != nil {
+		return nil, err
+	}
+	step := int64(1)
+	if n > 1 {
+		if err := db.QueryRowContext(ctx, "SELECT @@SESSION.auto_increment_increment").Scan(&step); err != nil {
+			return nil, fmt.Errorf("read auto_increment_increment: %w", err)
+		}
+	}
+	ids := make([]int64, n)
+	for i := range ids {
+		ids[i] = first + int64(i)*step
+	}
+	return ids, nil
 }
 
 // errNoSuchTable is ER_NO_SUCH_TABLE.

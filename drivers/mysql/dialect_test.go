@@ -9,7 +9,7 @@ import (
 // ordered change, and an empty list matching nothing rather than being
 // invalid SQL.
 func TestListBinding(t *testing.T) {
-	d := newDialect("bq_")
+	d := newDialect("bq_", serverCaps{})
 	q := "DELETE FROM t WHERE id IN " + list + " ORDER BY id" + byKey
 	if got, want := d.List(q, 3), "DELETE FROM t WHERE id IN (?, ?, ?) ORDER BY id LIMIT 3"; got != want {
 		t.Errorf("List(3) = %q, want %q", got, want)

@@ -85,7 +85,19 @@ type engine struct {
 	db     *sql.DB
 	owned  bool // opened by Open, closed by Close
 	prefix string
+	srv    serverCaps
 	dl     *dialect
+}
+
+// serverCaps is what Open learned of the server and of the sessions it set
+// up; New learns nothing, and takes the paths every server supports.
+type serverCaps struct {
+	// returning: INSERT and DELETE take RETURNING (MariaDB 10.5+; MySQL 8
+	// has none).
+	returning bool
+	// readCommitted: every session of the pool defaults to READ
+	// COMMITTED (Open set it), so a transaction need not set it first.
+	readCommitted bool
 }
 
 // TxIdleTimeout bounds bq's sessions (see the package documentation): a
@@ -98,6 +110,10 @@ const TxIdleTimeout = driver.TxIdleTimeout
 // closes one the pool still holds: a third of it, as database/sql closes
 // idle connections up to a second late.
 const ConnMaxIdleTime = TxIdleTimeout / 3
+
+// portableOnly makes Open take the paths every server has (MySQL 8's)
+// on MariaDB too; tests set it.
+var portableOnly bool
 
 // txIdleTimeout is TxIdleTimeout; tests shorten it.
 var txIdleTimeout = TxIdleTimeout
@@ -254,7 +270,9 @@ func redactErr(err error) error {
 // is MySQL 8.0+ or MariaDB 10.6+. The pool's sessions default to READ
 // COMMITTED, like bq's own transactions, so a transaction begun on DB()
 // for EnqueueTx takes no gap locks either, and carry the session bounds
-// of the server's kind (see the package documentation).
+// of the server's kind (see the package documentation). bq's own
+// transactions then take the session's isolation rather than set it
+// each time: do not change a session's default isolation on DB().
 func Open(ctx context.Context, rawURL string) (*Driver, error) {
 	cfg, err := parseURL(rawURL)
 	if err != nil {
@@ -296,7 +314,8 @@ func Open(ctx context.Context, rawURL string) (*Driver, error) {
 	}
 	db.SetMaxIdleConns(16)
 	db.SetConnMaxIdleTime(connMaxIdleTime(time.Duration(wait) * time.Second))
-	return seal(newDriver(db, true, migrations.DefaultPrefix)), nil
+	srv := serverCaps{returning: v.mariaDB && !portableOnly, readCommitted: !setTx && !setTxOld}
+	return seal(newDriver(db, true, migrations.DefaultPrefix, srv)), nil
 }
 
 func connect(ctx context.Context, cfg *gomysql.Config) (*sql.DB, error) {
@@ -372,11 +391,11 @@ func checkVersion(version string) (serverKind, error) {
 // pool's default isolation. The sessions are bounded only if the pool was
 // opened from DSN (see the package documentation).
 func New(db *sql.DB) *Driver {
-	return seal(newDriver(db, false, migrations.DefaultPrefix))
+	return seal(newDriver(db, false, migrations.DefaultPrefix, serverCaps{}))
 }
 
-func newDriver(db *sql.DB, owned bool, prefix string) *engine {
-	return &engine{db: db, owned: owned, prefix: prefix, dl: newDialect(prefix)}
+func newDriver(db *sql.DB, owned bool, prefix string, srv serverCaps) *engine {
+	return &engine{db: db, owned: owned, prefix: prefix, srv: srv, dl: newDialect(prefix, srv)}
 }
 
 // DB returns the underlying *sql.DB.
@@ -386,22 +405,31 @@ func (d *engine) Dialect() driver.Dialect { return driver.MySQL }
 func (d *engine) Prefix() string          { return d.prefix }
 
 func (d *engine) WithPrefix(prefix string) driver.Driver {
-	return newDriver(d.db, d.owned, prefix)
+	return newDriver(d.db, d.owned, prefix, d.srv)
 }
 
 // Exec returns an executor whose writes each run in a READ COMMITTED
 // transaction of their own.
-func (d *engine) Exec() driver.Executor { return sqlexec.New(d.dl, d, d.db) }
+func (d *engine) Exec() driver.Executor { return executor{sqlexec.New(d.dl, d, d.db), d} }
 
 // Begin starts a READ COMMITTED transaction: InnoDB then locks the rows a
 // statement changes, not the gaps between them, so enqueues of new keys
 // and claims do not deadlock on each other's gap locks.
+//
+// A pool whose sessions Open set to READ COMMITTED begins with START
+// TRANSACTION alone; any other sets the isolation first, one more round
+// trip per transaction.
 func (d *engine) Begin(ctx context.Context) (driver.Tx, error) {
-	tx, err := d.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	opts := &sql.TxOptions{Isolation: sql.LevelReadCommitted}
+	if d.srv.readCommitted {
+		opts = nil
+	}
+	tx, err := d.db.BeginTx(ctx, opts)
 	if err != nil {
 		return nil, fmt.Errorf("begin transaction: %w", err)
 	}
-	return sqlexec.Begun(d.dl, d, tx, tx, nil), nil
+	t := sqlexec.Begun(d.dl, d, tx, tx, nil)
+	return txExecutor{executor{t.Executor, d}, sqlexec.Ending{Tx: t}}, nil
 }
 
 // WrapTx adapts the caller's *sql.Tx. bq writes inside it at whatever
@@ -412,7 +440,7 @@ func (d *engine) WrapTx(tx any) (driver.Executor, error) {
 	if !ok {
 		return nil, fmt.Errorf("the MySQL driver enqueues inside a *sql.Tx, got %T: begin the transaction on the same *sql.DB", tx)
 	}
-	return sqlexec.Wrap(d.dl, d, t), nil
+	return executor{sqlexec.Wrap(d.dl, d, t), d}, nil
 }
 
 // Server error numbers worth running a transaction again for.

@@ -37,6 +37,7 @@ func deadFor(silenceMS string) string {
 // ownQueries are the statements of the steps MySQL takes its own way
 // (dialect.go).
 type ownQueries struct {
+	pickClaim, pickUncapped                                     string
 	lostClaims, lostClaimsOfKey, lockClaims, selectLockedClaims string
 	heldKeys, pickRenewable, renewSems                          string
 	deadProcesses, lockProcesses, deleteProcesses               string
@@ -62,6 +63,21 @@ const byKey = " /*limit*/"
 func in(query string, n int) string {
 	query = strings.Replace(query, byKey, " LIMIT "+strconv.Itoa(n), 1)
 	return strings.Replace(query, list, "("+strings.TrimSuffix(strings.Repeat("?, ", n), ", ")+")", 1)
+}
+
+// pickClaim is the locking read of a claim: the queue's first ready rows
+// by the poll index, each joined to its job by the primary key and
+// locked with it, on condition (the queue is the first argument, the
+// row count the last). STRAIGHT_JOIN and both FORCE INDEXes pin that
+// plan: the index's order is the scan's, which stops after the rows it
+// returns. Left to itself, the optimizer may join a small jobs table by
+// a scan into a join buffer, sort, and lock every job.
+func pickClaim(condition string) string {
+	return `SELECT ` + sqltext.JobColumns + `
+FROM {p}ready_executions r FORCE INDEX ({p}ready_poll)
+STRAIGHT_JOIN {p}jobs j FORCE INDEX (PRIMARY) ON j.id = r.job_id
+WHERE r.queue = ?` + condition + `
+ORDER BY r.priority DESC, r.job_id LIMIT ? FOR UPDATE SKIP LOCKED`
 }
 
 func newQueries(prefix string) (*sqlexec.Queries, *ownQueries) {
@@ -308,6 +324,15 @@ FROM {p}blocked_executions b FORCE INDEX ({p}blocked_line) JOIN {p}jobs j ON j.i
 WHERE b.concurrency_key_hash = ? AND b.concurrency_key = ? ORDER BY b.priority DESC, b.job_id LIMIT ?`)
 
 	own := &ownQueries{
+		// The claim's pick. Args: queue, max.
+		pickClaim: p(pickClaim("")),
+		// The pick of a claim that reads no gate first: none from a
+		// queue with a MaxActive or paused. The subqueries are constants
+		// to the optimizer, and take no lock (a locking read locks only
+		// the rows of its outer query). Args: queue 3 times, max.
+		pickUncapped: p(pickClaim(`
+	AND NOT EXISTS (SELECT 1 FROM {p}policies c WHERE c.queue = ? AND c.max_active > 0)
+	AND NOT EXISTS (SELECT 1 FROM {p}paused_queues z WHERE z.queue = ?)`)),
 		// Lost claims are found by a plain read joining jobs and
 		// processes, then locked by fence alone (lockClaims): PostgreSQL's
 		// FOR UPDATE OF c, which MariaDB lacks, locks only the claims too.

@@ -21,14 +21,11 @@ type executor struct {
 // txExecutor is a transaction bq owns.
 type txExecutor struct {
 	executor
-	tx *sqlexec.Tx
+	sqlexec.Ending
 }
 
-func (t *txExecutor) Commit(ctx context.Context) error   { return t.tx.Commit(ctx) }
-func (t *txExecutor) Rollback(ctx context.Context) error { return t.tx.Rollback(ctx) }
-
 var (
-	_ driver.Tx            = (*txExecutor)(nil)
+	_ driver.Tx            = txExecutor{}
 	_ driver.BatchReleaser = executor{}
 )
 

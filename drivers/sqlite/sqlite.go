@@ -221,7 +221,7 @@ func (d *engine) Begin(ctx context.Context) (driver.Tx, error) {
 		return nil, fmt.Errorf("begin transaction: %w", err)
 	}
 	t := sqlexec.Begun(d.dl, d, tx, prepared{db: tx, tx: tx, cache: d.stmts}, func() { <-d.writer })
-	return &txExecutor{executor{t.Executor, d}, t}, nil
+	return txExecutor{executor{t.Executor, d}, sqlexec.Ending{Tx: t}}, nil
 }
 
 func (d *engine) WrapTx(tx any) (driver.Executor, error) {

@@ -685,6 +685,18 @@ type OneStatementClaimer interface {
 	ClaimUncapped(ctx context.Context, p ClaimParams) ([]*Claim, error)
 }
 
+// TxUncappedClaimer is an executor that claims from a queue with no
+// MaxActive, not paused, without reading the queue's gate first (MySQL:
+// the locking read that picks the jobs checks both), inside the
+// transaction it is given; lifecycle.Claim reads the gate only when it
+// claims nothing.
+type TxUncappedClaimer interface {
+	// ClaimUncappedTx claims like ClaimReady when p.Queue has no
+	// MaxActive and is not paused, and claims nothing otherwise. Run it
+	// in a transaction.
+	ClaimUncappedTx(ctx context.Context, p ClaimParams) ([]*Claim, error)
+}
+
 // Beaconer is a driver whose processes also show they are alive through a
 // channel that no database lock can hold up (SQLite, where a process
 // frozen inside a write transaction blocks every other process's

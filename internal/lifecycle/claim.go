@@ -16,9 +16,11 @@ import (
 // claimers can both fill the last free run.
 //
 // Drivers that can claim from an uncapped queue in one statement
-// (driver.OneStatementClaimer) do so without a transaction; a single
-// writer (driver.SingleWriter) looks for ready jobs first, so an idle poll
-// takes no database-wide lock.
+// (driver.OneStatementClaimer) do so without a transaction; those whose
+// claim can check the gate itself (driver.TxUncappedClaimer) try that
+// first in the transaction, and read the gate only when it claims
+// nothing; a single writer (driver.SingleWriter) looks for ready jobs
+// first, so an idle poll takes no database-wide lock.
 func Claim(ctx context.Context, d driver.Driver, p driver.ClaimParams) ([]*driver.Claim, error) {
 	ex := d.Exec()
 	one, oneStatement := ex.(driver.OneStatementClaimer)
@@ -41,9 +43,20 @@ func Claim(ctx context.Context, d driver.Driver, p driver.ClaimParams) ([]*drive
 		}
 	}
 	var claims []*driver.Claim
-	err := driver.InTx(ctx, d, func(tx driver.Executor) error {
+	err := driver.InTx(ctx, d, func(tx driver.Executor) (err error) {
 		claims = nil
-		n, err := claimable(ctx, tx, p)
+		uncapped, tried := tx.(driver.TxUncappedClaimer)
+		if tried {
+			if claims, err = uncapped.ClaimUncappedTx(ctx, p); err != nil || len(claims) > 0 {
+				return err
+			}
+		}
+		gate, err := tx.QueueGate(ctx, p.Queue)
+		if err != nil || (tried && gate.MaxActive == 0) {
+			// Uncapped and tried: empty, or paused.
+			return err
+		}
+		n, err := claimable(ctx, tx, p, gate)
 		if err != nil || n <= 0 {
 			return err
 		}
@@ -61,13 +74,12 @@ func Claim(ctx context.Context, d driver.Driver, p driver.ClaimParams) ([]*drive
 	return claims, nil
 }
 
-// claimable is how many jobs a claim may take: none while the queue is
-// paused, else p.Max, or less when the queue's MaxActive leaves less room
-// beside its claimed jobs.
-func claimable(ctx context.Context, tx driver.ClaimStore, p driver.ClaimParams) (int, error) {
-	gate, err := tx.QueueGate(ctx, p.Queue)
-	if err != nil || gate.Paused {
-		return 0, err
+// claimable is how many jobs a claim may take past the queue's gate,
+// read in tx: none while the queue is paused, else p.Max, or less when
+// the queue's MaxActive leaves less room beside its claimed jobs.
+func claimable(ctx context.Context, tx driver.ClaimStore, p driver.ClaimParams, gate driver.Gate) (int, error) {
+	if gate.Paused {
+		return 0, nil
 	}
 	limit := gate.MaxActive
 	if limit == 0 {

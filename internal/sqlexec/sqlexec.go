@@ -91,6 +91,14 @@ func (t *Tx) Rollback(ctx context.Context) error {
 	return err
 }
 
+// Ending commits or rolls back a transaction bq owns: a driver's own
+// transaction type embeds it beside its executor, which embeds the
+// transaction's Executor.
+type Ending struct{ Tx *Tx }
+
+func (e Ending) Commit(ctx context.Context) error   { return e.Tx.Commit(ctx) }
+func (e Ending) Rollback(ctx context.Context) error { return e.Tx.Rollback(ctx) }
+
 func (t *Tx) finish() {
 	if !t.over && t.end != nil {
 		t.end()

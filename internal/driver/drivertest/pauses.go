@@ -1,6 +1,7 @@
 package drivertest
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -57,6 +58,54 @@ var _ = add("pauses",
 			if got, err := f.ex().QueueGate(f.ctx, queue); err != nil || got != want {
 				t.Errorf("QueueGate(%s) = %+v, %v; want %+v", queue, got, err, want)
 			}
+		}
+	}},
+	test{"ClaimUncappedTxLeavesCappedAndPausedQueues", func(t *testing.T, f *fixture) {
+		var claimer bool
+		f.tx(func(ex driver.Executor) error {
+			_, claimer = ex.(driver.TxUncappedClaimer)
+			return nil
+		})
+		if !claimer {
+			t.Skip("the driver claims no uncapped queue without reading its gate in a transaction")
+		}
+		var ids []int64
+		for _, q := range []string{"free", "policed", "capped", "paused"} {
+			ids = append(ids, f.insert(T0, job(q, prio(1)), job(q), job(q))...)
+		}
+		_, err := f.ex().InsertPolicy(f.ctx, driver.Policy{Queue: "capped", Namespace: "ns", MaxActive: 4, UpdatedAt: T0})
+		f.must(err)
+		_, err = f.ex().InsertPolicy(f.ctx, driver.Policy{Queue: "policed", Namespace: "ns", MaxActivePerKey: 2, UpdatedAt: T0})
+		f.must(err)
+		_, err = f.ex().PauseQueue(f.ctx, "paused", T0)
+		f.must(err)
+		for i, q := range []string{"free", "policed", "capped", "paused"} {
+			var got []*driver.Claim
+			f.tx(func(ex driver.Executor) (err error) {
+				got, err = ex.(driver.TxUncappedClaimer).ClaimUncappedTx(f.ctx, driver.ClaimParams{Queue: q, Max: 2, ProcessID: 3, Now: T0})
+				return err
+			})
+			want := ids[3*i : 3*i+2] // the higher priority first, then FIFO
+			if q == "capped" || q == "paused" {
+				want = nil
+			}
+			if !slices.Equal(claimIDs(got), want) {
+				t.Errorf("ClaimUncappedTx(%s) took %v, want %v", q, claimIDs(got), want)
+			}
+			for _, c := range got {
+				if c.Queue != q || !c.ClaimedAt.Equal(T0) || c.Fence == 0 {
+					t.Errorf("claim of job %d: queue %q, claimed at %v, fence %d", c.ID, c.Queue, c.ClaimedAt, c.Fence)
+				}
+			}
+			f.wantState(driver.StateRunning, want...)
+		}
+		// The engine's claim still takes from the capped queue, within its
+		// cap, and nothing from the paused one.
+		if got := f.engineClaim("capped", 5, 3, T0); len(got) != 3 {
+			t.Errorf("claim of the capped queue took %d of 3", len(got))
+		}
+		if got := f.engineClaim("paused", 5, 3, T0); len(got) != 0 {
+			t.Errorf("claim of the paused queue took %d", len(got))
 		}
 	}},
 	test{"ClaimTakesNothingFromAPausedQueue", func(t *testing.T, f *fixture) {
