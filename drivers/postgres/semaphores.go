@@ -68,6 +68,12 @@ func (e *executor) PromoteBlocked(ctx context.Context, key string, n int, now ti
 	return p, nil
 }
 
+// ReleasesOneKey: one key's release is [lockSems, releasePromote] too,
+// one round trip.
+func (e *executor) ReleasesOneKey() {}
+
+var _ driver.OneKeyReleaser = (*executor)(nil)
+
 func (e *executor) ReleaseMany(ctx context.Context, keys []string, counts []int, now time.Time) ([]driver.Promotion, error) {
 	n := make([]int32, len(counts))
 	for i, c := range counts {
