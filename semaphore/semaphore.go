@@ -285,6 +285,9 @@ func ReleaseN(ctx context.Context, ex driver.SemaphoreStore, key string, n int, 
 // A key whose line holds multi-key jobs is promoted here, after every
 // key is released (all the blocking locks first, see multikey.go).
 func ReleaseMany(ctx context.Context, ex driver.SemaphoreStore, keys []string, counts []int, now time.Time) ([]driver.Promotion, error) {
+	if len(keys) == 0 {
+		return nil, nil // an unkeyed batch: no statement
+	}
 	set := NewSet(ex, now)
 	var out []driver.Promotion
 	var left []int // keys whose line is the caller's to promote

@@ -224,6 +224,13 @@ func TestReleaseManyOfOneKeyUsesAOneKeyReleaser(t *testing.T) {
 	if one.calls != 1 {
 		t.Errorf("ReleaseMany of one key called a OneKeyReleaser's batch release %d times, want 1", one.calls)
 	}
+	none := &oneKeyStore{batchStore{Store: twoKeys(t)}}
+	if _, err := semaphore.ReleaseMany(ctx, none, nil, nil, now); err != nil {
+		t.Fatal(err)
+	}
+	if none.calls != 0 {
+		t.Errorf("ReleaseMany of no keys (an unkeyed batch) called the batch release %d times, want 0", none.calls)
+	}
 }
 
 func TestReleaseManyWithoutABatchReleaserReleasesEachKey(t *testing.T) {
