@@ -280,14 +280,18 @@ func ReleaseN(ctx context.Context, ex driver.SemaphoreStore, key string, n int, 
 // distinct) in one transaction, as ReleaseN does for one key, and returns what each
 // promoted. Drivers that can do it set-wise
 // (driver.BatchReleaser) take a fixed number of statements for any
-// number of keys.
+// number of keys (and for one key, where that is cheaper too:
+// driver.OneKeyReleaser).
 // A key whose line holds multi-key jobs is promoted here, after every
 // key is released (all the blocking locks first, see multikey.go).
 func ReleaseMany(ctx context.Context, ex driver.SemaphoreStore, keys []string, counts []int, now time.Time) ([]driver.Promotion, error) {
+	if len(keys) == 0 {
+		return nil, nil // an unkeyed batch: no statement
+	}
 	set := NewSet(ex, now)
 	var out []driver.Promotion
 	var left []int // keys whose line is the caller's to promote
-	if br, ok := ex.(driver.BatchReleaser); ok && len(keys) > 1 {
+	if br, ok := ex.(driver.BatchReleaser); ok && (len(keys) > 1 || releasesOneKey(ex)) {
 		var err error
 		if out, err = br.ReleaseMany(ctx, keys, counts, now); err != nil {
 			return nil, err
@@ -334,6 +338,11 @@ func ReleaseMany(ctx context.Context, ex driver.SemaphoreStore, keys []string, c
 		}
 	}
 	return out, set.Save(ctx)
+}
+
+func releasesOneKey(ex driver.SemaphoreStore) bool {
+	_, ok := ex.(driver.OneKeyReleaser)
+	return ok
 }
 
 // Promote hands a key's free slots to its blocked jobs; the dispatcher

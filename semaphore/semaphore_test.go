@@ -210,6 +210,29 @@ func TestReleaseManyUsesTheBatchReleaserForSeveralKeys(t *testing.T) {
 	}
 }
 
+// oneKeyStore is a batchStore whose set-wise release serves one key too.
+type oneKeyStore struct{ batchStore }
+
+func (*oneKeyStore) ReleasesOneKey() {}
+
+func TestReleaseManyOfOneKeyUsesAOneKeyReleaser(t *testing.T) {
+	ctx := context.Background()
+	one := &oneKeyStore{batchStore{Store: twoKeys(t)}}
+	if _, err := semaphore.ReleaseMany(ctx, one, []string{"a"}, []int{2}, now); err != nil {
+		t.Fatal(err)
+	}
+	if one.calls != 1 {
+		t.Errorf("ReleaseMany of one key called a OneKeyReleaser's batch release %d times, want 1", one.calls)
+	}
+	none := &oneKeyStore{batchStore{Store: twoKeys(t)}}
+	if _, err := semaphore.ReleaseMany(ctx, none, nil, nil, now); err != nil {
+		t.Fatal(err)
+	}
+	if none.calls != 0 {
+		t.Errorf("ReleaseMany of no keys (an unkeyed batch) called the batch release %d times, want 0", none.calls)
+	}
+}
+
 func TestReleaseManyWithoutABatchReleaserReleasesEachKey(t *testing.T) {
 	ctx := context.Background()
 	s := twoKeys(t)

@@ -12,7 +12,7 @@ type queries struct {
 	semEnsure, semLock, semTryLock, semSave, promoteBlocked, countHolders string
 	lineHeads, moveToLine                                                 string
 	lineHeadsMany, semTryLockMany, promoteFirst                           string
-	releaseMany, promoteMany                                              string
+	lockSems, releasePromote                                              string
 	semEnsureMany, semLockMany, semSaveMany                               string
 
 	hasDueScheduled, takeDueScheduled, expiredSems, promotableSems, deleteIdleSems string
@@ -270,51 +270,49 @@ UPDATE {p}semaphores s SET value = t.value, lim = t.lim, blocked = t.blocked, mu
 FROM unnest($1::text[], $2::int[], $3::int[], $4::int[], $5::int[], $6::bigint[], $7::timestamptz[])
 	AS t(key, value, lim, blocked, multi, duration_ms, expires_at)
 WHERE s.key = t.key AND s.key = ANY($1::text[])`),
-		// Release many keys at once: lock their semaphores in key order
-		// (so two batches never deadlock) and give back their slots,
-		// capped at each limit.
-		releaseMany: p(`
-UPDATE {p}semaphores s SET value = LEAST(s.value + r.n, s.lim)
-FROM unnest($1::text[], $2::int[]) AS r(key, n),
-	(SELECT key FROM {p}semaphores WHERE key = ANY($1::text[]) ORDER BY key FOR UPDATE) l
-WHERE s.key = r.key AND l.key = r.key`),
+		// Release many keys at once: first lock their semaphores in key
+		// order (so two batches never deadlock), writing nothing.
+		lockSems: p(`SELECT 1 FROM {p}semaphores WHERE key = ANY($1::text[]) ORDER BY key FOR UPDATE`),
 		// Then, in a statement of its own, so its snapshot sees every
 		// blocked row committed before the locks were taken (no lost
-		// wake-up), hand the free slots to blocked jobs, per key by
-		// priority then FIFO. The LATERAL limit keeps each key's scan to
-		// the rows it moves, however long the line. A line holding
-		// multi-key jobs (multi > 0) is left to package semaphore, which
-		// promotes it head by head: its keys are read back as LineLeft.
-		promoteMany: p(`
-WITH want AS (
-	SELECT key, LEAST(value, blocked) AS take FROM {p}semaphores
-	WHERE key = ANY($1::text[]) AND value > 0 AND blocked > 0 AND multi = 0
+		// wake-up), give back each key's slots, capped at its limit, and
+		// hand what is free to blocked jobs, per key by priority then
+		// FIFO, writing each semaphore once. The LATERAL limit keeps each
+		// key's scan to the rows it moves, however long the line. A line
+		// holding multi-key jobs (multi > 0) gets its slots back but is
+		// left to package semaphore, which promotes it head by head: its
+		// keys are read back as LineLeft. settled gathers each key's row
+		// and its moved jobs by one grouping, not a join per key.
+		releasePromote: p(`
+WITH freed AS (
+	SELECT s.key, LEAST(s.value + r.n, s.lim) AS value, s.multi,
+		CASE WHEN s.multi = 0 THEN GREATEST(LEAST(s.value + r.n, s.lim, s.blocked), 0) ELSE 0 END AS take
+	FROM unnest($1::text[], $2::int[]) AS r(key, n) JOIN {p}semaphores s ON s.key = r.key
 ), picked AS (
-	SELECT b.job_id FROM want w, LATERAL (
-		SELECT job_id FROM {p}blocked_executions WHERE concurrency_key = w.key
-		ORDER BY priority DESC, job_id LIMIT w.take) b
-)` + movePicked("$2") + `, counts AS (
-	SELECT concurrency_key AS key, count(*)::int AS n, array_agg(DISTINCT queue) AS queues
-	FROM moved GROUP BY concurrency_key
-), settled AS (
-	SELECT w.key, w.take, coalesce(c.n, 0) AS n, coalesce(c.queues, '{}'::text[]) AS queues
-	FROM want w LEFT JOIN counts c ON c.key = w.key
+	SELECT b.job_id FROM freed f, LATERAL (
+		SELECT job_id FROM {p}blocked_executions WHERE concurrency_key = f.key
+		ORDER BY priority DESC, job_id LIMIT f.take) b
+	WHERE f.take > 0
+)` + movePicked("$3") + `, settled AS (
+	SELECT key, sum(value)::int AS value, sum(take)::int AS take, sum(multi)::int AS multi, count(job_id)::int AS n,
+		coalesce(array_agg(DISTINCT queue) FILTER (WHERE queue IS NOT NULL), '{}') AS queues
+	FROM (SELECT key, value, take, multi, NULL::bigint AS job_id, NULL::text AS queue FROM freed
+		UNION ALL
+		SELECT concurrency_key, 0, 0, 0, job_id, queue FROM moved) u
+	GROUP BY key
 ), done AS (
 	-- Fewer rows than counted: nothing is left blocked (as
 	-- semaphore.Release settles one key). A key that promoted renews its
-	-- expiry
-	UPDATE {p}semaphores s SET value = s.value - t.n,
+	-- expiry once less than half its Duration is left (driver.RenewAfter).
+	UPDATE {p}semaphores s SET value = t.value - t.n,
 		blocked = CASE WHEN t.n < t.take THEN 0 ELSE s.blocked - t.n END,
-		-- once less than half its Duration is left (driver.RenewAfter).
-		expires_at = CASE WHEN t.n > 0 AND s.expires_at < $2::timestamptz + s.duration_ms * interval '0.5 millisecond'
-			THEN $2::timestamptz + s.duration_ms * interval '1 millisecond'
+		expires_at = CASE WHEN t.n > 0 AND s.expires_at < $3::timestamptz + s.duration_ms * interval '0.5 millisecond'
+			THEN $3::timestamptz + s.duration_ms * interval '1 millisecond'
 			ELSE s.expires_at END
 	FROM settled t WHERE s.key = t.key
-	RETURNING s.key, t.n, t.queues
+	RETURNING s.key, t.n, t.queues, t.multi > 0 AS line_left
 )
-SELECT key, n, queues, false FROM done
-UNION ALL
-SELECT key, 0, '{}'::text[], true FROM {p}semaphores WHERE key = ANY($1::text[]) AND multi > 0`),
+SELECT key, n, queues, line_left FROM done WHERE n > 0 OR line_left`),
 		// The live jobs of the key: the single-key jobs whose key it is
 		// and the multi-key jobs naming it in job_keys (every key of
 		// theirs, the first too), so each is counted once; read once

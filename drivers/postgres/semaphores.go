@@ -68,15 +68,21 @@ func (e *executor) PromoteBlocked(ctx context.Context, key string, n int, now ti
 	return p, nil
 }
 
+// ReleasesOneKey: one key's release is [lockSems, releasePromote] too,
+// one round trip.
+func (e *executor) ReleasesOneKey() {}
+
+var _ driver.OneKeyReleaser = (*executor)(nil)
+
 func (e *executor) ReleaseMany(ctx context.Context, keys []string, counts []int, now time.Time) ([]driver.Promotion, error) {
 	n := make([]int32, len(counts))
 	for i, c := range counts {
 		n[i] = int32(c)
 	}
-	// Queued in bq's pipelined transaction: it goes out in one round trip
-	// with the promotion that follows.
-	if err := e.write(ctx, e.q.releaseMany, keys, n); err != nil {
-		return nil, fmt.Errorf("release %d keys: %w", len(keys), err)
+	// Queued in bq's pipelined transaction: the lock goes out in one
+	// round trip with the release that follows.
+	if err := e.write(ctx, e.q.lockSems, keys); err != nil {
+		return nil, fmt.Errorf("lock %d semaphores: %w", len(keys), err)
 	}
 	type promoted struct {
 		key string
@@ -85,9 +91,9 @@ func (e *executor) ReleaseMany(ctx context.Context, keys []string, counts []int,
 	rows, err := collect(ctx, e.db, func(r pgx.CollectableRow) (k promoted, err error) {
 		err = r.Scan(&k.key, &k.p.Jobs, &k.p.Queues, &k.p.LineLeft)
 		return k, err
-	}, e.q.promoteMany, keys, now)
+	}, e.q.releasePromote, keys, n, now)
 	if err != nil {
-		return nil, fmt.Errorf("promote blocked jobs of %d keys: %w", len(keys), err)
+		return nil, fmt.Errorf("release %d keys: %w", len(keys), err)
 	}
 	moved := make(map[string]driver.Promotion, len(rows))
 	for _, r := range rows {

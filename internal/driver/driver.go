@@ -652,6 +652,16 @@ type BatchReleaser interface {
 	ReleaseMany(ctx context.Context, keys []string, counts []int, now time.Time) ([]Promotion, error)
 }
 
+// OneKeyReleaser is a BatchReleaser whose ReleaseMany is the cheaper
+// release of a single key as well (PostgreSQL: the lock and the release
+// go out in one round trip and write the semaphore once, where the
+// per-key path locks, promotes and saves in three statements). Without
+// it, a single key is released by the per-key path.
+type OneKeyReleaser interface {
+	BatchReleaser
+	ReleasesOneKey()
+}
+
 // BatchLocker is an executor that creates and locks the semaphores of
 // many keys in a fixed number of statements, however many keys there
 // are, so admitting a batch over many keys costs a constant number of
