@@ -30,6 +30,7 @@ package bq
 import (
 	"cmp"
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -243,6 +244,9 @@ type Client struct {
 	wakers   map[string][]chan struct{} // queue -> workers of this process
 	announce *announcer                 // started on first use
 	closed   bool
+	// origin names this client in its notifications, so that its own
+	// listener skips what it woke already (driver.Notifier).
+	origin string
 }
 
 // Open connects to the database dsn names and returns a client:
@@ -325,7 +329,7 @@ func NewClient(drv Driver, cfg Config) (*Client, error) {
 	}
 	c := &Client{pub: drv, drv: engine, cfg: cfg, log: cfg.Logger, met: met,
 		tr: tracing.New(cfg.TracerProvider, cfg.Propagator, cfg.TraceRunsAsChildren), stopGauges: func() error { return nil },
-		wakers: map[string][]chan struct{}{}, rateWake: make(chan struct{}, 1)}
+		wakers: map[string][]chan struct{}{}, rateWake: make(chan struct{}, 1), origin: rand.Text()}
 	c.sched = newScheduler(c)
 	if !cfg.NoGauges {
 		if c.stopGauges, err = met.ObserveGauges(c.gaugeSnapshot); err != nil {

@@ -15,6 +15,7 @@ import (
 // timer delaying any of them.
 type announcer struct {
 	n       driver.Notifier
+	origin  string // the client's (driver.Notifier)
 	log     func(err error, queues []string)
 	mu      sync.Mutex
 	pending map[string]bool
@@ -23,8 +24,8 @@ type announcer struct {
 	done    chan struct{}
 }
 
-func newAnnouncer(n driver.Notifier, log func(error, []string)) *announcer {
-	a := &announcer{n: n, log: log, pending: map[string]bool{},
+func newAnnouncer(n driver.Notifier, origin string, log func(error, []string)) *announcer {
+	a := &announcer{n: n, origin: origin, log: log, pending: map[string]bool{},
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	go a.run()
 	return a
@@ -67,7 +68,7 @@ func (a *announcer) flush() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := a.n.Notify(ctx, queues); err != nil {
+	if err := a.n.Notify(ctx, a.origin, queues); err != nil {
 		a.log(err, queues)
 	}
 }
@@ -103,7 +104,7 @@ func (c *Client) announcer() *announcer {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.announce == nil && !c.closed {
-		c.announce = newAnnouncer(n, func(err error, queues []string) {
+		c.announce = newAnnouncer(n, c.origin, func(err error, queues []string) {
 			c.log.Warn("notify other processes; they will find the jobs at their next poll", "queues", queues, "error", err)
 		})
 	}
@@ -128,7 +129,7 @@ func (c *Client) listen(ctx context.Context) {
 	}
 	// Logged as part of an outage: a listener that cannot reach the
 	// database fails at every attempt.
-	_ = n.Listen(ctx, c.wake, func(err error) {
+	_ = n.Listen(ctx, c.origin, c.wake, func(err error) {
 		c.dbFailed("notifications (polling until they are back)", err)
 	})
 }

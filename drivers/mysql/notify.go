@@ -51,8 +51,9 @@ func (d *engine) notify(ctx context.Context, db sqlexec.DB, queues []string) err
 	return nil
 }
 
-// Notify signals queues outside any transaction.
-func (d *engine) Notify(ctx context.Context, queues []string) error {
+// Notify signals queues outside any transaction. Its own listener reads the
+// signals back too: at most one extra look per watchEvery.
+func (d *engine) Notify(ctx context.Context, _ string, queues []string) error {
 	return d.notify(ctx, d.db, queues)
 }
 
@@ -68,7 +69,7 @@ func (d *engine) NotifyTx(ctx context.Context, tx any, queues []string) error {
 
 // Listen calls ready for each queue signalled after it started, until ctx
 // ends. A failing read is told to failed once, until reads work again.
-func (d *engine) Listen(ctx context.Context, ready func(queue string), failed func(error)) error {
+func (d *engine) Listen(ctx context.Context, _ string, ready func(queue string), failed func(error)) error {
 	l := &listener{d: d, ready: ready, failed: failed}
 	t := time.NewTicker(watchEvery)
 	defer t.Stop()

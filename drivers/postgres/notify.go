@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -14,12 +15,24 @@ func (d *engine) channel() string { return d.prefix + "ready" }
 
 // Notify sends one notification per queue, outside any transaction: a
 // NOTIFY inside the enqueue transaction would serialise every committing
-// enqueue on PostgreSQL's notification queue lock.
-func (d *engine) Notify(ctx context.Context, queues []string) error {
-	if _, err := d.pool.Exec(ctx, `SELECT pg_notify($1, q) FROM unnest($2::text[]) AS q`, d.channel(), queues); err != nil {
+// enqueue on PostgreSQL's notification queue lock. The payload is the
+// queue, then a space and origin when there is one (a queue name holds no
+// space), so that the sender's own listener skips what it woke already:
+// under load, each completion batch that promoted jobs would otherwise wake
+// its own process twice, and the second claim finds nothing.
+func (d *engine) Notify(ctx context.Context, origin string, queues []string) error {
+	if _, err := d.pool.Exec(ctx, `SELECT pg_notify($1, CASE WHEN $3 = '' THEN q ELSE q || ' ' || $3 END) FROM unnest($2::text[]) AS q`,
+		d.channel(), queues, origin); err != nil {
 		return fmt.Errorf("notify ready queues: %w", err)
 	}
 	return nil
+}
+
+// notifiedQueue reads a payload of Notify or NotifyTx: the queue, and
+// whether the listener self sent it.
+func notifiedQueue(payload, self string) (queue string, own bool) {
+	queue, origin, found := strings.Cut(payload, " ")
+	return queue, found && self != "" && origin == self
 }
 
 // NotifyTx notifies inside the caller's pgx.Tx: PostgreSQL delivers it at
@@ -36,10 +49,10 @@ func (d *engine) NotifyTx(ctx context.Context, tx any, queues []string) error {
 }
 
 // Listen holds one connection in LISTEN until ctx ends.
-func (d *engine) Listen(ctx context.Context, ready func(queue string), failed func(error)) error {
+func (d *engine) Listen(ctx context.Context, self string, ready func(queue string), failed func(error)) error {
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
-		err := d.listenOnce(ctx, ready)
+		err := d.listenOnce(ctx, self, ready)
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -55,7 +68,7 @@ func (d *engine) Listen(ctx context.Context, ready func(queue string), failed fu
 	return nil
 }
 
-func (d *engine) listenOnce(ctx context.Context, ready func(queue string)) error {
+func (d *engine) listenOnce(ctx context.Context, self string, ready func(queue string)) error {
 	pooled, err := d.pool.Acquire(ctx)
 	if err != nil {
 		return err
@@ -74,6 +87,8 @@ func (d *engine) listenOnce(ctx context.Context, ready func(queue string)) error
 		if err != nil {
 			return err
 		}
-		ready(n.Payload)
+		if q, own := notifiedQueue(n.Payload, self); !own {
+			ready(q)
+		}
 	}
 }

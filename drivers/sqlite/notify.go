@@ -10,7 +10,7 @@ const watchEvery = 50 * time.Millisecond
 
 // Notify does nothing: on SQLite the commit itself is the signal, seen by
 // Listen through PRAGMA data_version.
-func (d *engine) Notify(context.Context, []string) error { return nil }
+func (d *engine) Notify(context.Context, string, []string) error { return nil }
 
 // NotifyTx does nothing, as Notify.
 func (d *engine) NotifyTx(context.Context, any, []string) error { return nil }
@@ -20,7 +20,7 @@ func (d *engine) NotifyTx(context.Context, any, []string) error { return nil }
 // and calls ready("") for every change: a cheap cross-process wake-up
 // that reads no table. An in-memory database has one connection and one
 // process, so it is not watched.
-func (d *engine) Listen(ctx context.Context, ready func(queue string), failed func(error)) error {
+func (d *engine) Listen(ctx context.Context, _ string, ready func(queue string), failed func(error)) error {
 	if d.memory {
 		return nil
 	}

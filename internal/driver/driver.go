@@ -726,8 +726,10 @@ var ErrNoBeacon = errors.New("this database keeps no process beacons")
 // Notifier is a driver that can wake other processes when jobs become
 // ready (PostgreSQL's LISTEN/NOTIFY). Drivers without it rely on polling.
 type Notifier interface {
-	// Notify tells listeners that queues have ready jobs.
-	Notify(ctx context.Context, queues []string) error
+	// Notify tells listeners that queues have ready jobs. The sender has
+	// woken its own workers already: a listener whose self is origin may
+	// skip it ("" skips nowhere).
+	Notify(ctx context.Context, origin string, queues []string) error
 	// NotifyTx notifies inside the caller's transaction, delivered only
 	// if it commits.
 	NotifyTx(ctx context.Context, tx any, queues []string) error
@@ -735,6 +737,7 @@ type Notifier interface {
 	// reconnecting (with backoff, telling failed) when its connection
 	// breaks; callers poll meanwhile. Each time it starts or restarts
 	// listening it calls ready with "" (every queue): what was notified
-	// before then may be lost, so every worker looks once.
-	Listen(ctx context.Context, ready func(queue string), failed func(error)) error
+	// before then may be lost, so every worker looks once. It may skip what
+	// Notify sent with origin self (never what NotifyTx sent).
+	Listen(ctx context.Context, self string, ready func(queue string), failed func(error)) error
 }

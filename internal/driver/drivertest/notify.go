@@ -22,7 +22,7 @@ var _ = add("notify",
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			_ = n.Listen(ctx, func(q string) { heard <- q }, func(err error) { t.Errorf("listen: %v", err) })
+			_ = n.Listen(ctx, "me", func(q string) { heard <- q }, func(err error) { t.Errorf("listen: %v", err) })
 		}()
 		defer func() { cancel(); <-done }()
 		wait := func(want func(string) bool, what string) {
@@ -40,7 +40,7 @@ var _ = add("notify",
 			}
 		}
 		wait(func(q string) bool { return q == "" }, `"" (every queue) once it listened`)
-		if err := n.Notify(f.ctx, []string{"q1"}); err != nil {
+		if err := n.Notify(f.ctx, "", []string{"q1"}); err != nil {
 			t.Fatal(err)
 		}
 		if f.d.Dialect() == driver.SQLite {
@@ -49,5 +49,53 @@ var _ = add("notify",
 			f.insert(T0, job("q1"))
 		}
 		wait(func(q string) bool { return q == "q1" || (q == "" && f.d.Dialect() == driver.SQLite) }, `"q1" after Notify`)
+	}},
+	// A listener skips (on PostgreSQL) or hears (elsewhere) what its own
+	// client notified, and hears another client's.
+	test{"ListenSkipsOnlyItsOwnOrigin", func(t *testing.T, f *fixture) {
+		n, ok := f.d.(driver.Notifier)
+		if !ok || f.d.Dialect() == driver.SQLite {
+			t.Skipf("%s tells no queues apart", f.d.Dialect())
+		}
+		ctx, cancel := context.WithCancel(f.ctx)
+		heard := make(chan string, 100)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			_ = n.Listen(ctx, "me", func(q string) { heard <- q }, func(err error) { t.Errorf("listen: %v", err) })
+		}()
+		defer func() { cancel(); <-done }()
+		next := func() string {
+			t.Helper()
+			select {
+			case q := <-heard:
+				return q
+			case <-time.After(5 * time.Second):
+				t.Fatal("the listener called ready with nothing within 5s")
+				return ""
+			}
+		}
+		if q := next(); q != "" {
+			t.Fatalf("first ready(%q), want \"\" once listening", q)
+		}
+		for _, s := range []struct{ origin, queue string }{{"me", "mine"}, {"you", "yours"}, {"", "nobody's"}} {
+			if err := n.Notify(f.ctx, s.origin, []string{s.queue}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// PostgreSQL delivers in commit order: "mine", if heard, comes
+		// before the others. MySQL's listener may wake a poll's queues in
+		// any order.
+		want := map[string]bool{"mine": true, "yours": true, "nobody's": true}
+		if f.d.Dialect() == driver.Postgres {
+			delete(want, "mine")
+		}
+		for len(want) > 0 {
+			q := next()
+			if q == "mine" && f.d.Dialect() == driver.Postgres {
+				t.Fatal(`ready("mine"): the listener "me" did not skip what its own origin notified`)
+			}
+			delete(want, q)
+		}
 	}},
 )
