@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -401,7 +402,8 @@ func (fl *fleet) countWakeups(ctx context.Context) (func() (int, error), error) 
 					done <- n
 					return
 				}
-				if note.Payload == benchQueue {
+				// The queue, then a space and the sender's origin.
+				if queue, _, _ := strings.Cut(note.Payload, " "); queue == benchQueue {
 					n++
 				}
 			}
