@@ -226,7 +226,12 @@ func testRateKill9(t *testing.T, h *harness) {
 	h.waitFinished(len(ids), 2*time.Minute)
 	close(stopSampling)
 	<-sampled
-	most := checkRate(t, dbStarts(t, h), map[string]int{"rc": 5}, period)
+	// Safety only: a killed run's start keeps its ring slot, and a
+	// process stalled past the start slack (6 ms here) gives its slot
+	// back unused, so on a loaded machine no window may reach the limit
+	// (4 of 5 seen). Reaching it is RateAcrossProcesses' check; here every
+	// job still has to complete within waitFinished's bound.
+	most := checkRateReach(t, dbStarts(t, h), map[string]int{"rc": 5}, period, false)
 	h.checkDrained(ids)
 	t.Logf("%s: %d kills, %d runs of %d jobs, most starts per %s: %v", h.db, f.kills, len(h.dbRuns(t)), len(ids), period, most)
 }
