@@ -31,9 +31,7 @@ export BQ_TEST_MYSQL_DSN ?= $(DEFAULT_MYSQL_DSN)
 .PHONY: test soak lint demo build bench ensure-cc ensure-databases ensure-pgbench ensure-chromium staticcheck
 
 test: ensure-cc ensure-databases ensure-chromium
-	@# The conformance suite first: it is the longest package, so the rest
-	@# runs beside it rather than after it.
-	$(GO) test -race -count=1 -timeout 20m ./internal/conformance ./...
+	$(GO) test -race -count=1 -timeout 20m ./...
 	@# Last, on their own: restarting a server would disturb any test beside
 	@# it. Only the local servers the scripts manage (the default DSNs).
 	@if [[ ",$(BQ_TEST_DRIVERS)," == *",postgres,"* && "$(BQ_TEST_POSTGRES_DSN)" == "$(DEFAULT_POSTGRES_DSN)" ]]; then \
