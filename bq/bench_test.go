@@ -126,8 +126,11 @@ func checkTableStats(t *testing.T, mode string, r benchResult) {
 			t.Errorf("%s --table-stats: %s made %d dead tuples, %d left; want 60, at most 60", mode, table, c.DeadMade(), c.DeadLeft)
 		}
 	}
-	if s := byName["bq_semaphores"]; mode == "keyed" && s.Inserted != 5 {
-		t.Errorf("keyed --table-stats: bq_semaphores %+v; want 5 keys inserted", s)
+	// Each of the 5 keys is inserted once, and again only after the
+	// dispatcher deleted it as idle (the 2 producers' batches can leave a
+	// key idle between them).
+	if s := byName["bq_semaphores"]; mode == "keyed" && (s.Inserted < 5 || s.Inserted > 5+s.Deleted) {
+		t.Errorf("keyed --table-stats: bq_semaphores %+v; want 5 keys inserted, plus one per idle key deleted", s)
 	}
 }
 
