@@ -94,7 +94,12 @@ func behave(ctx context.Context, a Args) error {
 	meta, _ := bq.JobFromContext(ctx)
 	rn := run{JobID: meta.ID, Kind: meta.Kind, Key: a.Key, Seq: a.Seq, Attempt: meta.Attempt, PID: os.Getpid(), Start: time.Now()}
 	if helperDB != nil {
-		if _, err := helperDB.ExecContext(ctx, rebind(helperDialect,
+		// Not under the run's context: a run whose lease lapsed while its
+		// process was frozen mid-insert has its context cancelled at the
+		// resume, and a cancelled insert may still commit (modernc's SQLite
+		// reports the cancel after the row is in). The run then returned
+		// without its end, and looked endless to the overlap checks.
+		if _, err := helperDB.ExecContext(context.WithoutCancel(ctx), rebind(helperDialect,
 			`INSERT INTO test_runs (job_id, test, kind, jkey, pid, started_ns) VALUES (?, ?, ?, ?, ?, ?)`),
 			meta.ID, a.Test, meta.Kind, a.Key, os.Getpid(), rn.Start.UnixNano()); err != nil {
 			return fmt.Errorf("record start: %w", err)
@@ -103,10 +108,21 @@ func behave(ctx context.Context, a Args) error {
 	err := act(ctx, a, meta)
 	rn.End = time.Now()
 	if helperDB != nil {
-		if _, werr := helperDB.ExecContext(context.WithoutCancel(ctx), rebind(helperDialect,
-			`UPDATE test_runs SET ended_ns = ?, outcome = ? WHERE job_id = ? AND started_ns = ?`),
-			rn.End.UnixNano(), outcomeOf(ctx, err), meta.ID, rn.Start.UnixNano()); werr != nil {
-			return fmt.Errorf("record end: %w", werr)
+		// The end is the evidence the overlap checks read: a write lost to
+		// a busy database (SQLite, just after a frozen writer resumes) would
+		// make the run look endless, so it is tried again, and said.
+		q := rebind(helperDialect, `UPDATE test_runs SET ended_ns = ?, outcome = ? WHERE job_id = ? AND started_ns = ?`)
+		outcome := outcomeOf(ctx, err)
+		for try := 1; ; try++ {
+			_, werr := helperDB.ExecContext(context.WithoutCancel(ctx), q, rn.End.UnixNano(), outcome, meta.ID, rn.Start.UnixNano())
+			if werr == nil {
+				break
+			}
+			fmt.Fprintf(os.Stderr, "conformance helper: record the end of a run of job %d (try %d): %v\n", meta.ID, try, werr)
+			if try == 100 {
+				return fmt.Errorf("record end: %w", werr)
+			}
+			time.Sleep(100 * time.Millisecond)
 		}
 	} else {
 		r, _ := recorders.LoadOrStore(a.Test, &recorder{})
