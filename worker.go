@@ -315,7 +315,16 @@ func (w *queueWorker) execute(r run) {
 			runCtx, cancel = context.WithTimeout(runCtx, t)
 			defer cancel()
 		}
-		runErr = w.c.runChain(runContext{Context: runCtx, lease: l}, meta, def, cl.Args)
+		rc := runContext{Context: runCtx, lease: l}
+		if rc.Err() != nil {
+			// A claim can wait for a runner (a queue holds up to twice its
+			// slots in claims): if the process was frozen meanwhile past
+			// the lease, the claim may be taken and the job run elsewhere
+			// already, so its code must not begin at all.
+			runErr = context.Cause(rc)
+		} else {
+			runErr = w.c.runChain(rc, meta, def, cl.Args)
+		}
 	}
 	if runErr == nil {
 		w.ended(l) // record hands the completion on and returns
