@@ -17,14 +17,8 @@ var _ = add("notify",
 		if !ok {
 			t.Skipf("%s keeps no notifications: its workers poll", f.d.Dialect())
 		}
-		ctx, cancel := context.WithCancel(f.ctx)
-		heard := make(chan string, 100)
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			_ = n.Listen(ctx, "me", func(q string) { heard <- q }, func(err error) { t.Errorf("listen: %v", err) })
-		}()
-		defer func() { cancel(); <-done }()
+		heard, stop := listen(t, f, n, "me")
+		defer stop()
 		wait := func(want func(string) bool, what string) {
 			t.Helper()
 			deadline := time.After(5 * time.Second)
@@ -57,14 +51,8 @@ var _ = add("notify",
 		if !ok || f.d.Dialect() == driver.SQLite {
 			t.Skipf("%s tells no queues apart", f.d.Dialect())
 		}
-		ctx, cancel := context.WithCancel(f.ctx)
-		heard := make(chan string, 100)
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			_ = n.Listen(ctx, "me", func(q string) { heard <- q }, func(err error) { t.Errorf("listen: %v", err) })
-		}()
-		defer func() { cancel(); <-done }()
+		heard, stop := listen(t, f, n, "me")
+		defer stop()
 		next := func() string {
 			t.Helper()
 			select {
@@ -99,3 +87,16 @@ var _ = add("notify",
 		}
 	}},
 )
+
+// listen runs n's listener as self until stop, sending every queue it
+// wakes to heard.
+func listen(t *testing.T, f *fixture, n driver.Notifier, self string) (heard <-chan string, stop func()) {
+	ctx, cancel := context.WithCancel(f.ctx)
+	ch := make(chan string, 100)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = n.Listen(ctx, self, func(q string) { ch <- q }, func(err error) { t.Errorf("listen: %v", err) })
+	}()
+	return ch, func() { cancel(); <-done }
+}
