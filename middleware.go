@@ -138,8 +138,8 @@ func runThrough(ctx context.Context, meta JobMeta, global []WorkerMiddleware, de
 		case i < len(global)+len(own):
 			mw = own[i-len(global)]
 		default:
-			if late(ctx) {
-				return errStartedLate
+			if err := mayBegin(ctx); err != nil {
+				return err
 			}
 			return def.run(ctx, args)
 		}

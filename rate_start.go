@@ -11,20 +11,41 @@ import (
 // (lifecycle.StartedLate).
 var errStartedLate = errors.New("bq: the rate-limited run did not begin within its start slack of its claim")
 
-type startByKey struct{}
+type beginGateKey struct{}
 
-// startBy is when a rated run must begin by, on the client's clock.
-type startBy struct {
-	by  time.Time
-	now func() time.Time
+// beginGate is what a claimed run must pass just before its job's own
+// function, after every middleware (a middleware, or a freeze of the
+// process while it ran, can take any time): the run's lease must still
+// hold, or its claim may be taken and the job run elsewhere already; and
+// a rated run must begin by its claim's StartBy, so no start the job sees
+// comes later than the one its key's ring counts.
+type beginGate struct {
+	lease   *lease
+	ctx     context.Context // the run's context, for the fencing cause
+	startBy time.Time       // zero: not rated
+	now     func() time.Time
 }
 
-// late reports whether ctx is a rated run's and its start is past due:
-// checked just before the job's own function, after every middleware, so
-// no start the job sees comes later than the one its key's ring counts.
-func late(ctx context.Context) bool {
-	s, ok := ctx.Value(startByKey{}).(startBy)
-	return ok && s.now().After(s.by)
+// mayBegin reports why the run of ctx must not begin its job now, or
+// nil. A context without a gate (bqtest.Work) always may.
+func mayBegin(ctx context.Context) error {
+	g, ok := ctx.Value(beginGateKey{}).(*beginGate)
+	if !ok {
+		return nil
+	}
+	if g.lease != nil {
+		g.lease.check()
+		if g.lease.fenced.Load() {
+			if cause := context.Cause(g.ctx); cause != nil {
+				return cause
+			}
+			return ErrLeaseLost // fenced by another goroutine, its cancel still under way
+		}
+	}
+	if !g.startBy.IsZero() && g.now().After(g.startBy) {
+		return errStartedLate
+	}
+	return nil
 }
 
 // rateWaits tells this process's dispatcher, if it runs one, that a job

@@ -307,23 +307,20 @@ func (w *queueWorker) execute(r run) {
 		runErr = permanent(fmt.Errorf("unknown job kind %q: no bq.Define in this worker's binary has that name (deploy a worker that defines it, then retry the job)", cl.Kind))
 	} else {
 		runCtx := context.WithValue(ctx, jobMetaKey{}, meta)
-		if !cl.StartBy.IsZero() {
-			runCtx = context.WithValue(runCtx, startByKey{}, startBy{by: cl.StartBy, now: w.c.cfg.Now})
-		}
 		if t := def.timeout(); t > 0 {
 			var cancel context.CancelFunc
 			runCtx, cancel = context.WithTimeout(runCtx, t)
 			defer cancel()
 		}
 		rc := runContext{Context: runCtx, lease: l}
-		if rc.Err() != nil {
-			// A claim can wait for a runner (a queue holds up to twice its
-			// slots in claims): if the process was frozen meanwhile past
-			// the lease, the claim may be taken and the job run elsewhere
-			// already, so its code must not begin at all.
-			runErr = context.Cause(rc)
-		} else {
-			runErr = w.c.runChain(rc, meta, def, cl.Args)
+		runCtx = context.WithValue(rc, beginGateKey{}, &beginGate{lease: l, ctx: rc, startBy: cl.StartBy, now: w.c.cfg.Now})
+		// A claim can wait for a runner (a queue holds up to twice its
+		// slots in claims): if the process was frozen meanwhile past the
+		// lease, the claim may be taken and the job run elsewhere
+		// already, so not even its middleware begins. The gate is
+		// checked again after the middleware, just before the job.
+		if runErr = mayBegin(runCtx); runErr == nil {
+			runErr = w.c.runChain(runCtx, meta, def, cl.Args)
 		}
 	}
 	if runErr == nil {

@@ -1,0 +1,84 @@
+package bq
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+)
+
+// gatedRun is a run's context behind its begin gate, on a clock the test
+// moves: the process's last beat landed at the clock's start, and the
+// lease lapses after bound of silence.
+func gatedRun(t *testing.T, bound time.Duration, startBy time.Duration) (ctx context.Context, c *Client, advance func(time.Duration)) {
+	t.Helper()
+	var mu sync.Mutex
+	now := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
+	c, _ = chainClient(Config{Now: func() time.Time { mu.Lock(); defer mu.Unlock(); return now }})
+	p := &process{c: c}
+	beat := now
+	p.lastBeat.Store(&beat)
+	base, cancel := context.WithCancelCause(context.Background())
+	t.Cleanup(func() { cancel(nil) })
+	l := &lease{proc: p, bound: bound, cancel: cancel}
+	rc := runContext{Context: base, lease: l}
+	g := &beginGate{lease: l, ctx: rc, now: c.cfg.Now}
+	if startBy > 0 {
+		g.startBy = now.Add(startBy)
+	}
+	return context.WithValue(rc, beginGateKey{}, g), c, func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+}
+
+// TestBeginGateLeaseLapsedBeforeRunner: a claim whose process was silent
+// past its lease before a runner took it does not begin, and says why.
+func TestBeginGateLeaseLapsedBeforeRunner(t *testing.T) {
+	ctx, _, advance := gatedRun(t, 2*time.Second, 0)
+	if err := mayBegin(ctx); err != nil {
+		t.Fatalf("a fresh lease may not begin: %v", err)
+	}
+	advance(2*time.Second + time.Millisecond)
+	err := mayBegin(ctx)
+	if !errors.Is(err, ErrLeaseLost) {
+		t.Fatalf("mayBegin after the lease lapsed = %v, want ErrLeaseLost", err)
+	}
+	if ctx.Err() == nil {
+		t.Error("the gate saw the lapse but the run's context is not cancelled")
+	}
+}
+
+// TestBeginGateAfterMiddleware: a process frozen while a middleware ran
+// (past the lease, or past a rated claim's start slack) does not call the
+// job when the middleware calls next.
+func TestBeginGateAfterMiddleware(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		startBy time.Duration
+		freeze  time.Duration
+		want    error
+	}{
+		{"lease", 0, 3 * time.Second, ErrLeaseLost},
+		{"start slack", 6 * time.Millisecond, 7 * time.Millisecond, errStartedLate},
+		{"neither", 6 * time.Millisecond, 5 * time.Millisecond, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, c, advance := gatedRun(t, 2*time.Second, tc.startBy)
+			ran := false
+			def := &Job[int]{name: "unit.gate", fn: func(context.Context, int) error { ran = true; return nil },
+				opts: JobOptions[int]{Middleware: []WorkerMiddleware{func(ctx context.Context, _ JobMeta, next func(context.Context) error) error {
+					advance(tc.freeze)
+					return next(ctx)
+				}}}}
+			if err := mayBegin(ctx); err != nil {
+				t.Fatalf("may not begin before the middleware: %v", err)
+			}
+			err := c.runChain(ctx, JobMeta{Kind: def.name}, def, []byte("1"))
+			if !errors.Is(err, tc.want) || (tc.want == nil && err != nil) {
+				t.Fatalf("runChain = %v, want %v", err, tc.want)
+			}
+			if ran != (tc.want == nil) {
+				t.Errorf("job ran = %v, want %v", ran, tc.want == nil)
+			}
+		})
+	}
+}
