@@ -333,6 +333,10 @@ const (
 	StateDiscarded JobState = "discarded"
 	StateFailed    JobState = "failed"
 	StateCancelled JobState = "cancelled"
+	// StatePending is a new job stored before admission decides its
+	// state, in the same transaction: InsertJobs writes its job row only,
+	// and admission its execution row (or deletes it, discarded).
+	StatePending JobState = "pending"
 )
 
 // Executes reports whether s has an execution table a job can be written
@@ -341,12 +345,12 @@ func (s JobState) Executes() bool {
 	return s == StateReady || s == StateScheduled || s == StateBlocked
 }
 
-// CheckNewJobs refuses a job whose State has no execution table: it would
-// be stored in none, and so never run.
+// CheckNewJobs refuses a job whose State has no execution table (and is
+// not pending admission): it would be stored in none, and so never run.
 func CheckNewJobs(jobs []*NewJob) error {
 	for i, j := range jobs {
-		if !j.State.Executes() {
-			return fmt.Errorf("insert jobs: job %d has state %q: a new job is ready, scheduled or blocked", i, j.State)
+		if !j.State.Executes() && j.State != StatePending {
+			return fmt.Errorf("insert jobs: job %d has state %q: a new job is ready, scheduled, blocked or pending", i, j.State)
 		}
 	}
 	return nil

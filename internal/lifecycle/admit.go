@@ -171,7 +171,9 @@ type Verdict struct {
 	DuplicateOf int64
 }
 
-// Enqueue admits new jobs and inserts every one not discarded. Jobs due
+// Enqueue admits new jobs and keeps every one not discarded (a keyed or
+// rated job's row goes in pending before admission and is deleted again
+// if admission discards it). Jobs due
 // later are stored scheduled and admitted when the dispatcher promotes
 // them. A unique job that duplicates one already stored (or an earlier
 // one of jobs) is neither admitted nor stored. It also returns what
@@ -197,6 +199,29 @@ func Enqueue(ctx context.Context, ex Store, jobs []*driver.NewJob, now time.Time
 			due = append(due, cands[i])
 		}
 	}
+	// The job rows of the jobs admission decides on go in first, pending:
+	// the keys' locks are then held only while admission decides and
+	// writes the execution rows, not while the job rows (most of the
+	// batch's cost) are written, so producers over the same keys overlap.
+	var store []*driver.NewJob
+	for i, c := range cands {
+		if c == nil {
+			continue
+		}
+		j := jobs[i]
+		switch due := !j.ScheduledAt.After(now); {
+		case due && (len(c.keys) > 0 || c.rate.Key != ""):
+			j.State = driver.StatePending
+		case due:
+			j.State = driver.StateReady
+		default:
+			j.State = driver.StateScheduled
+		}
+		store = append(store, j)
+	}
+	if err := ex.InsertJobs(ctx, now, store); err != nil {
+		return nil, driver.Promotion{}, err
+	}
 	promoted, err := admit(ctx, ex, due, now)
 	if err != nil {
 		return nil, promoted, err
@@ -207,25 +232,41 @@ func Enqueue(ctx context.Context, ex Store, jobs []*driver.NewJob, now time.Time
 	}
 	results := make([]Verdict, len(jobs))
 	kept := make([]*driver.NewJob, 0, len(jobs))
+	var ready, blocked []driver.Execution
+	var discarded []int64
 	for i, c := range cands {
 		if c == nil {
 			continue
 		}
 		results[i] = Verdict{State: c.outcome, Reason: c.reason, HeldBy: c.heldBy}
-		switch c.outcome {
-		case driver.StateReady:
-			jobs[i].State = driver.StateReady
-		case driver.StateBlocked:
-			jobs[i].State, jobs[i].Line = driver.StateBlocked, c.line
-		case driver.StateScheduled:
-			jobs[i].State = driver.StateScheduled
-		case driver.StateDiscarded:
-			continue
+		j := jobs[i]
+		if j.State == driver.StatePending {
+			row := driver.Execution{JobID: j.ID, Queue: j.Queue, Priority: j.Priority, Key: cmp.Or(c.line, j.Limit.Key), At: now}
+			switch c.outcome {
+			case driver.StateReady:
+				j.State = driver.StateReady
+				ready = append(ready, row)
+			case driver.StateBlocked:
+				j.State, j.Line = driver.StateBlocked, c.line
+				blocked = append(blocked, row)
+			case driver.StateDiscarded:
+				discarded = append(discarded, j.ID)
+				j.ID = 0
+				continue
+			}
 		}
-		kept = append(kept, jobs[i])
+		kept = append(kept, j)
 	}
-	if err := ex.InsertJobs(ctx, now, kept); err != nil {
+	if err := ex.InsertExecutions(ctx, driver.StateReady, ready); err != nil {
 		return nil, promoted, err
+	}
+	if err := ex.InsertExecutions(ctx, driver.StateBlocked, blocked); err != nil {
+		return nil, promoted, err
+	}
+	if len(discarded) > 0 {
+		if err := ex.DeleteJobs(ctx, discarded); err != nil {
+			return nil, promoted, err
+		}
 	}
 	if err := rates.finish(ctx, func(c *candidate) int64 { return jobs[c.index].ID }); err != nil {
 		return nil, promoted, err
