@@ -403,16 +403,22 @@ func testCancelRacesCompletion(t *testing.T, h *harness) {
 	const jobs = 40
 	ids := make([]int64, jobs)
 	for i := range ids {
-		// Runs long enough that cancels, spread over 400 ms, land on
+		// Runs long enough that cancels, spread over 600 ms, land on
 		// running jobs as well as on waiting and finished ones.
 		ids[i] = enqueue(t, h, cancel2Job, Args{Key: string(rune('a' + i%4)), Seq: i, SleepMS: 100 + rand.N(200)}).ID
 	}
 	rec := h.recorder()
 	worker(h, 3)
 	worker(h, 3)
-	// Cancels race runs only once both processes work.
+	// Cancels race runs only once both processes work, and are spread
+	// from the first claim on (a loaded machine starts the workers late):
+	// jobs of the first waves finish before their cancel, while later
+	// ones are running when theirs lands.
 	h.eventually(20*time.Second, "both worker processes to register", func() bool {
 		return h.count(`SELECT count(*) FROM bq_processes`) == 2
+	})
+	h.eventually(20*time.Second, "a first claim", func() bool {
+		return h.count(`SELECT count(*) FROM bq_claimed_executions`) > 0
 	})
 	type answer struct {
 		state bq.JobState
@@ -423,7 +429,7 @@ func testCancelRacesCompletion(t *testing.T, h *harness) {
 	var wg sync.WaitGroup
 	for i, id := range ids {
 		wg.Go(func() {
-			time.Sleep(time.Duration(rand.N(400)) * time.Millisecond)
+			time.Sleep(time.Duration(rand.N(600)) * time.Millisecond)
 			st, err := h.client.Cancel(ctx, id)
 			answers[i] = answer{st, err, time.Now()}
 		})
