@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/bqueue/bq/internal/driver"
 )
 
 // gatedRun is a run's context behind its begin gate, on a clock the test
@@ -21,26 +23,30 @@ func gatedRun(t *testing.T, bound time.Duration, startBy time.Duration) (ctx con
 	p.lastBeat.Store(&beat)
 	base, cancel := context.WithCancelCause(context.Background())
 	t.Cleanup(func() { cancel(nil) })
-	l := &lease{proc: p, bound: bound, cancel: cancel}
-	rc := runContext{Context: base, lease: l}
-	g := &beginGate{lease: l, ctx: rc, now: c.cfg.Now}
+	cl := &driver.Claim{}
 	if startBy > 0 {
-		g.startBy = now.Add(startBy)
+		cl.StartBy = now.Add(startBy)
 	}
-	return context.WithValue(rc, beginGateKey{}, g), c, func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	l := &lease{proc: p, claim: cl, bound: bound, cancel: cancel}
+	rc := runContext{Context: base, lease: l}
+	return context.WithValue(rc, beginGateKey{}, &beginGate{lease: l, ctx: rc}), c, func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
 }
 
 // TestBeginGateLeaseLapsedBeforeRunner: a claim whose process was silent
-// past its lease before a runner took it does not begin, and says why.
+// past its lease before a runner took it runs neither its middleware nor
+// its job, says why, and its run's context is cancelled.
 func TestBeginGateLeaseLapsedBeforeRunner(t *testing.T) {
-	ctx, _, advance := gatedRun(t, 2*time.Second, 0)
-	if err := mayBegin(ctx); err != nil {
-		t.Fatalf("a fresh lease may not begin: %v", err)
-	}
+	ctx, c, advance := gatedRun(t, 2*time.Second, 0)
+	var trace []string
+	def := &Job[int]{name: "unit.gate", fn: func(context.Context, int) error { trace = append(trace, "job"); return nil },
+		opts: JobOptions[int]{Middleware: []WorkerMiddleware{logging(&trace, "mw")}}}
 	advance(2*time.Second + time.Millisecond)
-	err := mayBegin(ctx)
+	err := c.runChain(ctx, JobMeta{Kind: def.name}, def, []byte("1"))
 	if !errors.Is(err, ErrLeaseLost) {
-		t.Fatalf("mayBegin after the lease lapsed = %v, want ErrLeaseLost", err)
+		t.Fatalf("runChain after the lease lapsed = %v, want ErrLeaseLost", err)
+	}
+	if len(trace) > 0 {
+		t.Errorf("ran %v after the lease lapsed, want nothing", trace)
 	}
 	if ctx.Err() == nil {
 		t.Error("the gate saw the lapse but the run's context is not cancelled")
@@ -69,9 +75,6 @@ func TestBeginGateAfterMiddleware(t *testing.T) {
 					advance(tc.freeze)
 					return next(ctx)
 				}}}}
-			if err := mayBegin(ctx); err != nil {
-				t.Fatalf("may not begin before the middleware: %v", err)
-			}
 			err := c.runChain(ctx, JobMeta{Kind: def.name}, def, []byte("1"))
 			if !errors.Is(err, tc.want) || (tc.want == nil && err != nil) {
 				t.Fatalf("runChain = %v, want %v", err, tc.want)

@@ -153,6 +153,11 @@ func runThrough(ctx context.Context, meta JobMeta, global []WorkerMiddleware, de
 		}
 		return err
 	}
+	// The begin gate, before the first middleware and again before the
+	// job: a freeze at either point may have let the claim go elsewhere.
+	if err := mayBegin(ctx); err != nil {
+		return err
+	}
 	return safeRun(func() error { return call(0, ctx) })
 }
 

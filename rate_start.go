@@ -3,7 +3,6 @@ package bq
 import (
 	"context"
 	"errors"
-	"time"
 )
 
 // errStartedLate ends a rated run that did not begin by its claim's
@@ -13,36 +12,32 @@ var errStartedLate = errors.New("bq: the rate-limited run did not begin within i
 
 type beginGateKey struct{}
 
-// beginGate is what a claimed run must pass just before its job's own
-// function, after every middleware (a middleware, or a freeze of the
-// process while it ran, can take any time): the run's lease must still
-// hold, or its claim may be taken and the job run elsewhere already; and
-// a rated run must begin by its claim's StartBy, so no start the job sees
-// comes later than the one its key's ring counts.
+// beginGate is what a claimed run must pass before its middleware and
+// again just before its job's own function (a middleware, or a freeze of
+// the process while it ran, can take any time): the run's lease must
+// still hold, or its claim may be taken and the job run elsewhere
+// already; and a rated run must begin by its claim's StartBy, so no
+// start the job sees comes later than the one its key's ring counts.
 type beginGate struct {
-	lease   *lease
-	ctx     context.Context // the run's context, for the fencing cause
-	startBy time.Time       // zero: not rated
-	now     func() time.Time
+	lease *lease
+	ctx   context.Context // the run's context, for the fencing cause
 }
 
-// mayBegin reports why the run of ctx must not begin its job now, or
-// nil. A context without a gate (bqtest.Work) always may.
+// mayBegin reports why the run of ctx must not begin now, or nil. A
+// context without a gate (bqtest.Work) always may.
 func mayBegin(ctx context.Context) error {
 	g, ok := ctx.Value(beginGateKey{}).(*beginGate)
 	if !ok {
 		return nil
 	}
-	if g.lease != nil {
-		g.lease.check()
-		if g.lease.fenced.Load() {
-			if cause := context.Cause(g.ctx); cause != nil {
-				return cause
-			}
-			return ErrLeaseLost // fenced by another goroutine, its cancel still under way
+	l := g.lease
+	if l.check(); l.fenced.Load() {
+		if cause := context.Cause(g.ctx); cause != nil {
+			return cause
 		}
+		return ErrLeaseLost // fenced by another goroutine, its cancel still under way
 	}
-	if !g.startBy.IsZero() && g.now().After(g.startBy) {
+	if by := l.claim.StartBy; !by.IsZero() && l.proc.c.cfg.Now().After(by) {
 		return errStartedLate
 	}
 	return nil

@@ -313,15 +313,13 @@ func (w *queueWorker) execute(r run) {
 			defer cancel()
 		}
 		rc := runContext{Context: runCtx, lease: l}
-		runCtx = context.WithValue(rc, beginGateKey{}, &beginGate{lease: l, ctx: rc, startBy: cl.StartBy, now: w.c.cfg.Now})
 		// A claim can wait for a runner (a queue holds up to twice its
 		// slots in claims): if the process was frozen meanwhile past the
 		// lease, the claim may be taken and the job run elsewhere
-		// already, so not even its middleware begins. The gate is
-		// checked again after the middleware, just before the job.
-		if runErr = mayBegin(runCtx); runErr == nil {
-			runErr = w.c.runChain(runCtx, meta, def, cl.Args)
-		}
+		// already, so runThrough checks the gate before any middleware
+		// begins, and again just before the job.
+		gated := context.WithValue(rc, beginGateKey{}, &beginGate{lease: l, ctx: rc})
+		runErr = w.c.runChain(gated, meta, def, cl.Args)
 	}
 	if runErr == nil {
 		w.ended(l) // record hands the completion on and returns

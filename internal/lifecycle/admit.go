@@ -188,34 +188,28 @@ func Enqueue(ctx context.Context, ex Store, jobs []*driver.NewJob, now time.Time
 	if err != nil {
 		return nil, driver.Promotion{}, err
 	}
-	cands := make([]*candidate, len(jobs))
-	var due []*candidate
-	for i, j := range jobs {
-		if _, dup := dups[i]; dup {
-			continue
-		}
-		cands[i] = newCandidate(i, &driver.Job{Limit: j.Limit, More: j.More, Rate: j.Rate, Queue: j.Queue, Priority: j.Priority}, driver.StateScheduled)
-		if !j.ScheduledAt.After(now) {
-			due = append(due, cands[i])
-		}
-	}
 	// The job rows of the jobs admission decides on go in first, pending:
 	// the keys' locks are then held only while admission decides and
 	// writes the execution rows, not while the job rows (most of the
 	// batch's cost) are written, so producers over the same keys overlap.
+	cands := make([]*candidate, len(jobs))
+	var due []*candidate
 	var store []*driver.NewJob
-	for i, c := range cands {
-		if c == nil {
+	for i, j := range jobs {
+		if _, dup := dups[i]; dup {
 			continue
 		}
-		j := jobs[i]
-		switch due := !j.ScheduledAt.After(now); {
-		case due && (len(c.keys) > 0 || c.rate.Key != ""):
-			j.State = driver.StatePending
-		case due:
-			j.State = driver.StateReady
-		default:
+		c := newCandidate(i, &driver.Job{Limit: j.Limit, More: j.More, Rate: j.Rate, Queue: j.Queue, Priority: j.Priority}, driver.StateScheduled)
+		cands[i] = c
+		switch {
+		case j.ScheduledAt.After(now):
 			j.State = driver.StateScheduled
+		case len(c.keys) > 0 || c.rate.Key != "":
+			j.State = driver.StatePending
+			due = append(due, c)
+		default:
+			j.State = driver.StateReady
+			due = append(due, c)
 		}
 		store = append(store, j)
 	}
@@ -232,7 +226,7 @@ func Enqueue(ctx context.Context, ex Store, jobs []*driver.NewJob, now time.Time
 	}
 	results := make([]Verdict, len(jobs))
 	kept := make([]*driver.NewJob, 0, len(jobs))
-	var ready, blocked []driver.Execution
+	var rows placement
 	var discarded []int64
 	for i, c := range cands {
 		if c == nil {
@@ -240,27 +234,14 @@ func Enqueue(ctx context.Context, ex Store, jobs []*driver.NewJob, now time.Time
 		}
 		results[i] = Verdict{State: c.outcome, Reason: c.reason, HeldBy: c.heldBy}
 		j := jobs[i]
-		if j.State == driver.StatePending {
-			row := driver.Execution{JobID: j.ID, Queue: j.Queue, Priority: j.Priority, Key: cmp.Or(c.line, j.Limit.Key), At: now}
-			switch c.outcome {
-			case driver.StateReady:
-				j.State = driver.StateReady
-				ready = append(ready, row)
-			case driver.StateBlocked:
-				j.State, j.Line = driver.StateBlocked, c.line
-				blocked = append(blocked, row)
-			case driver.StateDiscarded:
-				discarded = append(discarded, j.ID)
-				j.ID = 0
-				continue
-			}
+		if j.State == driver.StatePending && !rows.place(c, j.ID, j.Queue, j.Priority, j.Limit.Key, now) {
+			discarded = append(discarded, j.ID) // a new job admission discards is not kept
+			j.ID = 0
+			continue
 		}
 		kept = append(kept, j)
 	}
-	if err := ex.InsertExecutions(ctx, driver.StateReady, ready); err != nil {
-		return nil, promoted, err
-	}
-	if err := ex.InsertExecutions(ctx, driver.StateBlocked, blocked); err != nil {
+	if err := rows.write(ctx, ex); err != nil {
 		return nil, promoted, err
 	}
 	if len(discarded) > 0 {
@@ -345,30 +326,48 @@ func admitExisting(ctx context.Context, ex Store, jobs []*driver.Job, now time.T
 		return nil, promoted, err
 	}
 	outcomes := make([]driver.JobState, len(jobs))
-	var ready, blocked []driver.Execution
+	var rows placement
 	for i, c := range cands {
 		j := jobs[i]
 		outcomes[i] = c.outcome
-		row := driver.Execution{JobID: j.ID, Queue: j.Queue, Priority: j.Priority, Key: cmp.Or(c.line, j.Limit.Key), At: now}
-		switch c.outcome {
-		case driver.StateReady:
-			ready = append(ready, row)
-		case driver.StateBlocked:
-			blocked = append(blocked, row)
-		case driver.StateDiscarded:
+		if !rows.place(c, j.ID, j.Queue, j.Priority, j.Limit.Key, now) && c.outcome == driver.StateDiscarded {
 			if err := ex.FinishJob(ctx, j.ID, now, true); err != nil {
 				return nil, promoted, err
 			}
 		}
 	}
-	if err := ex.InsertExecutions(ctx, driver.StateReady, ready); err != nil {
-		return nil, promoted, err
-	}
-	if err := ex.InsertExecutions(ctx, driver.StateBlocked, blocked); err != nil {
+	if err := rows.write(ctx, ex); err != nil {
 		return nil, promoted, err
 	}
 	if err := rates.finish(ctx, func(c *candidate) int64 { return jobs[c.index].ID }); err != nil {
 		return nil, promoted, err
 	}
 	return outcomes, promoted, nil
+}
+
+// placement gathers the execution rows of admitted jobs by the state
+// admission gave them, written one statement a table.
+type placement struct{ ready, blocked []driver.Execution }
+
+// place adds the row of job id as c's outcome says: ready, or blocked in
+// the line admission chose (its key's, when c.line is empty). It reports
+// false, adding nothing, for any other outcome.
+func (p *placement) place(c *candidate, id int64, queue string, priority int, key string, now time.Time) bool {
+	row := driver.Execution{JobID: id, Queue: queue, Priority: priority, Key: cmp.Or(c.line, key), At: now}
+	switch c.outcome {
+	case driver.StateReady:
+		p.ready = append(p.ready, row)
+	case driver.StateBlocked:
+		p.blocked = append(p.blocked, row)
+	default:
+		return false
+	}
+	return true
+}
+
+func (p *placement) write(ctx context.Context, ex Store) error {
+	if err := ex.InsertExecutions(ctx, driver.StateReady, p.ready); err != nil {
+		return err
+	}
+	return ex.InsertExecutions(ctx, driver.StateBlocked, p.blocked)
 }
