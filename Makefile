@@ -31,7 +31,10 @@ export BQ_TEST_MYSQL_DSN ?= $(DEFAULT_MYSQL_DSN)
 .PHONY: test soak lint demo build bench ensure-cc ensure-databases ensure-pgbench ensure-chromium staticcheck
 
 test: ensure-cc ensure-databases ensure-chromium
-	$(GO) test -race -count=1 -timeout 20m ./...
+	@# The conformance suite first: it is the longest package, and named
+	@# first it starts as soon as it is built rather than after the
+	@# packages before it in path order (4 min later in a measured run).
+	$(GO) test -race -count=1 -timeout 20m ./internal/conformance ./...
 	@# Last, on their own: restarting a server would disturb any test beside
 	@# it. Only the local servers the scripts manage (the default DSNs).
 	@if [[ ",$(BQ_TEST_DRIVERS)," == *",postgres,"* && "$(BQ_TEST_POSTGRES_DSN)" == "$(DEFAULT_POSTGRES_DSN)" ]]; then \
@@ -43,7 +46,7 @@ test: ensure-cc ensure-databases ensure-chromium
 		BQ_TEST_MYSQL_RESTART=1 $(GO) test -race -count=1 -run TestMariaDBRestart -v ./internal/pgrestart | grep -v '^=== '; \
 	fi
 
-# The chaos test for ten minutes per database (CI runs it for 20 s).
+# The chaos test for ten minutes per database (CI runs it for 12 s).
 soak: ensure-databases
 	BQ_CHAOS_DURATION=10m $(GO) test -count=1 -timeout 60m -run 'TestConformance/.*/ChaosKill9' -v ./internal/conformance
 

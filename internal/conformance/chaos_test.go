@@ -21,7 +21,8 @@ var _ = register(
 )
 
 // Chaos timings: processes are declared dead after chaosDeadAfter of
-// silence; BQ_CHAOS_DURATION (default 20s) sets how long the killing goes on.
+// silence; BQ_CHAOS_DURATION (default 12s: about six kills) sets how long the killing
+// goes on; `make soak` runs it for ten minutes.
 const (
 	chaosHeartbeat = 250 * time.Millisecond
 	chaosDeadAfter = 3 * time.Second
@@ -38,7 +39,7 @@ func chaosEnv() []string {
 // (a killed run ends at its kill), nothing is left blocked or claimed and
 // every semaphore is whole again.
 func testChaos(t *testing.T, h *harness) {
-	duration := 20 * time.Second
+	duration := 12 * time.Second
 	if d, err := time.ParseDuration(os.Getenv("BQ_CHAOS_DURATION")); err == nil {
 		duration = d
 	}

@@ -26,6 +26,9 @@ type Args struct {
 	SleepMS int
 	Mode    string // "", "fail-first", "fail", "permanent", "permanent-first", "panic", "wait-ctx", "ignore-ctx", "poll-ctx", "poll-ctx-first", "snooze-first", "snooze-zero"
 	N       int    // for decode tests: the wrong type is written as a string; for snooze-first, the delay in ms
+	// Until, for poll-ctx: a file whose appearance ends the run early, so
+	// a test can end a long run (and its re-runs) once it has seen enough.
+	Until string `json:",omitempty"`
 }
 
 func keyOf(a Args) string { return a.Key }
@@ -168,6 +171,11 @@ func act(ctx context.Context, a Args, meta bq.JobMeta) error {
 		for end := time.Now().Add(time.Duration(a.SleepMS) * time.Millisecond); time.Now().Before(end); {
 			if err := ctx.Err(); err != nil {
 				return err
+			}
+			if a.Until != "" {
+				if _, err := os.Stat(a.Until); err == nil {
+					return nil
+				}
 			}
 			time.Sleep(10 * time.Millisecond)
 		}

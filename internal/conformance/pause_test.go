@@ -108,6 +108,17 @@ func (h *harness) checkDrained(ids []int64) {
 	h.checkSemaphores()
 }
 
+// endRunsAfter ends the poll-ctx runs waiting for file (Args.Until)
+// after d: a run the pause caught that went on past the resume has run d
+// beside its re-run by then, which the overlap checks catch.
+func endRunsAfter(t *testing.T, file string, d time.Duration) {
+	t.Helper()
+	time.Sleep(d)
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // testPausedHolderDurationPath: job A of a To=1 key with Duration 3 s
 // runs in W1; B of the same key waits behind it; W2 runs workers and a
 // dispatcher. ProcessDeadAfter is 60 s, so only the Duration failsafe can
@@ -121,8 +132,10 @@ func (h *harness) checkDrained(ids []int64) {
 func testPausedHolderDurationPath(t *testing.T, h *harness) {
 	env := []string{"BQ_HEARTBEAT=500ms", "BQ_DEAD_AFTER=60s"}
 	w1 := h.spawn("workers", 1, env...)
-	// Long enough to be still running when W1 resumes.
-	a := enqueue(t, h, pauseHolderJob, Args{Key: "ph", Mode: "poll-ctx", SleepMS: 12000})
+	// Still running when W1 resumes, and its re-run too, until the test
+	// has watched a second past the resume.
+	enough := filepath.Join(t.TempDir(), "enough")
+	a := enqueue(t, h, pauseHolderJob, Args{Key: "ph", Mode: "poll-ctx", SleepMS: 30000, Until: enough})
 	h.waitState(a.ID, bq.StateRunning)
 	b := enqueue(t, h, pauseHolderJob, Args{Key: "ph", Mode: "poll-ctx", SleepMS: 500})
 	if b.State != bq.StateBlocked {
@@ -136,6 +149,7 @@ func testPausedHolderDurationPath(t *testing.T, h *harness) {
 	w := window{pid: w1.Process.Pid, stop: h.pause(w1)}
 	time.Sleep(7500 * time.Millisecond)
 	w.cont = h.resume(w1)
+	endRunsAfter(t, enough, time.Second)
 	h.waitFinished(2, 60*time.Second)
 	stop()
 
@@ -156,9 +170,11 @@ func testPausedBeyondDeadAfter(t *testing.T, h *harness) {
 	env := chaosEnv() // heartbeat 250ms, dead after 3s
 	w1 := h.spawn("workers", 3, env...)
 	var ids []int64
+	enough := filepath.Join(t.TempDir(), "enough")
 	for range 3 {
-		// Long enough to be still running when W1 resumes.
-		res := enqueue(t, h, pause3Job, Args{Key: "p3", Mode: "poll-ctx", SleepMS: 10000})
+		// Still running when W1 resumes, and their re-runs too, until the
+		// test has watched a second past the resume.
+		res := enqueue(t, h, pause3Job, Args{Key: "p3", Mode: "poll-ctx", SleepMS: 30000, Until: enough})
 		ids = append(ids, res.ID)
 	}
 	for _, id := range ids {
@@ -179,6 +195,7 @@ func testPausedBeyondDeadAfter(t *testing.T, h *harness) {
 	w := window{pid: w1.Process.Pid, stop: h.pause(w1)}
 	time.Sleep(5 * time.Second)
 	w.cont = h.resume(w1)
+	endRunsAfter(t, enough, time.Second)
 	h.waitFinished(len(ids), 60*time.Second)
 	stop()
 
@@ -331,7 +348,7 @@ func logFlow(t *testing.T, db string, runs []outcomeRun, w window, limits map[st
 }
 
 // testHeartbeatNotStarved: three worker processes x 4 slots drain 300
-// jobs of 5-20 ms back to back, three times over, with a 250 ms heartbeat
+// jobs of 5-20 ms back to back, twice over, with a 250 ms heartbeat
 // and ProcessDeadAfter 2 s. However heavy the other processes' writes, a
 // live process's heartbeat lands: no job runs twice and none is reaped as
 // "process lost".
@@ -363,7 +380,7 @@ func testHeartbeatNotStarved(t *testing.T, h *harness) {
 
 	var ids []int64
 	var drains []string
-	for round := range 3 {
+	for round := range 2 {
 		var unkeyed, keyed []Args
 		for i := range 300 {
 			a := Args{Test: h.test, Seq: round*300 + i, SleepMS: 5 + rand.IntN(16)}

@@ -14,11 +14,14 @@ import (
 
 var _ = register(scenario{"GracefulStopLeavesNoClaim", testGracefulStopLeavesNoClaim})
 
+// gracefulStops is how many times in a row a claiming worker is stopped.
+const gracefulStops = 6
+
 // testGracefulStopLeavesNoClaim: a worker process stopped with SIGTERM
 // while it claims (jobs keep arriving, and the signal lands at a random
 // moment of its claim loop) returns from Run leaving no claim of its own:
 // every claim it committed was run to its end or went back to ready with
-// its slot. Ten stops in a row; then a worker drains what is left and
+// its slot. Six stops in a row; then a worker drains what is left and
 // every job completes once.
 func testGracefulStopLeavesNoClaim(t *testing.T, h *harness) {
 	ctx := context.Background()
@@ -69,7 +72,7 @@ func testGracefulStopLeavesNoClaim(t *testing.T, h *harness) {
 
 	add(20)
 	left := 0
-	for round := range 10 {
+	for round := range gracefulStops {
 		w := h.spawn("workers", 4, "BQ_POLL=10ms")
 		h.waitProcesses(1)
 		feeding := make(chan struct{})
@@ -99,5 +102,5 @@ func testGracefulStopLeavesNoClaim(t *testing.T, h *harness) {
 		}
 	}
 	h.checkDrained(ids)
-	t.Logf("%s: %d jobs over 10 graceful stops; %d claims left behind", h.db, len(ids), left)
+	t.Logf("%s: %d jobs over %d graceful stops; %d claims left behind", h.db, len(ids), gracefulStops, left)
 }
