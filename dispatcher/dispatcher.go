@@ -77,6 +77,11 @@ type Dispatcher struct {
 	cfg         Config
 	lastCleanup time.Time
 	snapped     time.Time // the last minute of history this dispatcher snapshotted
+	// lookedForOrphans is when this dispatcher last looked through every
+	// claim for lost ones, and seen the process rows it read at its last
+	// pass (see mayHaveLostClaims).
+	lookedForOrphans time.Time
+	seen             map[int64]bool
 }
 
 // New returns a dispatcher for drv.

@@ -16,6 +16,9 @@ import (
 // ProcessDeadAfter and its own bound while others' heartbeats landed, so
 // an outage or a locked database every process shared kills none.
 func (d *Dispatcher) reapLostClaims(ctx context.Context) error {
+	if look, err := d.mayHaveLostClaims(ctx); err != nil || !look {
+		return err
+	}
 	// Look first: most passes find no lost claim.
 	var lost []*driver.Claim
 	err := driver.Atomic(ctx, d.drv, func(ex driver.Executor) (err error) {
@@ -49,6 +52,45 @@ func (d *Dispatcher) reapLostClaims(ctx context.Context) error {
 	// Remove the dead processes now their claims are gone: if one was only
 	// paused, its next heartbeat finds no row and it cancels its runs.
 	return d.deleteDeadProcesses(ctx)
+}
+
+// mayHaveLostClaims tells whether a pass must look through the claims for
+// lost ones. A claim is lost when its process is dead or its process row
+// is gone, and the process rows (a small table) show both: death needs a
+// silence past ProcessDeadAfter, and a row gone since the last pass is
+// missing from them. Only a row that came and went between two passes
+// is not seen so, and for it every claim is looked through once per
+// ProcessDeadAfter. The look walks the claims' key, which a busy queue
+// fills with the entries of deleted claims: made by every process of a
+// fleet every DispatchInterval, it cost more of the server's time than
+// any other statement of a pass (bench/matrix/notes.md, "Fleet").
+func (d *Dispatcher) mayHaveLostClaims(ctx context.Context) (bool, error) {
+	var procs []driver.Process
+	err := driver.Atomic(ctx, d.drv, func(ex driver.Executor) (err error) {
+		procs, err = ex.ListProcesses(ctx)
+		return err
+	})
+	if err != nil {
+		return false, err
+	}
+	now := d.cfg.Now()
+	look := now.Sub(d.lookedForOrphans) >= d.cfg.ProcessDeadAfter || now.Before(d.lookedForOrphans)
+	seen := make(map[int64]bool, len(procs))
+	for _, p := range procs {
+		seen[p.ID] = true
+		// Silent for ProcessDeadAfter is needed, not enough: the look
+		// decides (each process's own DeadAfter, evidence that others
+		// beat, beacons).
+		look = look || now.Sub(p.LastHeartbeatAt) >= d.cfg.ProcessDeadAfter
+	}
+	for id := range d.seen {
+		look = look || !seen[id]
+	}
+	d.seen = seen
+	if look {
+		d.lookedForOrphans = now
+	}
+	return look, nil
 }
 
 // deleteDeadProcesses removes dead processes that hold no claims.

@@ -22,7 +22,74 @@ var _ = register(
 	scenario{"DispatcherPromotesBesideFreeSlots", testPromoteBesideFree},
 	scenario{"RetentionClearsFinishedJobs", testRetention},
 	scenario{"SharedSilenceIsNoEvidence", testSharedSilenceIsNoEvidence},
+	scenario{"ReaperSeesARowDeletedBetweenPasses", testReaperSeesRowDeleted},
+	scenario{"ReaperSeesASilenceBetweenPasses", testReaperSeesSilence},
 )
+
+// testReaperSeesSilence: one running dispatcher reaps the claim of a
+// process that fell silent since its last look through every claim, at
+// its first pass after the silence passed ProcessDeadAfter (10 min on
+// its clock here), not ProcessDeadAfter after that look.
+func testReaperSeesSilence(t *testing.T, h *harness) {
+	ctx := context.Background()
+	t0 := time.Now()
+	const deadAfter = 10 * time.Minute
+	silent := registerProcess(t, h, t0.Add(-6*time.Minute))
+	w := witness(t, h)
+	// Unkeyed: a key's expiry would take the claim on another path.
+	res := enqueue(t, h, unkeyedJob, Args{})
+	claimOne(t, h, silent)
+	now := t0
+	d := dispatcher.New(h.driver(), dispatcher.Config{ProcessDeadAfter: deadAfter, Now: func() time.Time { return now }})
+	if err := d.Pass(ctx); err != nil {
+		t.Fatalf("dispatcher pass: %v", err)
+	}
+	if st := h.state(res.ID); st != bq.StateRunning {
+		t.Fatalf("the claim of a process silent for 6 min of 10: %s, want running", st)
+	}
+	now = t0.Add(5 * time.Minute) // silent for 11 min; the witness beats on
+	if landed, err := h.driver().Exec().Heartbeat(ctx, driver.Beat{ProcessID: w, At: now, BeatingSince: t0.Add(-2 * time.Hour)}); err != nil || !landed {
+		t.Fatalf("witness heartbeat: landed %v, %v", landed, err)
+	}
+	if err := d.Pass(ctx); err != nil {
+		t.Fatalf("dispatcher pass: %v", err)
+	}
+	if info := jobInfo(t, h, res.ID); info.State != bq.StateReady || info.Attempts != 1 {
+		t.Errorf("the claim of a process silent for 11 min of 10, 5 min after the dispatcher's last look: %s with %d attempts, want ready with 1", info.State, info.Attempts)
+	}
+	h.checkSemaphores()
+}
+
+// testReaperSeesRowDeletedBetweenPasses: one running dispatcher (its
+// look through every claim made at its first pass) reaps, at its next
+// pass, the claim of a live process whose row was deleted since: a
+// process row gone is a dead process, and passes in between that find
+// every process beating still look at the rows.
+func testReaperSeesRowDeleted(t *testing.T, h *harness) {
+	ctx := context.Background()
+	live := registerProcess(t, h, time.Now())
+	res := enqueue(t, h, unkeyedJob, Args{})
+	claimOne(t, h, live)
+	d := dispatcher.New(h.driver(), dispatcher.Config{ProcessDeadAfter: time.Hour})
+	for range 2 { // the first looks through every claim, the second only at the rows
+		if err := d.Pass(ctx); err != nil {
+			t.Fatalf("dispatcher pass: %v", err)
+		}
+		if st := h.state(res.ID); st != bq.StateRunning {
+			t.Fatalf("the claim of a beating process: %s, want running", st)
+		}
+	}
+	h.exec(`DELETE FROM bq_processes WHERE id = `+strconv.FormatInt(live, 10),
+		`DELETE FROM bq_processes WHERE id = `+strconv.FormatInt(live, 10),
+		`DELETE FROM bq_processes WHERE id = `+strconv.FormatInt(live, 10))
+	if err := d.Pass(ctx); err != nil {
+		t.Fatalf("dispatcher pass: %v", err)
+	}
+	if info := jobInfo(t, h, res.ID); info.State != bq.StateReady || info.Attempts != 1 {
+		t.Errorf("the claim of a process whose row was deleted: %s with %d attempts after the next pass, want ready with 1", info.State, info.Attempts)
+	}
+	h.checkSemaphores()
+}
 
 // exec runs a white-box statement, one text per dialect.
 func (h *harness) exec(postgres, sqlite, mysql string) {
