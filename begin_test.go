@@ -29,7 +29,7 @@ func gatedRun(t *testing.T, bound time.Duration, startBy time.Duration) (ctx con
 	}
 	l := &lease{proc: p, claim: cl, bound: bound, cancel: cancel}
 	rc := runContext{Context: base, lease: l}
-	return context.WithValue(rc, beginGateKey{}, &beginGate{lease: l, ctx: rc}), c, func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	return gated(rc), c, func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
 }
 
 // TestBeginGateLeaseLapsedBeforeRunner: a claim whose process was silent

@@ -154,9 +154,12 @@ func runThrough(ctx context.Context, meta JobMeta, global []WorkerMiddleware, de
 		return err
 	}
 	// The begin gate, before the first middleware and again before the
-	// job: a freeze at either point may have let the claim go elsewhere.
-	if err := mayBegin(ctx); err != nil {
-		return err
+	// job (above): a freeze at either point may have let the claim go
+	// elsewhere. Without middleware the check above is the only one.
+	if len(global)+len(own) > 0 {
+		if err := mayBegin(ctx); err != nil {
+			return err
+		}
 	}
 	return safeRun(func() error { return call(0, ctx) })
 }

@@ -10,29 +10,30 @@ import (
 // (lifecycle.StartedLate).
 var errStartedLate = errors.New("bq: the rate-limited run did not begin within its start slack of its claim")
 
+// beginGateKey holds the runContext of a claimed run, which must pass
+// the begin gate before its middleware and again just before its job's
+// own function (a middleware, or a freeze of the process while it ran,
+// can take any time): the run's lease must still hold, or its claim may
+// be taken and the job run elsewhere already; and a rated run must begin
+// by its claim's StartBy, so no start the job sees comes later than the
+// one its key's ring counts.
 type beginGateKey struct{}
 
-// beginGate is what a claimed run must pass before its middleware and
-// again just before its job's own function (a middleware, or a freeze of
-// the process while it ran, can take any time): the run's lease must
-// still hold, or its claim may be taken and the job run elsewhere
-// already; and a rated run must begin by its claim's StartBy, so no
-// start the job sees comes later than the one its key's ring counts.
-type beginGate struct {
-	lease *lease
-	ctx   context.Context // the run's context, for the fencing cause
+// gated is rc with its begin gate attached.
+func gated(rc runContext) context.Context {
+	return context.WithValue(rc, beginGateKey{}, rc)
 }
 
 // mayBegin reports why the run of ctx must not begin now, or nil. A
 // context without a gate (bqtest.Work) always may.
 func mayBegin(ctx context.Context) error {
-	g, ok := ctx.Value(beginGateKey{}).(*beginGate)
+	rc, ok := ctx.Value(beginGateKey{}).(runContext)
 	if !ok {
 		return nil
 	}
-	l := g.lease
+	l := rc.lease
 	if l.check(); l.fenced.Load() {
-		if cause := context.Cause(g.ctx); cause != nil {
+		if cause := context.Cause(rc); cause != nil {
 			return cause
 		}
 		return ErrLeaseLost // fenced by another goroutine, its cancel still under way

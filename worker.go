@@ -318,8 +318,7 @@ func (w *queueWorker) execute(r run) {
 		// lease, the claim may be taken and the job run elsewhere
 		// already, so runThrough checks the gate before any middleware
 		// begins, and again just before the job.
-		gated := context.WithValue(rc, beginGateKey{}, &beginGate{lease: l, ctx: rc})
-		runErr = w.c.runChain(gated, meta, def, cl.Args)
+		runErr = w.c.runChain(gated(rc), meta, def, cl.Args)
 	}
 	if runErr == nil {
 		w.ended(l) // record hands the completion on and returns

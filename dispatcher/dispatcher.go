@@ -78,8 +78,8 @@ type Dispatcher struct {
 	lastCleanup time.Time
 	snapped     time.Time // the last minute of history this dispatcher snapshotted
 	// lookedForOrphans is when this dispatcher last looked through every
-	// claim for lost ones, and seen the process rows it read at its last
-	// pass (see mayHaveLostClaims).
+	// claim for lost ones; seen holds the process rows its last pass read
+	// (see mayHaveLostClaims).
 	lookedForOrphans time.Time
 	seen             map[int64]bool
 }

@@ -105,6 +105,9 @@ func testChaos(t *testing.T, h *harness) {
 	}
 	h.checkSemaphores()
 	reaped := h.count(`SELECT count(*) FROM bq_jobs WHERE last_error LIKE 'process lost%'`)
+	if reaped == 0 {
+		t.Errorf("no job was reaped: the %d kills caught no run, so the scenario tested nothing of a lost claim", f.kills)
+	}
 	t.Logf("chaos on %s: %d jobs, %d runs, %d kills, %d jobs reaped, max overlap per key %v, drain %s after the last kill",
 		h.db, len(ids), len(runs), f.kills, reaped, overlap, drain.Round(time.Millisecond))
 }

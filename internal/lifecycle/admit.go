@@ -234,10 +234,13 @@ func Enqueue(ctx context.Context, ex Store, jobs []*driver.NewJob, now time.Time
 		}
 		results[i] = Verdict{State: c.outcome, Reason: c.reason, HeldBy: c.heldBy}
 		j := jobs[i]
-		if j.State == driver.StatePending && !rows.place(c, j.ID, j.Queue, j.Priority, j.Limit.Key, now) {
-			discarded = append(discarded, j.ID) // a new job admission discards is not kept
-			j.ID = 0
-			continue
+		if j.State == driver.StatePending {
+			if c.outcome == driver.StateDiscarded {
+				discarded = append(discarded, j.ID) // a new job admission discards is not kept
+				j.ID = 0
+				continue
+			}
+			rows.place(c, j.ID, j.Queue, j.Priority, j.Limit.Key, now)
 		}
 		kept = append(kept, j)
 	}
@@ -330,11 +333,13 @@ func admitExisting(ctx context.Context, ex Store, jobs []*driver.Job, now time.T
 	for i, c := range cands {
 		j := jobs[i]
 		outcomes[i] = c.outcome
-		if !rows.place(c, j.ID, j.Queue, j.Priority, j.Limit.Key, now) && c.outcome == driver.StateDiscarded {
+		if c.outcome == driver.StateDiscarded {
 			if err := ex.FinishJob(ctx, j.ID, now, true); err != nil {
 				return nil, promoted, err
 			}
+			continue
 		}
+		rows.place(c, j.ID, j.Queue, j.Priority, j.Limit.Key, now)
 	}
 	if err := rows.write(ctx, ex); err != nil {
 		return nil, promoted, err
@@ -350,19 +355,15 @@ func admitExisting(ctx context.Context, ex Store, jobs []*driver.Job, now time.T
 type placement struct{ ready, blocked []driver.Execution }
 
 // place adds the row of job id as c's outcome says: ready, or blocked in
-// the line admission chose (its key's, when c.line is empty). It reports
-// false, adding nothing, for any other outcome.
-func (p *placement) place(c *candidate, id int64, queue string, priority int, key string, now time.Time) bool {
+// the line admission chose (its key's, when c.line is empty).
+func (p *placement) place(c *candidate, id int64, queue string, priority int, key string, now time.Time) {
 	row := driver.Execution{JobID: id, Queue: queue, Priority: priority, Key: cmp.Or(c.line, key), At: now}
 	switch c.outcome {
 	case driver.StateReady:
 		p.ready = append(p.ready, row)
 	case driver.StateBlocked:
 		p.blocked = append(p.blocked, row)
-	default:
-		return false
 	}
-	return true
 }
 
 func (p *placement) write(ctx context.Context, ex Store) error {
