@@ -117,6 +117,9 @@ func (e *executor) InsertJobs(ctx context.Context, now time.Time, jobs []*driver
 	if !slices.ContainsFunc(jobs, func(j *driver.NewJob) bool { return notPlain(j, now) }) {
 		return e.insertPlainJobs(ctx, now, jobs)
 	}
+	if !slices.ContainsFunc(jobs, func(j *driver.NewJob) bool { return !leanKeyed(j, now) }) {
+		return e.insertKeyedJobs(ctx, now, jobs)
+	}
 	var (
 		kinds, queues, keys        = make([]string, n), make([]string, n), make([]string, n)
 		args                       = make([]string, n)
@@ -155,29 +158,33 @@ func (e *executor) InsertJobs(ctx context.Context, now time.Time, jobs []*driver
 			keyOrds, keyKeys = append(keyOrds, int64(i+1)), append(keyKeys, l.Key)
 		}
 	}
-	ids, err := collect(ctx, e.db, pgx.RowTo[int64], e.q.insertJobs, kinds, queues, args, prios, maxAttempts, keys,
+	return e.setIDs(ctx, jobs, e.q.insertJobs, kinds, queues, args, prios, maxAttempts, keys,
 		limits, durations, conflicts, scheduled, states, now, maxBlocked, metadata, tags, rateKeys, rateLimits, ratePeriods, lines,
 		more, keyOrds, keyKeys)
-	if err != nil {
-		return fmt.Errorf("insert jobs: %w", err)
-	}
-	if len(ids) != n {
-		return fmt.Errorf("insert jobs: %d ids returned for %d jobs", len(ids), n)
-	}
-	for i, id := range ids {
-		jobs[i].ID = id
-	}
-	return nil
 }
 
 // notPlain reports whether j needs more than insertPlainJobs writes: a
 // key, a rate, metadata or tags, or a table other than ready when due at
 // now and scheduled when not.
 func notPlain(j *driver.NewJob, now time.Time) bool {
-	// As the statement compares them: in whole microseconds.
+	return j.Limit.Key != "" || !leanKeyed(j, now)
+}
+
+// leanKeyed reports whether insertKeyedJobs writes all of j: no rate,
+// metadata, tags, second key or line of its own, and the state the
+// statement gives it: scheduled when due later; when due at now, ready
+// if unkeyed and pending (admission's to place) if keyed.
+func leanKeyed(j *driver.NewJob, now time.Time) bool {
+	// As the statements compare them: in whole microseconds.
 	due := !j.ScheduledAt.Truncate(time.Microsecond).After(now.Truncate(time.Microsecond))
-	return j.Limit.Key != "" || len(j.More) > 0 || j.Rate.Key != "" || j.Metadata != nil || j.Tags != nil ||
-		!(due && j.State == driver.StateReady || !due && j.State == driver.StateScheduled)
+	want := driver.StateScheduled
+	switch {
+	case due && j.Limit.Key == "":
+		want = driver.StateReady
+	case due:
+		want = driver.StatePending
+	}
+	return len(j.More) == 0 && j.Rate.Key == "" && j.Metadata == nil && j.Tags == nil && j.Line == "" && j.State == want
 }
 
 // insertPlainJobs inserts jobs that are all plain (see notPlain) with
@@ -192,12 +199,34 @@ func (e *executor) insertPlainJobs(ctx context.Context, now time.Time, jobs []*d
 		kinds[i], queues[i], args[i] = j.Kind, j.Queue, string(j.Args)
 		prios[i], maxAttempts[i], scheduled[i] = int32(j.Priority), int32(j.MaxAttempts), j.ScheduledAt
 	}
-	ids, err := collect(ctx, e.db, pgx.RowTo[int64], e.q.insertPlainJobs, kinds, queues, args, prios, maxAttempts, scheduled, now)
+	return e.setIDs(ctx, jobs, e.q.insertPlainJobs, kinds, queues, args, prios, maxAttempts, scheduled, now)
+}
+
+// insertKeyedJobs inserts jobs that leanKeyed all passes.
+func (e *executor) insertKeyedJobs(ctx context.Context, now time.Time, jobs []*driver.NewJob) error {
+	n := len(jobs)
+	kinds, queues, args, keys := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	prios, maxAttempts, limits, maxBlocked := make([]int32, n), make([]int32, n), make([]int32, n), make([]int32, n)
+	durations, conflicts, scheduled := make([]int64, n), make([]int16, n), make([]time.Time, n)
+	for i, j := range jobs {
+		kinds[i], queues[i], args[i] = j.Kind, j.Queue, string(j.Args)
+		prios[i], maxAttempts[i], scheduled[i] = int32(j.Priority), int32(j.MaxAttempts), j.ScheduledAt
+		keys[i], limits[i], durations[i] = j.Limit.Key, int32(j.Limit.To), j.Limit.Duration.Milliseconds()
+		conflicts[i], maxBlocked[i] = int16(j.Limit.OnConflict), int32(j.Limit.MaxBlocked)
+	}
+	return e.setIDs(ctx, jobs, e.q.insertKeyedJobs, kinds, queues, args, prios, maxAttempts, keys, limits, durations,
+		conflicts, maxBlocked, scheduled, now)
+}
+
+// setIDs runs an insert of jobs that returns their ids in input order and
+// gives each job its id.
+func (e *executor) setIDs(ctx context.Context, jobs []*driver.NewJob, query string, args ...any) error {
+	ids, err := collect(ctx, e.db, pgx.RowTo[int64], query, args...)
 	if err != nil {
 		return fmt.Errorf("insert jobs: %w", err)
 	}
-	if len(ids) != n {
-		return fmt.Errorf("insert jobs: %d ids returned for %d jobs", len(ids), n)
+	if len(ids) != len(jobs) {
+		return fmt.Errorf("insert jobs: %d ids returned for %d jobs", len(ids), len(jobs))
 	}
 	for i, id := range ids {
 		jobs[i].ID = id

@@ -4,7 +4,7 @@ import "github.com/bqueue/bq/internal/sqltext"
 
 // queries holds every statement with the table prefix spliced in once.
 type queries struct {
-	insertJobs, insertPlainJobs, insertReady, insertScheduled, insertBlocked string
+	insertJobs, insertPlainJobs, insertKeyedJobs, insertReady, insertScheduled, insertBlocked string
 
 	completeClaims, completeDelete                                            string
 	claimReady, deleteClaim, finishJob, deleteJobs, recordError, insertFailed string
@@ -174,6 +174,30 @@ WITH inserted AS (
 	SELECT id, queue, priority, scheduled_at FROM inserted WHERE scheduled_at > $7
 )
 SELECT id FROM inserted ORDER BY id`),
+		// insertJobs for single-key jobs beside plain ones (leanKeyed):
+		// no rate, metadata, tags or second key. A keyed job due now goes
+		// in pending, with no execution row (admission writes it), one
+		// due later scheduled; a plain job as insertPlainJobs places it.
+		// Eleven columns rather than nineteen, and none of insertJobs'
+		// joins back to its input: the row half of a keyed EnqueueMany.
+		insertKeyedJobs: p(`
+WITH inserted AS (
+	INSERT INTO {p}jobs (kind, queue, args, priority, max_attempts, concurrency_key, concurrency_limit,
+		concurrency_duration_ms, on_conflict, max_blocked, scheduled_at, created_at)
+	SELECT kind, queue, args, priority, max_attempts, NULLIF(ckey, ''), clim, cdur, conflict, mblocked, scheduled_at, $12
+	FROM unnest($1::text[], $2::text[], $3::jsonb[], $4::int[], $5::int[], $6::text[], $7::int[], $8::bigint[],
+		$9::smallint[], $10::int[], $11::timestamptz[])
+		WITH ORDINALITY AS t(kind, queue, args, priority, max_attempts, ckey, clim, cdur, conflict, mblocked, scheduled_at, ord)
+	ORDER BY ord
+	RETURNING id, queue, priority, scheduled_at, concurrency_key
+), r AS (
+	INSERT INTO {p}ready_executions (job_id, queue, priority, created_at)
+	SELECT id, queue, priority, $12 FROM inserted WHERE scheduled_at <= $12 AND concurrency_key IS NULL
+), s AS (
+	INSERT INTO {p}scheduled_executions (job_id, queue, priority, scheduled_at)
+	SELECT id, queue, priority, scheduled_at FROM inserted WHERE scheduled_at > $12
+)
+SELECT id FROM inserted ORDER BY id`),
 		insertReady: p(`INSERT INTO {p}ready_executions (job_id, queue, priority, created_at)
 SELECT * FROM unnest($1::bigint[], $2::text[], $3::int[], $4::timestamptz[])`),
 		insertScheduled: p(`INSERT INTO {p}scheduled_executions (job_id, queue, priority, scheduled_at)
@@ -251,7 +275,10 @@ SELECT t.key, t.lim, t.lim, 0, t.duration_ms, t.expires_at
 FROM unnest($1::text[], $2::int[], $3::bigint[], $4::timestamptz[]) AS t(key, lim, duration_ms, expires_at)
 ORDER BY t.key
 ON CONFLICT (key) DO NOTHING`),
-		// Rows are locked after the sort, so in key order.
+		// Read once executor.lockSems holds the rows, in a statement of
+		// its own: its snapshot, taken after the locks, sees each row as
+		// the transaction it waited for left it, with no row checked
+		// again (it locked them itself, FOR UPDATE OF s, before).
 		semLockMany: p(`
 SELECT s.key, s.value, s.lim, s.blocked, s.multi, s.duration_ms, s.expires_at,
 	coalesce(k.lim, 0), coalesce(p.queue, ''), coalesce(p.max_active_per_key, 0), coalesce(p.max_blocked, 0)
@@ -259,9 +286,7 @@ FROM {p}semaphores s
 JOIN unnest($1::text[], $2::text[]) AS r(key, queue) ON r.key = s.key
 LEFT JOIN {p}key_limits k ON k.key = s.key
 LEFT JOIN {p}policies p ON p.queue = r.queue
-WHERE s.key = ANY($1::text[])
-ORDER BY s.key
-FOR UPDATE OF s`),
+WHERE s.key = ANY($1::text[])`),
 		// The ANY makes the rows an index scan: joined to the unnest alone,
 		// the planner hashes the whole table.
 		semSaveMany: p(`

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -81,8 +82,8 @@ func (e *executor) ReleaseMany(ctx context.Context, keys []string, counts []int,
 	}
 	// Queued in bq's pipelined transaction: the lock goes out in one
 	// round trip with the release that follows.
-	if err := e.write(ctx, e.q.lockSems, keys); err != nil {
-		return nil, fmt.Errorf("lock %d semaphores: %w", len(keys), err)
+	if err := e.lockSems(ctx, keys); err != nil {
+		return nil, err
 	}
 	type promoted struct {
 		key string
@@ -343,6 +344,9 @@ func (e *executor) lockMany(ctx context.Context, limits []driver.Limit, queues [
 	if err := e.write(ctx, e.q.semEnsureMany, keys, lims, durs, exps); err != nil {
 		return nil, fmt.Errorf("create %d semaphores: %w", len(keys), err)
 	}
+	if err := e.lockSems(ctx, keys); err != nil {
+		return nil, err
+	}
 	rows, err := e.db.Query(ctx, e.q.semLockMany, keys, queues)
 	if err != nil {
 		return nil, fmt.Errorf("lock %d semaphores: %w", len(keys), err)
@@ -380,6 +384,30 @@ func (e *executor) SemaphoreSaveMany(ctx context.Context, sems []driver.Semaphor
 	}
 	if err := e.write(ctx, e.q.semSaveMany, keys, values, lims, blocked, multi, durs, exps); err != nil {
 		return fmt.Errorf("save %d semaphores: %w", len(sems), err)
+	}
+	return nil
+}
+
+// lockSems queues the locks of keys' semaphores, in key order, writing
+// nothing. The smallest key is locked first, in a statement of its own:
+// a batch over the keys another transaction holds then waits there, and
+// locks the rest in a statement begun after that transaction ended.
+// Locked in one statement, every row the other transaction updated was
+// newer than the statement's snapshot, and each was checked again
+// against the whole key list (EvalPlanQual, linear in the list): two
+// producers admitting over the same 1,000 keys took 35-55 ms a batch to
+// lock instead of 12, half the keyed EnqueueMany's throughput.
+func (e *executor) lockSems(ctx context.Context, keys []string) error {
+	if len(keys) == 0 {
+		return nil
+	}
+	if len(keys) > 1 {
+		if err := e.write(ctx, e.q.lockSems, []string{slices.Min(keys)}); err != nil {
+			return fmt.Errorf("lock %d semaphores: %w", len(keys), err)
+		}
+	}
+	if err := e.write(ctx, e.q.lockSems, keys); err != nil {
+		return fmt.Errorf("lock %d semaphores: %w", len(keys), err)
 	}
 	return nil
 }

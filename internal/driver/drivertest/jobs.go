@@ -42,6 +42,50 @@ var _ = add("jobs",
 		}
 		f.must(f.ex().InsertJobs(f.ctx, now, nil))
 	}},
+	test{"InsertJobsKeyedBesidePlain", func(t *testing.T, f *fixture) {
+		// The batch a keyed EnqueueMany writes before admission: keyed
+		// jobs due now pending (no execution row yet), due later
+		// scheduled, plain ones beside them ready or scheduled, every
+		// limit field kept. (PostgreSQL writes it with its own lean
+		// statement.)
+		now := T0.Add(-time.Minute)
+		later := T0.Add(time.Hour)
+		lim := func(key string) driver.Limit {
+			return driver.Limit{Key: key, To: 3, Duration: 90 * time.Second, OnConflict: driver.Discard, MaxBlocked: 7}
+		}
+		in := []*driver.NewJob{
+			{Kind: "k.pending", Queue: "q1", Args: []byte(`{"a":1}`), Priority: 2, MaxAttempts: 4, ScheduledAt: now,
+				State: driver.StatePending, Limit: lim("g/a")},
+			{Kind: "k.plain", Queue: "q2", Args: []byte(`{}`), MaxAttempts: 1, ScheduledAt: now, State: driver.StateReady},
+			{Kind: "k.later", Queue: "q1", Args: []byte(`[1]`), Priority: -1, MaxAttempts: 2, ScheduledAt: later,
+				State: driver.StateScheduled, Limit: lim("g/b")},
+			{Kind: "k.plainlater", Queue: "q2", Args: []byte(`{}`), MaxAttempts: 1, ScheduledAt: later, State: driver.StateScheduled},
+			{Kind: "k.pending2", Queue: "q1", Args: []byte(`{}`), MaxAttempts: 1, ScheduledAt: now,
+				State: driver.StatePending, Limit: driver.Limit{Key: "g/a", To: 1, Duration: time.Minute}},
+		}
+		ids := f.insert(now, in...)
+		if !slices.IsSorted(ids) || ids[0] <= 0 || len(slices.Compact(slices.Clone(ids))) != len(ids) {
+			t.Fatalf("ids %v: want distinct, positive, rising in input order", ids)
+		}
+		for i, j := range in {
+			got := f.get(ids[i])
+			if got.Kind != j.Kind || got.Queue != j.Queue || !sameJSON(got.Args, j.Args) || got.Priority != j.Priority ||
+				got.MaxAttempts != j.MaxAttempts || got.Limit != j.Limit {
+				t.Errorf("job %d read back as %+v; want %+v", i, got.Job, *j)
+			}
+			f.sameTime("ScheduledAt", got.ScheduledAt, j.ScheduledAt)
+		}
+		f.wantState(driver.StateReady, ids[1])
+		f.wantState(driver.StateScheduled, ids[2], ids[3])
+		for _, i := range []int{0, 4} {
+			if st := f.state(ids[i]); st == driver.StateReady || st == driver.StateBlocked || st == driver.StateScheduled {
+				t.Errorf("pending keyed job %d is %q: admission writes its execution row, not the insert", i, st)
+			}
+		}
+		if hc, err := f.ex().CountHolders(f.ctx, "g/a"); err != nil || hc.Holders != 0 || hc.Blocked != 0 {
+			t.Errorf("CountHolders(g/a) = %+v, %v; want nothing held or blocked before admission", hc, err)
+		}
+	}},
 	test{"InsertExecutionsPutsJobsInTheirTable", func(t *testing.T, f *fixture) {
 		// Jobs out of every table (as TakeDueScheduled leaves them), then
 		// put back by InsertExecutions.

@@ -2,6 +2,7 @@ package drivertest
 
 import (
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -90,20 +91,24 @@ var _ = add("lockbatch",
 		if _, ok, err := holder.SemaphoreLock(f.ctx, limits[held].Key, ""); !ok || err != nil {
 			t.Fatalf("SemaphoreLock: %v, %v", ok, err)
 		}
+		// The save would wait on the held key too: locked tells the wait
+		// in SemaphoreLockMany itself from the save's.
+		var locked atomic.Bool
 		waiting, wait := waits(func() error {
 			return driver.InTx(f.ctx, f.d, func(ex driver.Executor) error {
 				sems, err := ex.(driver.BatchLocker).SemaphoreLockMany(f.ctx, limits, queues, T0)
 				if err != nil {
 					return err
 				}
+				locked.Store(true)
 				for i := range sems {
 					sems[i].Value--
 				}
 				return ex.(driver.BatchLocker).SemaphoreSaveMany(f.ctx, sems)
 			})
 		})
-		if !waiting {
-			t.Fatalf("SemaphoreLockMany returned while another transaction held %s", limits[held].Key)
+		if !waiting || locked.Load() {
+			t.Fatalf("SemaphoreLockMany returned while another transaction held %s: it must lock the keys, not only read them", limits[held].Key)
 		}
 		// Waiting on the held key, it holds every existing key before it
 		// and none after.
