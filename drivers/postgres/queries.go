@@ -12,7 +12,7 @@ type queries struct {
 	semEnsure, semLock, semTryLock, semSave, promoteBlocked, countHolders string
 	lineHeads, moveToLine                                                 string
 	lineHeadsMany, semTryLockMany, promoteFirst                           string
-	lockSems, releasePromote                                              string
+	lockSems, lockFirstSem, releasePromote                                string
 	semEnsureMany, semLockMany, semSaveMany                               string
 
 	hasDueScheduled, takeDueScheduled, expiredSems, promotableSems, deleteIdleSems string
@@ -298,6 +298,10 @@ WHERE s.key = t.key AND s.key = ANY($1::text[])`),
 		// Release many keys at once: first lock their semaphores in key
 		// order (so two batches never deadlock), writing nothing.
 		lockSems: p(`SELECT 1 FROM {p}semaphores WHERE key = ANY($1::text[]) ORDER BY key FOR UPDATE`),
+		// The first of lockSems' rows, alone: the smallest key by the
+		// column's own collation (ORDER BY key's), which need not be
+		// Go's byte order.
+		lockFirstSem: p(`SELECT 1 FROM {p}semaphores WHERE key = (SELECT min(k) FROM unnest($1::text[]) AS k) FOR UPDATE`),
 		// Then, in a statement of its own, so its snapshot sees every
 		// blocked row committed before the locks were taken (no lost
 		// wake-up), give back each key's slots, capped at its limit, and

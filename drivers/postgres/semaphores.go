@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -402,7 +401,7 @@ func (e *executor) lockSems(ctx context.Context, keys []string) error {
 		return nil
 	}
 	if len(keys) > 1 {
-		if err := e.write(ctx, e.q.lockSems, []string{slices.Min(keys)}); err != nil {
+		if err := e.write(ctx, e.q.lockFirstSem, keys); err != nil {
 			return fmt.Errorf("lock %d semaphores: %w", len(keys), err)
 		}
 	}
