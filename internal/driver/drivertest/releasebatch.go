@@ -70,6 +70,43 @@ var _ = add("releasebatch",
 			}
 		}
 	}},
+	test{"ReleaseManySeesALineJoinedWhileItWaited", func(t *testing.T, f *fixture) {
+		// An admission holds g/a and blocks a job on it; a release of
+		// g/a's one slot, waiting on that lock meanwhile, must see the
+		// job once the admission commits and promote it. A release that
+		// read the line before it had the lock would leave a free slot
+		// beside a blocked job until the dispatcher's sweep.
+		f.needRowLocks()
+		f.needBatchRelease()
+		f.semaphore("g/a", 0, 1, 0, T0.Add(time.Hour))
+		f.semaphore("g/b", 0, 1, 0, T0.Add(time.Hour))
+		holder := f.begin()
+		if _, ok, err := holder.SemaphoreLock(f.ctx, "g/a", ""); !ok || err != nil {
+			t.Fatalf("SemaphoreLock: %v, %v", ok, err)
+		}
+		j := job("q", keyed("g/a", 1), blocked)
+		f.must(holder.InsertJobs(f.ctx, T0, []*driver.NewJob{j}))
+		f.must(holder.SemaphoreSave(f.ctx, driver.Semaphore{Key: "g/a", Value: 0, Limit: 1, Blocked: 1,
+			Duration: time.Minute, ExpiresAt: T0.Add(time.Hour)}))
+		waiting, wait := waits(func() error {
+			return driver.InTx(f.ctx, f.d, func(ex driver.Executor) error {
+				_, err := ex.(driver.BatchReleaser).ReleaseMany(f.ctx, []string{"g/a", "g/b"}, []int{1, 1}, T0)
+				return err
+			})
+		})
+		if !waiting {
+			t.Fatal("ReleaseMany returned while another transaction held g/a")
+		}
+		f.must(holder.Commit(f.ctx))
+		f.must(wait())
+		f.wantState(driver.StateReady, j.ID)
+		if a := f.sem("g/a"); a.Value != 0 || a.Blocked != 0 {
+			t.Errorf("g/a after the release = %d free, %d blocked; want the freed slot taken by the job blocked while the release waited", a.Value, a.Blocked)
+		}
+		if b := f.sem("g/b"); b.Value != 1 {
+			t.Errorf("g/b after the release = %d free, want 1", b.Value)
+		}
+	}},
 	test{"ReleaseManyAcrossChunks", func(t *testing.T, f *fixture) {
 		f.needBatchRelease()
 		// Each key: limit 2, none free, two blocked jobs. Releasing one
