@@ -4,7 +4,7 @@ import "github.com/bqueue/bq/internal/sqltext"
 
 // queries holds every statement with the table prefix spliced in once.
 type queries struct {
-	insertJobs, insertPlainJobs, insertKeyedJobs, insertReady, insertScheduled, insertBlocked string
+	insertJobs, insertPlainJobs, insertKeyedJobs, insertReady, insertScheduled, insertBlocked string // lean: leanInsertJobs
 
 	completeClaims, completeDelete                                            string
 	claimReady, deleteClaim, finishJob, deleteJobs, recordError, insertFailed string
@@ -13,7 +13,7 @@ type queries struct {
 	lineHeads, moveToLine                                                 string
 	lineHeadsMany, semTryLockMany, promoteFirst                           string
 	lockSems, lockFirstSem, releasePromote                                string
-	semEnsureMany, semLockMany, semSaveMany                               string
+	semEnsureMany, semReadMany, semSaveMany                               string
 
 	hasDueScheduled, takeDueScheduled, expiredSems, promotableSems, deleteIdleSems string
 	lostClaims, lostClaimsOfKey, deleteFinished                                    string
@@ -154,50 +154,8 @@ WITH input AS (
 )
 SELECT id FROM numbered ORDER BY ord`),
 
-		// insertJobs for plain jobs (notPlain): no key, rate, metadata or
-		// tags, ready when due ($7) and scheduled otherwise; the other
-		// columns keep their defaults. The ids rise in input order, as
-		// insertJobs' do.
-		insertPlainJobs: p(`
-WITH inserted AS (
-	INSERT INTO {p}jobs (kind, queue, args, priority, max_attempts, scheduled_at, created_at)
-	SELECT kind, queue, args, priority, max_attempts, scheduled_at, $7
-	FROM unnest($1::text[], $2::text[], $3::jsonb[], $4::int[], $5::int[], $6::timestamptz[])
-		WITH ORDINALITY AS t(kind, queue, args, priority, max_attempts, scheduled_at, ord)
-	ORDER BY ord
-	RETURNING id, queue, priority, scheduled_at
-), r AS (
-	INSERT INTO {p}ready_executions (job_id, queue, priority, created_at)
-	SELECT id, queue, priority, $7 FROM inserted WHERE scheduled_at <= $7
-), s AS (
-	INSERT INTO {p}scheduled_executions (job_id, queue, priority, scheduled_at)
-	SELECT id, queue, priority, scheduled_at FROM inserted WHERE scheduled_at > $7
-)
-SELECT id FROM inserted ORDER BY id`),
-		// insertJobs for single-key jobs beside plain ones (leanKeyed):
-		// no rate, metadata, tags or second key. A keyed job due now goes
-		// in pending, with no execution row (admission writes it), one
-		// due later scheduled; a plain job as insertPlainJobs places it.
-		// Eleven columns rather than nineteen, and none of insertJobs'
-		// joins back to its input: the row half of a keyed EnqueueMany.
-		insertKeyedJobs: p(`
-WITH inserted AS (
-	INSERT INTO {p}jobs (kind, queue, args, priority, max_attempts, concurrency_key, concurrency_limit,
-		concurrency_duration_ms, on_conflict, max_blocked, scheduled_at, created_at)
-	SELECT kind, queue, args, priority, max_attempts, NULLIF(ckey, ''), clim, cdur, conflict, mblocked, scheduled_at, $12
-	FROM unnest($1::text[], $2::text[], $3::jsonb[], $4::int[], $5::int[], $6::text[], $7::int[], $8::bigint[],
-		$9::smallint[], $10::int[], $11::timestamptz[])
-		WITH ORDINALITY AS t(kind, queue, args, priority, max_attempts, ckey, clim, cdur, conflict, mblocked, scheduled_at, ord)
-	ORDER BY ord
-	RETURNING id, queue, priority, scheduled_at, concurrency_key
-), r AS (
-	INSERT INTO {p}ready_executions (job_id, queue, priority, created_at)
-	SELECT id, queue, priority, $12 FROM inserted WHERE scheduled_at <= $12 AND concurrency_key IS NULL
-), s AS (
-	INSERT INTO {p}scheduled_executions (job_id, queue, priority, scheduled_at)
-	SELECT id, queue, priority, scheduled_at FROM inserted WHERE scheduled_at > $12
-)
-SELECT id FROM inserted ORDER BY id`),
+		insertPlainJobs: p(leanInsertJobs(false)),
+		insertKeyedJobs: p(leanInsertJobs(true)),
 		insertReady: p(`INSERT INTO {p}ready_executions (job_id, queue, priority, created_at)
 SELECT * FROM unnest($1::bigint[], $2::text[], $3::int[], $4::timestamptz[])`),
 		insertScheduled: p(`INSERT INTO {p}scheduled_executions (job_id, queue, priority, scheduled_at)
@@ -279,7 +237,7 @@ ON CONFLICT (key) DO NOTHING`),
 		// its own: its snapshot, taken after the locks, sees each row as
 		// the transaction it waited for left it, with no row checked
 		// again (it locked them itself, FOR UPDATE OF s, before).
-		semLockMany: p(`
+		semReadMany: p(`
 SELECT s.key, s.value, s.lim, s.blocked, s.multi, s.duration_ms, s.expires_at,
 	coalesce(k.lim, 0), coalesce(p.queue, ''), coalesce(p.max_active_per_key, 0), coalesce(p.max_blocked, 0)
 FROM {p}semaphores s
@@ -577,4 +535,38 @@ WHERE job_id = $1 AND fence = $2 FOR UPDATE`),
 		rate:     newRateQueries(p),
 		periodic: newPeriodicQueries(p),
 	}
+}
+
+// leanInsertJobs is insertJobs for jobs executor.lean passes: no rate,
+// metadata, tags, second key or line. $1 is now; $2-$7 each job's kind,
+// queue, args, priority, max_attempts and scheduled_at; with keyed, $8-$12
+// its key, limit, duration, on_conflict and max_blocked. A job due later
+// goes in scheduled; one due now ready if unkeyed and pending if keyed,
+// with no execution row (admission writes it). The ids rise in input
+// order, as insertJobs' do. Seven or twelve columns rather than nineteen,
+// and none of insertJobs' joins back to its input.
+func leanInsertJobs(keyed bool) string {
+	var cols, sel, arrays, names string
+	if keyed {
+		cols = ", concurrency_key, concurrency_limit, concurrency_duration_ms, on_conflict, max_blocked"
+		sel = ", NULLIF(ckey, ''), clim, cdur, conflict, mblocked"
+		arrays = ", $8::text[], $9::int[], $10::bigint[], $11::smallint[], $12::int[]"
+		names = ", ckey, clim, cdur, conflict, mblocked"
+	}
+	return `
+WITH inserted AS (
+	INSERT INTO {p}jobs (kind, queue, args, priority, max_attempts, scheduled_at, created_at` + cols + `)
+	SELECT kind, queue, args, priority, max_attempts, scheduled_at, $1` + sel + `
+	FROM unnest($2::text[], $3::text[], $4::jsonb[], $5::int[], $6::int[], $7::timestamptz[]` + arrays + `)
+		WITH ORDINALITY AS t(kind, queue, args, priority, max_attempts, scheduled_at` + names + `, ord)
+	ORDER BY ord
+	RETURNING id, queue, priority, scheduled_at, concurrency_key
+), r AS (
+	INSERT INTO {p}ready_executions (job_id, queue, priority, created_at)
+	SELECT id, queue, priority, $1 FROM inserted WHERE scheduled_at <= $1 AND concurrency_key IS NULL
+), s AS (
+	INSERT INTO {p}scheduled_executions (job_id, queue, priority, scheduled_at)
+	SELECT id, queue, priority, scheduled_at FROM inserted WHERE scheduled_at > $1
+)
+SELECT id FROM inserted ORDER BY id`
 }

@@ -338,15 +338,15 @@ func (e *executor) lockMany(ctx context.Context, limits []driver.Limit, queues [
 	for i, l := range limits {
 		keys[i], lims[i], durs[i], exps[i] = l.Key, int32(max(l.To, 1)), l.Duration.Milliseconds(), now.Add(l.Duration)
 	}
-	// Queued in bq's pipelined transaction: it goes out in one round trip
-	// with the lock that follows.
+	// Queued in bq's pipelined transaction: the create and the locks go
+	// out in one round trip with the read that follows.
 	if err := e.write(ctx, e.q.semEnsureMany, keys, lims, durs, exps); err != nil {
 		return nil, fmt.Errorf("create %d semaphores: %w", len(keys), err)
 	}
 	if err := e.lockSems(ctx, keys); err != nil {
 		return nil, err
 	}
-	rows, err := e.db.Query(ctx, e.q.semLockMany, keys, queues)
+	rows, err := e.db.Query(ctx, e.q.semReadMany, keys, queues)
 	if err != nil {
 		return nil, fmt.Errorf("lock %d semaphores: %w", len(keys), err)
 	}

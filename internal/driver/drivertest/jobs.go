@@ -78,7 +78,8 @@ var _ = add("jobs",
 		f.wantState(driver.StateReady, ids[1])
 		f.wantState(driver.StateScheduled, ids[2], ids[3])
 		for _, i := range []int{0, 4} {
-			if st := f.state(ids[i]); st == driver.StateReady || st == driver.StateBlocked || st == driver.StateScheduled {
+			// No execution row and not finished: GetJob names no state.
+			if st := f.state(ids[i]); st != "" {
 				t.Errorf("pending keyed job %d is %q: admission writes its execution row, not the insert", i, st)
 			}
 		}
