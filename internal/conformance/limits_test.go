@@ -25,6 +25,7 @@ var _ = register(
 	scenario{"NoStarvationBesideUnkeyedFlood", testNoStarvation},
 	scenario{"FullKeyNeverDelaysOtherKeys", testFullKeyNeverDelays},
 	scenario{"ConcurrentBulkEnqueue", testConcurrentBulk},
+	scenario{"ConcurrentBulkEnqueueDistinctFirstKeys", testConcurrentBulkDistinctFirst},
 )
 
 // testEnqueueTimeKeys: limits attached at enqueue hold across three worker
@@ -347,15 +348,36 @@ func testFullKeyNeverDelays(t *testing.T, h *harness) {
 // goroutines at once: no deadlock reaches a caller, and each key admits
 // exactly its limit.
 func testConcurrentBulk(t *testing.T, h *harness) {
+	concurrentBulk(t, h, func(int) string { return fmt.Sprintf("b%02d", rand.IntN(100)) })
+}
+
+// testConcurrentBulkDistinctFirstKeys: as ConcurrentBulkEnqueue, but each
+// goroutine's batch also holds a key of its own that sorts before all
+// the shared ones, so no two batches share their first key: a driver
+// that serialised batches by their first key alone, not by every key's
+// own lock, would admit a shared key past its limit.
+func testConcurrentBulkDistinctFirst(t *testing.T, h *harness) {
+	concurrentBulk(t, h, func(g int) string {
+		if rand.IntN(10) == 0 {
+			return fmt.Sprintf("a%d", g)
+		}
+		return fmt.Sprintf("b%02d", rand.IntN(100))
+	})
+}
+
+// concurrentBulk enqueues 4 batches of 2,500 jobs at once, goroutine g's
+// keys drawn by key(g), and checks that each key admitted exactly its
+// limit, that every job was stored, and the semaphores.
+func concurrentBulk(t *testing.T, h *harness, key func(g int) string) {
 	ctx := context.Background()
 	var mu sync.Mutex
 	admitted := map[string]int{}
 	var wg sync.WaitGroup
-	for range 4 {
+	for g := range 4 {
 		wg.Go(func() {
 			batch := make([]Args, 2500)
 			for i := range batch {
-				batch[i] = Args{Test: h.test, Key: fmt.Sprintf("b%02d", rand.IntN(100))}
+				batch[i] = Args{Test: h.test, Key: key(g)}
 			}
 			res, err := limit2Job.EnqueueMany(ctx, h.client, batch)
 			if err != nil {
