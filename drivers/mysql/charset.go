@@ -3,6 +3,7 @@ package mysql
 import (
 	"fmt"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -46,34 +47,80 @@ const (
 // checkCharset refuses a URL whose client character set makes
 // interpolating parameters unsafe, unless it turns interpolation off. q is
 // the URL's query; it runs before go-sql-driver reads it, so that every
-// such URL gets the same error.
+// such URL gets the same error. Names are compared ignoring case, as the
+// server compares variable names: ?CHARACTER_SET_CLIENT=gbk is the same
+// SET as ?character_set_client=gbk. Every value of every spelling is
+// checked, not only the one go-sql-driver would keep. This only gives the
+// early, clear error: the session itself is checked after connecting
+// (sessionCheck), whatever set it.
 func checkCharset(q url.Values) error {
-	if v := lastValue(q, "interpolateParams"); q.Has("interpolateParams") {
-		if on, err := strconv.ParseBool(v); err == nil && !on {
-			return nil // parameters travel apart from the statement
-		}
+	if !interpolates(q) {
+		return nil // parameters travel apart from the statement
 	}
 	type choice struct{ where, charset string }
 	var chosen []choice
-	for _, cs := range splitNames(lastValue(q, "charset")) {
-		chosen = append(chosen, choice{"charset=" + cs, cs})
+	for name, vs := range q {
+		for _, v := range vs {
+			switch strings.ToLower(name) {
+			case "charset":
+				for _, cs := range splitNames(v) {
+					chosen = append(chosen, choice{name + "=" + cs, cs})
+				}
+			case "collation":
+				if v != "" {
+					chosen = append(chosen, choice{name + "=" + v, collationCharset(v)})
+				}
+			case "character_set_client":
+				chosen = append(chosen, choice{name + "=" + v, normalName(v)})
+			}
+		}
 	}
-	if c := lastValue(q, "collation"); c != "" {
-		chosen = append(chosen, choice{"collation=" + c, collationCharset(c)})
-	}
-	if q.Has("character_set_client") {
-		v := lastValue(q, "character_set_client")
-		chosen = append(chosen, choice{"character_set_client=" + v, normalName(v)})
-	}
+	slices.SortFunc(chosen, func(a, b choice) int { return strings.Compare(a.where, b.where) })
 	for _, c := range chosen {
 		if !interpolationSafe[c.charset] {
-			return fmt.Errorf("%s is unsafe with client-side parameter interpolation (interpolateParams): "+
-				"in big5, cp932, gb18030, gbk and sjis a backslash byte can end a character, so an escaped quote "+
-				"in a parameter ends its string literal (SQL injection); use charset=utf8mb4, or add "+
-				"interpolateParams=false to keep %s with server-side prepared statements", c.where, c.charset)
+			return unsafeCharsetError(c.where, c.charset)
 		}
 	}
 	return nil
+}
+
+func unsafeCharsetError(where, charset string) error {
+	return fmt.Errorf("%s is unsafe with client-side parameter interpolation (interpolateParams): "+
+		"in big5, cp932, gb18030, gbk and sjis a backslash byte can end a character, so an escaped quote "+
+		"in a parameter ends its string literal (SQL injection); use charset=utf8mb4, or add "+
+		"interpolateParams=false to keep %s with server-side prepared statements", where, charset)
+}
+
+// interpolates reports whether go-sql-driver will interpolate parameters
+// for query q: bq turns it on unless the URL says interpolateParams=false,
+// spelled exactly so (go-sql-driver's own parameter names are
+// case-sensitive; another spelling is sent to the server as a SET, which
+// fails).
+func interpolates(q url.Values) bool {
+	if !q.Has("interpolateParams") {
+		return true
+	}
+	on, err := strconv.ParseBool(lastValue(q, "interpolateParams"))
+	return err != nil || on
+}
+
+// sessionVariables lowercases the names of the session variables a URL
+// sets (the server ignores their case) so that bq's own lookups see every
+// spelling, and refuses a variable set twice in different spellings:
+// go-sql-driver would send both in an order no one chose.
+func sessionVariables(params map[string]string) (map[string]string, error) {
+	out := make(map[string]string, len(params))
+	spelled := make(map[string]string, len(params))
+	for name, v := range params {
+		low := strings.ToLower(name)
+		if prev, ok := spelled[low]; ok {
+			a, b := min(prev, name), max(prev, name)
+			return nil, fmt.Errorf("the session variable %s is set twice, as %s and %s: keep one", low, a, b)
+		}
+		spelled[low] = name
+		out[low] = v
+	}
+	return out, nil
 }
 
 // setDefaultCharset gives cfg utf8mb4 when the URL names no character

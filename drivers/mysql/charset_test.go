@@ -27,6 +27,10 @@ func TestParseURLCharsets(t *testing.T) {
 		"character_set_client=gbk", "character_set_client=%27cp932%27", "character_set_client=DEFAULT",
 		"charset=utf8mb4&character_set_client=gbk",
 		"charset=ucs2", // not known to be safe
+		// The server ignores a variable name's case.
+		"CHARACTER_SET_CLIENT=gbk", "Character_Set_Client=gbk", "character_set_CLIENT=%27sjis%27",
+		"character_set_client=utf8mb4&CHARACTER_SET_CLIENT=gbk",
+		"CHARSET=gbk", "Collation=gbk_chinese_ci",
 	} {
 		_, err := ParseURL(base + query)
 		if err == nil {
@@ -154,5 +158,82 @@ func TestCharsetOnServer(t *testing.T) {
 				t.Errorf("stored keys %q, want exactly %q", stored, want)
 			}
 		})
+	}
+}
+
+// Session variables are the server's, whose names ignore case: bq's own
+// lookups see every spelling, and one variable spelled twice is refused.
+func TestParseURLSessionVariableCase(t *testing.T) {
+	const base = "mysql://u:secret@h:3306/d?"
+	cfg, err := ParseURL(base + "Time_Zone=%27%2B01:00%27&WAIT_TIMEOUT=5")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Params["time_zone"] != "'+01:00'" || cfg.Params["wait_timeout"] != "5" {
+		t.Errorf("params %v: want the URL's time_zone and wait_timeout kept, under their lower-case names", cfg.Params)
+	}
+	for k := range cfg.Params {
+		if k != strings.ToLower(k) {
+			t.Errorf("param %q kept its case beside bq's lower-case defaults", k)
+		}
+	}
+	for _, query := range []string{"wait_timeout=5&WAIT_TIMEOUT=6", "sql_mode=%27%27&SQL_Mode=%27ANSI%27"} {
+		if _, err := ParseURL(base + query); err == nil || !strings.Contains(err.Error(), "set twice") {
+			t.Errorf("%s: %v, want it refused as set twice", query, err)
+		}
+	}
+	for _, query := range []string{"PASSWORD=x", "Passwd=x", "password=x"} {
+		if _, err := ParseURL(base + query); err == nil || !strings.Contains(err.Error(), "user part") {
+			t.Errorf("%s: %v, want it refused (the server would run SET password)", query, err)
+		}
+	}
+}
+
+// The connector checks the session itself, whatever set its character
+// set: here a SET inside the URL check's blind spot (a go-sql-driver
+// config changed behind ParseURL's back) is refused at connect; and with
+// NO_BACKSLASH_ESCAPES go-sql-driver escapes by doubling quotes, so keys
+// full of quotes and backslashes are stored byte for byte.
+func TestSessionCheckOnServer(t *testing.T) {
+	ctx := context.Background()
+	u := testURL(t)
+	cfg, err := ParseURL(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Params["character_set_client"] = "gbk"
+	conn, err := newConnector(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := sql.OpenDB(conn)
+	err = db.PingContext(ctx)
+	db.Close()
+	if err == nil || !strings.Contains(err.Error(), "character_set_client is gbk") {
+		t.Errorf("a gbk session with interpolation: %v, want it refused at connect", err)
+	}
+
+	c, err := Connector(u + "?sql_mode=%27NO_BACKSLASH_ESCAPES%27")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := New(sql.OpenDB(c))
+	defer d.DB().Close()
+	var mode string
+	if err := d.DB().QueryRowContext(ctx, "SELECT @@session.sql_mode").Scan(&mode); err != nil || !strings.Contains(mode, "NO_BACKSLASH_ESCAPES") {
+		t.Fatalf("sql_mode %q, %v", mode, err)
+	}
+	keys := []string{`a'b`, `a\'b`, `\`, `\'`, `''`, "\u4e3f' OR SLEEP(1) OR '", `x\`}
+	for _, key := range keys {
+		start := time.Now()
+		if err := d.e.Exec().SemaphoreEnsure(ctx, driver.Limit{Key: key, To: 1, Duration: time.Minute}, time.Now()); err != nil {
+			t.Fatalf("ensure %q: %v", key, err)
+		}
+		if took := time.Since(start); took >= time.Second {
+			t.Errorf("ensure %q took %s", key, took)
+		}
+		if s, ok, err := d.e.Exec().ReadSemaphore(ctx, key); err != nil || !ok || s.Key != key {
+			t.Errorf("read %q: %+v, %v, %v", key, s, ok, err)
+		}
 	}
 }

@@ -5,10 +5,11 @@
 //
 //	client, _ := bq.Open(ctx, "mysql://app:secret@db:3306/app", bq.Config{})
 //
-// or, on a *sql.DB of your own (open it with DSN for bq's settings):
+// or, on a *sql.DB of your own (open it with Connector for bq's settings
+// and its check of each session's character set):
 //
-//	dsn, _ := mysql.DSN("mysql://app:secret@db:3306/app")
-//	db, _ := sql.Open("mysql", dsn)
+//	conn, _ := mysql.Connector("mysql://app:secret@db:3306/app")
+//	db := sql.OpenDB(conn)
 //	db.SetConnMaxIdleTime(mysql.ConnMaxIdleTime)
 //	client, _ := bq.NewClient(mysql.New(db), bq.Config{})
 //
@@ -55,7 +56,14 @@
 // collation=utf8mb4_general_ci, set again after the handshake); one whose
 // charset, collation or character_set_client is big5, cp932, gb18030, gbk
 // or sjis (or any set not known to be safe) is refused by ParseURL, DSN
-// and Open unless it turns interpolation off with interpolateParams=false.
+// and Open unless it turns interpolation off with interpolateParams=false;
+// parameter names are compared ignoring case, as the server does. Since a
+// session's character set can also come from the server (its default,
+// when it ignores the client's handshake, or init_connect), every
+// connection of a pool made by Open or Connector reads its own
+// @@session.character_set_client after connecting and is refused unless
+// it is safe. A pool opened from DSN with sql.Open is not checked so:
+// prefer Connector.
 // Go's strings are UTF-8 and bq stores keys as bytes, so utf8mb4 loses
 // nothing.
 package mysql
@@ -63,6 +71,7 @@ package mysql
 import (
 	"context"
 	"database/sql"
+	sqldriver "database/sql/driver"
 	"errors"
 	"fmt"
 	"net/url"
@@ -197,16 +206,22 @@ func parseURL(rawURL string) (*gomysql.Config, error) {
 		return nil, fmt.Errorf("parse MySQL DSN %s: %w", humanize.RedactDSN(rawURL), err)
 	}
 	// go-sql-driver sends a parameter it does not know as a session SET:
-	// ?password=x would be `SET password = x`, changing the account's
-	// password rather than giving it.
-	if q := u.Query(); q.Has("password") || q.Has("passwd") {
-		return nil, fmt.Errorf("parse MySQL DSN %s: a password belongs in the URL's user part (mysql://user:pass@host:3306/db), not in ?password=, which the server would take as SET password",
-			humanize.RedactDSN(rawURL))
+	// ?password=x (or ?PASSWORD=x: the server ignores the case) would be
+	// `SET password = x`, changing the account's password rather than
+	// giving it.
+	for name := range u.Query() {
+		if n := strings.ToLower(name); n == "password" || n == "passwd" {
+			return nil, fmt.Errorf("parse MySQL DSN %s: a password belongs in the URL's user part (mysql://user:pass@host:3306/db), not in ?%s=, which the server would take as SET password",
+				humanize.RedactDSN(rawURL), name)
+		}
 	}
 	// go-sql-driver parses its own parameters (timeout, tls, ...) and
-	// keeps the rest as session variables.
+	// keeps the rest as session variables, whose names bq lowercases.
 	cfg, err := gomysql.ParseDSN("/?" + u.RawQuery)
 	if err != nil {
+		return nil, fmt.Errorf("parse MySQL DSN %s: %w", humanize.RedactDSN(rawURL), err)
+	}
+	if cfg.Params, err = sessionVariables(cfg.Params); err != nil {
 		return nil, fmt.Errorf("parse MySQL DSN %s: %w", humanize.RedactDSN(rawURL), err)
 	}
 	cfg.Net = "tcp"
@@ -245,15 +260,45 @@ func parseURL(rawURL string) (*gomysql.Config, error) {
 }
 
 // DSN returns the go-sql-driver data source name for a mysql:// URL, with
-// the settings ParseURL adds. Use it to open a *sql.DB of your own for
-// New, and give that pool SetConnMaxIdleTime(ConnMaxIdleTime): its
-// sessions carry wait_timeout = TxIdleTimeout unless the URL sets it.
+// the settings ParseURL adds, for a *sql.DB of your own for New; give
+// that pool SetConnMaxIdleTime(ConnMaxIdleTime): its sessions carry
+// wait_timeout = TxIdleTimeout unless the URL sets it. A pool opened from
+// it does not check each session's character set as Connector's does:
+// prefer Connector.
 func DSN(rawURL string) (string, error) {
 	cfg, err := ParseURL(rawURL)
 	if err != nil {
 		return "", err
 	}
 	return cfg.FormatDSN(), nil
+}
+
+// Connector returns a connector for a mysql:// URL (see ParseURL) for a
+// *sql.DB of your own, sql.OpenDB(connector), to give New. Prefer it to
+// DSN: with parameter interpolation on, each connection it makes reads
+// its session's character set and is refused unless it is safe, whatever
+// set it (the URL, init_connect, or a server default that ignores the
+// client's handshake). Give the pool SetConnMaxIdleTime(ConnMaxIdleTime)
+// as with DSN.
+func Connector(rawURL string) (sqldriver.Connector, error) {
+	cfg, err := ParseURL(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	return newConnector(cfg)
+}
+
+// newConnector is go-sql-driver's connector for cfg, each of whose
+// connections is checked (checkedConnector) when cfg interpolates.
+func newConnector(cfg *gomysql.Config) (sqldriver.Connector, error) {
+	conn, err := gomysql.NewConnector(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("open MySQL pool: %w", err)
+	}
+	if !cfg.InterpolateParams {
+		return conn, nil
+	}
+	return checkedConnector{conn}, nil
 }
 
 // redactErr keeps the URL, and with it any password, out of a url.Parse
@@ -319,9 +364,9 @@ func Open(ctx context.Context, rawURL string) (*Driver, error) {
 }
 
 func connect(ctx context.Context, cfg *gomysql.Config) (*sql.DB, error) {
-	conn, err := gomysql.NewConnector(cfg)
+	conn, err := newConnector(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("open MySQL pool: %w", err)
+		return nil, err
 	}
 	db := sql.OpenDB(conn)
 	if err := db.PingContext(ctx); err != nil {

@@ -9,11 +9,13 @@ import (
 	"unicode/utf8"
 
 	"github.com/bqueue/bq"
+	"github.com/bqueue/bq/internal/testdb"
 )
 
 var _ = register(
 	scenario{"UnsafeCharsetRefused", testUnsafeCharset},
 	scenario{"AnyErrorTextIsRecorded", testAnyErrorText},
+	scenario{"ServerDefaultCharsetRefused", testServerDefaultCharset},
 )
 
 // testAnyErrorText: a job whose error message holds a NUL byte and bytes
@@ -59,6 +61,22 @@ func testUnsafeCharset(t *testing.T, h *harness) {
 		_, err := bq.Open(ctx, h.dsn+sep+"charset="+cs, bq.Config{})
 		wantErr(t, err, cs, "interpolateParams=false")
 	}
+	// The server takes a variable's name in any case; so does the check.
+	for _, query := range []string{
+		"character_set_client=gbk", "CHARACTER_SET_CLIENT=gbk", "Character_Set_Client=gbk", "character_set_CLIENT=sjis",
+		"charset=GBK", "Collation=gbk_chinese_ci", "COLLATION=big5_chinese_ci", "CharSet=cp932",
+		"character_set_client=utf8mb4&CHARACTER_SET_CLIENT=gbk",
+	} {
+		c, err := bq.Open(ctx, h.dsn+sep+query, bq.Config{})
+		if err == nil {
+			c.Close()
+			t.Errorf("%s: accepted with parameter interpolation on", query)
+			continue
+		}
+		if !strings.Contains(err.Error(), "interpolat") {
+			t.Errorf("%s: %v; want the unsafe character set named with the fix", query, err)
+		}
+	}
 	c, err := bq.Open(ctx, h.dsn+sep+"charset=gbk&interpolateParams=false", testConfig())
 	if err != nil {
 		t.Fatalf("gbk without client-side interpolation: %v", err)
@@ -74,5 +92,73 @@ func testUnsafeCharset(t *testing.T, h *harness) {
 	}
 	if k := jobInfo(t, h, res.ID).Key; k != "c.limit1/"+gbkAttack {
 		t.Errorf("stored key %q, want %q", k, "c.limit1/"+gbkAttack)
+	}
+}
+
+// testServerDefaultCharset (MySQL): the session's character set can come
+// from the server, not the URL: a server that ignores the client's
+// handshake (skip-character-set-client-handshake) gives a connection its
+// own default, gbk here, unless the client sets one with SET NAMES, which
+// a URL naming a collation but no charset does not. Checked on a MariaDB
+// server of the test's own: bq reads each session's character set after
+// connecting and refuses gbk with interpolation on; bq's default
+// (charset=utf8mb4, set by SET NAMES) and interpolation off both keep an
+// attack key as data.
+func testServerDefaultCharset(t *testing.T, h *harness) {
+	if h.db != "mysql" {
+		return
+	}
+	ctx := context.Background()
+	dsn := testdb.PrivateMariaDB(t, "--character-set-server=gbk", "--collation-server=gbk_chinese_ci",
+		"--skip-character-set-client-handshake")
+	for _, query := range []string{"?collation=utf8mb4_general_ci", "?collation=utf8mb4_general_ci&interpolateParams=true"} {
+		c, err := bq.Open(ctx, dsn+query, bq.Config{})
+		if err == nil {
+			// Before the session check: the connection was gbk and the
+			// injection below went through.
+			c.Close()
+			t.Errorf("%s on a server whose default is gbk: accepted with parameter interpolation on", query)
+			continue
+		}
+		wantErr(t, err, "character_set_client is gbk", "charset=utf8mb4", "interpolateParams=false")
+	}
+	for _, query := range []string{"", "?collation=utf8mb4_general_ci&interpolateParams=false", "?charset=gbk&interpolateParams=false"} {
+		t.Run("URL "+query, func(t *testing.T) {
+			c, err := bq.Open(ctx, dsn+query, testConfig())
+			if err != nil {
+				t.Fatalf("open: %v", err)
+			}
+			defer c.Close()
+			if err := c.Migrate(ctx); err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			res, err := limit1Job.Enqueue(ctx, c, Args{Test: h.test}, bq.WithConcurrencyKey(gbkAttack, 1))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if took := time.Since(start); took > time.Second {
+				t.Errorf("the enqueue took %s: the key ran as SQL (SLEEP)?", took)
+			}
+			if query == "" {
+				// A gbk session compares a gbk literal with bq's utf8mb4
+				// columns only in the statements that need it; the listing
+				// by kind is the attack of the report, on bq's default.
+				page, err := c.ListJobs(ctx, bq.JobFilter{Kinds: []string{"x\u4e3f') OR 1=1 #"}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(page.Jobs) != 0 {
+					t.Errorf("listing an attack kind found %d jobs: the parameter ran as SQL", len(page.Jobs))
+				}
+			}
+			info, err := c.Job(ctx, res.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if info.Key != "c.limit1/"+gbkAttack {
+				t.Errorf("stored key %q, want %q", info.Key, "c.limit1/"+gbkAttack)
+			}
+		})
 	}
 }
