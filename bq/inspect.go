@@ -45,6 +45,6 @@ func writeJSON(w io.Writer, v any) error {
 	if err := enc.Encode(v); err != nil {
 		return err
 	}
-	_, err := io.WriteString(w, humanize.Visible(buf.String()))
+	_, err := io.WriteString(w, humanize.VisibleJSON(buf.String()))
 	return err
 }

@@ -151,7 +151,7 @@ func TestUIExposure(t *testing.T) {
 		if (err == nil) != c.ok {
 			t.Errorf("addr %q token %q: %v, want ok=%v", c.addr, c.token, err, c.ok)
 		}
-		if err != nil && !strings.Contains(err.Error(), "--token") {
+		if err != nil && !strings.Contains(err.Error(), "--token-file") {
 			t.Errorf("refusal does not say how to fix it: %v", err)
 		}
 	}
@@ -161,7 +161,7 @@ func TestUIExposure(t *testing.T) {
 // erases lines and reverses what follows it. Keys are valid UTF-8, so its
 // C1 CSI is the character U+009B; the process name below carries the
 // stray byte 0x9b too.
-const hostile = "acme\x1b]0;PWNED\x07\x1b[2K\r\x1b[1A\u202eexe.\u2066\u200f\u009b31m\xc2\x85\x7f"
+const hostile = "acme\x1b]0;PWNED\x07\x1b[2K\r\x1b[1A\u202eexe.\u2066\u200f\u009b31m\xc2\x85\x7f\u200b\u2028\u3164\U000e0041 lit\\u202e"
 
 // wantNoControls fails if out carries a byte or character that drives a
 // terminal: C0 controls other than tab and newline, DEL, C1 controls,
@@ -171,6 +171,7 @@ func wantNoControls(t *testing.T, what, out string) {
 	for i, r := range out {
 		bad := (r < 0x20 && r != '\t' && r != '\n') || r == 0x7f || (r >= 0x80 && r <= 0x9f) ||
 			(r >= 0x202a && r <= 0x202e) || (r >= 0x2066 && r <= 0x2069) || r == 0x200e || r == 0x200f ||
+			r == 0x200b || r == 0x2028 || r == 0x3164 || r == 0xe0041 ||
 			(r == utf8.RuneError && !strings.HasPrefix(out[i:], "\uFFFD"))
 		if bad {
 			t.Errorf("%s prints %U at byte %d: %q", what, r, i, out[max(0, i-20):min(len(out), i+20)])
@@ -208,7 +209,11 @@ func TestTerminalEscapes(t *testing.T) {
 		if !strings.Contains(out, `acme\u001b]0;PWNED\u0007\u001b[2K`) {
 			t.Errorf("%s does not show the key's escapes written out:\n%s", what, out)
 		}
-		if args[len(args)-1] == "--json" || args[len(args)-2] == "--json" {
+		asJSON := args[len(args)-1] == "--json" || args[len(args)-2] == "--json"
+		if !asJSON && !strings.Contains(out, `\u200b\u2028\u3164\U000e0041 lit\\u202e`) {
+			t.Errorf("%s does not show the look-alikes written out and the spelled escape with its backslash doubled:\n%s", what, out)
+		}
+		if asJSON {
 			var v any
 			if err := json.Unmarshal([]byte(out), &v); err != nil || !strings.Contains(fmt.Sprint(v), hostile[:20]) {
 				t.Errorf("%s is not JSON holding the key as it is: %v", what, err)
@@ -239,7 +244,7 @@ func (s *syncBuffer) String() string {
 // holding ; " \ and a space logs in.
 func TestUIToken(t *testing.T) {
 	dsn, _ := inspectDB(t)
-	const token = `s3;cr"e\t x`
+	const token = `s3;cr"e\t x-long-enough`
 	for _, viaEnv := range []bool{false, true} {
 		args := []string{"--dsn", dsn, "--addr", "127.0.0.1:0"}
 		if viaEnv {

@@ -30,6 +30,10 @@ func secretsOf(args []string) []string {
 			secrets = append(secrets, humanize.DSNSecrets(value)...)
 		case "token":
 			secrets = append(secrets, value)
+		case "token-file":
+			if t, err := readTokenFile(value); err == nil {
+				secrets = append(secrets, t)
+			}
 		}
 	}
 	kept := secrets[:0]

@@ -21,7 +21,7 @@ import (
 const (
 	secretStem = "S3cretPW"
 	tokenStem  = "T0kenUI"
-	uiToken    = tokenStem + "-9f3a"
+	uiToken    = tokenStem + "-9f3a-4d0e-b7c2"
 )
 
 // commandsOfHelp returns the commands `bq help` lists.

@@ -3,9 +3,13 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"net"
 	"net/http"
+	"os"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/bqueue/bq/ui"
@@ -16,17 +20,29 @@ func runUI(ctx context.Context, e *env, args []string) error {
 	return serveUI(ctx, e, args, nil)
 }
 
+// uiServer bounds what a connection may cost the dashboard: a client
+// that sends its headers or body slowly, reads slowly, or keeps an idle
+// connection open is cut off, and at most maxConns connections are
+// served at once (more wait to be accepted). Tests shorten them.
+var uiServer = struct {
+	readHeader, read, write, idle time.Duration
+	maxConns                      int
+}{readHeader: 5 * time.Second, read: 30 * time.Second, write: 60 * time.Second, idle: 30 * time.Second, maxConns: 64}
+
 // serveUI serves the dashboard until ctx ends; ready, when given, gets
 // the listening address.
 func serveUI(ctx context.Context, e *env, args []string, ready chan<- string) error {
-	f := newFlagSet(e, "ui", "ui --dsn DSN [--prefix bq_] [--addr 127.0.0.1:8080] [--token T] [--secure-cookies]",
+	f := newFlagSet(e, "ui", "ui --dsn DSN [--prefix bq_] [--addr 127.0.0.1:8080] [--token-file FILE] [--secure-cookies]",
 		`Serves the web dashboard: queues, blocked work by key, jobs, failed jobs
-(with retry and discard) and processes.`)
+(with retry and discard) and processes. Beyond loopback it needs a token:
+put it in a file (--token-file) or $BQ_UI_TOKEN, not on the command line,
+where ps shows it; at least 16 random characters (openssl rand -hex 16).`)
 	var db dbFlags
 	db.register(f)
-	addr := f.String("addr", "127.0.0.1:8080", "`address` to listen on; anything but a loopback address needs --token")
+	addr := f.String("addr", "127.0.0.1:8080", "`address` to listen on; anything but a loopback address needs a token")
 	var token string
-	f.envString(&token, "token", "BQ_UI_TOKEN", "access `token` every request must carry")
+	f.envString(&token, "token", "BQ_UI_TOKEN", "access `token` every request must carry (prefer --token-file: the command line shows in ps)")
+	tokenFile := f.String("token-file", "", "read the access token from `file` (its first line)")
 	secureCookies := f.Bool("secure-cookies", false, "mark cookies Secure: set it behind a proxy that serves the dashboard over https")
 	pos, err := f.parse(args)
 	if err != nil {
@@ -37,6 +53,23 @@ func serveUI(ctx context.Context, e *env, args []string, ready chan<- string) er
 	}
 	if err := db.validate(f); err != nil {
 		return err
+	}
+	onArgv := false
+	f.Visit(func(fl *flag.Flag) { onArgv = onArgv || fl.Name == "token" })
+	if *tokenFile != "" {
+		if onArgv || token != "" {
+			return f.fail("give the token one way: --token-file, --token or $BQ_UI_TOKEN")
+		}
+		if token, err = readTokenFile(*tokenFile); err != nil {
+			return f.fail("%v", err)
+		}
+	}
+	if token != "" && len(token) < ui.MinTokenLength {
+		return f.fail("the token is %d characters long: use at least %d random ones (openssl rand -hex 16), or none on a loopback address",
+			len(token), ui.MinTokenLength)
+	}
+	if onArgv {
+		fmt.Fprintln(e.stderr, "bq ui: warning: --token on the command line shows in ps to every user of this machine; use --token-file or $BQ_UI_TOKEN")
 	}
 	if err := checkExposure(*addr, token); err != nil {
 		return f.fail("%v", err)
@@ -56,19 +89,21 @@ func serveUI(ctx context.Context, e *env, args []string, ready chan<- string) er
 		// Loopback names are answered anyway; --addr may be another.
 		opts.Hosts = []string{*addr}
 	}
-	srv := &http.Server{Handler: ui.Handler(client, opts), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: ui.Handler(client, opts),
+		ReadHeaderTimeout: uiServer.readHeader, ReadTimeout: uiServer.read,
+		WriteTimeout: uiServer.write, IdleTimeout: uiServer.idle, MaxHeaderBytes: 64 << 10}
 	link := "http://" + ln.Addr().String() + "/"
 	fmt.Fprintf(e.stderr, "bq ui: serving the dashboard at %s (Ctrl-C to stop)\n", link)
 	if token != "" {
-		// The token is the user's own (flag or environment): printing
-		// it would leave it in terminals and service logs.
-		fmt.Fprintf(e.stderr, "bq ui: it needs the token of --token or $BQ_UI_TOKEN: open %s?token=<token> once, or send Authorization: Bearer <token>\n", link)
+		// The token is the user's own (file, flag or environment):
+		// printing it would leave it in terminals and service logs.
+		fmt.Fprintf(e.stderr, "bq ui: it needs the token: open %s?token=<token> once, or send Authorization: Bearer <token>\n", link)
 	}
 	if ready != nil {
 		ready <- ln.Addr().String()
 	}
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	go func() { errc <- srv.Serve(limitConns(ln, uiServer.maxConns)) }()
 	select {
 	case err := <-errc:
 		return fmt.Errorf("bq ui: %w", err)
@@ -80,6 +115,61 @@ func serveUI(ctx context.Context, e *env, args []string, ready chan<- string) er
 		return fmt.Errorf("bq ui: shut down: %w", err)
 	}
 	return nil
+}
+
+// readTokenFile reads a token from the first line of a file, refusing a
+// file other users of the machine can read.
+func readTokenFile(path string) (string, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return "", fmt.Errorf("--token-file: %w", err)
+	}
+	if st.Mode().Perm()&0o077 != 0 {
+		return "", fmt.Errorf("--token-file %s can be read by other users (mode %v): chmod 600 it", path, st.Mode().Perm())
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("--token-file: %w", err)
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	line = strings.TrimSpace(line)
+	if line == "" {
+		return "", fmt.Errorf("--token-file %s is empty: write the token on its first line", path)
+	}
+	return line, nil
+}
+
+// limitConns serves at most n connections of ln at once: Accept waits
+// while n are open.
+func limitConns(ln net.Listener, n int) net.Listener {
+	return &connLimit{Listener: ln, slots: make(chan struct{}, n)}
+}
+
+type connLimit struct {
+	net.Listener
+	slots chan struct{}
+}
+
+func (l *connLimit) Accept() (net.Conn, error) {
+	l.slots <- struct{}{}
+	c, err := l.Listener.Accept()
+	if err != nil {
+		<-l.slots
+		return nil, err
+	}
+	return &limitedConn{Conn: c, release: func() { <-l.slots }}, nil
+}
+
+type limitedConn struct {
+	net.Conn
+	once    sync.Once
+	release func()
+}
+
+func (c *limitedConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(c.release)
+	return err
 }
 
 // checkExposure refuses to serve the dashboard, whose forms retry and
@@ -96,8 +186,8 @@ func checkExposure(addr, token string) error {
 	if shown == "" {
 		shown = "every interface"
 	}
-	return fmt.Errorf("refusing to serve the dashboard on %s (%s) without --token: anyone who can reach it could retry and discard jobs; "+
-		"pass --token (or set BQ_UI_TOKEN), or listen on 127.0.0.1", addr, shown)
+	return fmt.Errorf("refusing to serve the dashboard on %s (%s) without a token: anyone who can reach it could retry and discard jobs; "+
+		"give it a token (--token-file, or $BQ_UI_TOKEN), or listen on 127.0.0.1", addr, shown)
 }
 
 func isLoopback(host string) bool {

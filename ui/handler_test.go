@@ -353,6 +353,32 @@ func TestHiddenCharacters(t *testing.T) {
 			t.Errorf("GET %s does not show the key's hidden characters written out", p)
 		}
 	}
+
+	// Look-alikes: a zero-width space, a line separator, a filler and a
+	// tag character show written out; a key that spells an escape shows
+	// its backslash doubled, so it cannot pass for the character.
+	for _, c := range []struct{ tenant, shown string }{
+		{"ac\u200bme", `ac\u200bme`},
+		{"acme\u2028", `acme\u2028`},
+		{"ac\u3164me", `ac\u3164me`},
+		{"acme\U000e0041", `acme\U000e0041`},
+		{`acme\u202e`, `acme\\u202e`},
+	} {
+		if _, err := exportJob.Enqueue(context.Background(), f.client, exportArgs{Tenant: c.tenant}); err != nil {
+			t.Fatal(err)
+		}
+		p := "/key?key=" + url.QueryEscape("ui.export/"+c.tenant)
+		code, body := get(t, srv.Client(), srv.URL+p)
+		if code != http.StatusOK {
+			t.Errorf("GET %s: %d", p, code)
+		}
+		if i := strings.IndexAny(body, "\u200b\u2028\u3164\U000e0041"); i >= 0 {
+			t.Errorf("key %q: the page carries a raw hidden character: %q", c.tenant, body[max(0, i-30):min(len(body), i+30)])
+		}
+		if !strings.Contains(body, c.shown) {
+			t.Errorf("key %q: the page does not show it as %s", c.tenant, c.shown)
+		}
+	}
 }
 
 // noRedirects is a client that stops at the first response.

@@ -41,7 +41,7 @@ func (s *server) overview(w http.ResponseWriter, r *http.Request) {
 	// be read leaves the rest of the page.
 	if hist, err := s.client.History(r.Context(), bq.HistoryOptions{}); err != nil {
 		s.opts.Logger.Error("bq ui: read the history", "error", err)
-		d.HistoryErr = err.Error()
+		d.HistoryErr = "the server's log has the error"
 	} else {
 		d.Charts = historyCharts(hist, time.Minute, false)
 	}

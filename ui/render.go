@@ -2,6 +2,7 @@ package ui
 
 import (
 	"bytes"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"html/template"
@@ -88,16 +89,21 @@ func (s *server) render(w http.ResponseWriter, r *http.Request, status int, name
 // fail shows an error page: 404 for a missing job, 400 for bad input
 // (bq.ErrInvalidArgument), 500 otherwise.
 func (s *server) fail(w http.ResponseWriter, r *http.Request, err error) {
-	status := http.StatusInternalServerError
+	status, shown := http.StatusInternalServerError, ""
 	switch {
 	case errors.Is(err, bq.ErrJobNotFound):
-		status = http.StatusNotFound
+		status, shown = http.StatusNotFound, err.Error()
 	case errors.Is(err, bq.ErrInvalidArgument), errors.Is(err, bq.ErrInvalidFilter):
-		status = http.StatusBadRequest // a key no job could have, say
+		status, shown = http.StatusBadRequest, err.Error() // a key no job could have, say: bq's own words
 	default:
-		s.opts.Logger.Error("bq ui: request failed", "path", r.URL.Path, "error", err)
+		// A database's error quotes the statement near the fault: a gift
+		// to anyone probing for an injection. The page says only where to
+		// look; the log has the error.
+		ref := rand.Text()[:8]
+		s.opts.Logger.Error("bq ui: request failed", "path", r.URL.Path, "ref", ref, "error", err)
+		shown = "The request failed. The server's log has the error, under ref=" + ref + "."
 	}
-	s.render(w, r, status, "error", view{Title: http.StatusText(status), Data: err.Error()})
+	s.render(w, r, status, "error", view{Title: http.StatusText(status), Data: shown})
 }
 
 func (s *server) notFound(w http.ResponseWriter, r *http.Request) {

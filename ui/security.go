@@ -5,7 +5,9 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
+	"time"
 )
 
 // secure wraps every request: security headers, the Host check, the
@@ -37,8 +39,30 @@ func (s *server) secure(next http.Handler) http.Handler {
 		if r.Body != nil {
 			r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
 		}
+		if r.Method == http.MethodPost && !s.readForm(w, r) {
+			return
+		}
 		guarded.ServeHTTP(w, r)
 	})
+}
+
+// readForm reads a POST's form, within FormTimeout, before the request
+// takes one of the MaxInFlight slots: a client trickling its body holds
+// its own connection only, never a slot every page needs.
+func (s *server) readForm(w http.ResponseWriter, r *http.Request) bool {
+	rc := http.NewResponseController(w)
+	// A ResponseWriter that cannot set deadlines (a test recorder, a
+	// wrapper of the mounting server's) still gets the size bound.
+	deadline := rc.SetReadDeadline(time.Now().Add(s.opts.FormTimeout)) == nil
+	if !parseForm(w, r) {
+		// The deadline stays: the server drains what is left of the
+		// body only until it.
+		return false
+	}
+	if deadline {
+		_ = rc.SetReadDeadline(time.Time{})
+	}
+	return true
 }
 
 // maxFormBytes bounds a request's body: the forms carry two short fields.
@@ -85,6 +109,11 @@ func parseForm(w http.ResponseWriter, r *http.Request) bool {
 	}
 	if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
 		http.Error(w, "the form is too large: it carries two short fields", http.StatusRequestEntityTooLarge)
+		return false
+	}
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		w.Header().Set("Connection", "close")
+		http.Error(w, "the form's body came too slowly", http.StatusRequestTimeout)
 		return false
 	}
 	http.Error(w, "the form could not be read: "+err.Error(), http.StatusBadRequest)

@@ -45,10 +45,13 @@ var assetFS embed.FS
 // Options configures the dashboard. Zero values take the defaults.
 type Options struct {
 	// Token, when set, is required on every request: as
-	// "Authorization: Bearer <token>", or through a cookie that visiting
-	// any page once with ?token=<token> sets. Any string works. Default:
-	// none; then keep the dashboard on a loopback address or behind your
-	// own auth (and see Hosts).
+	// "Authorization: Bearer <token>", or through a session cookie that
+	// visiting any page once with ?token=<token> sets (it lasts
+	// SessionMaxAge, and only on this process). Any string works; use at
+	// least MinTokenLength random characters. Wrong tokens from one
+	// address are slowed down (after 5, a wait doubling from 1 s to a
+	// minute; 429 meanwhile). Default: none; then keep the dashboard on a
+	// loopback address or behind your own auth (and see Hosts).
 	Token string
 	// Hosts lists the names (a Host header's host, any port) or
 	// host:port pairs the dashboard answers besides loopback names
@@ -73,9 +76,20 @@ type Options struct {
 	// X-Forwarded-Proto is not read: any client can send it.
 	SecureCookies bool
 	// MaxInFlight is how many requests (assets aside) the dashboard
-	// serves at once; more get 503 with Retry-After. Default 4.
+	// serves at once; more get 503 with Retry-After. A form's body is
+	// read before its request takes one of them. Default 4.
 	MaxInFlight int
+	// FormTimeout bounds reading a POSTed form's body (at most 16 KiB):
+	// a client trickling it is answered 408. Default 10s.
+	FormTimeout time.Duration
+	// SessionMaxAge is how long the session cookie that ?token= sets
+	// lasts; after it, the token is needed again. Default 12h.
+	SessionMaxAge time.Duration
 }
+
+// MinTokenLength is the shortest Token bq ui accepts, and below which
+// Handler logs a warning: 16 random characters (rand.Text gives 26).
+const MinTokenLength = 16
 
 // server is one mounted dashboard.
 type server struct {
@@ -84,10 +98,11 @@ type server struct {
 	pages  *pages
 	// csrf is the token forms carry: random per handler (per process).
 	csrf string
-	// secret signs notices; session is the token cookie's value.
-	secret  []byte
-	session string
-	assets  fs.FS
+	// secret signs notices and sessions: random per handler, so a
+	// session works only on the process that issued it.
+	secret []byte
+	guard  *guard
+	assets fs.FS
 }
 
 // Handler returns the dashboard for client.
@@ -95,12 +110,18 @@ func Handler(client *bq.Client, opts Options) http.Handler {
 	opts.Path = strings.TrimRight(opts.Path, "/")
 	opts.Refresh = cmp.Or(opts.Refresh, 3*time.Second)
 	opts.MaxInFlight = cmp.Or(opts.MaxInFlight, 4)
+	opts.FormTimeout = cmp.Or(opts.FormTimeout, 10*time.Second)
+	opts.SessionMaxAge = cmp.Or(opts.SessionMaxAge, 12*time.Hour)
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
+	if opts.Token != "" && len(opts.Token) < MinTokenLength {
+		opts.Logger.Warn("bq ui: the dashboard's token is short and guessable; use at least 16 random characters",
+			"length", len(opts.Token), "min", MinTokenLength)
+	}
 	assets, _ := fs.Sub(assetFS, "assets")
 	s := &server{client: client, opts: opts, pages: mustParse(), csrf: rand.Text(),
-		secret: []byte(rand.Text()), session: sessionValue(opts.Token), assets: assets}
+		secret: []byte(rand.Text()), guard: newGuard(), assets: assets}
 
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /assets/{file}", s.asset)

@@ -54,35 +54,57 @@ func (d *engine) beaconPath(processID int64) string {
 	return filepath.Join(d.beacons, d.prefix+strconv.FormatInt(processID, 10))
 }
 
-// Beacon sets the process's beacon to at, creating it if missing.
+// Beacon sets the process's beacon to at, creating it if missing. The
+// directory must be one this process's user owns and no one else may
+// write to (a directory another local user made beside a shared
+// database could otherwise hold beacons that keep dead processes from
+// ever being reaped): bq creates it 0700, its files 0600, and never
+// follows a symbolic link in it.
 func (d *engine) Beacon(processID int64, at time.Time) error {
 	if d.beacons == "" {
 		return driver.ErrNoBeacon
 	}
-	path := d.beaconPath(processID)
-	err := os.Chtimes(path, at, at)
-	if errors.Is(err, fs.ErrNotExist) {
-		if err = os.MkdirAll(d.beacons, 0o755); err == nil {
-			var f *os.File
-			if f, err = os.OpenFile(path, os.O_CREATE|os.O_WRONLY, 0o644); err == nil {
-				f.Close()
-				err = os.Chtimes(path, at, at)
-			}
-		}
+	if err := ensureBeaconDir(d.beacons); err != nil {
+		return fmt.Errorf("beacon of process %d: %w", processID, err)
 	}
-	if err != nil {
+	if err := touch(d.beaconPath(processID), at); err != nil {
 		return fmt.Errorf("beacon of process %d: %w", processID, err)
 	}
 	return nil
 }
 
-// beaconAt is when the process last set its beacon; zero when it has none.
+// ensureBeaconDir creates the beacon directory (0700) or checks the one
+// there: a real directory, not a link, owned by this process's user and
+// writable by no one else.
+func ensureBeaconDir(dir string) error {
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("create the beacon directory: %w", err)
+	}
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return fmt.Errorf("check the beacon directory: %w", err)
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("%s is not a directory (%v): remove it, and bq will create the directory of its beacons there", dir, fi.Mode().Type())
+	}
+	if err := checkOwner(dir, fi); err != nil {
+		return err
+	}
+	if fi.Mode().Perm()&0o022 != 0 {
+		return fmt.Errorf("the beacon directory %s can be written by other users (mode %v): another user could keep dead processes from being reaped; chmod go-w it (or remove it)",
+			dir, fi.Mode().Perm())
+	}
+	return nil
+}
+
+// beaconAt is when the process last set its beacon; zero when it has
+// none, or when its path is anything but a plain file.
 func (d *engine) beaconAt(processID int64) time.Time {
 	if d.beacons == "" {
 		return time.Time{}
 	}
-	fi, err := os.Stat(d.beaconPath(processID))
-	if err != nil {
+	fi, err := os.Lstat(d.beaconPath(processID))
+	if err != nil || !fi.Mode().IsRegular() {
 		return time.Time{}
 	}
 	return fi.ModTime()

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf16"
 	"unicode/utf8"
 )
 
@@ -201,26 +203,46 @@ func Thousands(n int) string {
 }
 
 // Terminal writes out, as escapes, every character of s that could drive
-// a terminal or reorder the text around it: C0 controls (tab and newline
-// too), DEL, C1 controls, bidirectional overrides, isolates and marks,
+// a terminal, reorder the text around it, or hide in it: C0 controls (tab
+// and newline too), DEL, C1 controls, format characters (bidirectional
+// overrides, isolates and marks, zero-width spaces and joiners, the soft
+// hyphen, tag characters), line and paragraph separators, spaces other
+// than U+0020 and fillers (default-ignorable characters such as U+3164),
 // and bytes that are not UTF-8. Queue, kind, key, group and process names
 // come from applications and their tenants: a key such as
-// "acme\x1b]0;PWNED\x07" would otherwise retitle the terminal, and one
-// holding U+202E would print the rest of its line reversed. A character is
-// written \u001b, a stray byte \x9b.
-func Terminal(s string) string { return escape(s, false) }
+// "acme\x1b]0;PWNED\x07" would otherwise retitle the terminal, one holding
+// U+202E would print the rest of its line reversed, and one holding U+200B
+// would look like another key. A character is written \u001b (\U000e0041
+// beyond U+FFFF), a stray byte \x9b. So that an escape cannot be forged by
+// text that spells one, a backslash before u, U, x, another backslash or
+// a character written out is written twice: the key `\u202e` (six
+// characters) prints as `\\u202e`. Read back, \\ is one backslash and a
+// backslash before anything else is itself, so no two strings print alike.
+func Terminal(s string) string { return escape(s, modeTerminal) }
 
-// Visible is Terminal for text with a layout of its own (a page, a JSON
-// document, a multi-line error): it keeps tabs, newlines and carriage
-// returns. Its escapes are valid inside JSON strings, and JSON's own
-// never need them, so an encoded document stays valid and means the same.
-func Visible(s string) string { return escape(s, true) }
+// Visible is Terminal for text with a layout of its own (a page, a
+// multi-line error): it keeps tabs, newlines and carriage returns.
+func Visible(s string) string { return escape(s, modeVisible) }
 
-func escape(s string, layout bool) string {
+// VisibleJSON is Visible for a JSON document: it writes the same
+// characters out as JSON escapes (\u202e; a surrogate pair beyond
+// U+FFFF), which JSON's own grammar already keeps apart from text that
+// spells them, so an encoded document stays valid and means the same.
+func VisibleJSON(s string) string { return escape(s, modeJSON) }
+
+type escapeMode int
+
+const (
+	modeTerminal escapeMode = iota
+	modeVisible
+	modeJSON
+)
+
+func escape(s string, mode escapeMode) string {
 	i := 0
 	for i < len(s) {
 		r, size := utf8.DecodeRuneInString(s[i:])
-		if (r == utf8.RuneError && size == 1) || hidden(r, layout) {
+		if (r == utf8.RuneError && size == 1) || hidden(r, mode != modeTerminal) || forgeable(s, i, mode) {
 			break
 		}
 		i += size
@@ -234,10 +256,19 @@ func escape(s string, layout bool) string {
 	for i < len(s) {
 		r, size := utf8.DecodeRuneInString(s[i:])
 		switch {
+		case r == utf8.RuneError && size == 1 && mode == modeJSON:
+			b.WriteString(`\ufffd`)
 		case r == utf8.RuneError && size == 1:
 			fmt.Fprintf(&b, `\x%02x`, s[i])
-		case hidden(r, layout):
+		case hidden(r, mode != modeTerminal) && mode == modeJSON && r > 0xffff:
+			r1, r2 := utf16.EncodeRune(r)
+			fmt.Fprintf(&b, `\u%04x\u%04x`, r1, r2)
+		case hidden(r, mode != modeTerminal) && r > 0xffff:
+			fmt.Fprintf(&b, `\U%08x`, r)
+		case hidden(r, mode != modeTerminal):
 			fmt.Fprintf(&b, `\u%04x`, r)
+		case forgeable(s, i, mode):
+			b.WriteString(`\\`)
 		default:
 			b.WriteString(s[i : i+size])
 		}
@@ -246,15 +277,34 @@ func escape(s string, layout bool) string {
 	return b.String()
 }
 
-// hidden reports a character that acts rather than shows.
+// forgeable reports a backslash at s[i] that, left alone, would read as
+// the start of one of escape's own escapes (or of a doubled backslash).
+func forgeable(s string, i int, mode escapeMode) bool {
+	if mode == modeJSON || s[i] != '\\' || i+1 >= len(s) {
+		return false
+	}
+	switch s[i+1] {
+	case 'u', 'U', 'x', '\\':
+		return true
+	}
+	// Before a character escape will write out, a lone backslash
+	// would join its escape.
+	r, size := utf8.DecodeRuneInString(s[i+1:])
+	return (r == utf8.RuneError && size == 1) || hidden(r, mode != modeTerminal)
+}
+
+// hidden reports a character that acts rather than shows, or shows as
+// nothing or as a plain space.
 func hidden(r rune, layout bool) bool {
 	switch {
 	case r == '\t' || r == '\n' || r == '\r':
 		return !layout
 	case r < 0x20, r == 0x7f, r >= 0x80 && r <= 0x9f:
 		return true
-	case r >= 0x202a && r <= 0x202e, r >= 0x2066 && r <= 0x2069, r == 0x200e, r == 0x200f, r == 0x061c:
-		return true
+	case r < 0x80:
+		return false
+	case r == utf8.RuneError:
+		return false // U+FFFD shows as itself
 	}
-	return false
+	return unicode.In(r, unicode.Cf, unicode.Zl, unicode.Zp, unicode.Zs, unicode.Other_Default_Ignorable_Code_Point)
 }

@@ -1,7 +1,9 @@
 package humanize
 
 import (
+	"encoding/json"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -64,6 +66,17 @@ func TestTerminal(t *testing.T) {
 		{"c1\u0085\u009b del\x7f", `c1\u0085\u009b del\u007f`, `c1\u0085\u009b del\u007f`},
 		{"bad\x9bbyte", `bad\x9bbyte`, `bad\x9bbyte`},
 		{"ключ 🔑", "ключ 🔑", "ключ 🔑"},
+		// Zero-width, separators, fillers, other spaces, tags, BOM, soft hyphen.
+		{"a\u200bb\u2028c\u2029d", `a\u200bb\u2028c\u2029d`, `a\u200bb\u2028c\u2029d`},
+		{"\u3164\u115f\u1160\uffa0", `\u3164\u115f\u1160\uffa0`, `\u3164\u115f\u1160\uffa0`},
+		{"nb\u00a0sp\u3000\u2009\ufeff\u00ad\u2060", `nb\u00a0sp\u3000\u2009\ufeff\u00ad\u2060`, `nb\u00a0sp\u3000\u2009\ufeff\u00ad\u2060`},
+		{"tag\U000e0041\U000e007f", `tag\U000e0041\U000e007f`, `tag\U000e0041\U000e007f`},
+		// Text that spells an escape cannot pass for one.
+		{`lit\u202e`, `lit\\u202e`, `lit\\u202e`},
+		{`a\\b`, `a\\\b`, `a\\\b`},
+		{"a\\\u200b", `a\\\u200b`, `a\\\u200b`},
+		{`x\x9b \U000e0041`, `x\\x9b \\U000e0041`, `x\\x9b \\U000e0041`},
+		{`C:\temp\n end\`, `C:\temp\n end\`, `C:\temp\n end\`},
 	} {
 		if got := Terminal(c.in); got != c.term {
 			t.Errorf("Terminal(%q) = %q, want %q", c.in, got, c.term)
@@ -97,5 +110,78 @@ func TestDSNSecrets(t *testing.T) {
 	got := Redact(msg, append(DSNSecrets("mysql://root:hunter%40%3A2@db/x"), "s3cr3t-t0ken", "ab")...)
 	if want := `connect "mysql://root:***@db" as root (password ***): token ***; pw "ab"`; got != want {
 		t.Errorf("Redact = %q, want %q", got, want)
+	}
+}
+
+// unescape reads Terminal's output back: every string must come back
+// whole, so no two strings print alike.
+func unescape(t *testing.T, s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] != '\\' || i+1 == len(s) {
+			b.WriteByte(s[i])
+			continue
+		}
+		switch s[i+1] {
+		case '\\':
+			b.WriteByte('\\')
+			i++
+		case 'u', 'U', 'x':
+			n := map[byte]int{'u': 4, 'U': 8, 'x': 2}[s[i+1]]
+			v, err := strconv.ParseUint(s[i+2:i+2+n], 16, 32)
+			if err != nil {
+				t.Fatalf("bad escape in %q at %d", s, i)
+			}
+			if s[i+1] == 'x' {
+				b.WriteByte(byte(v))
+			} else {
+				b.WriteRune(rune(v))
+			}
+			i += 1 + n
+		default:
+			b.WriteByte('\\')
+		}
+	}
+	return b.String()
+}
+
+// TestTerminalIsUnambiguous: Terminal's output reads back to its input,
+// for strings mixing escapes' own spellings with what they stand for.
+func TestTerminalIsUnambiguous(t *testing.T) {
+	parts := []string{`\`, `u`, `U`, `x`, `202e`, "\u202e", "\u200b", "\x1b", "\xff", "a", "\U000e0041", `\\`, "é", "\n"}
+	for i := range 20000 {
+		var in strings.Builder
+		for j := 0; j < 1+i%7; j++ {
+			in.WriteString(parts[(i*7+j*13+i/(j+1))%len(parts)])
+		}
+		for _, f := range []func(string) string{Terminal, Visible} {
+			out := f(in.String())
+			if back := unescape(t, out); back != in.String() {
+				t.Fatalf("%q printed as %q reads back as %q", in.String(), out, back)
+			}
+			for _, r := range out {
+				if r != '\t' && r != '\n' && r != '\r' && hidden(r, false) {
+					t.Fatalf("%q printed as %q keeps %U", in.String(), out, r)
+				}
+			}
+		}
+	}
+}
+
+// TestVisibleJSON: a JSON document keeps its meaning: hidden characters
+// become JSON escapes (surrogate pairs beyond U+FFFF), backslashes stay.
+func TestVisibleJSON(t *testing.T) {
+	in := map[string]string{"k": "a\u200b\U000e0041\u202e b\\u202e\t"}
+	raw, err := json.Marshal(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := VisibleJSON(string(raw))
+	var back map[string]string
+	if err := json.Unmarshal([]byte(out), &back); err != nil || back["k"] != in["k"] {
+		t.Fatalf("VisibleJSON(%s) = %s, which reads back as %q (%v)", raw, out, back["k"], err)
+	}
+	if want := `{"k":"a\u200b\udb40\udc41\u202e b\\u202e\t"}`; out != want {
+		t.Errorf("VisibleJSON(%s) = %s, want %s", raw, out, want)
 	}
 }
