@@ -110,7 +110,7 @@ func testServerDefaultCharset(t *testing.T, h *harness) {
 	}
 	ctx := context.Background()
 	dsn := testdb.PrivateMariaDB(t, "--character-set-server=gbk", "--collation-server=gbk_chinese_ci",
-		"--skip-character-set-client-handshake")
+		"--skip-character-set-client-handshake").DSN
 	for _, query := range []string{"?collation=utf8mb4_general_ci", "?collation=utf8mb4_general_ci&interpolateParams=true"} {
 		c, err := bq.Open(ctx, dsn+query, bq.Config{})
 		if err == nil {

@@ -1,32 +1,32 @@
-// Package pgrestart restarts the database server under a running bq and
+// Package pgrestart restarts a database server under a running bq and
 // checks that nothing is lost, that no limit is exceeded, and that work
-// resumes as soon as the server is back. It disturbs every other user of
-// the server, so each test runs only when asked: BQ_TEST_PG_RESTART=1
-// (PostgreSQL) and BQ_TEST_MYSQL_RESTART=1 (MariaDB), which `make test`
-// sets for a last step of its own after every other test has finished,
-// and only for the local servers it manages.
+// resumes as soon as the server is back. The server is one the test
+// starts for itself on a private port (testdb.Server): the shared servers
+// of BQ_TEST_POSTGRES_DSN and BQ_TEST_MYSQL_DSN are never stopped. Each
+// test runs only when asked, BQ_TEST_PG_RESTART=1 (PostgreSQL) and
+// BQ_TEST_MYSQL_RESTART=1 (MariaDB), which `make test` sets for a last
+// step of its own after every other test has finished: how soon work
+// resumes is timed, and a loaded machine would blur it.
 package pgrestart
 
 import (
+	"cmp"
 	"context"
-	"fmt"
+	"io/fs"
 	"log/slog"
-	"net/url"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/bqueue/bq"
-	bqmysql "github.com/bqueue/bq/drivers/mysql"
+	_ "github.com/bqueue/bq/drivers/mysql"
 	_ "github.com/bqueue/bq/drivers/postgres"
-	"github.com/bqueue/bq/internal/humanize"
 	"github.com/bqueue/bq/internal/testdb"
 )
 
@@ -67,198 +67,33 @@ var job = bq.Define("pgrestart.job", func(ctx context.Context, a Args) error {
 	Concurrency: &bq.Concurrency[Args]{Key: func(a Args) string { return a.Key }, To: limit},
 })
 
-// localPort returns the port of a DSN that names this machine, and
-// refuses any other: only a local server is ever restarted.
-func localPort(dsn, def string) (string, error) {
-	u, err := url.Parse(dsn)
-	if err != nil || u.Scheme == "" {
-		return "", fmt.Errorf("refusing to restart the server of %s: write the DSN as a URL naming 127.0.0.1, localhost or ::1", humanize.RedactDSN(dsn))
-	}
-	if h := u.Hostname(); h != "127.0.0.1" && h != "localhost" && h != "::1" {
-		return "", fmt.Errorf("refusing to restart the server at %s: it is not on this machine (unset BQ_TEST_*_RESTART for a server of your own)", humanize.RedactDSN(dsn))
-	}
-	if p := u.Port(); p != "" {
-		return p, nil
-	}
-	return def, nil
-}
-
-// pickCluster returns the cluster of pg_lsclusters' output that serves
-// port: the online one configured on it, the newest by version order
-// (9.6 before 10, as sort -V) should several be. It refuses when none is
-// online there: whatever answers on the port is not a cluster this
-// machine's pg_ctlcluster manages, and restarting another would test
-// nothing and disturb its users.
-func pickCluster(lsclusters, port string) (version, name string, err error) {
-	for _, line := range strings.Split(lsclusters, "\n") {
-		f := strings.Fields(line)
-		if len(f) < 4 || f[2] != port || f[3] != "online" {
-			continue
-		}
-		if version == "" || versionLess(version, f[0]) {
-			version, name = f[0], f[1]
-		}
-	}
-	if version == "" {
-		return "", "", fmt.Errorf("refusing to restart PostgreSQL: no local cluster is online on port %s (pg_lsclusters):\n%s", port, lsclusters)
-	}
-	return version, name, nil
-}
-
-// versionLess orders versions as sort -V does: 9.6 < 10 < 10.1.
-func versionLess(a, b string) bool {
-	as, bs := strings.Split(a, "."), strings.Split(b, ".")
-	for i := range min(len(as), len(bs)) {
-		x, errX := strconv.Atoi(as[i])
-		y, errY := strconv.Atoi(bs[i])
-		if errX != nil || errY != nil {
-			if as[i] != bs[i] {
-				return as[i] < bs[i]
-			}
-			continue
-		}
-		if x != y {
-			return x < y
-		}
-	}
-	return len(as) < len(bs)
-}
-
-// pgCluster names the local cluster serving port.
-func pgCluster(t *testing.T, port string) (version, name string) {
-	t.Helper()
-	out, err := exec.Command("pg_lsclusters", "--no-header").CombinedOutput()
-	if err != nil {
-		t.Fatalf("pg_lsclusters: %v\n%s", err, out)
-	}
-	version, name, err = pickCluster(string(out), port)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return version, name
-}
-
-// mustLocalPort is localPort for a test: it fails the test on a refusal.
-func mustLocalPort(t *testing.T, dsn, def string) string {
-	t.Helper()
-	port, err := localPort(dsn, def)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return port
-}
-
-func run(t *testing.T, name string, args ...string) {
-	t.Helper()
-	if out, err := exec.Command(name, args...).CombinedOutput(); err != nil {
-		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
-	}
-}
-
-// TestRestartPicksTheDSNsServer: the restart tests restart only a local
-// server, and for PostgreSQL only the cluster online on the DSN's port.
-// It runs always: it restarts nothing.
-func TestRestartPicksTheDSNsServer(t *testing.T) {
-	for _, c := range []struct{ dsn, port, err string }{
-		{"postgres://postgres@127.0.0.1:5432/test?sslmode=disable", "5432", ""},
-		{"postgres://postgres@localhost/test", "5432", ""},
-		{"postgres://postgres@[::1]:5433/test", "5433", ""},
-		{"postgres://app:hunter2@db.example.com:5432/test", "", "not on this machine"},
-		{"postgres://app:hunter2@10.0.0.7/test", "", "not on this machine"},
-		{"postgres:///test?host=/var/run/postgresql", "", "not on this machine"},
-		{"host=127.0.0.1 port=5432 password=hunter2", "", "write the DSN as a URL"},
-	} {
-		port, err := localPort(c.dsn, "5432")
-		if c.err == "" && (err != nil || port != c.port) || c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)) {
-			t.Errorf("localPort(%q) = %q, %v; want %q or an error saying %q", c.dsn, port, err, c.port, c.err)
-		}
-		if err != nil && strings.Contains(err.Error(), "hunter2") {
-			t.Errorf("localPort(%q): the refusal shows the password: %v", c.dsn, err)
-		}
-	}
-	const ls = `9.6 main    5432 down   postgres /var/lib/postgresql/9.6/main /var/log/postgresql/postgresql-9.6-main.log
-10  main    5432 online postgres /var/lib/postgresql/10/main /var/log/postgresql/postgresql-10-main.log
-16  main    5433 online postgres /var/lib/postgresql/16/main /var/log/postgresql/postgresql-16-main.log
-9.6 old     5434 online postgres /var/lib/postgresql/9.6/old /var/log/postgresql/postgresql-9.6-old.log
-10  other   5434 online postgres /var/lib/postgresql/10/other /var/log/postgresql/postgresql-10-other.log
-`
-	for _, c := range []struct{ port, version, name string }{
-		{"5432", "10", "main"}, {"5433", "16", "main"}, {"5434", "10", "other"}, {"5999", "", ""},
-	} {
-		v, name, err := pickCluster(ls, c.port)
-		if v != c.version || name != c.name || (err == nil) != (c.version != "") {
-			t.Errorf("pickCluster(port %s) = %s %s, %v; want %q %q", c.port, v, name, err, c.version, c.name)
-		}
-	}
-}
-
+// TestPostgresRestart restarts a PostgreSQL server of the test's own
+// under a running bq.
 func TestPostgresRestart(t *testing.T) {
-	if os.Getenv("BQ_TEST_PG_RESTART") != "1" {
-		t.Skip("restarts the PostgreSQL server: run through `make test`, which sets BQ_TEST_PG_RESTART=1 for a last step of its own")
-	}
-	v, cluster := pgCluster(t, mustLocalPort(t, testdb.PostgresBaseDSN(), "5432"))
-	ctx := context.Background()
-	admin, err := pgxpool.New(ctx, testdb.PostgresBaseDSN())
-	if err != nil {
-		t.Fatal(err)
-	}
-	schema := "restart_" + time.Now().Format("150405")
-	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-		t.Fatalf("PostgreSQL unreachable at %s: %v", testdb.PostgresBaseDSN(), err)
-	}
-	admin.Close()
-	sep := "?"
-	if strings.Contains(testdb.PostgresBaseDSN(), "?") {
-		sep = "&"
-	}
-	restartUnder(t, testdb.PostgresBaseDSN()+sep+"search_path="+schema,
-		func() { run(t, "pg_ctlcluster", "--skip-systemctl-redirect", v, cluster, "stop") },
-		func() time.Time {
-			// pg_ctlcluster start returns once the server accepts connections.
-			run(t, "pg_ctlcluster", "--skip-systemctl-redirect", v, cluster, "start")
-			return time.Now()
-		})
+	gate(t, testdb.Postgres, "BQ_TEST_PG_RESTART")
+	srv := testdb.PrivatePostgres(t)
+	restartUnder(t, srv.DSN, srv.Stop, func() time.Time { srv.Start(); return time.Now() })
 }
 
+// TestMariaDBRestart restarts a MariaDB server of the test's own under a
+// running bq.
 func TestMariaDBRestart(t *testing.T) {
-	if os.Getenv("BQ_TEST_MYSQL_RESTART") != "1" {
-		t.Skip("restarts the MariaDB server: run through `make test`, which sets BQ_TEST_MYSQL_RESTART=1 for a last step of its own")
+	gate(t, testdb.MySQL, "BQ_TEST_MYSQL_RESTART")
+	srv := testdb.PrivateMariaDB(t)
+	restartUnder(t, srv.DSN, srv.Stop, func() time.Time { srv.Start(); return time.Now() })
+}
+
+// gate runs a restart test only when its variable asks for it (`make
+// test` sets it for a step of its own, after the other tests: the test
+// checks how soon work resumes, which a loaded machine would blur) and
+// BQ_TEST_DRIVERS selects its database. The server it restarts is its
+// own, never the shared one of BQ_TEST_POSTGRES_DSN or BQ_TEST_MYSQL_DSN.
+func gate(t *testing.T, kind, variable string) {
+	t.Helper()
+	if os.Getenv(variable) != "1" {
+		t.Skipf("restarts a %s server of its own and times how soon work resumes: run through `make test`, which sets %s=1 for a last step of its own", kind, variable)
 	}
-	port := mustLocalPort(t, testdb.MySQLBaseDSN(), "3306")
-	cfg, err := bqmysql.ParseURL(testdb.MySQLBaseDSN())
-	if err != nil {
-		t.Fatal(err)
-	}
-	admin := []string{"-h127.0.0.1", "-P" + port, "-u" + cfg.User, "--connect-timeout=1"}
-	if cfg.Passwd != "" {
-		admin = append(admin, "-p"+cfg.Passwd)
-	}
-	ping := func() bool { return exec.Command("mysqladmin", append(admin, "ping")...).Run() == nil }
-	if !ping() {
-		t.Fatalf("MariaDB does not answer at 127.0.0.1:%s", port)
-	}
-	db := "restart_" + time.Now().Format("150405")
-	run(t, "mysql", append(admin, "-e", "CREATE DATABASE "+db)...)
-	u, _ := url.Parse(testdb.MySQLBaseDSN())
-	u.Path = "/" + db
-	restartUnder(t, u.String(),
-		func() {
-			run(t, "mysqladmin", append(admin, "shutdown")...)
-			for ping() {
-				time.Sleep(20 * time.Millisecond)
-			}
-		},
-		func() time.Time {
-			run(t, "start-stop-daemon", "--start", "--oknodo", "--background", "--exec", "/usr/sbin/mariadbd", "--", "--user=mysql")
-			deadline := time.Now().Add(60 * time.Second)
-			for !ping() {
-				if time.Now().After(deadline) {
-					t.Fatal("MariaDB did not come back within 60 s")
-				}
-				time.Sleep(10 * time.Millisecond)
-			}
-			return time.Now()
-		})
+	testdb.Require(t, kind)
 }
 
 // restartUnder runs a worker on dsn, stops the server under it for longer
@@ -366,5 +201,80 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool)
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out after %s waiting for %s", timeout, what)
 		}
+	}
+}
+
+// stopsServer matches a command that stops or restarts a database server.
+var stopsServer = regexp.MustCompile(`(?i)pg_ctlcluster\S*\s+.*\b(stop|restart)\b|pg_ctl\b.*\b(stop|restart)\b|` +
+	`mysqladmin\b.*\bshutdown\b|systemctl\s+(stop|restart)|service\s+\S+\s+(stop|restart)|start-stop-daemon\b.*--stop|` +
+	`\bkill(all)?\b.*\b(postgres|mariadbd|mysqld)\b`)
+
+// TestMakeTestLeavesSharedServersAlone pins what `make test` may do to
+// the servers it tests against: start them when they are down, never
+// stop or restart them. Neither the commands make runs (make -n) nor the
+// scripts they call hold a command that stops a server, and the restart
+// tests run on servers of their own.
+func TestMakeTestLeavesSharedServersAlone(t *testing.T) {
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := exec.LookPath("make"); err != nil {
+		t.Fatalf("make: %v", err)
+	}
+	out, err := exec.Command("make", "-n", "-C", root, "test").CombinedOutput()
+	if err != nil {
+		t.Fatalf("make -n test: %v\n%s", err, out)
+	}
+	texts := map[string]string{"make -n test": string(out)}
+	scripts, _ := filepath.Glob(filepath.Join(root, "scripts", "*.sh"))
+	if len(scripts) == 0 {
+		t.Fatal("no scripts found")
+	}
+	for _, p := range append(scripts, filepath.Join(root, ".ci", "run")) {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		texts[p] = string(b)
+	}
+	// Nor does any Go source (tests included) outside this file, whose
+	// matcher lists what it looks for.
+	self, _ := filepath.Abs("restart_test.go")
+	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() && (d.Name() == ".git" || d.Name() == ".artifacts") {
+			return cmp.Or(err, filepath.SkipDir)
+		}
+		if !d.IsDir() && strings.HasSuffix(p, ".go") && p != self {
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			texts[p] = string(b)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for what, text := range texts {
+		for _, line := range strings.Split(text, "\n") {
+			if strings.HasPrefix(strings.TrimSpace(line), "#") {
+				continue
+			}
+			if stopsServer.MatchString(line) {
+				t.Errorf("%s stops or restarts a server: %s", what, strings.TrimSpace(line))
+			}
+		}
+	}
+	// The matcher itself finds what it must.
+	for _, line := range []string{"pg_ctlcluster --skip-systemctl-redirect 15 main stop", "mysqladmin -uroot shutdown",
+		"sudo -n pg_ctlcluster 15 main restart", "start-stop-daemon --stop --exec /usr/sbin/mariadbd", "systemctl restart postgresql"} {
+		if !stopsServer.MatchString(line) {
+			t.Errorf("the matcher misses %q", line)
+		}
+	}
+	if stopsServer.MatchString("as_root start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd") {
+		t.Error("the matcher takes a start for a stop")
 	}
 }

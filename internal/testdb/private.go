@@ -7,38 +7,145 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
+	"sort"
 	"strconv"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
-// PrivateMariaDB starts a MariaDB server of the test's own, from the
-// mariadbd binary the test scripts install, on a free loopback port with
-// a data directory in the test's temporary directory, and returns a
-// mysql:// URL of its database `test` (user root, no password: the
-// server skips its grant tables). extra is passed to mariadbd: server
-// settings a test needs and must never set on the shared server (a
-// character set default, init_connect). The server is stopped when the
-// test ends. A machine without MariaDB's binaries fails the test, naming
-// what to install: a check that needs its own server is never skipped.
-func PrivateMariaDB(t testing.TB, extra ...string) string {
-	t.Helper()
-	install, err := exec.LookPath("mariadb-install-db")
-	if err != nil {
-		t.Fatalf("this test starts a MariaDB server of its own and needs mariadb-install-db and mariadbd: install mariadb-server (scripts/ensure-mariadb.sh does): %v", err)
+// Server is a database server of a test's own: started from the
+// binaries the test scripts install, on a free loopback port, its data in
+// a temporary directory, stopped and removed when the test ends. Tests
+// that change a server's settings, or stop and start it, use one and
+// never touch the shared servers of BQ_TEST_POSTGRES_DSN and
+// BQ_TEST_MYSQL_DSN. A machine without the binaries fails the test,
+// naming what to install: a check that needs its own server is never
+// skipped.
+type Server struct {
+	// DSN is bq's URL of the server's database `test`.
+	DSN  string
+	Port int
+
+	t     testing.TB
+	kind  string
+	dir   string
+	start func() *exec.Cmd
+	ready func(context.Context) error
+	stop  os.Signal
+
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+	done chan error
+}
+
+// Stop shuts the server down (a fast shutdown: sessions are ended,
+// nothing in flight is kept) and waits until it has exited.
+func (s *Server) Stop() {
+	s.t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		return
 	}
+	_ = s.cmd.Process.Signal(s.stop)
+	select {
+	case <-s.done:
+	case <-time.After(30 * time.Second):
+		_ = s.cmd.Process.Kill()
+		<-s.done
+		s.t.Errorf("the private %s server did not stop within 30 s: killed", s.kind)
+	}
+	s.cmd = nil
+}
+
+// Start starts the server again after Stop and returns once it accepts
+// connections.
+func (s *Server) Start() {
+	s.t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.launch()
+}
+
+func (s *Server) launch() {
+	s.t.Helper()
+	cmd := s.start()
+	log, err := os.OpenFile(filepath.Join(s.dir, "server.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer log.Close()
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		s.t.Fatalf("start the private %s server: %v", s.kind, err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	s.cmd, s.done = cmd, done
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		err := s.ready(ctx)
+		cancel()
+		if err == nil {
+			return
+		}
+		select {
+		case werr := <-done:
+			s.cmd = nil
+			s.t.Fatalf("the private %s server exited (%v) before answering: %v\n%s", s.kind, werr, err, s.log())
+		default:
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("the private %s server did not answer on 127.0.0.1:%d within 60 s: %v\n%s", s.kind, s.Port, err, s.log())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func (s *Server) log() string {
+	var out []byte
+	for _, name := range []string{"server.log", "error.log"} {
+		b, _ := os.ReadFile(filepath.Join(s.dir, name))
+		out = append(out, b...)
+	}
+	return string(out)
+}
+
+func newServer(t testing.TB, kind string) *Server {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "bq-"+kind+"-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Server{t: t, kind: kind, dir: dir, Port: freePort(t)}
+	t.Cleanup(func() {
+		s.Stop()
+		os.RemoveAll(dir)
+	})
+	return s
+}
+
+// PrivateMariaDB starts a MariaDB server of the test's own (see Server):
+// user root without a password (the server skips its grant tables), a
+// database `test`. extra is passed to mariadbd: settings a test needs and
+// must never set on the shared server (a character set default,
+// init_connect).
+func PrivateMariaDB(t testing.TB, extra ...string) *Server {
+	t.Helper()
+	install := lookPath(t, "mariadb-install-db", "mariadb-server")
 	server := "/usr/sbin/mariadbd"
 	if p, err := exec.LookPath("mariadbd"); err == nil {
 		server = p
 	}
-	dir, err := os.MkdirTemp("", "bq-mariadb-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	data := filepath.Join(dir, "data")
+	s := newServer(t, "MariaDB")
+	data := filepath.Join(s.dir, "data")
 	args := []string{"--no-defaults", "--datadir=" + data, "--auth-root-authentication-method=normal", "--skip-test-db"}
 	if os.Geteuid() == 0 {
 		args = append(args, "--user=root")
@@ -46,56 +153,113 @@ func PrivateMariaDB(t testing.TB, extra ...string) string {
 	if out, err := exec.Command(install, args...).CombinedOutput(); err != nil {
 		t.Fatalf("mariadb-install-db: %v\n%s", err, out)
 	}
-	port := freePort(t)
-	args = []string{"--no-defaults", "--datadir=" + data, "--socket=" + filepath.Join(dir, "sock"),
-		"--port=" + strconv.Itoa(port), "--bind-address=127.0.0.1", "--skip-grant-tables", "--skip-name-resolve",
-		"--pid-file=" + filepath.Join(dir, "pid"), "--log-error=" + filepath.Join(dir, "error.log"),
-		"--innodb-buffer-pool-size=16M", "--innodb-log-file-size=8M", "--skip-log-bin"}
+	args = []string{"--no-defaults", "--datadir=" + data, "--socket=" + filepath.Join(s.dir, "sock"),
+		"--port=" + strconv.Itoa(s.Port), "--bind-address=127.0.0.1", "--skip-grant-tables", "--skip-name-resolve",
+		"--pid-file=" + filepath.Join(s.dir, "pid"), "--log-error=" + filepath.Join(s.dir, "error.log"),
+		"--innodb-buffer-pool-size=32M", "--skip-log-bin"}
 	if os.Geteuid() == 0 {
 		args = append(args, "--user=root")
 	}
-	cmd := exec.Command(server, append(args, extra...)...)
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", server, err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(20 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
+	args = append(args, extra...)
+	s.start = func() *exec.Cmd { return exec.Command(server, args...) }
+	s.stop = syscall.SIGTERM // mariadbd's normal shutdown
+	s.ready = func(ctx context.Context) error {
+		db, err := sql.Open("mysql", fmt.Sprintf("root@tcp(127.0.0.1:%d)/", s.Port))
+		if err != nil {
+			return err
 		}
-	})
-	dsn := fmt.Sprintf("root@tcp(127.0.0.1:%d)/", port)
-	db, err := sql.Open("mysql", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer db.Close()
 		_, err = db.ExecContext(ctx, "CREATE DATABASE IF NOT EXISTS test")
-		cancel()
-		if err == nil {
-			break
-		}
-		select {
-		case werr := <-done:
-			log, _ := os.ReadFile(filepath.Join(dir, "error.log"))
-			t.Fatalf("the private MariaDB server exited (%v) before answering: %v\n%s", werr, err, log)
-		default:
-		}
-		if time.Now().After(deadline) {
-			log, _ := os.ReadFile(filepath.Join(dir, "error.log"))
-			t.Fatalf("the private MariaDB server did not answer on 127.0.0.1:%d within 30 s: %v\n%s", port, err, log)
-		}
-		time.Sleep(100 * time.Millisecond)
+		return err
 	}
-	return fmt.Sprintf("mysql://root@127.0.0.1:%d/test", port)
+	s.DSN = fmt.Sprintf("mysql://root@127.0.0.1:%d/test", s.Port)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.launch()
+	return s
+}
+
+// PrivatePostgres starts a PostgreSQL server of the test's own (see
+// Server), from the newest version under /usr/lib/postgresql: user
+// postgres, trust authentication, a database `test`. Run as root, the
+// server runs as the postgres user (PostgreSQL refuses root). extra are
+// -c settings for the server (name=value).
+func PrivatePostgres(t testing.TB, extra ...string) *Server {
+	t.Helper()
+	bins, _ := filepath.Glob("/usr/lib/postgresql/*/bin/initdb")
+	if len(bins) == 0 {
+		t.Fatal("this test starts a PostgreSQL server of its own and needs initdb and postgres under /usr/lib/postgresql/*/bin: install postgresql (scripts/ensure-postgres.sh does)")
+	}
+	sort.Slice(bins, func(i, j int) bool { return version(bins[i]) < version(bins[j]) })
+	bin := filepath.Dir(bins[len(bins)-1])
+	s := newServer(t, "PostgreSQL")
+	var cred *syscall.Credential
+	if os.Geteuid() == 0 {
+		u, err := user.Lookup("postgres")
+		if err != nil {
+			t.Fatalf("PostgreSQL refuses to run as root and there is no postgres user: %v", err)
+		}
+		uid, _ := strconv.Atoi(u.Uid)
+		gid, _ := strconv.Atoi(u.Gid)
+		cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
+		if err := os.Chown(s.dir, uid, gid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	as := func(cmd *exec.Cmd) *exec.Cmd {
+		if cred != nil {
+			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+		}
+		cmd.Dir = s.dir
+		return cmd
+	}
+	data := filepath.Join(s.dir, "data")
+	initdb := as(exec.Command(filepath.Join(bin, "initdb"), "-D", data, "-U", "postgres", "-A", "trust", "-E", "UTF8",
+		"--locale=C", "--no-sync"))
+	if out, err := initdb.CombinedOutput(); err != nil {
+		t.Fatalf("initdb: %v\n%s", err, out)
+	}
+	args := []string{"-D", data, "-p", strconv.Itoa(s.Port), "-k", s.dir, "-c", "listen_addresses=127.0.0.1",
+		"-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off", "-c", "max_connections=200",
+		"-c", "shared_buffers=32MB"}
+	for _, e := range extra {
+		args = append(args, "-c", e)
+	}
+	s.start = func() *exec.Cmd { return as(exec.Command(filepath.Join(bin, "postgres"), args...)) }
+	s.stop = syscall.SIGINT // PostgreSQL's fast shutdown
+	s.ready = func(ctx context.Context) error {
+		conn, err := pgx.Connect(ctx, fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", s.Port))
+		if err != nil {
+			return err
+		}
+		defer conn.Close(ctx)
+		var exists bool
+		if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT FROM pg_database WHERE datname = 'test')").Scan(&exists); err != nil || exists {
+			return err
+		}
+		_, err = conn.Exec(ctx, "CREATE DATABASE test")
+		return err
+	}
+	s.DSN = fmt.Sprintf("postgres://postgres@127.0.0.1:%d/test?sslmode=disable", s.Port)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.launch()
+	return s
+}
+
+// version reads the version directory of /usr/lib/postgresql/<v>/bin/x.
+func version(path string) float64 {
+	v, _ := strconv.ParseFloat(filepath.Base(filepath.Dir(filepath.Dir(path))), 64)
+	return v
+}
+
+func lookPath(t testing.TB, bin, pkg string) string {
+	t.Helper()
+	p, err := exec.LookPath(bin)
+	if err != nil {
+		t.Fatalf("this test starts a server of its own and needs %s: install %s (the scripts of `make test` do): %v", bin, pkg, err)
+	}
+	return p
 }
 
 // freePort is a loopback TCP port free a moment ago.
