@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bqueue/bq/internal/driver"
+	"github.com/bqueue/bq/internal/runtime"
 )
 
 // gatedRun is a run's context behind its begin gate, on a clock the test
@@ -17,19 +17,15 @@ func gatedRun(t *testing.T, bound time.Duration, startBy time.Duration) (ctx con
 	t.Helper()
 	var mu sync.Mutex
 	now := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
-	c, _ = chainClient(Config{Now: func() time.Time { mu.Lock(); defer mu.Unlock(); return now }})
-	p := &process{c: c}
-	beat := now
-	p.lastBeat.Store(&beat)
-	base, cancel := context.WithCancelCause(context.Background())
-	t.Cleanup(func() { cancel(nil) })
-	cl := &driver.Claim{}
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	c, _ = chainClient(Config{Now: clock})
+	var by time.Time
 	if startBy > 0 {
-		cl.StartBy = now.Add(startBy)
+		by = now.Add(startBy)
 	}
-	l := &lease{proc: p, claim: cl, bound: bound, cancel: cancel}
-	rc := runContext{Context: base, lease: l}
-	return gated(rc), c, func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	ctx, cancel := runtime.GatedRun(context.Background(), clock, bound, by, ErrLeaseLost)
+	t.Cleanup(func() { cancel(nil) })
+	return ctx, c, func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
 }
 
 // TestBeginGateLeaseLapsedBeforeRunner: a claim whose process was silent
@@ -64,7 +60,7 @@ func TestBeginGateAfterMiddleware(t *testing.T) {
 		want    error
 	}{
 		{"lease", 0, 3 * time.Second, ErrLeaseLost},
-		{"start slack", 6 * time.Millisecond, 7 * time.Millisecond, errStartedLate},
+		{"start slack", 6 * time.Millisecond, 7 * time.Millisecond, runtime.ErrStartedLate},
 		{"neither", 6 * time.Millisecond, 5 * time.Millisecond, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

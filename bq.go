@@ -30,12 +30,10 @@ package bq
 import (
 	"cmp"
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -47,6 +45,7 @@ import (
 	"github.com/bqueue/bq/internal/humanize"
 	"github.com/bqueue/bq/internal/lifecycle"
 	"github.com/bqueue/bq/internal/metrics"
+	"github.com/bqueue/bq/internal/runtime"
 	"github.com/bqueue/bq/internal/tracing"
 	"github.com/bqueue/bq/migrations"
 )
@@ -227,26 +226,9 @@ type Client struct {
 	met        *metrics.Instruments
 	tr         *tracing.Tracer
 	stopGauges func() error
-
-	outage outage // database trouble, logged as one event
-	// passes: failing dispatcher passes, logged the same way apart from
-	// the calls of workers (a pass can fail while claims succeed).
-	passes outage
-	// tally counts completed and failed runs for the history.
-	tally tally
-	sched *scheduler // Config.Periodic's; nil without
-
-	// rateWake tells this process's dispatcher that a job went to a rate
-	// line (rateWaits).
-	rateWake chan struct{}
-
-	mu       sync.Mutex
-	wakers   map[string][]chan struct{} // queue -> workers of this process
-	announce *announcer                 // started on first use
-	closed   bool
-	// origin names this client in its notifications, so that its own
-	// listener skips what it woke already (driver.Notifier).
-	origin string
+	// rt runs this client's workers, dispatcher and wake-ups.
+	rt    *runtime.Runtime
+	sched *runtime.Scheduler // Config.Periodic's; nil without
 }
 
 // Open connects to the database dsn names and returns a client:
@@ -328,9 +310,8 @@ func NewClient(drv Driver, cfg Config) (*Client, error) {
 		return nil, fmt.Errorf("bq.NewClient: create metric instruments: %w", err)
 	}
 	c := &Client{pub: drv, drv: engine, cfg: cfg, log: cfg.Logger, met: met,
-		tr: tracing.New(cfg.TracerProvider, cfg.Propagator, cfg.TraceRunsAsChildren), stopGauges: func() error { return nil },
-		wakers: map[string][]chan struct{}{}, rateWake: make(chan struct{}, 1), origin: rand.Text()}
-	c.sched = newScheduler(c)
+		tr: tracing.New(cfg.TracerProvider, cfg.Propagator, cfg.TraceRunsAsChildren), stopGauges: func() error { return nil }}
+	c.newRuntime(engine)
 	if !cfg.NoGauges {
 		if c.stopGauges, err = met.ObserveGauges(c.gaugeSnapshot); err != nil {
 			return nil, fmt.Errorf("bq.NewClient: register gauges: %w", err)
@@ -339,17 +320,69 @@ func NewClient(drv Driver, cfg Config) (*Client, error) {
 	return c, nil
 }
 
+// newRuntime gives the client its runtime on drv, and the runtime its
+// periodic scheduler.
+func (c *Client) newRuntime(drv driver.Driver) {
+	cfg := c.cfg
+	c.rt = runtime.New(drv, runtime.Config{
+		PollInterval: cfg.PollInterval, DispatchInterval: cfg.DispatchInterval, HeartbeatInterval: cfg.HeartbeatInterval,
+		ProcessDeadAfter: cfg.ProcessDeadAfter, ShutdownTimeout: cfg.ShutdownTimeout, Retention: cfg.Retention,
+		Name: cfg.Name, Now: cfg.Now, Jobs: runJobs{c}, LeaseLost: ErrLeaseLost, Cancelled: ErrCancelled, ExplainErr: c.explainErr,
+	}, c.log, c.met, c.tr)
+	c.sched = c.rt.Scheduler(c.periodics(), func(ctx context.Context, jobs []*driver.NewJob, verdicts []lifecycle.Verdict, promoted driver.Promotion) {
+		c.enqueued(ctx, jobs, verdicts)
+		c.rt.ReadyAll(readyQueues(jobs, verdicts, promoted))
+	})
+}
+
 // Close stops the client's gauges and releases the connections it opened
 // itself (through Open).
 func (c *Client) Close() error {
-	c.mu.Lock()
-	a := c.announce
-	c.closed, c.announce = true, nil
-	c.mu.Unlock()
-	if a != nil {
-		a.close()
-	}
+	c.rt.Close()
 	return errors.Join(c.stopGauges(), c.drv.Close())
+}
+
+// Run works this client's queues and runs the dispatcher and the
+// periodic jobs of Config.Periodic until ctx ends, then stops
+// gracefully: no new claims, running jobs get ShutdownTimeout to finish,
+// and those still running are cancelled and go back to ready with their
+// slots. It returns nil after a clean stop. Jobs' contexts carry ctx's
+// values (not its cancellation: a stop lets them finish).
+func (c *Client) Run(ctx context.Context) error { return c.run(ctx, true, true) }
+
+// RunWorkers is Run without the dispatcher, for processes that leave
+// maintenance to `bq dispatcher` or to other workers.
+func (c *Client) RunWorkers(ctx context.Context) error { return c.run(ctx, true, false) }
+
+// RunDispatcher runs only the dispatcher; it needs no job definitions.
+// With Config.Periodic it also enqueues the periodic jobs, as Run does.
+func (c *Client) RunDispatcher(ctx context.Context) error { return c.run(ctx, false, true) }
+
+func (c *Client) run(ctx context.Context, work, dispatch bool) error {
+	o := runtime.RunOptions{Work: work, Dispatch: dispatch}
+	if work {
+		// A kind defined twice is ambiguous: which code runs its jobs?
+		if err := duplicateDefinitions(); err != nil {
+			return fmt.Errorf("run workers: %w", err)
+		}
+		o.Queues = c.cfg.Queues
+		if len(o.Queues) == 0 {
+			o.Queues = map[string]int{}
+			for _, q := range registeredQueues() {
+				o.Queues[q] = 10
+			}
+		}
+		if len(o.Queues) == 0 {
+			return errors.New("run workers: no queues to work: define jobs with bq.Define or set Config.Queues")
+		}
+	}
+	if err := c.checkSchema(ctx); err != nil {
+		return err
+	}
+	if dispatch && c.sched != nil {
+		o.Periodic = c.sched.Run
+	}
+	return c.rt.Run(ctx, o)
 }
 
 // Driver returns the client's database driver: the value passed to
@@ -448,40 +481,4 @@ func (c *Client) explainErr(ctx context.Context, err error) error {
 		return fmt.Errorf("%w: %w", schemaErr, err)
 	}
 	return err
-}
-
-// wake tells this process's workers of queue ("" for all) that jobs are
-// ready, so they claim now rather than at their next poll.
-func (c *Client) wake(queue string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for q, chans := range c.wakers {
-		if queue != "" && q != queue {
-			continue
-		}
-		for _, ch := range chans {
-			select {
-			case ch <- struct{}{}:
-			default:
-			}
-		}
-	}
-}
-
-func (c *Client) addWaker(queue string, ch chan struct{}) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.wakers[queue] = append(c.wakers[queue], ch)
-}
-
-func (c *Client) removeWaker(queue string, ch chan struct{}) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	chans := c.wakers[queue]
-	for i, x := range chans {
-		if x == ch {
-			c.wakers[queue] = append(chans[:i:i], chans[i+1:]...)
-			break
-		}
-	}
 }

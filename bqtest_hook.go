@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/bqueue/bq/internal/runtime"
 	"github.com/bqueue/bq/internal/testhook"
 )
 
@@ -50,7 +51,7 @@ func (j *Job[A]) work(ctx context.Context, raw []byte, o testhook.WorkOptions) e
 	if err != nil {
 		return fmt.Errorf("%w: %w", testhook.ErrNotRun, err)
 	}
-	runCtx := context.WithValue(ctx, jobMetaKey{}, meta)
+	runCtx := runtime.WithMeta(ctx, runtime.Meta(meta))
 	if t := j.opts.Timeout; t > 0 {
 		var cancel context.CancelFunc
 		runCtx, cancel = context.WithTimeout(runCtx, t)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/bqueue/bq/internal/driver"
+	"github.com/bqueue/bq/internal/runtime"
 	"github.com/bqueue/bq/internal/lifecycle"
 	"github.com/bqueue/bq/internal/metrics"
 )
@@ -20,12 +21,6 @@ var (
 	// discarded or cancelled: nothing changed.
 	ErrJobFinished = errors.New("job is finished")
 )
-
-// cancelSignal is the wake-up that tells processes to look for cancelled
-// runs: sent through the driver's notifications like a queue name, which
-// can never be spelled with '!' (see queueRule), so no queue's workers
-// take it for theirs.
-const cancelSignal = "!cancel"
 
 // maxCancelTries bounds how often Cancel reads a job again that moved
 // between its read and its change (claimed, promoted, come due).
@@ -74,35 +69,16 @@ func (c *Client) Cancel(ctx context.Context, id int64) (JobState, error) {
 			if n := out.Promoted.Jobs; n > 0 {
 				c.met.PromotedBlocked(ctx, job.Limit.Key, n)
 			}
-			c.readyAll(out.Promoted.Queues)
+			c.rt.ReadyAll(out.Promoted.Queues)
 		case driver.StateRunning:
 			log.Info("cancel of running job requested; its run's context is cancelled, its slot frees when the run ends",
 				"requested_at", out.RequestedAt)
 			// Every process, this one too, looks for its marked runs now.
-			c.ready(cancelSignal)
+			c.rt.Ready(runtime.CancelSignal)
 		}
 		return JobState(out.State), nil
 	}
 	return "", fmt.Errorf("cancel job %d: it changed state %d times while being cancelled; call Cancel again", id, maxCancelTries)
-}
-
-// cancelError is a run's own request to end cancelled (Cancel).
-type cancelError struct{ err error }
-
-func (e *cancelError) Error() string {
-	if e.err == nil {
-		return "bq.Cancel"
-	}
-	return e.err.Error()
-}
-
-// Unwrap lets errors.Is and errors.As see both ErrCancelled and the
-// wrapped error.
-func (e *cancelError) Unwrap() []error {
-	if e.err == nil {
-		return []error{ErrCancelled}
-	}
-	return []error{ErrCancelled, e.err}
 }
 
 // Cancel returns an error that ends the run, and the job, as cancelled:
@@ -110,10 +86,4 @@ func (e *cancelError) Unwrap() []error {
 // its slot released to the next blocked job of its key in the same
 // transaction, as a completion does. Return it from a job that finds it
 // has nothing left to do, or must not be tried again.
-func Cancel(err error) error { return &cancelError{err: err} }
-
-// cancelOf reports whether a run asked to be cancelled (Cancel).
-func cancelOf(err error) bool {
-	var c *cancelError
-	return errors.As(err, &c)
-}
+func Cancel(err error) error { return &runtime.CancelError{Err: err, Sentinel: ErrCancelled} }

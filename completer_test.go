@@ -78,6 +78,7 @@ func TestCompletionFreesTheSlotUpToTwiceTheSlots(t *testing.T) {
 			}
 			gate := make(chan struct{})
 			c.drv = gatedDriver{Driver: c.drv, gate: gate}
+			c.newRuntime(c.drv)
 			if _, err := gateJob.EnqueueMany(ctx, c, make([]struct{}, 20)); err != nil {
 				t.Fatal(err)
 			}

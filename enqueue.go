@@ -357,7 +357,7 @@ func (c *Client) insert(ctx context.Context, ex driver.Executor, tx any, jobs []
 		if err != nil {
 			return nil, c.explainErr(ctx, err)
 		}
-		c.notifyTx(ctx, tx, readyQueues(jobs, out, promoted))
+		c.rt.NotifyTx(ctx, tx, readyQueues(jobs, out, promoted))
 		return out, nil
 	}
 	var verdicts []lifecycle.Verdict
@@ -375,7 +375,7 @@ func (c *Client) insert(ctx context.Context, ex driver.Executor, tx any, jobs []
 	if err != nil {
 		return nil, c.explainErr(ctx, err)
 	}
-	c.readyAll(readyQueues(jobs, verdicts, promoted))
+	c.rt.ReadyAll(readyQueues(jobs, verdicts, promoted))
 	return verdicts, nil
 }
 

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/bqueue/bq/internal/runtime"
 )
 
 var (
@@ -25,11 +27,13 @@ var (
 	ErrConflict = errors.New("transient database conflict: roll back and retry the transaction")
 )
 
-// permanentError marks an error that must not be retried.
-type permanentError struct{ err error }
+// ErrLeaseLost is the cancellation cause of a run whose process can no
+// longer be sure the run is still its own: no heartbeat of the process
+// landed for so long that a dispatcher may declare it dead (or reclaim the
+// run's slot) and run the job elsewhere, or its claim was found taken.
+// Read it with context.Cause(ctx); ctx.Err() is context.Canceled.
+var ErrLeaseLost = errors.New("bq: lease lost")
 
-func (e *permanentError) Error() string { return e.err.Error() }
-func (e *permanentError) Unwrap() error { return e.err }
 
 // Permanent wraps err so the job fails at once, without the retries left
 // to it: return it from a job whose input can never succeed.
@@ -37,20 +41,10 @@ func Permanent(err error) error {
 	if err == nil {
 		return nil
 	}
-	return &permanentError{err: err}
+	return runtime.Permanent(err)
 }
 
 func permanent(err error) error { return Permanent(err) }
-
-func isPermanent(err error) bool {
-	var p *permanentError
-	return errors.As(err, &p)
-}
-
-// snoozeError asks for the job to run again after delay.
-type snoozeError struct{ delay time.Duration }
-
-func (e *snoozeError) Error() string { return fmt.Sprintf("bq.Snooze: run again in %s", e.delay) }
 
 // Snooze returns an error that ends the run without spending an attempt:
 // the job's slot is released (the next blocked job of its key takes it)
@@ -62,14 +56,5 @@ func Snooze(d time.Duration) error {
 	if d <= 0 {
 		return fmt.Errorf("%w: bq.Snooze: the delay must be positive, got %s: pass how long to wait, e.g. bq.Snooze(30*time.Second)", ErrInvalidArgument, d)
 	}
-	return &snoozeError{delay: d}
-}
-
-// snoozeOf is the delay a run asked for with Snooze, if it did.
-func snoozeOf(err error) (time.Duration, bool) {
-	var s *snoozeError
-	if errors.As(err, &s) {
-		return s.delay, true
-	}
-	return 0, false
+	return &runtime.SnoozeError{Delay: d}
 }

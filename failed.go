@@ -69,7 +69,7 @@ func (c *Client) RetryFailed(ctx context.Context, id int64) (JobState, error) {
 	if state == driver.StateReady {
 		woken.AddQueue(job.Queue)
 	}
-	c.readyAll(woken.Queues)
+	c.rt.ReadyAll(woken.Queues)
 	return JobState(state), nil
 }
 

@@ -132,20 +132,3 @@ func encodeTags(tags []string) ([]byte, error) {
 	}
 	return raw, nil
 }
-
-// decodeLabels reads stored metadata and tags; nil JSON reads as none.
-func decodeLabels(rawMeta, rawTags []byte) (map[string]string, []string, error) {
-	var md map[string]string
-	var tags []string
-	if len(rawMeta) > 0 {
-		if err := json.Unmarshal(rawMeta, &md); err != nil {
-			return nil, nil, fmt.Errorf("decode stored metadata: %w", err)
-		}
-	}
-	if len(rawTags) > 0 {
-		if err := json.Unmarshal(rawTags, &tags); err != nil {
-			return nil, nil, fmt.Errorf("decode stored tags: %w", err)
-		}
-	}
-	return md, tags, nil
-}

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/bqueue/bq/dispatcher"
-	"github.com/bqueue/bq/internal/driver"
 	"github.com/bqueue/bq/internal/metrics"
 )
 
@@ -29,20 +27,4 @@ func (c *Client) gaugeSnapshot(ctx context.Context) (metrics.Snapshot, error) {
 		return metrics.Snapshot{}, fmt.Errorf("bq gauges: %w", err)
 	}
 	return metrics.Snapshot{Queues: queues, Groups: groups, Rates: rates}, nil
-}
-
-// dispatcherHooks count what the dispatcher does.
-func (c *Client) dispatcherHooks() dispatcher.Hooks {
-	return dispatcher.Hooks{
-		Admitted: func(ctx context.Context, j *driver.Job, state driver.JobState) {
-			if state == driver.StateReady {
-				c.met.PromotedScheduled(ctx, metrics.JobOf(j))
-			}
-			c.met.Admitted(ctx, metrics.JobOf(j), state)
-		},
-		Promoted: c.met.PromotedBlocked,
-		Reaped: func(ctx context.Context, cl *driver.Claim, state driver.JobState) {
-			c.met.Reap(ctx, metrics.JobOf(&cl.Job), state)
-		},
-	}
 }

@@ -10,7 +10,53 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/bqueue/bq/internal/runtime"
 )
+
+// JobMeta describes the running job; read it with JobFromContext.
+type JobMeta struct {
+	ID          int64
+	Kind        string
+	Queue       string
+	Attempt     int // 1 on the first run
+	MaxAttempts int
+	Key         string // full concurrency key; "" when unkeyed
+	// Metadata and Tags are what the job was enqueued with; nil when none.
+	Metadata map[string]string
+	Tags     []string
+}
+
+// JobFromContext returns the metadata of the job whose context ctx is.
+func JobFromContext(ctx context.Context) (JobMeta, bool) {
+	m, ok := runtime.MetaFrom(ctx)
+	return JobMeta(m), ok
+}
+
+// runJobs gives the runtime the job definitions of this binary, the
+// client's middleware around their runs and its error handler.
+type runJobs struct{ c *Client }
+
+// runJob is a definition as the runtime sees it.
+type runJob struct{ d definition }
+
+func (j runJob) Timeout() time.Duration            { return j.d.timeout() }
+func (j runJob) Backoff(attempt int) time.Duration { return j.d.backoff(attempt) }
+
+func (r runJobs) Lookup(kind string) runtime.Job {
+	if d := lookup(kind); d != nil {
+		return runJob{d}
+	}
+	return nil
+}
+
+func (r runJobs) Run(ctx context.Context, m runtime.Meta, job runtime.Job, args []byte) error {
+	return r.c.runChain(ctx, JobMeta(m), job.(runJob).d, args)
+}
+
+func (r runJobs) HandleError(ctx context.Context, m runtime.Meta, err error) error {
+	return r.c.handleError(ctx, JobMeta(m), err)
+}
 
 // WorkerMiddleware wraps every run of a job: it sees the job (its id,
 // kind, queue, attempt, key, metadata and tags) and calls next to run
@@ -138,7 +184,7 @@ func runThrough(ctx context.Context, meta JobMeta, global []WorkerMiddleware, de
 		case i < len(global)+len(own):
 			mw = own[i-len(global)]
 		default:
-			if err := mayBegin(ctx); err != nil {
+			if err := runtime.MayBegin(ctx); err != nil {
 				return err
 			}
 			return def.run(ctx, args)
@@ -157,7 +203,7 @@ func runThrough(ctx context.Context, meta JobMeta, global []WorkerMiddleware, de
 	// job (above): a freeze at either point may have let the claim go
 	// elsewhere. Without middleware the check above is the only one.
 	if len(global)+len(own) > 0 {
-		if err := mayBegin(ctx); err != nil {
+		if err := runtime.MayBegin(ctx); err != nil {
 			return err
 		}
 	}
@@ -188,7 +234,7 @@ func (c *Client) handleError(ctx context.Context, meta JobMeta, runErr error) (o
 	if h == nil {
 		return runErr
 	}
-	ctx = context.WithValue(context.WithoutCancel(ctx), jobMetaKey{}, meta)
+	ctx = runtime.WithMeta(context.WithoutCancel(ctx), runtime.Meta(meta))
 	defer func() {
 		if r := recover(); r != nil {
 			c.log.Error("Config.ErrorHandler panicked; the attempt's own error is kept",
@@ -206,7 +252,7 @@ func (c *Client) handleError(ctx context.Context, meta JobMeta, runErr error) (o
 	case act.Permanent:
 		return permanent(runErr)
 	case act.Snooze > 0:
-		return &snoozeError{delay: act.Snooze}
+		return &runtime.SnoozeError{Delay: act.Snooze}
 	}
 	return runErr
 }

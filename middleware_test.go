@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/bqueue/bq/internal/runtime"
 )
 
 // chainClient is a client with only what runChain and handleError use.
@@ -139,9 +141,9 @@ func TestHandleErrorActions(t *testing.T) {
 	} {
 		c, _ := chainClient(Config{ErrorHandler: tc.h})
 		got := c.handleError(context.Background(), JobMeta{ID: 1, Kind: "k"}, tc.err)
-		d, snoozed := snoozeOf(got)
-		if isPermanent(got) != tc.permanent || d != tc.snooze || (tc.snooze == 0 && snoozed) {
-			t.Errorf("%s: got %v (permanent %v, snooze %s), want permanent %v, snooze %s", tc.name, got, isPermanent(got), d, tc.permanent, tc.snooze)
+		d, snoozed := runtime.SnoozeOf(got)
+		if runtime.IsPermanent(got) != tc.permanent || d != tc.snooze || (tc.snooze == 0 && snoozed) {
+			t.Errorf("%s: got %v (permanent %v, snooze %s), want permanent %v, snooze %s", tc.name, got, runtime.IsPermanent(got), d, tc.permanent, tc.snooze)
 		}
 		if tc.snooze == 0 && !errors.Is(got, tc.err) {
 			t.Errorf("%s: got %v, want it to wrap the attempt's error", tc.name, got)

@@ -34,7 +34,7 @@ func (c *Client) ResumeQueue(ctx context.Context, queue string) error {
 	if _, err := c.drv.Exec().ResumeQueue(ctx, queue); err != nil {
 		return c.explainErr(ctx, err)
 	}
-	c.ready(queue)
+	c.rt.Ready(queue)
 	return nil
 }
 

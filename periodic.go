@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/bqueue/bq/internal/driver"
+	"github.com/bqueue/bq/internal/runtime"
 )
 
 // Missed says what a periodic job does with ticks that passed while no
@@ -175,4 +176,55 @@ func (c *Client) periodicStatus(rows []driver.Periodic, now time.Time) []Periodi
 			Stale: now.Sub(r.SeenAt) >= c.cfg.ProcessDeadAfter}
 	}
 	return out
+}
+
+// periodic is a PeriodicJob as the runtime's scheduler sees it.
+type periodic struct {
+	p *PeriodicJob
+	c *Client
+}
+
+func (c *Client) periodics() []runtime.Periodic {
+	out := make([]runtime.Periodic, len(c.cfg.Periodic))
+	for i, p := range c.cfg.Periodic {
+		out[i] = periodic{p, c}
+	}
+	return out
+}
+
+func (p periodic) Name() string               { return p.p.name }
+func (p periodic) Kind() string               { return p.p.kind }
+func (p periodic) Spec() string               { return p.p.schedule.spec }
+func (p periodic) Next(t time.Time) time.Time { return p.p.schedule.Next(t) }
+func (p periodic) CatchUp() bool              { return p.p.opts.Missed == EnqueueOnce }
+func (p periodic) First(now time.Time) time.Time {
+	if p.p.opts.RunOnStart {
+		return now.Truncate(time.Microsecond)
+	}
+	return p.p.schedule.Next(now)
+}
+
+func (p periodic) Build(ctx context.Context, tick, now time.Time) ([]*driver.NewJob, error) {
+	return p.p.build(ctx, p.c, tick, now)
+}
+
+// PeriodicJobs lists the schedules the fleet runs, as stored: the
+// periodic jobs of every process's Config.Periodic, ordered by name.
+func (c *Client) PeriodicJobs(ctx context.Context) ([]PeriodicStatus, error) {
+	rows, err := c.drv.Exec().ListPeriodic(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("periodic jobs: %w", c.explainErr(ctx, err))
+	}
+	return c.periodicStatus(rows, c.cfg.Now()), nil
+}
+
+// bq's conformance suite runs a client's scheduler pass by pass.
+func init() {
+	driver.PeriodicPass = func(ctx context.Context, client any) error {
+		s := client.(*Client).sched
+		if s == nil {
+			return errors.New("the client has no Config.Periodic")
+		}
+		return s.Pass(ctx)
+	}
 }

@@ -148,7 +148,7 @@ func (c *Client) SyncPolicies(ctx context.Context, namespace string, policies []
 	for _, q := range queues {
 		woken.AddQueue(q)
 	}
-	c.readyAll(woken.Queues)
+	c.rt.ReadyAll(woken.Queues)
 	return nil
 }
 
@@ -288,7 +288,7 @@ func (c *Client) SetKeyLimit(ctx context.Context, key string, limit int) error {
 	if err != nil {
 		return fmt.Errorf("set limit of key %q: %w", key, c.explainErr(ctx, err))
 	}
-	c.readyAll(woken.Queues)
+	c.rt.ReadyAll(woken.Queues)
 	return nil
 }
 
@@ -314,7 +314,7 @@ func (c *Client) ClearKeyLimit(ctx context.Context, key string) error {
 	if err != nil {
 		return fmt.Errorf("clear limit of key %q: %w", key, c.explainErr(ctx, err))
 	}
-	c.readyAll(woken.Queues)
+	c.rt.ReadyAll(woken.Queues)
 	return nil
 }
 

@@ -205,7 +205,7 @@ func (c *Client) applyRate(ctx context.Context, what string, change func(driver.
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, c.explainErr(ctx, err))
 	}
-	c.readyAll(promoted.Queues)
+	c.rt.ReadyAll(promoted.Queues)
 	return nil
 }
 

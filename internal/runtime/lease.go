@@ -1,21 +1,13 @@
-package bq
+package runtime
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
 
 	"github.com/bqueue/bq/internal/driver"
 )
-
-// ErrLeaseLost is the cancellation cause of a run whose process can no
-// longer be sure the run is still its own: no heartbeat of the process
-// landed for so long that a dispatcher may declare it dead (or reclaim the
-// run's slot) and run the job elsewhere, or its claim was found taken.
-// Read it with context.Cause(ctx); ctx.Err() is context.Canceled.
-var ErrLeaseLost = errors.New("bq: lease lost")
 
 // A lease is one run's right to go on. It holds while the process's newest
 // landed heartbeat is younger than the run's bound: the least silence after
@@ -47,7 +39,7 @@ func (l *lease) check() {
 // lapsed is the cause of a run fenced after a silence s past its bound.
 func (l *lease) lapsed(s time.Duration) error {
 	return fmt.Errorf("%w: no heartbeat of this process landed for %s (the process was paused, or the database was unreachable), past the %s after which its claim may be taken",
-		ErrLeaseLost, s.Round(time.Millisecond), l.bound)
+		l.proc.c.cfg.LeaseLost, s.Round(time.Millisecond), l.bound)
 }
 
 // fence cancels the run with cause, once.

@@ -1,4 +1,4 @@
-package bq
+package runtime
 
 import (
 	"context"
@@ -17,7 +17,7 @@ const maxCompletionBatch = 1000
 // writes a lone completion at once, so batching adds no latency and a
 // freed slot passes to the next blocked job as soon as it would alone.
 type completer struct {
-	c   *Client
+	c   *Runtime
 	ctx context.Context // ends when a stop gives up on the database
 	in  chan *completion
 
@@ -32,7 +32,7 @@ type completion struct {
 }
 
 // startCompleter starts a completer; stop it once no worker records.
-func startCompleter(c *Client, ctx context.Context) *completer {
+func startCompleter(c *Runtime, ctx context.Context) *completer {
 	cp := &completer{c: c, ctx: ctx, in: make(chan *completion, maxCompletionBatch), exited: make(chan struct{})}
 	go cp.run()
 	return cp

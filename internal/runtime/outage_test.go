@@ -1,4 +1,4 @@
-package bq
+package runtime
 
 import (
 	"bytes"
@@ -17,7 +17,7 @@ func TestOutageLoggedOnce(t *testing.T) {
 	var buf bytes.Buffer
 	var mu sync.Mutex
 	now := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
-	c := &Client{cfg: Config{Now: func() time.Time { mu.Lock(); defer mu.Unlock(); return now }}}
+	c := &Runtime{cfg: Config{Now: func() time.Time { mu.Lock(); defer mu.Unlock(); return now }}}
 	c.log = slog.New(slog.NewTextHandler(&buf, nil))
 	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
 

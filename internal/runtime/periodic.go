@@ -1,4 +1,4 @@
-package bq
+package runtime
 
 import (
 	"context"
@@ -17,11 +17,13 @@ import (
 // tick's row is moved on by one conditional UPDATE (AdvancePeriodic), in
 // the transaction of the tick's enqueue, and the one that moves it wins.
 type scheduler struct {
-	c     *Client
-	jobs  map[string]*PeriodicJob
+	c     *Runtime
+	jobs  map[string]Periodic
 	names []string // sorted: rows are locked in name order
 	every time.Duration
 	grace time.Duration // a tick later than this is missed
+
+	enqueued func(ctx context.Context, jobs []*driver.NewJob, verdicts []lifecycle.Verdict, promoted driver.Promotion)
 
 	out     outage     // failing passes, logged as one event
 	mu      sync.Mutex // one pass at a time
@@ -30,20 +32,50 @@ type scheduler struct {
 	started bool
 }
 
-func newScheduler(c *Client) *scheduler {
-	if len(c.cfg.Periodic) == 0 {
+// Periodic is one periodic job, as the scheduler needs it
+// (bq.PeriodicJob).
+type Periodic interface {
+	Name() string
+	Kind() string
+	// Spec is the schedule as written; Next its first tick after t;
+	// First the first tick of a schedule new to the database.
+	Spec() string
+	Next(t time.Time) time.Time
+	First(now time.Time) time.Time
+	// CatchUp: after missed ticks, enqueue one job for them all (else
+	// skip those older than the grace).
+	CatchUp() bool
+	// Build makes the jobs of a tick: the application's code (the args
+	// function, enqueue hooks), so it runs before bq's transaction.
+	Build(ctx context.Context, tick, now time.Time) ([]*driver.NewJob, error)
+}
+
+// Scheduler returns the periodic scheduler of list, to run with
+// RunOptions.Periodic (or pass by pass: Pass); nil for an empty list.
+// enqueued is told of each tick's jobs, as an enqueue is.
+func (c *Runtime) Scheduler(list []Periodic, enqueued func(ctx context.Context, jobs []*driver.NewJob, verdicts []lifecycle.Verdict, promoted driver.Promotion)) *Scheduler {
+	if len(list) == 0 {
 		return nil
 	}
-	s := &scheduler{c: c, jobs: map[string]*PeriodicJob{}, aside: map[string]string{},
-		every: min(c.cfg.DispatchInterval, time.Second)}
+	s := &scheduler{c: c, jobs: map[string]Periodic{}, aside: map[string]string{},
+		every: min(c.cfg.DispatchInterval, time.Second), enqueued: enqueued}
 	s.grace = 10 * s.every
-	for _, p := range c.cfg.Periodic {
-		s.jobs[p.name] = p
-		s.names = append(s.names, p.name)
+	for _, p := range list {
+		s.jobs[p.Name()] = p
+		s.names = append(s.names, p.Name())
 	}
 	slices.Sort(s.names)
-	return s
+	return &Scheduler{s}
 }
+
+// Scheduler enqueues a process's periodic jobs on their ticks.
+type Scheduler struct{ s *scheduler }
+
+// Run checks the schedules about once a second until ctx ends.
+func (s *Scheduler) Run(ctx context.Context) { s.s.run(ctx) }
+
+// Pass runs one pass of the scheduler (tests run it pass by pass).
+func (s *Scheduler) Pass(ctx context.Context) error { return s.s.pass(ctx) }
 
 // run checks the schedules about once a second until ctx ends.
 func (s *scheduler) run(ctx context.Context) {
@@ -83,11 +115,11 @@ func (s *scheduler) pass(ctx context.Context) error {
 	var errs []error
 	for _, row := range due {
 		p, ok := s.jobs[row.Name]
-		if !ok || p.kind != row.Kind || p.schedule.spec != row.Schedule {
+		if !ok || p.Kind() != row.Kind || p.Spec() != row.Schedule {
 			continue // another deploy's schedule: its processes tick it
 		}
 		if err := s.tick(ctx, p, row, now); err != nil {
-			errs = append(errs, fmt.Errorf("periodic job %q: %w", p.name, err))
+			errs = append(errs, fmt.Errorf("periodic job %q: %w", p.Name(), err))
 		}
 	}
 	return errors.Join(errs...)
@@ -114,7 +146,7 @@ func (s *scheduler) sync(ctx context.Context, now time.Time) error {
 		}
 		for _, name := range s.names {
 			p := s.jobs[name]
-			want := driver.Periodic{Name: name, Kind: p.kind, Schedule: p.schedule.spec, NextRunAt: p.first(now), SeenAt: now}
+			want := driver.Periodic{Name: name, Kind: p.Kind(), Schedule: p.Spec(), NextRunAt: p.First(now), SeenAt: now}
 			have, ok := byName[name]
 			switch {
 			case !ok:
@@ -159,14 +191,6 @@ func (s *scheduler) sync(ctx context.Context, now time.Time) error {
 	return nil
 }
 
-// first is the first tick of a schedule new to the database.
-func (p *PeriodicJob) first(now time.Time) time.Time {
-	if p.opts.RunOnStart {
-		return now.Truncate(time.Microsecond)
-	}
-	return p.schedule.Next(now)
-}
-
 // maxCatchUp bounds the ticks one pass steps over to find the next one
 // after a long outage (a week of a 1 s schedule).
 const maxCatchUp = 1 << 20
@@ -174,22 +198,22 @@ const maxCatchUp = 1 << 20
 // tick enqueues row's due tick, if this process wins it: the conditional
 // UPDATE moving the row to its next tick and the enqueue commit together,
 // so a tick is enqueued exactly once however many processes try.
-func (s *scheduler) tick(ctx context.Context, p *PeriodicJob, row driver.Periodic, now time.Time) error {
+func (s *scheduler) tick(ctx context.Context, p Periodic, row driver.Periodic, now time.Time) error {
 	// The ticks due: row.NextRunAt and every later one up to now, of
 	// which latest is the one a job is enqueued for.
-	latest, next := row.NextRunAt, p.schedule.Next(row.NextRunAt)
+	latest, next := row.NextRunAt, p.Next(row.NextRunAt)
 	for n := 0; !next.After(now) && n < maxCatchUp; n++ {
-		latest, next = next, p.schedule.Next(next)
+		latest, next = next, p.Next(next)
 	}
 	if !next.After(now) {
-		next = p.schedule.Next(now)
+		next = p.Next(now)
 	}
-	enqueue := p.opts.Missed == EnqueueOnce || now.Sub(latest) <= s.grace
+	enqueue := p.CatchUp() || now.Sub(latest) <= s.grace
 	var built, jobs []*driver.NewJob
 	var buildErr error
 	if enqueue {
 		// User code, so before bq's transaction takes any lock.
-		built, buildErr = p.build(ctx, s.c, latest, now)
+		built, buildErr = p.Build(ctx, latest, now)
 	}
 	var verdicts []lifecycle.Verdict
 	var promoted driver.Promotion
@@ -224,40 +248,18 @@ func (s *scheduler) tick(ctx context.Context, p *PeriodicJob, row driver.Periodi
 		// The tick is spent: a broken args function would fail every pass.
 		// Its error is the code's, not the database's: logged, not an outage.
 		s.c.log.Error("periodic job: tick not enqueued: its args are invalid; fix the args function",
-			"periodic", p.name, "tick", latest, "error", buildErr)
+			"periodic", p.Name(), "tick", latest, "error", buildErr)
 		return nil
 	case refused != nil:
 		s.c.log.Error("periodic job: tick not enqueued: its job has no rate; give it one or its queue a policy MaxStartsPerKey",
-			"periodic", p.name, "tick", latest, "error", refused)
+			"periodic", p.Name(), "tick", latest, "error", refused)
 		return nil
 	case jobs == nil:
-		s.c.log.Debug("periodic job: missed ticks skipped", "periodic", p.name, "tick", latest, "next", next)
+		s.c.log.Debug("periodic job: missed ticks skipped", "periodic", p.Name(), "tick", latest, "next", next)
 		return nil
 	}
-	s.c.enqueued(ctx, jobs, verdicts)
-	s.c.readyAll(readyQueues(jobs, verdicts, promoted))
-	s.c.log.Debug("periodic job enqueued", "periodic", p.name, "tick", latest, "job_id", jobs[0].ID,
+	s.enqueued(ctx, jobs, verdicts, promoted)
+	s.c.log.Debug("periodic job enqueued", "periodic", p.Name(), "tick", latest, "job_id", jobs[0].ID,
 		"state", verdicts[0].State, "next", next)
 	return nil
-}
-
-// PeriodicJobs lists the schedules the fleet runs, as stored: the
-// periodic jobs of every process's Config.Periodic, ordered by name.
-func (c *Client) PeriodicJobs(ctx context.Context) ([]PeriodicStatus, error) {
-	rows, err := c.drv.Exec().ListPeriodic(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("periodic jobs: %w", c.explainErr(ctx, err))
-	}
-	return c.periodicStatus(rows, c.cfg.Now()), nil
-}
-
-// bq's conformance suite runs a client's scheduler pass by pass.
-func init() {
-	driver.PeriodicPass = func(ctx context.Context, client any) error {
-		s := client.(*Client).sched
-		if s == nil {
-			return errors.New("the client has no Config.Periodic")
-		}
-		return s.pass(ctx)
-	}
 }

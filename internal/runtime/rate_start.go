@@ -1,14 +1,18 @@
-package bq
+package runtime
 
 import (
 	"context"
 	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/bqueue/bq/internal/driver"
 )
 
-// errStartedLate ends a rated run that did not begin by its claim's
+// ErrStartedLate ends a rated run that did not begin by its claim's
 // StartBy: it is not run, and goes back to its rate key's line
 // (lifecycle.StartedLate).
-var errStartedLate = errors.New("bq: the rate-limited run did not begin within its start slack of its claim")
+var ErrStartedLate = errors.New("bq: the rate-limited run did not begin within its start slack of its claim")
 
 // beginGateKey holds the runContext of a claimed run, which must pass
 // the begin gate before its middleware and again just before its job's
@@ -24,9 +28,9 @@ func gated(rc runContext) context.Context {
 	return context.WithValue(rc, beginGateKey{}, rc)
 }
 
-// mayBegin reports why the run of ctx must not begin now, or nil. A
+// MayBegin reports why the run of ctx must not begin now, or nil. A
 // context without a gate (bqtest.Work) always may.
-func mayBegin(ctx context.Context) error {
+func MayBegin(ctx context.Context) error {
 	rc, ok := ctx.Value(beginGateKey{}).(runContext)
 	if !ok {
 		return nil
@@ -36,10 +40,10 @@ func mayBegin(ctx context.Context) error {
 		if cause := context.Cause(rc); cause != nil {
 			return cause
 		}
-		return ErrLeaseLost // fenced by another goroutine, its cancel still under way
+		return l.proc.c.cfg.LeaseLost // fenced by another goroutine, its cancel still under way
 	}
 	if by := l.claim.StartBy; !by.IsZero() && l.proc.c.cfg.Now().After(by) {
-		return errStartedLate
+		return ErrStartedLate
 	}
 	return nil
 }
@@ -47,9 +51,23 @@ func mayBegin(ctx context.Context) error {
 // rateWaits tells this process's dispatcher, if it runs one, that a job
 // went to a rate line, so it looks at the lines now rather than at its
 // next poll.
-func (c *Client) rateWaits() {
+func (c *Runtime) rateWaits() {
 	select {
 	case c.rateWake <- struct{}{}:
 	default:
 	}
+}
+
+// GatedRun is the context of a run behind its begin gate, for tests of
+// code that calls MayBegin: its process's last beat landed at now(), its
+// lease lapses after bound of silence, and startBy, when not zero, is a
+// rated claim's start slack. cancel ends it.
+func GatedRun(parent context.Context, now func() time.Time, bound time.Duration, startBy time.Time, leaseLost error) (ctx context.Context, cancel context.CancelCauseFunc) {
+	c := &Runtime{cfg: Config{Now: now, LeaseLost: leaseLost}, log: slog.New(slog.DiscardHandler)}
+	p := &process{c: c}
+	beat := now()
+	p.lastBeat.Store(&beat)
+	base, cancel := context.WithCancelCause(parent)
+	l := &lease{proc: p, claim: &driver.Claim{StartBy: startBy}, bound: bound, cancel: cancel}
+	return gated(runContext{Context: base, lease: l}), cancel
 }

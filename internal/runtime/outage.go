@@ -1,4 +1,4 @@
-package bq
+package runtime
 
 import (
 	"sync"
@@ -39,12 +39,12 @@ func (o *outage) recovered() <-chan struct{} {
 }
 
 // dbFailed records a failed database call of the named service.
-func (c *Client) dbFailed(what string, err error) { c.outage.failed(c, what, err) }
+func (c *Runtime) dbFailed(what string, err error) { c.outage.failed(c, what, err) }
 
 // dbOK records a database call that succeeded, ending an outage.
-func (c *Client) dbOK(what string) { c.outage.ok(c, what) }
+func (c *Runtime) dbOK(what string) { c.outage.ok(c, what) }
 
-func (o *outage) failed(c *Client, what string, err error) {
+func (o *outage) failed(c *Runtime, what string, err error) {
 	now := c.cfg.Now()
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -62,7 +62,7 @@ func (o *outage) failed(c *Client, what string, err error) {
 	}
 }
 
-func (o *outage) ok(c *Client, what string) {
+func (o *outage) ok(c *Runtime, what string) {
 	if !o.down.Load() {
 		return
 	}

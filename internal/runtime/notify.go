@@ -1,4 +1,4 @@
-package bq
+package runtime
 
 import (
 	"context"
@@ -80,7 +80,7 @@ func (a *announcer) close() {
 
 // ready tells this process's workers and, where the database can, every
 // other process's, that queue ("" for all) has ready jobs.
-func (c *Client) ready(queue string) {
+func (c *Runtime) Ready(queue string) {
 	c.wake(queue)
 	if a := c.announcer(); a != nil {
 		a.mark(queue)
@@ -88,15 +88,15 @@ func (c *Client) ready(queue string) {
 }
 
 // readyAll is ready for each queue.
-func (c *Client) readyAll(queues []string) {
+func (c *Runtime) ReadyAll(queues []string) {
 	for _, q := range queues {
-		c.ready(q)
+		c.Ready(q)
 	}
 }
 
 // announcer starts the client's announcer on first use; nil when the
 // driver cannot notify.
-func (c *Client) announcer() *announcer {
+func (c *Runtime) announcer() *announcer {
 	n, ok := c.drv.(driver.Notifier)
 	if !ok {
 		return nil
@@ -112,7 +112,7 @@ func (c *Client) announcer() *announcer {
 }
 
 // notifyTx announces queues from inside the caller's transaction.
-func (c *Client) notifyTx(ctx context.Context, tx any, queues []string) {
+func (c *Runtime) NotifyTx(ctx context.Context, tx any, queues []string) {
 	if n, ok := c.drv.(driver.Notifier); ok && len(queues) > 0 {
 		if err := n.NotifyTx(ctx, tx, queues); err != nil {
 			c.log.Warn("notify other processes; they will find the jobs at their next poll", "queues", queues, "error", err)
@@ -122,7 +122,7 @@ func (c *Client) notifyTx(ctx context.Context, tx any, queues []string) {
 
 // listen wakes this process's workers when another process announces
 // ready jobs, until ctx ends. Without a notifier, workers poll.
-func (c *Client) listen(ctx context.Context) {
+func (c *Runtime) listen(ctx context.Context) {
 	n, ok := c.drv.(driver.Notifier)
 	if !ok {
 		return

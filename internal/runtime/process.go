@@ -1,4 +1,4 @@
-package bq
+package runtime
 
 import (
 	"context"
@@ -29,7 +29,7 @@ import (
 // before every heartbeat, so a beat sent after a pause extends no lease
 // that had already lapsed.
 type process struct {
-	c      *Client
+	c      *Runtime
 	kind   string
 	queues []string
 
@@ -57,7 +57,7 @@ type process struct {
 	lastRowBeat, beatingSince time.Time
 }
 
-func (c *Client) register(ctx context.Context, kind string, queues []string) (*process, error) {
+func (c *Runtime) register(ctx context.Context, kind string, queues []string) (*process, error) {
 	slices.Sort(queues)
 	p := &process{c: c, kind: kind, queues: queues, resumed: make(chan struct{}, 1), cancels: make(chan struct{}, 1),
 		leases: map[*lease]struct{}{}}
@@ -293,7 +293,7 @@ func (p *process) beat(ctx context.Context, send time.Time) bool {
 		return false
 	default:
 		p.c.log.Error("process was declared dead and its claims reaped; cancelling its runs and registering again", "process_id", id)
-		p.fenceAll(fmt.Errorf("%w: process %d was declared dead and its claims reaped", ErrLeaseLost, id))
+		p.fenceAll(fmt.Errorf("%w: process %d was declared dead and its claims reaped", p.c.cfg.LeaseLost, id))
 		if err := p.registerRow(ctx); err != nil {
 			p.c.log.Error("register again", "error", err)
 			return false
@@ -395,7 +395,7 @@ func (p *process) verifyClaims(ctx context.Context) {
 		running[f] = true
 		if _, ok := inDB[f]; !ok && l.seq <= seq && !l.fenced.Load() {
 			p.c.log.Warn("a run's claim was taken while this process was paused; cancelling the run", "job_id", l.claim.ID, "process_id", id)
-			l.fence(fmt.Errorf("%w: its claim was taken while this process was paused", ErrLeaseLost))
+			l.fence(fmt.Errorf("%w: its claim was taken while this process was paused", p.c.cfg.LeaseLost))
 		}
 	}
 	if !orphansToo {
@@ -469,7 +469,7 @@ func (p *process) cancelMarked(held []driver.OwnClaim) {
 	for _, l := range p.activeLeases() {
 		if marked[driver.Fenced{JobID: l.claim.ID, Fence: l.claim.Fence}] && l.cancelled.CompareAndSwap(false, true) {
 			p.c.log.Info("job cancelled; cancelling its run", "job_id", l.claim.ID, "kind", l.claim.Kind, "process_id", p.ID())
-			l.cancel(ErrCancelled)
+			l.cancel(p.c.cfg.Cancelled)
 		}
 	}
 }

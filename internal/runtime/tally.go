@@ -1,4 +1,4 @@
-package bq
+package runtime
 
 import (
 	"cmp"
@@ -71,15 +71,18 @@ func (t *tally) putBack(counts []driver.Throughput, now time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, c := range counts {
-		if now.Sub(c.Minute) <= HistoryKeep {
+		if now.Sub(c.Minute) <= driver.HistoryKeep {
 			t.add(c)
 		}
 	}
 }
 
+// historyFlush is how often a worker process writes what it counted.
+const historyFlush = time.Minute
+
 // flushHistory writes the tally once a minute until ctx ends, then once
 // more: a clean stop loses no count.
-func (c *Client) flushHistory(ctx context.Context) {
+func (c *Runtime) flushHistory(ctx context.Context) {
 	t := time.NewTicker(historyFlush)
 	defer t.Stop()
 	for {
@@ -95,13 +98,13 @@ func (c *Client) flushHistory(ctx context.Context) {
 	}
 }
 
-func (c *Client) flushTally(ctx context.Context) {
+func (c *Runtime) flushTally(ctx context.Context) {
 	counts := c.tally.take()
 	if len(counts) == 0 {
 		return
 	}
-	hs, err := c.historyStore()
-	if err == nil {
+	var err error
+	if hs, ok := driver.HistoryOf(c.drv); ok {
 		err = hs.AddThroughput(ctx, counts)
 	}
 	if err != nil {

@@ -1,8 +1,7 @@
-package bq
+package runtime
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -11,51 +10,33 @@ import (
 
 	"github.com/bqueue/bq/dispatcher"
 	"github.com/bqueue/bq/internal/driver"
+	"github.com/bqueue/bq/internal/metrics"
 )
 
-// Run works this client's queues and runs the dispatcher and the
-// periodic jobs of Config.Periodic until ctx ends, then stops
-// gracefully: no new claims, running jobs get ShutdownTimeout to finish,
-// and those still running are cancelled and go back to ready with their
-// slots. It returns nil after a clean stop. Jobs' contexts carry ctx's
-// values (not its cancellation: a stop lets them finish).
-func (c *Client) Run(ctx context.Context) error { return c.run(ctx, true, true) }
+// CancelSignal is the wake-up that tells processes to look for cancelled
+// runs: sent through the driver's notifications like a queue name, which
+// can never be spelled with '!' (see queueRule), so no queue's workers
+// take it for theirs.
+const CancelSignal = "!cancel"
 
-// RunWorkers is Run without the dispatcher, for processes that leave
-// maintenance to `bq dispatcher` or to other workers.
-func (c *Client) RunWorkers(ctx context.Context) error { return c.run(ctx, true, false) }
-
-// RunDispatcher runs only the dispatcher; it needs no job definitions.
-// With Config.Periodic it also enqueues the periodic jobs, as Run does.
-func (c *Client) RunDispatcher(ctx context.Context) error { return c.run(ctx, false, true) }
-
-func (c *Client) queues() map[string]int {
-	if len(c.cfg.Queues) > 0 {
-		return c.cfg.Queues
-	}
-	qs := map[string]int{}
-	for _, q := range registeredQueues() {
-		qs[q] = 10
-	}
-	return qs
+// RunOptions says what a Run runs.
+type RunOptions struct {
+	// Work runs workers for Queues (queue -> slots); Dispatch runs the
+	// dispatcher and Periodic, the periodic scheduler, when not nil.
+	Work     bool
+	Queues   map[string]int
+	Dispatch bool
+	Periodic func(ctx context.Context)
 }
 
-func (c *Client) run(ctx context.Context, work, dispatch bool) error {
-	if work {
-		// A kind defined twice is ambiguous: which code runs its jobs?
-		if err := duplicateDefinitions(); err != nil {
-			return fmt.Errorf("run workers: %w", err)
-		}
-	}
-	if err := c.checkSchema(ctx); err != nil {
-		return err
-	}
-	queues := map[string]int{}
-	if work {
-		queues = c.queues()
-		if len(queues) == 0 {
-			return errors.New("run workers: no queues to work: define jobs with bq.Define or set Config.Queues")
-		}
+// Run works the queues, the dispatcher and the periodic scheduler o
+// names until ctx ends, then stops gracefully: no new claims, running
+// jobs get ShutdownTimeout to finish, and those still running are
+// cancelled and go back to ready with their slots (bq.Client.Run).
+func (c *Runtime) Run(ctx context.Context, o RunOptions) error {
+	work, dispatch, queues := o.Work, o.Dispatch, o.Queues
+	if !work {
+		queues = map[string]int{}
 	}
 	kind := map[[2]bool]string{{true, true}: "worker+dispatcher", {true, false}: "worker", {false, true}: "dispatcher"}[[2]bool{work, dispatch}]
 	proc, err := c.register(ctx, kind, slices.Collect(maps.Keys(queues)))
@@ -89,9 +70,9 @@ func (c *Client) run(ctx context.Context, work, dispatch bool) error {
 		services.Go(func() { proc.beacon(beatCtx, b) })
 	}
 	if work {
-		// Woken by cancelSignal as a queue's workers are by its name.
-		c.addWaker(cancelSignal, proc.cancels)
-		defer c.removeWaker(cancelSignal, proc.cancels)
+		// Woken by CancelSignal as a queue's workers are by its name.
+		c.addWaker(CancelSignal, proc.cancels)
+		defer c.removeWaker(CancelSignal, proc.cancels)
 		services.Go(func() { proc.watchCancels(beatCtx) })
 		services.Go(func() { c.listen(beatCtx) })
 		services.Go(func() { c.flushHistory(beatCtx) })
@@ -99,14 +80,14 @@ func (c *Client) run(ctx context.Context, work, dispatch bool) error {
 	if dispatch {
 		d := dispatcher.New(c.drv, dispatcher.Config{
 			Interval: c.cfg.DispatchInterval, ProcessDeadAfter: c.cfg.ProcessDeadAfter,
-			Retention: c.cfg.Retention, OnReady: c.ready, Now: c.cfg.Now, Logger: c.log, RateWake: c.rateWake,
+			Retention: c.cfg.Retention, OnReady: c.Ready, Now: c.cfg.Now, Logger: c.log, RateWake: c.rateWake,
 			Hooks:      c.dispatcherHooks(),
 			PassFailed: func(err error) { c.passes.failed(c, "dispatcher", err) },
 			PassOK:     func() { c.passes.ok(c, "dispatcher") },
 		})
 		services.Go(func() { _ = d.Run(ctx) })
-		if c.sched != nil {
-			services.Go(func() { c.sched.run(ctx) })
+		if o.Periodic != nil {
+			services.Go(func() { o.Periodic(ctx) })
 		}
 	}
 	var loops sync.WaitGroup
@@ -139,7 +120,7 @@ func (c *Client) run(ctx context.Context, work, dispatch bool) error {
 // drain waits for running jobs up to ShutdownTimeout, then cancels them
 // and gives them a moment to return; claims of jobs that still have not
 // returned go back to ready.
-func (c *Client) drain(ctx context.Context, workers []*queueWorker, stopJobs context.CancelCauseFunc) {
+func (c *Runtime) drain(ctx context.Context, workers []*queueWorker, stopJobs context.CancelCauseFunc) {
 	all := func() <-chan struct{} {
 		ch := make(chan struct{})
 		go func() {
@@ -164,5 +145,21 @@ func (c *Client) drain(ctx context.Context, workers []*queueWorker, stopJobs con
 	}
 	for _, w := range workers {
 		w.abandon(ctx)
+	}
+}
+
+// dispatcherHooks count what the dispatcher does.
+func (c *Runtime) dispatcherHooks() dispatcher.Hooks {
+	return dispatcher.Hooks{
+		Admitted: func(ctx context.Context, j *driver.Job, state driver.JobState) {
+			if state == driver.StateReady {
+				c.met.PromotedScheduled(ctx, metrics.JobOf(j))
+			}
+			c.met.Admitted(ctx, metrics.JobOf(j), state)
+		},
+		Promoted: c.met.PromotedBlocked,
+		Reaped: func(ctx context.Context, cl *driver.Claim, state driver.JobState) {
+			c.met.Reap(ctx, metrics.JobOf(&cl.Job), state)
+		},
 	}
 }

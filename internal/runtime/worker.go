@@ -1,4 +1,4 @@
-package bq
+package runtime
 
 import (
 	"context"
@@ -20,24 +20,14 @@ import (
 // shutdown timeout ends: they go back to ready, their attempt uncounted.
 var errShutdown = errors.New("bq: worker shutting down")
 
-// JobMeta describes the running job; read it with JobFromContext.
-type JobMeta struct {
-	ID          int64
-	Kind        string
-	Queue       string
-	Attempt     int // 1 on the first run
-	MaxAttempts int
-	Key         string // full concurrency key; "" when unkeyed
-	// Metadata and Tags are what the job was enqueued with; nil when none.
-	Metadata map[string]string
-	Tags     []string
-}
+type metaKey struct{}
 
-type jobMetaKey struct{}
+// WithMeta returns ctx carrying m, as a run's context does.
+func WithMeta(ctx context.Context, m Meta) context.Context { return context.WithValue(ctx, metaKey{}, m) }
 
-// JobFromContext returns the metadata of the job whose context ctx is.
-func JobFromContext(ctx context.Context) (JobMeta, bool) {
-	m, ok := ctx.Value(jobMetaKey{}).(JobMeta)
+// MetaFrom returns the Meta of the run whose context ctx is.
+func MetaFrom(ctx context.Context) (Meta, bool) {
+	m, ok := ctx.Value(metaKey{}).(Meta)
 	return m, ok
 }
 
@@ -52,7 +42,7 @@ type execution struct {
 
 // queueWorker runs one queue's jobs in up to slots goroutines.
 type queueWorker struct {
-	c         *Client
+	c         *Runtime
 	proc      *process
 	completer *completer
 	queue     string
@@ -73,7 +63,7 @@ type queueWorker struct {
 	wg      sync.WaitGroup
 }
 
-func newQueueWorker(c *Client, proc *process, cp *completer, queue string, slots int, jobCtx, recordCtx context.Context) *queueWorker {
+func newQueueWorker(c *Runtime, proc *process, cp *completer, queue string, slots int, jobCtx, recordCtx context.Context) *queueWorker {
 	return &queueWorker{c: c, proc: proc, completer: cp, queue: queue, slots: slots, jobCtx: jobCtx, recordCtx: recordCtx,
 		wake: make(chan struct{}, 1), done: make(chan struct{}, 1), running: map[int64]*execution{},
 		runs: make(chan run, slots)}
@@ -168,7 +158,7 @@ func (w *queueWorker) claim(ctx context.Context, n int) (claims []*driver.Claim,
 	if err != nil {
 		return nil, got, fmt.Errorf("start rate-limited jobs of queue %q: %w", w.queue, err)
 	}
-	w.c.readyAll(promoted.Queues)
+	w.c.ReadyAll(promoted.Queues)
 	run := claims[:0]
 	for i, cl := range claims {
 		if starts[i].Run {
@@ -291,23 +281,23 @@ func (w *queueWorker) abandon(ctx context.Context) {
 func (w *queueWorker) execute(r run) {
 	ctx, l := r.ctx, r.lease
 	cl := l.claim
-	meta := JobMeta{ID: cl.ID, Kind: cl.Kind, Queue: cl.Queue, Attempt: cl.Attempt + 1,
+	meta := Meta{ID: cl.ID, Kind: cl.Kind, Queue: cl.Queue, Attempt: cl.Attempt + 1,
 		MaxAttempts: cl.MaxAttempts, Key: cl.Limit.Key}
-	if md, tags, err := decodeLabels(cl.Metadata, cl.Tags); err != nil {
+	if md, tags, err := DecodeLabels(cl.Metadata, cl.Tags); err != nil {
 		// bq wrote them; the job still runs, without them.
 		w.c.log.Warn("job metadata unreadable", "job_id", cl.ID, "kind", cl.Kind, "error", err)
 	} else {
 		meta.Metadata, meta.Tags = md, tags
 	}
 	ctx, span := w.c.tr.Process(ctx, tracing.Job{Queue: cl.Queue, Kind: cl.Kind, Key: cl.Limit.Key}, cl.ID, meta.Attempt, meta.Metadata)
-	def := lookup(cl.Kind)
+	def := w.c.cfg.Jobs.Lookup(cl.Kind)
 	start := time.Now()
 	var runErr error
 	if def == nil {
-		runErr = permanent(fmt.Errorf("unknown job kind %q: no bq.Define in this worker's binary has that name (deploy a worker that defines it, then retry the job)", cl.Kind))
+		runErr = Permanent(fmt.Errorf("unknown job kind %q: no bq.Define in this worker's binary has that name (deploy a worker that defines it, then retry the job)", cl.Kind))
 	} else {
-		runCtx := context.WithValue(ctx, jobMetaKey{}, meta)
-		if t := def.timeout(); t > 0 {
+		runCtx := WithMeta(ctx, meta)
+		if t := def.Timeout(); t > 0 {
 			var cancel context.CancelFunc
 			runCtx, cancel = context.WithTimeout(runCtx, t)
 			defer cancel()
@@ -318,7 +308,7 @@ func (w *queueWorker) execute(r run) {
 		// lease, the claim may be taken and the job run elsewhere
 		// already, so runThrough checks the gate before any middleware
 		// begins, and again just before the job.
-		runErr = w.c.runChain(gated(rc), meta, def, cl.Args)
+		runErr = w.c.cfg.Jobs.Run(gated(rc), meta, def, cl.Args)
 	}
 	if runErr == nil {
 		w.ended(l) // record hands the completion on and returns
@@ -334,13 +324,13 @@ func (w *queueWorker) execute(r run) {
 // while the process lives: silence its process shares with the database
 // is no ground to reap its claim, so an outcome dropped here would strand
 // the claim and its slot.
-func (c *Client) retryDB(ctx context.Context, what string, fn func() error) error {
+func (c *Runtime) retryDB(ctx context.Context, what string, fn func() error) error {
 	return c.retryDBWhile(ctx, what, func(error) bool { return true }, fn)
 }
 
 // retryDBWhile is retryDB for the errors worth trying again for; any
 // other error returns at once.
-func (c *Client) retryDBWhile(ctx context.Context, what string, worth func(error) bool, fn func() error) error {
+func (c *Runtime) retryDBWhile(ctx context.Context, what string, worth func(error) bool, fn func() error) error {
 	backoff := 50 * time.Millisecond
 	for {
 		err := fn()

@@ -1,4 +1,4 @@
-package bq
+package runtime
 
 import (
 	"context"
@@ -27,16 +27,16 @@ import (
 // run's slot is free for the next claim while its batch commits (the
 // claim, its lease and its key's slot stay the run's until done). Every
 // other outcome is written before record returns.
-func (w *queueWorker) record(runCtx context.Context, l *lease, meta JobMeta, def definition, runErr error, ran time.Duration, done func(outcome string)) {
+func (w *queueWorker) record(runCtx context.Context, l *lease, meta Meta, def Job, runErr error, ran time.Duration, done func(outcome string)) {
 	cl := l.claim
 	shutdown := runCtx.Err() != nil && errors.Is(context.Cause(runCtx), errShutdown)
 	fenced := !shutdown && l.fenced.Load()
 	ctx := w.recordCtx
-	startedLate := errors.Is(runErr, errStartedLate) && !fenced
-	if runErr != nil && !shutdown && !fenced && !l.cancelled.Load() && !cancelOf(runErr) && !startedLate {
-		if _, snoozed := snoozeOf(runErr); !snoozed {
+	startedLate := errors.Is(runErr, ErrStartedLate) && !fenced
+	if runErr != nil && !shutdown && !fenced && !l.cancelled.Load() && !CancelOf(runErr) && !startedLate {
+		if _, snoozed := SnoozeOf(runErr); !snoozed {
 			// Before the outcome's transaction: the handler is user code.
-			runErr = w.c.handleError(runCtx, meta, runErr)
+			runErr = w.c.cfg.Jobs.HandleError(runCtx, meta, runErr)
 		}
 	}
 	e := ending{claim: cl, runErr: runErr, cause: context.Cause(runCtx), ran: ran, now: w.c.cfg.Now(), shutdown: shutdown, fenced: fenced, startedLate: startedLate}
@@ -52,11 +52,11 @@ func (w *queueWorker) record(runCtx context.Context, l *lease, meta JobMeta, def
 		// "context canceled" says less than why.
 		msg = errorText(runErr.Error() + ": " + context.Cause(runCtx).Error())
 	}
-	snooze, snoozed := snoozeOf(runErr)
+	snooze, snoozed := SnoozeOf(runErr)
 	e.snoozed = snoozed && !shutdown && !fenced
 	// The job's own bq.Cancel is honoured even as a shutdown cut it short:
 	// it asked not to run again.
-	e.selfCancel = !fenced && cancelOf(runErr)
+	e.selfCancel = !fenced && CancelOf(runErr)
 	var action func(ex driver.Executor) (lifecycle.Result, error)
 	switch {
 	case startedLate:
@@ -80,12 +80,12 @@ func (w *queueWorker) record(runCtx context.Context, l *lease, meta JobMeta, def
 		action = func(ex driver.Executor) (lifecycle.Result, error) {
 			return lifecycle.Snooze(ctx, ex, cl, e.retryAt, now)
 		}
-	case isPermanent(runErr) || cl.Attempt+1 >= cl.MaxAttempts:
+	case IsPermanent(runErr) || cl.Attempt+1 >= cl.MaxAttempts:
 		action = func(ex driver.Executor) (lifecycle.Result, error) {
 			return lifecycle.Fail(ctx, ex, cl, msg, now)
 		}
 	default:
-		e.retryAt = now.Add(def.backoff(cl.Attempt + 1))
+		e.retryAt = now.Add(def.Backoff(cl.Attempt + 1))
 		action = func(ex driver.Executor) (lifecycle.Result, error) {
 			return lifecycle.Retry(ctx, ex, cl, msg, e.retryAt, now)
 		}
@@ -164,7 +164,7 @@ func (w *queueWorker) recorded(ctx context.Context, e ending, res lifecycle.Resu
 		log.Debug("job completed", "duration", ran)
 	case res.State == driver.StateFailed:
 		outcome = "failed"
-		log.Error("job failed for good", "error", runErr, "permanent", isPermanent(runErr), "max_attempts", cl.MaxAttempts)
+		log.Error("job failed for good", "error", runErr, "permanent", IsPermanent(runErr), "max_attempts", cl.MaxAttempts)
 	default:
 		log.Warn("job failed; will retry", "error", runErr, "retry_at", e.retryAt, "state", res.State)
 	}
@@ -186,7 +186,7 @@ func (w *queueWorker) recorded(ctx context.Context, e ending, res lifecycle.Resu
 	}
 	// The slot may have passed to a blocked job of any queue, in any
 	// process; a job returned or retried at once is ready itself.
-	w.c.readyAll(res.Woken(cl.Queue))
+	w.c.ReadyAll(res.Woken(cl.Queue))
 	return outcome
 }
 

@@ -1,0 +1,202 @@
+// Package runtime is bq's worker runtime: a process's registration and
+// heartbeat, the claim loop of each queue it works, each run (its lease,
+// its self-fencing when beats stop landing), the record of its outcome
+// (the completer's batches for completions), the wake-ups that tell
+// workers a queue has ready jobs, the counts kept for the history, and
+// the dispatcher and periodic scheduler it starts beside them. It owns
+// claim → run → record → finish; the job lifecycle's transactions are
+// internal/lifecycle's, the database's statements the driver's.
+//
+// The root package builds a Runtime for each Client and gives it the
+// application's code through two seams: Jobs (the job definitions, the
+// middleware chain and the error handler) and Config's callbacks.
+package runtime
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/bqueue/bq/internal/driver"
+	"github.com/bqueue/bq/internal/metrics"
+	"github.com/bqueue/bq/internal/tracing"
+)
+
+// NoRetention, as Config.Retention, deletes jobs as they complete.
+const NoRetention time.Duration = -1
+
+// Config is what the runtime needs of a client's configuration, its
+// defaults already applied (bq.Config documents each field).
+type Config struct {
+	PollInterval      time.Duration
+	DispatchInterval  time.Duration
+	HeartbeatInterval time.Duration
+	ProcessDeadAfter  time.Duration
+	ShutdownTimeout   time.Duration
+	Retention         time.Duration
+	Name              string
+	Now               func() time.Time
+	// Jobs are the application's job definitions and the code around
+	// their runs.
+	Jobs Jobs
+	// LeaseLost is the cancellation cause of a run whose lease lapsed
+	// (bq.ErrLeaseLost); Cancelled of a run whose job was cancelled
+	// (bq.ErrCancelled).
+	LeaseLost, Cancelled error
+	// ExplainErr turns a database error into one naming its cause (a
+	// missing migration).
+	ExplainErr func(ctx context.Context, err error) error
+}
+
+// Jobs is the seam to the application's job definitions.
+type Jobs interface {
+	// Lookup is the definition of kind; nil when this binary has none.
+	Lookup(kind string) Job
+	// Run runs job with args through the worker middleware around it; m
+	// describes the run. ctx is the run's: a check of it checks the
+	// lease, and MayBegin(ctx) must pass before the job's own code.
+	Run(ctx context.Context, m Meta, job Job, args []byte) error
+	// HandleError gives a failed attempt's error to the application's
+	// error handler and returns the error to record.
+	HandleError(ctx context.Context, m Meta, err error) error
+}
+
+// Job is one job definition, as the runtime needs it.
+type Job interface {
+	// Timeout bounds a run; 0 for none.
+	Timeout() time.Duration
+	// Backoff is the delay before attempt's retry.
+	Backoff(attempt int) time.Duration
+}
+
+// Meta describes a run (bq.Meta has the same fields).
+type Meta struct {
+	ID          int64
+	Kind        string
+	Queue       string
+	Attempt     int // 1 on the first run
+	MaxAttempts int
+	Key         string // full concurrency key; "" when unkeyed
+	Metadata    map[string]string
+	Tags        []string
+}
+
+// Runtime is one client's worker runtime.
+type Runtime struct {
+	drv driver.Driver
+	cfg Config
+	log *slog.Logger
+	met *metrics.Instruments
+	tr  *tracing.Tracer
+
+	outage outage // database trouble, logged as one event
+	// passes: failing dispatcher passes, logged the same way apart from
+	// the calls of workers (a pass can fail while claims succeed).
+	passes outage
+	// tally counts completed and failed runs for the history.
+	tally tally
+
+	// rateWake tells this process's dispatcher that a job went to a rate
+	// line (rateWaits).
+	rateWake chan struct{}
+
+	mu       sync.Mutex
+	wakers   map[string][]chan struct{} // queue -> workers of this process
+	announce *announcer                 // started on first use
+	closed   bool
+	// origin names this client in its notifications, so that its own
+	// listener skips what it woke already (driver.Notifier).
+	origin string
+}
+
+// New returns the runtime of a client on drv.
+func New(drv driver.Driver, cfg Config, log *slog.Logger, met *metrics.Instruments, tr *tracing.Tracer) *Runtime {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.ExplainErr == nil {
+		cfg.ExplainErr = func(_ context.Context, err error) error { return err }
+	}
+	if cfg.LeaseLost == nil {
+		cfg.LeaseLost = errors.New("bq: lease lost")
+	}
+	if cfg.Cancelled == nil {
+		cfg.Cancelled = errors.New("job cancelled")
+	}
+	return &Runtime{drv: drv, cfg: cfg, log: log, met: met, tr: tr,
+		wakers: map[string][]chan struct{}{}, rateWake: make(chan struct{}, 1), origin: rand.Text()}
+}
+
+// Close stops the runtime's notifications; what was announced before
+// still goes out.
+func (c *Runtime) Close() {
+	c.mu.Lock()
+	a := c.announce
+	c.closed, c.announce = true, nil
+	c.mu.Unlock()
+	if a != nil {
+		a.close()
+	}
+}
+
+// wake tells this process's workers of queue ("" for all) that jobs are
+// ready, so they claim now rather than at their next poll.
+func (c *Runtime) wake(queue string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for q, chans := range c.wakers {
+		if queue != "" && q != queue {
+			continue
+		}
+		for _, ch := range chans {
+			select {
+			case ch <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
+func (c *Runtime) addWaker(queue string, ch chan struct{}) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.wakers[queue] = append(c.wakers[queue], ch)
+}
+
+func (c *Runtime) removeWaker(queue string, ch chan struct{}) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	chans := c.wakers[queue]
+	for i, x := range chans {
+		if x == ch {
+			c.wakers[queue] = append(chans[:i:i], chans[i+1:]...)
+			break
+		}
+	}
+}
+
+// explainErr names a database error's cause (a missing migration).
+func (c *Runtime) explainErr(ctx context.Context, err error) error { return c.cfg.ExplainErr(ctx, err) }
+
+// DecodeLabels reads a job's stored metadata and tags; nil JSON reads as
+// none.
+func DecodeLabels(rawMeta, rawTags []byte) (map[string]string, []string, error) {
+	var md map[string]string
+	var tags []string
+	if len(rawMeta) > 0 {
+		if err := json.Unmarshal(rawMeta, &md); err != nil {
+			return nil, nil, fmt.Errorf("decode stored metadata: %w", err)
+		}
+	}
+	if len(rawTags) > 0 {
+		if err := json.Unmarshal(rawTags, &tags); err != nil {
+			return nil, nil, fmt.Errorf("decode stored tags: %w", err)
+		}
+	}
+	return md, tags, nil
+}
