@@ -6,9 +6,9 @@ import (
 	"fmt"
 
 	"github.com/bqueue/bq/internal/driver"
-	"github.com/bqueue/bq/internal/runtime"
 	"github.com/bqueue/bq/internal/lifecycle"
 	"github.com/bqueue/bq/internal/metrics"
+	"github.com/bqueue/bq/internal/runtime"
 )
 
 var (

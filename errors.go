@@ -34,7 +34,6 @@ var (
 // Read it with context.Cause(ctx); ctx.Err() is context.Canceled.
 var ErrLeaseLost = errors.New("bq: lease lost")
 
-
 // Permanent wraps err so the job fails at once, without the retries left
 // to it: return it from a job whose input can never succeed.
 func Permanent(err error) error {

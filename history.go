@@ -20,9 +20,6 @@ import (
 // HistoryKeep is how long the database keeps the history.
 const HistoryKeep = 24 * time.Hour
 
-// historyFlush is how often a worker process writes what it counted.
-const historyFlush = time.Minute
-
 // HistoryOptions selects what History returns. Zero values take the
 // defaults.
 type HistoryOptions struct {

@@ -23,7 +23,9 @@ var errShutdown = errors.New("bq: worker shutting down")
 type metaKey struct{}
 
 // WithMeta returns ctx carrying m, as a run's context does.
-func WithMeta(ctx context.Context, m Meta) context.Context { return context.WithValue(ctx, metaKey{}, m) }
+func WithMeta(ctx context.Context, m Meta) context.Context {
+	return context.WithValue(ctx, metaKey{}, m)
+}
 
 // MetaFrom returns the Meta of the run whose context ctx is.
 func MetaFrom(ctx context.Context) (Meta, bool) {
