@@ -10,7 +10,7 @@ import (
 
 	"github.com/bqueue/bq/internal/driver"
 	"github.com/bqueue/bq/internal/lifecycle"
-	"github.com/bqueue/bq/semaphore"
+	"github.com/bqueue/bq/internal/semaphore"
 )
 
 // Policy is an operations limit for one queue, stored in the database so

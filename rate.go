@@ -8,7 +8,7 @@ import (
 
 	"github.com/bqueue/bq/internal/driver"
 	"github.com/bqueue/bq/internal/lifecycle"
-	"github.com/bqueue/bq/ratelimit"
+	"github.com/bqueue/bq/internal/ratelimit"
 )
 
 // Rate limits how many jobs of a key start per Period, across every

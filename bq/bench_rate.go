@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/bqueue/bq"
-	"github.com/bqueue/bq/ratelimit"
+	"github.com/bqueue/bq/internal/ratelimit"
 )
 
 // benchStart is one run's start as the job itself saw it: its rate key and

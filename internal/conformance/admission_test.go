@@ -7,10 +7,10 @@ import (
 	"time"
 
 	"github.com/bqueue/bq"
-	"github.com/bqueue/bq/dispatcher"
+	"github.com/bqueue/bq/internal/dispatcher"
 	"github.com/bqueue/bq/internal/driver"
 	"github.com/bqueue/bq/internal/lifecycle"
-	"github.com/bqueue/bq/semaphore"
+	"github.com/bqueue/bq/internal/semaphore"
 )
 
 var _ = register(

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/bqueue/bq"
-	"github.com/bqueue/bq/dispatcher"
+	"github.com/bqueue/bq/internal/dispatcher"
 )
 
 var _ = register(

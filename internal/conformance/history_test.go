@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/bqueue/bq"
-	"github.com/bqueue/bq/dispatcher"
+	"github.com/bqueue/bq/internal/dispatcher"
 	"github.com/bqueue/bq/internal/driver"
 )
 

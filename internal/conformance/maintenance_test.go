@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/bqueue/bq"
-	"github.com/bqueue/bq/dispatcher"
+	"github.com/bqueue/bq/internal/dispatcher"
 	"github.com/bqueue/bq/internal/driver"
 	"github.com/bqueue/bq/internal/lifecycle"
 )

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/bqueue/bq"
-	"github.com/bqueue/bq/dispatcher"
 	bqmysql "github.com/bqueue/bq/drivers/mysql"
+	"github.com/bqueue/bq/internal/dispatcher"
 	"github.com/bqueue/bq/internal/driver"
 	"github.com/bqueue/bq/internal/lifecycle"
 )

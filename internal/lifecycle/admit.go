@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/bqueue/bq/internal/driver"
-	"github.com/bqueue/bq/semaphore"
+	"github.com/bqueue/bq/internal/semaphore"
 )
 
 // Store is what moving jobs between states writes: jobs, their claims

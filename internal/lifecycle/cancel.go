@@ -5,8 +5,8 @@ import (
 	"time"
 
 	"github.com/bqueue/bq/internal/driver"
-	"github.com/bqueue/bq/ratelimit"
-	"github.com/bqueue/bq/semaphore"
+	"github.com/bqueue/bq/internal/ratelimit"
+	"github.com/bqueue/bq/internal/semaphore"
 )
 
 // CancelledMessage is the error recorded for a run cut short by a cancel

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/bqueue/bq/internal/driver"
-	"github.com/bqueue/bq/semaphore"
+	"github.com/bqueue/bq/internal/semaphore"
 )
 
 // Each function below starts by deleting the claim by job id and fence.

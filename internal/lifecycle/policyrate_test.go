@@ -10,7 +10,7 @@ import (
 	"github.com/bqueue/bq/internal/driver"
 	"github.com/bqueue/bq/internal/driver/memstore"
 	"github.com/bqueue/bq/internal/lifecycle"
-	"github.com/bqueue/bq/ratelimit"
+	"github.com/bqueue/bq/internal/ratelimit"
 )
 
 // A rated job with no limit of its own is refused when its queue's

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/bqueue/bq/internal/driver"
-	"github.com/bqueue/bq/ratelimit"
+	"github.com/bqueue/bq/internal/ratelimit"
 )
 
 // Rate limits are checked twice. Admission (admitRates) makes a rated

@@ -9,7 +9,7 @@ import (
 	"github.com/bqueue/bq/internal/driver"
 	"github.com/bqueue/bq/internal/driver/memstore"
 	"github.com/bqueue/bq/internal/lifecycle"
-	"github.com/bqueue/bq/ratelimit"
+	"github.com/bqueue/bq/internal/ratelimit"
 )
 
 var rateNow = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)

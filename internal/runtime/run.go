@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/bqueue/bq/dispatcher"
+	"github.com/bqueue/bq/internal/dispatcher"
 	"github.com/bqueue/bq/internal/driver"
 	"github.com/bqueue/bq/internal/metrics"
 )

@@ -7,7 +7,7 @@ import (
 
 	"github.com/bqueue/bq/internal/driver"
 	"github.com/bqueue/bq/internal/driver/memstore"
-	"github.com/bqueue/bq/semaphore"
+	"github.com/bqueue/bq/internal/semaphore"
 )
 
 var now = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
