@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bqueue/bq/internal/runtime"
+	"github.com/bqueue/bq/internal/worker"
 )
 
 // gatedRun is a run's context behind its begin gate, on a clock the test
@@ -23,7 +23,7 @@ func gatedRun(t *testing.T, bound time.Duration, startBy time.Duration) (ctx con
 	if startBy > 0 {
 		by = now.Add(startBy)
 	}
-	ctx, cancel := runtime.GatedRun(context.Background(), clock, bound, by, ErrLeaseLost)
+	ctx, cancel := worker.GatedRun(context.Background(), clock, bound, by, ErrLeaseLost)
 	t.Cleanup(func() { cancel(nil) })
 	return ctx, c, func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
 }
@@ -60,7 +60,7 @@ func TestBeginGateAfterMiddleware(t *testing.T) {
 		want    error
 	}{
 		{"lease", 0, 3 * time.Second, ErrLeaseLost},
-		{"start slack", 6 * time.Millisecond, 7 * time.Millisecond, runtime.ErrStartedLate},
+		{"start slack", 6 * time.Millisecond, 7 * time.Millisecond, worker.ErrStartedLate},
 		{"neither", 6 * time.Millisecond, 5 * time.Millisecond, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -45,8 +45,8 @@ import (
 	"github.com/bqueue/bq/internal/humanize"
 	"github.com/bqueue/bq/internal/lifecycle"
 	"github.com/bqueue/bq/internal/metrics"
-	"github.com/bqueue/bq/internal/runtime"
 	"github.com/bqueue/bq/internal/tracing"
+	"github.com/bqueue/bq/internal/worker"
 	"github.com/bqueue/bq/migrations"
 )
 
@@ -227,8 +227,8 @@ type Client struct {
 	tr         *tracing.Tracer
 	stopGauges func() error
 	// rt runs this client's workers, dispatcher and wake-ups.
-	rt    *runtime.Runtime
-	sched *runtime.Scheduler // Config.Periodic's; nil without
+	rt    *worker.Runtime
+	sched *worker.Scheduler // Config.Periodic's; nil without
 }
 
 // Open connects to the database dsn names and returns a client:
@@ -324,11 +324,12 @@ func NewClient(drv Driver, cfg Config) (*Client, error) {
 // periodic scheduler.
 func (c *Client) newRuntime(drv driver.Driver) {
 	cfg := c.cfg
-	c.rt = runtime.New(drv, runtime.Config{
+	c.rt = worker.New(drv, worker.Config{
 		PollInterval: cfg.PollInterval, DispatchInterval: cfg.DispatchInterval, HeartbeatInterval: cfg.HeartbeatInterval,
 		ProcessDeadAfter: cfg.ProcessDeadAfter, ShutdownTimeout: cfg.ShutdownTimeout, Retention: cfg.Retention,
 		Name: cfg.Name, Now: cfg.Now, Jobs: runJobs{c}, LeaseLost: ErrLeaseLost, Cancelled: ErrCancelled, ExplainErr: c.explainErr,
 	}, c.log, c.met, c.tr)
+	worker.Attach(c, c.rt)
 	c.sched = c.rt.Scheduler(c.periodics(), func(ctx context.Context, jobs []*driver.NewJob, verdicts []lifecycle.Verdict, promoted driver.Promotion) {
 		c.enqueued(ctx, jobs, verdicts)
 		c.rt.ReadyAll(readyQueues(jobs, verdicts, promoted))
@@ -339,6 +340,7 @@ func (c *Client) newRuntime(drv driver.Driver) {
 // itself (through Open).
 func (c *Client) Close() error {
 	c.rt.Close()
+	worker.Detach(c)
 	return errors.Join(c.stopGauges(), c.drv.Close())
 }
 
@@ -359,16 +361,16 @@ func (c *Client) RunWorkers(ctx context.Context) error { return c.run(ctx, true,
 func (c *Client) RunDispatcher(ctx context.Context) error { return c.run(ctx, false, true) }
 
 func (c *Client) run(ctx context.Context, work, dispatch bool) error {
-	o := runtime.RunOptions{Work: work, Dispatch: dispatch}
+	o := worker.RunOptions{Work: work, Dispatch: dispatch}
 	if work {
 		// A kind defined twice is ambiguous: which code runs its jobs?
-		if err := duplicateDefinitions(); err != nil {
+		if err := worker.Duplicates(); err != nil {
 			return fmt.Errorf("run workers: %w", err)
 		}
 		o.Queues = c.cfg.Queues
 		if len(o.Queues) == 0 {
 			o.Queues = map[string]int{}
-			for _, q := range registeredQueues() {
+			for _, q := range worker.Queues() {
 				o.Queues[q] = 10
 			}
 		}

@@ -8,7 +8,7 @@ import (
 	"github.com/bqueue/bq/internal/driver"
 	"github.com/bqueue/bq/internal/lifecycle"
 	"github.com/bqueue/bq/internal/metrics"
-	"github.com/bqueue/bq/internal/runtime"
+	"github.com/bqueue/bq/internal/worker"
 )
 
 var (
@@ -74,7 +74,7 @@ func (c *Client) Cancel(ctx context.Context, id int64) (JobState, error) {
 			log.Info("cancel of running job requested; its run's context is cancelled, its slot frees when the run ends",
 				"requested_at", out.RequestedAt)
 			// Every process, this one too, looks for its marked runs now.
-			c.rt.Ready(runtime.CancelSignal)
+			c.rt.Ready(worker.CancelSignal)
 		}
 		return JobState(out.State), nil
 	}
@@ -86,4 +86,4 @@ func (c *Client) Cancel(ctx context.Context, id int64) (JobState, error) {
 // its slot released to the next blocked job of its key in the same
 // transaction, as a completion does. Return it from a job that finds it
 // has nothing left to do, or must not be tried again.
-func Cancel(err error) error { return &runtime.CancelError{Err: err, Sentinel: ErrCancelled} }
+func Cancel(err error) error { return &worker.CancelError{Err: err, Sentinel: ErrCancelled} }

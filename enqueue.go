@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/bqueue/bq/internal/driver"
@@ -166,21 +165,11 @@ func (j *Job[A]) EnqueueTx(ctx context.Context, c *Client, tx Tx, args A, opts .
 // on the client's kind of database; call names the method for the
 // error, which suggests the same call without "Tx" instead.
 func unwrapTx(c *Client, tx Tx, call string) (any, error) {
-	if tx == nil {
-		return nil, fmt.Errorf("%s: the transaction is nil: pass your transaction wrapped by its driver (postgres.Tx(tx), mysql.Tx(tx), sqlite.Tx(tx)), or use %s",
-			call, strings.TrimSuffix(call, "Tx"))
+	var dialect driver.Dialect
+	if c != nil {
+		dialect = c.drv.Dialect()
 	}
-	dialect, raw, ok := driver.UserTxOf(tx)
-	switch {
-	case !ok:
-		return nil, fmt.Errorf("%s: %T is no transaction a bq driver wrapped: pass postgres.Tx(tx), mysql.Tx(tx) or sqlite.Tx(tx)", call, tx)
-	case raw == nil:
-		return nil, fmt.Errorf("%s: the transaction %s.Tx wraps is nil: begin one on the client's database, or use %s",
-			call, dialect, strings.TrimSuffix(call, "Tx"))
-	case c != nil && dialect != c.drv.Dialect():
-		return nil, fmt.Errorf("%s: the transaction is %s's (%s.Tx), the client runs on %s: begin it on the client's database", call, dialect, dialect, c.drv.Dialect())
-	}
-	return raw, nil
+	return driver.UnwrapUserTx(tx, dialect, call)
 }
 
 // EnqueueMany stores many jobs in one transaction. Keyed jobs are

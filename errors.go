@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/bqueue/bq/internal/runtime"
+	"github.com/bqueue/bq/internal/worker"
 )
 
 var (
@@ -40,7 +40,7 @@ func Permanent(err error) error {
 	if err == nil {
 		return nil
 	}
-	return runtime.Permanent(err)
+	return worker.Permanent(err)
 }
 
 func permanent(err error) error { return Permanent(err) }
@@ -55,5 +55,5 @@ func Snooze(d time.Duration) error {
 	if d <= 0 {
 		return fmt.Errorf("%w: bq.Snooze: the delay must be positive, got %s: pass how long to wait, e.g. bq.Snooze(30*time.Second)", ErrInvalidArgument, d)
 	}
-	return &runtime.SnoozeError{Delay: d}
+	return &worker.SnoozeError{Delay: d}
 }

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/bqueue/bq/internal/driver"
-	"github.com/bqueue/bq/internal/runtime"
+	"github.com/bqueue/bq/internal/worker"
 )
 
 // JobState is where a job is. Live states are read from which execution
@@ -85,7 +85,7 @@ func (c *Client) Job(ctx context.Context, id int64) (*JobInfo, error) {
 
 // jobInfoOf is the public face of a stored job.
 func jobInfoOf(info *driver.JobInfo) (*JobInfo, error) {
-	md, tags, err := runtime.DecodeLabels(info.Metadata, info.Tags)
+	md, tags, err := worker.DecodeLabels(info.Metadata, info.Tags)
 	if err != nil {
 		return nil, fmt.Errorf("job %d: %w", info.ID, err)
 	}

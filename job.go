@@ -9,11 +9,11 @@ import (
 	"math"
 	"math/rand/v2"
 	"runtime"
-	"sync"
 	"time"
 
 	"github.com/bqueue/bq/internal/driver"
 	"github.com/bqueue/bq/internal/semaphore"
+	"github.com/bqueue/bq/internal/worker"
 )
 
 // OnConflict says what happens to a job whose concurrency key has no free
@@ -395,6 +395,7 @@ type definition interface {
 	backoff(attempt int) time.Duration
 	definedAt() string
 	middleware() []WorkerMiddleware
+	work(ctx context.Context, args []byte, o worker.WorkOptions) error
 }
 
 func (j *Job[A]) kind() string                      { return j.name }
@@ -412,54 +413,11 @@ func (j *Job[A]) run(ctx context.Context, raw []byte) error {
 	return j.fn(ctx, args)
 }
 
-// registry holds every valid definition of this process, by name, and
-// the errors of the names defined twice.
-var registry = struct {
-	sync.RWMutex
-	defs       map[string]definition
-	duplicates []error
-}{defs: map[string]definition{}}
-
-// register adds d, unless its name is taken: then d is not registered,
-// and the error, naming both call sites, is returned and kept for run.
-func register(d definition) error {
-	registry.Lock()
-	defer registry.Unlock()
-	if first, taken := registry.defs[d.kind()]; taken {
-		err := fmt.Errorf("%w: job %q is defined twice, at %s and at %s: give each job kind one definition (a package-level variable) and a name of its own",
-			ErrInvalidJob, d.kind(), first.definedAt(), d.definedAt())
-		registry.duplicates = append(registry.duplicates, err)
-		return err
-	}
-	registry.defs[d.kind()] = d
-	return nil
-}
-
-// duplicateDefinitions returns the errors of every name defined twice in
-// this process, nil when there is none.
-func duplicateDefinitions() error {
-	registry.RLock()
-	defer registry.RUnlock()
-	return errors.Join(registry.duplicates...)
-}
-
-func lookup(kind string) definition {
-	registry.RLock()
-	defer registry.RUnlock()
-	return registry.defs[kind]
-}
-
-// registeredQueues lists the queues of every registered definition.
-func registeredQueues() []string {
-	registry.RLock()
-	defer registry.RUnlock()
-	seen := map[string]bool{}
-	var out []string
-	for _, d := range registry.defs {
-		if !seen[d.queue()] {
-			seen[d.queue()] = true
-			out = append(out, d.queue())
-		}
-	}
-	return out
+// register adds j's definition, unless its name is taken: then the
+// error, naming both call sites, is returned and kept for run.
+func register(j definition) error {
+	return worker.Register(j, runDef{j}, func(first worker.Definition) error {
+		return fmt.Errorf("%w: job %q is defined twice, at %s and at %s: give each job kind one definition (a package-level variable) and a name of its own",
+			ErrInvalidJob, j.kind(), first.(runDef).d.definedAt(), j.definedAt())
+	})
 }

@@ -87,6 +87,23 @@ func (c *Client) ListJobs(ctx context.Context, f JobFilter) (JobPage, error) {
 	return c.listJobs(ctx, c.drv.Exec(), f)
 }
 
+// ListJobsTx is ListJobs read through tx, your transaction wrapped by
+// its driver (postgres.Tx(tx), mysql.Tx(tx), sqlite.Tx(tx)): it sees the
+// jobs tx enqueued and has not committed yet, and none that another
+// transaction enqueued after tx's snapshot (where the database keeps
+// one, as PostgreSQL's REPEATABLE READ does).
+func (c *Client) ListJobsTx(ctx context.Context, tx Tx, f JobFilter) (JobPage, error) {
+	raw, err := unwrapTx(c, tx, "ListJobsTx")
+	if err != nil {
+		return JobPage{}, err
+	}
+	ex, err := c.drv.WrapTx(raw)
+	if err != nil {
+		return JobPage{}, fmt.Errorf("ListJobsTx: use the transaction: %w", err)
+	}
+	return c.listJobs(ctx, ex, f)
+}
+
 // listJobs is ListJobs on ex: the client's database, or a transaction.
 func (c *Client) listJobs(ctx context.Context, ex driver.Executor, f JobFilter) (JobPage, error) {
 	df, err := f.driverFilter()

@@ -11,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/bqueue/bq/internal/runtime"
+	"github.com/bqueue/bq/internal/worker"
 )
 
 // JobMeta describes the running job; read it with JobFromContext.
@@ -29,7 +29,7 @@ type JobMeta struct {
 
 // JobFromContext returns the metadata of the job whose context ctx is.
 func JobFromContext(ctx context.Context) (JobMeta, bool) {
-	m, ok := runtime.MetaFrom(ctx)
+	m, ok := worker.MetaFrom(ctx)
 	return JobMeta(m), ok
 }
 
@@ -37,24 +37,30 @@ func JobFromContext(ctx context.Context) (JobMeta, bool) {
 // client's middleware around their runs and its error handler.
 type runJobs struct{ c *Client }
 
-// runJob is a definition as the runtime sees it.
-type runJob struct{ d definition }
+// runDef is a definition as the runtime sees it.
+type runDef struct{ d definition }
 
-func (j runJob) Timeout() time.Duration            { return j.d.timeout() }
-func (j runJob) Backoff(attempt int) time.Duration { return j.d.backoff(attempt) }
+func (j runDef) Kind() string                      { return j.d.kind() }
+func (j runDef) Queue() string                     { return j.d.queue() }
+func (j runDef) Timeout() time.Duration            { return j.d.timeout() }
+func (j runDef) Backoff(attempt int) time.Duration { return j.d.backoff(attempt) }
 
-func (r runJobs) Lookup(kind string) runtime.Job {
-	if d := lookup(kind); d != nil {
-		return runJob{d}
+func (j runDef) Work(ctx context.Context, args []byte, o worker.WorkOptions) error {
+	return j.d.work(ctx, args, o)
+}
+
+func (r runJobs) Lookup(kind string) worker.Job {
+	if d := worker.Lookup(kind); d != nil {
+		return d
 	}
 	return nil
 }
 
-func (r runJobs) Run(ctx context.Context, m runtime.Meta, job runtime.Job, args []byte) error {
-	return r.c.runChain(ctx, JobMeta(m), job.(runJob).d, args)
+func (r runJobs) Run(ctx context.Context, m worker.Meta, job worker.Job, args []byte) error {
+	return r.c.runChain(ctx, JobMeta(m), job.(runDef).d, args)
 }
 
-func (r runJobs) HandleError(ctx context.Context, m runtime.Meta, err error) error {
+func (r runJobs) HandleError(ctx context.Context, m worker.Meta, err error) error {
 	return r.c.handleError(ctx, JobMeta(m), err)
 }
 
@@ -184,7 +190,7 @@ func runThrough(ctx context.Context, meta JobMeta, global []WorkerMiddleware, de
 		case i < len(global)+len(own):
 			mw = own[i-len(global)]
 		default:
-			if err := runtime.MayBegin(ctx); err != nil {
+			if err := worker.MayBegin(ctx); err != nil {
 				return err
 			}
 			return def.run(ctx, args)
@@ -203,7 +209,7 @@ func runThrough(ctx context.Context, meta JobMeta, global []WorkerMiddleware, de
 	// job (above): a freeze at either point may have let the claim go
 	// elsewhere. Without middleware the check above is the only one.
 	if len(global)+len(own) > 0 {
-		if err := runtime.MayBegin(ctx); err != nil {
+		if err := worker.MayBegin(ctx); err != nil {
 			return err
 		}
 	}
@@ -234,7 +240,7 @@ func (c *Client) handleError(ctx context.Context, meta JobMeta, runErr error) (o
 	if h == nil {
 		return runErr
 	}
-	ctx = runtime.WithMeta(context.WithoutCancel(ctx), runtime.Meta(meta))
+	ctx = worker.WithMeta(context.WithoutCancel(ctx), worker.Meta(meta))
 	defer func() {
 		if r := recover(); r != nil {
 			c.log.Error("Config.ErrorHandler panicked; the attempt's own error is kept",
@@ -252,7 +258,7 @@ func (c *Client) handleError(ctx context.Context, meta JobMeta, runErr error) (o
 	case act.Permanent:
 		return permanent(runErr)
 	case act.Snooze > 0:
-		return &runtime.SnoozeError{Delay: act.Snooze}
+		return &worker.SnoozeError{Delay: act.Snooze}
 	}
 	return runErr
 }
@@ -336,4 +342,56 @@ func isNilFunc[F any](f F) bool {
 		return f == nil
 	}
 	return false
+}
+
+// work runs the job's function on raw as execute does — args decoded
+// from JSON, the job context set, Timeout applied, the definition's
+// middleware around it, a panic returned as an error — with no database: the context's lease checks nothing.
+func (j *Job[A]) work(ctx context.Context, raw []byte, o worker.WorkOptions) error {
+	meta, err := j.workMeta(raw, o)
+	if err != nil {
+		return fmt.Errorf("%w: %w", worker.ErrNotRun, err)
+	}
+	runCtx := worker.WithMeta(ctx, worker.Meta(meta))
+	if t := j.opts.Timeout; t > 0 {
+		var cancel context.CancelFunc
+		runCtx, cancel = context.WithTimeout(runCtx, t)
+		defer cancel()
+	}
+	// The definition's middleware runs as in a worker; Config's belongs
+	// to a client, and Work has none.
+	return runThrough(runCtx, meta, nil, j, raw, func(string, string) {})
+}
+
+// workMeta is the job context of a Work run, refusing what an enqueue
+// would refuse.
+func (j *Job[A]) workMeta(raw []byte, o worker.WorkOptions) (JobMeta, error) {
+	if j.err != nil {
+		return JobMeta{}, j.err
+	}
+	var args A
+	if err := json.Unmarshal(raw, &args); err != nil {
+		return JobMeta{}, fmt.Errorf("decode args of job kind %q as %T: %w", j.name, args, err)
+	}
+	meta := JobMeta{ID: o.ID, Kind: j.name, Queue: j.opts.Queue, Attempt: max(o.Attempt, 1),
+		MaxAttempts: j.opts.MaxAttempts, Metadata: o.Metadata, Tags: mergeTags(j.opts.Tags, o.Tags)}
+	if _, err := encodeMetadata(meta.Metadata); err != nil {
+		return JobMeta{}, fmt.Errorf("%w: bqtest.WithMetadata: %w", ErrInvalidJob, err)
+	}
+	if _, err := encodeTags(meta.Tags); err != nil {
+		return JobMeta{}, fmt.Errorf("%w: bqtest.WithTags: %w", ErrInvalidJob, err)
+	}
+	if o.Key != nil {
+		if err := validateKey(*o.Key); err != nil {
+			return JobMeta{}, fmt.Errorf("%w: bqtest.WithKey: %w", ErrInvalidJob, err)
+		}
+		meta.Key = *o.Key
+		return meta, nil
+	}
+	l, err := j.limit(args, &enqueueOptions{})
+	if err != nil {
+		return JobMeta{}, err
+	}
+	meta.Key = l.Key
+	return meta, nil
 }

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bqueue/bq/internal/runtime"
+	"github.com/bqueue/bq/internal/worker"
 )
 
 // chainClient is a client with only what runChain and handleError use.
@@ -141,9 +141,9 @@ func TestHandleErrorActions(t *testing.T) {
 	} {
 		c, _ := chainClient(Config{ErrorHandler: tc.h})
 		got := c.handleError(context.Background(), JobMeta{ID: 1, Kind: "k"}, tc.err)
-		d, snoozed := runtime.SnoozeOf(got)
-		if runtime.IsPermanent(got) != tc.permanent || d != tc.snooze || (tc.snooze == 0 && snoozed) {
-			t.Errorf("%s: got %v (permanent %v, snooze %s), want permanent %v, snooze %s", tc.name, got, runtime.IsPermanent(got), d, tc.permanent, tc.snooze)
+		d, snoozed := worker.SnoozeOf(got)
+		if worker.IsPermanent(got) != tc.permanent || d != tc.snooze || (tc.snooze == 0 && snoozed) {
+			t.Errorf("%s: got %v (permanent %v, snooze %s), want permanent %v, snooze %s", tc.name, got, worker.IsPermanent(got), d, tc.permanent, tc.snooze)
 		}
 		if tc.snooze == 0 && !errors.Is(got, tc.err) {
 			t.Errorf("%s: got %v, want it to wrap the attempt's error", tc.name, got)

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/bqueue/bq/internal/driver"
-	"github.com/bqueue/bq/internal/runtime"
+	"github.com/bqueue/bq/internal/worker"
 )
 
 // Missed says what a periodic job does with ticks that passed while no
@@ -184,8 +184,8 @@ type periodic struct {
 	c *Client
 }
 
-func (c *Client) periodics() []runtime.Periodic {
-	out := make([]runtime.Periodic, len(c.cfg.Periodic))
+func (c *Client) periodics() []worker.Periodic {
+	out := make([]worker.Periodic, len(c.cfg.Periodic))
 	for i, p := range c.cfg.Periodic {
 		out[i] = periodic{p, c}
 	}

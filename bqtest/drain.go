@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/bqueue/bq"
-	"github.com/bqueue/bq/internal/testhook"
+	"github.com/bqueue/bq/internal/worker"
 )
 
 // DefaultDrainTimeout is how long Drain waits for the work to end.
@@ -110,7 +110,11 @@ func idle(ctx context.Context, client *bq.Client) (bool, int, error) {
 	// Due jobs first: one promoted and claimed after this look is counted
 	// ready or running by the next; in the other order it could slip
 	// between the two.
-	due, err := testhook.DueScheduled(ctx, client)
+	rt := worker.For(client)
+	if rt == nil {
+		return false, 0, errors.New("the client is closed")
+	}
+	due, err := rt.DueScheduled(ctx)
 	if err != nil {
 		return false, 0, fmt.Errorf("look for due scheduled jobs: %w", err)
 	}

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/bqueue/bq"
-	"github.com/bqueue/bq/internal/testhook"
+	"github.com/bqueue/bq/internal/driver"
 )
 
 // RequireEnqueued fails the test unless exactly one job of job's kind
@@ -67,7 +67,7 @@ func checkTx(tb testing.TB, call string, client *bq.Client, tx bq.Tx) bq.Tx {
 		tb.Fatalf("bqtest.%s: the transaction is nil: pass yours wrapped by its driver (postgres.Tx(tx), mysql.Tx(tx), sqlite.Tx(tx)), or call %s", call, strings.TrimSuffix(call, "Tx"))
 	}
 	if client != nil {
-		if err := testhook.CheckTx(client, tx, "bqtest."+call); err != nil {
+		if _, err := driver.UnwrapUserTx(tx, driver.Dialect(client.Driver().Dialect()), "bqtest."+call); err != nil {
 			tb.Fatalf("%v", err)
 		}
 	}
@@ -179,9 +179,7 @@ func listAll(ctx context.Context, client *bq.Client, tx bq.Tx, f bq.JobFilter) (
 		if tx == nil {
 			page, err = client.ListJobs(ctx, f)
 		} else {
-			var p any
-			p, err = testhook.ListJobsTx(ctx, client, tx, f)
-			page, _ = p.(bq.JobPage)
+			page, err = client.ListJobsTx(ctx, tx, f)
 		}
 		if err != nil {
 			return nil, err

@@ -9,14 +9,14 @@ import (
 	"testing"
 
 	"github.com/bqueue/bq"
-	"github.com/bqueue/bq/internal/testhook"
+	"github.com/bqueue/bq/internal/worker"
 )
 
 // WorkOption sets the job context Work runs a job in.
 type WorkOption func(*workOptions)
 
 type workOptions struct {
-	testhook.WorkOptions
+	worker.WorkOptions
 	bad string // a problem with an option, failing the test
 }
 
@@ -92,8 +92,12 @@ func Work[A any](ctx context.Context, tb testing.TB, job *bq.Job[A], args A, opt
 	if err != nil {
 		tb.Fatalf("bqtest.Work: encode args of job kind %q as JSON: %v; bq.Enqueue would refuse them too", job.Name(), err)
 	}
-	err = testhook.Work(ctx, job, raw, o.WorkOptions)
-	if errors.Is(err, testhook.ErrNotRun) {
+	def := worker.Of(job)
+	if def == nil {
+		tb.Fatalf("bqtest.Work: job kind %q has no definition in this binary", job.Name())
+	}
+	err = def.Work(ctx, raw, o.WorkOptions)
+	if errors.Is(err, worker.ErrNotRun) {
 		tb.Fatalf("bqtest.Work: %v", err)
 	}
 	return err

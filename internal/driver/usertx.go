@@ -1,6 +1,10 @@
 package driver
 
-import "reflect"
+import (
+	"fmt"
+	"reflect"
+	"strings"
+)
 
 // UserTx is a transaction of the caller's, wrapped by its driver for
 // EnqueueTx (postgres.Tx, mysql.Tx, sqlite.Tx): the driver's public
@@ -40,4 +44,26 @@ func UserTxOf(v any) (d Dialect, tx any, ok bool) {
 func isNilPointer(v any) bool {
 	rv := reflect.ValueOf(v)
 	return rv.Kind() == reflect.Pointer && rv.IsNil()
+}
+
+// UnwrapUserTx is the raw transaction of tx, a transaction of the
+// user's wrapped by a driver's Tx for a client on dialect, or the error
+// call (the API's name for itself) reports: tx nil, not a driver's
+// wrapper, wrapping nil, or another database's.
+func UnwrapUserTx(tx any, dialect Dialect, call string) (any, error) {
+	plain := strings.TrimSuffix(call, "Tx")
+	if tx == nil || isNilPointer(tx) {
+		return nil, fmt.Errorf("%s: the transaction is nil: pass your transaction wrapped by its driver (postgres.Tx(tx), mysql.Tx(tx), sqlite.Tx(tx)), or use %s",
+			call, plain)
+	}
+	d, raw, ok := UserTxOf(tx)
+	switch {
+	case !ok:
+		return nil, fmt.Errorf("%s: %T is no transaction a bq driver wrapped: pass postgres.Tx(tx), mysql.Tx(tx) or sqlite.Tx(tx)", call, tx)
+	case raw == nil:
+		return nil, fmt.Errorf("%s: the transaction %s.Tx wraps is nil: begin one on the client's database, or use %s", call, d, plain)
+	case dialect != "" && d != dialect:
+		return nil, fmt.Errorf("%s: the transaction is %s's (%s.Tx), the client runs on %s: begin it on the client's database", call, d, d, dialect)
+	}
+	return raw, nil
 }

@@ -10,7 +10,7 @@
 // The root package builds a Runtime for each Client and gives it the
 // application's code through two seams: Jobs (the job definitions, the
 // middleware chain and the error handler) and Config's callbacks.
-package runtime
+package worker
 
 import (
 	"context"
@@ -178,6 +178,33 @@ func (c *Runtime) removeWaker(queue string, ch chan struct{}) {
 			break
 		}
 	}
+}
+
+// clients maps each client (a *bq.Client) to its runtime, for bqtest:
+// Attach adds one, Detach removes it.
+var clients sync.Map
+
+// Attach makes rt the runtime of owner, a *bq.Client (For).
+func Attach(owner any, rt *Runtime) { clients.Store(owner, rt) }
+
+// Detach forgets owner's runtime, as its client closes.
+func Detach(owner any) { clients.Delete(owner) }
+
+// For is the runtime of owner, a *bq.Client; nil when it has none.
+func For(owner any) *Runtime {
+	rt, _ := clients.Load(owner)
+	r, _ := rt.(*Runtime)
+	return r
+}
+
+// DueScheduled reports whether a scheduled job is due by the client's
+// clock: the dispatcher admits it at its next pass.
+func (c *Runtime) DueScheduled(ctx context.Context) (bool, error) {
+	due, err := c.drv.Exec().HasDueScheduled(ctx, c.cfg.Now())
+	if err != nil {
+		return false, c.explainErr(ctx, err)
+	}
+	return due, nil
 }
 
 // explainErr names a database error's cause (a missing migration).
