@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/bqueue/bq/internal/driver"
+	"github.com/bqueue/bq/internal/metrics"
 )
 
 // Bounds of a Health report: its size never grows with the number of
@@ -225,4 +226,26 @@ func (c *Client) processHealth(p driver.Process, now time.Time) ProcessHealth {
 // two of its own heartbeat intervals when those are longer).
 func (c *Client) alive(beat time.Time, interval time.Duration, now time.Time) bool {
 	return !beat.IsZero() && now.Sub(beat) < max(c.cfg.ProcessDeadAfter, 2*interval)
+}
+
+// The wiring of bq's metrics: internal/metrics holds the instruments,
+// docs/observability.md describes them.
+
+// gaugeSnapshot feeds the observable gauges: three aggregate queries per
+// collection, bounded by the number of queues and groups.
+func (c *Client) gaugeSnapshot(ctx context.Context) (metrics.Snapshot, error) {
+	ex := c.drv.Exec()
+	queues, err := ex.CountByQueue(ctx)
+	if err != nil {
+		return metrics.Snapshot{}, fmt.Errorf("bq gauges: %w", err)
+	}
+	groups, err := ex.GroupStats(ctx, maxGroups)
+	if err != nil {
+		return metrics.Snapshot{}, fmt.Errorf("bq gauges: %w", err)
+	}
+	rates, err := ex.RateGroups(ctx, maxGroups)
+	if err != nil {
+		return metrics.Snapshot{}, fmt.Errorf("bq gauges: %w", err)
+	}
+	return metrics.Snapshot{Queues: queues, Groups: groups, Rates: rates}, nil
 }
