@@ -326,7 +326,7 @@ func (j *Job[A]) limit(args A, o *enqueueOptions) (driver.Limit, error) {
 
 // MaxConcurrencyKeys is the most concurrency keys one job may carry:
 // Concurrency's and MoreConcurrency's (or WithMoreConcurrencyKeys') in all.
-const MaxConcurrencyKeys = driver.MaxKeys
+const MaxConcurrencyKeys = 4
 
 // limits returns every concurrency limit of one job: its first (limit's)
 // and the rest. An empty key drops its limit; when Concurrency's is
@@ -421,3 +421,7 @@ func register(j definition) error {
 			ErrInvalidJob, j.kind(), first.(runDef).d.definedAt(), j.definedAt())
 	})
 }
+
+// The drivers' columns hold as many keys as a job may carry.
+var _ [MaxConcurrencyKeys - driver.MaxKeys]struct{}
+var _ [driver.MaxKeys - MaxConcurrencyKeys]struct{}
