@@ -57,3 +57,58 @@ func jobIDArg(f *flagSet, pos []string) (int64, error) {
 	}
 	return id, nil
 }
+
+// runRetry retries one failed job.
+func runRetry(ctx context.Context, e *env, args []string) error {
+	f := newFlagSet(e, "retry", "retry --dsn DSN [--prefix bq_] JOB_ID",
+		`Retries a failed job: it goes through admission again like a new job,
+with its attempts counted afresh: ready if its key has a free slot,
+else blocked in its key's line (or discarded, if its key discards).`)
+	var db dbFlags
+	db.register(f)
+	pos, err := f.parse(args)
+	if err != nil {
+		return err
+	}
+	id, err := jobIDArg(f, pos)
+	if err != nil {
+		return err
+	}
+	client, err := db.inspect(ctx, f)
+	if err != nil {
+		return err
+	}
+	defer client.Close()
+	state, err := client.RetryFailed(ctx, id)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(e.stdout, "job %d retried: it is now %s\n", id, state)
+	return nil
+}
+
+// runDiscard discards one failed job.
+func runDiscard(ctx context.Context, e *env, args []string) error {
+	f := newFlagSet(e, "discard", "discard --dsn DSN [--prefix bq_] JOB_ID",
+		`Discards a failed job: it ends discarded and is never run again.`)
+	var db dbFlags
+	db.register(f)
+	pos, err := f.parse(args)
+	if err != nil {
+		return err
+	}
+	id, err := jobIDArg(f, pos)
+	if err != nil {
+		return err
+	}
+	client, err := db.inspect(ctx, f)
+	if err != nil {
+		return err
+	}
+	defer client.Close()
+	if err := client.DiscardFailed(ctx, id); err != nil {
+		return err
+	}
+	fmt.Fprintf(e.stdout, "job %d discarded\n", id)
+	return nil
+}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"strconv"
 	"strings"
@@ -8,6 +9,8 @@ import (
 	"time"
 
 	"github.com/bqueue/bq"
+	"github.com/bqueue/bq/internal/driver"
+	"github.com/bqueue/bq/internal/lifecycle"
 )
 
 // TestCancelCommand: bq cancel cancels a ready job at once (the slot
@@ -51,5 +54,55 @@ func TestCancelCommand(t *testing.T) {
 	}
 	if text, err := runCmd(runExplain, "--dsn", dsn, id(next)); err != nil || !strings.Contains(text, "Cancel requested at") {
 		t.Errorf("bq explain of a running job with a pending cancel: %v\n%s", err, text)
+	}
+}
+
+// TestRetryAndDiscardCommands: bq retry admits a failed job again (ready,
+// its key free), bq discard ends one for good; either refuses a job that
+// is not failed, naming its state, and an id that is not one.
+func TestRetryAndDiscardCommands(t *testing.T) {
+	ctx := t.Context()
+	c, dsn := migratedSQLite(t)
+	var ids []int64
+	for _, account := range []string{"r1", "r2"} {
+		res, err := inspectJob.Enqueue(ctx, c, inspectArgs{Account: account})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, res.ID)
+	}
+	_, claims := claimAs(t, c, "retry-worker", "cli", 2, time.Hour)
+	eng := driver.ClientEngine(c)
+	for _, cl := range claims {
+		err := driver.InTx(ctx, eng, func(ex driver.Executor) error {
+			_, err := lifecycle.Fail(ctx, ex, cl, "boom", time.Now())
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	id := func(n int64) string { return strconv.FormatInt(n, 10) }
+	if text, err := runCmd(runRetry, "--dsn", dsn, id(ids[0])); err != nil || !strings.Contains(text, "job "+id(ids[0])+" retried: it is now ready") {
+		t.Fatalf("bq retry of a failed job: %q, %v", text, err)
+	}
+	if text, err := runCmd(runDiscard, "--dsn", dsn, id(ids[1])); err != nil || !strings.Contains(text, "job "+id(ids[1])+" discarded") {
+		t.Fatalf("bq discard of a failed job: %q, %v", text, err)
+	}
+	for n, want := range map[int64]string{ids[0]: "ready", ids[1]: "discarded"} {
+		if info, err := c.Job(ctx, n); err != nil || string(info.State) != want {
+			t.Errorf("job %d after the command: %v %v, want %s", n, info, err, want)
+		}
+	}
+	for _, fn := range []func(context.Context, *env, []string) error{runRetry, runDiscard} {
+		if _, err := runCmd(fn, "--dsn", dsn, id(ids[0])); !errors.Is(err, bq.ErrJobNotFailed) {
+			t.Errorf("a command on a ready job: %v, want ErrJobNotFailed", err)
+		}
+		if _, err := runCmd(fn, "--dsn", dsn, "abc"); !errors.Is(err, errUsage) {
+			t.Errorf("a command on id abc: %v, want a usage error", err)
+		}
+	}
+	if text, err := runCmd(runVersion); err != nil || !strings.HasPrefix(text, "bq ") || !strings.Contains(text, "go1.") {
+		t.Errorf("bq version: %q, %v", text, err)
 	}
 }

@@ -44,12 +44,15 @@ var commands = []command{
 	{"explain", "show what a job waits for, and why", runExplain},
 	{"jobs", "list jobs by kind, queue, state, key, metadata, tag or time, a page at a time", runJobs},
 	{"cancel", "cancel a job (a running one is stopped and ends when its run returns)", runCancel},
+	{"retry", "retry a failed job (it goes through admission again)", runRetry},
+	{"discard", "discard a failed job (it is never run again)", runDiscard},
 	{"queue", "pause or resume a queue in every process (pause|resume QUEUE)", runQueue},
 	{"rate", "list, show, set or clear rate keys' limits (list|show KEY|set KEY LIMIT PERIOD|clear KEY)", runRate},
 	{"policy", "list the stored queue policies SyncPolicies wrote (list)", runPolicy},
 	{"ui", "serve the web dashboard (127.0.0.1:8080 by default)", runUI},
 	{"demo", "run a self-contained demo of per-key concurrency limits", runDemo},
 	{"bench", "measure throughput and latency on a fresh schema or file", runBench},
+	{"version", "print bq's version", runVersion},
 }
 
 // dsnForms names the DSN of each database, for usage texts.
