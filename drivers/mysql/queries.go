@@ -251,12 +251,9 @@ ORDER BY s.expires_at LIMIT ? FOR UPDATE SKIP LOCKED`)
 	q.DeleteSems = p(`DELETE FROM {p}semaphores WHERE key_hash IN ` + list + ` ORDER BY key_hash` + byKey)
 	q.DeleteFinished = p(`DELETE FROM {p}jobs WHERE finished_at < ? ORDER BY finished_at LIMIT ?`)
 
-	q.CountByQueue = p(`
-SELECT queue, CAST(sum(ready) AS SIGNED), CAST(sum(running) AS SIGNED), CAST(sum(scheduled) AS SIGNED),
-	CAST(sum(blocked) AS SIGNED), CAST(sum(failed) AS SIGNED) FROM (` + sqltext.QueueCounts + `) t GROUP BY queue ORDER BY queue`)
+	q.CountByQueue = p(sqltext.CountByQueue(func(col string) string { return "CAST(sum(" + col + ") AS SIGNED)" }))
 
-	q.LockPolicies = p(`SELECT ` + sqltext.PolicyColumns + ` FROM {p}policies
-WHERE namespace = ? OR queue IN ` + list + ` ORDER BY queue FOR UPDATE`)
+	q.LockPolicies += " FOR UPDATE"
 	q.InsertPolicy = p(`INSERT INTO {p}policies (queue, namespace, max_active, max_active_per_key, max_blocked,
 	max_starts_per_key, starts_period_ms, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON DUPLICATE KEY UPDATE queue = queue`)
 	q.Periodic.Lock += " FOR UPDATE"

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/bqueue/bq/internal/driver"
+	"github.com/bqueue/bq/internal/sqlexec"
 )
 
 // dbtx is what a pool and a transaction have in common.
@@ -20,10 +21,17 @@ type dbtx interface {
 }
 
 type executor struct {
+	// Shared runs the statements every dialect runs alike, on db (conn).
+	sqlexec.Shared
+
 	db     dbtx
 	q      *queries
 	txIdle string        // for the transactions it begins itself (see pipeTx)
 	plans  *genericPlans // nil: leave the plan to the server (collectGeneric)
+}
+
+func newExecutor(db dbtx, q *queries) executor {
+	return executor{Shared: sqlexec.NewShared(conn{db, q}, &q.SharedQueries), db: db, q: q}
 }
 
 // MaxKeyBytes is the longest concurrency key (Group + "/" + Key) the
@@ -297,50 +305,4 @@ func (e *executor) DeleteFinishedJobs(ctx context.Context, before time.Time, max
 		return 0, fmt.Errorf("delete finished jobs: %w", err)
 	}
 	return n, nil
-}
-
-func (e *executor) GetJob(ctx context.Context, id int64) (*driver.JobInfo, bool, error) {
-	info, err := scanJobInfo(e.db.QueryRow(ctx, e.q.getJob, id))
-	ok, err := found(err)
-	if err != nil {
-		return nil, false, fmt.Errorf("get job %d: %w", id, err)
-	}
-	if !ok {
-		return nil, false, nil
-	}
-	return info, true, nil
-}
-
-// scanJobInfo reads sqltext.JobInfoColumns.
-func scanJobInfo(row pgx.Row) (*driver.JobInfo, error) {
-	info := &driver.JobInfo{}
-	var state string
-	if err := scanJob(row, &info.Job, &info.LastError, &info.FinishedAt, &state); err != nil {
-		return nil, err
-	}
-	info.State = driver.JobState(state)
-	return info, nil
-}
-
-func (e *executor) CountByQueue(ctx context.Context) ([]driver.QueueCounts, error) {
-	out, err := collect(ctx, e.db, func(r pgx.CollectableRow) (c driver.QueueCounts, err error) {
-		err = r.Scan(&c.Queue, &c.Ready, &c.Running, &c.Scheduled, &c.Blocked, &c.Failed)
-		return c, err
-	}, e.q.countByQueue)
-	if err != nil {
-		return nil, fmt.Errorf("count jobs by queue: %w", err)
-	}
-	return out, nil
-}
-
-func (e *executor) SchemaVersion(ctx context.Context) (int64, error) {
-	var v int64
-	err := e.db.QueryRow(ctx, e.q.schemaVersion).Scan(&v)
-	if pgErr := (*pgconn.PgError)(nil); errors.As(err, &pgErr) && pgErr.Code == "42P01" {
-		return 0, nil // undefined_table: never migrated
-	}
-	if err != nil {
-		return 0, fmt.Errorf("read schema version: %w", err)
-	}
-	return v, nil
 }

@@ -10,13 +10,9 @@ import (
 	"github.com/bqueue/bq/internal/driver"
 )
 
-// The history (driver.HistoryStore) and the key search
-// (driver.KeySearcher).
+// The history (driver.HistoryStore).
 
-var (
-	_ driver.HistoryStore = (*executor)(nil)
-	_ driver.KeySearcher  = (*executor)(nil)
-)
+var _ driver.HistoryStore = (*executor)(nil)
 
 type historyQueries struct {
 	addThroughput, snapshot, prune string
@@ -160,16 +156,4 @@ func (e *executor) collect(ctx context.Context, query string, args []any, scan f
 	}
 	_, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (struct{}, error) { return struct{}{}, scan(r) })
 	return err
-}
-
-func (e *executor) SearchKeys(ctx context.Context, prefix, suffix string, max int) ([]driver.Semaphore, error) {
-	rows, err := e.db.Query(ctx, e.q.history.searchKeys, driver.LikePattern(prefix, suffix), max)
-	if err != nil {
-		return nil, fmt.Errorf("search keys: %w", err)
-	}
-	out, err := pgx.CollectRows(rows, scanSemaphore)
-	if err != nil {
-		return nil, fmt.Errorf("search keys: %w", err)
-	}
-	return out, nil
 }

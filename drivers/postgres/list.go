@@ -1,12 +1,8 @@
 package postgres
 
 import (
-	"context"
 	"encoding/json"
-	"fmt"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/bqueue/bq/internal/driver"
 	"github.com/bqueue/bq/internal/sqltext"
@@ -36,24 +32,8 @@ var listSpelling = sqltext.ListSpelling{
 	},
 }
 
-func (e *executor) ListJobs(ctx context.Context, f driver.JobFilter) ([]*driver.JobInfo, error) {
-	query, args := listJobs(e.q.spell, f)
-	out, err := collect(ctx, e.db, func(r pgx.CollectableRow) (*driver.JobInfo, error) {
-		return scanJobInfo(r)
-	}, query, args...)
-	if err != nil {
-		return nil, fmt.Errorf("list jobs: %w", err)
-	}
-	return out, nil
-}
-
-func listJobs(spell func(string) string, f driver.JobFilter) (string, []any) {
+// JobListing is the listing of f's jobs (sqlexec.Shared's ListJobs).
+func (c conn) JobListing(f driver.JobFilter) (string, []any) {
 	query, args := sqltext.ListJobs(f, listSpelling)
-	return sqltext.Rebind(spell(query)), args
-}
-
-// ListJobsQuery is the statement ListJobs runs for f on the tables of
-// prefix, with its arguments: for EXPLAIN in benchmarks and the docs.
-func ListJobsQuery(prefix string, f driver.JobFilter) (string, []any) {
-	return listJobs(sqltext.Spelling(prefix), f)
+	return sqltext.Rebind(c.q.spell(query)), args
 }

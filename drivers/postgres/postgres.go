@@ -134,7 +134,9 @@ func (d *engine) WithPrefix(prefix string) driver.Driver {
 }
 
 func (d *engine) Exec() driver.Executor {
-	return &executor{db: d.pool, q: d.q, txIdle: d.txIdle, plans: &d.plans}
+	e := newExecutor(d.pool, d.q)
+	e.txIdle, e.plans = d.txIdle, &d.plans
+	return &e
 }
 
 // Begin takes a connection for a READ COMMITTED transaction; BEGIN itself
@@ -145,7 +147,7 @@ func (d *engine) Begin(ctx context.Context) (driver.Tx, error) {
 		return nil, fmt.Errorf("begin transaction: %w", err)
 	}
 	tx := &pipeTx{conn: conn, idleTimeout: d.txIdle}
-	return &txExecutor{executor: executor{db: tx, q: d.q}, tx: tx}, nil
+	return &txExecutor{executor: newExecutor(tx, d.q), tx: tx}, nil
 }
 
 // WrapTx adapts the caller's pgx.Tx; bq sets no timeout inside it.
@@ -154,7 +156,8 @@ func (d *engine) WrapTx(tx any) (driver.Executor, error) {
 	if !ok {
 		return nil, fmt.Errorf("the PostgreSQL driver enqueues inside a pgx.Tx, got %T: begin the transaction on the same pgxpool.Pool", tx)
 	}
-	return &executor{db: t, q: d.q}, nil
+	e := newExecutor(t, d.q)
+	return &e, nil
 }
 
 // Retryable reports serialization failures, deadlocks and lock timeouts,

@@ -1,9 +1,15 @@
 package postgres
 
-import "github.com/bqueue/bq/internal/sqltext"
+import (
+	"github.com/bqueue/bq/internal/sqlexec"
+	"github.com/bqueue/bq/internal/sqltext"
+)
 
 // queries holds every statement with the table prefix spliced in once.
 type queries struct {
+	// SharedQueries are those of sqlexec.Shared (shared.go).
+	sqlexec.SharedQueries
+
 	insertJobs, insertPlainJobs, insertKeyedJobs, insertReady, insertScheduled, insertBlocked string // lean: leanInsertJobs
 
 	completeClaims, completeDelete                                            string
@@ -18,27 +24,17 @@ type queries struct {
 	hasDueScheduled, takeDueScheduled, expiredSems, promotableSems, deleteIdleSems string
 	lostClaims, lostClaimsOfKey, deleteFinished                                    string
 
-	registerProcess, heartbeat, renewSems, deregisterProcess, deleteDeadProcesses, listProcesses string
-	claimsOfProcess                                                                              string
+	heartbeat, renewSems, deleteDeadProcesses string
 
-	getJob, countByQueue, schemaVersion string
-
-	claimUncapped, queueGate, lockQueueGate, countClaimed, hasReady                                              string
-	lockPolicies, insertPolicy, updatePolicy, deletePolicy, listPolicies, policyKeys, policyRate, policyRateKeys string
-	setKeyLimit, deleteKeyLimit, latestJobLimit                                                                  string
-	pauseQueue, resumeQueue, pausedQueues                                                                        string
-
-	readyAges, groupStats, topBlockedKeys, readSem, keyHolders string
-	blockedAhead, blockedLine, jobExecution, listFailed        string
-	deleteFailed                                               string
+	claimUncapped, queueGate, lockQueueGate, countClaimed, hasReady string
+	policyKeys, latestJobLimit                                      string
 
 	// cancel.go
-	deleteReady, deleteScheduled, deleteBlocked, cancelJob, markCancel, cancelRequested string
+	cancelJob, markCancel string
 
-	history  historyQueries  // history.go
-	unique   uniqueQueries   // unique.go
-	periodic periodicQueries // periodic.go
-	rate     rateQueries     // rate.go
+	history historyQueries // history.go
+	unique  uniqueQueries  // unique.go
+	rate    rateQueries    // rate.go
 
 	// spell splices the prefix into statements built at run time (list.go).
 	spell func(string) string
@@ -51,7 +47,6 @@ const (
 	deleteHotRows = `, r AS (DELETE FROM {p}ready_executions x USING gone WHERE x.job_id = gone.id)
 , c AS (DELETE FROM {p}claimed_executions x USING gone WHERE x.job_id = gone.id)
 , b AS (DELETE FROM {p}blocked_executions x USING gone WHERE x.job_id = gone.id)`
-	policyColumns = sqltext.PolicyColumns
 )
 
 // movePicked follows a CTE picked(job_id) of blocked jobs: it moves
@@ -92,11 +87,6 @@ WHERE j.id = ANY(ARRAY(SELECT job_id FROM claimed))
 ORDER BY j.priority DESC, j.id`
 }
 
-// holding is the condition that job j holds its keys as a holder the
-// inspector lists: it is claimed or ready.
-const holding = `(EXISTS (SELECT 1 FROM {p}claimed_executions c WHERE c.job_id = j.id)
-		OR EXISTS (SELECT 1 FROM {p}ready_executions r WHERE r.job_id = j.id))`
-
 // isPaused reads whether queue $1 is paused.
 const isPaused = `EXISTS (SELECT 1 FROM {p}paused_queues WHERE queue = $1)`
 
@@ -114,7 +104,8 @@ func deadFor(silenceMS string) string {
 func newQueries(prefix string) *queries {
 	p := sqltext.Spelling(prefix)
 	return &queries{
-		spell: p,
+		SharedQueries: newSharedQueries(p),
+		spell:         p,
 		// IDs come from an identity column, so they rise in the order the
 		// ORDER BY feeds rows in; numbering them by id recovers each input
 		// row's place and with it the execution table it belongs in.
@@ -413,12 +404,7 @@ FOR UPDATE OF c SKIP LOCKED`),
 	SELECT id FROM {p}jobs WHERE finished_at < $1 ORDER BY finished_at LIMIT $2) RETURNING id)` + deleteHotRows + `
 SELECT count(*) FROM gone`),
 
-		registerProcess: p(`INSERT INTO {p}processes (kind, name, hostname, pid, queues, heartbeat_interval_ms,
-	dead_after_ms, started_at, last_heartbeat_at, beating_since)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8, $8) RETURNING id`),
 		heartbeat: p(`UPDATE {p}processes SET last_heartbeat_at = $2, beating_since = $3 WHERE id = $1`),
-		claimsOfProcess: p(`SELECT job_id, fence, claimed_at, cancel_requested_at IS NOT NULL
-FROM {p}claimed_executions WHERE process_id = $1`),
 		// Renew in key order, skipping rows someone holds: two renewals
 		// never deadlock, and a skipped key is renewed next beat.
 		renewSems: p(`
@@ -434,34 +420,9 @@ WHERE s.key IN (
 	AND s2.expires_at < $2::timestamptz + s2.duration_ms * $3::float8 * interval '1 millisecond'
 	ORDER BY s2.key
 	FOR UPDATE SKIP LOCKED)`),
-		deregisterProcess: p(`DELETE FROM {p}processes WHERE id = $1`),
 		deleteDeadProcesses: p(`DELETE FROM {p}processes p WHERE ` + deadFor(`greatest($2::bigint, p.dead_after_ms)`) + `
 AND NOT EXISTS (SELECT 1 FROM {p}claimed_executions c WHERE c.process_id = p.id)`),
-		listProcesses: p(`SELECT id, kind, name, hostname, pid, queues, heartbeat_interval_ms, dead_after_ms,
-	started_at, last_heartbeat_at, beating_since
-FROM {p}processes ORDER BY id`),
 
-		getJob: p(`
-SELECT ` + sqltext.JobInfoColumns + ` FROM {p}jobs j WHERE j.id = $1`),
-		countByQueue: p(`
-SELECT queue, sum(ready)::int, sum(running)::int, sum(scheduled)::int, sum(blocked)::int, sum(failed)::int
-FROM (` + sqltext.QueueCounts + `) t GROUP BY queue ORDER BY queue`),
-		schemaVersion: p(`SELECT coalesce(max(version_id), 0) FROM {p}schema_migrations WHERE is_applied`),
-
-		lockPolicies: p(`SELECT ` + policyColumns + ` FROM {p}policies
-WHERE namespace = $1 OR queue = ANY($2::text[]) ORDER BY queue FOR UPDATE`),
-		insertPolicy: p(`INSERT INTO {p}policies (queue, namespace, max_active, max_active_per_key, max_blocked,
-	max_starts_per_key, starts_period_ms, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8) ON CONFLICT (queue) DO NOTHING`),
-		updatePolicy: p(`UPDATE {p}policies SET max_active = $2, max_active_per_key = $3, max_blocked = $4,
-	max_starts_per_key = $5, starts_period_ms = $6, updated_at = $7 WHERE queue = $1`),
-		deletePolicy: p(`DELETE FROM {p}policies WHERE queue = $1`),
-		policyRate:   p(`SELECT max_starts_per_key, starts_period_ms FROM {p}policies WHERE queue = $1`),
-		policyRateKeys: p(`SELECT DISTINCT rate_key FROM {p}jobs WHERE queue = $1 AND rate_limit = 0
-AND rate_key IS NOT NULL AND finished_at IS NULL ORDER BY 1`),
-		pauseQueue:   p(`INSERT INTO {p}paused_queues (queue, paused_at) VALUES ($1, $2) ON CONFLICT (queue) DO NOTHING`),
-		resumeQueue:  p(`DELETE FROM {p}paused_queues WHERE queue = $1`),
-		pausedQueues: p(`SELECT queue, paused_at FROM {p}paused_queues ORDER BY queue`),
-		listPolicies: p(`SELECT ` + policyColumns + ` FROM {p}policies ORDER BY queue`),
 		// Every key of the queue's live jobs, a multi-key job's More too
 		// (more_keys leaves "to" out when 0), on the same scan as before.
 		policyKeys: p(`
@@ -471,9 +432,6 @@ SELECT DISTINCT k.key FROM {p}jobs j CROSS JOIN LATERAL (
 	SELECT m->>'key', coalesce((m->>'to')::int, 0) FROM jsonb_array_elements(coalesce(j.more_keys, '[]')::jsonb) m
 ) k
 WHERE j.queue = $1 AND j.concurrency_key IS NOT NULL AND j.finished_at IS NULL AND k.lim = 0 ORDER BY 1`),
-		setKeyLimit: p(`INSERT INTO {p}key_limits (key, lim, updated_at) VALUES ($1, $2, $3)
-ON CONFLICT (key) DO UPDATE SET lim = EXCLUDED.lim, updated_at = EXCLUDED.updated_at`),
-		deleteKeyLimit: p(`DELETE FROM {p}key_limits WHERE key = $1`),
 		// The newest live job naming the key, first or in job_keys.
 		latestJobLimit: p(`SELECT ` + jobColumns + ` FROM {p}jobs j WHERE j.id = (SELECT max(id) FROM (
 	(SELECT id FROM {p}jobs WHERE concurrency_key = $1 AND finished_at IS NULL ORDER BY id DESC LIMIT 1)
@@ -481,59 +439,14 @@ ON CONFLICT (key) DO UPDATE SET lim = EXCLUDED.lim, updated_at = EXCLUDED.update
 	(SELECT jk.job_id FROM {p}job_keys jk JOIN {p}jobs k ON k.id = jk.job_id
 	WHERE jk.key = $1 AND k.finished_at IS NULL ORDER BY jk.job_id DESC LIMIT 1)) t)`),
 
-		// Inspection (read-only).
-		readyAges: p(`SELECT queue, min(created_at) FROM {p}ready_executions GROUP BY queue ORDER BY queue`),
-		groupStats: p(`
-SELECT split_part(key, '/', 1) AS grp, count(*)::int, min(lim), max(lim), sum(lim - value)::int,
-	sum(blocked)::int, sum(CASE WHEN value <= 0 THEN 1 ELSE 0 END)::int
-FROM {p}semaphores GROUP BY grp ORDER BY grp LIMIT $1`),
-		topBlockedKeys: p(`SELECT key, value, lim, blocked, multi, duration_ms, expires_at FROM {p}semaphores
-WHERE blocked > 0 ORDER BY blocked DESC, key LIMIT $1`),
-		readSem: p(`SELECT value, lim, blocked, multi, duration_ms, expires_at FROM {p}semaphores WHERE key = $1`),
-		// The key's first-key holders and its multi-key holders (job_keys),
-		// each branch walked in id order by its index and cut at max.
-		keyHolders: p(`
-WITH held AS (
-	(SELECT j.id FROM {p}jobs j WHERE j.concurrency_key = $1 AND j.finished_at IS NULL AND ` + holding + `
-	ORDER BY j.id LIMIT $2)
-	UNION
-	(SELECT j.id FROM {p}job_keys jk JOIN {p}jobs j ON j.id = jk.job_id
-	WHERE jk.key = $1 AND j.finished_at IS NULL AND ` + holding + `
-	ORDER BY jk.job_id LIMIT $2)
-)
-SELECT j.id, j.kind, j.queue, c.job_id IS NOT NULL, coalesce(c.process_id, 0), coalesce(p.name, ''),
-	p.last_heartbeat_at, c.claimed_at
-FROM (SELECT id FROM held ORDER BY id LIMIT $2) h
-JOIN {p}jobs j ON j.id = h.id
-LEFT JOIN {p}claimed_executions c ON c.job_id = j.id
-LEFT JOIN {p}processes p ON p.id = c.process_id
-ORDER BY j.id`),
-		blockedAhead: p(`SELECT count(*) FROM (SELECT 1 FROM {p}blocked_executions
-WHERE concurrency_key = $1 AND (priority > $2 OR (priority = $2 AND job_id < $3)) LIMIT $4) ahead`),
-		blockedLine: p(`
-SELECT b.job_id, j.kind, b.queue, b.priority, b.created_at
-FROM {p}blocked_executions b JOIN {p}jobs j ON j.id = b.job_id
-WHERE b.concurrency_key = $1 ORDER BY b.priority DESC, b.job_id LIMIT $2`),
-		jobExecution: p(sqltext.JobExecution + `WHERE j.id = $1`),
-		listFailed:   p(sqltext.FailedJobs + `WHERE f.job_id < $1 ORDER BY f.job_id DESC LIMIT $2`),
-
-		deleteFailed: p(`DELETE FROM {p}failed_executions WHERE job_id = $1`),
-
-		deleteReady:     p(`DELETE FROM {p}ready_executions WHERE job_id = $1`),
-		deleteScheduled: p(`DELETE FROM {p}scheduled_executions WHERE job_id = $1`),
-		deleteBlocked:   p(`DELETE FROM {p}blocked_executions WHERE job_id = $1`),
 		cancelJob: p(`UPDATE {p}jobs SET attempt = attempt + CASE WHEN $3 THEN 1 ELSE 0 END, finished_at = $2,
 	cancelled = true, last_error = coalesce(nullif($4::text, ''), last_error) WHERE id = $1`),
 		markCancel: p(`UPDATE {p}claimed_executions SET cancel_requested_at = coalesce(cancel_requested_at, $2)
 WHERE job_id = $1 RETURNING cancel_requested_at`),
-		// Locks the claim: a cancel marking it waits for the run's end.
-		cancelRequested: p(`SELECT cancel_requested_at IS NOT NULL FROM {p}claimed_executions
-WHERE job_id = $1 AND fence = $2 FOR UPDATE`),
 
-		history:  newHistoryQueries(p),
-		unique:   newUniqueQueries(prefix),
-		rate:     newRateQueries(p),
-		periodic: newPeriodicQueries(p),
+		history: newHistoryQueries(p),
+		unique:  newUniqueQueries(prefix),
+		rate:    newRateQueries(p),
 	}
 }
 

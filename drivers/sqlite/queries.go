@@ -121,18 +121,9 @@ ORDER BY s.key LIMIT ?`)
 	q.DeleteFinished = p(`DELETE FROM {p}jobs WHERE id IN (
 	SELECT id FROM {p}jobs WHERE finished_at < ? ORDER BY finished_at LIMIT ?)`)
 
-	q.CountByQueue = p(`
-SELECT queue, sum(ready), sum(running), sum(scheduled), sum(blocked), sum(failed) FROM (` + sqltext.QueueCounts + `) t GROUP BY queue ORDER BY queue`)
-
-	// LockPolicies reads; the write transaction is the lock.
-	q.LockPolicies = p(`SELECT ` + sqltext.PolicyColumns + ` FROM {p}policies
-WHERE namespace = ? OR queue IN ` + idList + ` ORDER BY queue`)
-	q.InsertPolicy = p(`INSERT INTO {p}policies (queue, namespace, max_active, max_active_per_key, max_blocked,
-	max_starts_per_key, starts_period_ms, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (queue) DO NOTHING`)
-	q.PauseQueue = p(`INSERT INTO {p}paused_queues (queue, paused_at) VALUES (?, ?) ON CONFLICT (queue) DO NOTHING`)
-	q.SetKeyLimit = p(`INSERT INTO {p}key_limits (key, lim, updated_at) VALUES (?, ?, ?)
-ON CONFLICT (key) DO UPDATE SET lim = excluded.lim, updated_at = excluded.updated_at`)
-	q.DeleteKeyLimit = p(`DELETE FROM {p}key_limits WHERE key = ?`)
+	q.CountByQueue = p(sqltext.CountByQueue(func(col string) string { return "sum(" + col + ")" }))
+	// The policies, pauses and key overrides are sqlexec's shared
+	// statements: LockPolicies reads, the write transaction is the lock.
 	q.LatestJobLimit = p(`SELECT ` + sqltext.JobColumns + ` FROM {p}jobs j
 WHERE j.concurrency_key = ? AND j.finished_at IS NULL ORDER BY j.id DESC LIMIT 1`)
 	q.LatestMultiJob = p(`SELECT ` + sqltext.JobColumns + ` FROM {p}jobs j WHERE j.id = (SELECT max(jk.job_id)
@@ -154,9 +145,6 @@ FROM {p}job_keys jk JOIN {p}jobs k ON k.id = jk.job_id WHERE jk.key = ? AND k.fi
 SELECT CASE WHEN instr(key, '/') > 0 THEN substr(key, 1, instr(key, '/') - 1) ELSE key END AS grp,
 	count(*), min(lim), max(lim), sum(lim - value), sum(blocked), sum(CASE WHEN value <= 0 THEN 1 ELSE 0 END)
 FROM {p}semaphores GROUP BY grp ORDER BY grp LIMIT ?`)
-	q.TopBlockedKeys = p(`SELECT key, value, lim, blocked, multi, duration_ms, expires_at FROM {p}semaphores
-WHERE blocked > 0 ORDER BY blocked DESC, key LIMIT ?`)
-	q.ReadSem = p(`SELECT value, lim, blocked, multi, duration_ms, expires_at FROM {p}semaphores WHERE key = ?`)
 	q.KeyHolders = p(`
 SELECT j.id, j.kind, j.queue, c.job_id IS NOT NULL, coalesce(c.process_id, 0), coalesce(p.name, ''),
 	p.last_heartbeat_at, c.claimed_at
@@ -168,12 +156,6 @@ WHERE j.id IN (SELECT x.id FROM {p}jobs x WHERE x.concurrency_key = ? AND x.fini
 	AND j.finished_at IS NULL
 	AND (c.job_id IS NOT NULL OR EXISTS (SELECT 1 FROM {p}ready_executions r WHERE r.job_id = j.id))
 ORDER BY j.id LIMIT ?`)
-	q.BlockedAhead = p(`SELECT count(*) FROM (SELECT 1 FROM {p}blocked_executions
-WHERE concurrency_key = ? AND (priority > ? OR (priority = ? AND job_id < ?)) LIMIT ?)`)
-	q.BlockedLine = p(`
-SELECT b.job_id, j.kind, b.queue, b.priority, b.created_at
-FROM {p}blocked_executions b JOIN {p}jobs j ON j.id = b.job_id
-WHERE b.concurrency_key = ? ORDER BY b.priority DESC, b.job_id LIMIT ?`)
 
 	own := &ownQueries{
 		// Set-wise completion: the claims named by (job id, fence) pairs.

@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/bqueue/bq"
 	"github.com/bqueue/bq/drivers/postgres"
 	"github.com/bqueue/bq/internal/driver"
@@ -117,9 +120,22 @@ func BenchmarkListJobsByKey(b *testing.B) {
 	})
 }
 
-// explainList writes the PostgreSQL plans of the dashboard's filters to file.
+// explainList writes the PostgreSQL plans of the dashboard's filters to
+// file: each filter is listed once through a pool of its own whose tracer
+// keeps the statement and arguments the driver sent, which are then
+// explained.
 func explainList(b *testing.B, c *bq.Client, file string) {
+	ctx := context.Background()
 	d := driver.ClientEngine(c)
+	cfg := d.(interface{ Pool() *pgxpool.Pool }).Pool().Config()
+	sent := &lastQuery{}
+	cfg.ConnConfig.Tracer = sent
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer pool.Close()
+	ex := driver.EngineOf(postgres.New(pool)).WithPrefix(d.Prefix()).Exec()
 	var out strings.Builder
 	for _, f := range []driver.JobFilter{
 		{Key: "benchmarks.keyed/7"},
@@ -131,8 +147,10 @@ func explainList(b *testing.B, c *bq.Client, file string) {
 		{Key: "benchmarks.keyed/7", BeforeID: 500_000},
 	} {
 		f.Max = bq.DefaultListLimit + 1
-		query, args := postgres.ListJobsQuery(d.Prefix(), f)
-		rows, err := d.SQLDB().QueryContext(context.Background(), "EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) "+query, args...)
+		if _, err := ex.ListJobs(ctx, f); err != nil {
+			b.Fatal(err)
+		}
+		rows, err := d.SQLDB().QueryContext(ctx, "EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) "+sent.sql, sent.args...)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -151,6 +169,20 @@ func explainList(b *testing.B, c *bq.Client, file string) {
 		b.Fatal(err)
 	}
 }
+
+// lastQuery is a pgx tracer keeping the last statement sent and its
+// arguments.
+type lastQuery struct {
+	sql  string
+	args []any
+}
+
+func (q *lastQuery) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
+	q.sql, q.args = data.SQL, data.Args
+	return ctx
+}
+
+func (q *lastQuery) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
 
 // describe names a filter's set fields.
 func describe(f driver.JobFilter) string {

@@ -9,27 +9,25 @@ import (
 	"github.com/bqueue/bq/internal/driver"
 )
 
-func (e *Executor) DeleteExecution(ctx context.Context, state driver.JobState, jobID int64) (bool, error) {
-	var query string
-	switch state {
-	case driver.StateReady:
-		query = e.q.DeleteReady
-	case driver.StateScheduled:
-		query = e.q.DeleteScheduled
-	case driver.StateBlocked:
-		query = e.q.DeleteBlocked
-	case driver.StateFailed:
-		return e.DeleteFailed(ctx, jobID)
-	default:
+func (s Shared) DeleteExecution(ctx context.Context, state driver.JobState, jobID int64) (bool, error) {
+	if state == driver.StateFailed {
+		return s.DeleteFailed(ctx, jobID)
+	}
+	query, ok := s.q.DeleteExecution.Of(state)
+	if !ok {
 		return false, fmt.Errorf("delete execution of job %d: no execution table for state %q", jobID, state)
 	}
-	var n int64
-	err := e.single(ctx, func(x *Executor) (err error) {
-		n, err = ExecIn(ctx, x, query, []int64{jobID})
-		return err
-	})
+	n, err := s.c.Write(ctx, query, jobID)
 	if err != nil {
 		return false, fmt.Errorf("delete %s execution of job %d: %w", state, jobID, err)
+	}
+	return n == 1, nil
+}
+
+func (s Shared) DeleteFailed(ctx context.Context, jobID int64) (bool, error) {
+	n, err := s.c.Write(ctx, s.q.DeleteFailed, jobID)
+	if err != nil {
+		return false, fmt.Errorf("delete failed execution of job %d: %w", jobID, err)
 	}
 	return n == 1, nil
 }
@@ -71,9 +69,9 @@ func (e *Executor) MarkCancel(ctx context.Context, jobID int64, now time.Time) (
 	return FromMicros(at.Int64), true, nil
 }
 
-func (e *Executor) CancelRequested(ctx context.Context, jobID, fence int64) (bool, error) {
+func (s Shared) CancelRequested(ctx context.Context, jobID, fence int64) (bool, error) {
 	var marked bool
-	if _, err := found(e.db.QueryRowContext(ctx, e.q.CancelRequested, fence, jobID).Scan(&marked)); err != nil {
+	if _, err := found(s.c.QueryRow(ctx, s.q.CancelRequested, fence, jobID).Scan(&marked)); err != nil {
 		return false, fmt.Errorf("read the cancel mark of job %d: %w", jobID, err)
 	}
 	return marked, nil

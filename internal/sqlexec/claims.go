@@ -174,16 +174,3 @@ func (e *Executor) LostClaimsOfKey(ctx context.Context, key string, now time.Tim
 	}
 	return claims, nil
 }
-
-func (e *Executor) ClaimsOfProcess(ctx context.Context, processID int64) ([]driver.OwnClaim, error) {
-	out, err := Collect(ctx, e.db, func(rows *sql.Rows) (c driver.OwnClaim, err error) {
-		var at int64
-		err = rows.Scan(&c.JobID, &c.Fence, &at, &c.CancelRequested)
-		c.ClaimedAt = FromMicros(at)
-		return c, err
-	}, e.q.ClaimsOfProcess, processID)
-	if err != nil {
-		return nil, fmt.Errorf("list claims of process %d: %w", processID, err)
-	}
-	return out, nil
-}

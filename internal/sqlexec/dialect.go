@@ -15,17 +15,11 @@ type Dialect interface {
 	// Queries are the dialect's statements, the table prefix spliced in.
 	Queries() *Queries
 
-	// Text passes a queue, namespace or key as its column takes it (MySQL's
-	// VARBINARY columns take []byte, so no character set alters them).
-	Text(s string) any
-	// KeyArgs are the arguments that look a full key up (MySQL: its
-	// SHA-256, which the indexes hold, then the key itself).
-	KeyArgs(key string) []any
+	// Encoding: Text, KeyArgs, CheckKey and NoTable.
+	Encoding
 	// KeyIndex is the one argument that matches a key's indexed column
 	// (MySQL: its SHA-256).
 	KeyIndex(key string) any
-	// CheckKey refuses a key too long for the dialect's columns.
-	CheckKey(key string) error
 
 	// List returns query with its ListMarker made a list of n items, and
 	// ListArgs the arguments that pass the items (MySQL: n placeholders
@@ -45,9 +39,6 @@ type Dialect interface {
 	// input order.
 	InsertIDs(ctx context.Context, db DB, query string, args []any) ([]int64, error)
 
-	// NoTable reports that err is about a table that does not exist.
-	NoTable(err error) bool
-
 	// ListSpelling is how the dialect matches a key, a key range,
 	// metadata and a tag in ListJobs (Time and Text are filled in by the
 	// Executor).
@@ -55,10 +46,7 @@ type Dialect interface {
 
 	// History is the dialect's history statements (driver.HistoryStore).
 	History() *sqlhistory.Queries
-	// SearchKeys is the key search statement (semaphore columns key,
-	// value, lim, blocked, multi, duration_ms, expires_at; args pattern, max) and
-	// the pattern of the keys that start with prefix and end with suffix,
-	// matched byte for byte.
+	// SearchKeys is Conn's.
 	SearchKeys(prefix, suffix string) (query string, pattern any)
 
 	// The steps the dialects take their own ways: locking reads that

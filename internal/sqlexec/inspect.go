@@ -2,7 +2,6 @@ package sqlexec
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"math"
 
@@ -11,120 +10,148 @@ import (
 
 // The inspection statements: read-only, for Health, Explain and the UI.
 
-func (e *Executor) ReadyAges(ctx context.Context) ([]driver.QueueAge, error) {
-	out, err := Collect(ctx, e.db, func(row *sql.Rows) (a driver.QueueAge, err error) {
-		var oldest int64
-		err = row.Scan(&a.Queue, &oldest)
-		a.OldestReady = FromMicros(oldest)
+// key is the arguments that look key up, then more.
+func (s Shared) key(key string, more ...any) []any { return append(s.c.KeyArgs(key), more...) }
+
+func (s Shared) CountByQueue(ctx context.Context) ([]driver.QueueCounts, error) {
+	out, err := collect(ctx, s.c, func(r Row) (c driver.QueueCounts, err error) {
+		err = r.Scan(&c.Queue, &c.Ready, &c.Running, &c.Scheduled, &c.Blocked, &c.Failed)
+		return c, err
+	}, s.q.CountByQueue)
+	if err != nil {
+		return nil, fmt.Errorf("count jobs by queue: %w", err)
+	}
+	return out, nil
+}
+
+func (s Shared) SchemaVersion(ctx context.Context) (int64, error) {
+	var v int64
+	err := s.c.QueryRow(ctx, s.q.SchemaVersion).Scan(&v)
+	if err != nil && s.c.NoTable(err) {
+		return 0, nil // never migrated
+	}
+	if err != nil {
+		return 0, fmt.Errorf("read schema version: %w", err)
+	}
+	return v, nil
+}
+
+func (s Shared) ReadyAges(ctx context.Context) ([]driver.QueueAge, error) {
+	out, err := collect(ctx, s.c, func(r Row) (a driver.QueueAge, err error) {
+		err = r.Scan(&a.Queue, At(&a.OldestReady))
 		return a, err
-	}, e.q.ReadyAges)
+	}, s.q.ReadyAges)
 	if err != nil {
 		return nil, fmt.Errorf("read ready ages: %w", err)
 	}
 	return out, nil
 }
 
-func (e *Executor) GroupStats(ctx context.Context, max int) ([]driver.GroupStats, error) {
-	out, err := Collect(ctx, e.db, func(row *sql.Rows) (g driver.GroupStats, err error) {
-		err = row.Scan(&g.Group, &g.Keys, &g.MinLimit, &g.MaxLimit, &g.Active, &g.Blocked, &g.Saturated)
+func (s Shared) GroupStats(ctx context.Context, max int) ([]driver.GroupStats, error) {
+	out, err := collect(ctx, s.c, func(r Row) (g driver.GroupStats, err error) {
+		err = r.Scan(&g.Group, &g.Keys, &g.MinLimit, &g.MaxLimit, &g.Active, &g.Blocked, &g.Saturated)
 		return g, err
-	}, e.q.GroupStats, max)
+	}, s.q.GroupStats, max)
 	if err != nil {
 		return nil, fmt.Errorf("sum semaphores by group: %w", err)
 	}
 	return out, nil
 }
 
-func (e *Executor) TopBlockedKeys(ctx context.Context, max int) ([]driver.Semaphore, error) {
-	out, err := Collect(ctx, e.db, scanSemaphore, e.q.TopBlockedKeys, max)
+func (s Shared) TopBlockedKeys(ctx context.Context, max int) ([]driver.Semaphore, error) {
+	out, err := collect(ctx, s.c, scanSemaphore, s.q.TopBlockedKeys, max)
 	if err != nil {
 		return nil, fmt.Errorf("list keys with blocked jobs: %w", err)
 	}
 	return out, nil
 }
 
-func (e *Executor) ReadSemaphore(ctx context.Context, key string) (driver.Semaphore, bool, error) {
-	s := driver.Semaphore{Key: key}
-	var durMS, expires int64
-	ok, err := found(e.db.QueryRowContext(ctx, e.q.ReadSem, e.d.KeyArgs(key)...).Scan(&s.Value, &s.Limit, &s.Blocked, &s.Multi, &durMS, &expires))
-	if err != nil {
-		return s, false, fmt.Errorf("read semaphore %q: %w", key, err)
-	}
-	s.Duration, s.ExpiresAt = fromMillis(durMS), FromMicros(expires)
-	return s, ok, nil
+// scanSemaphore reads key, value, lim, blocked, multi, duration_ms, expires_at.
+func scanSemaphore(r Row) (s driver.Semaphore, err error) {
+	var durMS int64
+	err = r.Scan(&s.Key, &s.Value, &s.Limit, &s.Blocked, &s.Multi, &durMS, At(&s.ExpiresAt))
+	s.Duration = fromMillis(durMS)
+	return s, err
 }
 
-func (e *Executor) KeyHolders(ctx context.Context, key string, max int) ([]driver.Holder, error) {
-	out, err := Collect(ctx, e.db, func(row *sql.Rows) (h driver.Holder, err error) {
-		var beat, claimed sql.NullInt64
-		err = row.Scan(&h.JobID, &h.Kind, &h.Queue, &h.Running, &h.ProcessID, &h.ProcessName, &beat, &claimed)
-		h.ProcessBeat, h.ClaimedAt = optMicros(beat), optMicros(claimed)
+var _ driver.KeySearcher = Shared{}
+
+// SearchKeys lists, in key order, up to max semaphores whose keys start
+// with prefix and end with suffix, matched byte for byte.
+func (s Shared) SearchKeys(ctx context.Context, prefix, suffix string, max int) ([]driver.Semaphore, error) {
+	query, pattern := s.c.SearchKeys(prefix, suffix)
+	out, err := collect(ctx, s.c, scanSemaphore, query, pattern, max)
+	if err != nil {
+		return nil, fmt.Errorf("search keys: %w", err)
+	}
+	return out, nil
+}
+
+func (s Shared) ReadSemaphore(ctx context.Context, key string) (driver.Semaphore, bool, error) {
+	sem := driver.Semaphore{Key: key}
+	var durMS int64
+	ok, err := found(s.c.QueryRow(ctx, s.q.ReadSem, s.c.KeyArgs(key)...).Scan(&sem.Value, &sem.Limit, &sem.Blocked,
+		&sem.Multi, &durMS, At(&sem.ExpiresAt)))
+	if err != nil {
+		return sem, false, fmt.Errorf("read semaphore %q: %w", key, err)
+	}
+	sem.Duration = fromMillis(durMS)
+	return sem, ok, nil
+}
+
+func (s Shared) KeyHolders(ctx context.Context, key string, max int) ([]driver.Holder, error) {
+	out, err := collect(ctx, s.c, func(r Row) (h driver.Holder, err error) {
+		err = r.Scan(&h.JobID, &h.Kind, &h.Queue, &h.Running, &h.ProcessID, &h.ProcessName, At(&h.ProcessBeat), At(&h.ClaimedAt))
 		return h, err
-	}, e.q.KeyHolders, append(e.key(key), e.key(key, max)...)...)
+	}, s.q.KeyHolders, append(s.key(key), s.key(key, max)...)...)
 	if err != nil {
 		return nil, fmt.Errorf("list holders of %q: %w", key, err)
 	}
 	return out, nil
 }
 
-func (e *Executor) BlockedAhead(ctx context.Context, key string, priority int, jobID int64, max int) (int, error) {
+func (s Shared) BlockedAhead(ctx context.Context, key string, priority int, jobID int64, max int) (int, error) {
 	var n int
-	if err := e.db.QueryRowContext(ctx, e.q.BlockedAhead, e.key(key, priority, priority, jobID, max)...).Scan(&n); err != nil {
+	if err := s.c.QueryRow(ctx, s.q.BlockedAhead, s.key(key, priority, priority, jobID, max)...).Scan(&n); err != nil {
 		return 0, fmt.Errorf("count blocked jobs ahead of job %d: %w", jobID, err)
 	}
 	return n, nil
 }
 
-func (e *Executor) BlockedLine(ctx context.Context, key string, max int) ([]driver.BlockedJob, error) {
-	out, err := Collect(ctx, e.db, func(row *sql.Rows) (b driver.BlockedJob, err error) {
-		var since int64
-		err = row.Scan(&b.JobID, &b.Kind, &b.Queue, &b.Priority, &since)
-		b.Since = FromMicros(since)
+func (s Shared) BlockedLine(ctx context.Context, key string, max int) ([]driver.BlockedJob, error) {
+	out, err := collect(ctx, s.c, func(r Row) (b driver.BlockedJob, err error) {
+		err = r.Scan(&b.JobID, &b.Kind, &b.Queue, &b.Priority, At(&b.Since))
 		return b, err
-	}, e.q.BlockedLine, e.key(key, max)...)
+	}, s.q.BlockedLine, s.key(key, max)...)
 	if err != nil {
 		return nil, fmt.Errorf("list blocked jobs of %q: %w", key, err)
 	}
 	return out, nil
 }
 
-func (e *Executor) JobExecution(ctx context.Context, id int64) (driver.ExecutionDetail, bool, error) {
+func (s Shared) JobExecution(ctx context.Context, id int64) (driver.ExecutionDetail, bool, error) {
 	var x driver.ExecutionDetail
-	var ready, blocked, due, claimed, failed, beat, cancel sql.NullInt64
-	ok, err := found(e.db.QueryRowContext(ctx, e.q.JobExecution, id).Scan(&ready, &blocked, &due, &claimed, &failed,
-		&x.ProcessID, &x.ProcessName, &beat, &cancel))
+	ok, err := found(s.c.QueryRow(ctx, s.q.JobExecution, id).Scan(At(&x.ReadySince), At(&x.BlockedSince), At(&x.DueAt),
+		At(&x.ClaimedAt), At(&x.FailedAt), &x.ProcessID, &x.ProcessName, At(&x.ProcessBeat), At(&x.CancelRequestedAt)))
 	if err != nil {
-		return x, false, fmt.Errorf("read execution of job %d: %w", id, err)
+		return driver.ExecutionDetail{}, false, fmt.Errorf("read execution of job %d: %w", id, err)
 	}
 	if !ok {
-		return x, false, nil
+		return driver.ExecutionDetail{}, false, nil
 	}
-	x.ReadySince, x.BlockedSince, x.DueAt = optMicros(ready), optMicros(blocked), optMicros(due)
-	x.ClaimedAt, x.FailedAt, x.ProcessBeat = optMicros(claimed), optMicros(failed), optMicros(beat)
-	x.CancelRequestedAt = optMicros(cancel)
 	return x, true, nil
 }
 
-func (e *Executor) ListFailed(ctx context.Context, before int64, max int) ([]driver.FailedJob, error) {
+func (s Shared) ListFailed(ctx context.Context, before int64, max int) ([]driver.FailedJob, error) {
 	if before <= 0 {
 		before = math.MaxInt64
 	}
-	out, err := Collect(ctx, e.db, func(row *sql.Rows) (f driver.FailedJob, err error) {
-		var failedAt int64
-		err = row.Scan(&f.JobID, &f.Kind, &f.Queue, &f.Key, &f.Attempt, &f.Error, &failedAt)
-		f.FailedAt = FromMicros(failedAt)
+	out, err := collect(ctx, s.c, func(r Row) (f driver.FailedJob, err error) {
+		err = r.Scan(&f.JobID, &f.Kind, &f.Queue, &f.Key, &f.Attempt, &f.Error, At(&f.FailedAt))
 		return f, err
-	}, e.q.ListFailed, before, max)
+	}, s.q.ListFailed, before, max)
 	if err != nil {
 		return nil, fmt.Errorf("list failed jobs: %w", err)
 	}
 	return out, nil
-}
-
-func (e *Executor) DeleteFailed(ctx context.Context, jobID int64) (bool, error) {
-	n, err := e.exec(ctx, e.q.DeleteFailed, jobID)
-	if err != nil {
-		return false, fmt.Errorf("delete failed execution of job %d: %w", jobID, err)
-	}
-	return n == 1, nil
 }

@@ -2,7 +2,6 @@ package sqlexec
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"time"
 
@@ -245,55 +244,4 @@ func (e *Executor) DeleteFinishedJobs(ctx context.Context, before time.Time, max
 		return 0, fmt.Errorf("delete finished jobs: %w", err)
 	}
 	return int(n), nil
-}
-
-func (e *Executor) GetJob(ctx context.Context, id int64) (*driver.JobInfo, bool, error) {
-	info, err := scanJobInfo(e.db.QueryRowContext(ctx, e.q.GetJob, id).Scan)
-	ok, err := found(err)
-	if err != nil {
-		return nil, false, fmt.Errorf("get job %d: %w", id, err)
-	}
-	if !ok {
-		return nil, false, nil
-	}
-	return info, true, nil
-}
-
-// scanJobInfo reads sqltext.JobInfoColumns.
-func scanJobInfo(scan func(...any) error) (*driver.JobInfo, error) {
-	info := &driver.JobInfo{}
-	var state string
-	var finished sql.NullInt64
-	if err := ScanJob(scan, &info.Job, &info.LastError, &finished, &state); err != nil {
-		return nil, err
-	}
-	if finished.Valid {
-		t := FromMicros(finished.Int64)
-		info.FinishedAt = &t
-	}
-	info.State = driver.JobState(state)
-	return info, nil
-}
-
-func (e *Executor) CountByQueue(ctx context.Context) ([]driver.QueueCounts, error) {
-	out, err := Collect(ctx, e.db, func(rows *sql.Rows) (c driver.QueueCounts, err error) {
-		err = rows.Scan(&c.Queue, &c.Ready, &c.Running, &c.Scheduled, &c.Blocked, &c.Failed)
-		return c, err
-	}, e.q.CountByQueue)
-	if err != nil {
-		return nil, fmt.Errorf("count jobs by queue: %w", err)
-	}
-	return out, nil
-}
-
-func (e *Executor) SchemaVersion(ctx context.Context) (int64, error) {
-	var v int64
-	err := e.db.QueryRowContext(ctx, e.q.SchemaVersion).Scan(&v)
-	if err != nil && e.d.NoTable(err) {
-		return 0, nil // never migrated
-	}
-	if err != nil {
-		return 0, fmt.Errorf("read schema version: %w", err)
-	}
-	return v, nil
 }

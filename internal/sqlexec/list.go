@@ -2,24 +2,39 @@ package sqlexec
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
-	"time"
 
 	"github.com/bqueue/bq/internal/driver"
-	"github.com/bqueue/bq/internal/sqltext"
 )
 
-func (e *Executor) ListJobs(ctx context.Context, f driver.JobFilter) ([]*driver.JobInfo, error) {
-	s := e.d.ListSpelling()
-	s.Time = func(t time.Time) any { return Micros(t) }
-	s.Text = e.d.Text
-	query, args := sqltext.ListJobs(f, s)
-	out, err := Collect(ctx, e.db, func(rows *sql.Rows) (*driver.JobInfo, error) {
-		return scanJobInfo(rows.Scan)
-	}, e.q.Spell(query), args...)
+func (s Shared) GetJob(ctx context.Context, id int64) (*driver.JobInfo, bool, error) {
+	info, err := scanJobInfo(s.c.QueryRow(ctx, s.q.GetJob, id))
+	ok, err := found(err)
+	if err != nil {
+		return nil, false, fmt.Errorf("get job %d: %w", id, err)
+	}
+	if !ok {
+		return nil, false, nil
+	}
+	return info, true, nil
+}
+
+func (s Shared) ListJobs(ctx context.Context, f driver.JobFilter) ([]*driver.JobInfo, error) {
+	query, args := s.c.JobListing(f)
+	out, err := collect(ctx, s.c, scanJobInfo, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list jobs: %w", err)
 	}
 	return out, nil
+}
+
+// scanJobInfo reads sqltext.JobInfoColumns.
+func scanJobInfo(r Row) (*driver.JobInfo, error) {
+	info := &driver.JobInfo{}
+	var state string
+	if err := ScanJob(r.Scan, &info.Job, &info.LastError, OptAt(&info.FinishedAt), &state); err != nil {
+		return nil, err
+	}
+	info.State = driver.JobState(state)
+	return info, nil
 }

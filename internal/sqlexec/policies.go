@@ -2,7 +2,6 @@ package sqlexec
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"slices"
 	"time"
@@ -10,65 +9,101 @@ import (
 	"github.com/bqueue/bq/internal/driver"
 )
 
-func (e *Executor) policies(ctx context.Context, query string, args ...any) ([]driver.Policy, error) {
-	return Collect(ctx, e.db, func(rows *sql.Rows) (p driver.Policy, err error) {
-		var created, updated, periodMS int64
-		err = rows.Scan(&p.Queue, &p.Namespace, &p.MaxActive, &p.MaxActivePerKey, &p.MaxBlocked, &p.MaxStartsPerKey, &periodMS,
-			&created, &updated)
-		p.CreatedAt, p.UpdatedAt = FromMicros(created), FromMicros(updated)
-		p.StartsPeriod = time.Duration(periodMS) * time.Millisecond
+func (s Shared) policies(ctx context.Context, query string, args ...any) ([]driver.Policy, error) {
+	return collect(ctx, s.c, func(r Row) (p driver.Policy, err error) {
+		var periodMS int64
+		err = r.Scan(&p.Queue, &p.Namespace, &p.MaxActive, &p.MaxActivePerKey, &p.MaxBlocked, &p.MaxStartsPerKey, &periodMS,
+			At(&p.CreatedAt), At(&p.UpdatedAt))
+		p.StartsPeriod = fromMillis(periodMS)
 		return p, err
 	}, query, args...)
 }
 
 // LockPolicies locks the rows it reads (FOR UPDATE); on a single writer
 // the write transaction is the lock.
-func (e *Executor) LockPolicies(ctx context.Context, namespace string, queues []string) ([]driver.Policy, error) {
-	names := make([]any, len(queues))
-	for i, q := range queues {
-		names[i] = e.d.Text(q)
-	}
-	query, args := in(e, e.q.LockPolicies, names)
-	out, err := e.policies(ctx, query, append([]any{e.d.Text(namespace)}, args...)...)
+func (s Shared) LockPolicies(ctx context.Context, namespace string, queues []string) ([]driver.Policy, error) {
+	query, args := s.c.Names(s.q.LockPolicies, queues)
+	out, err := s.policies(ctx, query, append([]any{s.c.Text(namespace)}, args...)...)
 	if err != nil {
 		return nil, fmt.Errorf("lock policies: %w", err)
 	}
 	return out, nil
 }
 
-func (e *Executor) ListPolicies(ctx context.Context) ([]driver.Policy, error) {
-	out, err := e.policies(ctx, e.q.ListPolicies)
+func (s Shared) ListPolicies(ctx context.Context) ([]driver.Policy, error) {
+	out, err := s.policies(ctx, s.q.ListPolicies)
 	if err != nil {
 		return nil, fmt.Errorf("list policies: %w", err)
 	}
 	return out, nil
 }
 
-func (e *Executor) InsertPolicy(ctx context.Context, p driver.Policy) (bool, error) {
-	n, err := e.exec(ctx, e.q.InsertPolicy, e.d.Text(p.Queue), e.d.Text(p.Namespace), p.MaxActive, p.MaxActivePerKey,
-		p.MaxBlocked, p.MaxStartsPerKey, p.StartsPeriod.Milliseconds(), Micros(p.UpdatedAt), Micros(p.UpdatedAt))
+func (s Shared) InsertPolicy(ctx context.Context, p driver.Policy) (bool, error) {
+	n, err := s.c.Write(ctx, s.q.InsertPolicy, s.c.Text(p.Queue), s.c.Text(p.Namespace), p.MaxActive, p.MaxActivePerKey,
+		p.MaxBlocked, p.MaxStartsPerKey, p.StartsPeriod.Milliseconds(), s.c.Time(p.UpdatedAt), s.c.Time(p.UpdatedAt))
 	if err != nil {
 		return false, fmt.Errorf("insert policy of queue %q: %w", p.Queue, err)
 	}
 	return n == 1, nil
 }
 
-func (e *Executor) UpdatePolicy(ctx context.Context, p driver.Policy) error {
-	if _, err := e.exec(ctx, e.q.UpdatePolicy, p.MaxActive, p.MaxActivePerKey, p.MaxBlocked,
-		p.MaxStartsPerKey, p.StartsPeriod.Milliseconds(), Micros(p.UpdatedAt),
-		e.d.Text(p.Queue)); err != nil {
+func (s Shared) UpdatePolicy(ctx context.Context, p driver.Policy) error {
+	if _, err := s.c.Write(ctx, s.q.UpdatePolicy, p.MaxActive, p.MaxActivePerKey, p.MaxBlocked,
+		p.MaxStartsPerKey, p.StartsPeriod.Milliseconds(), s.c.Time(p.UpdatedAt),
+		s.c.Text(p.Queue)); err != nil {
 		return fmt.Errorf("update policy of queue %q: %w", p.Queue, err)
 	}
 	return nil
 }
 
-func (e *Executor) DeletePolicy(ctx context.Context, queue string) error {
-	if _, err := e.exec(ctx, e.q.DeletePolicy, e.d.Text(queue)); err != nil {
+func (s Shared) DeletePolicy(ctx context.Context, queue string) error {
+	if _, err := s.c.Write(ctx, s.q.DeletePolicy, s.c.Text(queue)); err != nil {
 		return fmt.Errorf("delete policy of queue %q: %w", queue, err)
 	}
 	return nil
 }
 
+func (s Shared) PolicyRateKeys(ctx context.Context, queue string) ([]string, error) {
+	keys, err := collect(ctx, s.c, func(r Row) (k string, err error) {
+		err = r.Scan(&k)
+		return k, err
+	}, s.q.PolicyRateKeys, s.c.Text(queue))
+	if err != nil {
+		return nil, fmt.Errorf("list policy-rated keys of queue %q: %w", queue, err)
+	}
+	return keys, nil
+}
+
+func (s Shared) PolicyRate(ctx context.Context, queue string) (driver.RateSpec, error) {
+	var r driver.RateSpec
+	var periodMS int64
+	if _, err := found(s.c.QueryRow(ctx, s.q.PolicyRate, s.c.Text(queue)).Scan(&r.Limit, &periodMS)); err != nil {
+		return driver.RateSpec{}, fmt.Errorf("read the policy rate of queue %q: %w", queue, err)
+	}
+	r.Period = fromMillis(periodMS)
+	return r, nil
+}
+
+func (s Shared) SetKeyLimit(ctx context.Context, key string, limit int, now time.Time) error {
+	if err := s.c.CheckKey(key); err != nil {
+		return fmt.Errorf("set key limit: %w", err)
+	}
+	if _, err := s.c.Write(ctx, s.q.SetKeyLimit, append(s.c.KeyArgs(key), limit, s.c.Time(now))...); err != nil {
+		return fmt.Errorf("set limit of key %q: %w", key, err)
+	}
+	return nil
+}
+
+func (s Shared) DeleteKeyLimit(ctx context.Context, key string) (bool, error) {
+	n, err := s.c.Write(ctx, s.q.DeleteKeyLimit, s.c.KeyArgs(key)...)
+	if err != nil {
+		return false, fmt.Errorf("clear limit of key %q: %w", key, err)
+	}
+	return n == 1, nil
+}
+
+// PolicyKeys reads the further keys of multi-key jobs (more_keys) in Go;
+// PostgreSQL reads them in SQL.
 func (e *Executor) PolicyKeys(ctx context.Context, queue string) ([]string, error) {
 	keys, err := Column[string](ctx, e.db, e.q.PolicyKeys, e.d.Text(queue))
 	if err != nil {
@@ -97,42 +132,9 @@ func (e *Executor) PolicyKeys(ctx context.Context, queue string) ([]string, erro
 	return keys, nil
 }
 
-func (e *Executor) PolicyRateKeys(ctx context.Context, queue string) ([]string, error) {
-	keys, err := Column[string](ctx, e.db, e.q.PolicyRateKeys, e.d.Text(queue))
-	if err != nil {
-		return nil, fmt.Errorf("list policy-rated keys of queue %q: %w", queue, err)
-	}
-	return keys, nil
-}
-
-func (e *Executor) PolicyRate(ctx context.Context, queue string) (driver.RateSpec, error) {
-	var s driver.RateSpec
-	var periodMS int64
-	if _, err := found(e.db.QueryRowContext(ctx, e.q.PolicyRate, e.d.Text(queue)).Scan(&s.Limit, &periodMS)); err != nil {
-		return driver.RateSpec{}, fmt.Errorf("read the policy rate of queue %q: %w", queue, err)
-	}
-	s.Period = time.Duration(periodMS) * time.Millisecond
-	return s, nil
-}
-
-func (e *Executor) SetKeyLimit(ctx context.Context, key string, limit int, now time.Time) error {
-	if err := e.d.CheckKey(key); err != nil {
-		return fmt.Errorf("set key limit: %w", err)
-	}
-	if _, err := e.exec(ctx, e.q.SetKeyLimit, e.key(key, limit, Micros(now))...); err != nil {
-		return fmt.Errorf("set limit of key %q: %w", key, err)
-	}
-	return nil
-}
-
-func (e *Executor) DeleteKeyLimit(ctx context.Context, key string) (bool, error) {
-	n, err := e.exec(ctx, e.q.DeleteKeyLimit, e.d.KeyArgs(key)...)
-	if err != nil {
-		return false, fmt.Errorf("clear limit of key %q: %w", key, err)
-	}
-	return n == 1, nil
-}
-
+// LatestJobLimit reads the newest job naming the key first, then the
+// newest naming it among its further keys; PostgreSQL reads both in one
+// statement.
 func (e *Executor) LatestJobLimit(ctx context.Context, key string) (driver.Limit, string, bool, error) {
 	var j, m driver.Job
 	ok, err := found(ScanJob(e.db.QueryRowContext(ctx, e.q.LatestJobLimit, e.d.KeyIndex(key)).Scan, &j))

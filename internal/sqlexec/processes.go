@@ -2,24 +2,16 @@ package sqlexec
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"time"
 
 	"github.com/bqueue/bq/internal/driver"
 )
 
-func (e *Executor) RegisterProcess(ctx context.Context, p driver.Process) (int64, error) {
-	var id int64
-	err := e.single(ctx, func(x *Executor) error { // one INSERT
-		ids, err := x.insertRows(ctx, x.q.RegisterProcess, 10, []any{p.Kind, p.Name, p.Hostname, p.PID, p.Queues,
-			p.HeartbeatInterval.Milliseconds(), p.DeadAfter.Milliseconds(), Micros(p.StartedAt), Micros(p.StartedAt),
-			Micros(p.StartedAt)}, true)
-		if err == nil {
-			id = ids[0]
-		}
-		return err
-	})
+func (s Shared) RegisterProcess(ctx context.Context, p driver.Process) (int64, error) {
+	at := s.c.Time(p.StartedAt)
+	id, err := s.c.InsertID(ctx, s.q.RegisterProcess, p.Kind, p.Name, p.Hostname, p.PID, p.Queues,
+		p.HeartbeatInterval.Milliseconds(), p.DeadAfter.Milliseconds(), at, at, at)
 	if err != nil {
 		return 0, fmt.Errorf("register process: %w", err)
 	}
@@ -58,13 +50,6 @@ func (e *Executor) beat(ctx context.Context, b driver.Beat) (bool, error) {
 	return found, err
 }
 
-func (e *Executor) DeregisterProcess(ctx context.Context, processID int64) error {
-	if _, err := e.exec(ctx, e.q.DeregisterProcess, processID); err != nil {
-		return fmt.Errorf("deregister process %d: %w", processID, err)
-	}
-	return nil
-}
-
 func (e *Executor) DeleteDeadProcesses(ctx context.Context, now time.Time, deadAfter time.Duration) (int, error) {
 	n, err := e.d.DeleteDeadProcesses(ctx, e, now, deadAfter)
 	if err != nil {
@@ -73,14 +58,32 @@ func (e *Executor) DeleteDeadProcesses(ctx context.Context, now time.Time, deadA
 	return n, nil
 }
 
-func (e *Executor) ListProcesses(ctx context.Context) ([]driver.Process, error) {
-	out, err := Collect(ctx, e.db, func(rows *sql.Rows) (p driver.Process, err error) {
-		var hbMS, deadMS, started, last, since int64
-		err = rows.Scan(&p.ID, &p.Kind, &p.Name, &p.Hostname, &p.PID, &p.Queues, &hbMS, &deadMS, &started, &last, &since)
+func (s Shared) ClaimsOfProcess(ctx context.Context, processID int64) ([]driver.OwnClaim, error) {
+	out, err := collect(ctx, s.c, func(r Row) (c driver.OwnClaim, err error) {
+		err = r.Scan(&c.JobID, &c.Fence, At(&c.ClaimedAt), &c.CancelRequested)
+		return c, err
+	}, s.q.ClaimsOfProcess, processID)
+	if err != nil {
+		return nil, fmt.Errorf("list claims of process %d: %w", processID, err)
+	}
+	return out, nil
+}
+
+func (s Shared) DeregisterProcess(ctx context.Context, processID int64) error {
+	if _, err := s.c.Write(ctx, s.q.DeregisterProcess, processID); err != nil {
+		return fmt.Errorf("deregister process %d: %w", processID, err)
+	}
+	return nil
+}
+
+func (s Shared) ListProcesses(ctx context.Context) ([]driver.Process, error) {
+	out, err := collect(ctx, s.c, func(r Row) (p driver.Process, err error) {
+		var hbMS, deadMS int64
+		err = r.Scan(&p.ID, &p.Kind, &p.Name, &p.Hostname, &p.PID, &p.Queues, &hbMS, &deadMS,
+			At(&p.StartedAt), At(&p.LastHeartbeatAt), At(&p.BeatingSince))
 		p.HeartbeatInterval, p.DeadAfter = fromMillis(hbMS), fromMillis(deadMS)
-		p.StartedAt, p.LastHeartbeatAt, p.BeatingSince = FromMicros(started), FromMicros(last), FromMicros(since)
 		return p, err
-	}, e.q.ListProcesses)
+	}, s.q.ListProcesses)
 	if err != nil {
 		return nil, fmt.Errorf("list processes: %w", err)
 	}

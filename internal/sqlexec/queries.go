@@ -8,6 +8,10 @@ import "github.com/bqueue/bq/internal/sqltext"
 // statement passes them; a key travels as the dialect's KeyArgs (looked
 // up) or KeyIndex (matched on its index), a queue as its Text.
 type Queries struct {
+	// SharedQueries are those of the methods every dialect runs alike
+	// (Shared).
+	SharedQueries
+
 	// Multi-row INSERTs, up to VALUES: the rows follow (Values).
 	InsertJobs, InsertReady, InsertScheduled, InsertBlocked string
 	// InsertJobKeys is up to VALUES of the job_keys rows of multi-key
@@ -17,7 +21,7 @@ type Queries struct {
 	FinishJob, DeleteJobs, RecordError, InsertFailed string
 
 	HasReady, Gate, CountClaimed, PickReady, DeleteReady, InsertClaims, SelectClaims string
-	DeleteClaim, ClaimsOfProcess                                                     string
+	DeleteClaim                                                                      string
 	// The set-wise end of claims (CompleteClaims; a dialect ending them its
 	// own way, SQLite, leaves them empty). LockEnding reads fence, job_id
 	// of the listed fences, locking them; DeleteClaims deletes the listed
@@ -38,27 +42,14 @@ type Queries struct {
 
 	HasDueScheduled, PickDueScheduled, DeleteScheduled, SelectJobs, DeleteFinished string
 
-	// RegisterProcess is a one-row INSERT, up to VALUES.
-	RegisterProcess, Heartbeat, ProcessExists, DeregisterProcess, ListProcesses string
+	Heartbeat, ProcessExists string
 
-	GetJob, CountByQueue, SchemaVersion string
-
-	LockPolicies, InsertPolicy, UpdatePolicy, DeletePolicy, ListPolicies, PolicyKeys, PolicyRate, PolicyRateKeys string
-	SetKeyLimit, DeleteKeyLimit, LatestJobLimit                                                                  string
+	PolicyKeys, LatestJobLimit string
 	// PolicyMoreKeys reads the more_keys of a queue's live multi-key jobs
 	// (their further keys left to the policy are picked in Go);
 	// LatestMultiJob the newest live job naming a key (its KeyIndex) in
 	// job_keys.
 	PolicyMoreKeys, LatestMultiJob string
-
-	// PauseQueue inserts the queue's row unless it exists, affecting no row then.
-	PauseQueue, ResumeQueue, PausedQueues string
-
-	// KeyHolders takes the key's KeyArgs twice (its jobs by
-	// concurrency_key, then by job_keys), then max.
-	ReadyAges, GroupStats, TopBlockedKeys, ReadSem, KeyHolders string
-	BlockedAhead, BlockedLine, JobExecution, ListFailed        string
-	DeleteFailed                                               string
 
 	// LockUnique is the dialect's (MySQL: its lock row's upsert; SQLite:
 	// none, its one writer serialises); a dialect may append its locking
@@ -67,21 +58,21 @@ type Queries struct {
 	// Spell splices the table prefix into a statement built at run time
 	// (ListJobs).
 	Spell func(string) string
-	// Cancel (cancel.go). CancelRequested is a locking read on a dialect
-	// with row locks (MySQL appends FOR UPDATE).
-	CancelJob, ClaimFence, MarkCancel, CancelMark, CancelRequested string
+	// Cancel (cancel.go).
+	CancelJob, ClaimFence, MarkCancel, CancelMark string
 
-	Periodic PeriodicQueries // periodic.go
 	// Rate (rate.go) is the dialect's: Rates with its RateSpelling.
 	Rate RateQueries
 }
 
-// Common returns the statements both database/sql dialects spell alike, each passed
-// through spell (see sqltext.Spelling).
+// Common returns the statements both database/sql dialects spell alike,
+// those every dialect spells alike among them (SharedStatements), each
+// passed through spell (see sqltext.Spelling).
 func Common(spell func(string) string) Queries {
 	p := spell
 	return Queries{
-		Spell: spell,
+		SharedQueries: SharedStatements(spell),
+		Spell:         spell,
 		InsertJobs: p(`INSERT INTO {p}jobs (kind, queue, args, priority, max_attempts, concurrency_key,
 	concurrency_limit, concurrency_duration_ms, on_conflict, max_blocked, scheduled_at, created_at,
 	metadata, tags, rate_key, rate_limit, rate_period_ms, more_keys) VALUES `),
@@ -107,42 +98,17 @@ FROM (SELECT ? AS queue) q LEFT JOIN {p}policies c ON c.queue = q.queue AND c.ma
 FROM {p}claimed_executions c JOIN {p}jobs j ON j.id = c.job_id
 WHERE c.job_id IN ` + ListMarker + ` ORDER BY j.priority DESC, j.id`),
 		DeleteClaim: p(`DELETE FROM {p}claimed_executions WHERE fence = ? AND job_id = ?`),
-		ClaimsOfProcess: p(`SELECT job_id, fence, claimed_at, cancel_requested_at IS NOT NULL
-FROM {p}claimed_executions WHERE process_id = ?`),
 
 		HasDueScheduled: p(`SELECT EXISTS (SELECT 1 FROM {p}scheduled_executions WHERE scheduled_at <= ?)`),
 		SelectJobs: p(`SELECT ` + sqltext.JobColumns + ` FROM {p}jobs j WHERE j.id IN ` + ListMarker +
 			` ORDER BY j.priority DESC, j.id`),
 
-		RegisterProcess: p(`INSERT INTO {p}processes (kind, name, hostname, pid, queues, heartbeat_interval_ms,
-	dead_after_ms, started_at, last_heartbeat_at, beating_since) VALUES `),
-		Heartbeat:         p(`UPDATE {p}processes SET last_heartbeat_at = ?, beating_since = ? WHERE id = ?`),
-		ProcessExists:     p(`SELECT EXISTS (SELECT 1 FROM {p}processes WHERE id = ?)`),
-		DeregisterProcess: p(`DELETE FROM {p}processes WHERE id = ?`),
-		ListProcesses: p(`SELECT id, kind, name, hostname, pid, queues, heartbeat_interval_ms, dead_after_ms,
-	started_at, last_heartbeat_at, beating_since FROM {p}processes ORDER BY id`),
+		Heartbeat:     p(`UPDATE {p}processes SET last_heartbeat_at = ?, beating_since = ? WHERE id = ?`),
+		ProcessExists: p(`SELECT EXISTS (SELECT 1 FROM {p}processes WHERE id = ?)`),
 
-		GetJob:        p(`SELECT ` + sqltext.JobInfoColumns + ` FROM {p}jobs j WHERE j.id = ?`),
-		SchemaVersion: p(`SELECT coalesce(max(version_id), 0) FROM {p}schema_migrations WHERE is_applied`),
-
-		UpdatePolicy: p(`UPDATE {p}policies SET max_active = ?, max_active_per_key = ?, max_blocked = ?,
-	max_starts_per_key = ?, starts_period_ms = ?, updated_at = ? WHERE queue = ?`),
-		DeletePolicy: p(`DELETE FROM {p}policies WHERE queue = ?`),
-		PolicyRate:   p(`SELECT max_starts_per_key, starts_period_ms FROM {p}policies WHERE queue = ?`),
-		PolicyRateKeys: p(`SELECT DISTINCT rate_key FROM {p}jobs WHERE queue = ? AND rate_limit = 0
-AND rate_key IS NOT NULL AND finished_at IS NULL ORDER BY 1`),
-		ListPolicies: p(`SELECT ` + sqltext.PolicyColumns + ` FROM {p}policies ORDER BY queue`),
 		PolicyKeys: p(`SELECT DISTINCT concurrency_key FROM {p}jobs WHERE queue = ? AND concurrency_limit = 0
 AND concurrency_key IS NOT NULL AND finished_at IS NULL ORDER BY 1`),
 		PolicyMoreKeys: p(`SELECT more_keys FROM {p}jobs WHERE queue = ? AND more_keys IS NOT NULL AND finished_at IS NULL`),
-
-		ResumeQueue:  p(`DELETE FROM {p}paused_queues WHERE queue = ?`),
-		PausedQueues: p(`SELECT queue, paused_at FROM {p}paused_queues ORDER BY queue`),
-
-		ReadyAges:    p(`SELECT queue, min(created_at) FROM {p}ready_executions GROUP BY queue ORDER BY queue`),
-		JobExecution: p(sqltext.JobExecution + `WHERE j.id = ?`),
-		ListFailed:   p(sqltext.FailedJobs + `WHERE f.job_id < ? ORDER BY f.job_id DESC LIMIT ?`),
-		DeleteFailed: p(`DELETE FROM {p}failed_executions WHERE job_id = ?`),
 
 		CancelJob: p(`UPDATE {p}jobs SET attempt = attempt + ?, finished_at = ?, cancelled = ?,
 	last_error = coalesce(nullif(?, ''), last_error) WHERE id = ?`),
@@ -150,10 +116,8 @@ AND concurrency_key IS NOT NULL AND finished_at IS NULL ORDER BY 1`),
 		// primary key only, never its job_id index entry, which the run's
 		// end (DeleteClaim) takes after the primary key: the two cannot
 		// deadlock.
-		ClaimFence:      p(`SELECT fence FROM {p}claimed_executions WHERE job_id = ?`),
-		MarkCancel:      p(`UPDATE {p}claimed_executions SET cancel_requested_at = coalesce(cancel_requested_at, ?) WHERE fence = ?`),
-		CancelMark:      p(`SELECT cancel_requested_at FROM {p}claimed_executions WHERE fence = ?`),
-		CancelRequested: p(`SELECT cancel_requested_at IS NOT NULL FROM {p}claimed_executions WHERE fence = ? AND job_id = ?`),
-		Periodic:        periodicQueries(p),
+		ClaimFence: p(`SELECT fence FROM {p}claimed_executions WHERE job_id = ?`),
+		MarkCancel: p(`UPDATE {p}claimed_executions SET cancel_requested_at = coalesce(cancel_requested_at, ?) WHERE fence = ?`),
+		CancelMark: p(`SELECT cancel_requested_at FROM {p}claimed_executions WHERE fence = ?`),
 	}
 }

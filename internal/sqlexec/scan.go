@@ -10,11 +10,11 @@ import (
 
 // ScanJob reads sqltext.JobColumns into j, then extra.
 func ScanJob(scan func(...any) error, j *driver.Job, extra ...any) error {
-	var durMS, scheduled, created, rateMS int64
+	var durMS, rateMS int64
 	var conflict int
 	var args, more []byte
 	dest := append([]any{&j.ID, &j.Kind, &j.Queue, &args, &j.Priority, &j.Attempt, &j.MaxAttempts,
-		&j.Limit.Key, &j.Limit.To, &durMS, &conflict, &j.Limit.MaxBlocked, &scheduled, &created,
+		&j.Limit.Key, &j.Limit.To, &durMS, &conflict, &j.Limit.MaxBlocked, At(&j.ScheduledAt), At(&j.CreatedAt),
 		&j.Metadata, &j.Tags, &j.Rate.Key, &j.Rate.Limit, &rateMS, &more}, extra...)
 	if err := scan(dest...); err != nil {
 		return err
@@ -27,7 +27,6 @@ func ScanJob(scan func(...any) error, j *driver.Job, extra ...any) error {
 	j.Args = args
 	j.Limit.Duration = fromMillis(durMS)
 	j.Limit.OnConflict = driver.OnConflict(conflict)
-	j.ScheduledAt, j.CreatedAt = FromMicros(scheduled), FromMicros(created)
 	return nil
 }
 
@@ -37,6 +36,15 @@ func Collect[T any](ctx context.Context, db DB, scan func(*sql.Rows) (T, error),
 	if err != nil {
 		return nil, err
 	}
+	return scanAll(rows, scan)
+}
+
+// scanAll scans every row of rows with scan, then closes them.
+func scanAll[R interface {
+	Next() bool
+	Err() error
+	Close() error
+}, T any](rows R, scan func(R) (T, error)) ([]T, error) {
 	defer rows.Close()
 	var out []T
 	for rows.Next() {

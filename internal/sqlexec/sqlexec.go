@@ -14,6 +14,11 @@
 //
 // Times are stored as Unix microseconds and durations as milliseconds, so
 // no time zone setting of either database matters.
+//
+// What every dialect runs alike, PostgreSQL's pgx driver included (the
+// pauses, policies, periodic schedules, process rows, inspection and
+// listing), is written once in Shared, on a Conn each driver adapts to;
+// the Executor embeds it.
 package sqlexec
 
 import (
@@ -22,6 +27,7 @@ import (
 	"time"
 
 	"github.com/bqueue/bq/internal/driver"
+	"github.com/bqueue/bq/internal/sqltext"
 )
 
 // DB is what *sql.DB and *sql.Tx have in common.
@@ -34,6 +40,10 @@ type DB interface {
 // Executor runs bq's statements on one database/sql database, inside a
 // transaction or outside any.
 type Executor struct {
+	// Shared runs the statements every dialect runs alike, on this
+	// executor (conn).
+	Shared
+
 	d   Dialect
 	q   *Queries
 	drv driver.Driver // begins the transactions of single statements (exec)
@@ -48,7 +58,62 @@ var _ driver.Executor = (*Executor)(nil)
 // transaction; each write still runs in a transaction of its own, begun
 // on drv (see Atomic).
 func New(d Dialect, drv driver.Driver, db DB) *Executor {
-	return &Executor{d: d, q: d.Queries(), drv: drv, db: db}
+	e := &Executor{d: d, q: d.Queries(), drv: drv, db: db}
+	e.Shared = NewShared(conn{d, e}, &e.q.SharedQueries)
+	return e
+}
+
+// conn is an Executor as Shared runs statements on it: each write in a
+// transaction of its own outside one (exec), times as Unix microseconds.
+type conn struct {
+	Dialect
+	e *Executor
+}
+
+func (c conn) Write(ctx context.Context, query string, args ...any) (int64, error) {
+	return c.e.exec(ctx, query, args...)
+}
+
+func (c conn) Query(ctx context.Context, query string, args ...any) (Rows, error) {
+	rows, err := c.e.db.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	return rows, nil
+}
+
+func (c conn) QueryRow(ctx context.Context, query string, args ...any) Row {
+	return c.e.db.QueryRowContext(ctx, query, args...)
+}
+
+func (c conn) InsertID(ctx context.Context, head string, args ...any) (int64, error) {
+	var id int64
+	err := c.e.single(ctx, func(x *Executor) error { // one INSERT
+		ids, err := x.insertRows(ctx, head, len(args), args, true)
+		if err == nil {
+			id = ids[0]
+		}
+		return err
+	})
+	return id, err
+}
+
+func (c conn) Time(t time.Time) any { return Micros(t) }
+
+func (c conn) JobListing(f driver.JobFilter) (string, []any) {
+	s := c.ListSpelling()
+	s.Time = func(t time.Time) any { return Micros(t) }
+	s.Text = c.Text
+	query, args := sqltext.ListJobs(f, s)
+	return c.e.q.Spell(query), args
+}
+
+func (c conn) Names(query string, names []string) (string, []any) {
+	items := make([]any, len(names))
+	for i, n := range names {
+		items[i] = c.Text(n)
+	}
+	return in(c.e, query, items)
 }
 
 // Wrap returns an executor writing inside the caller's transaction tx.

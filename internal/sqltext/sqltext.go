@@ -26,6 +26,10 @@ const (
 const PolicyColumns = `queue, namespace, max_active, max_active_per_key, max_blocked,
 	max_starts_per_key, starts_period_ms, created_at, updated_at`
 
+// PeriodicColumns are the columns of a periodic schedule's row, in
+// scanning order.
+const PeriodicColumns = `name, kind, schedule, next_run_at, last_run_at, last_job_id, last_state, created_at, seen_at`
+
 // JobState is the state of job j (driver.JobState), by which table holds
 // it.
 const JobState = `CASE
@@ -53,6 +57,14 @@ const QueueCounts = `
 	UNION ALL SELECT queue, 0, 0, 0, count(*), 0 FROM {p}blocked_executions GROUP BY queue
 	UNION ALL SELECT queue, 0, 0, 0, 0, count(*) FROM {p}failed_executions GROUP BY queue
 `
+
+// CountByQueue sums QueueCounts per queue, each sum of column col
+// spelled by sum: a dialect casts it its own way.
+func CountByQueue(sum func(col string) string) string {
+	return `SELECT queue, ` + sum("ready") + `, ` + sum("running") + `, ` + sum("scheduled") + `, ` + sum("blocked") + `, ` +
+		sum("failed") + `
+FROM (` + QueueCounts + `) t GROUP BY queue ORDER BY queue`
+}
 
 // JobExecution reads the execution row of job j, whatever table holds it,
 // and its claim's process; a dialect adds the WHERE naming the job.

@@ -1,0 +1,115 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/bqueue/bq/internal/driver"
+	"github.com/bqueue/bq/internal/sqlexec"
+	"github.com/bqueue/bq/internal/sqltext"
+)
+
+// newSharedQueries are sqlexec's shared statements, spelled by p with
+// $n placeholders, and PostgreSQL's own where it spells them its way.
+func newSharedQueries(p func(string) string) sqlexec.SharedQueries {
+	q := sqlexec.SharedStatements(func(s string) string { return sqltext.Rebind(p(s)) })
+	q.LockPolicies = p(`SELECT ` + sqltext.PolicyColumns + ` FROM {p}policies
+WHERE namespace = $1 OR queue = ANY($2::text[]) ORDER BY queue FOR UPDATE`)
+	q.Periodic.Lock = p(`SELECT ` + sqltext.PeriodicColumns + ` FROM {p}periodic_jobs WHERE name = ANY($1::text[]) ORDER BY name FOR UPDATE`)
+	// Locks the claim: a cancel marking it waits for the run's end.
+	q.CancelRequested += " FOR UPDATE"
+	q.CountByQueue = p(sqltext.CountByQueue(func(col string) string { return "sum(" + col + ")::int" }))
+	q.GroupStats = p(`
+SELECT split_part(key, '/', 1) AS grp, count(*)::int, min(lim), max(lim), sum(lim - value)::int,
+	sum(blocked)::int, sum(CASE WHEN value <= 0 THEN 1 ELSE 0 END)::int
+FROM {p}semaphores GROUP BY grp ORDER BY grp LIMIT $1`)
+	// The key's first-key holders and its multi-key holders (job_keys),
+	// each branch walked in id order by its index and cut at max. Args:
+	// the key twice ($1, $2), then max ($3).
+	q.KeyHolders = p(`
+WITH held AS (
+	(SELECT j.id FROM {p}jobs j WHERE j.concurrency_key = $1 AND j.finished_at IS NULL AND ` + holding + `
+	ORDER BY j.id LIMIT $3)
+	UNION
+	(SELECT j.id FROM {p}job_keys jk JOIN {p}jobs j ON j.id = jk.job_id
+	WHERE jk.key = $2 AND j.finished_at IS NULL AND ` + holding + `
+	ORDER BY jk.job_id LIMIT $3)
+)
+SELECT j.id, j.kind, j.queue, c.job_id IS NOT NULL, coalesce(c.process_id, 0), coalesce(p.name, ''),
+	p.last_heartbeat_at, c.claimed_at
+FROM (SELECT id FROM held ORDER BY id LIMIT $3) h
+JOIN {p}jobs j ON j.id = h.id
+LEFT JOIN {p}claimed_executions c ON c.job_id = j.id
+LEFT JOIN {p}processes p ON p.id = c.process_id
+ORDER BY j.id`)
+	return q
+}
+
+// holding is the condition that job j holds its keys as a holder the
+// inspector lists: it is claimed or ready.
+const holding = `(EXISTS (SELECT 1 FROM {p}claimed_executions c WHERE c.job_id = j.id)
+		OR EXISTS (SELECT 1 FROM {p}ready_executions r WHERE r.job_id = j.id))`
+
+// conn runs the statements every dialect runs alike (sqlexec.Shared) on
+// pgx: times as timestamptz, queues and keys as text, a list of names as
+// one text[] argument (the statements spell it = ANY).
+type conn struct {
+	db dbtx
+	q  *queries
+}
+
+var _ sqlexec.Conn = conn{}
+
+func (c conn) Write(ctx context.Context, query string, args ...any) (int64, error) {
+	tag, err := c.db.Exec(ctx, query, args...)
+	return tag.RowsAffected(), err
+}
+
+func (c conn) Query(ctx context.Context, query string, args ...any) (sqlexec.Rows, error) {
+	r, err := c.db.Query(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	return rows{r}, nil
+}
+
+func (c conn) QueryRow(ctx context.Context, query string, args ...any) sqlexec.Row {
+	return c.db.QueryRow(ctx, query, args...)
+}
+
+// InsertID reads the id back with RETURNING.
+func (c conn) InsertID(ctx context.Context, head string, args ...any) (int64, error) {
+	var id int64
+	err := c.db.QueryRow(ctx, sqltext.Rebind(head+sqlexec.Values(1, len(args)))+" RETURNING id", args...).Scan(&id)
+	return id, err
+}
+
+func (conn) Time(t time.Time) any      { return t }
+func (conn) Text(s string) any         { return s }
+func (conn) KeyArgs(key string) []any  { return []any{key} }
+func (conn) CheckKey(key string) error { return checkKey(key) }
+
+// NoTable reports undefined_table.
+func (conn) NoTable(err error) bool {
+	pgErr := (*pgconn.PgError)(nil)
+	return errors.As(err, &pgErr) && pgErr.Code == "42P01"
+}
+
+func (conn) Names(query string, names []string) (string, []any) { return query, []any{names} }
+
+// SearchKeys matches keys with LIKE (history.go).
+func (c conn) SearchKeys(prefix, suffix string) (string, any) {
+	return c.q.history.searchKeys, driver.LikePattern(prefix, suffix)
+}
+
+// rows are pgx's rows as sqlexec reads them.
+type rows struct{ pgx.Rows }
+
+func (r rows) Close() error {
+	r.Rows.Close()
+	return nil
+}

@@ -1,0 +1,100 @@
+package sqlexec
+
+import "github.com/bqueue/bq/internal/sqltext"
+
+// SharedQueries are the statements Shared runs. SharedStatements fills
+// those every dialect spells alike; a dialect sets the rest (GroupStats,
+// KeyHolders, CountByQueue) and spells its own way any it must (an
+// upsert, a list, a locking read). The arguments are bound in the order
+// the Shared method running each statement passes them: a key as the
+// Conn's KeyArgs, a queue or a name as its Text, a time as its Time.
+type SharedQueries struct {
+	// PauseQueue inserts the queue's row unless it exists, affecting no
+	// row then.
+	PauseQueue, ResumeQueue, PausedQueues string
+
+	// LockPolicies reads the policies of a namespace and of a list of
+	// queues (Conn.Names), locking them where the dialect has row locks.
+	// InsertPolicy affects no row when the queue has one.
+	LockPolicies, InsertPolicy, UpdatePolicy, DeletePolicy, ListPolicies string
+	PolicyRate, PolicyRateKeys, SetKeyLimit, DeleteKeyLimit              string
+
+	Periodic PeriodicQueries // periodic.go
+
+	// RegisterProcess is a one-row INSERT, up to VALUES (Conn.InsertID).
+	RegisterProcess, ClaimsOfProcess, DeregisterProcess, ListProcesses string
+
+	GetJob, CountByQueue, SchemaVersion, ReadyAges, GroupStats, TopBlockedKeys string
+	// KeyHolders takes the key's KeyArgs twice (its jobs by
+	// concurrency_key, then by job_keys), then max; BlockedAhead the
+	// key's KeyArgs, the priority twice, the job id and max.
+	ReadSem, KeyHolders, BlockedAhead, BlockedLine, JobExecution, ListFailed string
+
+	// DeleteExecution deletes one job's row of each execution table a
+	// cancel takes a job out of, by its id.
+	DeleteExecution Executions
+	DeleteFailed    string
+	// CancelRequested is a locking read on a dialect with row locks
+	// (FOR UPDATE appended).
+	CancelRequested string
+}
+
+// SharedStatements returns the statements every dialect spells alike,
+// each passed through spell: sqltext.Spelling, and on PostgreSQL
+// sqltext.Rebind after it.
+func SharedStatements(spell func(string) string) SharedQueries {
+	p := spell
+	return SharedQueries{
+		PauseQueue:   p(`INSERT INTO {p}paused_queues (queue, paused_at) VALUES (?, ?) ON CONFLICT (queue) DO NOTHING`),
+		ResumeQueue:  p(`DELETE FROM {p}paused_queues WHERE queue = ?`),
+		PausedQueues: p(`SELECT queue, paused_at FROM {p}paused_queues ORDER BY queue`),
+
+		LockPolicies: p(`SELECT ` + sqltext.PolicyColumns + ` FROM {p}policies
+WHERE namespace = ? OR queue IN ` + ListMarker + ` ORDER BY queue`),
+		InsertPolicy: p(`INSERT INTO {p}policies (queue, namespace, max_active, max_active_per_key, max_blocked,
+	max_starts_per_key, starts_period_ms, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (queue) DO NOTHING`),
+		UpdatePolicy: p(`UPDATE {p}policies SET max_active = ?, max_active_per_key = ?, max_blocked = ?,
+	max_starts_per_key = ?, starts_period_ms = ?, updated_at = ? WHERE queue = ?`),
+		DeletePolicy: p(`DELETE FROM {p}policies WHERE queue = ?`),
+		ListPolicies: p(`SELECT ` + sqltext.PolicyColumns + ` FROM {p}policies ORDER BY queue`),
+		PolicyRate:   p(`SELECT max_starts_per_key, starts_period_ms FROM {p}policies WHERE queue = ?`),
+		PolicyRateKeys: p(`SELECT DISTINCT rate_key FROM {p}jobs WHERE queue = ? AND rate_limit = 0
+AND rate_key IS NOT NULL AND finished_at IS NULL ORDER BY 1`),
+		SetKeyLimit: p(`INSERT INTO {p}key_limits (key, lim, updated_at) VALUES (?, ?, ?)
+ON CONFLICT (key) DO UPDATE SET lim = excluded.lim, updated_at = excluded.updated_at`),
+		DeleteKeyLimit: p(`DELETE FROM {p}key_limits WHERE key = ?`),
+
+		Periodic: periodicQueries(p),
+
+		RegisterProcess: p(`INSERT INTO {p}processes (kind, name, hostname, pid, queues, heartbeat_interval_ms,
+	dead_after_ms, started_at, last_heartbeat_at, beating_since) VALUES `),
+		ClaimsOfProcess: p(`SELECT job_id, fence, claimed_at, cancel_requested_at IS NOT NULL
+FROM {p}claimed_executions WHERE process_id = ?`),
+		DeregisterProcess: p(`DELETE FROM {p}processes WHERE id = ?`),
+		ListProcesses: p(`SELECT id, kind, name, hostname, pid, queues, heartbeat_interval_ms, dead_after_ms,
+	started_at, last_heartbeat_at, beating_since FROM {p}processes ORDER BY id`),
+
+		GetJob:        p(`SELECT ` + sqltext.JobInfoColumns + ` FROM {p}jobs j WHERE j.id = ?`),
+		SchemaVersion: p(`SELECT coalesce(max(version_id), 0) FROM {p}schema_migrations WHERE is_applied`),
+		ReadyAges:     p(`SELECT queue, min(created_at) FROM {p}ready_executions GROUP BY queue ORDER BY queue`),
+		TopBlockedKeys: p(`SELECT key, value, lim, blocked, multi, duration_ms, expires_at FROM {p}semaphores
+WHERE blocked > 0 ORDER BY blocked DESC, key LIMIT ?`),
+		ReadSem: p(`SELECT value, lim, blocked, multi, duration_ms, expires_at FROM {p}semaphores WHERE key = ?`),
+		BlockedAhead: p(`SELECT count(*) FROM (SELECT 1 FROM {p}blocked_executions
+WHERE concurrency_key = ? AND (priority > ? OR (priority = ? AND job_id < ?)) LIMIT ?) ahead`),
+		BlockedLine: p(`
+SELECT b.job_id, j.kind, b.queue, b.priority, b.created_at
+FROM {p}blocked_executions b JOIN {p}jobs j ON j.id = b.job_id
+WHERE b.concurrency_key = ? ORDER BY b.priority DESC, b.job_id LIMIT ?`),
+		JobExecution: p(sqltext.JobExecution + `WHERE j.id = ?`),
+		ListFailed:   p(sqltext.FailedJobs + `WHERE f.job_id < ? ORDER BY f.job_id DESC LIMIT ?`),
+
+		DeleteExecution: Executions{
+			Ready:     p(`DELETE FROM {p}ready_executions WHERE job_id = ?`),
+			Scheduled: p(`DELETE FROM {p}scheduled_executions WHERE job_id = ?`),
+			Blocked:   p(`DELETE FROM {p}blocked_executions WHERE job_id = ?`),
+		},
+		DeleteFailed:    p(`DELETE FROM {p}failed_executions WHERE job_id = ?`),
+		CancelRequested: p(`SELECT cancel_requested_at IS NOT NULL FROM {p}claimed_executions WHERE fence = ? AND job_id = ?`),
+	}
+}
