@@ -71,19 +71,13 @@ package mysql
 import (
 	"context"
 	"database/sql"
-	sqldriver "database/sql/driver"
 	"errors"
 	"fmt"
-	"net/url"
-	"regexp"
-	"strconv"
-	"strings"
 	"time"
 
 	gomysql "github.com/go-sql-driver/mysql"
 
 	"github.com/bqueue/bq/internal/driver"
-	"github.com/bqueue/bq/internal/humanize"
 	"github.com/bqueue/bq/internal/sqlexec"
 	"github.com/bqueue/bq/migrations"
 )
@@ -109,207 +103,9 @@ type serverCaps struct {
 	readCommitted bool
 }
 
-// TxIdleTimeout bounds bq's sessions (see the package documentation): a
-// transaction whose client stays silent this long is rolled back by the
-// server, and a lock wait gives up after it.
-const TxIdleTimeout = driver.TxIdleTimeout
-
-// ConnMaxIdleTime is how long a pool should keep an idle connection whose
-// session has wait_timeout = TxIdleTimeout, so that the server never
-// closes one the pool still holds: a third of it, as database/sql closes
-// idle connections up to a second late.
-const ConnMaxIdleTime = TxIdleTimeout / 3
-
 // portableOnly makes Open take the paths every server has (MySQL 8's)
 // on MariaDB too; tests set it.
 var portableOnly bool
-
-// txIdleTimeout is TxIdleTimeout; tests shorten it.
-var txIdleTimeout = TxIdleTimeout
-
-// seconds renders d for a session variable counted in whole seconds,
-// rounding up.
-func seconds(d time.Duration) string {
-	return strconv.Itoa(max(1, int((d+time.Second-1)/time.Second)))
-}
-
-// setBounds adds bq's session bounds to params, keeping those the URL
-// set: innodb_lock_wait_timeout everywhere; idle_transaction_timeout on
-// MariaDB; wait_timeout on MySQL, which has no idle-transaction timeout,
-// or when the server is not known (s == nil: DSN).
-func setBounds(params map[string]string, s *serverKind) {
-	n := seconds(txIdleTimeout)
-	if _, ok := params["innodb_lock_wait_timeout"]; !ok {
-		params["innodb_lock_wait_timeout"] = n
-	}
-	_, idleTx := params["idle_transaction_timeout"]
-	_, idleWrite := params["idle_write_transaction_timeout"]
-	_, wait := params["wait_timeout"]
-	switch {
-	case idleTx || idleWrite:
-		// The URL chose its idle-transaction bound.
-	case s != nil && s.mariaDB:
-		params["idle_transaction_timeout"] = n
-	case !wait:
-		params["wait_timeout"] = n
-	}
-}
-
-// connMaxIdleTime is how long a pool keeps an idle connection whose
-// session ends after wait idle seconds.
-func connMaxIdleTime(wait time.Duration) time.Duration {
-	return min(5*time.Minute, wait/3)
-}
-
-// ParseURL turns a mysql:// URL into a go-sql-driver configuration:
-//
-//	mysql://user:pass@host:3306/db?param=value&...
-//
-// Query parameters are go-sql-driver's DSN parameters and session
-// variables, passed on as they are. Unless the URL sets them, bq adds
-// parseTime=true, loc=UTC, time_zone='+00:00' (times are stored as Unix
-// microseconds, so these only keep ad-hoc date functions honest),
-// interpolateParams=true (one round trip per statement instead of three),
-// charset=utf8mb4 with collation=utf8mb4_general_ci, and the session
-// bounds innodb_lock_wait_timeout and wait_timeout (see the package
-// documentation; Open picks the right ones for the server).
-//
-// With interpolation on, a character set in which a backslash byte can
-// end a multibyte character (big5, cp932, gb18030, gbk, sjis: escaping
-// would let a parameter out of its string literal) is refused, whether
-// named by charset, collation or character_set_client; use utf8mb4, or
-// interpolateParams=false to keep such a set.
-func ParseURL(rawURL string) (*gomysql.Config, error) {
-	cfg, err := parseURL(rawURL)
-	if err != nil {
-		return nil, err
-	}
-	setBounds(cfg.Params, nil)
-	return cfg, nil
-}
-
-// parseURL is ParseURL without the session bounds, which depend on the
-// server.
-func parseURL(rawURL string) (*gomysql.Config, error) {
-	u, err := url.Parse(rawURL)
-	if err != nil {
-		return nil, fmt.Errorf("parse MySQL DSN: %v (expected mysql://user:pass@host:3306/db)", redactErr(err))
-	}
-	if u.Scheme != "mysql" {
-		return nil, fmt.Errorf("parse MySQL DSN: scheme %q, want mysql:// (mysql://user:pass@host:3306/db)", u.Scheme)
-	}
-	db := strings.TrimPrefix(u.Path, "/")
-	if db == "" || strings.Contains(db, "/") {
-		return nil, fmt.Errorf("parse MySQL DSN %s: name one database, as in mysql://user:pass@host:3306/db", humanize.RedactDSN(rawURL))
-	}
-	if err := checkCharset(u.Query()); err != nil {
-		return nil, fmt.Errorf("parse MySQL DSN %s: %w", humanize.RedactDSN(rawURL), err)
-	}
-	// go-sql-driver sends a parameter it does not know as a session SET:
-	// ?password=x (or ?PASSWORD=x: the server ignores the case) would be
-	// `SET password = x`, changing the account's password rather than
-	// giving it.
-	for name := range u.Query() {
-		if n := strings.ToLower(name); n == "password" || n == "passwd" {
-			return nil, fmt.Errorf("parse MySQL DSN %s: a password belongs in the URL's user part (mysql://user:pass@host:3306/db), not in ?%s=, which the server would take as SET password",
-				humanize.RedactDSN(rawURL), name)
-		}
-	}
-	// go-sql-driver parses its own parameters (timeout, tls, ...) and
-	// keeps the rest as session variables, whose names bq lowercases.
-	cfg, err := gomysql.ParseDSN("/?" + u.RawQuery)
-	if err != nil {
-		return nil, fmt.Errorf("parse MySQL DSN %s: %w", humanize.RedactDSN(rawURL), err)
-	}
-	if cfg.Params, err = sessionVariables(cfg.Params); err != nil {
-		return nil, fmt.Errorf("parse MySQL DSN %s: %w", humanize.RedactDSN(rawURL), err)
-	}
-	cfg.Net = "tcp"
-	cfg.Addr = u.Host
-	if u.Port() == "" {
-		cfg.Addr = u.Host + ":3306"
-	}
-	if u.Hostname() == "" {
-		cfg.Addr = "127.0.0.1" + strings.TrimPrefix(cfg.Addr, u.Host)
-	}
-	cfg.DBName = db
-	if u.User != nil {
-		cfg.User = u.User.Username()
-		cfg.Passwd, _ = u.User.Password()
-	}
-	q := u.Query()
-	if !q.Has("parseTime") {
-		cfg.ParseTime = true
-	}
-	if !q.Has("loc") {
-		cfg.Loc = time.UTC
-	}
-	if !q.Has("interpolateParams") {
-		cfg.InterpolateParams = true
-	}
-	if cfg.Params == nil {
-		cfg.Params = map[string]string{}
-	}
-	if _, ok := cfg.Params["time_zone"]; !ok {
-		cfg.Params["time_zone"] = "'+00:00'"
-	}
-	if err := setDefaultCharset(cfg, q); err != nil {
-		return nil, fmt.Errorf("parse MySQL DSN %s: %w", humanize.RedactDSN(rawURL), err)
-	}
-	return cfg, nil
-}
-
-// DSN returns the go-sql-driver data source name for a mysql:// URL, with
-// the settings ParseURL adds, for a *sql.DB of your own for New; give
-// that pool SetConnMaxIdleTime(ConnMaxIdleTime): its sessions carry
-// wait_timeout = TxIdleTimeout unless the URL sets it. A pool opened from
-// it does not check each session's character set as Connector's does:
-// prefer Connector.
-func DSN(rawURL string) (string, error) {
-	cfg, err := ParseURL(rawURL)
-	if err != nil {
-		return "", err
-	}
-	return cfg.FormatDSN(), nil
-}
-
-// Connector returns a connector for a mysql:// URL (see ParseURL) for a
-// *sql.DB of your own, sql.OpenDB(connector), to give New. Prefer it to
-// DSN: with parameter interpolation on, each connection it makes reads
-// its session's character set and is refused unless it is safe, whatever
-// set it (the URL, init_connect, or a server default that ignores the
-// client's handshake). Give the pool SetConnMaxIdleTime(ConnMaxIdleTime)
-// as with DSN.
-func Connector(rawURL string) (sqldriver.Connector, error) {
-	cfg, err := ParseURL(rawURL)
-	if err != nil {
-		return nil, err
-	}
-	return newConnector(cfg)
-}
-
-// newConnector is go-sql-driver's connector for cfg, each of whose
-// connections is checked (checkedConnector) when cfg interpolates.
-func newConnector(cfg *gomysql.Config) (sqldriver.Connector, error) {
-	conn, err := gomysql.NewConnector(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("open MySQL pool: %w", err)
-	}
-	if !cfg.InterpolateParams {
-		return conn, nil
-	}
-	return checkedConnector{conn}, nil
-}
-
-// redactErr keeps the URL, and with it any password, out of a url.Parse
-// error.
-func redactErr(err error) error {
-	var ue *url.Error
-	if errors.As(err, &ue) {
-		return ue.Err
-	}
-	return err
-}
 
 // Open connects to a mysql:// URL (see ParseURL) and checks that the server
 // is MySQL 8.0+ or MariaDB 10.6+. The pool's sessions default to READ
@@ -374,59 +170,6 @@ func connect(ctx context.Context, cfg *gomysql.Config) (*sql.DB, error) {
 		return nil, fmt.Errorf("connect to MySQL at %s: %w (is the server running and the DSN right?)", cfg.Addr, err)
 	}
 	return db, nil
-}
-
-func serverVersion(ctx context.Context, db *sql.DB) (string, error) {
-	var version string
-	if err := db.QueryRowContext(ctx, "SELECT VERSION()").Scan(&version); err != nil {
-		return "", fmt.Errorf("read server version: %w", err)
-	}
-	return version, nil
-}
-
-// serverKind is a server's family and version.
-type serverKind struct {
-	mariaDB      bool
-	major, minor int
-}
-
-func (s serverKind) atLeast(major, minor int) bool {
-	return s.major > major || s.major == major && s.minor >= minor
-}
-
-// isolationVariable names the session variable holding the default
-// isolation: MySQL dropped tx_isolation in 8.0, MariaDB added
-// transaction_isolation only in 11.1.
-func (s serverKind) isolationVariable() string {
-	if s.mariaDB && !s.atLeast(11, 1) {
-		return "tx_isolation"
-	}
-	return "transaction_isolation"
-}
-
-var versionPattern = regexp.MustCompile(`^(\d+)\.(\d+)`)
-
-// checkVersion parses SELECT VERSION() ("8.0.36", "10.11.6-MariaDB-1")
-// and refuses servers older than bq needs: MySQL 8.0 (SKIP LOCKED,
-// descending indexes, a persistent AUTO_INCREMENT counter) and MariaDB
-// 10.6 (SKIP LOCKED).
-func checkVersion(version string) (serverKind, error) {
-	var s serverKind
-	// MariaDB's handshake once prefixed "5.5.5-" for old clients.
-	m := versionPattern.FindStringSubmatch(strings.TrimPrefix(version, "5.5.5-"))
-	if m == nil {
-		return s, fmt.Errorf("cannot read the server version %q: bq needs MySQL 8.0+ or MariaDB 10.6+", version)
-	}
-	s.major, _ = strconv.Atoi(m[1])
-	s.minor, _ = strconv.Atoi(m[2])
-	s.mariaDB = strings.Contains(strings.ToLower(version), "mariadb")
-	switch {
-	case s.mariaDB && !s.atLeast(10, 6):
-		return s, fmt.Errorf("the server runs MariaDB %s; bq needs MariaDB 10.6 or newer (FOR UPDATE SKIP LOCKED): upgrade the server", version)
-	case !s.mariaDB && !s.atLeast(8, 0):
-		return s, fmt.Errorf("the server runs MySQL %s; bq needs MySQL 8.0 or newer (FOR UPDATE SKIP LOCKED): upgrade the server", version)
-	}
-	return s, nil
 }
 
 // New wraps an existing *sql.DB opened with go-sql-driver/mysql (see DSN);
