@@ -11,6 +11,92 @@ import (
 	"github.com/bqueue/bq/internal/driver"
 )
 
+// claimQueries are the claims' statements.
+type claimQueries struct {
+	claimUncapped, claimReady, queueGate, lockQueueGate, hasReady, countClaimed string
+	deleteClaim, completeClaims, completeDelete, lostClaims, lostClaimsOfKey    string
+}
+
+func newClaimQueries(p func(string) string) claimQueries {
+	return claimQueries{
+		// Queues with a MaxActive policy are claimed by lifecycle.Claim's
+		// transaction; this one-statement claim leaves them alone, and
+		// paused queues too (lifecycle.Claim then reads their gate).
+		claimUncapped: p(claimFrom(`
+		AND NOT EXISTS (SELECT 1 FROM {p}policies WHERE queue = $1 AND max_active > 0)
+		AND NOT EXISTS (SELECT 1 FROM {p}paused_queues WHERE queue = $1)`)),
+		claimReady: p(claimFrom("")),
+		queueGate:  p(`SELECT coalesce(max(max_active), 0), ` + isPaused + ` FROM {p}policies WHERE queue = $1`),
+		// No row, no cap: coalesce(max()) reads 0 rather than no rows.
+		lockQueueGate: p(`SELECT coalesce(max(max_active), 0), ` + isPaused + `
+FROM (SELECT max_active FROM {p}policies WHERE queue = $1 FOR UPDATE) p`),
+		hasReady:     p(`SELECT EXISTS (SELECT 1 FROM {p}ready_executions WHERE queue = $1)`),
+		countClaimed: p(`SELECT count(*) FROM {p}claimed_executions WHERE queue = $1`),
+		deleteClaim:  p(`DELETE FROM {p}claimed_executions WHERE job_id = $1 AND fence = $2`),
+		// One statement ends a batch of runs: only claims whose fence
+		// still matches are deleted, and only their jobs finish.
+		completeClaims: p(`
+WITH done AS (
+	DELETE FROM {p}claimed_executions c USING unnest($1::bigint[], $2::bigint[]) AS t(job_id, fence)
+	WHERE c.job_id = ANY($1::bigint[]) AND c.job_id = t.job_id AND c.fence = t.fence RETURNING c.job_id, c.fence
+)
+UPDATE {p}jobs j SET attempt = j.attempt + 1, finished_at = $3 FROM done WHERE j.id = done.job_id
+RETURNING j.id, done.fence`),
+		completeDelete: p(`
+WITH done AS (
+	DELETE FROM {p}claimed_executions c USING unnest($1::bigint[], $2::bigint[]) AS t(job_id, fence)
+	WHERE c.job_id = ANY($1::bigint[]) AND c.job_id = t.job_id AND c.fence = t.fence RETURNING c.job_id, c.fence
+)
+DELETE FROM {p}jobs j USING done WHERE j.id = done.job_id RETURNING j.id, done.fence`),
+		lostClaims: p(`
+SELECT ` + jobColumns + `, c.fence, c.claimed_at
+FROM {p}claimed_executions c
+JOIN {p}jobs j ON j.id = c.job_id
+LEFT JOIN {p}processes p ON p.id = c.process_id
+WHERE p.id IS NULL OR (` + deadFor(`greatest($2::bigint, p.dead_after_ms)`) + `)
+ORDER BY c.job_id LIMIT $3
+FOR UPDATE OF c SKIP LOCKED`),
+		lostClaimsOfKey: p(`
+SELECT ` + jobColumns + `, c.fence, c.claimed_at
+FROM {p}jobs j
+JOIN {p}claimed_executions c ON c.job_id = j.id
+LEFT JOIN {p}processes p ON p.id = c.process_id
+WHERE j.id IN (SELECT id FROM {p}jobs WHERE concurrency_key = $2 AND finished_at IS NULL
+		UNION ALL SELECT job_id FROM {p}job_keys WHERE key = $2)
+	AND j.finished_at IS NULL
+	AND (p.id IS NULL OR (` + deadFor(`greatest($3::bigint, j.concurrency_duration_ms, 3 * p.heartbeat_interval_ms)`) + `))
+ORDER BY c.job_id
+FOR UPDATE OF c SKIP LOCKED`),
+	}
+}
+
+// claimFrom is the claim of up to $2 ready jobs of queue $1 for process $3
+// at $4; guard filters the ready rows. Each row is taken by its key (=
+// ANY of an array), never by a join: its plan is then the same whatever
+// the LIMIT, so the one-statement claim can run its generic plan
+// (collectGeneric), where a join would be planned to hash a tenth of the
+// ready table.
+func claimFrom(guard string) string {
+	return `
+WITH taken AS (
+	DELETE FROM {p}ready_executions r WHERE r.job_id = ANY(ARRAY(
+		SELECT job_id FROM {p}ready_executions WHERE queue = $1` + guard + `
+		ORDER BY priority DESC, job_id LIMIT $2
+		FOR UPDATE SKIP LOCKED))
+	RETURNING r.job_id
+), claimed AS (
+	INSERT INTO {p}claimed_executions (job_id, queue, process_id, claimed_at)
+	SELECT job_id, $1, $3, $4 FROM taken RETURNING job_id, fence
+)
+SELECT ` + jobColumns + `, c.fence
+FROM {p}jobs j JOIN claimed c ON c.job_id = j.id
+WHERE j.id = ANY(ARRAY(SELECT job_id FROM claimed))
+ORDER BY j.priority DESC, j.id`
+}
+
+// isPaused reads whether queue $1 is paused.
+const isPaused = `EXISTS (SELECT 1 FROM {p}paused_queues WHERE queue = $1)`
+
 // claims reads rows of jobColumns and fence, then claimed_at if the rows
 // have it; without it the claims were made at now.
 func claims(ctx context.Context, db dbtx, withClaimedAt bool, now time.Time, query string, args ...any) ([]*driver.Claim, error) {

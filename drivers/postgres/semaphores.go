@@ -3,13 +3,146 @@ package postgres
 import (
 	"context"
 	"fmt"
-	"math"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/bqueue/bq/internal/driver"
 )
+
+// semaphoreQueries are the semaphores' statements: one key at a time, a
+// release of many, and the dispatcher's passes over them.
+type semaphoreQueries struct {
+	semEnsure, semLock, semTryLock, semSave, promoteBlocked, countHolders string
+	lockSems, lockFirstSem, releasePromote                                string
+	expiredSems, promotableSems, deleteIdleSems                           string
+}
+
+func newSemaphoreQueries(p func(string) string) semaphoreQueries {
+	return semaphoreQueries{
+		semEnsure: p(`INSERT INTO {p}semaphores (key, value, lim, blocked, duration_ms, expires_at)
+VALUES ($1, $2, $2, 0, $3, $4) ON CONFLICT (key) DO NOTHING`),
+		semLock: p(`
+SELECT s.value, s.lim, s.blocked, s.multi, s.duration_ms, s.expires_at,
+	coalesce(k.lim, 0), coalesce(p.queue, ''), coalesce(p.max_active_per_key, 0), coalesce(p.max_blocked, 0)
+FROM {p}semaphores s
+LEFT JOIN {p}key_limits k ON k.key = s.key
+LEFT JOIN {p}policies p ON p.queue = $2
+WHERE s.key = $1
+FOR UPDATE OF s`),
+		semTryLock: p(`SELECT 1 FROM {p}semaphores WHERE key = $1 FOR UPDATE SKIP LOCKED`),
+		semSave: p(`UPDATE {p}semaphores SET value = $2, lim = $3, blocked = $4, multi = $5, duration_ms = $6,
+	expires_at = $7 WHERE key = $1`),
+		// RETURNING comes in no set order: the moved rows are read back
+		// sorted, so JobIDs are in promotion order.
+		promoteBlocked: p(`
+WITH picked AS (
+	SELECT job_id FROM {p}blocked_executions WHERE concurrency_key = $1
+	ORDER BY priority DESC, job_id LIMIT $2
+)` + movePicked("$3") + `
+SELECT job_id, queue FROM moved ORDER BY priority DESC, job_id`),
+		// The live jobs of the key: the single-key jobs whose key it is
+		// and the multi-key jobs naming it in job_keys (every key of
+		// theirs, the first too), so each is counted once; read once
+		// (MATERIALIZED), as the job_keys side joins jobs for finished_at.
+		// They hold it while ready, claimed, or waiting in a rate line
+		// (kept from admission); a multi-key job waiting in a concurrency
+		// line holds none of its keys.
+		countHolders: p(`
+WITH mine AS MATERIALIZED (
+	SELECT id FROM {p}jobs WHERE concurrency_key = $1 AND finished_at IS NULL AND more_keys IS NULL
+	UNION ALL
+	SELECT j.id FROM {p}job_keys jk JOIN {p}jobs j ON j.id = jk.job_id WHERE jk.key = $1 AND j.finished_at IS NULL
+)
+SELECT
+	(SELECT count(*) FROM mine m JOIN {p}ready_executions r ON r.job_id = m.id)
+	+ (SELECT count(*) FROM mine m JOIN {p}claimed_executions c ON c.job_id = m.id)
+	+ (SELECT count(*) FROM mine m JOIN {p}blocked_executions b ON b.job_id = m.id
+		WHERE b.concurrency_key LIKE '` + rateLine + `%'),
+	(SELECT count(*) FROM {p}blocked_executions WHERE concurrency_key = $1),
+	(SELECT count(*) FROM {p}blocked_executions b WHERE b.concurrency_key = $1
+		AND EXISTS (SELECT 1 FROM {p}job_keys jk WHERE jk.job_id = b.job_id))`),
+		// Release many keys at once: first lock their semaphores in key
+		// order (so two batches never deadlock), writing nothing.
+		lockSems: p(`SELECT 1 FROM {p}semaphores WHERE key = ANY($1::text[]) ORDER BY key FOR UPDATE`),
+		// The first of lockSems' rows, alone: the smallest key by the
+		// column's own collation (ORDER BY key's), which need not be
+		// Go's byte order.
+		lockFirstSem: p(`SELECT 1 FROM {p}semaphores WHERE key = (SELECT min(k) FROM unnest($1::text[]) AS k) FOR UPDATE`),
+		// Then, in a statement of its own, so its snapshot sees every
+		// blocked row committed before the locks were taken (no lost
+		// wake-up), give back each key's slots, capped at its limit, and
+		// hand what is free to blocked jobs, per key by priority then
+		// FIFO, writing each semaphore once. The LATERAL limit keeps each
+		// key's scan to the rows it moves, however long the line. A line
+		// holding multi-key jobs (multi > 0) gets its slots back but is
+		// left to package semaphore, which promotes it head by head: its
+		// keys are read back as LineLeft. settled gathers each key's row
+		// and its moved jobs by one grouping, not a join per key.
+		releasePromote: p(`
+WITH freed AS (
+	SELECT s.key, LEAST(s.value + r.n, s.lim) AS value, s.multi,
+		CASE WHEN s.multi = 0 THEN GREATEST(LEAST(s.value + r.n, s.lim, s.blocked), 0) ELSE 0 END AS take
+	FROM unnest($1::text[], $2::int[]) AS r(key, n) JOIN {p}semaphores s ON s.key = r.key
+), picked AS (
+	SELECT b.job_id FROM freed f, LATERAL (
+		SELECT job_id FROM {p}blocked_executions WHERE concurrency_key = f.key
+		ORDER BY priority DESC, job_id LIMIT f.take) b
+	WHERE f.take > 0
+)` + movePicked("$3") + `, settled AS (
+	SELECT key, sum(value)::int AS value, sum(take)::int AS take, sum(multi)::int AS multi, count(job_id)::int AS n,
+		coalesce(array_agg(DISTINCT queue) FILTER (WHERE queue IS NOT NULL), '{}') AS queues
+	FROM (SELECT key, value, take, multi, NULL::bigint AS job_id, NULL::text AS queue FROM freed
+		UNION ALL
+		SELECT concurrency_key, 0, 0, 0, job_id, queue FROM moved) u
+	GROUP BY key
+), done AS (
+	-- Fewer rows than counted: nothing is left blocked (as
+	-- semaphore.Release settles one key). A key that promoted renews its
+	-- expiry once less than half its Duration is left (driver.RenewAfter).
+	UPDATE {p}semaphores s SET value = t.value - t.n,
+		blocked = CASE WHEN t.n < t.take THEN 0 ELSE s.blocked - t.n END,
+		expires_at = CASE WHEN t.n > 0 AND s.expires_at < $3::timestamptz + s.duration_ms * interval '0.5 millisecond'
+			THEN $3::timestamptz + s.duration_ms * interval '1 millisecond'
+			ELSE s.expires_at END
+	FROM settled t WHERE s.key = t.key
+	RETURNING s.key, t.n, t.queues, t.multi > 0 AS line_left
+)
+SELECT key, n, queues, line_left FROM done WHERE n > 0 OR line_left`),
+		// Idle ones (every slot free, nothing blocked) have nothing to
+		// reclaim: they are left to expire and be deleted.
+		expiredSems: p(`SELECT key FROM {p}semaphores WHERE expires_at < $1 AND (value < lim OR blocked > 0)
+AND key > $2 ORDER BY key LIMIT $3`),
+		promotableSems: p(`SELECT key FROM {p}semaphores WHERE value > 0 AND blocked > 0 AND key > $1
+ORDER BY key LIMIT $2`),
+		deleteIdleSems: p(`
+DELETE FROM {p}semaphores WHERE key IN (
+	SELECT s.key FROM {p}semaphores s
+	WHERE s.expires_at < $1 AND s.value >= s.lim AND s.blocked = 0
+		AND NOT EXISTS (SELECT 1 FROM {p}blocked_executions b WHERE b.concurrency_key = s.key)
+		-- A blocked multi-key job waits in one line but needs the
+		-- semaphores of all its keys when promoted.
+		AND s.multi = 0
+		AND NOT EXISTS (SELECT 1 FROM {p}job_keys jk JOIN {p}blocked_executions b ON b.job_id = jk.job_id
+			WHERE jk.key = s.key)
+	ORDER BY s.key LIMIT $2
+	FOR UPDATE SKIP LOCKED)`),
+	}
+}
+
+// movePicked follows a CTE picked(job_id) of blocked jobs: it moves
+// them to ready (created at the parameter now) as moved(job_id,
+// queue, priority, concurrency_key), the promotion of every
+// statement that promotes.
+func movePicked(now string) string {
+	return `, moved AS (
+	DELETE FROM {p}blocked_executions b USING picked WHERE b.job_id = picked.job_id
+	RETURNING b.job_id, b.queue, b.priority, b.concurrency_key
+), ins AS (
+	INSERT INTO {p}ready_executions (job_id, queue, priority, created_at)
+	SELECT job_id, queue, priority, ` + now + ` FROM moved
+)`
+}
 
 func (e *executor) SemaphoreEnsure(ctx context.Context, l driver.Limit, now time.Time) error {
 	if err := checkKey(l.Key); err != nil {
@@ -116,161 +249,6 @@ func (e *executor) CountHolders(ctx context.Context, key string) (driver.HolderC
 	return n, nil
 }
 
-func (e *executor) LineHeads(ctx context.Context, key string, n int) ([]driver.LineHead, error) {
-	out, err := collect(ctx, e.db, func(r pgx.CollectableRow) (driver.LineHead, error) {
-		return scanLineHead(r)
-	}, e.q.lineHeads, key, n)
-	if err != nil {
-		return nil, fmt.Errorf("read the first %d of the line of %q: %w", n, key, err)
-	}
-	return out, nil
-}
-
-// scanLineHead reads a line head's columns (lineHeads), after extra.
-func scanLineHead(r pgx.Row, extra ...any) (driver.LineHead, error) {
-	var h driver.LineHead
-	var j driver.Job
-	var durMS int64
-	var conflict int16
-	var more []byte
-	dest := append(extra, &h.JobID, &h.Queue, &h.Priority, &j.Limit.Key, &j.Limit.To, &durMS, &conflict,
-		&j.Limit.MaxBlocked, &more)
-	if err := r.Scan(dest...); err != nil {
-		return h, err
-	}
-	j.Limit.Duration = time.Duration(durMS) * time.Millisecond
-	j.Limit.OnConflict = driver.OnConflict(conflict)
-	var err error
-	if j.More, err = driver.DecodeMore(more); err != nil {
-		return h, fmt.Errorf("job %d: %w", h.JobID, err)
-	}
-	h.Keys = j.Keys()
-	return h, nil
-}
-
-// counts32 is counts as the int[] a statement reads; a negative count is
-// none.
-func counts32(keys []string, counts []int) ([]int32, error) {
-	if len(counts) != len(keys) {
-		return nil, fmt.Errorf("%d counts given for %d keys, want one a key", len(counts), len(keys))
-	}
-	out := make([]int32, len(counts))
-	for i, c := range counts {
-		out[i] = int32(min(max(c, 0), math.MaxInt32))
-	}
-	return out, nil
-}
-
-// The executor promotes multi-key lines set-wise (package semaphore).
-var _ driver.MultiBatcher = (*executor)(nil)
-
-func (e *executor) LineHeadsMany(ctx context.Context, keys []string, ns []int) ([][]driver.LineHead, error) {
-	if len(keys) == 0 {
-		return nil, nil
-	}
-	n, err := counts32(keys, ns)
-	if err != nil {
-		return nil, fmt.Errorf("read the lines of %d keys: %w", len(keys), err)
-	}
-	out := make([][]driver.LineHead, len(keys))
-	rows, err := e.db.Query(ctx, e.q.lineHeadsMany, keys, n)
-	if err != nil {
-		return nil, fmt.Errorf("read the lines of %d keys: %w", len(keys), err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var ord int64
-		h, err := scanLineHead(rows, &ord)
-		if err != nil {
-			return nil, fmt.Errorf("read the lines of %d keys: %w", len(keys), err)
-		}
-		if ord < 1 || ord > int64(len(keys)) {
-			return nil, fmt.Errorf("read the lines of %d keys: a head of key number %d", len(keys), ord)
-		}
-		out[ord-1] = append(out[ord-1], h)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read the lines of %d keys: %w", len(keys), err)
-	}
-	return out, nil
-}
-
-func (e *executor) SemaphoreTryLockMany(ctx context.Context, keys []string) ([]driver.Semaphore, error) {
-	if len(keys) == 0 {
-		return nil, nil
-	}
-	got, err := collect(ctx, e.db, func(r pgx.CollectableRow) (s driver.Semaphore, err error) {
-		var durMS int64
-		err = r.Scan(&s.Key, &s.Value, &s.Limit, &s.Blocked, &s.Multi, &durMS, &s.ExpiresAt)
-		s.Duration = time.Duration(durMS) * time.Millisecond
-		return s, err
-	}, e.q.semTryLockMany, keys)
-	if err != nil {
-		return nil, fmt.Errorf("try to lock %d semaphores: %w", len(keys), err)
-	}
-	// The database sorts by its collation; the caller's order is keys'.
-	byKey := make(map[string]driver.Semaphore, len(got))
-	for _, s := range got {
-		byKey[s.Key] = s
-	}
-	out := make([]driver.Semaphore, 0, len(got))
-	for _, k := range keys {
-		if s, ok := byKey[k]; ok {
-			out = append(out, s)
-		}
-	}
-	return out, nil
-}
-
-func (e *executor) PromoteFirst(ctx context.Context, keys []string, counts []int, now time.Time) ([]driver.Promotion, error) {
-	n, err := counts32(keys, counts)
-	if err != nil {
-		return nil, fmt.Errorf("promote blocked jobs of %d keys: %w", len(keys), err)
-	}
-	at := make(map[string]int, len(keys))
-	for i, k := range keys {
-		at[k] = i
-	}
-	out := make([]driver.Promotion, len(keys))
-	rows, err := e.db.Query(ctx, e.q.promoteFirst, keys, n, now)
-	if err != nil {
-		return nil, fmt.Errorf("promote blocked jobs of %d keys: %w", len(keys), err)
-	}
-	var key, queue string
-	var id int64
-	// Rows come in promotion order, so each key's JobIDs are in its own.
-	_, err = pgx.ForEachRow(rows, []any{&key, &id, &queue}, func() error {
-		i, ok := at[key]
-		if !ok {
-			return fmt.Errorf("job %d moved from the line of %q, a key not asked for", id, key)
-		}
-		p := &out[i]
-		p.Jobs++
-		p.AddQueue(queue)
-		p.JobIDs = append(p.JobIDs, id)
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("promote blocked jobs of %d keys: %w", len(keys), err)
-	}
-	return out, nil
-}
-
-// MoveToLine runs at once, not queued: whether a row moved is its answer.
-func (e *executor) MoveToLine(ctx context.Context, id int64, from, to string) error {
-	if err := checkKey(to); err != nil {
-		return fmt.Errorf("move job %d to another line: %w", id, err)
-	}
-	tag, err := e.db.Exec(ctx, e.q.moveToLine, id, from, to)
-	if err != nil {
-		return fmt.Errorf("move job %d from the line of %q to that of %q: %w", id, from, to, err)
-	}
-	if tag.RowsAffected() != 1 {
-		return fmt.Errorf("move job %d from the line of %q to that of %q: it is not blocked in the line of %q", id, from, to, from)
-	}
-	return nil
-}
-
 func (e *executor) keys(ctx context.Context, what, query string, args ...any) ([]string, error) {
 	keys, err := collect(ctx, e.db, pgx.RowTo[string], query, args...)
 	if err != nil {
@@ -293,98 +271,6 @@ func (e *executor) DeleteIdleSemaphores(ctx context.Context, now time.Time, max 
 		return 0, fmt.Errorf("delete idle semaphores: %w", err)
 	}
 	return int(tag.RowsAffected()), nil
-}
-
-func (e *executor) SemaphoreLockMany(ctx context.Context, limits []driver.Limit, queues []string, now time.Time) ([]driver.Semaphore, error) {
-	if len(limits) != len(queues) {
-		return nil, fmt.Errorf("lock %d semaphores: %d queues given, want one a key", len(limits), len(queues))
-	}
-	out := make([]driver.Semaphore, len(limits))
-	at := make(map[string]int, len(limits))
-	for i, l := range limits {
-		if err := checkKey(l.Key); err != nil {
-			return nil, fmt.Errorf("lock semaphores: %w", err)
-		}
-		at[l.Key] = i
-	}
-	// The dispatcher deletes idle semaphores; one may vanish between the
-	// create and the lock, so the missing ones are tried again.
-	want, wantQueues := limits, queues
-	for range 3 {
-		missing, err := e.lockMany(ctx, want, wantQueues, now, out, at)
-		if err != nil {
-			return nil, err
-		}
-		if len(missing) == 0 {
-			return out, nil
-		}
-		want, wantQueues = want[:0:0], wantQueues[:0:0]
-		for _, i := range missing {
-			want, wantQueues = append(want, limits[i]), append(wantQueues, queues[i])
-		}
-	}
-	return nil, fmt.Errorf("lock semaphore %q: it keeps disappearing", want[0].Key)
-}
-
-// lockMany creates and locks limits' semaphores, writing each row into
-// out at its key's index in at, and returns the indexes it found no row
-// for.
-func (e *executor) lockMany(ctx context.Context, limits []driver.Limit, queues []string, now time.Time,
-	out []driver.Semaphore, at map[string]int) ([]int, error) {
-	keys := make([]string, len(limits))
-	lims := make([]int32, len(limits))
-	durs := make([]int64, len(limits))
-	exps := make([]time.Time, len(limits))
-	for i, l := range limits {
-		keys[i], lims[i], durs[i], exps[i] = l.Key, int32(max(l.To, 1)), l.Duration.Milliseconds(), now.Add(l.Duration)
-	}
-	// Queued in bq's pipelined transaction: the create and the locks go
-	// out in one round trip with the read that follows.
-	if err := e.write(ctx, e.q.semEnsureMany, keys, lims, durs, exps); err != nil {
-		return nil, fmt.Errorf("create %d semaphores: %w", len(keys), err)
-	}
-	if err := e.lockSems(ctx, keys); err != nil {
-		return nil, err
-	}
-	rows, err := e.db.Query(ctx, e.q.semReadMany, keys, queues)
-	if err != nil {
-		return nil, fmt.Errorf("lock %d semaphores: %w", len(keys), err)
-	}
-	seen := make(map[string]bool, len(keys))
-	var s driver.Semaphore
-	var durMS int64
-	_, err = pgx.ForEachRow(rows, []any{&s.Key, &s.Value, &s.Limit, &s.Blocked, &s.Multi, &durMS, &s.ExpiresAt,
-		&s.Override, &s.Policy.Queue, &s.Policy.MaxActivePerKey, &s.Policy.MaxBlocked}, func() error {
-		s.Duration = time.Duration(durMS) * time.Millisecond
-		out[at[s.Key]] = s
-		seen[s.Key] = true
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("lock %d semaphores: %w", len(keys), err)
-	}
-	var missing []int
-	for _, k := range keys {
-		if !seen[k] {
-			missing = append(missing, at[k])
-		}
-	}
-	return missing, nil
-}
-
-func (e *executor) SemaphoreSaveMany(ctx context.Context, sems []driver.Semaphore) error {
-	keys := make([]string, len(sems))
-	values, lims, blocked := make([]int32, len(sems)), make([]int32, len(sems)), make([]int32, len(sems))
-	multi := make([]int32, len(sems))
-	durs, exps := make([]int64, len(sems)), make([]time.Time, len(sems))
-	for i, s := range sems {
-		keys[i], values[i], lims[i], blocked[i] = s.Key, int32(s.Value), int32(s.Limit), int32(s.Blocked)
-		multi[i], durs[i], exps[i] = int32(s.Multi), s.Duration.Milliseconds(), s.ExpiresAt
-	}
-	if err := e.write(ctx, e.q.semSaveMany, keys, values, lims, blocked, multi, durs, exps); err != nil {
-		return fmt.Errorf("save %d semaphores: %w", len(sems), err)
-	}
-	return nil
 }
 
 // lockSems queues the locks of keys' semaphores, in key order, writing
