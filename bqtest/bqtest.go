@@ -12,6 +12,7 @@
 package bqtest
 
 import (
+	"cmp"
 	"context"
 	"io"
 	"log/slog"
@@ -30,18 +31,30 @@ import (
 // workers poll and its dispatcher runs every 50 ms, so Drain finishes
 // promptly; it logs to tb.Log at Warn and above only (Logger). A file
 // rather than an in-memory database lets the test hold a transaction
-// open while workers run, as an application does.
-func NewClient(tb testing.TB) *bq.Client {
+// open while workers run, as an application does. WithConfig gives it a
+// Config of the test's own (periodic jobs, queues, middleware).
+func NewClient(tb testing.TB, opts ...ClientOption) *bq.Client {
 	tb.Helper()
+	var o clientOptions
+	for i, opt := range opts {
+		if opt == nil {
+			tb.Fatalf("bqtest.NewClient: option %d is nil: pass options such as bqtest.WithConfig(cfg), or leave it out", i)
+		}
+		opt(&o)
+	}
+	cfg := o.cfg
+	if cfg.Logger == nil {
+		cfg.Logger = Logger(tb)
+	}
+	cfg.PollInterval = cmp.Or(cfg.PollInterval, 50*time.Millisecond)
+	cfg.DispatchInterval = cmp.Or(cfg.DispatchInterval, 50*time.Millisecond)
+	cfg.ShutdownTimeout = cmp.Or(cfg.ShutdownTimeout, 5*time.Second)
+	if !o.gauges {
+		cfg.NoGauges = true
+	}
 	ctx := context.Background()
 	dsn := "sqlite://" + filepath.Join(tb.TempDir(), "jobs.db")
-	client, err := bq.Open(ctx, dsn, bq.Config{
-		Logger:           Logger(tb),
-		PollInterval:     50 * time.Millisecond,
-		DispatchInterval: 50 * time.Millisecond,
-		ShutdownTimeout:  5 * time.Second,
-		NoGauges:         true,
-	})
+	client, err := bq.Open(ctx, dsn, cfg)
 	if err != nil {
 		tb.Fatalf("bqtest.NewClient: %v", err)
 	}
@@ -54,6 +67,22 @@ func NewClient(tb testing.TB) *bq.Client {
 		tb.Fatalf("bqtest.NewClient: migrate: %v", err)
 	}
 	return client
+}
+
+// ClientOption configures NewClient.
+type ClientOption func(*clientOptions)
+
+type clientOptions struct {
+	cfg    bq.Config
+	gauges bool
+}
+
+// WithConfig makes NewClient's client with cfg. The fields cfg leaves
+// zero keep NewClient's test defaults: Logger (tb.Log at Warn), 50 ms
+// PollInterval and DispatchInterval, a 5 s ShutdownTimeout; gauges stay
+// off unless cfg's MeterProvider is set.
+func WithConfig(cfg bq.Config) ClientOption {
+	return func(o *clientOptions) { o.cfg, o.gauges = cfg, cfg.MeterProvider != nil && !cfg.NoGauges }
 }
 
 // Logger returns a logger for bq.Config.Logger that writes to tb.Log at

@@ -4,7 +4,9 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/bqueue/bq"
 	"github.com/bqueue/bq/bqtest"
 )
 
@@ -29,4 +31,20 @@ func TestNewClientIsQuiet(t *testing.T) {
 	if strings.Contains(said, "bq started") || !strings.Contains(said, "level=WARN msg=\"job failed\" job_id=7") {
 		t.Errorf("bqtest.Logger wrote %q; want the Warn line only", said)
 	}
+}
+
+// WithConfig's Config reaches the client: its queues are the ones
+// worked, and its periodic jobs tick under Drain; the fields it leaves
+// zero keep the test defaults (Drain still finishes promptly).
+func TestNewClientWithConfig(t *testing.T) {
+	ctx := context.Background()
+	ticks := bq.Periodic(bq.Every(time.Hour), Email, func(time.Time) EmailArgs { return EmailArgs{To: "tick@example.com"} },
+		bq.PeriodicOptions{Name: "bqtest.tick", RunOnStart: true})
+	client := bqtest.NewClient(t, bqtest.WithConfig(bq.Config{Periodic: []*bq.PeriodicJob{ticks}, Queues: map[string]int{"bqtest-mail": 2}}))
+	start := time.Now()
+	bqtest.Drain(ctx, t, client)
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("Drain took %s with WithConfig's client: the test defaults were lost", took)
+	}
+	bqtest.RequireEnqueued(ctx, t, client, Email, &bqtest.Opts{Args: EmailArgs{To: "tick@example.com"}, State: bq.StateCompleted})
 }
