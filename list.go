@@ -32,9 +32,11 @@ type JobFilter struct {
 	// discarded nor cancelled).
 	States []JobState
 	// Key is a full concurrency key (Group + "/" + Key), matched
-	// exactly; KeyPrefix matches the full keys starting with it, byte
-	// for byte ("billing/" for a group, "billing/acme-" for some keys).
-	// Set one of them at most.
+	// exactly against every key of a job (a job with several keys,
+	// MoreConcurrency, is found by any of them); KeyPrefix matches the
+	// jobs whose first key (Concurrency's) starts with it, byte for byte
+	// ("billing/" for a group, "billing/acme-" for some keys). Set one of
+	// them at most.
 	Key       string
 	KeyPrefix string
 	// Metadata: jobs whose metadata holds every pair.
