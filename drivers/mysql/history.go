@@ -2,6 +2,7 @@ package mysql
 
 import (
 	"github.com/bqueue/bq/internal/driver"
+	"github.com/bqueue/bq/internal/sqlexec"
 	"github.com/bqueue/bq/internal/sqlhistory"
 )
 
@@ -9,32 +10,23 @@ import (
 // (driver.KeySearcher): sqlexec runs this SQL.
 
 func newHistoryQueries(p func(string) string) sqlhistory.Queries {
-	rows, ofQueue := sqlhistory.RowsSQL(func(col string) string { return "CAST(sum(" + col + ") AS SIGNED)" })
-	return sqlhistory.Queries{
-		// VALUES() rather than a row alias: MariaDB has no alias.
-		ThroughputHead: p(sqlhistory.ThroughputHead),
-		ThroughputRow:  `(?, ?, ?, ?)`,
-		ThroughputTail: ` ON DUPLICATE KEY UPDATE completed = completed + VALUES(completed), failed = failed + VALUES(failed)`,
-		// Without CLIENT_FOUND_ROWS an update that changes nothing
-		// counts 0 rows: the minute was taken.
-		ClaimMinute: p(`INSERT INTO {p}history_snapshots (minute, taken_at) VALUES (?, ?) ON DUPLICATE KEY UPDATE minute = minute`),
-		DepthHead:   p(sqlhistory.DepthHead),
-		DepthRow:    `(?, ?, ?, ?, ?, ?)`,
-		DepthTail: ` ON DUPLICATE KEY UPDATE ready = VALUES(ready), running = VALUES(running), blocked = VALUES(blocked),
-	scheduled = VALUES(scheduled)`,
-		KeysHead:      p("INSERT INTO {p}history_keys (minute, `rank`, `key`, blocked) VALUES "),
-		KeysRow:       `(?, ?, ?, ?)`,
-		PruneRows:     p(`DELETE FROM {p}history WHERE minute < ? ORDER BY minute LIMIT ?`),
-		PruneKeys:     p(`DELETE FROM {p}history_keys WHERE minute < ? ORDER BY minute LIMIT ?`),
-		PruneSnapshot: p(`DELETE FROM {p}history_snapshots WHERE minute < ? ORDER BY minute LIMIT ?`),
-		Rows:          p(rows),
-		RowsOfQueue:   p(ofQueue),
-		Snapped:       p(sqlhistory.Snapped),
-		Keys:          p("SELECT minute, `key`, blocked FROM {p}history_keys WHERE minute >= ? ORDER BY minute, `rank` LIMIT ?"),
-		// Keys are VARBINARY: LIKE compares bytes, with no case folding.
-		SearchKeys: p("SELECT `key`, value, lim, blocked, multi, duration_ms, expires_at FROM {p}semaphores\n" +
-			"WHERE `key` LIKE ? ESCAPE '!' ORDER BY `key` LIMIT ?"),
-	}
+	q := sqlexec.HistoryQueries(p, func(col string) string { return "CAST(sum(" + col + ") AS SIGNED)" })
+	// VALUES() rather than a row alias: MariaDB has no alias.
+	q.ThroughputTail = ` ON DUPLICATE KEY UPDATE completed = completed + VALUES(completed), failed = failed + VALUES(failed)`
+	// Without CLIENT_FOUND_ROWS an update that changes nothing
+	// counts 0 rows: the minute was taken.
+	q.ClaimMinute = p(`INSERT INTO {p}history_snapshots (minute, taken_at) VALUES (?, ?) ON DUPLICATE KEY UPDATE minute = minute`)
+	q.DepthTail = ` ON DUPLICATE KEY UPDATE ready = VALUES(ready), running = VALUES(running), blocked = VALUES(blocked),
+	scheduled = VALUES(scheduled)`
+	q.KeysHead = p("INSERT INTO {p}history_keys (minute, `rank`, `key`, blocked) VALUES ")
+	q.PruneRows = p(`DELETE FROM {p}history WHERE minute < ? ORDER BY minute LIMIT ?`)
+	q.PruneKeys = p(`DELETE FROM {p}history_keys WHERE minute < ? ORDER BY minute LIMIT ?`)
+	q.PruneSnapshot = p(`DELETE FROM {p}history_snapshots WHERE minute < ? ORDER BY minute LIMIT ?`)
+	q.Keys = p("SELECT minute, `key`, blocked FROM {p}history_keys WHERE minute >= ? ORDER BY minute, `rank` LIMIT ?")
+	// Keys are VARBINARY: LIKE compares bytes, with no case folding.
+	q.SearchKeys = p("SELECT `key`, value, lim, blocked, multi, duration_ms, expires_at FROM {p}semaphores\n" +
+		"WHERE `key` LIKE ? ESCAPE '!' ORDER BY `key` LIMIT ?")
+	return q
 }
 
 func (d *dialect) History() *sqlhistory.Queries { return &d.history }

@@ -224,11 +224,7 @@ func (d *engine) Begin(ctx context.Context) (driver.Tx, error) {
 // isolation it was begun with; READ COMMITTED is what bq uses itself, and
 // a deadlock met in it comes back as bq.ErrConflict.
 func (d *engine) WrapTx(tx any) (driver.Executor, error) {
-	t, ok := tx.(*sql.Tx)
-	if !ok {
-		return nil, fmt.Errorf("the MySQL driver enqueues inside a *sql.Tx, got %T: begin the transaction on the same *sql.DB", tx)
-	}
-	return executor{sqlexec.Wrap(d.dl, d, t), d}, nil
+	return sqlexec.WrapUser(d.dl, d, "MySQL", tx, func(x *sqlexec.Executor) driver.Executor { return executor{x, d} })
 }
 
 // Server error numbers worth running a transaction again for.

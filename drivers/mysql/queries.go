@@ -82,7 +82,9 @@ ORDER BY r.priority DESC, r.job_id LIMIT ? FOR UPDATE SKIP LOCKED`
 
 func newQueries(prefix string) (*sqlexec.Queries, *ownQueries) {
 	p := sqltext.Spelling(prefix)
-	q := sqlexec.Common(p)
+	// Keys are read by their hash, on the indexes named.
+	q := sqlexec.Common(p, sqlexec.KeySpelling{Column: "concurrency_key_hash", JobKeysColumn: "key_hash",
+		JobsIndex: " FORCE INDEX ({p}jobs_live_key)", LineIndex: " FORCE INDEX ({p}blocked_line)", InRateLine: inRateLine})
 
 	// The index matches the ORDER BY, so the scan stops after the rows it
 	// returns and locks no others.
@@ -201,33 +203,6 @@ FROM ` + list + ` t STRAIGHT_JOIN {p}semaphores s FORCE INDEX (PRIMARY) ON s.key
 		SaveTail: "\nON DUPLICATE KEY UPDATE value = VALUES(value), lim = VALUES(lim), blocked = VALUES(blocked), multi = VALUES(multi),\n" +
 			"duration_ms = VALUES(duration_ms), expires_at = VALUES(expires_at)",
 	}
-	// A job holds the key by its concurrency_key or, a multi-key job, by
-	// a job_keys row (counted there only when its concurrency_key is
-	// another key, so each job once); blocked, it holds only in a rate
-	// line. Args: the key's hash seven times.
-	q.CountHolders = p(`
-SELECT
-	(SELECT count(*) FROM {p}jobs j FORCE INDEX ({p}jobs_live_key) JOIN {p}ready_executions r ON r.job_id = j.id
-		WHERE j.concurrency_key_hash = ? AND j.finished_at IS NULL)
-	+ (SELECT count(*) FROM {p}jobs j FORCE INDEX ({p}jobs_live_key) JOIN {p}claimed_executions c ON c.job_id = j.id
-		WHERE j.concurrency_key_hash = ? AND j.finished_at IS NULL)
-	+ (SELECT count(*) FROM {p}jobs j FORCE INDEX ({p}jobs_live_key) JOIN {p}blocked_executions b ON b.job_id = j.id
-		WHERE j.concurrency_key_hash = ? AND j.finished_at IS NULL AND ` + inRateLine + `)
-	+ (SELECT count(*) FROM {p}job_keys k JOIN {p}jobs j ON j.id = k.job_id
-		WHERE k.key_hash = ? AND j.concurrency_key_hash <> ? AND j.finished_at IS NULL
-		AND (EXISTS (SELECT 1 FROM {p}ready_executions r WHERE r.job_id = j.id)
-			OR EXISTS (SELECT 1 FROM {p}claimed_executions c WHERE c.job_id = j.id)
-			OR EXISTS (SELECT 1 FROM {p}blocked_executions b WHERE b.job_id = j.id AND ` + inRateLine + `))),
-	(SELECT count(*) FROM {p}blocked_executions FORCE INDEX ({p}blocked_line) WHERE concurrency_key_hash = ?),
-	(SELECT count(j.more_keys) FROM {p}blocked_executions b FORCE INDEX ({p}blocked_line)
-		JOIN {p}jobs j ON j.id = b.job_id WHERE b.concurrency_key_hash = ?)`)
-	// The head of a line by its index, however long the line.
-	q.LineHeads = p(`SELECT b.job_id, b.queue, b.priority, coalesce(j.concurrency_key, ''), j.concurrency_limit,
-	j.concurrency_duration_ms, j.on_conflict, j.max_blocked, j.more_keys
-FROM {p}blocked_executions b FORCE INDEX ({p}blocked_line) JOIN {p}jobs j ON j.id = b.job_id
-WHERE b.concurrency_key_hash = ? ORDER BY b.priority DESC, b.job_id LIMIT ?`)
-	// The row's hash column is generated from the key.
-	q.MoveToLine = p(`UPDATE {p}blocked_executions SET concurrency_key = ? WHERE job_id = ? AND concurrency_key = ?`)
 
 	q.PickDueScheduled = p(`SELECT job_id FROM {p}scheduled_executions FORCE INDEX ({p}scheduled_due)
 WHERE scheduled_at <= ? ORDER BY scheduled_at, priority DESC, job_id LIMIT ? FOR UPDATE SKIP LOCKED`)
@@ -263,10 +238,6 @@ VALUES (?, ?, ?, ?, ?, ?) ON DUPLICATE KEY UPDATE name = name`)
 	q.SetKeyLimit = p("INSERT INTO {p}key_limits (key_hash, `key`, lim, updated_at) VALUES (?, ?, ?, ?)\n" +
 		"ON DUPLICATE KEY UPDATE lim = VALUES(lim), updated_at = VALUES(updated_at)")
 	q.DeleteKeyLimit = p("DELETE FROM {p}key_limits WHERE key_hash = ? AND `key` = ?")
-	q.LatestJobLimit = p(`SELECT ` + sqltext.JobColumns + ` FROM {p}jobs j FORCE INDEX ({p}jobs_live_key)
-WHERE j.concurrency_key_hash = ? AND j.finished_at IS NULL ORDER BY j.id DESC LIMIT 1`)
-	q.LatestMultiJob = p(`SELECT ` + sqltext.JobColumns + ` FROM {p}jobs j WHERE j.id = (SELECT max(jk.job_id)
-FROM {p}job_keys jk JOIN {p}jobs k ON k.id = jk.job_id WHERE jk.key_hash = ? AND k.finished_at IS NULL)`)
 
 	// Rates: keys by their hash; the rate row alone is locked (the
 	// override comes from subqueries). The idle pick skips rows others

@@ -3,6 +3,7 @@ package sqlite
 import (
 	"strings"
 
+	"github.com/bqueue/bq/internal/sqlexec"
 	"github.com/bqueue/bq/internal/sqlhistory"
 )
 
@@ -10,32 +11,21 @@ import (
 // (driver.KeySearcher): sqlexec runs this SQL.
 
 func newHistoryQueries(p func(string) string) sqlhistory.Queries {
-	rows, ofQueue := sqlhistory.RowsSQL(func(col string) string { return "sum(" + col + ")" })
-	return sqlhistory.Queries{
-		ThroughputHead: p(sqlhistory.ThroughputHead),
-		ThroughputRow:  `(?, ?, ?, ?)`,
-		ThroughputTail: ` ON CONFLICT (minute, queue) DO UPDATE SET completed = completed + excluded.completed,
-	failed = failed + excluded.failed`,
-		ClaimMinute: p(`INSERT INTO {p}history_snapshots (minute, taken_at) VALUES (?, ?) ON CONFLICT DO NOTHING`),
-		DepthHead:   p(sqlhistory.DepthHead),
-		DepthRow:    `(?, ?, ?, ?, ?, ?)`,
-		DepthTail: ` ON CONFLICT (minute, queue) DO UPDATE SET ready = excluded.ready, running = excluded.running,
-	blocked = excluded.blocked, scheduled = excluded.scheduled`,
-		KeysHead:      p(`INSERT INTO {p}history_keys (minute, rank, key, blocked) VALUES `),
-		KeysRow:       `(?, ?, ?, ?)`,
-		PruneRows:     p(prune("history")),
-		PruneKeys:     p(prune("history_keys")),
-		PruneSnapshot: p(prune("history_snapshots")),
-		Rows:          p(rows),
-		RowsOfQueue:   p(ofQueue),
-		Snapped:       p(sqlhistory.Snapped),
-		Keys:          p(`SELECT minute, key, blocked FROM {p}history_keys WHERE minute >= ? ORDER BY minute, rank LIMIT ?`),
-		// GLOB, not LIKE: SQLite's LIKE folds ASCII case, and keys
-		// differing only in case are different keys, as on the other
-		// databases.
-		SearchKeys: p(`SELECT key, value, lim, blocked, multi, duration_ms, expires_at FROM {p}semaphores
-WHERE key GLOB ? ORDER BY key LIMIT ?`),
-	}
+	q := sqlexec.HistoryQueries(p, func(col string) string { return "sum(" + col + ")" })
+	q.ThroughputTail = ` ON CONFLICT (minute, queue) DO UPDATE SET completed = completed + excluded.completed,
+	failed = failed + excluded.failed`
+	q.ClaimMinute = p(`INSERT INTO {p}history_snapshots (minute, taken_at) VALUES (?, ?) ON CONFLICT DO NOTHING`)
+	q.DepthTail = ` ON CONFLICT (minute, queue) DO UPDATE SET ready = excluded.ready, running = excluded.running,
+	blocked = excluded.blocked, scheduled = excluded.scheduled`
+	q.KeysHead = p(`INSERT INTO {p}history_keys (minute, rank, key, blocked) VALUES `)
+	q.PruneRows, q.PruneKeys, q.PruneSnapshot = p(prune("history")), p(prune("history_keys")), p(prune("history_snapshots"))
+	q.Keys = p(`SELECT minute, key, blocked FROM {p}history_keys WHERE minute >= ? ORDER BY minute, rank LIMIT ?`)
+	// GLOB, not LIKE: SQLite's LIKE folds ASCII case, and keys
+	// differing only in case are different keys, as on the other
+	// databases.
+	q.SearchKeys = p(`SELECT key, value, lim, blocked, multi, duration_ms, expires_at FROM {p}semaphores
+WHERE key GLOB ? ORDER BY key LIMIT ?`)
+	return q
 }
 
 // prune deletes the oldest rows of table before a minute, up to a count.

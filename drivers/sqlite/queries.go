@@ -47,7 +47,7 @@ type ownQueries struct {
 
 func newQueries(prefix string) (*sqlexec.Queries, *ownQueries) {
 	p := sqltext.Spelling(prefix, sqlexec.ListMarker, idList)
-	q := sqlexec.Common(p)
+	q := sqlexec.Common(p, sqlexec.KeySpelling{Column: "concurrency_key", JobKeysColumn: "key", InRateLine: inRateLine})
 
 	q.InsertJobKeys = p(`INSERT INTO {p}job_keys (job_id, key) VALUES `)
 	q.PickReady = p(`SELECT job_id FROM {p}ready_executions WHERE queue = ?
@@ -74,31 +74,6 @@ WHERE key = ?`)
 	q.PickBlocked = p(`SELECT job_id, queue, priority FROM {p}blocked_executions WHERE concurrency_key = ?
 ORDER BY priority DESC, job_id LIMIT ?`)
 	q.DeleteBlocked = p(`DELETE FROM {p}blocked_executions WHERE job_id IN ` + idList)
-	// A job holds the key by its concurrency_key or, a multi-key job, by
-	// a job_keys row (counted there only when its concurrency_key is
-	// another key, so each job once); blocked, it holds only in a rate
-	// line. Args: the key seven times.
-	q.CountHolders = p(`
-SELECT
-	(SELECT count(*) FROM {p}jobs j JOIN {p}ready_executions r ON r.job_id = j.id
-		WHERE j.concurrency_key = ? AND j.finished_at IS NULL)
-	+ (SELECT count(*) FROM {p}jobs j JOIN {p}claimed_executions c ON c.job_id = j.id
-		WHERE j.concurrency_key = ? AND j.finished_at IS NULL)
-	+ (SELECT count(*) FROM {p}jobs j JOIN {p}blocked_executions b ON b.job_id = j.id
-		WHERE j.concurrency_key = ? AND j.finished_at IS NULL AND ` + inRateLine + `)
-	+ (SELECT count(*) FROM {p}job_keys k JOIN {p}jobs j ON j.id = k.job_id
-		WHERE k.key = ? AND j.concurrency_key <> ? AND j.finished_at IS NULL
-		AND (EXISTS (SELECT 1 FROM {p}ready_executions r WHERE r.job_id = j.id)
-			OR EXISTS (SELECT 1 FROM {p}claimed_executions c WHERE c.job_id = j.id)
-			OR EXISTS (SELECT 1 FROM {p}blocked_executions b WHERE b.job_id = j.id AND ` + inRateLine + `))),
-	(SELECT count(*) FROM {p}blocked_executions WHERE concurrency_key = ?),
-	(SELECT count(j.more_keys) FROM {p}blocked_executions b JOIN {p}jobs j ON j.id = b.job_id
-		WHERE b.concurrency_key = ?)`)
-	q.LineHeads = p(`SELECT b.job_id, b.queue, b.priority, coalesce(j.concurrency_key, ''), j.concurrency_limit,
-	j.concurrency_duration_ms, j.on_conflict, j.max_blocked, j.more_keys
-FROM {p}blocked_executions b JOIN {p}jobs j ON j.id = b.job_id
-WHERE b.concurrency_key = ? ORDER BY b.priority DESC, b.job_id LIMIT ?`)
-	q.MoveToLine = p(`UPDATE {p}blocked_executions SET concurrency_key = ? WHERE job_id = ? AND concurrency_key = ?`)
 
 	q.PickDueScheduled = p(`SELECT job_id FROM {p}scheduled_executions WHERE scheduled_at <= ?
 ORDER BY scheduled_at, priority DESC, job_id LIMIT ?`)
@@ -124,10 +99,6 @@ ORDER BY s.key LIMIT ?`)
 	q.CountByQueue = p(sqltext.CountByQueue(func(col string) string { return "sum(" + col + ")" }))
 	// The policies, pauses and key overrides are sqlexec's shared
 	// statements: LockPolicies reads, the write transaction is the lock.
-	q.LatestJobLimit = p(`SELECT ` + sqltext.JobColumns + ` FROM {p}jobs j
-WHERE j.concurrency_key = ? AND j.finished_at IS NULL ORDER BY j.id DESC LIMIT 1`)
-	q.LatestMultiJob = p(`SELECT ` + sqltext.JobColumns + ` FROM {p}jobs j WHERE j.id = (SELECT max(jk.job_id)
-FROM {p}job_keys jk JOIN {p}jobs k ON k.id = jk.job_id WHERE jk.key = ? AND k.finished_at IS NULL)`)
 
 	// Rates: no row locks, the write transaction is the lock, so TryLock
 	// is Lock.

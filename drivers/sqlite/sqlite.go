@@ -225,11 +225,7 @@ func (d *engine) Begin(ctx context.Context) (driver.Tx, error) {
 }
 
 func (d *engine) WrapTx(tx any) (driver.Executor, error) {
-	t, ok := tx.(*sql.Tx)
-	if !ok {
-		return nil, fmt.Errorf("the SQLite driver enqueues inside a *sql.Tx, got %T: begin the transaction on the same *sql.DB", tx)
-	}
-	return executor{sqlexec.Wrap(d.dl, d, t), d}, nil
+	return sqlexec.WrapUser(d.dl, d, "SQLite", tx, func(x *sqlexec.Executor) driver.Executor { return executor{x, d} })
 }
 
 // Retryable reports SQLITE_BUSY and SQLITE_LOCKED.

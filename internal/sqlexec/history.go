@@ -36,3 +36,22 @@ func (e *Executor) PruneHistory(ctx context.Context, before time.Time, max int) 
 func (e *Executor) ReadHistory(ctx context.Context, from time.Time, queue string) (driver.History, error) {
 	return e.history().ReadHistory(ctx, from, queue)
 }
+
+// HistoryQueries are the history's statements both database/sql dialects
+// spell alike, through p: the heads and rows of its multi-row INSERTs and
+// its reads, each sum spelled by sum (a dialect casts it its own way). A
+// dialect adds its upserts (the tails and ClaimMinute), KeysHead, the
+// prunes, Keys and SearchKeys.
+func HistoryQueries(p func(string) string, sum func(col string) string) sqlhistory.Queries {
+	rows, ofQueue := sqlhistory.RowsSQL(sum)
+	return sqlhistory.Queries{
+		ThroughputHead: p(sqlhistory.ThroughputHead),
+		ThroughputRow:  `(?, ?, ?, ?)`,
+		DepthHead:      p(sqlhistory.DepthHead),
+		DepthRow:       `(?, ?, ?, ?, ?, ?)`,
+		KeysRow:        `(?, ?, ?, ?)`,
+		Rows:           p(rows),
+		RowsOfQueue:    p(ofQueue),
+		Snapped:        p(sqlhistory.Snapped),
+	}
+}

@@ -67,10 +67,11 @@ type Queries struct {
 
 // Common returns the statements both database/sql dialects spell alike,
 // those every dialect spells alike among them (SharedStatements), each
-// passed through spell (see sqltext.Spelling).
-func Common(spell func(string) string) Queries {
+// passed through spell (see sqltext.Spelling), those that read a key's
+// rows as keys says.
+func Common(spell func(string) string, keys KeySpelling) Queries {
 	p := spell
-	return Queries{
+	q := Queries{
 		SharedQueries: SharedStatements(spell),
 		Spell:         spell,
 		InsertJobs: p(`INSERT INTO {p}jobs (kind, queue, args, priority, max_attempts, concurrency_key,
@@ -119,5 +120,10 @@ AND concurrency_key IS NOT NULL AND finished_at IS NULL ORDER BY 1`),
 		ClaimFence: p(`SELECT fence FROM {p}claimed_executions WHERE job_id = ?`),
 		MarkCancel: p(`UPDATE {p}claimed_executions SET cancel_requested_at = coalesce(cancel_requested_at, ?) WHERE fence = ?`),
 		CancelMark: p(`SELECT cancel_requested_at FROM {p}claimed_executions WHERE fence = ?`),
+		// A blocked row's key is its line; MySQL's hash column is
+		// generated from it.
+		MoveToLine: p(`UPDATE {p}blocked_executions SET concurrency_key = ? WHERE job_id = ? AND concurrency_key = ?`),
 	}
+	q.CountHolders, q.LineHeads, q.LatestJobLimit, q.LatestMultiJob = keyStatements(p, keys)
+	return q
 }

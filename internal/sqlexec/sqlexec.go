@@ -24,6 +24,7 @@ package sqlexec
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"time"
 
 	"github.com/bqueue/bq/internal/driver"
@@ -121,6 +122,17 @@ func Wrap(d Dialect, drv driver.Driver, tx DB) *Executor {
 	e := New(d, drv, tx)
 	e.inTx = true
 	return e
+}
+
+// WrapUser is a database/sql driver's WrapTx: tx, the caller's, must be
+// a *sql.Tx (name is the driver's database, for the error), and own makes
+// the driver's executor of the Executor writing inside it.
+func WrapUser(d Dialect, drv driver.Driver, name string, tx any, own func(*Executor) driver.Executor) (driver.Executor, error) {
+	t, ok := tx.(*sql.Tx)
+	if !ok {
+		return nil, fmt.Errorf("the %s driver enqueues inside a *sql.Tx, got %T: begin the transaction on the same *sql.DB", name, tx)
+	}
+	return own(Wrap(d, drv, t)), nil
 }
 
 // DB is what the executor runs statements on.
