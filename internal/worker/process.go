@@ -479,3 +479,142 @@ func (p *process) deregister(ctx context.Context) {
 		p.c.log.Warn("deregister process", "process_id", p.ID(), "error", err)
 	}
 }
+
+// A lease is one run's right to go on. It holds while the process's newest
+// landed heartbeat is younger than the run's bound: the least silence after
+// which any dispatcher may take the claim, less one heartbeat interval.
+// Once it lapses the run is fenced: its context is cancelled for good.
+type lease struct {
+	proc   *process
+	claim  *driver.Claim
+	bound  time.Duration
+	seq    uint64 // order of creation, for verifyClaims
+	cancel context.CancelCauseFunc
+	fenced atomic.Bool
+	// cancelled: a cancel of the job cancelled the run (ErrCancelled).
+	// Unlike fenced, the claim is still the run's: its end records.
+	cancelled atomic.Bool
+}
+
+// check fences the run if its lease has lapsed. It runs on every Err and
+// Done of the job's context, so it only reads the clock and one pointer.
+func (l *lease) check() {
+	if l.fenced.Load() {
+		return
+	}
+	if s := l.proc.silence(l.proc.c.cfg.Now()); s > l.bound {
+		l.fence(l.lapsed(s))
+	}
+}
+
+// lapsed is the cause of a run fenced after a silence s past its bound.
+func (l *lease) lapsed(s time.Duration) error {
+	return fmt.Errorf("%w: no heartbeat of this process landed for %s (the process was paused, or the database was unreachable), past the %s after which its claim may be taken",
+		l.proc.c.cfg.LeaseLost, s.Round(time.Millisecond), l.bound)
+}
+
+// fence cancels the run with cause, once.
+func (l *lease) fence(cause error) {
+	if l.fenced.CompareAndSwap(false, true) {
+		l.cancel(cause)
+	}
+}
+
+// runContext is the context a job runs with. Err and Done compare the
+// run's lease with the clock on every call, so a run whose process was
+// paused past its lease sees ctx cancelled at its very next check, before
+// any timer or heartbeat goroutine has had a chance to run. Contexts the
+// job derives from it see the cancellation when the process's watchdog
+// runs, a few milliseconds after the resume.
+type runContext struct {
+	context.Context
+	lease *lease
+}
+
+func (c runContext) Err() error {
+	c.lease.check()
+	return c.Context.Err()
+}
+
+func (c runContext) Done() <-chan struct{} {
+	c.lease.check()
+	return c.Context.Done()
+}
+
+// elapsed is the time from since to now by both the monotonic and the wall
+// clock, whichever says more: the monotonic clock stops while a machine
+// is suspended, and dispatchers elsewhere judge by wall time.
+func elapsed(now, since time.Time) time.Duration {
+	return max(now.Sub(since), now.Round(0).Sub(since.Round(0)))
+}
+
+// outageReport is how often an ongoing database outage is logged again.
+const outageReport = 30 * time.Second
+
+// outage logs database trouble as an event rather than per call: once when
+// calls start failing (with the cause), every outageReport while they go
+// on (with how many failed), and once when one succeeds again (with how
+// long it lasted). Every poll of every queue fails during an outage; a
+// line for each would drown the one that matters.
+type outage struct {
+	down atomic.Bool
+
+	mu         sync.Mutex
+	since      time.Time
+	lastReport time.Time
+	failures   int
+	back       chan struct{} // closed when the outage ends
+}
+
+// readyNow is a channel that is always ready.
+var readyNow = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+// recovered is ready once the current outage has ended (at once if there
+// is none): a call waiting to retry need not wait out its backoff.
+func (o *outage) recovered() <-chan struct{} {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if !o.down.Load() {
+		return readyNow
+	}
+	return o.back
+}
+
+// dbFailed records a failed database call of the named service.
+func (c *Runtime) dbFailed(what string, err error) { c.outage.failed(c, what, err) }
+
+// dbOK records a database call that succeeded, ending an outage.
+func (c *Runtime) dbOK(what string) { c.outage.ok(c, what) }
+
+func (o *outage) failed(c *Runtime, what string, err error) {
+	now := c.cfg.Now()
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.failures++
+	switch {
+	case !o.down.Load():
+		o.down.Store(true)
+		o.since, o.lastReport, o.failures = now, now, 1
+		o.back = make(chan struct{})
+		c.log.Error("database calls are failing; bq retries with backoff", "service", what, "error", err)
+	case now.Sub(o.lastReport) >= outageReport:
+		o.lastReport = now
+		c.log.Error("database calls still failing", "service", what, "for", now.Sub(o.since).Round(time.Second),
+			"failed_calls", o.failures, "error", err)
+	}
+}
+
+func (o *outage) ok(c *Runtime, what string) {
+	if !o.down.Load() {
+		return
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if !o.down.Load() {
+		return
+	}
+	o.down.Store(false)
+	close(o.back)
+	c.log.Warn("database calls succeed again", "service", what,
+		"outage", c.cfg.Now().Sub(o.since).Round(time.Millisecond), "failed_calls", o.failures)
+}

@@ -7,10 +7,13 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/bqueue/bq/internal/driver"
+	"github.com/bqueue/bq/internal/humanize"
 	"github.com/bqueue/bq/internal/lifecycle"
 	"github.com/bqueue/bq/internal/metrics"
 	"github.com/bqueue/bq/internal/tracing"
@@ -357,4 +360,402 @@ func (c *Runtime) retryDBWhile(ctx context.Context, what string, worth func(erro
 		}
 		backoff = min(backoff*2, 2*time.Second)
 	}
+}
+
+// record writes the run's outcome: complete, snooze, retry, fail, back to
+// ready when shutdown cut it short, or lost when its lease lapsed. It runs on
+// after Run's context ends (the outcome of finished work must not be
+// lost), with retries while the database is unreachable. Logs and metrics
+// follow the commit. It calls done with the outcome, as the run-duration
+// metric names it; "unrecorded" when none could be written, "stale" when
+// the claim was no longer this run's.
+//
+// A completion is handed to the completer and record returns at once: the
+// run's slot is free for the next claim while its batch commits (the
+// claim, its lease and its key's slot stay the run's until done). Every
+// other outcome is written before record returns.
+func (w *queueWorker) record(runCtx context.Context, l *lease, meta Meta, def Job, runErr error, ran time.Duration, done func(outcome string)) {
+	cl := l.claim
+	shutdown := runCtx.Err() != nil && errors.Is(context.Cause(runCtx), errShutdown)
+	fenced := !shutdown && l.fenced.Load()
+	ctx := w.recordCtx
+	startedLate := errors.Is(runErr, ErrStartedLate) && !fenced
+	if runErr != nil && !shutdown && !fenced && !l.cancelled.Load() && !CancelOf(runErr) && !startedLate {
+		if _, snoozed := SnoozeOf(runErr); !snoozed {
+			// Before the outcome's transaction: the handler is user code.
+			runErr = w.c.cfg.Jobs.HandleError(runCtx, meta, runErr)
+		}
+	}
+	e := ending{claim: cl, runErr: runErr, cause: context.Cause(runCtx), ran: ran, now: w.c.cfg.Now(), shutdown: shutdown, fenced: fenced, startedLate: startedLate}
+	now := e.now
+	if runErr == nil {
+		w.completer.complete(cl, func(res lifecycle.Result, err error) {
+			done(w.recorded(ctx, e, res, err))
+		})
+		return
+	}
+	msg := errorText(runErr.Error())
+	if l.cancelled.Load() && errors.Is(runErr, context.Canceled) {
+		// "context canceled" says less than why.
+		msg = errorText(runErr.Error() + ": " + context.Cause(runCtx).Error())
+	}
+	snooze, snoozed := SnoozeOf(runErr)
+	e.snoozed = snoozed && !shutdown && !fenced
+	// The job's own bq.Cancel is honoured even as a shutdown cut it short:
+	// it asked not to run again.
+	e.selfCancel = !fenced && CancelOf(runErr)
+	var action func(ex driver.Executor) (lifecycle.Result, error)
+	switch {
+	case startedLate:
+		action = func(ex driver.Executor) (lifecycle.Result, error) { return lifecycle.StartedLate(ctx, ex, cl, now) }
+	case e.selfCancel:
+		action = func(ex driver.Executor) (lifecycle.Result, error) { return lifecycle.CancelRun(ctx, ex, cl, msg, now) }
+	case shutdown:
+		action = func(ex driver.Executor) (lifecycle.Result, error) { return lifecycle.Return(ctx, ex, cl, now) }
+	case fenced:
+		// Not the job's failure: its run was stopped so that no other
+		// could start beside it. If the claim is still this run's, the
+		// attempt counts and the job is ready again with its slot, as
+		// if reaped.
+		msg = lifecycle.LostMessage
+		if cause := context.Cause(runCtx); cause != nil {
+			msg = errorText(cause.Error())
+		}
+		action = func(ex driver.Executor) (lifecycle.Result, error) { return lifecycle.Reap(ctx, ex, cl, msg, now) }
+	case e.snoozed:
+		e.retryAt = now.Add(snooze)
+		action = func(ex driver.Executor) (lifecycle.Result, error) {
+			return lifecycle.Snooze(ctx, ex, cl, e.retryAt, now)
+		}
+	case IsPermanent(runErr) || cl.Attempt+1 >= cl.MaxAttempts:
+		action = func(ex driver.Executor) (lifecycle.Result, error) {
+			return lifecycle.Fail(ctx, ex, cl, msg, now)
+		}
+	default:
+		e.retryAt = now.Add(def.Backoff(cl.Attempt + 1))
+		action = func(ex driver.Executor) (lifecycle.Result, error) {
+			return lifecycle.Retry(ctx, ex, cl, msg, e.retryAt, now)
+		}
+	}
+	var res lifecycle.Result
+	tries := 0
+	err := w.c.retryDB(ctx, "record job outcome", func() error {
+		if tries++; tries > 1 {
+			// The message itself may be what the database refuses
+			// (a text its connection's character set cannot hold):
+			// never let it keep the outcome, and the slot, from
+			// landing.
+			msg = asciiText(msg)
+		}
+		return driver.InTx(ctx, w.c.drv, func(ex driver.Executor) (err error) {
+			res, err = action(ex)
+			return err
+		})
+	})
+	done(w.recorded(ctx, e, res, err))
+}
+
+// ending is how a run ended, as record judged it.
+type ending struct {
+	claim                                              *driver.Claim
+	runErr                                             error
+	cause                                              error // of the run's context ending, if it did
+	ran                                                time.Duration
+	now, retryAt                                       time.Time
+	shutdown, fenced, startedLate, snoozed, selfCancel bool
+}
+
+// recorded logs and counts the outcome of e that record wrote (res), or
+// failed to write (err), and names it.
+func (w *queueWorker) recorded(ctx context.Context, e ending, res lifecycle.Result, err error) string {
+	cl, runErr, ran := e.claim, e.runErr, e.ran
+	log := runLog{ctx: ctx, log: w.c.log, claim: cl}
+	switch {
+	case err != nil:
+		log.Error("record job outcome; the claim will be reaped and the job run again", "error", err)
+		return "unrecorded"
+	case !res.Matched:
+		log.Warn("stale completion ignored: this claim was reaped (its process looked dead) and is no longer ours")
+		return "stale"
+	}
+
+	job := metrics.JobOf(&cl.Job)
+	outcome := "retried"
+	switch {
+	case res.State == driver.StateCancelled:
+		// Asked for by the job itself, or by a cancel that marked its
+		// claim (every end but a completion then finishes it cancelled).
+		outcome = "cancelled"
+		from := "client"
+		if e.selfCancel {
+			from = "job"
+		}
+		log.Info("job cancelled; its slot released", "from", from, "error", runErr, "duration", ran)
+		w.c.met.Cancelled(ctx, job, from)
+	case e.startedLate:
+		outcome = "requeued"
+		log.Warn("rate-limited job did not begin within its start slack of the claim (the process stalled); back in its rate line, not run",
+			"rate_key", cl.Rate.Key, "start_by", cl.StartBy)
+	case e.shutdown:
+		outcome = "returned"
+		log.Info("job cut short by shutdown; returned to ready with its slot", "duration", ran)
+	case e.fenced:
+		outcome = "lost"
+		log.Warn("run stopped as its lease lapsed; the job is ready again with its slot, its attempt counted",
+			"state", res.State, "cause", e.cause)
+	case e.snoozed:
+		outcome = "snoozed"
+		log.Debug("job snoozed; its slot released, it runs again when due", "duration", ran, "run_at", e.retryAt)
+	case runErr == nil:
+		outcome = "completed"
+		log.Debug("job completed", "duration", ran)
+	case res.State == driver.StateFailed:
+		outcome = "failed"
+		log.Error("job failed for good", "error", runErr, "permanent", IsPermanent(runErr), "max_attempts", cl.MaxAttempts)
+	default:
+		log.Warn("job failed; will retry", "error", runErr, "retry_at", e.retryAt, "state", res.State)
+	}
+	w.c.met.Ran(ctx, job, ran.Seconds(), outcome)
+	if outcome == "completed" || outcome == "retried" || outcome == "failed" {
+		w.c.tally.count(cl.Queue, e.now, runErr != nil)
+	}
+	switch {
+	case outcome == "cancelled":
+	case e.snoozed:
+		w.c.met.Snoozed(ctx, job)
+	case e.startedLate:
+	case !e.shutdown:
+		w.c.met.Finished(ctx, job, res.State)
+	}
+	if n := res.Promoted.Jobs; n > 0 {
+		log.Debug("promoted blocked jobs into the released slot", "count", n)
+		w.c.met.PromotedBlocked(ctx, cl.Limit.Key, n)
+	}
+	// The slot may have passed to a blocked job of any queue, in any
+	// process; a job returned or retried at once is ready itself.
+	w.c.ReadyAll(res.Woken(cl.Queue))
+	return outcome
+}
+
+// runLog logs about one run with the run's fields, built only when the
+// level is enabled: a logger made With them for every completion cost more
+// CPU than the completion's share of its batch statement.
+type runLog struct {
+	ctx   context.Context
+	log   *slog.Logger
+	claim *driver.Claim
+}
+
+func (l runLog) at(level slog.Level, msg string, args ...any) {
+	if !l.log.Enabled(l.ctx, level) {
+		return
+	}
+	cl := l.claim
+	l.log.Log(l.ctx, level, msg, append([]any{"job_id", cl.ID, "kind", cl.Kind, "queue", cl.Queue, "key", cl.Limit.Key,
+		"attempt", cl.Attempt + 1}, args...)...)
+}
+
+func (l runLog) Debug(msg string, args ...any) { l.at(slog.LevelDebug, msg, args...) }
+func (l runLog) Info(msg string, args ...any)  { l.at(slog.LevelInfo, msg, args...) }
+func (l runLog) Warn(msg string, args ...any)  { l.at(slog.LevelWarn, msg, args...) }
+func (l runLog) Error(msg string, args ...any) { l.at(slog.LevelError, msg, args...) }
+
+// maxErrorBytes bounds the error message stored with a failed attempt: a
+// job may fail with any text, of any size.
+const maxErrorBytes = 64 << 10
+
+// errorText is an error message as every database stores it: valid UTF-8,
+// no NUL byte (PostgreSQL refuses both in text), at most maxErrorBytes.
+func errorText(s string) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	s = strings.ReplaceAll(s, "\x00", `\x00`)
+	if cut, long := humanize.Clip(s, maxErrorBytes); long {
+		return cut + fmt.Sprintf("… (%d bytes in all)", len(s))
+	}
+	return s
+}
+
+// asciiText is s with every byte outside printable ASCII escaped, which
+// any character set holds.
+func asciiText(s string) string {
+	q := strconv.QuoteToASCII(s)
+	return q[1 : len(q)-1]
+}
+
+// maxCompletionBatch bounds the runs one completion statement ends.
+const maxCompletionBatch = 1000
+
+// completer records successful runs in batches, group-commit style: while
+// one batch commits, the completions that arrive queue up and go in the
+// next, in one statement. Nothing waits for a timer: an idle completer
+// writes a lone completion at once, so batching adds no latency and a
+// freed slot passes to the next blocked job as soon as it would alone.
+type completer struct {
+	c   *Runtime
+	ctx context.Context // ends when a stop gives up on the database
+	in  chan *completion
+
+	mu      sync.RWMutex // held to send, so stop cannot close in under a sender
+	stopped bool
+	exited  chan struct{}
+}
+
+type completion struct {
+	claim *driver.Claim
+	then  func(lifecycle.Result, error)
+}
+
+// startCompleter starts a completer; stop it once no worker records.
+func startCompleter(c *Runtime, ctx context.Context) *completer {
+	cp := &completer{c: c, ctx: ctx, in: make(chan *completion, maxCompletionBatch), exited: make(chan struct{})}
+	go cp.run()
+	return cp
+}
+
+// complete records one successful run in the next batch and calls then
+// with its result once the batch has committed (or been given up on), on
+// the completer's goroutine: then must be quick and must not complete.
+// A run that ends after stop (abandoned at shutdown) is written alone,
+// before complete returns.
+func (cp *completer) complete(claim *driver.Claim, then func(lifecycle.Result, error)) {
+	c := &completion{claim: claim, then: then}
+	cp.mu.RLock()
+	if cp.stopped {
+		cp.mu.RUnlock()
+		cp.write([]*completion{c})
+		return
+	}
+	cp.in <- c
+	cp.mu.RUnlock()
+}
+
+// stop writes what is queued and ends run.
+func (cp *completer) stop() {
+	cp.mu.Lock()
+	cp.stopped = true
+	close(cp.in)
+	cp.mu.Unlock()
+	<-cp.exited
+}
+
+// run writes batches until in is closed and drained.
+func (cp *completer) run() {
+	defer close(cp.exited)
+	for first := range cp.in {
+		batch := []*completion{first}
+	fill:
+		for len(batch) < maxCompletionBatch {
+			select {
+			case next, ok := <-cp.in:
+				if !ok {
+					break fill
+				}
+				batch = append(batch, next)
+			default:
+				break fill
+			}
+		}
+		cp.write(batch)
+	}
+}
+
+func anyKeyed(claims []*driver.Claim) bool {
+	for _, c := range claims {
+		if c.Limit.Key != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// write commits one batch and tells each completion its result.
+func (cp *completer) write(batch []*completion) {
+	ctx := cp.ctx
+	keep := cp.c.cfg.Retention != NoRetention
+	claims := make([]*driver.Claim, len(batch))
+	for i, b := range batch {
+		claims[i] = b.claim
+	}
+	var results []lifecycle.Result
+	err := cp.c.retryDB(ctx, "record completions", func() error {
+		run := driver.InTx
+		if !anyKeyed(claims) {
+			// No slot to release: ending the claims is one write.
+			run = driver.Atomic
+		}
+		return run(ctx, cp.c.drv, func(ex driver.Executor) (err error) {
+			results, err = lifecycle.CompleteMany(ctx, ex, claims, keep, cp.c.cfg.Now())
+			return err
+		})
+	})
+	for i, b := range batch {
+		if err != nil {
+			b.then(lifecycle.Result{}, err)
+		} else {
+			b.then(results[i], nil)
+		}
+	}
+}
+
+// ErrStartedLate ends a rated run that did not begin by its claim's
+// StartBy: it is not run, and goes back to its rate key's line
+// (lifecycle.StartedLate).
+var ErrStartedLate = errors.New("bq: the rate-limited run did not begin within its start slack of its claim")
+
+// beginGateKey holds the runContext of a claimed run, which must pass
+// the begin gate before its middleware and again just before its job's
+// own function (a middleware, or a freeze of the process while it ran,
+// can take any time): the run's lease must still hold, or its claim may
+// be taken and the job run elsewhere already; and a rated run must begin
+// by its claim's StartBy, so no start the job sees comes later than the
+// one its key's ring counts.
+type beginGateKey struct{}
+
+// gated is rc with its begin gate attached.
+func gated(rc runContext) context.Context {
+	return context.WithValue(rc, beginGateKey{}, rc)
+}
+
+// MayBegin reports why the run of ctx must not begin now, or nil. A
+// context without a gate (bqtest.Work) always may.
+func MayBegin(ctx context.Context) error {
+	rc, ok := ctx.Value(beginGateKey{}).(runContext)
+	if !ok {
+		return nil
+	}
+	l := rc.lease
+	if l.check(); l.fenced.Load() {
+		if cause := context.Cause(rc); cause != nil {
+			return cause
+		}
+		return l.proc.c.cfg.LeaseLost // fenced by another goroutine, its cancel still under way
+	}
+	if by := l.claim.StartBy; !by.IsZero() && l.proc.c.cfg.Now().After(by) {
+		return ErrStartedLate
+	}
+	return nil
+}
+
+// rateWaits tells this process's dispatcher, if it runs one, that a job
+// went to a rate line, so it looks at the lines now rather than at its
+// next poll.
+func (c *Runtime) rateWaits() {
+	select {
+	case c.rateWake <- struct{}{}:
+	default:
+	}
+}
+
+// GatedRun is the context of a run behind its begin gate, for tests of
+// code that calls MayBegin: its process's last beat landed at now(), its
+// lease lapses after bound of silence, and startBy, when not zero, is a
+// rated claim's start slack. cancel ends it.
+func GatedRun(parent context.Context, now func() time.Time, bound time.Duration, startBy time.Time, leaseLost error) (ctx context.Context, cancel context.CancelCauseFunc) {
+	c := &Runtime{cfg: Config{Now: now, LeaseLost: leaseLost}, log: slog.New(slog.DiscardHandler)}
+	p := &process{c: c}
+	beat := now()
+	p.lastBeat.Store(&beat)
+	base, cancel := context.WithCancelCause(parent)
+	l := &lease{proc: p, claim: &driver.Claim{StartBy: startBy}, bound: bound, cancel: cancel}
+	return gated(runContext{Context: base, lease: l}), cancel
 }
