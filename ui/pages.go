@@ -15,9 +15,9 @@ import (
 
 // overviewData sums the report for the overview's cards.
 type overviewData struct {
-	Health                                     *bq.Health
-	Ready, Running, Blocked, Failed, Saturated int
-	Fleet                                      fleet
+	Health                                                *bq.Health
+	Ready, Running, Scheduled, Blocked, Failed, Saturated int
+	Fleet                                                 fleet
 	// Charts are the last hour's throughput and depth; HistoryErr says
 	// why there are none.
 	Charts     []chart
@@ -48,6 +48,7 @@ func (s *server) overview(w http.ResponseWriter, r *http.Request) {
 	for _, q := range h.Queues {
 		d.Ready += q.Ready
 		d.Running += q.Running
+		d.Scheduled += q.Scheduled
 		d.Blocked += q.Blocked
 		d.Failed += q.Failed
 	}
