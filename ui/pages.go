@@ -82,7 +82,7 @@ func (s *server) key(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	s.render(w, r, http.StatusOK, "key", view{Title: "Key " + key, Nav: "blocked",
+	s.render(w, r, http.StatusOK, "key", view{Title: "Key " + key, Nav: "blocked", Notice: s.notice(w, r),
 		Refresh: int(s.opts.Refresh.Seconds() + 0.5), Data: k})
 }
 

@@ -175,6 +175,9 @@ func (s *server) notice(w http.ResponseWriter, r *http.Request) string {
 	if done, ok := strings.CutPrefix(c.Value[:i], rateNotice); ok {
 		return rateSaid(done)
 	}
+	if done, ok := strings.CutPrefix(c.Value[:i], limitNotice); ok {
+		return limitSaid(done)
+	}
 	parts := strings.SplitN(c.Value[:i], ".", 3)
 	if len(parts) != 3 {
 		return ""

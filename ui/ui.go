@@ -5,16 +5,18 @@
 // time), each job with its explanation, metadata and tags and a cancel
 // button while it is live, failed jobs with retry, discard and cancel,
 // the rate keys, each with its line and a form to override its rate,
-// the processes, and a search by job id, key, tenant, tag or metadata
-// (key=value). Mount it in your server:
+// each key with a form to override its limit, the processes, and a
+// search by job id, key, tenant, tag or metadata (key=value). Mount it
+// in your server:
 //
 //	mux.Handle("/bq/", http.StripPrefix("/bq", ui.Handler(client, ui.Options{Path: "/bq", Token: token})))
 //
 // or run `bq ui --dsn ...`. Pages, charts included (inline SVG), are
 // rendered on the server; the CSS and the small script that refreshes
 // them are embedded, so it works offline. Retry, discard, cancel, pause,
-// resume and a rate override are POST forms protected against cross-site requests, and go
-// through admission like any job: they never bypass a limit.
+// resume, a rate override and a key's limit override are POST forms
+// protected against cross-site requests; retry goes through admission
+// like any enqueue: it never bypasses a limit.
 //
 // The handler has no access control of its own beyond Options.Token: put
 // your application's authentication in front of it. Without a token it
@@ -146,6 +148,8 @@ func Handler(client *bq.Client, opts Options) http.Handler {
 	mux.HandleFunc("POST /queues/{queue}/resume", s.resume)
 	mux.HandleFunc("POST /rate/set", s.setRate)
 	mux.HandleFunc("POST /rate/clear", s.clearRate)
+	mux.HandleFunc("POST /key/limit/set", s.setLimit)
+	mux.HandleFunc("POST /key/limit/clear", s.clearLimit)
 	// A link to an action, followed or prefetched, does nothing.
 	mux.HandleFunc("/jobs/{id}/retry", postOnly)
 	mux.HandleFunc("/jobs/{id}/discard", postOnly)
@@ -154,6 +158,8 @@ func Handler(client *bq.Client, opts Options) http.Handler {
 	mux.HandleFunc("/queues/{queue}/resume", postOnly)
 	mux.HandleFunc("/rate/set", postOnly)
 	mux.HandleFunc("/rate/clear", postOnly)
+	mux.HandleFunc("/key/limit/set", postOnly)
+	mux.HandleFunc("/key/limit/clear", postOnly)
 	mux.HandleFunc("/", s.notFound)
 
 	return s.secure(limitInFlight(opts.MaxInFlight, mux))
@@ -162,7 +168,7 @@ func Handler(client *bq.Client, opts Options) http.Handler {
 // postOnly answers a request for an action that is not a POST.
 func postOnly(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Allow", http.MethodPost)
-	http.Error(w, "this action is the POST of a form: open the job's, queue's or rate key's page and use its button", http.StatusMethodNotAllowed)
+	http.Error(w, "this action is the POST of a form: open the job's, queue's, key's or rate key's page and use its button", http.StatusMethodNotAllowed)
 }
 
 // asset serves one embedded file; there is no listing of them.
