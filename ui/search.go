@@ -13,7 +13,8 @@ import (
 
 // The header's search box: a job id, a full key (group/key), a group
 // (group/), a key's end (/key) or a bare key, a tenant say, which names
-// no group; metadata as key=value, and a bare word as a tag too.
+// no group; metadata as key=value, and a bare word as a tag and as the
+// value of the metadata keys of Options.SearchMetadata too.
 
 // keyRule tells how keys are spelled, for a search that found none.
 const keyRule = "Keys are group/key: the group is the job's name unless its Concurrency names a Group, e.g. reports.export/acme. " +
@@ -35,6 +36,9 @@ type searchData struct {
 	Suffix, Group         []bq.KeyHealth
 	SuffixMore, GroupMore bool
 	GroupName             string
+	// Meta lists, for each metadata key searched that has the query as a
+	// value in some job, the newest of those jobs.
+	Meta []metaFound
 	// Tagged lists the newest jobs carrying the query as a tag.
 	Tagged     []*bq.JobInfo
 	TaggedMore bool
@@ -42,14 +46,31 @@ type searchData struct {
 	Hint string
 }
 
+// metaFound is the newest jobs whose metadata Key holds the query.
+type metaFound struct {
+	Key  string
+	Jobs []*bq.JobInfo
+	More bool
+	// List is the Jobs page listing them all; "" when its metadata field
+	// cannot spell the query (a comma in it separates pairs there).
+	List string
+}
+
 // searchHelp says what the box finds.
-const searchHelp = "Search for a job id (42), a key as group/key (reports.export/acme), a group's keys (reports.export/), a key without its group (acme), a tag (vip) or metadata as key=value (tenant=acme)."
+func (s *server) searchHelp() string {
+	value := ""
+	if keys := s.opts.SearchMetadata; len(keys) > 0 {
+		value = " or a value of metadata " + strings.Join(keys, " or ")
+	}
+	return "Search for a job id (42), a key as group/key (reports.export/acme), a group's keys (reports.export/), a key without its group" +
+		value + " (acme), a tag (vip) or metadata as key=value (tenant=acme)."
+}
 
 func (s *server) search(w http.ResponseWriter, r *http.Request) {
 	q := strings.TrimSpace(r.URL.Query().Get("q"))
 	switch {
 	case q == "":
-		s.render(w, r, http.StatusOK, "search", view{Title: "Search", Data: searchData{Hint: searchHelp}})
+		s.render(w, r, http.StatusOK, "search", view{Title: "Search", Data: searchData{Hint: s.searchHelp()}})
 		return
 	case strings.Contains(q, "=") && !strings.Contains(q, "/"):
 		// tenant=acme: the jobs carrying that metadata.
@@ -87,6 +108,23 @@ func (s *server) search(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
+	// The word as a metadata value: one page of jobs per key searched
+	// (Options.SearchMetadata, at most MaxSearchMetadata of them), exact
+	// matches only. A word no metadata could hold is no error.
+	for _, key := range s.opts.SearchMetadata {
+		page, err := s.client.ListJobs(r.Context(), bq.JobFilter{Metadata: map[string]string{key: q}, Limit: searchShown})
+		switch {
+		case err == nil && len(page.Jobs) > 0:
+			m := metaFound{Key: key, Jobs: page.Jobs, More: page.Next != ""}
+			if !strings.Contains(q, ",") {
+				m.List = jobsURL("meta", key+"="+q)
+			}
+			d.Meta = append(d.Meta, m)
+		case err != nil && !errors.Is(err, bq.ErrInvalidFilter):
+			s.fail(w, r, err)
+			return
+		}
+	}
 	// A word that could be a tag lists the jobs carrying it; one that
 	// could not (a space, say) is no tag, and no error.
 	page, err := s.client.ListJobs(r.Context(), bq.JobFilter{Tag: q, Limit: searchShown})
@@ -97,18 +135,34 @@ func (s *server) search(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	found := len(d.Suffix) > 0 || len(d.Group) > 0 || len(d.Tagged) > 0
+	found := len(d.Suffix) > 0 || len(d.Group) > 0 || len(d.Meta) > 0 || len(d.Tagged) > 0
 	if d.Job != nil && !found {
 		http.Redirect(w, r, fmt.Sprintf("%s/jobs/%d", s.opts.Path, d.Job.ID), http.StatusSeeOther)
 		return
 	}
 	if d.Job == nil && !found {
-		d.Hint = fmt.Sprintf("No key in use ends with /%s, no group %s has keys in use, and no job is tagged %s. %s %s", q, q, q, keyRule, searchHelp)
-		if _, err := strconv.ParseInt(q, 10, 64); err == nil {
-			d.Hint = fmt.Sprintf("No job has id %s, no key in use ends with /%s, no group %s has keys in use, and no job is tagged %s. %s %s", q, q, q, q, keyRule, searchHelp)
-		}
+		d.Hint = s.nothingFound(q)
 	}
 	s.render(w, r, http.StatusOK, "search", view{Title: "Search: " + q, Data: d})
+}
+
+// nothingFound says what a plain word was looked up as, none of which
+// matched, how keys are spelled and what else to type.
+func (s *server) nothingFound(q string) string {
+	var none []string
+	if _, err := strconv.ParseInt(q, 10, 64); err == nil {
+		none = append(none, "no job has id "+q)
+	}
+	none = append(none, "no key in use ends with /"+q, "no group "+q+" has keys in use", "no job is tagged "+q)
+	if keys := s.opts.SearchMetadata; len(keys) > 0 {
+		pairs := make([]string, len(keys))
+		for i, k := range keys {
+			pairs[i] = k + "=" + q
+		}
+		none = append(none, "no job has "+strings.Join(pairs, " or "))
+	}
+	said := strings.Join(none[:len(none)-1], ", ") + ", and " + none[len(none)-1]
+	return strings.ToUpper(said[:1]) + said[1:] + ". " + keyRule + " " + s.searchHelp()
 }
 
 // searchKeys shows the keys of a group (a query ending in "/") or those

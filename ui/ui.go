@@ -6,8 +6,9 @@
 // button while it is live, failed jobs with retry, discard and cancel,
 // the rate keys, each with its line and a form to override its rate,
 // each key with a form to override its limit, the processes, and a
-// search by job id, key, tenant, tag or metadata (key=value). Mount it
-// in your server:
+// search by job id, key, tenant (a key's end, or a metadata value: see
+// Options.SearchMetadata), tag or metadata (key=value). Mount it in your
+// server:
 //
 //	mux.Handle("/bq/", http.StripPrefix("/bq", ui.Handler(client, ui.Options{Path: "/bq", Token: token})))
 //
@@ -32,6 +33,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -87,11 +89,22 @@ type Options struct {
 	// SessionMaxAge is how long the session cookie that ?token= sets
 	// lasts; after it, the token is needed again. Default 12h.
 	SessionMaxAge time.Duration
+	// SearchMetadata lists the metadata keys under which the search box
+	// also looks up a plain word: with "tenant", searching acme lists
+	// the newest 50 jobs whose metadata holds tenant=acme, besides the
+	// keys and tags it finds. Each key costs the search one ListJobs. At
+	// most MaxSearchMetadata are searched; the rest are ignored (and
+	// logged). Default {"tenant"}; an empty, non-nil list searches none.
+	SearchMetadata []string
 }
 
 // MinTokenLength is the shortest Token bq ui accepts, and below which
 // Handler logs a warning: 16 random characters (rand.Text gives 26).
 const MinTokenLength = 16
+
+// MaxSearchMetadata is the most metadata keys (Options.SearchMetadata) a
+// search looks a word up under: each is a query of its own.
+const MaxSearchMetadata = 4
 
 // server is one mounted dashboard.
 type server struct {
@@ -121,6 +134,7 @@ func Handler(client *bq.Client, opts Options) http.Handler {
 		opts.Logger.Warn("bq ui: the dashboard's token is short and guessable; use at least 16 random characters",
 			"length", len(opts.Token), "min", MinTokenLength)
 	}
+	opts.SearchMetadata = searchMetadata(opts.SearchMetadata, opts.Logger)
 	assets, _ := fs.Sub(assetFS, "assets")
 	s := &server{client: client, opts: opts, pages: mustParse(), csrf: rand.Text(),
 		secret: []byte(rand.Text()), guard: newGuard(), assets: assets}
@@ -163,6 +177,26 @@ func Handler(client *bq.Client, opts Options) http.Handler {
 	mux.HandleFunc("/", s.notFound)
 
 	return s.secure(limitInFlight(opts.MaxInFlight, mux))
+}
+
+// searchMetadata is Options.SearchMetadata as searched: the default for
+// nil, each key once, blanks dropped, at most MaxSearchMetadata.
+func searchMetadata(keys []string, log *slog.Logger) []string {
+	if keys == nil {
+		return []string{"tenant"}
+	}
+	out := []string{}
+	for _, k := range keys {
+		if k = strings.TrimSpace(k); k != "" && !slices.Contains(out, k) {
+			out = append(out, k)
+		}
+	}
+	if len(out) > MaxSearchMetadata {
+		log.Warn("bq ui: the search looks words up under the first metadata keys of Options.SearchMetadata only",
+			"searched", out[:MaxSearchMetadata], "ignored", out[MaxSearchMetadata:])
+		out = out[:MaxSearchMetadata]
+	}
+	return out
 }
 
 // postOnly answers a request for an action that is not a POST.
