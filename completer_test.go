@@ -37,13 +37,13 @@ type gatedTx struct {
 	gate <-chan struct{}
 }
 
-func (t gatedTx) CompleteClaims(ctx context.Context, claims []*driver.Claim, keep bool, now time.Time) ([]driver.Fenced, error) {
+func (t gatedTx) ClaimCompleteMany(ctx context.Context, claims []*driver.Claim, keep bool, now time.Time) ([]driver.Fenced, error) {
 	select {
 	case <-t.gate:
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
-	return t.historyTx.CompleteClaims(ctx, claims, keep, now)
+	return t.historyTx.ClaimCompleteMany(ctx, claims, keep, now)
 }
 
 var gateStarts atomic.Int64

@@ -80,11 +80,11 @@ func (c *Client) Explain(ctx context.Context, id int64) (*Explanation, error) {
 func (c *Client) explain(ctx context.Context, info *JobInfo) (*Explanation, error) {
 	ex := c.drv.Exec()
 	e := &Explanation{Job: info}
-	x, _, err := ex.JobExecution(ctx, info.ID)
+	x, _, err := ex.ExecutionGet(ctx, info.ID)
 	if err != nil {
 		return nil, err
 	}
-	if e.UniqueKey, err = ex.UniqueKeyOf(ctx, info.ID); err != nil {
+	if e.UniqueKey, err = ex.UniqueGetKey(ctx, info.ID); err != nil {
 		return nil, err
 	}
 	now := c.cfg.Now()
@@ -94,7 +94,7 @@ func (c *Client) explain(ctx context.Context, info *JobInfo) (*Explanation, erro
 	case StateReady, StateBlocked, StateScheduled, StateRunning:
 		// Who would move the job on: its queue's workers, a dispatcher;
 		// what holds them back: a paused queue.
-		if procs, err = ex.ListProcesses(ctx); err != nil {
+		if procs, err = ex.ProcessList(ctx); err != nil {
 			return nil, err
 		}
 		if paused, err = pausedSet(ctx, ex); err != nil {
@@ -103,7 +103,7 @@ func (c *Client) explain(ctx context.Context, info *JobInfo) (*Explanation, erro
 	}
 	line := info.Key // the line a blocked job waits in
 	if info.State == StateBlocked && (info.RateKey != "" || len(info.Keys) > 0) {
-		l, ok, err := ex.BlockedKey(ctx, info.ID)
+		l, ok, err := ex.LineGetKey(ctx, info.ID)
 		if err != nil {
 			return nil, err
 		}
@@ -120,7 +120,7 @@ func (c *Client) explain(ctx context.Context, info *JobInfo) (*Explanation, erro
 		if e.Key, err = c.keyState(ctx, line, maxLineShow); err != nil {
 			return nil, err
 		}
-		ahead, err := ex.BlockedAhead(ctx, line, info.Priority, info.ID, MaxCountedAhead+1)
+		ahead, err := ex.LineCountAhead(ctx, line, info.Priority, info.ID, MaxCountedAhead+1)
 		if err != nil {
 			return nil, err
 		}
@@ -197,7 +197,7 @@ func (c *Client) explainRateWait(ctx context.Context, e *Explanation, since time
 	if e.Rate, err = c.rateState(ctx, info.RateKey, maxLineShow); err != nil {
 		return err
 	}
-	ahead, err := c.drv.Exec().BlockedAhead(ctx, driver.RateLine(info.RateKey), info.Priority, info.ID, MaxCountedAhead+1)
+	ahead, err := c.drv.Exec().LineCountAhead(ctx, driver.RateLine(info.RateKey), info.Priority, info.ID, MaxCountedAhead+1)
 	if err != nil {
 		return err
 	}

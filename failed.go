@@ -31,7 +31,7 @@ type FailedJob struct {
 // get the next.
 func (c *Client) FailedJobs(ctx context.Context, before int64, limit int) ([]FailedJob, error) {
 	limit = min(max(limit, 1), 500)
-	jobs, err := c.drv.Exec().ListFailed(ctx, before, limit)
+	jobs, err := c.drv.Exec().FailedList(ctx, before, limit)
 	if err != nil {
 		return nil, c.explainErr(ctx, err)
 	}

@@ -144,7 +144,7 @@ func (c *Client) health(ctx context.Context, top int) (*Health, error) {
 	if err != nil {
 		return nil, err
 	}
-	ages, err := ex.ReadyAges(ctx)
+	ages, err := ex.ReadyListAges(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -160,35 +160,35 @@ func (c *Client) health(ctx context.Context, top int) (*Health, error) {
 		}
 		h.Queues = append(h.Queues, qh)
 	}
-	groups, err := ex.GroupStats(ctx, maxGroups+1)
+	groups, err := ex.GroupListStats(ctx, maxGroups+1)
 	if err != nil {
 		return nil, err
 	}
 	for _, g := range cut(h, groups, maxGroups) {
 		h.Groups = append(h.Groups, GroupHealth(g))
 	}
-	rates, err := ex.RateGroups(ctx, maxGroups+1)
+	rates, err := ex.RateListGroups(ctx, maxGroups+1)
 	if err != nil {
 		return nil, err
 	}
 	for _, g := range cut(h, rates, maxGroups) {
 		h.Rates = append(h.Rates, RateGroupHealth(g))
 	}
-	keys, err := ex.TopBlockedKeys(ctx, top)
+	keys, err := ex.SemaphoreListMostBlocked(ctx, top)
 	if err != nil {
 		return nil, err
 	}
 	for _, s := range keys {
 		h.TopKeys = append(h.TopKeys, keyHealth(s))
 	}
-	procs, err := ex.ListProcesses(ctx)
+	procs, err := ex.ProcessList(ctx)
 	if err != nil {
 		return nil, err
 	}
 	for _, p := range cut(h, procs, maxProcesses) {
 		h.Processes = append(h.Processes, c.processHealth(p, now))
 	}
-	periodic, err := ex.ListPeriodic(ctx)
+	periodic, err := ex.PeriodicList(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -235,15 +235,15 @@ func (c *Client) alive(beat time.Time, interval time.Duration, now time.Time) bo
 // collection, bounded by the number of queues and groups.
 func (c *Client) gaugeSnapshot(ctx context.Context) (metrics.Snapshot, error) {
 	ex := c.drv.Exec()
-	queues, err := ex.CountByQueue(ctx)
+	queues, err := ex.JobCountByQueue(ctx)
 	if err != nil {
 		return metrics.Snapshot{}, fmt.Errorf("bq gauges: %w", err)
 	}
-	groups, err := ex.GroupStats(ctx, maxGroups)
+	groups, err := ex.GroupListStats(ctx, maxGroups)
 	if err != nil {
 		return metrics.Snapshot{}, fmt.Errorf("bq gauges: %w", err)
 	}
-	rates, err := ex.RateGroups(ctx, maxGroups)
+	rates, err := ex.RateListGroups(ctx, maxGroups)
 	if err != nil {
 		return metrics.Snapshot{}, fmt.Errorf("bq gauges: %w", err)
 	}

@@ -91,7 +91,7 @@ func (c *Client) History(ctx context.Context, o HistoryOptions) (*History, error
 	}
 	now := c.cfg.Now().Truncate(time.Minute)
 	from := now.Add(-since + time.Minute)
-	raw, err := hs.ReadHistory(ctx, from, o.Queue)
+	raw, err := hs.HistoryList(ctx, from, o.Queue)
 	if err != nil {
 		return nil, fmt.Errorf("history: %w", c.explainErr(ctx, err))
 	}
@@ -184,7 +184,7 @@ func (c *Client) SearchKeys(ctx context.Context, s KeySearch) ([]KeyHealth, bool
 	if !ok {
 		return nil, false, errors.New("search keys: the driver cannot search keys")
 	}
-	found, err := ks.SearchKeys(ctx, s.Prefix, s.Suffix, limit+1)
+	found, err := ks.KeySearch(ctx, s.Prefix, s.Suffix, limit+1)
 	if err != nil {
 		return nil, false, c.explainErr(ctx, err)
 	}

@@ -73,7 +73,7 @@ type JobInfo struct {
 
 // Job returns the job with id and its current state.
 func (c *Client) Job(ctx context.Context, id int64) (*JobInfo, error) {
-	info, ok, err := c.drv.Exec().GetJob(ctx, id)
+	info, ok, err := c.drv.Exec().JobGet(ctx, id)
 	if err != nil {
 		return nil, c.explainErr(ctx, err)
 	}
@@ -136,7 +136,7 @@ func (c *Client) QueueStats(ctx context.Context) ([]QueueStats, error) {
 // queueCounts counts every queue's jobs, with a zero row for each paused
 // queue that has none, in queue order, and the set of paused queues.
 func queueCounts(ctx context.Context, ex driver.Executor) ([]driver.QueueCounts, map[string]bool, error) {
-	counts, err := ex.CountByQueue(ctx)
+	counts, err := ex.JobCountByQueue(ctx)
 	if err != nil {
 		return nil, nil, err
 	}

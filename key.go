@@ -73,14 +73,14 @@ func (c *Client) KeyState(ctx context.Context, key string) (*KeyState, error) {
 func (c *Client) keyState(ctx context.Context, key string, line int) (*KeyState, error) {
 	ex := c.drv.Exec()
 	k := &KeyState{Key: key, Group: driver.GroupOf(key), Holders: []Holder{}, Line: []BlockedJob{}}
-	s, ok, err := ex.ReadSemaphore(ctx, key)
+	s, ok, err := ex.SemaphoreGet(ctx, key)
 	if err != nil {
 		return nil, err
 	}
 	if ok {
 		k.Exists, k.Limit, k.Free, k.Taken, k.Blocked, k.ExpiresAt = true, s.Limit, s.Value, s.Limit-s.Value, s.Blocked, s.ExpiresAt
 	}
-	holders, err := ex.KeyHolders(ctx, key, maxHolders)
+	holders, err := ex.HolderList(ctx, key, maxHolders)
 	if err != nil {
 		return nil, err
 	}
@@ -89,7 +89,7 @@ func (c *Client) keyState(ctx context.Context, key string, line int) (*KeyState,
 		k.Holders = append(k.Holders, c.holder(h, now))
 	}
 	if line > 0 && k.Blocked > 0 {
-		blocked, err := ex.BlockedLine(ctx, key, line)
+		blocked, err := ex.LineList(ctx, key, line)
 		if err != nil {
 			return nil, err
 		}

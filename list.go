@@ -114,7 +114,7 @@ func (c *Client) listJobs(ctx context.Context, ex driver.Executor, f JobFilter) 
 	}
 	limit := df.Max
 	df.Max++ // one more tells whether a next page exists
-	rows, err := ex.ListJobs(ctx, df)
+	rows, err := ex.JobList(ctx, df)
 	if err != nil {
 		return JobPage{}, c.explainErr(ctx, err)
 	}

@@ -79,7 +79,7 @@ func TestMetrics(t *testing.T) {
 	// A process that stopped heartbeating an hour ago claims one job: the
 	// dispatcher reaps it.
 	ex := driver.ClientEngine(client).Exec()
-	dead, err := ex.RegisterProcess(ctx, driver.Process{Kind: "worker", Name: "dead", Hostname: "h", PID: 1,
+	dead, err := ex.ProcessRegister(ctx, driver.Process{Kind: "worker", Name: "dead", Hostname: "h", PID: 1,
 		HeartbeatInterval: time.Second, StartedAt: time.Now().Add(-time.Hour)})
 	if err != nil {
 		t.Fatal(err)

@@ -18,7 +18,7 @@ func (c *Client) PauseQueue(ctx context.Context, queue string) error {
 	if err := validateQueue(queue); err != nil {
 		return fmt.Errorf("%w: PauseQueue: %w", ErrInvalidArgument, err)
 	}
-	if _, err := c.drv.Exec().PauseQueue(ctx, queue, c.cfg.Now()); err != nil {
+	if _, err := c.drv.Exec().QueuePause(ctx, queue, c.cfg.Now()); err != nil {
 		return c.explainErr(ctx, err)
 	}
 	return nil
@@ -31,7 +31,7 @@ func (c *Client) ResumeQueue(ctx context.Context, queue string) error {
 	if err := validateQueue(queue); err != nil {
 		return fmt.Errorf("%w: ResumeQueue: %w", ErrInvalidArgument, err)
 	}
-	if _, err := c.drv.Exec().ResumeQueue(ctx, queue); err != nil {
+	if _, err := c.drv.Exec().QueueResume(ctx, queue); err != nil {
 		return c.explainErr(ctx, err)
 	}
 	c.rt.Ready(queue)
@@ -46,7 +46,7 @@ type PausedQueue struct {
 
 // PausedQueues lists the paused queues, ordered by name.
 func (c *Client) PausedQueues(ctx context.Context) ([]PausedQueue, error) {
-	rows, err := c.drv.Exec().PausedQueues(ctx)
+	rows, err := c.drv.Exec().QueueListPaused(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("paused queues: %w", c.explainErr(ctx, err))
 	}
@@ -59,7 +59,7 @@ func (c *Client) PausedQueues(ctx context.Context) ([]PausedQueue, error) {
 
 // pausedSet reads the paused queues as a set, for the reports that mark them.
 func pausedSet(ctx context.Context, ex driver.PauseStore) (map[string]bool, error) {
-	rows, err := ex.PausedQueues(ctx)
+	rows, err := ex.QueueListPaused(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -211,7 +211,7 @@ func (p periodic) Build(ctx context.Context, tick, now time.Time) ([]*driver.New
 // PeriodicJobs lists the schedules the fleet runs, as stored: the
 // periodic jobs of every process's Config.Periodic, ordered by name.
 func (c *Client) PeriodicJobs(ctx context.Context) ([]PeriodicStatus, error) {
-	rows, err := c.drv.Exec().ListPeriodic(ctx)
+	rows, err := c.drv.Exec().PeriodicList(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("periodic jobs: %w", c.explainErr(ctx, err))
 	}

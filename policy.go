@@ -82,7 +82,7 @@ func (c *Client) SyncPolicies(ctx context.Context, namespace string, policies []
 	err := driver.InTx(ctx, c.drv, func(ex driver.Executor) error {
 		woken = driver.Promotion{}
 		now := c.cfg.Now()
-		stored, err := ex.LockPolicies(ctx, namespace, queues)
+		stored, err := ex.PolicyLockMany(ctx, namespace, queues)
 		if err != nil {
 			return err
 		}
@@ -104,10 +104,10 @@ func (c *Client) SyncPolicies(ctx context.Context, namespace string, policies []
 			case exists && samePolicy(have, want):
 				continue
 			case exists:
-				err = ex.UpdatePolicy(ctx, want)
+				err = ex.PolicyUpdate(ctx, want)
 			default:
 				var inserted bool
-				if inserted, err = ex.InsertPolicy(ctx, want); err == nil && !inserted {
+				if inserted, err = ex.PolicyInsert(ctx, want); err == nil && !inserted {
 					err = fmt.Errorf("%w: queue %q got a policy from another namespace meanwhile", ErrPolicyConflict, p.Queue)
 				}
 			}
@@ -124,7 +124,7 @@ func (c *Client) SyncPolicies(ctx context.Context, namespace string, policies []
 		}
 		for _, s := range stored {
 			if s.Namespace == namespace && !slices.Contains(queues, s.Queue) {
-				if err := ex.DeletePolicy(ctx, s.Queue); err != nil {
+				if err := ex.PolicyDelete(ctx, s.Queue); err != nil {
 					return err
 				}
 				if s.MaxActivePerKey != 0 {
@@ -167,7 +167,7 @@ func (c *Client) relimitQueues(ctx context.Context, ex driver.Executor, queues [
 	type keyOf struct{ key, queue string }
 	var keys []keyOf
 	for _, q := range queues {
-		ks, err := ex.PolicyKeys(ctx, q)
+		ks, err := ex.PolicyListKeys(ctx, q)
 		if err != nil {
 			return promoted, err
 		}
@@ -194,7 +194,7 @@ func (c *Client) rerateQueues(ctx context.Context, ex driver.Executor, policies 
 	var promoted driver.Promotion
 	var specs []driver.RateSpec
 	for _, p := range policies {
-		ks, err := ex.PolicyRateKeys(ctx, p.Queue)
+		ks, err := ex.PolicyListRateKeys(ctx, p.Queue)
 		if err != nil {
 			return promoted, err
 		}
@@ -249,7 +249,7 @@ func validatePolicies(namespace string, policies []Policy) error {
 
 // ListPolicies returns every stored policy, ordered by queue.
 func (c *Client) ListPolicies(ctx context.Context) ([]StoredPolicy, error) {
-	ps, err := c.drv.Exec().ListPolicies(ctx)
+	ps, err := c.drv.Exec().PolicyList(ctx)
 	if err != nil {
 		return nil, c.explainErr(ctx, err)
 	}
@@ -279,7 +279,7 @@ func (c *Client) SetKeyLimit(ctx context.Context, key string, limit int) error {
 	var woken driver.Promotion
 	err := driver.InTx(ctx, c.drv, func(ex driver.Executor) (err error) {
 		now := c.cfg.Now()
-		if err := ex.SetKeyLimit(ctx, key, limit, now); err != nil {
+		if err := ex.KeyLimitSet(ctx, key, limit, now); err != nil {
 			return err
 		}
 		woken, err = semaphore.Resolve(ctx, ex, driver.Limit{Key: key, To: limit}, "", now)
@@ -301,10 +301,10 @@ func (c *Client) ClearKeyLimit(ctx context.Context, key string) error {
 	var woken driver.Promotion
 	err := driver.InTx(ctx, c.drv, func(ex driver.Executor) error {
 		woken = driver.Promotion{}
-		if ok, err := ex.DeleteKeyLimit(ctx, key); err != nil || !ok {
+		if ok, err := ex.KeyLimitDelete(ctx, key); err != nil || !ok {
 			return err
 		}
-		l, queue, ok, err := ex.LatestJobLimit(ctx, key)
+		l, queue, ok, err := ex.JobLimitGetLatest(ctx, key)
 		if err != nil || !ok {
 			return err // no job of the key waits: its next admission resolves the limit
 		}

@@ -161,7 +161,7 @@ func (c *Client) SetKeyRate(ctx context.Context, key string, limit int, period t
 	}
 	spec := driver.RateSpec{Key: key, Limit: limit, Period: period}
 	return c.applyRate(ctx, "set the rate of key "+quoted(key), func(ex driver.Executor, now time.Time) error {
-		return ex.SetKeyRate(ctx, spec, now)
+		return ex.KeyRateSet(ctx, spec, now)
 	}, spec)
 }
 
@@ -173,7 +173,7 @@ func (c *Client) ClearKeyRate(ctx context.Context, key string) error {
 		return err
 	}
 	return c.applyRate(ctx, "clear the rate of key "+quoted(key), func(ex driver.Executor, now time.Time) error {
-		_, err := ex.DeleteKeyRate(ctx, key)
+		_, err := ex.KeyRateDelete(ctx, key)
 		return err
 	}, driver.RateSpec{Key: key})
 }
@@ -190,7 +190,7 @@ func (c *Client) applyRate(ctx context.Context, what string, change func(driver.
 			return err
 		}
 		if spec.Limit == 0 {
-			latest, ok, err := ex.LatestJobRate(ctx, spec.Key)
+			latest, ok, err := ex.JobRateGetLatest(ctx, spec.Key)
 			if err != nil {
 				return err
 			}
@@ -254,7 +254,7 @@ func (c *Client) RateState(ctx context.Context, key string) (*RateState, error) 
 }
 
 func (c *Client) rateState(ctx context.Context, key string, line int) (*RateState, error) {
-	row, _, ok, err := c.drv.Exec().ReadRate(ctx, key, c.cfg.Now())
+	row, _, ok, err := c.drv.Exec().RateGet(ctx, key, c.cfg.Now())
 	if err != nil {
 		return nil, err
 	}
@@ -271,13 +271,13 @@ func (c *Client) rateOf(ctx context.Context, row driver.Rate, line int) (*RateSt
 	out := &RateState{Key: row.Key, Group: driver.GroupOf(row.Key), Line: []BlockedJob{},
 		Exists: true, Waiting: row.Waiting, NextStartAt: row.NextAt, Overridden: row.Override.Limit > 0}
 	out.Limit, out.Period = ratelimit.Resolve(driver.RateSpec{}, row)
-	_, recent, _, err := ex.ReadRate(ctx, row.Key, c.cfg.Now().Add(-out.Period))
+	_, recent, _, err := ex.RateGet(ctx, row.Key, c.cfg.Now().Add(-out.Period))
 	if err != nil {
 		return nil, err
 	}
 	out.Recent = recent
 	if line > 0 && out.Waiting > 0 {
-		blocked, err := ex.BlockedLine(ctx, driver.RateLine(row.Key), line)
+		blocked, err := ex.LineList(ctx, driver.RateLine(row.Key), line)
 		if err != nil {
 			return nil, err
 		}
@@ -298,7 +298,7 @@ func (c *Client) ListRates(ctx context.Context, after string, max int) ([]*RateS
 	if max <= 0 || max > maxRatesListed {
 		max = maxRatesListed
 	}
-	rows, err := c.drv.Exec().ListRates(ctx, after, max)
+	rows, err := c.drv.Exec().RateList(ctx, after, max)
 	if err != nil {
 		return nil, fmt.Errorf("list rate keys: %w", c.explainErr(ctx, err))
 	}

@@ -53,7 +53,7 @@ func claimAs(t *testing.T, c *bq.Client, name, queue string, n int, hb time.Dura
 	t.Helper()
 	ctx := context.Background()
 	eng := driver.ClientEngine(c)
-	proc, err := eng.Exec().RegisterProcess(ctx, driver.Process{Kind: "worker", Name: name, Hostname: "h",
+	proc, err := eng.Exec().ProcessRegister(ctx, driver.Process{Kind: "worker", Name: name, Hostname: "h",
 		PID: 1, Queues: queue, HeartbeatInterval: hb, StartedAt: time.Now()})
 	if err != nil {
 		t.Fatal(err)
@@ -300,7 +300,7 @@ func TestStatusWatch(t *testing.T) {
 		m := now.Add(-time.Duration(9-i) * time.Minute)
 		counts = append(counts, driver.Throughput{Minute: m, Queue: "cli", Completed: i + 1})
 		if i != 4 {
-			_, err := hs.SnapshotHistory(ctx, driver.HistorySnapshot{Minute: m, TakenAt: m,
+			_, err := hs.HistoryInsertSnapshot(ctx, driver.HistorySnapshot{Minute: m, TakenAt: m,
 				Queues: []driver.QueueCounts{{Queue: "cli", Ready: 1, Blocked: i}},
 				Keys:   []driver.Semaphore{{Key: "cli_test.inspect/a1", Blocked: i}}})
 			if err != nil {
@@ -308,7 +308,7 @@ func TestStatusWatch(t *testing.T) {
 			}
 		}
 	}
-	if err := hs.AddThroughput(ctx, counts); err != nil {
+	if err := hs.HistoryAddThroughput(ctx, counts); err != nil {
 		t.Fatal(err)
 	}
 

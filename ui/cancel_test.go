@@ -27,7 +27,7 @@ func TestCancelAction(t *testing.T) {
 	defer srv.Close()
 	c := srv.Client()
 	c.Jar, _ = cookiejar.New(nil)
-	own, err := driver.ClientEngine(f.client).Exec().ClaimsOfProcess(context.Background(), f.process)
+	own, err := driver.ClientEngine(f.client).Exec().ClaimListOfProcess(context.Background(), f.process)
 	if err != nil || len(own) == 0 {
 		t.Fatalf("running jobs of the fixture: %v, %v", own, err)
 	}

@@ -22,7 +22,7 @@ func TestStaleHoldersMarked(t *testing.T) {
 	f := newFixture(t, databases[0])
 	ctx := context.Background()
 	ex := driver.ClientEngine(f.client).Exec()
-	stale, err := ex.RegisterProcess(ctx, driver.Process{Kind: "worker", Name: "gone-worker", Hostname: "host-b",
+	stale, err := ex.ProcessRegister(ctx, driver.Process{Kind: "worker", Name: "gone-worker", Hostname: "host-b",
 		PID: 7, Queues: "exports", HeartbeatInterval: time.Second, StartedAt: time.Now().Add(-time.Hour)})
 	if err != nil {
 		t.Fatal(err)
@@ -76,7 +76,7 @@ func TestNoLiveProcessSaysWhatToStart(t *testing.T) {
 	f := newFixture(t, databases[0])
 	ctx := context.Background()
 	ex := driver.ClientEngine(f.client).Exec()
-	if err := ex.DeregisterProcess(ctx, f.process); err != nil {
+	if err := ex.ProcessDeregister(ctx, f.process); err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(ui.Handler(f.client, ui.Options{}))
@@ -91,7 +91,7 @@ func TestNoLiveProcessSaysWhatToStart(t *testing.T) {
 		}
 	}
 
-	if _, err := ex.RegisterProcess(ctx, driver.Process{Kind: "worker", Name: "exports-only", Hostname: "h", PID: 8,
+	if _, err := ex.ProcessRegister(ctx, driver.Process{Kind: "worker", Name: "exports-only", Hostname: "h", PID: 8,
 		Queues: "exports", HeartbeatInterval: time.Hour, StartedAt: time.Now()}); err != nil {
 		t.Fatal(err)
 	}

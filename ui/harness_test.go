@@ -87,7 +87,7 @@ func newFixture(t *testing.T, db database) *fixture {
 	}
 	ex := driver.ClientEngine(client).Exec()
 	f := &fixture{client: client}
-	f.process, err = ex.RegisterProcess(ctx, driver.Process{Kind: "worker", Name: "worker-1", Hostname: "host-a",
+	f.process, err = ex.ProcessRegister(ctx, driver.Process{Kind: "worker", Name: "worker-1", Hostname: "host-a",
 		PID: 4242, Queues: "exports,mail", HeartbeatInterval: time.Hour, StartedAt: time.Now()})
 	if err != nil {
 		t.Fatal(err)
@@ -183,12 +183,12 @@ func (f *fixture) seedHistory(t *testing.T) {
 		snap := driver.HistorySnapshot{Minute: m, TakenAt: m,
 			Queues: []driver.QueueCounts{{Queue: "exports", Ready: i % 4, Running: 2, Blocked: i / 3}},
 			Keys:   []driver.Semaphore{{Key: "ui.export/acme", Blocked: i / 3}, {Key: "ui.export/globex", Blocked: 1}}}
-		_, err := hs.SnapshotHistory(ctx, snap)
+		_, err := hs.HistoryInsertSnapshot(ctx, snap)
 		if err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := hs.AddThroughput(ctx, counts); err != nil {
+	if err := hs.HistoryAddThroughput(ctx, counts); err != nil {
 		t.Fatal(err)
 	}
 }

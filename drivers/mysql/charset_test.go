@@ -132,7 +132,7 @@ func TestCharsetOnServer(t *testing.T) {
 				if took := time.Since(start); err != nil || took >= time.Second {
 					t.Errorf("ensure %q: %v after %s", key, err, took)
 				}
-				if s, ok, err := d.e.Exec().ReadSemaphore(ctx, key); err != nil || !ok || s.Limit != 1 {
+				if s, ok, err := d.e.Exec().SemaphoreGet(ctx, key); err != nil || !ok || s.Limit != 1 {
 					t.Errorf("read %q: %+v, %v, %v", key, s, ok, err)
 				}
 			}
@@ -232,7 +232,7 @@ func TestSessionCheckOnServer(t *testing.T) {
 		if took := time.Since(start); took >= time.Second {
 			t.Errorf("ensure %q took %s", key, took)
 		}
-		if s, ok, err := d.e.Exec().ReadSemaphore(ctx, key); err != nil || !ok || s.Key != key {
+		if s, ok, err := d.e.Exec().SemaphoreGet(ctx, key); err != nil || !ok || s.Key != key {
 			t.Errorf("read %q: %+v, %v, %v", key, s, ok, err)
 		}
 	}

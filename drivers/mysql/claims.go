@@ -22,24 +22,30 @@ type txExecutor struct {
 	sqlexec.Ending
 }
 
-var (
-	_ driver.Tx                = txExecutor{}
-	_ driver.TxUncappedClaimer = executor{}
-)
+var _ driver.Tx = txExecutor{}
 
-// ClaimReady claims in three statements: a locking read of the queue's
+// Claim claims from an uncapped queue by a locking read that checks the
+// gate itself, inside the rule's transaction; the gate is read only when
+// it claims nothing.
+func (d *engine) Claim(ctx context.Context, p driver.ClaimParams) ([]*driver.Claim, error) {
+	return driver.ClaimWithin(ctx, d, p, driver.ClaimWays{InTx: func(ctx context.Context, tx driver.Executor, p driver.ClaimParams) ([]*driver.Claim, error) {
+		return tx.(txExecutor).claimUncapped(ctx, p)
+	}})
+}
+
+// ReadyClaim claims in three statements: a locking read of the queue's
 // first ready rows joined to their jobs, skipping rows others hold; the
 // delete of those ready rows; one INSERT of their claims, whose fences
 // come back as InsertIDs reads ids. The jobs' rows are locked with their
 // ready rows: nothing waits for them but a change of the same job, which
 // the claim would skip anyway.
-func (e executor) ClaimReady(ctx context.Context, p driver.ClaimParams) ([]*driver.Claim, error) {
+func (e executor) ReadyClaim(ctx context.Context, p driver.ClaimParams) ([]*driver.Claim, error) {
 	return e.claim(ctx, p, e.d.dl.own.pickClaim, p.Queue, p.Max)
 }
 
-// ClaimUncappedTx claims as ClaimReady does, from a queue with no
+// claimUncapped claims as ReadyClaim does, from a queue with no
 // MaxActive that is not paused: the pick checks both.
-func (e executor) ClaimUncappedTx(ctx context.Context, p driver.ClaimParams) ([]*driver.Claim, error) {
+func (e executor) claimUncapped(ctx context.Context, p driver.ClaimParams) ([]*driver.Claim, error) {
 	return e.claim(ctx, p, e.d.dl.own.pickUncapped, p.Queue, p.Queue, p.Queue, p.Max)
 }
 

@@ -80,10 +80,10 @@ func TestCompleteClaimsStatementsPerChunk(t *testing.T) {
 	}
 	var claims []*driver.Claim
 	err := driver.InTx(ctx, e, func(ex driver.Executor) (err error) {
-		if err := ex.InsertJobs(ctx, now, jobs); err != nil {
+		if err := ex.JobInsertMany(ctx, now, jobs); err != nil {
 			return err
 		}
-		claims, err = ex.ClaimReady(ctx, driver.ClaimParams{Queue: "q", Max: n, ProcessID: 1, Now: now})
+		claims, err = ex.ReadyClaim(ctx, driver.ClaimParams{Queue: "q", Max: n, ProcessID: 1, Now: now})
 		return err
 	})
 	if err != nil || len(claims) != n {
@@ -96,7 +96,7 @@ func TestCompleteClaimsStatementsPerChunk(t *testing.T) {
 		}
 		var matched []driver.Fenced
 		n := counted(t, e, func(tx txExecutor) (err error) {
-			matched, err = tx.CompleteClaims(ctx, half, keep, now)
+			matched, err = tx.ClaimCompleteMany(ctx, half, keep, now)
 			return err
 		})
 		chunks := (len(half) + maxRows - 1) / maxRows
@@ -126,7 +126,7 @@ func TestKeyedCompletionsStatementsPerChunk(t *testing.T) {
 	}
 	var claims []*driver.Claim
 	err := driver.InTx(ctx, e, func(ex driver.Executor) (err error) {
-		if err := ex.InsertJobs(ctx, now, jobs); err != nil {
+		if err := ex.JobInsertMany(ctx, now, jobs); err != nil {
 			return err
 		}
 		for i := range n {
@@ -139,7 +139,7 @@ func TestKeyedCompletionsStatementsPerChunk(t *testing.T) {
 				return err
 			}
 		}
-		claims, err = ex.ClaimReady(ctx, driver.ClaimParams{Queue: "q", Max: n, ProcessID: 1, Now: now})
+		claims, err = ex.ReadyClaim(ctx, driver.ClaimParams{Queue: "q", Max: n, ProcessID: 1, Now: now})
 		return err
 	})
 	if err != nil || len(claims) != n {
@@ -183,12 +183,12 @@ func TestReleaseManyWithoutInterpolation(t *testing.T) {
 				Duration: time.Minute, ExpiresAt: now}); err != nil {
 				return err
 			}
-			if err := ex.InsertJobs(ctx, now, []*driver.NewJob{{Kind: "k", Queue: "q", Args: []byte(`{}`),
+			if err := ex.JobInsertMany(ctx, now, []*driver.NewJob{{Kind: "k", Queue: "q", Args: []byte(`{}`),
 				MaxAttempts: 1, Limit: l, ScheduledAt: now, State: driver.StateBlocked}}); err != nil {
 				return err
 			}
 		}
-		got, err = ex.(driver.BatchReleaser).ReleaseMany(ctx, keys, []int{1, 1}, now)
+		got, err = ex.(driver.BatchReleaser).SemaphoreReleaseMany(ctx, keys, []int{1, 1}, now)
 		return err
 	})
 	if err != nil {
@@ -211,7 +211,7 @@ func TestLockManyWithoutInterpolation(t *testing.T) {
 	now := time.Date(2030, 6, 1, 12, 0, 0, 0, time.UTC)
 	limits := []driver.Limit{{Key: "g/a", To: 2, Duration: time.Minute}, {Key: "g/b", To: 3, Duration: time.Minute}}
 	err := driver.InTx(ctx, e, func(ex driver.Executor) error {
-		if _, err := ex.InsertPolicy(ctx, driver.Policy{Queue: "q", Namespace: "ns", MaxBlocked: 4, UpdatedAt: now}); err != nil {
+		if _, err := ex.PolicyInsert(ctx, driver.Policy{Queue: "q", Namespace: "ns", MaxBlocked: 4, UpdatedAt: now}); err != nil {
 			return err
 		}
 		bl := ex.(driver.BatchLocker)

@@ -164,12 +164,12 @@ func (d *dialect) Renew(ctx context.Context, x *sqlexec.Executor, processID int6
 	return err
 }
 
-func (d *dialect) LostClaims(ctx context.Context, x *sqlexec.Executor, now time.Time, deadAfter time.Duration, max int) ([]*driver.Claim, error) {
+func (d *dialect) ClaimListReapable(ctx context.Context, x *sqlexec.Executor, now time.Time, deadAfter time.Duration, max int) ([]*driver.Claim, error) {
 	ms := deadAfter.Milliseconds()
 	return d.lockLost(ctx, x, d.own.lostClaims, sqlexec.Micros(now), ms, ms, max)
 }
 
-func (d *dialect) LostClaimsOfKey(ctx context.Context, x *sqlexec.Executor, key string, now time.Time, silence time.Duration) ([]*driver.Claim, error) {
+func (d *dialect) ClaimListReapableOfKey(ctx context.Context, x *sqlexec.Executor, key string, now time.Time, silence time.Duration) ([]*driver.Claim, error) {
 	ms := silence.Milliseconds()
 	return d.lockLost(ctx, x, d.own.lostClaimsOfKey, hash(key), hash(key), sqlexec.Micros(now), ms, ms)
 }
@@ -194,7 +194,7 @@ func (d *dialect) lockLost(ctx context.Context, x *sqlexec.Executor, query strin
 	return claims, err
 }
 
-func (d *dialect) DeleteDeadProcesses(ctx context.Context, x *sqlexec.Executor, now time.Time, deadAfter time.Duration) (int, error) {
+func (d *dialect) ProcessDeleteDead(ctx context.Context, x *sqlexec.Executor, now time.Time, deadAfter time.Duration) (int, error) {
 	var n int64
 	err := x.Atomic(ctx, func(x *sqlexec.Executor) error {
 		n = 0

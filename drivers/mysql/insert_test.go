@@ -47,13 +47,13 @@ func TestInsertJobsStatementsPerChunk(t *testing.T) {
 				jobs[i] = &driver.NewJob{Kind: "k", Queue: "q", Args: fmt.Appendf(nil, `{"i":%d}`, i), MaxAttempts: 1,
 					ScheduledAt: now, State: driver.StateReady}
 			}
-			stmts := counted(t, e, func(tx txExecutor) error { return tx.InsertJobs(ctx, now, jobs) })
+			stmts := counted(t, e, func(tx txExecutor) error { return tx.JobInsertMany(ctx, now, jobs) })
 			if want := tc.perChunk * chunks; stmts != want {
 				t.Errorf("%d jobs inserted in %d statements, want %d (%d per %d jobs)", n, stmts, want, tc.perChunk, maxRows)
 			}
 			seen := map[int64]bool{}
 			for i, j := range jobs {
-				info, ok, err := e.Exec().GetJob(ctx, j.ID)
+				info, ok, err := e.Exec().JobGet(ctx, j.ID)
 				if err != nil || !ok {
 					t.Fatalf("job %d: id %d not found: %v", i, j.ID, err)
 				}
@@ -85,12 +85,12 @@ func TestClaimStatements(t *testing.T) {
 			jobs[i] = &driver.NewJob{Kind: "k", Queue: "q", Args: fmt.Appendf(nil, `{"i":%d}`, i), MaxAttempts: 1,
 				Priority: i % 3, ScheduledAt: now, State: driver.StateReady}
 		}
-		if err := driver.InTx(ctx, e, func(ex driver.Executor) error { return ex.InsertJobs(ctx, now, jobs) }); err != nil {
+		if err := driver.InTx(ctx, e, func(ex driver.Executor) error { return ex.JobInsertMany(ctx, now, jobs) }); err != nil {
 			t.Fatal(err)
 		}
 		var claims []*driver.Claim
 		stmts := counted(t, e, func(tx txExecutor) (err error) {
-			claims, err = tx.ClaimReady(ctx, driver.ClaimParams{Queue: "q", Max: 40, ProcessID: 7, Now: now})
+			claims, err = tx.ReadyClaim(ctx, driver.ClaimParams{Queue: "q", Max: 40, ProcessID: 7, Now: now})
 			return err
 		})
 		want := 3
@@ -100,7 +100,7 @@ func TestClaimStatements(t *testing.T) {
 		if len(claims) != 40 || stmts != want {
 			t.Errorf("returning %v: claimed %d of 40 in %d statements, want %d", returning, len(claims), stmts, want)
 		}
-		own, err := e.Exec().ClaimsOfProcess(ctx, 7)
+		own, err := e.Exec().ClaimListOfProcess(ctx, 7)
 		if err != nil {
 			t.Fatal(err)
 		}

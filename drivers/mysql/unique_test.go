@@ -17,7 +17,7 @@ func TestUniqueLockRowsAreStripes(t *testing.T) {
 	keys := []string{strings.Repeat("a", 64), "aaaa" + strings.Repeat("b", 60), "aaaa" + strings.Repeat("c", 60), strings.Repeat("b", 64)}
 	for range 3 {
 		for _, k := range keys {
-			if err := driver.InTx(ctx, d, func(ex driver.Executor) error { return ex.LockUnique(ctx, k) }); err != nil {
+			if err := driver.InTx(ctx, d, func(ex driver.Executor) error { return ex.UniqueLock(ctx, k) }); err != nil {
 				t.Fatal(err)
 			}
 		}

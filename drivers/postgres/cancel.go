@@ -6,14 +6,14 @@ import (
 	"time"
 )
 
-func (e *executor) CancelJob(ctx context.Context, jobID int64, now time.Time, ran bool, msg string) error {
+func (e *executor) JobCancel(ctx context.Context, jobID int64, now time.Time, ran bool, msg string) error {
 	if err := e.write(ctx, e.q.cancelJob, jobID, now, ran, msg); err != nil {
 		return fmt.Errorf("finish job %d as cancelled: %w", jobID, err)
 	}
 	return nil
 }
 
-func (e *executor) MarkCancel(ctx context.Context, jobID int64, now time.Time) (time.Time, bool, error) {
+func (e *executor) ClaimMarkCancel(ctx context.Context, jobID int64, now time.Time) (time.Time, bool, error) {
 	var at time.Time
 	ok, err := found(e.db.QueryRow(ctx, e.q.markCancel, jobID, now).Scan(&at))
 	if err != nil {

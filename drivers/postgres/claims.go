@@ -110,29 +110,36 @@ func claims(ctx context.Context, db dbtx, withClaimedAt bool, now time.Time, que
 	}, query, args...)
 }
 
-// ClaimUncapped is the one-statement claim: it leaves queues with a
+// Claim claims from an uncapped queue in one statement, outside any
+// transaction; from a capped or paused one by the rule's transaction.
+func (d *engine) Claim(ctx context.Context, p driver.ClaimParams) ([]*driver.Claim, error) {
+	ex := d.Exec().(*executor)
+	return driver.ClaimWithin(ctx, d, p, driver.ClaimWays{OneStatement: ex.claimUncapped})
+}
+
+// claimUncapped is the one-statement claim: it leaves queues with a
 // MaxActive or a pause alone, so uncapped queues pay two index probes
 // for those features.
-func (e *executor) ClaimUncapped(ctx context.Context, p driver.ClaimParams) ([]*driver.Claim, error) {
+func (e *executor) claimUncapped(ctx context.Context, p driver.ClaimParams) ([]*driver.Claim, error) {
 	return collectGeneric(ctx, e, func(r pgx.CollectableRow) (*driver.Claim, error) {
 		c := &driver.Claim{ClaimedAt: p.Now}
 		return c, scanJob(r, &c.Job, &c.Fence)
 	}, e.q.claimUncapped, p.Queue, p.Max, p.ProcessID, p.Now)
 }
 
-func (e *executor) ClaimReady(ctx context.Context, p driver.ClaimParams) ([]*driver.Claim, error) {
+func (e *executor) ReadyClaim(ctx context.Context, p driver.ClaimParams) ([]*driver.Claim, error) {
 	return claims(ctx, e.db, false, p.Now, e.q.claimReady, p.Queue, p.Max, p.ProcessID, p.Now)
 }
 
-func (e *executor) HasReady(ctx context.Context, queue string) (bool, error) {
+func (e *executor) ReadyExists(ctx context.Context, queue string) (bool, error) {
 	var any bool
 	err := e.db.QueryRow(ctx, e.q.hasReady, queue).Scan(&any)
 	return any, err
 }
 
-// QueueGate locks the policy row only inside a transaction: outside one
+// QueueGateGet locks the policy row only inside a transaction: outside one
 // (the pool) a lock would end with its statement.
-func (e *executor) QueueGate(ctx context.Context, queue string) (driver.Gate, error) {
+func (e *executor) QueueGateGet(ctx context.Context, queue string) (driver.Gate, error) {
 	query := e.q.lockQueueGate
 	if _, pool := e.db.(*pgxpool.Pool); pool {
 		query = e.q.queueGate
@@ -144,7 +151,7 @@ func (e *executor) QueueGate(ctx context.Context, queue string) (driver.Gate, er
 	return g, nil
 }
 
-func (e *executor) CountClaimed(ctx context.Context, queue string) (int, error) {
+func (e *executor) RunningCount(ctx context.Context, queue string) (int, error) {
 	var n int
 	if err := e.db.QueryRow(ctx, e.q.countClaimed, queue).Scan(&n); err != nil {
 		return 0, fmt.Errorf("count running jobs of queue %q: %w", queue, err)
@@ -152,7 +159,7 @@ func (e *executor) CountClaimed(ctx context.Context, queue string) (int, error) 
 	return n, nil
 }
 
-func (e *executor) CompleteClaims(ctx context.Context, claims []*driver.Claim, keep bool, now time.Time) ([]driver.Fenced, error) {
+func (e *executor) ClaimCompleteMany(ctx context.Context, claims []*driver.Claim, keep bool, now time.Time) ([]driver.Fenced, error) {
 	ids, fences := make([]int64, len(claims)), make([]int64, len(claims))
 	for i, c := range claims {
 		ids[i], fences[i] = c.ID, c.Fence
@@ -171,7 +178,7 @@ func (e *executor) CompleteClaims(ctx context.Context, claims []*driver.Claim, k
 	return matched, nil
 }
 
-func (e *executor) DeleteClaim(ctx context.Context, jobID, fence int64) (bool, error) {
+func (e *executor) ClaimDelete(ctx context.Context, jobID, fence int64) (bool, error) {
 	tag, err := e.db.Exec(ctx, e.q.deleteClaim, jobID, fence)
 	if err != nil {
 		return false, fmt.Errorf("delete claim of job %d: %w", jobID, err)
@@ -179,7 +186,7 @@ func (e *executor) DeleteClaim(ctx context.Context, jobID, fence int64) (bool, e
 	return tag.RowsAffected() == 1, nil
 }
 
-func (e *executor) LostClaims(ctx context.Context, now time.Time, deadAfter time.Duration, max int) ([]*driver.Claim, error) {
+func (e *executor) ClaimListReapable(ctx context.Context, now time.Time, deadAfter time.Duration, max int) ([]*driver.Claim, error) {
 	out, err := claims(ctx, e.db, true, time.Time{}, e.q.lostClaims, now, deadAfter.Milliseconds(), max)
 	if err != nil {
 		return nil, fmt.Errorf("find claims of dead processes: %w", err)
@@ -187,7 +194,7 @@ func (e *executor) LostClaims(ctx context.Context, now time.Time, deadAfter time
 	return out, nil
 }
 
-func (e *executor) LostClaimsOfKey(ctx context.Context, key string, now time.Time, silence time.Duration) ([]*driver.Claim, error) {
+func (e *executor) ClaimListReapableOfKey(ctx context.Context, key string, now time.Time, silence time.Duration) ([]*driver.Claim, error) {
 	out, err := claims(ctx, e.db, true, time.Time{}, e.q.lostClaimsOfKey, now, key, silence.Milliseconds())
 	if err != nil {
 		return nil, fmt.Errorf("find lost claims of %q: %w", key, err)

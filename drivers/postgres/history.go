@@ -71,7 +71,7 @@ WHERE key LIKE $1 ESCAPE '!' ORDER BY key COLLATE "C" LIMIT $2`),
 	}
 }
 
-func (e *executor) AddThroughput(ctx context.Context, counts []driver.Throughput) error {
+func (e *executor) HistoryAddThroughput(ctx context.Context, counts []driver.Throughput) error {
 	if len(counts) == 0 {
 		return nil
 	}
@@ -86,7 +86,7 @@ func (e *executor) AddThroughput(ctx context.Context, counts []driver.Throughput
 	return nil
 }
 
-func (e *executor) SnapshotHistory(ctx context.Context, s driver.HistorySnapshot) (bool, error) {
+func (e *executor) HistoryInsertSnapshot(ctx context.Context, s driver.HistorySnapshot) (bool, error) {
 	n := len(s.Queues)
 	queues, ready, running, blocked, scheduled := make([]string, n), make([]int32, n), make([]int32, n), make([]int32, n), make([]int32, n)
 	for i, q := range s.Queues {
@@ -105,7 +105,7 @@ func (e *executor) SnapshotHistory(ctx context.Context, s driver.HistorySnapshot
 	return taken == 1, nil
 }
 
-func (e *executor) PruneHistory(ctx context.Context, before time.Time, max int) (int, error) {
+func (e *executor) HistoryPrune(ctx context.Context, before time.Time, max int) (int, error) {
 	var n int
 	if err := e.db.QueryRow(ctx, e.q.history.prune, before, max).Scan(&n); err != nil {
 		return 0, fmt.Errorf("prune the history: %w", err)
@@ -113,7 +113,7 @@ func (e *executor) PruneHistory(ctx context.Context, before time.Time, max int) 
 	return n, nil
 }
 
-func (e *executor) ReadHistory(ctx context.Context, from time.Time, queue string) (driver.History, error) {
+func (e *executor) HistoryList(ctx context.Context, from time.Time, queue string) (driver.History, error) {
 	var h driver.History
 	query, args := e.q.history.rows, []any{from, driver.HistoryMinutes}
 	if queue != "" {

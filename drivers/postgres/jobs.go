@@ -132,7 +132,7 @@ WITH inserted AS (
 SELECT id FROM inserted ORDER BY id`
 }
 
-func (e *executor) InsertJobs(ctx context.Context, now time.Time, jobs []*driver.NewJob) error {
+func (e *executor) JobInsertMany(ctx context.Context, now time.Time, jobs []*driver.NewJob) error {
 	n := len(jobs)
 	if n == 0 {
 		return nil
@@ -258,7 +258,7 @@ func (e *executor) setIDs(ctx context.Context, jobs []*driver.NewJob, query stri
 	return nil
 }
 
-func (e *executor) InsertExecutions(ctx context.Context, state driver.JobState, rows []driver.Execution) error {
+func (e *executor) ExecutionInsertMany(ctx context.Context, state driver.JobState, rows []driver.Execution) error {
 	if len(rows) == 0 {
 		return nil
 	}
@@ -284,35 +284,35 @@ func (e *executor) InsertExecutions(ctx context.Context, state driver.JobState, 
 	return nil
 }
 
-func (e *executor) FinishJob(ctx context.Context, jobID int64, now time.Time, discarded bool) error {
+func (e *executor) JobFinish(ctx context.Context, jobID int64, now time.Time, discarded bool) error {
 	if err := e.write(ctx, e.q.finishJob, jobID, now, discarded); err != nil {
 		return fmt.Errorf("finish job %d: %w", jobID, err)
 	}
 	return nil
 }
 
-func (e *executor) DeleteJobs(ctx context.Context, ids []int64) error {
+func (e *executor) JobDeleteMany(ctx context.Context, ids []int64) error {
 	if err := e.write(ctx, e.q.deleteJobs, ids); err != nil {
 		return fmt.Errorf("delete jobs: %w", err)
 	}
 	return nil
 }
 
-func (e *executor) RecordError(ctx context.Context, jobID int64, msg string) error {
+func (e *executor) JobFailAttempt(ctx context.Context, jobID int64, msg string) error {
 	if err := e.write(ctx, e.q.recordError, jobID, msg); err != nil {
 		return fmt.Errorf("record error of job %d: %w", jobID, err)
 	}
 	return nil
 }
 
-func (e *executor) InsertFailed(ctx context.Context, jobID int64, msg string, now time.Time) error {
+func (e *executor) FailedInsert(ctx context.Context, jobID int64, msg string, now time.Time) error {
 	if err := e.write(ctx, e.q.insertFailed, jobID, msg, now); err != nil {
 		return fmt.Errorf("move job %d to failed: %w", jobID, err)
 	}
 	return nil
 }
 
-func (e *executor) HasDueScheduled(ctx context.Context, now time.Time) (bool, error) {
+func (e *executor) ScheduledDueExists(ctx context.Context, now time.Time) (bool, error) {
 	var due bool
 	if err := e.db.QueryRow(ctx, e.q.hasDueScheduled, now).Scan(&due); err != nil {
 		return false, fmt.Errorf("look for due scheduled jobs: %w", err)
@@ -320,7 +320,7 @@ func (e *executor) HasDueScheduled(ctx context.Context, now time.Time) (bool, er
 	return due, nil
 }
 
-func (e *executor) TakeDueScheduled(ctx context.Context, now time.Time, max int) ([]*driver.Job, error) {
+func (e *executor) ScheduledTakeDue(ctx context.Context, now time.Time, max int) ([]*driver.Job, error) {
 	out, err := collect(ctx, e.db, func(r pgx.CollectableRow) (*driver.Job, error) {
 		j := &driver.Job{}
 		return j, scanJob(r, j)
@@ -331,7 +331,7 @@ func (e *executor) TakeDueScheduled(ctx context.Context, now time.Time, max int)
 	return out, nil
 }
 
-func (e *executor) DeleteFinishedJobs(ctx context.Context, before time.Time, max int) (int, error) {
+func (e *executor) JobDeleteFinished(ctx context.Context, before time.Time, max int) (int, error) {
 	var n int
 	if err := e.db.QueryRow(ctx, e.q.deleteFinished, before, max).Scan(&n); err != nil {
 		return 0, fmt.Errorf("delete finished jobs: %w", err)

@@ -50,14 +50,14 @@ func TestMultiBatchLineHeadsMany(t *testing.T) {
 	for _, ns := range [][]int{{1, 1, 1, 1}, {2, 0, 5, 1}, {10, 10, 10, 10}, {0, 0, 0, 0}} {
 		var got [][]driver.LineHead
 		f.rolledBack(func(ex driver.Executor) (err error) {
-			got, err = ex.(driver.MultiBatcher).LineHeadsMany(f.ctx, keys, ns)
+			got, err = ex.(driver.MultiBatcher).LineListHeadsMany(f.ctx, keys, ns)
 			return err
 		})
 		if len(got) != len(keys) {
 			t.Fatalf("LineHeadsMany(%v) = %d lines, want %d", ns, len(got), len(keys))
 		}
 		for i, k := range keys {
-			want, err := f.d.Exec().LineHeads(f.ctx, k, ns[i])
+			want, err := f.d.Exec().LineListHeads(f.ctx, k, ns[i])
 			f.must(err)
 			if len(want) == 0 && len(got[i]) == 0 {
 				continue
@@ -67,7 +67,7 @@ func TestMultiBatchLineHeadsMany(t *testing.T) {
 			}
 		}
 	}
-	if _, err := f.d.Exec().(driver.MultiBatcher).LineHeadsMany(f.ctx, keys, []int{1}); err == nil {
+	if _, err := f.d.Exec().(driver.MultiBatcher).LineListHeadsMany(f.ctx, keys, []int{1}); err == nil {
 		t.Errorf("LineHeadsMany with fewer ns than keys: no error")
 	}
 }
@@ -116,7 +116,7 @@ func TestMultiBatchPromoteFirst(t *testing.T) {
 		var want, got outcome
 		f.rolledBack(func(ex driver.Executor) error {
 			for i, k := range keys {
-				p, err := ex.PromoteBlocked(f.ctx, k, counts[i], mkT0)
+				p, err := ex.LinePromote(f.ctx, k, counts[i], mkT0)
 				if err != nil {
 					return err
 				}
@@ -125,7 +125,7 @@ func TestMultiBatchPromoteFirst(t *testing.T) {
 			return rows(ex, &want)
 		})
 		f.rolledBack(func(ex driver.Executor) (err error) {
-			if got.proms, err = ex.(driver.MultiBatcher).PromoteFirst(f.ctx, keys, counts, mkT0); err != nil {
+			if got.proms, err = ex.(driver.MultiBatcher).LinePromoteFirst(f.ctx, keys, counts, mkT0); err != nil {
 				return err
 			}
 			return rows(ex, &got)
@@ -135,7 +135,7 @@ func TestMultiBatchPromoteFirst(t *testing.T) {
 		}
 		// Both in promotion order: the heads of each line, as LineHeads reads them.
 		for i, k := range keys {
-			heads, err := f.d.Exec().LineHeads(f.ctx, k, counts[i])
+			heads, err := f.d.Exec().LineListHeads(f.ctx, k, counts[i])
 			f.must(err)
 			var ids []int64
 			for _, h := range heads {
@@ -148,7 +148,7 @@ func TestMultiBatchPromoteFirst(t *testing.T) {
 	}
 	// The ready rows' created_at is now, as PromoteBlocked writes it.
 	f.tx(func(ex driver.Executor) error {
-		_, err := ex.(driver.MultiBatcher).PromoteFirst(f.ctx, []string{"h/c"}, []int{1}, mkT0)
+		_, err := ex.(driver.MultiBatcher).LinePromoteFirst(f.ctx, []string{"h/c"}, []int{1}, mkT0)
 		return err
 	})
 	var at time.Time

@@ -61,7 +61,7 @@ SELECT concurrency_key, job_id, queue FROM moved ORDER BY priority DESC, job_id`
 	}
 }
 
-func (e *executor) LineHeads(ctx context.Context, key string, n int) ([]driver.LineHead, error) {
+func (e *executor) LineListHeads(ctx context.Context, key string, n int) ([]driver.LineHead, error) {
 	out, err := collect(ctx, e.db, func(r pgx.CollectableRow) (driver.LineHead, error) {
 		return scanLineHead(r)
 	}, e.q.lineHeads, key, n)
@@ -109,7 +109,7 @@ func counts32(keys []string, counts []int) ([]int32, error) {
 // The executor promotes multi-key lines set-wise (package semaphore).
 var _ driver.MultiBatcher = (*executor)(nil)
 
-func (e *executor) LineHeadsMany(ctx context.Context, keys []string, ns []int) ([][]driver.LineHead, error) {
+func (e *executor) LineListHeadsMany(ctx context.Context, keys []string, ns []int) ([][]driver.LineHead, error) {
 	if len(keys) == 0 {
 		return nil, nil
 	}
@@ -167,7 +167,7 @@ func (e *executor) SemaphoreTryLockMany(ctx context.Context, keys []string) ([]d
 	return out, nil
 }
 
-func (e *executor) PromoteFirst(ctx context.Context, keys []string, counts []int, now time.Time) ([]driver.Promotion, error) {
+func (e *executor) LinePromoteFirst(ctx context.Context, keys []string, counts []int, now time.Time) ([]driver.Promotion, error) {
 	n, err := counts32(keys, counts)
 	if err != nil {
 		return nil, fmt.Errorf("promote blocked jobs of %d keys: %w", len(keys), err)
@@ -201,8 +201,8 @@ func (e *executor) PromoteFirst(ctx context.Context, keys []string, counts []int
 	return out, nil
 }
 
-// MoveToLine runs at once, not queued: whether a row moved is its answer.
-func (e *executor) MoveToLine(ctx context.Context, id int64, from, to string) error {
+// LineMove runs at once, not queued: whether a row moved is its answer.
+func (e *executor) LineMove(ctx context.Context, id int64, from, to string) error {
 	if err := checkKey(to); err != nil {
 		return fmt.Errorf("move job %d to another line: %w", id, err)
 	}

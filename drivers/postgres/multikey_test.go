@@ -69,7 +69,7 @@ func inLine(j *driver.NewJob, key string) *driver.NewJob {
 
 func (f *mkFixture) insert(jobs ...*driver.NewJob) []int64 {
 	f.t.Helper()
-	f.tx(func(ex driver.Executor) error { return ex.InsertJobs(f.ctx, mkT0, jobs) })
+	f.tx(func(ex driver.Executor) error { return ex.JobInsertMany(f.ctx, mkT0, jobs) })
 	ids := make([]int64, len(jobs))
 	for i, j := range jobs {
 		ids[i] = j.ID
@@ -79,7 +79,7 @@ func (f *mkFixture) insert(jobs ...*driver.NewJob) []int64 {
 
 func (f *mkFixture) count(key string) driver.HolderCount {
 	f.t.Helper()
-	n, err := f.d.Exec().CountHolders(f.ctx, key)
+	n, err := f.d.Exec().HolderCount(f.ctx, key)
 	f.must(err)
 	return n
 }
@@ -96,7 +96,7 @@ func (f *mkFixture) semaphore(s driver.Semaphore) {
 
 func (f *mkFixture) read(key string) driver.Semaphore {
 	f.t.Helper()
-	s, ok, err := f.d.Exec().ReadSemaphore(f.ctx, key)
+	s, ok, err := f.d.Exec().SemaphoreGet(f.ctx, key)
 	f.must(err)
 	if !ok {
 		f.t.Fatalf("no semaphore %q", key)
@@ -109,7 +109,7 @@ func TestMultiKeyInsertWritesKeys(t *testing.T) {
 	a, b, c := lim("g/a", 2), driver.Limit{Key: "g/b", To: 3, Duration: time.Second, OnConflict: driver.Discard, MaxBlocked: 7}, lim("h/c", 1)
 	ids := f.insert(mkJob(driver.StateReady, 0, a, b, c), mkJob(driver.StateReady, 0, a), inLine(mkJob(driver.StateReady, 0, b, a), "g/a"))
 	for i, want := range [][]driver.Limit{{b, c}, nil, {a}} {
-		info, ok, err := f.d.Exec().GetJob(f.ctx, ids[i])
+		info, ok, err := f.d.Exec().JobGet(f.ctx, ids[i])
 		f.must(err)
 		if !ok || !reflect.DeepEqual(info.More, want) {
 			t.Errorf("job %d: More %+v, want %+v", i, info.More, want)
@@ -129,13 +129,13 @@ func TestMultiKeyInsertWritesKeys(t *testing.T) {
 	if !reflect.DeepEqual(rows, want) {
 		t.Errorf("job_keys %v, want %v", rows, want)
 	}
-	if s, _, err := f.d.Exec().BlockedKey(f.ctx, ids[2]); err != nil || s != "g/a" {
+	if s, _, err := f.d.Exec().LineGetKey(f.ctx, ids[2]); err != nil || s != "g/a" {
 		t.Errorf("blocked row of the third job in %q, %v; want the line it was given, g/a", s, err)
 	}
 
 	var claims []*driver.Claim
 	f.tx(func(ex driver.Executor) error {
-		claims, err = ex.ClaimReady(f.ctx, driver.ClaimParams{Queue: "q", Max: 10, ProcessID: 1, Now: mkT0})
+		claims, err = ex.ReadyClaim(f.ctx, driver.ClaimParams{Queue: "q", Max: 10, ProcessID: 1, Now: mkT0})
 		return err
 	})
 	if len(claims) != 2 || claims[0].ID != ids[0] || !reflect.DeepEqual(claims[0].More, []driver.Limit{b, c}) {
@@ -144,7 +144,7 @@ func TestMultiKeyInsertWritesKeys(t *testing.T) {
 
 	// ListJobs by exact key finds a job that names the key second.
 	list := func(key string) []int64 {
-		got, err := f.d.Exec().ListJobs(f.ctx, driver.JobFilter{Key: key, Max: 10})
+		got, err := f.d.Exec().JobList(f.ctx, driver.JobFilter{Key: key, Max: 10})
 		f.must(err)
 		var out []int64
 		for _, j := range got {
@@ -172,7 +172,7 @@ func TestMultiKeyCountHolders(t *testing.T) {
 		inLine(mkJob(driver.StateReady, 0, b), "g/b"),                   // single-key, in b's line
 	)
 	f.tx(func(ex driver.Executor) error {
-		_, err := ex.ClaimReady(f.ctx, driver.ClaimParams{Queue: "q", Max: 1, ProcessID: 1, Now: mkT0})
+		_, err := ex.ReadyClaim(f.ctx, driver.ClaimParams{Queue: "q", Max: 1, ProcessID: 1, Now: mkT0})
 		return err
 	})
 	for key, want := range map[string]driver.HolderCount{
@@ -188,7 +188,7 @@ func TestMultiKeyCountHolders(t *testing.T) {
 		t.Errorf("CountHolders(rate line) = %+v, want 1 blocked, 1 multi", got)
 	}
 	// Finished (its claim not yet deleted), the claimed job holds nothing.
-	f.tx(func(ex driver.Executor) error { return ex.FinishJob(f.ctx, ids[1], mkT0, false) })
+	f.tx(func(ex driver.Executor) error { return ex.JobFinish(f.ctx, ids[1], mkT0, false) })
 	if got := f.count("g/c"); got.Holders != 1 {
 		t.Errorf("CountHolders(g/c) after its claimed holder finished = %+v, want 1 holder (the rate line's)", got)
 	}
@@ -203,7 +203,7 @@ func TestMultiKeyLineHeadsAndMove(t *testing.T) {
 		inLine(mkJob(driver.StateReady, 0, b, a), "g/b"),
 		inLine(mkJob(driver.StateReady, 9, a), "g/a"),
 	)
-	heads, err := f.d.Exec().LineHeads(f.ctx, "g/b", 2)
+	heads, err := f.d.Exec().LineListHeads(f.ctx, "g/b", 2)
 	f.must(err)
 	want := []driver.LineHead{
 		{JobID: ids[1], Queue: "q", Priority: 5, Keys: []driver.Limit{b}},
@@ -212,14 +212,14 @@ func TestMultiKeyLineHeadsAndMove(t *testing.T) {
 	if !reflect.DeepEqual(heads, want) {
 		t.Errorf("LineHeads(g/b, 2) = %+v, want %+v", heads, want)
 	}
-	heads, err = f.d.Exec().LineHeads(f.ctx, "g/b", 10)
+	heads, err = f.d.Exec().LineListHeads(f.ctx, "g/b", 10)
 	f.must(err)
 	if len(heads) != 3 || heads[2].JobID != ids[2] || !reflect.DeepEqual(heads[2].Keys, []driver.Limit{b, a}) {
 		t.Errorf("LineHeads(g/b, 10) = %+v; want the three, the last with keys b, a", heads)
 	}
 
-	f.tx(func(ex driver.Executor) error { return ex.MoveToLine(f.ctx, ids[0], "g/b", "g/a") })
-	heads, err = f.d.Exec().LineHeads(f.ctx, "g/a", 10)
+	f.tx(func(ex driver.Executor) error { return ex.LineMove(f.ctx, ids[0], "g/b", "g/a") })
+	heads, err = f.d.Exec().LineListHeads(f.ctx, "g/a", 10)
 	f.must(err)
 	if len(heads) != 2 || heads[0].JobID != ids[3] || heads[1].JobID != ids[0] {
 		t.Errorf("after the move, LineHeads(g/a) = %+v; want jobs %d, %d", heads, ids[3], ids[0])
@@ -227,11 +227,11 @@ func TestMultiKeyLineHeadsAndMove(t *testing.T) {
 	if n := f.count("g/b"); n.Blocked != 2 || n.Multi != 1 {
 		t.Errorf("after the move, CountHolders(g/b) = %+v; want 2 blocked, 1 multi", n)
 	}
-	err = driver.InTx(f.ctx, f.d, func(ex driver.Executor) error { return ex.MoveToLine(f.ctx, ids[0], "g/b", "g/a") })
+	err = driver.InTx(f.ctx, f.d, func(ex driver.Executor) error { return ex.LineMove(f.ctx, ids[0], "g/b", "g/a") })
 	if err == nil {
 		t.Errorf("MoveToLine from a line the job is not in: no error")
 	}
-	err = driver.InTx(f.ctx, f.d, func(ex driver.Executor) error { return ex.MoveToLine(f.ctx, 99999, "g/a", "g/b") })
+	err = driver.InTx(f.ctx, f.d, func(ex driver.Executor) error { return ex.LineMove(f.ctx, 99999, "g/a", "g/b") })
 	if err == nil {
 		t.Errorf("MoveToLine of a missing job: no error")
 	}
@@ -249,7 +249,7 @@ func TestMultiKeyReleaseManyLeavesLine(t *testing.T) {
 	f.semaphore(driver.Semaphore{Key: "g/b", Value: 0, Limit: 2, Blocked: 1, Duration: time.Minute, ExpiresAt: mkT0})
 	var got []driver.Promotion
 	f.tx(func(ex driver.Executor) (err error) {
-		got, err = ex.(driver.BatchReleaser).ReleaseMany(f.ctx, []string{"g/a", "g/b"}, []int{1, 1}, mkT0)
+		got, err = ex.(driver.BatchReleaser).SemaphoreReleaseMany(f.ctx, []string{"g/a", "g/b"}, []int{1, 1}, mkT0)
 		return err
 	})
 	if len(got) != 2 || !got[0].LineLeft || got[0].Jobs != 0 || got[1].LineLeft || got[1].Jobs != 1 {
@@ -262,7 +262,7 @@ func TestMultiKeyReleaseManyLeavesLine(t *testing.T) {
 		t.Errorf("g/b after release: %+v; want 0 free, 0 blocked", s)
 	}
 	for i, want := range []driver.JobState{driver.StateBlocked, driver.StateBlocked, driver.StateReady} {
-		info, _, err := f.d.Exec().GetJob(f.ctx, ids[i])
+		info, _, err := f.d.Exec().JobGet(f.ctx, ids[i])
 		f.must(err)
 		if info.State != want {
 			t.Errorf("job %d is %s, want %s", i, info.State, want)
@@ -282,14 +282,14 @@ func TestMultiKeyDeleteIdleKeepsNamedSemaphores(t *testing.T) {
 	f.semaphore(driver.Semaphore{Key: "g/x", Value: 1, Limit: 1, Duration: time.Minute, ExpiresAt: past})
 	var n int
 	f.tx(func(ex driver.Executor) (err error) {
-		n, err = ex.DeleteIdleSemaphores(f.ctx, mkT0, 10)
+		n, err = ex.SemaphoreDeleteIdle(f.ctx, mkT0, 10)
 		return err
 	})
 	if n != 1 {
 		t.Errorf("DeleteIdleSemaphores = %d, want 1 (g/x)", n)
 	}
 	for key, want := range map[string]bool{"g/b": true, "g/m": true, "g/x": false} {
-		if _, ok, err := f.d.Exec().ReadSemaphore(f.ctx, key); err != nil || ok != want {
+		if _, ok, err := f.d.Exec().SemaphoreGet(f.ctx, key); err != nil || ok != want {
 			t.Errorf("semaphore %s exists %v, %v; want %v", key, ok, err, want)
 		}
 	}
@@ -322,12 +322,12 @@ func TestMultiKeySemaphoreMultiRoundTrips(t *testing.T) {
 	if s := f.read("g/b"); s.Multi != 4 {
 		t.Errorf("g/b after SaveMany: Multi %d, want 4", s.Multi)
 	}
-	top, err := f.d.Exec().TopBlockedKeys(f.ctx, 10)
+	top, err := f.d.Exec().SemaphoreListMostBlocked(f.ctx, 10)
 	f.must(err)
 	if len(top) != 2 || top[0].Key != "g/b" || top[0].Multi != 4 || top[1].Multi != 1 {
 		t.Errorf("TopBlockedKeys: %+v; want g/b (Multi 4), g/a (Multi 1)", top)
 	}
-	found, err := f.d.Exec().(driver.KeySearcher).SearchKeys(f.ctx, "g/", "", 10)
+	found, err := f.d.Exec().(driver.KeySearcher).KeySearch(f.ctx, "g/", "", 10)
 	f.must(err)
 	if len(found) != 2 || found[0].Multi != 1 || found[1].Multi != 4 {
 		t.Errorf("SearchKeys: %+v; want Multi 1, 4", found)
@@ -340,19 +340,19 @@ func TestMultiKeyHoldersOfSecondKey(t *testing.T) {
 	ids := f.insert(mkJob(driver.StateReady, 0, a, b), mkJob(driver.StateReady, 0, b), inLine(mkJob(driver.StateReady, 0, a, b), "g/a"))
 	// Claimed by process 7, which never registered: its claim is lost.
 	f.tx(func(ex driver.Executor) error {
-		_, err := ex.ClaimReady(f.ctx, driver.ClaimParams{Queue: "q", Max: 1, ProcessID: 7, Now: mkT0})
+		_, err := ex.ReadyClaim(f.ctx, driver.ClaimParams{Queue: "q", Max: 1, ProcessID: 7, Now: mkT0})
 		return err
 	})
-	holders, err := f.d.Exec().KeyHolders(f.ctx, "g/b", 10)
+	holders, err := f.d.Exec().HolderList(f.ctx, "g/b", 10)
 	f.must(err)
 	if len(holders) != 2 || holders[0].JobID != ids[0] || !holders[0].Running || holders[1].JobID != ids[1] || holders[1].Running {
 		t.Errorf("KeyHolders(g/b) = %+v; want the claimed multi-key job, then the ready one", holders)
 	}
-	if holders, err := f.d.Exec().KeyHolders(f.ctx, "g/b", 1); err != nil || len(holders) != 1 || holders[0].JobID != ids[0] {
+	if holders, err := f.d.Exec().HolderList(f.ctx, "g/b", 1); err != nil || len(holders) != 1 || holders[0].JobID != ids[0] {
 		t.Errorf("KeyHolders(g/b, 1) = %+v, %v; want the first only", holders, err)
 	}
 	f.tx(func(ex driver.Executor) error {
-		lost, err := ex.LostClaimsOfKey(f.ctx, "g/b", mkT0, time.Minute)
+		lost, err := ex.ClaimListReapableOfKey(f.ctx, "g/b", mkT0, time.Minute)
 		if err != nil {
 			return err
 		}
@@ -365,7 +365,7 @@ func TestMultiKeyHoldersOfSecondKey(t *testing.T) {
 
 func TestMultiKeyRenewsEveryKey(t *testing.T) {
 	f := newMK(t)
-	pid, err := f.d.Exec().RegisterProcess(f.ctx, driver.Process{Kind: "worker", Name: "w", Hostname: "h", PID: 1, Queues: "q",
+	pid, err := f.d.Exec().ProcessRegister(f.ctx, driver.Process{Kind: "worker", Name: "w", Hostname: "h", PID: 1, Queues: "q",
 		HeartbeatInterval: time.Second, DeadAfter: time.Minute, StartedAt: mkT0})
 	f.must(err)
 	a, b := lim("g/a", 2), lim("g/b", 2)
@@ -374,11 +374,11 @@ func TestMultiKeyRenewsEveryKey(t *testing.T) {
 		f.semaphore(driver.Semaphore{Key: k, Value: 1, Limit: 2, Duration: time.Minute, ExpiresAt: mkT0})
 	}
 	f.tx(func(ex driver.Executor) error {
-		_, err := ex.ClaimReady(f.ctx, driver.ClaimParams{Queue: "q", Max: 1, ProcessID: pid, Now: mkT0})
+		_, err := ex.ReadyClaim(f.ctx, driver.ClaimParams{Queue: "q", Max: 1, ProcessID: pid, Now: mkT0})
 		return err
 	})
 	at := mkT0.Add(50 * time.Second)
-	f.must(f.d.Exec().RenewHeld(f.ctx, pid, at, 0.5))
+	f.must(f.d.Exec().SemaphoreRenewHeld(f.ctx, pid, at, 0.5))
 	for _, k := range []string{"g/a", "g/b"} {
 		if s := f.read(k); !s.ExpiresAt.Equal(at.Add(time.Minute)) {
 			t.Errorf("%s expires at %v, want %v (renewed)", k, s.ExpiresAt, at.Add(time.Minute))

@@ -53,7 +53,7 @@ func testDSN(t *testing.T) string {
 func insertJob(t *testing.T, ex driver.Executor, state driver.JobState) int64 {
 	t.Helper()
 	j := &driver.NewJob{Kind: "k", Queue: "q", Args: []byte(`{}`), MaxAttempts: 1, ScheduledAt: time.Now(), State: state}
-	if err := ex.InsertJobs(context.Background(), time.Now(), []*driver.NewJob{j}); err != nil {
+	if err := ex.JobInsertMany(context.Background(), time.Now(), []*driver.NewJob{j}); err != nil {
 		t.Fatal(err)
 	}
 	return j.ID
@@ -78,7 +78,7 @@ func TestPipelineQueuedWriteFailsAtNextCall(t *testing.T) {
 	tx, id := beginWithJob(t, d)
 	// No job 0: the foreign key of a scheduled row fails, but only when
 	// the write is sent.
-	if err := tx.InsertExecutions(ctx, driver.StateScheduled, []driver.Execution{{JobID: 0, Queue: "q", At: time.Now()}}); err != nil {
+	if err := tx.ExecutionInsertMany(ctx, driver.StateScheduled, []driver.Execution{{JobID: 0, Queue: "q", At: time.Now()}}); err != nil {
 		t.Fatalf("a queued write failed at once: %v", err)
 	}
 	if _, _, err := tx.SemaphoreLock(ctx, "x", ""); err == nil || !strings.Contains(err.Error(), "foreign key") {
@@ -87,11 +87,11 @@ func TestPipelineQueuedWriteFailsAtNextCall(t *testing.T) {
 	if err := tx.Rollback(ctx); err != nil {
 		t.Fatalf("rollback: %v", err)
 	}
-	if info, ok, err := d.Exec().GetJob(ctx, id); err != nil || ok {
+	if info, ok, err := d.Exec().JobGet(ctx, id); err != nil || ok {
 		t.Fatalf("job %d after rollback: %+v, %v, %v; want none", id, info, ok, err)
 	}
 	for range 5 { // every pooled connection still works
-		if _, err := d.Exec().CountByQueue(ctx); err != nil {
+		if _, err := d.Exec().JobCountByQueue(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -103,13 +103,13 @@ func TestPipelineQueuedWriteFailsAtCommit(t *testing.T) {
 	d := testDriver(t)
 	ctx := context.Background()
 	tx, id := beginWithJob(t, d)
-	if err := tx.InsertExecutions(ctx, driver.StateScheduled, []driver.Execution{{JobID: 0, Queue: "q", At: time.Now()}}); err != nil {
+	if err := tx.ExecutionInsertMany(ctx, driver.StateScheduled, []driver.Execution{{JobID: 0, Queue: "q", At: time.Now()}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := tx.Commit(ctx); err == nil {
 		t.Fatal("commit succeeded with a failing queued write")
 	}
-	if _, ok, err := d.Exec().GetJob(ctx, id); err != nil || ok {
+	if _, ok, err := d.Exec().JobGet(ctx, id); err != nil || ok {
 		t.Fatalf("job %d after a failed commit: ok %v, %v; want none", id, ok, err)
 	}
 }

@@ -7,11 +7,11 @@ import (
 	"github.com/bqueue/bq/internal/driver"
 )
 
-func (e *executor) PolicyKeys(ctx context.Context, queue string) ([]string, error) {
+func (e *executor) PolicyListKeys(ctx context.Context, queue string) ([]string, error) {
 	return e.keys(ctx, "policy-limited", e.q.policyKeys, queue)
 }
 
-func (e *executor) LatestJobLimit(ctx context.Context, key string) (driver.Limit, string, bool, error) {
+func (e *executor) JobLimitGetLatest(ctx context.Context, key string) (driver.Limit, string, bool, error) {
 	var j driver.Job
 	ok, err := found(scanJob(e.db.QueryRow(ctx, e.q.latestJobLimit, key), &j))
 	if err != nil {

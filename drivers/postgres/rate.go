@@ -157,7 +157,7 @@ func (e *executor) RateSave(ctx context.Context, r driver.Rate, now time.Time) e
 	return nil
 }
 
-func (e *executor) ResizeRing(ctx context.Context, key string, from, to int) error {
+func (e *executor) RateResizeRing(ctx context.Context, key string, from, to int) error {
 	var err error
 	switch {
 	case to > from:
@@ -171,7 +171,7 @@ func (e *executor) ResizeRing(ctx context.Context, key string, from, to int) err
 	return nil
 }
 
-func (e *executor) FreeSlots(ctx context.Context, key string, notAfter time.Time, max int) ([]int, error) {
+func (e *executor) RateSlotListFree(ctx context.Context, key string, notAfter time.Time, max int) ([]int, error) {
 	if max <= 0 {
 		return nil, nil
 	}
@@ -182,7 +182,7 @@ func (e *executor) FreeSlots(ctx context.Context, key string, notAfter time.Time
 	return slots, nil
 }
 
-func (e *executor) SetSlots(ctx context.Context, key string, slots []int, jobIDs []int64, at time.Time) error {
+func (e *executor) RateSlotSetMany(ctx context.Context, key string, slots []int, jobIDs []int64, at time.Time) error {
 	if len(slots) == 0 {
 		return nil
 	}
@@ -196,7 +196,7 @@ func (e *executor) SetSlots(ctx context.Context, key string, slots []int, jobIDs
 	return nil
 }
 
-func (e *executor) UnstampSlot(ctx context.Context, key string, slot int, stamped, to time.Time) (bool, error) {
+func (e *executor) RateSlotUnstamp(ctx context.Context, key string, slot int, stamped, to time.Time) (bool, error) {
 	tag, err := e.db.Exec(ctx, e.q.rate.unstamp, key, slot, stamped, to)
 	if err != nil {
 		return false, fmt.Errorf("give back slot %d of rate key %q: %w", slot, key, err)
@@ -204,7 +204,7 @@ func (e *executor) UnstampSlot(ctx context.Context, key string, slot int, stampe
 	return tag.RowsAffected() == 1, nil
 }
 
-func (e *executor) ReservedSlots(ctx context.Context, key string, jobIDs []int64) (map[int64]int, error) {
+func (e *executor) RateSlotListReserved(ctx context.Context, key string, jobIDs []int64) (map[int64]int, error) {
 	type pair struct {
 		Job  int64
 		Slot int
@@ -220,14 +220,14 @@ func (e *executor) ReservedSlots(ctx context.Context, key string, jobIDs []int64
 	return out, nil
 }
 
-func (e *executor) CancelReservation(ctx context.Context, key string, jobID int64) error {
+func (e *executor) RateSlotCancelReservation(ctx context.Context, key string, jobID int64) error {
 	if err := e.write(ctx, e.q.rate.cancelReservation, key, jobID); err != nil {
 		return fmt.Errorf("free the slot of rate key %q reserved for job %d: %w", key, jobID, err)
 	}
 	return nil
 }
 
-func (e *executor) RepairReservations(ctx context.Context, key string) (int, error) {
+func (e *executor) RateSlotRepairReservations(ctx context.Context, key string) (int, error) {
 	tag, err := e.db.Exec(ctx, e.q.rate.repair, key)
 	if err != nil {
 		return 0, fmt.Errorf("repair the reservations of rate key %q: %w", key, err)
@@ -235,7 +235,7 @@ func (e *executor) RepairReservations(ctx context.Context, key string) (int, err
 	return int(tag.RowsAffected()), nil
 }
 
-func (e *executor) OldestSlot(ctx context.Context, key string, except []int) (time.Time, error) {
+func (e *executor) RateSlotGetOldest(ctx context.Context, key string, except []int) (time.Time, error) {
 	skip := make([]int32, len(except))
 	for i, v := range except {
 		skip[i] = int32(v)
@@ -251,7 +251,7 @@ func (e *executor) OldestSlot(ctx context.Context, key string, except []int) (ti
 	return at, nil
 }
 
-func (e *executor) DueRates(ctx context.Context, now time.Time, max int) ([]string, error) {
+func (e *executor) RateListDue(ctx context.Context, now time.Time, max int) ([]string, error) {
 	keys, err := collect(ctx, e.db, pgx.RowTo[string], e.q.rate.due, now, max)
 	if err != nil {
 		return nil, fmt.Errorf("read due rate keys: %w", err)
@@ -259,7 +259,7 @@ func (e *executor) DueRates(ctx context.Context, now time.Time, max int) ([]stri
 	return keys, nil
 }
 
-func (e *executor) NextRateAt(ctx context.Context) (time.Time, bool, error) {
+func (e *executor) RateNextAt(ctx context.Context) (time.Time, bool, error) {
 	var at time.Time
 	ok, err := found(e.db.QueryRow(ctx, e.q.rate.next).Scan(&at))
 	if err != nil {
@@ -268,7 +268,7 @@ func (e *executor) NextRateAt(ctx context.Context) (time.Time, bool, error) {
 	return at, ok, nil
 }
 
-func (e *executor) DeleteIdleRates(ctx context.Context, now time.Time, max int) (int, error) {
+func (e *executor) RateDeleteIdle(ctx context.Context, now time.Time, max int) (int, error) {
 	tag, err := e.db.Exec(ctx, e.q.rate.deleteIdle, now, max)
 	if err != nil {
 		return 0, fmt.Errorf("delete idle rate keys: %w", err)
@@ -276,7 +276,7 @@ func (e *executor) DeleteIdleRates(ctx context.Context, now time.Time, max int) 
 	return int(tag.RowsAffected()), nil
 }
 
-func (e *executor) SetKeyRate(ctx context.Context, spec driver.RateSpec, now time.Time) error {
+func (e *executor) KeyRateSet(ctx context.Context, spec driver.RateSpec, now time.Time) error {
 	if err := checkKey(spec.Key); err != nil {
 		return fmt.Errorf("set key rate: %w", err)
 	}
@@ -286,7 +286,7 @@ func (e *executor) SetKeyRate(ctx context.Context, spec driver.RateSpec, now tim
 	return nil
 }
 
-func (e *executor) DeleteKeyRate(ctx context.Context, key string) (bool, error) {
+func (e *executor) KeyRateDelete(ctx context.Context, key string) (bool, error) {
 	tag, err := e.db.Exec(ctx, e.q.rate.deleteOverride, key)
 	if err != nil {
 		return false, fmt.Errorf("clear the rate of key %q: %w", key, err)
@@ -294,7 +294,7 @@ func (e *executor) DeleteKeyRate(ctx context.Context, key string) (bool, error) 
 	return tag.RowsAffected() == 1, nil
 }
 
-func (e *executor) LatestJobRate(ctx context.Context, key string) (driver.RateSpec, bool, error) {
+func (e *executor) JobRateGetLatest(ctx context.Context, key string) (driver.RateSpec, bool, error) {
 	spec := driver.RateSpec{Key: key}
 	var periodMS, policyMS int64
 	var policyLimit int
@@ -309,7 +309,7 @@ func (e *executor) LatestJobRate(ctx context.Context, key string) (driver.RateSp
 	return spec, ok, nil
 }
 
-func (e *executor) ReadRate(ctx context.Context, key string, since time.Time) (driver.Rate, int, bool, error) {
+func (e *executor) RateGet(ctx context.Context, key string, since time.Time) (driver.Rate, int, bool, error) {
 	var recent int
 	r, err := scanRate(e.db.QueryRow(ctx, e.q.rate.read, key, since), &recent)
 	ok, err := found(err)
@@ -319,7 +319,7 @@ func (e *executor) ReadRate(ctx context.Context, key string, since time.Time) (d
 	return r, recent, ok, nil
 }
 
-func (e *executor) ListRates(ctx context.Context, after string, max int) ([]driver.Rate, error) {
+func (e *executor) RateList(ctx context.Context, after string, max int) ([]driver.Rate, error) {
 	out, err := collect(ctx, e.db, func(row pgx.CollectableRow) (driver.Rate, error) { return scanRate(row) },
 		e.q.rate.list, after, max)
 	if err != nil {
@@ -328,7 +328,7 @@ func (e *executor) ListRates(ctx context.Context, after string, max int) ([]driv
 	return out, nil
 }
 
-func (e *executor) BlockedKey(ctx context.Context, jobID int64) (string, bool, error) {
+func (e *executor) LineGetKey(ctx context.Context, jobID int64) (string, bool, error) {
 	var key string
 	ok, err := found(e.db.QueryRow(ctx, e.q.rate.blockedKey, jobID).Scan(&key))
 	if err != nil {
@@ -337,7 +337,7 @@ func (e *executor) BlockedKey(ctx context.Context, jobID int64) (string, bool, e
 	return key, ok, nil
 }
 
-func (e *executor) RateGroups(ctx context.Context, max int) ([]driver.RateGroupStats, error) {
+func (e *executor) RateListGroups(ctx context.Context, max int) ([]driver.RateGroupStats, error) {
 	out, err := collect(ctx, e.db, pgx.RowToStructByPos[driver.RateGroupStats], e.q.rate.groups, max)
 	if err != nil {
 		return nil, fmt.Errorf("sum rate keys by group: %w", err)
@@ -345,7 +345,7 @@ func (e *executor) RateGroups(ctx context.Context, max int) ([]driver.RateGroupS
 	return out, nil
 }
 
-func (e *executor) StrayLines(ctx context.Context, max int) ([]string, error) {
+func (e *executor) RateListStrayLines(ctx context.Context, max int) ([]string, error) {
 	keys, err := collect(ctx, e.db, pgx.RowTo[string], e.q.rate.strays, max)
 	if err != nil {
 		return nil, fmt.Errorf("find rate lines counted empty: %w", err)

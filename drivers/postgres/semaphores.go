@@ -183,7 +183,7 @@ func (e *executor) SemaphoreSave(ctx context.Context, s driver.Semaphore) error 
 	return nil
 }
 
-func (e *executor) PromoteBlocked(ctx context.Context, key string, n int, now time.Time) (driver.Promotion, error) {
+func (e *executor) LinePromote(ctx context.Context, key string, n int, now time.Time) (driver.Promotion, error) {
 	var p driver.Promotion
 	type moved struct {
 		ID    int64
@@ -207,7 +207,7 @@ func (e *executor) ReleasesOneKey() {}
 
 var _ driver.OneKeyReleaser = (*executor)(nil)
 
-func (e *executor) ReleaseMany(ctx context.Context, keys []string, counts []int, now time.Time) ([]driver.Promotion, error) {
+func (e *executor) SemaphoreReleaseMany(ctx context.Context, keys []string, counts []int, now time.Time) ([]driver.Promotion, error) {
 	n := make([]int32, len(counts))
 	for i, c := range counts {
 		n[i] = int32(c)
@@ -241,7 +241,7 @@ func (e *executor) ReleaseMany(ctx context.Context, keys []string, counts []int,
 	return out, nil
 }
 
-func (e *executor) CountHolders(ctx context.Context, key string) (driver.HolderCount, error) {
+func (e *executor) HolderCount(ctx context.Context, key string) (driver.HolderCount, error) {
 	var n driver.HolderCount
 	if err := e.db.QueryRow(ctx, e.q.countHolders, key).Scan(&n.Holders, &n.Blocked, &n.Multi); err != nil {
 		return driver.HolderCount{}, fmt.Errorf("count holders of %q: %w", key, err)
@@ -257,15 +257,15 @@ func (e *executor) keys(ctx context.Context, what, query string, args ...any) ([
 	return keys, nil
 }
 
-func (e *executor) ExpiredSemaphores(ctx context.Context, now time.Time, after string, max int) ([]string, error) {
+func (e *executor) SemaphoreListExpired(ctx context.Context, now time.Time, after string, max int) ([]string, error) {
 	return e.keys(ctx, "expired", e.q.expiredSems, now, after, max)
 }
 
-func (e *executor) PromotableSemaphores(ctx context.Context, after string, max int) ([]string, error) {
+func (e *executor) SemaphoreListPromotable(ctx context.Context, after string, max int) ([]string, error) {
 	return e.keys(ctx, "promotable", e.q.promotableSems, after, max)
 }
 
-func (e *executor) DeleteIdleSemaphores(ctx context.Context, now time.Time, max int) (int, error) {
+func (e *executor) SemaphoreDeleteIdle(ctx context.Context, now time.Time, max int) (int, error) {
 	tag, err := e.db.Exec(ctx, e.q.deleteIdleSems, now, max)
 	if err != nil {
 		return 0, fmt.Errorf("delete idle semaphores: %w", err)

@@ -39,7 +39,7 @@ func (e *executor) lockID(key string) int64 {
 	return int64(binary.BigEndian.Uint64(h[:8]))
 }
 
-func (e *executor) LockUnique(ctx context.Context, key string) error {
+func (e *executor) UniqueLock(ctx context.Context, key string) error {
 	var iso string
 	var locked *string
 	if err := e.db.QueryRow(ctx, e.q.unique.lock, e.lockID(key)).Scan(&iso, &locked); err != nil {
@@ -52,7 +52,7 @@ func (e *executor) LockUnique(ctx context.Context, key string) error {
 	return nil
 }
 
-func (e *executor) FindUnique(ctx context.Context, key string, states []driver.JobState) (int64, driver.JobState, bool, error) {
+func (e *executor) UniqueGet(ctx context.Context, key string, states []driver.JobState) (int64, driver.JobState, bool, error) {
 	if len(states) == 0 {
 		return 0, "", false, nil
 	}
@@ -69,14 +69,14 @@ func (e *executor) FindUnique(ctx context.Context, key string, states []driver.J
 	return id, driver.JobState(state), ok, nil
 }
 
-func (e *executor) SetUniqueKey(ctx context.Context, id int64, key string) error {
+func (e *executor) UniqueSet(ctx context.Context, id int64, key string) error {
 	if _, err := e.db.Exec(ctx, e.q.unique.set, key, id); err != nil {
 		return fmt.Errorf("set unique key of job %d: %w", id, err)
 	}
 	return nil
 }
 
-func (e *executor) UniqueKeyOf(ctx context.Context, id int64) (string, error) {
+func (e *executor) UniqueGetKey(ctx context.Context, id int64) (string, error) {
 	var key string
 	if err := e.db.QueryRow(ctx, e.q.unique.of, id).Scan(&key); err != nil {
 		return "", fmt.Errorf("read unique key of job %d: %w", id, err)

@@ -147,9 +147,9 @@ func (d *engine) deadProcesses(ctx context.Context, db sqlexec.DB, now time.Time
 	return dead, rows.Err()
 }
 
-// RegisterProcess sets the new process's beacon too.
-func (e executor) RegisterProcess(ctx context.Context, p driver.Process) (int64, error) {
-	id, err := e.Executor.RegisterProcess(ctx, p)
+// ProcessRegister sets the new process's beacon too.
+func (e executor) ProcessRegister(ctx context.Context, p driver.Process) (int64, error) {
+	id, err := e.Executor.ProcessRegister(ctx, p)
 	if err != nil {
 		return 0, err
 	}
@@ -159,18 +159,18 @@ func (e executor) RegisterProcess(ctx context.Context, p driver.Process) (int64,
 	return id, nil
 }
 
-// DeregisterProcess removes the process's beacon too.
-func (e executor) DeregisterProcess(ctx context.Context, processID int64) error {
-	if err := e.Executor.DeregisterProcess(ctx, processID); err != nil {
+// ProcessDeregister removes the process's beacon too.
+func (e executor) ProcessDeregister(ctx context.Context, processID int64) error {
+	if err := e.Executor.ProcessDeregister(ctx, processID); err != nil {
 		return err
 	}
 	e.d.removeBeacons([]int64{processID})
 	return nil
 }
 
-// ListProcesses reports a beacon fresher than the row as the last beat.
-func (e executor) ListProcesses(ctx context.Context) ([]driver.Process, error) {
-	out, err := e.Executor.ListProcesses(ctx)
+// ProcessList reports a beacon fresher than the row as the last beat.
+func (e executor) ProcessList(ctx context.Context) ([]driver.Process, error) {
+	out, err := e.Executor.ProcessList(ctx)
 	for i, p := range out {
 		if at := e.d.beaconAt(p.ID); at.After(p.LastHeartbeatAt) {
 			out[i].LastHeartbeatAt = at

@@ -76,7 +76,7 @@ func (dl *dialect) Renew(ctx context.Context, x *sqlexec.Executor, processID int
 	return err
 }
 
-func (dl *dialect) LostClaims(ctx context.Context, x *sqlexec.Executor, now time.Time, deadAfter time.Duration, max int) ([]*driver.Claim, error) {
+func (dl *dialect) ClaimListReapable(ctx context.Context, x *sqlexec.Executor, now time.Time, deadAfter time.Duration, max int) ([]*driver.Claim, error) {
 	dead, err := dl.d.deadProcesses(ctx, x.DB(), now, deadAfter)
 	if err != nil {
 		return nil, fmt.Errorf("find dead processes: %w", err)
@@ -84,9 +84,9 @@ func (dl *dialect) LostClaims(ctx context.Context, x *sqlexec.Executor, now time
 	return x.Claims(ctx, dl.own.claimsOfDead, jsonOf(dead), max)
 }
 
-// LostClaimsOfKey keeps the claims of processes gone, or silent in the
+// ClaimListReapableOfKey keeps the claims of processes gone, or silent in the
 // database and by their beacons.
-func (dl *dialect) LostClaimsOfKey(ctx context.Context, x *sqlexec.Executor, key string, now time.Time, silence time.Duration) ([]*driver.Claim, error) {
+func (dl *dialect) ClaimListReapableOfKey(ctx context.Context, x *sqlexec.Executor, key string, now time.Time, silence time.Duration) ([]*driver.Claim, error) {
 	rows, err := x.DB().QueryContext(ctx, dl.own.lostClaimsOfKey, sqlexec.Micros(now), key, silence.Milliseconds())
 	if err != nil {
 		return nil, err
@@ -108,9 +108,9 @@ func (dl *dialect) LostClaimsOfKey(ctx context.Context, x *sqlexec.Executor, key
 	return out, rows.Err()
 }
 
-// DeleteDeadProcesses deletes the dead processes that hold no claims,
+// ProcessDeleteDead deletes the dead processes that hold no claims,
 // then their beacons.
-func (dl *dialect) DeleteDeadProcesses(ctx context.Context, x *sqlexec.Executor, now time.Time, deadAfter time.Duration) (int, error) {
+func (dl *dialect) ProcessDeleteDead(ctx context.Context, x *sqlexec.Executor, now time.Time, deadAfter time.Duration) (int, error) {
 	var deleted []int64
 	err := x.Atomic(ctx, func(x *sqlexec.Executor) error {
 		dead, err := dl.d.deadProcesses(ctx, x.DB(), now, deadAfter)

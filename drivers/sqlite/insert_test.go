@@ -49,14 +49,14 @@ func TestInsertJobsMultiRow(t *testing.T) {
 			}
 			jobs[i] = j
 		}
-		if err := driver.InTx(ctx, d, func(ex driver.Executor) error { return ex.InsertJobs(ctx, now, jobs) }); err != nil {
+		if err := driver.InTx(ctx, d, func(ex driver.Executor) error { return ex.JobInsertMany(ctx, now, jobs) }); err != nil {
 			t.Fatalf("%d jobs: %v", n, err)
 		}
 		want := map[driver.JobState]driver.JobState{driver.StateReady: driver.StateReady,
 			driver.StateScheduled: driver.StateScheduled, driver.StateBlocked: driver.StateBlocked}
 		seen := map[int64]bool{}
 		for i, j := range jobs {
-			info, ok, err := d.Exec().GetJob(ctx, j.ID)
+			info, ok, err := d.Exec().JobGet(ctx, j.ID)
 			if err != nil || !ok {
 				t.Fatalf("%d jobs: job %d (input %d): %v, %v", n, j.ID, i, ok, err)
 			}

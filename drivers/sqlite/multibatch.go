@@ -18,8 +18,8 @@ var _ driver.MultiBatcher = executor{}
 // the batch (one branch a key) is parsed anew each time, which cost a
 // third of a keyed drain's CPU with a second key per job.
 
-// LineHeadsMany reads every line's heads in one statement.
-func (e executor) LineHeadsMany(ctx context.Context, keys []string, ns []int) ([][]driver.LineHead, error) {
+// LineListHeadsMany reads every line's heads in one statement.
+func (e executor) LineListHeadsMany(ctx context.Context, keys []string, ns []int) ([][]driver.LineHead, error) {
 	out := make([][]driver.LineHead, len(keys))
 	var want []string
 	var at []int // want's positions in keys
@@ -82,9 +82,9 @@ func (e executor) SemaphoreTryLockMany(ctx context.Context, keys []string) ([]dr
 	return out, nil
 }
 
-// PromoteFirst moves the lines' first jobs in three statements
+// LinePromoteFirst moves the lines' first jobs in three statements
 // (promoteFirst).
-func (e executor) PromoteFirst(ctx context.Context, keys []string, counts []int, now time.Time) ([]driver.Promotion, error) {
+func (e executor) LinePromoteFirst(ctx context.Context, keys []string, counts []int, now time.Time) ([]driver.Promotion, error) {
 	var out []driver.Promotion
 	err := e.Atomic(ctx, func(x *sqlexec.Executor) error {
 		var want []string

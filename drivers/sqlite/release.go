@@ -29,9 +29,9 @@ var (
 	_ driver.BatchReleaser = executor{}
 )
 
-// CompleteClaims ends the claims set-wise: one DELETE ... RETURNING
+// ClaimCompleteMany ends the claims set-wise: one DELETE ... RETURNING
 // finds those whose fences match.
-func (e executor) CompleteClaims(ctx context.Context, claims []*driver.Claim, keep bool, now time.Time) ([]driver.Fenced, error) {
+func (e executor) ClaimCompleteMany(ctx context.Context, claims []*driver.Claim, keep bool, now time.Time) ([]driver.Fenced, error) {
 	pairs := make([][2]int64, len(claims))
 	for i, c := range claims {
 		pairs[i] = [2]int64{c.ID, c.Fence}
@@ -70,7 +70,7 @@ func (e executor) CompleteClaims(ctx context.Context, claims []*driver.Claim, ke
 	return matched, nil
 }
 
-// ReleaseMany releases and promotes for every key of a batch in a fixed
+// SemaphoreReleaseMany releases and promotes for every key of a batch in a fixed
 // number of statements, whatever the number of keys: it does set-wise
 // what semaphore.SignalN does per key (release capped at the limit,
 // promote min(free, blocked) jobs, renew the expiry of keys that
@@ -78,7 +78,7 @@ func (e executor) CompleteClaims(ctx context.Context, claims []*driver.Claim, ke
 // writing back safe. A key whose line holds multi-key jobs (multi > 0)
 // gets its slots back but promotes none: its line is the caller's
 // (Promotion.LineLeft).
-func (e executor) ReleaseMany(ctx context.Context, keys []string, counts []int, now time.Time) ([]driver.Promotion, error) {
+func (e executor) SemaphoreReleaseMany(ctx context.Context, keys []string, counts []int, now time.Time) ([]driver.Promotion, error) {
 	out := make([]driver.Promotion, len(keys))
 	err := e.Atomic(ctx, func(x *sqlexec.Executor) error {
 		sems, err := e.readSems(ctx, x, keys)

@@ -196,6 +196,12 @@ func (d *engine) Prefix() string          { return d.prefix }
 // (see driver.SingleWriter).
 func (d *engine) SingleWriter() {}
 
+// Claim looks for ready jobs before it takes the database's write lock,
+// so an idle poll never holds up other writers.
+func (d *engine) Claim(ctx context.Context, p driver.ClaimParams) ([]*driver.Claim, error) {
+	return driver.ClaimWithin(ctx, d, p, driver.ClaimWays{LookFirst: true})
+}
+
 func (d *engine) WithPrefix(prefix string) driver.Driver {
 	w := &engine{db: d.db, owned: d.owned, prefix: prefix, writer: d.writer,
 		memory: d.memory, path: d.path, stmts: d.stmts, ckpt: d.ckpt, beacons: d.beacons}

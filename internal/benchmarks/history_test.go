@@ -48,7 +48,7 @@ func BenchmarkHistoryFlush(b *testing.B) {
 			counts[q] = driver.Throughput{Minute: m, Queue: fmt.Sprintf("queue-%02d", q), Completed: 100, Failed: 1}
 		}
 		for b.Loop() {
-			if err := hs.AddThroughput(ctx, counts); err != nil {
+			if err := hs.HistoryAddThroughput(ctx, counts); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -63,7 +63,7 @@ func BenchmarkHistorySnapshot(b *testing.B) {
 		m := time.Now().Truncate(time.Minute).Add(-24 * time.Hour)
 		for b.Loop() {
 			m = m.Add(time.Minute)
-			if wrote, err := hs.SnapshotHistory(ctx, snapshotOf(m)); err != nil || !wrote {
+			if wrote, err := hs.HistoryInsertSnapshot(ctx, snapshotOf(m)); err != nil || !wrote {
 				b.Fatal(wrote, err)
 			}
 		}
@@ -78,7 +78,7 @@ func BenchmarkHistoryRead(b *testing.B) {
 		hs, ctx := historyStore(b, c), context.Background()
 		now := time.Now().Truncate(time.Minute)
 		for i := range 24 * 60 {
-			if _, err := hs.SnapshotHistory(ctx, snapshotOf(now.Add(-time.Duration(i)*time.Minute))); err != nil {
+			if _, err := hs.HistoryInsertSnapshot(ctx, snapshotOf(now.Add(-time.Duration(i)*time.Minute))); err != nil {
 				b.Fatal(err)
 			}
 		}

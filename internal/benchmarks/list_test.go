@@ -147,7 +147,7 @@ func explainList(b *testing.B, c *bq.Client, file string) {
 		{Key: "benchmarks.keyed/7", BeforeID: 500_000},
 	} {
 		f.Max = bq.DefaultListLimit + 1
-		if _, err := ex.ListJobs(ctx, f); err != nil {
+		if _, err := ex.JobList(ctx, f); err != nil {
 			b.Fatal(err)
 		}
 		rows, err := d.SQLDB().QueryContext(ctx, "EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) "+sent.sql, sent.args...)

@@ -280,7 +280,7 @@ func testDiscardRetryTo1(t *testing.T, h *harness) {
 // registerProcess registers a process whose last heartbeat is at beat.
 func registerProcess(t *testing.T, h *harness, beat time.Time) int64 {
 	t.Helper()
-	id, err := h.driver().Exec().RegisterProcess(context.Background(), driver.Process{
+	id, err := h.driver().Exec().ProcessRegister(context.Background(), driver.Process{
 		Kind: "worker", Name: "test", Hostname: "test", PID: 1, HeartbeatInterval: 200 * time.Millisecond, StartedAt: beat,
 	})
 	if err != nil {
@@ -296,7 +296,7 @@ func witness(t *testing.T, h *harness) int64 {
 	t.Helper()
 	since := time.Now().Add(-2 * time.Hour)
 	id := registerProcess(t, h, since)
-	if landed, err := h.driver().Exec().Heartbeat(context.Background(), driver.Beat{ProcessID: id, At: time.Now(), BeatingSince: since}); err != nil || !landed {
+	if landed, err := h.driver().Exec().ProcessHeartbeat(context.Background(), driver.Beat{ProcessID: id, At: time.Now(), BeatingSince: since}); err != nil || !landed {
 		t.Fatalf("witness heartbeat: landed %v, %v", landed, err)
 	}
 	return id

@@ -176,7 +176,7 @@ func testHistoryAddsUp(t *testing.T, h *harness) {
 	for range 6 {
 		wg.Go(func() {
 			for range 5 {
-				if err := hs.AddThroughput(ctx, counts); err != nil {
+				if err := hs.HistoryAddThroughput(ctx, counts); err != nil {
 					t.Errorf("add throughput: %v", err)
 				}
 			}
@@ -207,18 +207,18 @@ func testHistoryPruned(t *testing.T, h *harness) {
 		snap := driver.HistorySnapshot{Minute: m, TakenAt: m,
 			Queues: []driver.QueueCounts{{Queue: "default", Ready: i}},
 			Keys:   []driver.Semaphore{{Key: "g/k", Blocked: i + 1}}}
-		if wrote, err := hs.SnapshotHistory(ctx, snap); err != nil || !wrote {
+		if wrote, err := hs.HistoryInsertSnapshot(ctx, snap); err != nil || !wrote {
 			t.Fatalf("snapshot %s: %v %v", m, wrote, err)
 		}
 	}
 	recent := now.Add(-time.Hour).Truncate(time.Minute)
-	if _, err := hs.SnapshotHistory(ctx, driver.HistorySnapshot{Minute: recent, TakenAt: recent,
+	if _, err := hs.HistoryInsertSnapshot(ctx, driver.HistorySnapshot{Minute: recent, TakenAt: recent,
 		Queues: []driver.QueueCounts{{Queue: "default", Ready: 9}}}); err != nil {
 		t.Fatal(err)
 	}
 	var got []int
 	for range 4 {
-		n, err := hs.PruneHistory(ctx, now.Add(-bq.HistoryKeep), 2)
+		n, err := hs.HistoryPrune(ctx, now.Add(-bq.HistoryKeep), 2)
 		if err != nil {
 			t.Fatalf("prune: %v", err)
 		}
@@ -233,7 +233,7 @@ func testHistoryPruned(t *testing.T, h *harness) {
 		t.Errorf("%d history rows left, want the recent one", n)
 	}
 	// The dispatcher's clean-up prunes too.
-	if _, err := hs.SnapshotHistory(ctx, driver.HistorySnapshot{Minute: old, TakenAt: old}); err != nil {
+	if _, err := hs.HistoryInsertSnapshot(ctx, driver.HistorySnapshot{Minute: old, TakenAt: old}); err != nil {
 		t.Fatal(err)
 	}
 	if err := dispatcher.New(h.driver(), dispatcher.Config{}).Pass(ctx); err != nil {

@@ -48,7 +48,7 @@ func testReaperSeesSilence(t *testing.T, h *harness) {
 		t.Fatalf("the claim of a process silent for 6 min of 10: %s, want running", st)
 	}
 	now = t0.Add(5 * time.Minute) // silent for 11 min; the witness beats on
-	if landed, err := h.driver().Exec().Heartbeat(ctx, driver.Beat{ProcessID: w, At: now, BeatingSince: t0.Add(-2 * time.Hour)}); err != nil || !landed {
+	if landed, err := h.driver().Exec().ProcessHeartbeat(ctx, driver.Beat{ProcessID: w, At: now, BeatingSince: t0.Add(-2 * time.Hour)}); err != nil || !landed {
 		t.Fatalf("witness heartbeat: landed %v, %v", landed, err)
 	}
 	if err := d.Pass(ctx); err != nil {
@@ -246,7 +246,7 @@ func testSharedSilenceIsNoEvidence(t *testing.T, h *harness) {
 	// b's beats land again, but not yet for a minute: still no evidence.
 	beat := func(since time.Time) {
 		t.Helper()
-		if ok, err := h.driver().Exec().Heartbeat(ctx, driver.Beat{ProcessID: b, At: time.Now(), BeatingSince: since}); err != nil || !ok {
+		if ok, err := h.driver().Exec().ProcessHeartbeat(ctx, driver.Beat{ProcessID: b, At: time.Now(), BeatingSince: since}); err != nil || !ok {
 			t.Fatalf("heartbeat: %v %v", ok, err)
 		}
 	}

@@ -140,7 +140,7 @@ func (d *Dispatcher) inTx(ctx context.Context, fn func(ex driver.Executor) error
 // promoteScheduled admits due scheduled jobs, a batch per transaction.
 func (d *Dispatcher) promoteScheduled(ctx context.Context) error {
 	// Look before taking a write lock: most passes find nothing due.
-	if due, err := d.drv.Exec().HasDueScheduled(ctx, d.cfg.Now()); err != nil || !due {
+	if due, err := d.drv.Exec().ScheduledDueExists(ctx, d.cfg.Now()); err != nil || !due {
 		return err
 	}
 	for {
@@ -192,7 +192,7 @@ func (d *Dispatcher) recountExpired(ctx context.Context) error {
 	var errs []error
 	after := ""
 	for {
-		keys, err := d.drv.Exec().ExpiredSemaphores(ctx, d.cfg.Now(), after, d.cfg.BatchSize)
+		keys, err := d.drv.Exec().SemaphoreListExpired(ctx, d.cfg.Now(), after, d.cfg.BatchSize)
 		if err != nil {
 			return errors.Join(append(errs, err)...)
 		}
@@ -209,7 +209,7 @@ func (d *Dispatcher) recountExpired(ctx context.Context) error {
 				if err != nil || !ok || s.ExpiresAt.After(now) {
 					return err
 				}
-				lost, err := ex.LostClaimsOfKey(ctx, key, now, s.Duration)
+				lost, err := ex.ClaimListReapableOfKey(ctx, key, now, s.Duration)
 				if err != nil {
 					return err
 				}
@@ -243,7 +243,7 @@ func (d *Dispatcher) promoteBlocked(ctx context.Context) error {
 	var errs []error
 	after := ""
 	for {
-		keys, err := d.drv.Exec().PromotableSemaphores(ctx, after, d.cfg.BatchSize)
+		keys, err := d.drv.Exec().SemaphoreListPromotable(ctx, after, d.cfg.BatchSize)
 		if err != nil {
 			return errors.Join(append(errs, err)...)
 		}
@@ -279,7 +279,7 @@ func (d *Dispatcher) cleanup(ctx context.Context) error {
 		for {
 			var n int
 			err := driver.Atomic(ctx, d.drv, func(ex driver.Executor) (err error) {
-				n, err = ex.DeleteFinishedJobs(ctx, now.Add(-d.cfg.Retention), d.cfg.BatchSize)
+				n, err = ex.JobDeleteFinished(ctx, now.Add(-d.cfg.Retention), d.cfg.BatchSize)
 				return err
 			})
 			if err != nil {
@@ -292,12 +292,12 @@ func (d *Dispatcher) cleanup(ctx context.Context) error {
 		}
 	}
 	errs = append(errs, driver.Atomic(ctx, d.drv, func(ex driver.Executor) error {
-		_, err := ex.DeleteIdleSemaphores(ctx, now, d.cfg.BatchSize)
+		_, err := ex.SemaphoreDeleteIdle(ctx, now, d.cfg.BatchSize)
 		return err
 	}))
 	errs = append(errs, d.recountRates(ctx))
 	errs = append(errs, driver.Atomic(ctx, d.drv, func(ex driver.Executor) error {
-		_, err := ex.DeleteIdleRates(ctx, now, d.cfg.BatchSize)
+		_, err := ex.RateDeleteIdle(ctx, now, d.cfg.BatchSize)
 		return err
 	}))
 	errs = append(errs, d.deleteDeadProcesses(ctx))

@@ -27,15 +27,15 @@ func (d *Dispatcher) snapshotHistory(ctx context.Context) error {
 		return nil
 	}
 	ex := d.drv.Exec()
-	queues, err := ex.CountByQueue(ctx)
+	queues, err := ex.JobCountByQueue(ctx)
 	if err != nil {
 		return fmt.Errorf("snapshot the history: %w", err)
 	}
-	keys, err := ex.TopBlockedKeys(ctx, driver.MaxHistoryKeys)
+	keys, err := ex.SemaphoreListMostBlocked(ctx, driver.MaxHistoryKeys)
 	if err != nil {
 		return fmt.Errorf("snapshot the history: %w", err)
 	}
-	wrote, err := hs.SnapshotHistory(ctx, driver.HistorySnapshot{Minute: minute, TakenAt: now, Queues: queues, Keys: keys})
+	wrote, err := hs.HistoryInsertSnapshot(ctx, driver.HistorySnapshot{Minute: minute, TakenAt: now, Queues: queues, Keys: keys})
 	if err != nil {
 		return err
 	}
@@ -53,6 +53,6 @@ func (d *Dispatcher) pruneHistory(ctx context.Context, now time.Time) error {
 	if !ok {
 		return nil
 	}
-	_, err := hs.PruneHistory(ctx, now.Add(-driver.HistoryKeep), d.cfg.BatchSize)
+	_, err := hs.HistoryPrune(ctx, now.Add(-driver.HistoryKeep), d.cfg.BatchSize)
 	return err
 }

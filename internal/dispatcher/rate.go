@@ -51,7 +51,7 @@ func (d *Dispatcher) rateLoop(ctx context.Context) {
 // slots allow, and returns how long to wait before looking again.
 func (d *Dispatcher) promoteRates(ctx context.Context, repaired map[string]time.Time) (time.Duration, error) {
 	now := d.cfg.Now()
-	keys, err := d.drv.Exec().DueRates(ctx, now, d.cfg.BatchSize)
+	keys, err := d.drv.Exec().RateListDue(ctx, now, d.cfg.BatchSize)
 	if err != nil {
 		return 0, err
 	}
@@ -74,7 +74,7 @@ func (d *Dispatcher) promoteRates(ctx context.Context, repaired map[string]time.
 			delete(repaired, key)
 		}
 	}
-	next, ok, err := d.drv.Exec().NextRateAt(ctx)
+	next, ok, err := d.drv.Exec().RateNextAt(ctx)
 	if err != nil || !ok {
 		return ratePoll, err
 	}
@@ -85,7 +85,7 @@ func (d *Dispatcher) promoteRates(ctx context.Context, repaired map[string]time.
 // they hold some: nothing should make such a count drift, and if
 // something did, its jobs would wait for ever.
 func (d *Dispatcher) recountRates(ctx context.Context) error {
-	keys, err := d.drv.Exec().StrayLines(ctx, d.cfg.BatchSize)
+	keys, err := d.drv.Exec().RateListStrayLines(ctx, d.cfg.BatchSize)
 	if err != nil || len(keys) == 0 {
 		return err
 	}

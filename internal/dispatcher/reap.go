@@ -22,7 +22,7 @@ func (d *Dispatcher) reapLostClaims(ctx context.Context) error {
 	// Look first: most passes find no lost claim.
 	var lost []*driver.Claim
 	err := driver.Atomic(ctx, d.drv, func(ex driver.Executor) (err error) {
-		lost, err = ex.LostClaims(ctx, d.cfg.Now(), d.cfg.ProcessDeadAfter, 1)
+		lost, err = ex.ClaimListReapable(ctx, d.cfg.Now(), d.cfg.ProcessDeadAfter, 1)
 		return err
 	})
 	if err != nil || len(lost) == 0 {
@@ -34,7 +34,7 @@ func (d *Dispatcher) reapLostClaims(ctx context.Context) error {
 		err := d.inTx(ctx, func(ex driver.Executor) error {
 			now := d.cfg.Now()
 			var err error
-			claims, err = ex.LostClaims(ctx, now, d.cfg.ProcessDeadAfter, d.cfg.BatchSize)
+			claims, err = ex.ClaimListReapable(ctx, now, d.cfg.ProcessDeadAfter, d.cfg.BatchSize)
 			if err != nil {
 				return err
 			}
@@ -67,7 +67,7 @@ func (d *Dispatcher) reapLostClaims(ctx context.Context) error {
 func (d *Dispatcher) mayHaveLostClaims(ctx context.Context) (bool, error) {
 	var procs []driver.Process
 	err := driver.Atomic(ctx, d.drv, func(ex driver.Executor) (err error) {
-		procs, err = ex.ListProcesses(ctx)
+		procs, err = ex.ProcessList(ctx)
 		return err
 	})
 	if err != nil {
@@ -96,7 +96,7 @@ func (d *Dispatcher) mayHaveLostClaims(ctx context.Context) (bool, error) {
 // deleteDeadProcesses removes dead processes that hold no claims.
 func (d *Dispatcher) deleteDeadProcesses(ctx context.Context) error {
 	return driver.Atomic(ctx, d.drv, func(ex driver.Executor) error {
-		_, err := ex.DeleteDeadProcesses(ctx, d.cfg.Now(), d.cfg.ProcessDeadAfter)
+		_, err := ex.ProcessDeleteDead(ctx, d.cfg.Now(), d.cfg.ProcessDeadAfter)
 		return err
 	})
 }
@@ -161,7 +161,7 @@ func releasesOnReap(ctx context.Context, ex driver.Executor, c *driver.Claim) (b
 	if c.Limit.Key == "" || c.Attempt+1 >= c.MaxAttempts {
 		return c.Limit.Key != "", nil
 	}
-	return ex.CancelRequested(ctx, c.ID, c.Fence)
+	return ex.ClaimCancelRequested(ctx, c.ID, c.Fence)
 }
 
 // tryLockKeys try-locks the semaphores of limits; false when another
@@ -175,7 +175,7 @@ func tryLockKeys(ctx context.Context, ex driver.Executor, limits []driver.Limit)
 		if ok {
 			continue
 		}
-		if _, exists, err := ex.ReadSemaphore(ctx, l.Key); err != nil || exists {
+		if _, exists, err := ex.SemaphoreGet(ctx, l.Key); err != nil || exists {
 			return false, err
 		}
 	}

@@ -48,6 +48,10 @@ type Driver interface {
 	// Begin starts a write transaction owned by bq: READ COMMITTED on
 	// PostgreSQL and MySQL, BEGIN IMMEDIATE on SQLite.
 	Begin(ctx context.Context) (Tx, error)
+	// Claim takes up to p.Max ready jobs of p.Queue for p.ProcessID within
+	// the queue's gate (paused: none; MaxActive: a cap on its running
+	// jobs), the driver's best way: ClaimWithin with its ClaimWays.
+	Claim(ctx context.Context, p ClaimParams) ([]*Claim, error)
 	// WrapTx adapts the caller's transaction (pgx.Tx, *sql.Tx) so bq can
 	// write inside it.
 	WrapTx(tx any) (Executor, error)
@@ -393,73 +397,73 @@ type Executor interface {
 
 // JobStore writes jobs and the execution rows that give them a state.
 type JobStore interface {
-	// InsertJobs inserts jobs and their execution rows, setting each ID.
-	InsertJobs(ctx context.Context, now time.Time, jobs []*NewJob) error
-	// InsertExecutions puts existing jobs into state's table.
-	InsertExecutions(ctx context.Context, state JobState, rows []Execution) error
-	// FinishJob records the job's end: attempt+1, finished_at, and
+	// JobInsertMany inserts jobs and their execution rows, setting each ID.
+	JobInsertMany(ctx context.Context, now time.Time, jobs []*NewJob) error
+	// ExecutionInsertMany puts existing jobs into state's table.
+	ExecutionInsertMany(ctx context.Context, state JobState, rows []Execution) error
+	// JobFinish records the job's end: attempt+1, finished_at, and
 	// discarded when admission dropped it.
-	FinishJob(ctx context.Context, jobID int64, now time.Time, discarded bool) error
-	// DeleteJobs removes jobs outright (retention 0).
-	DeleteJobs(ctx context.Context, ids []int64) error
-	// RecordError ends an attempt that failed: attempt+1 and last_error.
-	RecordError(ctx context.Context, jobID int64, msg string) error
-	// InsertFailed moves a job to the failed table.
-	InsertFailed(ctx context.Context, jobID int64, msg string, now time.Time) error
-	// GetJob returns a job and its state; ok is false when it does not exist.
-	GetJob(ctx context.Context, id int64) (info *JobInfo, ok bool, err error)
-	// TakeDueScheduled removes up to max scheduled executions due at now
+	JobFinish(ctx context.Context, jobID int64, now time.Time, discarded bool) error
+	// JobDeleteMany removes jobs outright (retention 0).
+	JobDeleteMany(ctx context.Context, ids []int64) error
+	// JobFailAttempt ends an attempt that failed: attempt+1 and last_error.
+	JobFailAttempt(ctx context.Context, jobID int64, msg string) error
+	// FailedInsert moves a job to the failed table.
+	FailedInsert(ctx context.Context, jobID int64, msg string, now time.Time) error
+	// JobGet returns a job and its state; ok is false when it does not exist.
+	JobGet(ctx context.Context, id int64) (info *JobInfo, ok bool, err error)
+	// ScheduledTakeDue removes up to max scheduled executions due at now
 	// and returns their jobs.
-	TakeDueScheduled(ctx context.Context, now time.Time, max int) ([]*Job, error)
-	// DeleteFailed removes job id's failed execution, as it is retried or
+	ScheduledTakeDue(ctx context.Context, now time.Time, max int) ([]*Job, error)
+	// FailedDelete removes job id's failed execution, as it is retried or
 	// discarded by hand. It reports false when the job is not failed.
-	DeleteFailed(ctx context.Context, jobID int64) (bool, error)
-	// DeleteExecution removes job id's row from state's table (ready,
+	FailedDelete(ctx context.Context, jobID int64) (bool, error)
+	// ExecutionDelete removes job id's row from state's table (ready,
 	// scheduled, blocked or failed), as the job is cancelled. It reports
 	// false when the job is not in that state (it moved meanwhile).
-	DeleteExecution(ctx context.Context, state JobState, jobID int64) (bool, error)
-	// CancelJob finishes a job as cancelled: finished_at and cancelled,
+	ExecutionDelete(ctx context.Context, state JobState, jobID int64) (bool, error)
+	// JobCancel finishes a job as cancelled: finished_at and cancelled,
 	// attempt+1 when ran (a run ended), and msg as last_error unless empty.
-	CancelJob(ctx context.Context, jobID int64, now time.Time, ran bool, msg string) error
+	JobCancel(ctx context.Context, jobID int64, now time.Time, ran bool, msg string) error
 }
 
 // ClaimStore takes ready jobs for a worker and ends claims by their fence.
 type ClaimStore interface {
-	// HasReady reports whether queue has ready jobs: a claimer looks
+	// ReadyExists reports whether queue has ready jobs: a claimer looks
 	// before it takes any lock, since most idle polls find nothing.
-	HasReady(ctx context.Context, queue string) (bool, error)
-	// QueueGate reads what the claim rule needs of queue: its MaxActive
+	ReadyExists(ctx context.Context, queue string) (bool, error)
+	// QueueGateGet reads what the claim rule needs of queue: its MaxActive
 	// (0 when it has none) and whether it is paused. Inside a transaction
 	// it locks the queue's policy row until the transaction ends, so
 	// claimers of a capped queue take turns and each counts the claims of
 	// those before it; outside one it only reads.
-	QueueGate(ctx context.Context, queue string) (Gate, error)
-	// CountClaimed counts the claimed jobs of queue.
-	CountClaimed(ctx context.Context, queue string) (int, error)
-	// ClaimReady moves up to p.Max ready jobs of p.Queue to claimed, in
+	QueueGateGet(ctx context.Context, queue string) (Gate, error)
+	// RunningCount counts the claimed jobs of queue.
+	RunningCount(ctx context.Context, queue string) (int, error)
+	// ReadyClaim moves up to p.Max ready jobs of p.Queue to claimed, in
 	// priority then FIFO order, skipping rows other claimers hold. It
 	// knows no cap: the engine's claim rule (lifecycle.Claim) decides
 	// p.Max. It may run several statements: run it in a transaction.
-	ClaimReady(ctx context.Context, p ClaimParams) ([]*Claim, error)
-	// DeleteClaim removes the claim matching both jobID and fence. It
+	ReadyClaim(ctx context.Context, p ClaimParams) ([]*Claim, error)
+	// ClaimDelete removes the claim matching both jobID and fence. It
 	// reports false when the claim no longer exists (a stale fence).
-	DeleteClaim(ctx context.Context, jobID, fence int64) (bool, error)
-	// MarkCancel marks job id's claim as asked to cancel at now, keeping
+	ClaimDelete(ctx context.Context, jobID, fence int64) (bool, error)
+	// ClaimMarkCancel marks job id's claim as asked to cancel at now, keeping
 	// an earlier mark, and returns the mark. ok is false when the job has
 	// no claim (it is not running). It may run several statements: run
 	// it in a transaction.
-	MarkCancel(ctx context.Context, jobID int64, now time.Time) (requestedAt time.Time, ok bool, err error)
-	// CancelRequested locks the claim matching jobID and fence until the
+	ClaimMarkCancel(ctx context.Context, jobID int64, now time.Time) (requestedAt time.Time, ok bool, err error)
+	// ClaimCancelRequested locks the claim matching jobID and fence until the
 	// transaction ends and reports whether it carries a cancel mark; false
 	// when the claim no longer exists. A run's end reads it before ending
 	// the claim, so a cancel marked before that end is never lost, and
 	// one marked after finds no claim.
-	CancelRequested(ctx context.Context, jobID, fence int64) (bool, error)
-	// CompleteClaims ends many successful runs at once: each claim whose
+	ClaimCancelRequested(ctx context.Context, jobID, fence int64) (bool, error)
+	// ClaimCompleteMany ends many successful runs at once: each claim whose
 	// fence still matches is deleted and its job finished (attempt+1,
 	// finished_at) or, with keep false, deleted. It returns the claims
 	// that matched.
-	CompleteClaims(ctx context.Context, claims []*Claim, keep bool, now time.Time) ([]Fenced, error)
+	ClaimCompleteMany(ctx context.Context, claims []*Claim, keep bool, now time.Time) ([]Fenced, error)
 }
 
 // SemaphoreStore keeps each key's slot count; see package semaphore.
@@ -478,13 +482,13 @@ type SemaphoreStore interface {
 	SemaphoreTryLock(ctx context.Context, key string) (bool, error)
 	// SemaphoreSave writes Value, Limit, Blocked, Multi, Duration and ExpiresAt.
 	SemaphoreSave(ctx context.Context, s Semaphore) error
-	// PromoteBlocked moves up to n blocked jobs of key to ready, highest
+	// LinePromote moves up to n blocked jobs of key to ready, highest
 	// priority first, FIFO among equals, and returns what moved, with the
 	// moved jobs' ids in that order.
 	// Callers hold the key's semaphore lock.
-	PromoteBlocked(ctx context.Context, key string, n int, now time.Time) (Promotion, error)
-	// CountHolders counts what the key's rows say its semaphore holds.
-	CountHolders(ctx context.Context, key string) (HolderCount, error)
+	LinePromote(ctx context.Context, key string, n int, now time.Time) (Promotion, error)
+	// HolderCount counts what the key's rows say its semaphore holds.
+	HolderCount(ctx context.Context, key string) (HolderCount, error)
 	MultiKeyStore
 	MultiBatcher
 }
@@ -492,140 +496,140 @@ type SemaphoreStore interface {
 // Maintenance is what the dispatcher's passes run: due scheduled jobs,
 // expired and promotable semaphores, lost claims, old rows.
 type Maintenance interface {
-	// HasDueScheduled reports whether a scheduled job is due at now.
-	HasDueScheduled(ctx context.Context, now time.Time) (bool, error)
-	// ExpiredSemaphores lists keys after `after` whose semaphore expired.
-	ExpiredSemaphores(ctx context.Context, now time.Time, after string, max int) ([]string, error)
-	// PromotableSemaphores lists keys after `after` with a free slot and a
+	// ScheduledDueExists reports whether a scheduled job is due at now.
+	ScheduledDueExists(ctx context.Context, now time.Time) (bool, error)
+	// SemaphoreListExpired lists keys after `after` whose semaphore expired.
+	SemaphoreListExpired(ctx context.Context, now time.Time, after string, max int) ([]string, error)
+	// SemaphoreListPromotable lists keys after `after` with a free slot and a
 	// blocked job.
-	PromotableSemaphores(ctx context.Context, after string, max int) ([]string, error)
-	// DeleteIdleSemaphores removes expired semaphores with every slot free
+	SemaphoreListPromotable(ctx context.Context, after string, max int) ([]string, error)
+	// SemaphoreDeleteIdle removes expired semaphores with every slot free
 	// and nothing blocked, except those a blocked multi-key job names
 	// among its keys (job_keys): its promotion must find them.
-	DeleteIdleSemaphores(ctx context.Context, now time.Time, max int) (int, error)
-	// LostClaims lists claims whose process is gone, or is dead: silent
+	SemaphoreDeleteIdle(ctx context.Context, now time.Time, max int) (int, error)
+	// ClaimListReapable lists claims whose process is gone, or is dead: silent
 	// at now for longer than deadAfter and its own DeadAfter, while the
 	// database was shown writable (see the package doc). It locks them, skipping
 	// rows others hold.
-	LostClaims(ctx context.Context, now time.Time, deadAfter time.Duration, max int) ([]*Claim, error)
-	// LostClaimsOfKey lists, locked, the claims of key (a multi-key job's
+	ClaimListReapable(ctx context.Context, now time.Time, deadAfter time.Duration, max int) ([]*Claim, error)
+	// ClaimListReapableOfKey lists, locked, the claims of key (a multi-key job's
 	// for each of its keys) whose process is
 	// gone or dead (see the package doc) for the silence of the key: the longest of
 	// silence, the claimed job's own Duration and three of its process's
 	// heartbeat intervals.
-	LostClaimsOfKey(ctx context.Context, key string, now time.Time, silence time.Duration) ([]*Claim, error)
-	// DeleteFinishedJobs removes up to max jobs finished before `before`.
-	DeleteFinishedJobs(ctx context.Context, before time.Time, max int) (int, error)
+	ClaimListReapableOfKey(ctx context.Context, key string, now time.Time, silence time.Duration) ([]*Claim, error)
+	// JobDeleteFinished removes up to max jobs finished before `before`.
+	JobDeleteFinished(ctx context.Context, before time.Time, max int) (int, error)
 }
 
 // PolicyStore keeps queue policies and key overrides.
 type PolicyStore interface {
-	// LockPolicies returns, locked and ordered by queue, the policies of
+	// PolicyLockMany returns, locked and ordered by queue, the policies of
 	// namespace and of the named queues.
-	LockPolicies(ctx context.Context, namespace string, queues []string) ([]Policy, error)
-	// InsertPolicy stores a new policy; false when its queue already has one.
-	InsertPolicy(ctx context.Context, p Policy) (bool, error)
-	// UpdatePolicy rewrites a policy's limits and UpdatedAt.
-	UpdatePolicy(ctx context.Context, p Policy) error
-	// DeletePolicy removes a queue's policy.
-	DeletePolicy(ctx context.Context, queue string) error
-	// ListPolicies returns every policy, ordered by queue.
-	ListPolicies(ctx context.Context) ([]Policy, error)
-	// PolicyKeys lists, in key order, the keys of the queue's unfinished
+	PolicyLockMany(ctx context.Context, namespace string, queues []string) ([]Policy, error)
+	// PolicyInsert stores a new policy; false when its queue already has one.
+	PolicyInsert(ctx context.Context, p Policy) (bool, error)
+	// PolicyUpdate rewrites a policy's limits and UpdatedAt.
+	PolicyUpdate(ctx context.Context, p Policy) error
+	// PolicyDelete removes a queue's policy.
+	PolicyDelete(ctx context.Context, queue string) error
+	// PolicyList returns every policy, ordered by queue.
+	PolicyList(ctx context.Context) ([]Policy, error)
+	// PolicyListKeys lists, in key order, the keys of the queue's unfinished
 	// jobs that leave their limit to the queue's policy (To 0).
-	PolicyKeys(ctx context.Context, queue string) ([]string, error)
-	// PolicyRateKeys lists, in key order, the rate keys of the queue's
+	PolicyListKeys(ctx context.Context, queue string) ([]string, error)
+	// PolicyListRateKeys lists, in key order, the rate keys of the queue's
 	// unfinished jobs that leave their rate to the queue's policy (no
 	// rate limit of their own).
-	PolicyRateKeys(ctx context.Context, queue string) ([]string, error)
-	// SetKeyLimit stores (or replaces) key's override.
-	SetKeyLimit(ctx context.Context, key string, limit int, now time.Time) error
-	// DeleteKeyLimit removes key's override; false when it had none.
-	DeleteKeyLimit(ctx context.Context, key string) (bool, error)
-	// LatestJobLimit returns the limit and queue of key's newest unfinished
+	PolicyListRateKeys(ctx context.Context, queue string) ([]string, error)
+	// KeyLimitSet stores (or replaces) key's override.
+	KeyLimitSet(ctx context.Context, key string, limit int, now time.Time) error
+	// KeyLimitDelete removes key's override; false when it had none.
+	KeyLimitDelete(ctx context.Context, key string) (bool, error)
+	// JobLimitGetLatest returns the limit and queue of key's newest unfinished
 	// job; ok is false when it has none.
-	LatestJobLimit(ctx context.Context, key string) (l Limit, queue string, ok bool, err error)
+	JobLimitGetLatest(ctx context.Context, key string) (l Limit, queue string, ok bool, err error)
 }
 
 // PauseStore keeps the paused queues, which claim nothing in any process
 // (lifecycle.Claim reads them through QueueGate).
 type PauseStore interface {
-	// PauseQueue marks queue paused at now; false when it already was
+	// QueuePause marks queue paused at now; false when it already was
 	// (its first paused_at is kept).
-	PauseQueue(ctx context.Context, queue string, now time.Time) (bool, error)
-	// ResumeQueue removes queue's pause; false when it was not paused.
-	ResumeQueue(ctx context.Context, queue string) (bool, error)
-	// PausedQueues returns the paused queues, ordered by queue.
-	PausedQueues(ctx context.Context) ([]PausedQueue, error)
+	QueuePause(ctx context.Context, queue string, now time.Time) (bool, error)
+	// QueueResume removes queue's pause; false when it was not paused.
+	QueueResume(ctx context.Context, queue string) (bool, error)
+	// QueueListPaused returns the paused queues, ordered by queue.
+	QueueListPaused(ctx context.Context) ([]PausedQueue, error)
 }
 
 // ProcessStore keeps the process rows heartbeats prove alive.
 type ProcessStore interface {
-	// RegisterProcess inserts p and returns its ID.
-	RegisterProcess(ctx context.Context, p Process) (int64, error)
-	// Heartbeat records the beat in the process row, in a statement of
+	// ProcessRegister inserts p and returns its ID.
+	ProcessRegister(ctx context.Context, p Process) (int64, error)
+	// ProcessHeartbeat records the beat in the process row, in a statement of
 	// its own that waits on no lock but the row's. It reports false with
 	// a nil err when the row is gone (the process was declared dead).
-	Heartbeat(ctx context.Context, b Beat) (landed bool, err error)
-	// RenewHeld renews the semaphores that processID's claims hold and
+	ProcessHeartbeat(ctx context.Context, b Beat) (landed bool, err error)
+	// SemaphoreRenewHeld renews the semaphores that processID's claims hold and
 	// whose expiry is less than renewBelow (a fraction) of their Duration
 	// after at: each then expires Duration after at. It skips rows others
 	// hold (a skipped key is renewed next beat) and locks keys in order,
 	// so two renewals never deadlock. It may run several statements: run
 	// it in a transaction.
-	RenewHeld(ctx context.Context, processID int64, at time.Time, renewBelow float64) error
-	// ClaimsOfProcess lists the process's claims.
-	ClaimsOfProcess(ctx context.Context, processID int64) ([]OwnClaim, error)
-	// DeregisterProcess removes the process row.
-	DeregisterProcess(ctx context.Context, processID int64) error
-	// DeleteDeadProcesses removes dead processes (see LostClaims) that
+	SemaphoreRenewHeld(ctx context.Context, processID int64, at time.Time, renewBelow float64) error
+	// ClaimListOfProcess lists the process's claims.
+	ClaimListOfProcess(ctx context.Context, processID int64) ([]OwnClaim, error)
+	// ProcessDeregister removes the process row.
+	ProcessDeregister(ctx context.Context, processID int64) error
+	// ProcessDeleteDead removes dead processes (see LostClaims) that
 	// hold no claims.
-	DeleteDeadProcesses(ctx context.Context, now time.Time, deadAfter time.Duration) (int, error)
-	// ListProcesses returns the registered processes.
-	ListProcesses(ctx context.Context) ([]Process, error)
+	ProcessDeleteDead(ctx context.Context, now time.Time, deadAfter time.Duration) (int, error)
+	// ProcessList returns the registered processes.
+	ProcessList(ctx context.Context) ([]Process, error)
 }
 
 // Inspector reads, for Health, Explain, the CLI and the dashboard:
 // read-only, one statement each, bounded by max where the answer could
 // grow with the data (see inspect.go).
 type Inspector interface {
-	// CountByQueue returns per-queue counts of every live state.
-	CountByQueue(ctx context.Context) ([]QueueCounts, error)
+	// JobCountByQueue returns per-queue counts of every live state.
+	JobCountByQueue(ctx context.Context) ([]QueueCounts, error)
 	// SchemaVersion returns the newest applied migration version, 0 when
 	// bq's tables were never created.
 	SchemaVersion(ctx context.Context) (int64, error)
 
-	// ReadyAges returns, per queue with ready jobs, when its oldest ready
+	// ReadyListAges returns, per queue with ready jobs, when its oldest ready
 	// job became ready.
-	ReadyAges(ctx context.Context) ([]QueueAge, error)
-	// GroupStats sums the semaphores of each limit group (the part of a
+	ReadyListAges(ctx context.Context) ([]QueueAge, error)
+	// GroupListStats sums the semaphores of each limit group (the part of a
 	// key before its first "/"), up to max groups in group order.
-	GroupStats(ctx context.Context, max int) ([]GroupStats, error)
-	// TopBlockedKeys returns up to max semaphores with blocked jobs, most
+	GroupListStats(ctx context.Context, max int) ([]GroupStats, error)
+	// SemaphoreListMostBlocked returns up to max semaphores with blocked jobs, most
 	// blocked first, then by key.
-	TopBlockedKeys(ctx context.Context, max int) ([]Semaphore, error)
-	// ReadSemaphore reads key's semaphore without locking it.
-	ReadSemaphore(ctx context.Context, key string) (s Semaphore, ok bool, err error)
-	// KeyHolders returns up to max holders of key (its ready and claimed
+	SemaphoreListMostBlocked(ctx context.Context, max int) ([]Semaphore, error)
+	// SemaphoreGet reads key's semaphore without locking it.
+	SemaphoreGet(ctx context.Context, key string) (s Semaphore, ok bool, err error)
+	// HolderList returns up to max holders of key (its ready and claimed
 	// jobs, a multi-key job among them for each of its keys) in job id
 	// order.
-	KeyHolders(ctx context.Context, key string, max int) ([]Holder, error)
-	// BlockedAhead counts the blocked jobs of key that would be promoted
+	HolderList(ctx context.Context, key string, max int) ([]Holder, error)
+	// LineCountAhead counts the blocked jobs of key that would be promoted
 	// before a blocked job of that priority and id, reading at most max
 	// of them: a long line costs no more than max rows.
-	BlockedAhead(ctx context.Context, key string, priority int, jobID int64, max int) (int, error)
-	// BlockedLine returns the first max blocked jobs of key, in promotion
+	LineCountAhead(ctx context.Context, key string, priority int, jobID int64, max int) (int, error)
+	// LineList returns the first max blocked jobs of key, in promotion
 	// order (priority descending, then id).
-	BlockedLine(ctx context.Context, key string, max int) ([]BlockedJob, error)
-	// JobExecution reads the execution row of job id, whatever table
+	LineList(ctx context.Context, key string, max int) ([]BlockedJob, error)
+	// ExecutionGet reads the execution row of job id, whatever table
 	// holds it; ok is false when the job does not exist.
-	JobExecution(ctx context.Context, id int64) (x ExecutionDetail, ok bool, err error)
-	// ListFailed returns up to max failed jobs with an id below before
+	ExecutionGet(ctx context.Context, id int64) (x ExecutionDetail, ok bool, err error)
+	// FailedList returns up to max failed jobs with an id below before
 	// (0: from the newest), newest first.
-	ListFailed(ctx context.Context, before int64, max int) ([]FailedJob, error)
-	// ListJobs returns up to f.Max jobs matching every field of f that
+	FailedList(ctx context.Context, before int64, max int) ([]FailedJob, error)
+	// JobList returns up to f.Max jobs matching every field of f that
 	// is set, newest (highest id) first.
-	ListJobs(ctx context.Context, f JobFilter) ([]*JobInfo, error)
+	JobList(ctx context.Context, f JobFilter) ([]*JobInfo, error)
 }
 
 // JobFilter selects jobs for ListJobs; a zero field matches every job.
@@ -648,12 +652,12 @@ type JobFilter struct {
 // fixed number of statements, however many keys there are. Without it,
 // keys are released one by one.
 type BatchReleaser interface {
-	// ReleaseMany gives back counts[i] slots of keys[i] (sorted, distinct),
+	// SemaphoreReleaseMany gives back counts[i] slots of keys[i] (sorted, distinct),
 	// each capped at its limit, then promotes blocked jobs into the free
 	// slots, highest priority first, FIFO among equals. It returns what
 	// each key promoted. A key whose Multi is above 0 gets its slots back
 	// but its line is left alone, its Promotion's LineLeft set.
-	ReleaseMany(ctx context.Context, keys []string, counts []int, now time.Time) ([]Promotion, error)
+	SemaphoreReleaseMany(ctx context.Context, keys []string, counts []int, now time.Time) ([]Promotion, error)
 }
 
 // OneKeyReleaser is a BatchReleaser whose ReleaseMany is the cheaper
@@ -683,32 +687,10 @@ type BatchLocker interface {
 }
 
 // SingleWriter is a driver whose write transactions take one lock for
-// the whole database (SQLite): a claimer looks for ready jobs (HasReady)
-// before it takes that lock, so idle polls never hold up other writers.
-// Drivers with row locks claim at once, saving the read.
+// the whole database (SQLite): package sqlexec runs a lone write
+// statement in a transaction of its own there.
 type SingleWriter interface {
 	SingleWriter()
-}
-
-// OneStatementClaimer is an executor that claims from a queue with no
-// MaxActive in one statement, outside any transaction (PostgreSQL's
-// CTE): uncapped queues, the common case, pay no BEGIN and COMMIT.
-type OneStatementClaimer interface {
-	// ClaimUncapped claims like ClaimReady when queue has no MaxActive
-	// and is not paused, and claims nothing otherwise.
-	ClaimUncapped(ctx context.Context, p ClaimParams) ([]*Claim, error)
-}
-
-// TxUncappedClaimer is an executor that claims from a queue with no
-// MaxActive, not paused, without reading the queue's gate first (MySQL:
-// the locking read that picks the jobs checks both), inside the
-// transaction it is given; lifecycle.Claim reads the gate only when it
-// claims nothing.
-type TxUncappedClaimer interface {
-	// ClaimUncappedTx claims like ClaimReady when p.Queue has no
-	// MaxActive and is not paused, and claims nothing otherwise. Run it
-	// in a transaction.
-	ClaimUncappedTx(ctx context.Context, p ClaimParams) ([]*Claim, error)
 }
 
 // Beaconer is a driver whose processes also show they are alive through a

@@ -16,21 +16,21 @@ import (
 // minute snapshots the depth (the others write nothing), and dispatchers
 // prune minutes past a day. Every dashboard process reads the same rows.
 type HistoryStore interface {
-	// AddThroughput adds each count to its minute and queue, creating
+	// HistoryAddThroughput adds each count to its minute and queue, creating
 	// the row when missing; (Minute, Queue) pairs are distinct.
-	AddThroughput(ctx context.Context, counts []Throughput) error
-	// SnapshotHistory records the depth of each queue and the most
+	HistoryAddThroughput(ctx context.Context, counts []Throughput) error
+	// HistoryInsertSnapshot records the depth of each queue and the most
 	// blocked keys for s.Minute, unless that minute already has a
 	// snapshot: the first writer wins, atomically. It reports whether
 	// this call wrote it.
-	SnapshotHistory(ctx context.Context, s HistorySnapshot) (bool, error)
-	// PruneHistory deletes up to max rows of each history table older
+	HistoryInsertSnapshot(ctx context.Context, s HistorySnapshot) (bool, error)
+	// HistoryPrune deletes up to max rows of each history table older
 	// than before, oldest first, and returns how many it deleted.
-	PruneHistory(ctx context.Context, before time.Time, max int) (int, error)
-	// ReadHistory returns the minutes from `from` on, summed over every
+	HistoryPrune(ctx context.Context, before time.Time, max int) (int, error)
+	// HistoryList returns the minutes from `from` on, summed over every
 	// queue or for one queue ("" for all), oldest first, and the blocked
 	// keys recorded for them.
-	ReadHistory(ctx context.Context, from time.Time, queue string) (History, error)
+	HistoryList(ctx context.Context, from time.Time, queue string) (History, error)
 }
 
 // HistoryKeep is how long the history is kept: dispatchers prune older
@@ -90,11 +90,11 @@ type History struct {
 // KeySearcher finds keys in use (those with a semaphore) by a part of
 // their name. Every driver bq ships implements it.
 type KeySearcher interface {
-	// SearchKeys returns up to max semaphores whose key starts with
+	// KeySearch returns up to max semaphores whose key starts with
 	// prefix and ends with suffix, compared byte for byte (no case
 	// folding, no wildcards: '%' and '_' match themselves), in key byte
 	// order.
-	SearchKeys(ctx context.Context, prefix, suffix string, max int) ([]Semaphore, error)
+	KeySearch(ctx context.Context, prefix, suffix string, max int) ([]Semaphore, error)
 }
 
 // LikePattern is the LIKE pattern (with ESCAPE '!') of a search for the
@@ -118,26 +118,26 @@ func HistoryOf(d Driver) (hs HistoryStore, ok bool) {
 
 type atomicHistory struct{ d Driver }
 
-func (h atomicHistory) AddThroughput(ctx context.Context, counts []Throughput) error {
-	return Atomic(ctx, h.d, func(ex Executor) error { return ex.(HistoryStore).AddThroughput(ctx, counts) })
+func (h atomicHistory) HistoryAddThroughput(ctx context.Context, counts []Throughput) error {
+	return Atomic(ctx, h.d, func(ex Executor) error { return ex.(HistoryStore).HistoryAddThroughput(ctx, counts) })
 }
 
-func (h atomicHistory) SnapshotHistory(ctx context.Context, s HistorySnapshot) (wrote bool, err error) {
+func (h atomicHistory) HistoryInsertSnapshot(ctx context.Context, s HistorySnapshot) (wrote bool, err error) {
 	err = Atomic(ctx, h.d, func(ex Executor) (err error) {
-		wrote, err = ex.(HistoryStore).SnapshotHistory(ctx, s)
+		wrote, err = ex.(HistoryStore).HistoryInsertSnapshot(ctx, s)
 		return err
 	})
 	return wrote, err
 }
 
-func (h atomicHistory) PruneHistory(ctx context.Context, before time.Time, max int) (n int, err error) {
+func (h atomicHistory) HistoryPrune(ctx context.Context, before time.Time, max int) (n int, err error) {
 	err = Atomic(ctx, h.d, func(ex Executor) (err error) {
-		n, err = ex.(HistoryStore).PruneHistory(ctx, before, max)
+		n, err = ex.(HistoryStore).HistoryPrune(ctx, before, max)
 		return err
 	})
 	return n, err
 }
 
-func (h atomicHistory) ReadHistory(ctx context.Context, from time.Time, queue string) (History, error) {
-	return h.d.Exec().(HistoryStore).ReadHistory(ctx, from, queue)
+func (h atomicHistory) HistoryList(ctx context.Context, from time.Time, queue string) (History, error) {
+	return h.d.Exec().(HistoryStore).HistoryList(ctx, from, queue)
 }

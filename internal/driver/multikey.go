@@ -113,13 +113,13 @@ type HolderCount struct {
 // jobs needs (package semaphore). Callers hold the semaphore locks of
 // every key named.
 type MultiKeyStore interface {
-	// LineHeads returns the first n jobs of key's blocked line in
+	// LineListHeads returns the first n jobs of key's blocked line in
 	// promotion order (priority descending, then id), each with its keys.
-	LineHeads(ctx context.Context, key string, n int) ([]LineHead, error)
-	// MoveToLine moves blocked job id from the line of key from to the
+	LineListHeads(ctx context.Context, key string, n int) ([]LineHead, error)
+	// LineMove moves blocked job id from the line of key from to the
 	// line of key to; its priority and id keep, so its place there is by
 	// them. It fails if the job is not blocked in from's line.
-	MoveToLine(ctx context.Context, id int64, from, to string) error
+	LineMove(ctx context.Context, id int64, from, to string) error
 }
 
 // MultiBatcher promotes the lines of many keys holding multi-key jobs in
@@ -127,19 +127,19 @@ type MultiKeyStore interface {
 // one). Callers hold the semaphore locks of every key whose line they
 // read or promote.
 type MultiBatcher interface {
-	// LineHeadsMany returns, for each keys[i] (sorted, distinct), its first
+	// LineListHeadsMany returns, for each keys[i] (sorted, distinct), its first
 	// ns[i] blocked jobs in promotion order, as LineHeads does (out[i];
 	// empty for a key with none or ns[i] 0).
-	LineHeadsMany(ctx context.Context, keys []string, ns []int) ([][]LineHead, error)
+	LineListHeadsMany(ctx context.Context, keys []string, ns []int) ([][]LineHead, error)
 	// SemaphoreTryLockMany locks, in key order, the semaphores of keys
 	// (sorted, distinct) that no other transaction holds, skipping the rest
 	// without waiting (the caller's own are locked, not skipped), and
 	// returns the rows it locked in key order; Override and Policy are not
 	// read. A missing key is absent.
 	SemaphoreTryLockMany(ctx context.Context, keys []string) ([]Semaphore, error)
-	// PromoteFirst moves the first counts[i] blocked jobs of each keys[i]'s
+	// LinePromoteFirst moves the first counts[i] blocked jobs of each keys[i]'s
 	// line (sorted, distinct) to ready, in promotion order (priority
 	// descending, then id), and returns what each moved, JobIDs in that
 	// order. It changes no semaphore: the caller counts.
-	PromoteFirst(ctx context.Context, keys []string, counts []int, now time.Time) ([]Promotion, error)
+	LinePromoteFirst(ctx context.Context, keys []string, counts []int, now time.Time) ([]Promotion, error)
 }

@@ -31,25 +31,25 @@ type AdvanceParams struct {
 // PeriodicStore keeps the periodic schedules; each tick is enqueued by
 // the one transaction whose AdvancePeriodic moved its row on.
 type PeriodicStore interface {
-	// LockPeriodic returns the stored rows of names, locked until the
+	// PeriodicLockMany returns the stored rows of names, locked until the
 	// transaction ends (a single writer's transaction is the lock).
-	LockPeriodic(ctx context.Context, names []string) ([]Periodic, error)
-	// InsertPeriodic stores p unless its name exists; false then.
-	InsertPeriodic(ctx context.Context, p Periodic) (bool, error)
-	// UpdatePeriodic sets p's kind, schedule, next run and seen time.
-	UpdatePeriodic(ctx context.Context, p Periodic) error
-	// PrunePeriodic deletes the rows not seen since before.
-	PrunePeriodic(ctx context.Context, before time.Time) (int, error)
-	// DuePeriodic returns the rows whose next run is at or before now.
-	DuePeriodic(ctx context.Context, now time.Time) ([]Periodic, error)
-	// AdvancePeriodic moves p.Name's next run from p.Was to p.Next if it
+	PeriodicLockMany(ctx context.Context, names []string) ([]Periodic, error)
+	// PeriodicInsert stores p unless its name exists; false then.
+	PeriodicInsert(ctx context.Context, p Periodic) (bool, error)
+	// PeriodicUpdate sets p's kind, schedule, next run and seen time.
+	PeriodicUpdate(ctx context.Context, p Periodic) error
+	// PeriodicPrune deletes the rows not seen since before.
+	PeriodicPrune(ctx context.Context, before time.Time) (int, error)
+	// PeriodicListDue returns the rows whose next run is at or before now.
+	PeriodicListDue(ctx context.Context, now time.Time) ([]Periodic, error)
+	// PeriodicAdvance moves p.Name's next run from p.Was to p.Next if it
 	// is still p.Was under p.Schedule: true for the one caller that wins
 	// the tick, false for every other.
-	AdvancePeriodic(ctx context.Context, p AdvanceParams) (bool, error)
-	// RecordPeriodicRun notes the tick enqueued at: its job and state.
-	RecordPeriodicRun(ctx context.Context, name string, at time.Time, jobID int64, state JobState) error
-	// ListPeriodic returns every row, ordered by name.
-	ListPeriodic(ctx context.Context) ([]Periodic, error)
+	PeriodicAdvance(ctx context.Context, p AdvanceParams) (bool, error)
+	// PeriodicSetLastRun notes the tick enqueued at: its job and state.
+	PeriodicSetLastRun(ctx context.Context, name string, at time.Time, jobID int64, state JobState) error
+	// PeriodicList returns every row, ordered by name.
+	PeriodicList(ctx context.Context) ([]Periodic, error)
 }
 
 // PeriodicPass runs one pass of a *bq.Client's periodic scheduler, for

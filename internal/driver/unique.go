@@ -11,24 +11,24 @@ import (
 // job and both insert one. lifecycle.Enqueue runs the three in order, in
 // the enqueue's transaction.
 type UniqueStore interface {
-	// LockUnique serialises, until the transaction ends, the transactions
+	// UniqueLock serialises, until the transaction ends, the transactions
 	// enqueuing a job of unique key (a hex SHA-256): PostgreSQL's
 	// advisory transaction lock, MySQL's lock row, SQLite's single
 	// writer. It refuses, with ErrUniqueIsolation and no lock taken, a
 	// transaction whose reads would not see jobs committed after it
 	// began (PostgreSQL at REPEATABLE READ or SERIALIZABLE).
-	LockUnique(ctx context.Context, key string) error
-	// FindUnique returns the newest job of unique key whose state is one
+	UniqueLock(ctx context.Context, key string) error
+	// UniqueGet returns the newest job of unique key whose state is one
 	// of states, reading the latest committed rows; ok is false when there
 	// is none. On MySQL inside a caller's REPEATABLE READ transaction, a
 	// job committed after its snapshot is found with state "": its state
 	// is not visible there, and it counts as a duplicate.
-	FindUnique(ctx context.Context, key string, states []JobState) (id int64, state JobState, ok bool, err error)
-	// SetUniqueKey records key as the unique key of job id, just inserted.
-	SetUniqueKey(ctx context.Context, id int64, key string) error
-	// UniqueKeyOf returns job id's unique key, "" when it has none (or
+	UniqueGet(ctx context.Context, key string, states []JobState) (id int64, state JobState, ok bool, err error)
+	// UniqueSet records key as the unique key of job id, just inserted.
+	UniqueSet(ctx context.Context, id int64, key string) error
+	// UniqueGetKey returns job id's unique key, "" when it has none (or
 	// does not exist), for inspection.
-	UniqueKeyOf(ctx context.Context, id int64) (string, error)
+	UniqueGetKey(ctx context.Context, id int64) (string, error)
 }
 
 // ErrUniqueIsolation: see UniqueStore.LockUnique.

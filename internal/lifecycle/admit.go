@@ -213,7 +213,7 @@ func Enqueue(ctx context.Context, ex Store, jobs []*driver.NewJob, now time.Time
 		}
 		store = append(store, j)
 	}
-	if err := ex.InsertJobs(ctx, now, store); err != nil {
+	if err := ex.JobInsertMany(ctx, now, store); err != nil {
 		return nil, driver.Promotion{}, err
 	}
 	promoted, err := admit(ctx, ex, due, now)
@@ -248,7 +248,7 @@ func Enqueue(ctx context.Context, ex Store, jobs []*driver.NewJob, now time.Time
 		return nil, promoted, err
 	}
 	if len(discarded) > 0 {
-		if err := ex.DeleteJobs(ctx, discarded); err != nil {
+		if err := ex.JobDeleteMany(ctx, discarded); err != nil {
 			return nil, promoted, err
 		}
 	}
@@ -284,7 +284,7 @@ func checkPolicyRates(ctx context.Context, ex Store, jobs []*driver.NewJob) erro
 		}
 		has, seen := rated[j.Queue]
 		if !seen {
-			p, err := ex.PolicyRate(ctx, j.Queue)
+			p, err := ex.PolicyGetRate(ctx, j.Queue)
 			if err != nil {
 				return err
 			}
@@ -304,7 +304,7 @@ func checkPolicyRates(ctx context.Context, ex Store, jobs []*driver.NewJob) erro
 // they were enqueued now. It returns the jobs it took, what admission did
 // with each, and what it promoted of the jobs already blocked.
 func PromoteScheduled(ctx context.Context, ex Store, max int, now time.Time) ([]*driver.Job, []driver.JobState, driver.Promotion, error) {
-	jobs, err := ex.TakeDueScheduled(ctx, now, max)
+	jobs, err := ex.ScheduledTakeDue(ctx, now, max)
 	if err != nil || len(jobs) == 0 {
 		return nil, nil, driver.Promotion{}, err
 	}
@@ -334,7 +334,7 @@ func admitExisting(ctx context.Context, ex Store, jobs []*driver.Job, now time.T
 		j := jobs[i]
 		outcomes[i] = c.outcome
 		if c.outcome == driver.StateDiscarded {
-			if err := ex.FinishJob(ctx, j.ID, now, true); err != nil {
+			if err := ex.JobFinish(ctx, j.ID, now, true); err != nil {
 				return nil, promoted, err
 			}
 			continue
@@ -367,10 +367,10 @@ func (p *placement) place(c *candidate, id int64, queue string, priority int, ke
 }
 
 func (p *placement) write(ctx context.Context, ex Store) error {
-	if err := ex.InsertExecutions(ctx, driver.StateReady, p.ready); err != nil {
+	if err := ex.ExecutionInsertMany(ctx, driver.StateReady, p.ready); err != nil {
 		return err
 	}
-	return ex.InsertExecutions(ctx, driver.StateBlocked, p.blocked)
+	return ex.ExecutionInsertMany(ctx, driver.StateBlocked, p.blocked)
 }
 
 // duplicate is a new job found a duplicate before admission, so it never
@@ -398,7 +398,7 @@ func checkUnique(ctx context.Context, ex Store, jobs []*driver.NewJob) (map[int]
 	}
 	slices.Sort(keys)
 	for _, k := range keys {
-		if err := ex.LockUnique(ctx, k); err != nil {
+		if err := ex.UniqueLock(ctx, k); err != nil {
 			return nil, fmt.Errorf("lock unique key %s: %w", k, err)
 		}
 	}
@@ -412,7 +412,7 @@ func checkUnique(ctx context.Context, ex Store, jobs []*driver.NewJob) (map[int]
 			dups[i] = duplicate{item: f}
 			continue
 		}
-		id, state, ok, err := ex.FindUnique(ctx, j.UniqueKey, j.UniqueStates)
+		id, state, ok, err := ex.UniqueGet(ctx, j.UniqueKey, j.UniqueStates)
 		if err != nil {
 			return nil, fmt.Errorf("look up unique key %s: %w", j.UniqueKey, err)
 		}
@@ -453,7 +453,7 @@ func markUnique(ctx context.Context, ex Store, jobs []*driver.NewJob) error {
 		if j.UniqueKey == "" {
 			continue
 		}
-		if err := ex.SetUniqueKey(ctx, j.ID, j.UniqueKey); err != nil {
+		if err := ex.UniqueSet(ctx, j.ID, j.UniqueKey); err != nil {
 			return fmt.Errorf("record unique key of job %d: %w", j.ID, err)
 		}
 	}

@@ -51,18 +51,18 @@ type Cancellation struct {
 // (Moved) is never finished twice: the delete, or for a running job the
 // claim row, decides the race.
 func Cancel(ctx context.Context, ex Store, id int64, now time.Time) (Cancellation, error) {
-	info, ok, err := ex.GetJob(ctx, id)
+	info, ok, err := ex.JobGet(ctx, id)
 	if err != nil || !ok {
 		return Cancellation{}, err
 	}
 	job := &info.Job
 	out := Cancellation{Job: job, State: info.State}
 	key := job.Limit.Key
-	take := func() (bool, error) { return ex.DeleteExecution(ctx, info.State, id) }
+	take := func() (bool, error) { return ex.ExecutionDelete(ctx, info.State, id) }
 	var took bool
 	switch info.State {
 	case driver.StateRunning:
-		at, marked, err := ex.MarkCancel(ctx, id, now)
+		at, marked, err := ex.ClaimMarkCancel(ctx, id, now)
 		if err != nil {
 			return Cancellation{}, err
 		}
@@ -80,7 +80,7 @@ func Cancel(ctx context.Context, ex Store, id int64, now time.Time) (Cancellatio
 		}
 		took, err = take()
 	case driver.StateBlocked:
-		if line, ok, err := ex.BlockedKey(ctx, id); err != nil {
+		if line, ok, err := ex.LineGetKey(ctx, id); err != nil {
 			return Cancellation{}, err
 		} else if ok && job.Rate.Key != "" && line == driver.RateLine(job.Rate.Key) {
 			// It waits for a start holding its keys' slots: locked
@@ -106,7 +106,7 @@ func Cancel(ctx context.Context, ex Store, id int64, now time.Time) (Cancellatio
 		out.Moved = true
 		return out, nil
 	}
-	if err := ex.CancelJob(ctx, id, now, false, ""); err != nil {
+	if err := ex.JobCancel(ctx, id, now, false, ""); err != nil {
 		return Cancellation{}, err
 	}
 	if info.State == driver.StateReady {
@@ -140,7 +140,7 @@ func cancelRated(ctx context.Context, ex Store, out Cancellation, take func() (b
 		}
 		out.Promoted.Add(w.Promoted())
 	}
-	if err := ex.CancelJob(ctx, job.ID, now, false, ""); err != nil {
+	if err := ex.JobCancel(ctx, job.ID, now, false, ""); err != nil {
 		return Cancellation{}, err
 	}
 	p, err := releaseJob(ctx, ex, job, now)
@@ -167,7 +167,7 @@ func lockKeys(ctx context.Context, ex Store, j *driver.Job) error {
 func leaveRate(ctx context.Context, ex Store, w *ratelimit.Window, job *driver.Job, waiting bool) error {
 	if waiting {
 		w.Wait(-1)
-	} else if err := ex.CancelReservation(ctx, job.Rate.Key, job.ID); err != nil {
+	} else if err := ex.RateSlotCancelReservation(ctx, job.Rate.Key, job.ID); err != nil {
 		return err
 	}
 	if err := w.PromoteLine(ctx); err != nil {
@@ -182,10 +182,10 @@ func leaveRate(ctx context.Context, ex Store, w *ratelimit.Window, job *driver.J
 // counted, msg its last error, no retry) and releases the slot to the
 // next blocked job, in the caller's transaction.
 func CancelRun(ctx context.Context, ex Store, c *driver.Claim, msg string, now time.Time) (Result, error) {
-	if ok, err := ex.DeleteClaim(ctx, c.ID, c.Fence); !ok || err != nil {
+	if ok, err := ex.ClaimDelete(ctx, c.ID, c.Fence); !ok || err != nil {
 		return Result{}, err
 	}
-	if err := ex.CancelJob(ctx, c.ID, now, true, msg); err != nil {
+	if err := ex.JobCancel(ctx, c.ID, now, true, msg); err != nil {
 		return Result{}, err
 	}
 	promoted, err := release(ctx, ex, c, now)
@@ -198,7 +198,7 @@ func CancelRun(ctx context.Context, ex Store, c *driver.Claim, msg string, now t
 // snoozed, was cut short or lost after a cancel was asked for is not run
 // again.
 func cancelIfMarked(ctx context.Context, ex Store, c *driver.Claim, msg string, now time.Time) (r Result, done bool, err error) {
-	marked, err := ex.CancelRequested(ctx, c.ID, c.Fence)
+	marked, err := ex.ClaimCancelRequested(ctx, c.ID, c.Fence)
 	if err != nil || !marked {
 		return Result{}, false, err
 	}

@@ -22,15 +22,17 @@ type claimExec struct {
 	s *memstore.Store
 }
 
-func (e claimExec) HasReady(ctx context.Context, q string) (bool, error) { return e.s.HasReady(ctx, q) }
-func (e claimExec) QueueGate(ctx context.Context, q string) (driver.Gate, error) {
-	return e.s.QueueGate(ctx, q)
+func (e claimExec) ReadyExists(ctx context.Context, q string) (bool, error) {
+	return e.s.ReadyExists(ctx, q)
 }
-func (e claimExec) CountClaimed(ctx context.Context, q string) (int, error) {
-	return e.s.CountClaimed(ctx, q)
+func (e claimExec) QueueGateGet(ctx context.Context, q string) (driver.Gate, error) {
+	return e.s.QueueGateGet(ctx, q)
 }
-func (e claimExec) ClaimReady(ctx context.Context, p driver.ClaimParams) ([]*driver.Claim, error) {
-	return e.s.ClaimReady(ctx, p)
+func (e claimExec) RunningCount(ctx context.Context, q string) (int, error) {
+	return e.s.RunningCount(ctx, q)
+}
+func (e claimExec) ReadyClaim(ctx context.Context, p driver.ClaimParams) ([]*driver.Claim, error) {
+	return e.s.ReadyClaim(ctx, p)
 }
 
 type failingTx struct{ claimExec }
@@ -45,15 +47,18 @@ func (d commitFails) Begin(context.Context) (driver.Tx, error) {
 	return failingTx{claimExec{s: d.s}}, nil
 }
 func (d commitFails) Retryable(error) bool { return false }
+func (d commitFails) Claim(ctx context.Context, p driver.ClaimParams) ([]*driver.Claim, error) {
+	return driver.ClaimWithin(ctx, d, p, driver.ClaimWays{})
+}
 
 // A claim whose transaction failed to commit hands out no claim: had it
 // rolled back, running them would run jobs that stay ready and run again;
-// had it landed, the process's claim check returns them as orphans.
+// had it landed, the process's claim check unclaims them as strays.
 func TestClaimWhoseCommitFailedRunsNothing(t *testing.T) {
 	s := memstore.New()
 	j := job("", 0, driver.Block, 0)
 	j.State = driver.StateReady
-	if err := s.InsertJobs(ctx, now, []*driver.NewJob{j}); err != nil {
+	if err := s.JobInsertMany(ctx, now, []*driver.NewJob{j}); err != nil {
 		t.Fatal(err)
 	}
 	claims, err := lifecycle.Claim(ctx, commitFails{s: s}, driver.ClaimParams{Queue: "q", Max: 5, ProcessID: 1, Now: now})

@@ -35,17 +35,17 @@ func DiscardFailed(ctx context.Context, ex Store, id int64, now time.Time) (*dri
 	if job == nil || err != nil {
 		return nil, err
 	}
-	return job, ex.FinishJob(ctx, id, now, true)
+	return job, ex.JobFinish(ctx, id, now, true)
 }
 
 // takeFailed deletes job id's failed row and reads the job; nil when the
 // job is not failed. Concurrent retries or discards of the same job race
 // on that delete: one matches, the others change nothing.
 func takeFailed(ctx context.Context, ex Store, id int64) (*driver.Job, error) {
-	if ok, err := ex.DeleteFailed(ctx, id); !ok || err != nil {
+	if ok, err := ex.FailedDelete(ctx, id); !ok || err != nil {
 		return nil, err
 	}
-	info, ok, err := ex.GetJob(ctx, id)
+	info, ok, err := ex.JobGet(ctx, id)
 	if err != nil {
 		return nil, err
 	}

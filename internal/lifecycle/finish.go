@@ -78,14 +78,14 @@ func keyNames(limits []driver.Limit) []string {
 // Complete records a successful run. With keep false the job row is
 // deleted instead of kept as finished.
 func Complete(ctx context.Context, ex Store, c *driver.Claim, keep bool, now time.Time) (Result, error) {
-	if ok, err := ex.DeleteClaim(ctx, c.ID, c.Fence); !ok || err != nil {
+	if ok, err := ex.ClaimDelete(ctx, c.ID, c.Fence); !ok || err != nil {
 		return Result{}, err
 	}
 	var err error
 	if keep {
-		err = ex.FinishJob(ctx, c.ID, now, false)
+		err = ex.JobFinish(ctx, c.ID, now, false)
 	} else {
-		err = ex.DeleteJobs(ctx, []int64{c.ID})
+		err = ex.JobDeleteMany(ctx, []int64{c.ID})
 	}
 	if err != nil {
 		return Result{}, err
@@ -99,7 +99,7 @@ func Complete(ctx context.Context, ex Store, c *driver.Claim, keep bool, now tim
 // back its finished holders' slots, keys in sorted order. Results follow
 // claims; a claim that no longer matched changed nothing.
 func CompleteMany(ctx context.Context, ex Store, claims []*driver.Claim, keep bool, now time.Time) ([]Result, error) {
-	matched, err := ex.CompleteClaims(ctx, claims, keep, now)
+	matched, err := ex.ClaimCompleteMany(ctx, claims, keep, now)
 	if err != nil {
 		return nil, err
 	}
@@ -151,10 +151,10 @@ func Retry(ctx context.Context, ex Store, c *driver.Claim, msg string, at, now t
 	if r, done, err := cancelIfMarked(ctx, ex, c, msg, now); done || err != nil {
 		return r, err
 	}
-	if ok, err := ex.DeleteClaim(ctx, c.ID, c.Fence); !ok || err != nil {
+	if ok, err := ex.ClaimDelete(ctx, c.ID, c.Fence); !ok || err != nil {
 		return Result{}, err
 	}
-	if err := ex.RecordError(ctx, c.ID, msg); err != nil {
+	if err := ex.JobFailAttempt(ctx, c.ID, msg); err != nil {
 		return Result{}, err
 	}
 	promoted, err := release(ctx, ex, c, now)
@@ -164,7 +164,7 @@ func Retry(ctx context.Context, ex Store, c *driver.Claim, msg string, at, now t
 	r := Result{Matched: true, State: driver.StateScheduled, Promoted: promoted}
 	if at.After(now) {
 		row := driver.Execution{JobID: c.ID, Queue: c.Queue, Priority: c.Priority, At: at}
-		return r, ex.InsertExecutions(ctx, driver.StateScheduled, []driver.Execution{row})
+		return r, ex.ExecutionInsertMany(ctx, driver.StateScheduled, []driver.Execution{row})
 	}
 	outcomes, more, err := admitExisting(ctx, ex, []*driver.Job{&c.Job}, now)
 	if err != nil {
@@ -186,7 +186,7 @@ func Snooze(ctx context.Context, ex Store, c *driver.Claim, at, now time.Time) (
 	if r, done, err := cancelIfMarked(ctx, ex, c, CancelledMessage, now); done || err != nil {
 		return r, err
 	}
-	if ok, err := ex.DeleteClaim(ctx, c.ID, c.Fence); !ok || err != nil {
+	if ok, err := ex.ClaimDelete(ctx, c.ID, c.Fence); !ok || err != nil {
 		return Result{}, err
 	}
 	promoted, err := release(ctx, ex, c, now)
@@ -194,7 +194,7 @@ func Snooze(ctx context.Context, ex Store, c *driver.Claim, at, now time.Time) (
 		return Result{}, err
 	}
 	row := driver.Execution{JobID: c.ID, Queue: c.Queue, Priority: c.Priority, At: at}
-	if err := ex.InsertExecutions(ctx, driver.StateScheduled, []driver.Execution{row}); err != nil {
+	if err := ex.ExecutionInsertMany(ctx, driver.StateScheduled, []driver.Execution{row}); err != nil {
 		return Result{}, err
 	}
 	return Result{Matched: true, State: driver.StateScheduled, Promoted: promoted}, nil
@@ -209,13 +209,13 @@ func Fail(ctx context.Context, ex Store, c *driver.Claim, msg string, now time.T
 }
 
 func fail(ctx context.Context, ex Store, c *driver.Claim, msg string, now time.Time) (Result, error) {
-	if ok, err := ex.DeleteClaim(ctx, c.ID, c.Fence); !ok || err != nil {
+	if ok, err := ex.ClaimDelete(ctx, c.ID, c.Fence); !ok || err != nil {
 		return Result{}, err
 	}
-	if err := ex.RecordError(ctx, c.ID, msg); err != nil {
+	if err := ex.JobFailAttempt(ctx, c.ID, msg); err != nil {
 		return Result{}, err
 	}
-	if err := ex.InsertFailed(ctx, c.ID, msg, now); err != nil {
+	if err := ex.FailedInsert(ctx, c.ID, msg, now); err != nil {
 		return Result{}, err
 	}
 	promoted, err := release(ctx, ex, c, now)
@@ -230,11 +230,11 @@ func Return(ctx context.Context, ex Store, c *driver.Claim, now time.Time) (Resu
 	if r, done, err := cancelIfMarked(ctx, ex, c, CancelledMessage, now); done || err != nil {
 		return r, err
 	}
-	if ok, err := ex.DeleteClaim(ctx, c.ID, c.Fence); !ok || err != nil {
+	if ok, err := ex.ClaimDelete(ctx, c.ID, c.Fence); !ok || err != nil {
 		return Result{}, err
 	}
 	row := driver.Execution{JobID: c.ID, Queue: c.Queue, Priority: c.Priority, At: now}
-	return Result{Matched: true, State: driver.StateReady}, ex.InsertExecutions(ctx, driver.StateReady, []driver.Execution{row})
+	return Result{Matched: true, State: driver.StateReady}, ex.ExecutionInsertMany(ctx, driver.StateReady, []driver.Execution{row})
 }
 
 // LostMessage is the error recorded for an attempt whose process died.
@@ -252,12 +252,12 @@ func Reap(ctx context.Context, ex Store, c *driver.Claim, msg string, now time.T
 	if c.Attempt+1 >= c.MaxAttempts {
 		return fail(ctx, ex, c, msg, now)
 	}
-	if ok, err := ex.DeleteClaim(ctx, c.ID, c.Fence); !ok || err != nil {
+	if ok, err := ex.ClaimDelete(ctx, c.ID, c.Fence); !ok || err != nil {
 		return Result{}, err
 	}
-	if err := ex.RecordError(ctx, c.ID, msg); err != nil {
+	if err := ex.JobFailAttempt(ctx, c.ID, msg); err != nil {
 		return Result{}, err
 	}
 	row := driver.Execution{JobID: c.ID, Queue: c.Queue, Priority: c.Priority, At: now}
-	return Result{Matched: true, State: driver.StateReady}, ex.InsertExecutions(ctx, driver.StateReady, []driver.Execution{row})
+	return Result{Matched: true, State: driver.StateReady}, ex.ExecutionInsertMany(ctx, driver.StateReady, []driver.Execution{row})
 }

@@ -10,7 +10,7 @@ import (
 // holderReader reads a key's holders (driver.Inspector's KeyHolders); a
 // store without it names no holder in a discard.
 type holderReader interface {
-	KeyHolders(ctx context.Context, key string, max int) ([]driver.Holder, error)
+	HolderList(ctx context.Context, key string, max int) ([]driver.Holder, error)
 }
 
 // keyHolder is the job a discard names as holding its key: read once per
@@ -33,7 +33,7 @@ func (h *keyHolder) read(ctx context.Context, ex Store) (int64, error) {
 		h.found = true
 		return 0, nil
 	}
-	hs, err := hr.KeyHolders(ctx, h.key, 1)
+	hs, err := hr.HolderList(ctx, h.key, 1)
 	if err != nil {
 		return 0, fmt.Errorf("read a holder of %q: %w", h.key, err)
 	}

@@ -48,7 +48,7 @@ func states(v []lifecycle.Verdict) string {
 
 func claim(t *testing.T, s *memstore.Store) *driver.Claim {
 	t.Helper()
-	c, err := s.ClaimReady(ctx, driver.ClaimParams{Queue: "q", Max: 1, Now: now})
+	c, err := s.ReadyClaim(ctx, driver.ClaimParams{Queue: "q", Max: 1, Now: now})
 	if err != nil || len(c) != 1 {
 		t.Fatalf("claim: %v %v", c, err)
 	}

@@ -36,7 +36,7 @@ func honestAll(t *testing.T, s *memstore.Store, keys ...string) {
 
 func claimID(t *testing.T, s *memstore.Store, id int64) *driver.Claim {
 	t.Helper()
-	cs, err := s.ClaimReady(ctx, driver.ClaimParams{Queue: "q", Max: 100, Now: now})
+	cs, err := s.ReadyClaim(ctx, driver.ClaimParams{Queue: "q", Max: 100, Now: now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +136,7 @@ func TestMultiKeyIsNotOvertaken(t *testing.T) {
 func TestMultiKeyCompleteManyReleasesEveryKey(t *testing.T) {
 	s := memstore.New()
 	add(t, s, multi("a", "b", "c"), job("d", 1, driver.Block, 0))
-	cs, err := s.ClaimReady(ctx, driver.ClaimParams{Queue: "q", Max: 10, Now: now})
+	cs, err := s.ReadyClaim(ctx, driver.ClaimParams{Queue: "q", Max: 10, Now: now})
 	if err != nil || len(cs) != 2 {
 		t.Fatalf("claims %v %v", cs, err)
 	}
@@ -192,7 +192,7 @@ func TestMultiKeyCompleteManyPromotesManyLines(t *testing.T) {
 	}
 	add(t, s, shared(job("a1", 1, driver.Block, 0)), shared(job("a2", 1, driver.Block, 0)), shared(job("a3", 1, driver.Block, 0)))
 	// Jobs 1-3 hold a1-a3; 4-6 wait in their lines, each needing s too.
-	cs, err := s.ClaimReady(ctx, driver.ClaimParams{Queue: "q", Max: 10, Now: now})
+	cs, err := s.ReadyClaim(ctx, driver.ClaimParams{Queue: "q", Max: 10, Now: now})
 	if err != nil || len(cs) != 3 {
 		t.Fatalf("claims %v %v", cs, err)
 	}

@@ -157,7 +157,7 @@ func StartRated(ctx context.Context, ex Store, claims []*driver.Claim, clock fun
 		for j, ci := range idx {
 			ids[j] = claims[ci].ID
 		}
-		reserved, err := ex.ReservedSlots(ctx, key, ids)
+		reserved, err := ex.RateSlotListReserved(ctx, key, ids)
 		if err != nil {
 			return nil, promoted, err
 		}
@@ -212,12 +212,12 @@ func StartRated(ctx context.Context, ex Store, claims []*driver.Claim, clock fun
 // toLine puts claimed job c back in its rate key's line, unrun: the
 // claim is deleted by fence (a stale one changes nothing).
 func toLine(ctx context.Context, ex Store, w *ratelimit.Window, c *driver.Claim, now time.Time) error {
-	ok, err := ex.DeleteClaim(ctx, c.ID, c.Fence)
+	ok, err := ex.ClaimDelete(ctx, c.ID, c.Fence)
 	if err != nil || !ok {
 		return err
 	}
 	row := driver.Execution{JobID: c.ID, Queue: c.Queue, Priority: c.Priority, Key: driver.RateLine(c.Rate.Key), At: now}
-	if err := ex.InsertExecutions(ctx, driver.StateBlocked, []driver.Execution{row}); err != nil {
+	if err := ex.ExecutionInsertMany(ctx, driver.StateBlocked, []driver.Execution{row}); err != nil {
 		return err
 	}
 	w.Wait(1)
@@ -248,7 +248,7 @@ func StartedLate(ctx context.Context, ex Store, c *driver.Claim, now time.Time) 
 	}
 	period := w.Row().Period
 	claimed := c.StartBy.Add(-ratelimit.StartSlack(period))
-	if _, err := ex.UnstampSlot(ctx, c.Rate.Key, c.RateSlot, c.StartBy, claimed.Add(-period)); err != nil {
+	if _, err := ex.RateSlotUnstamp(ctx, c.Rate.Key, c.RateSlot, c.StartBy, claimed.Add(-period)); err != nil {
 		return Result{}, err
 	}
 	if err := w.PromoteLine(ctx); err != nil {
@@ -260,12 +260,12 @@ func StartedLate(ctx context.Context, ex Store, c *driver.Claim, now time.Time) 
 // readyUnrated puts a late claim of a key with no rate left at all (see
 // ratelimit.Lock) back to ready, unrun: there is no line to wait in.
 func readyUnrated(ctx context.Context, ex Store, c *driver.Claim, now time.Time) (Result, error) {
-	ok, err := ex.DeleteClaim(ctx, c.ID, c.Fence)
+	ok, err := ex.ClaimDelete(ctx, c.ID, c.Fence)
 	if err != nil || !ok {
 		return Result{}, err
 	}
 	row := driver.Execution{JobID: c.ID, Queue: c.Queue, Priority: c.Priority, Key: c.Limit.Key, At: now}
-	if err := ex.InsertExecutions(ctx, driver.StateReady, []driver.Execution{row}); err != nil {
+	if err := ex.ExecutionInsertMany(ctx, driver.StateReady, []driver.Execution{row}); err != nil {
 		return Result{}, err
 	}
 	return Result{Matched: true, State: driver.StateReady}, nil
@@ -314,7 +314,7 @@ func RecountRate(ctx context.Context, ex Store, key string, now time.Time) (int,
 	if err != nil || w == nil {
 		return 0, driver.Promotion{}, err
 	}
-	c, err := ex.CountHolders(ctx, driver.RateLine(key))
+	c, err := ex.HolderCount(ctx, driver.RateLine(key))
 	if err != nil {
 		return 0, driver.Promotion{}, err
 	}

@@ -26,7 +26,7 @@ func rated(n int, key string, limit int, period time.Duration) []*driver.NewJob 
 // claimAll claims every ready job of queue q at now, as a worker would.
 func claimAll(t *testing.T, s *memstore.Store, now time.Time) []*driver.Claim {
 	t.Helper()
-	claims, err := s.ClaimReady(context.Background(), driver.ClaimParams{Queue: "q", Max: 1000, ProcessID: 1, Now: now})
+	claims, err := s.ReadyClaim(context.Background(), driver.ClaimParams{Queue: "q", Max: 1000, ProcessID: 1, Now: now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +79,7 @@ func TestStartRatedCountsStartsAndFilesTheRest(t *testing.T) {
 	// its concurrency key): no reservation.
 	extra := rated(1, "g/k", 2, time.Second)[0]
 	extra.State = driver.StateReady
-	if err := s.InsertJobs(ctx, rateNow, []*driver.NewJob{extra}); err != nil {
+	if err := s.JobInsertMany(ctx, rateNow, []*driver.NewJob{extra}); err != nil {
 		t.Fatal(err)
 	}
 	claims := claimAll(t, s, rateNow)
@@ -151,7 +151,7 @@ func TestStartedLateGoesBackToTheLine(t *testing.T) {
 		t.Errorf("job after a late start: %s, promoted %+v; want ready again, its start given back", r.State, res.Promoted)
 	}
 	// A start stamped since on the slot (a long freeze) is not given back.
-	if ok, err := s.UnstampSlot(ctx, "g/k", starts[0].Slot, starts[0].StartBy, rateNow); err != nil || ok {
+	if ok, err := s.RateSlotUnstamp(ctx, "g/k", starts[0].Slot, starts[0].StartBy, rateNow); err != nil || ok {
 		t.Errorf("UnstampSlot of a slot no longer holding the start = %v, %v; want false", ok, err)
 	}
 }
@@ -164,7 +164,7 @@ func TestApplyRateResizesTheRing(t *testing.T) {
 	if _, _, err := lifecycle.Enqueue(ctx, s, rated(4, "g/k", 1, time.Hour), rateNow); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.SetKeyRate(ctx, driver.RateSpec{Key: "g/k", Limit: 10, Period: time.Hour}, rateNow); err != nil {
+	if err := s.KeyRateSet(ctx, driver.RateSpec{Key: "g/k", Limit: 10, Period: time.Hour}, rateNow); err != nil {
 		t.Fatal(err)
 	}
 	p, err := lifecycle.ApplyRate(ctx, s, driver.RateSpec{Key: "g/k", Limit: 10, Period: time.Hour}, rateNow)
@@ -174,7 +174,7 @@ func TestApplyRateResizesTheRing(t *testing.T) {
 	if n := len(s.Rings["g/k"]); n != 10 {
 		t.Errorf("ring of %d slots, want 10", n)
 	}
-	if _, err := s.DeleteKeyRate(ctx, "g/k"); err != nil {
+	if _, err := s.KeyRateDelete(ctx, "g/k"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := lifecycle.ApplyRate(ctx, s, driver.RateSpec{Key: "g/k", Limit: 2, Period: time.Hour}, rateNow); err != nil {
@@ -200,7 +200,7 @@ func TestRecountRateHealsADriftedCount(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Rates["g/k"].Waiting = 0 // drifted
-	if keys, _ := s.StrayLines(ctx, 10); len(keys) != 1 {
+	if keys, _ := s.RateListStrayLines(ctx, 10); len(keys) != 1 {
 		t.Fatalf("StrayLines = %v, want the drifted key", keys)
 	}
 	// The reserved job was cancelled meanwhile: its slot is free again.

@@ -40,7 +40,7 @@ func StartSlack(period time.Duration) time.Duration {
 // its line (blocked rows of driver.RateLine(key)).
 type Store interface {
 	driver.RateStore
-	PromoteBlocked(ctx context.Context, key string, n int, now time.Time) (driver.Promotion, error)
+	LinePromote(ctx context.Context, key string, n int, now time.Time) (driver.Promotion, error)
 }
 
 // Window is one key's row and ring, locked until the transaction ends.
@@ -84,7 +84,7 @@ func Lock(ctx context.Context, ex Store, spec driver.RateSpec, queue string, now
 		if spec.Limit > 0 || queue == "" {
 			return spec, nil
 		}
-		p, err := ex.PolicyRate(ctx, queue)
+		p, err := ex.PolicyGetRate(ctx, queue)
 		if err != nil {
 			return spec, err
 		}
@@ -130,7 +130,7 @@ func TryLock(ctx context.Context, ex Store, key string, now time.Time) (*Window,
 func (w *Window) apply(ctx context.Context, spec driver.RateSpec) error {
 	limit, period := Resolve(spec, w.row)
 	if limit != w.row.Limit {
-		if err := w.ex.ResizeRing(ctx, w.row.Key, w.row.Limit, limit); err != nil {
+		if err := w.ex.RateResizeRing(ctx, w.row.Key, w.row.Limit, limit); err != nil {
 			return err
 		}
 	}
@@ -162,12 +162,12 @@ func (w *Window) Free(ctx context.Context, n int) ([]int, error) {
 		// Every claim had its reservation and no job waits: no read.
 		return nil, nil
 	}
-	return w.ex.FreeSlots(ctx, w.row.Key, w.now.Add(-w.row.Period), n)
+	return w.ex.RateSlotListFree(ctx, w.row.Key, w.now.Add(-w.row.Period), n)
 }
 
 // Reserve holds slots[i] for the ready job jobIDs[i].
 func (w *Window) Reserve(ctx context.Context, slots []int, jobIDs []int64) error {
-	return w.ex.SetSlots(ctx, w.row.Key, slots, jobIDs, driver.Reserved)
+	return w.ex.RateSlotSetMany(ctx, w.row.Key, slots, jobIDs, driver.Reserved)
 }
 
 // StartBy is the instant a run claimed at `at` must begin by: the
@@ -181,7 +181,7 @@ func (w *Window) Stamp(ctx context.Context, slots []int, at time.Time) error {
 	if len(slots) == 0 {
 		return nil
 	}
-	return w.ex.SetSlots(ctx, w.row.Key, slots, make([]int64, len(slots)), w.StartBy(at))
+	return w.ex.RateSlotSetMany(ctx, w.row.Key, slots, make([]int64, len(slots)), w.StartBy(at))
 }
 
 // Recount sets the jobs counted in the key's line to n, counted from
@@ -211,7 +211,7 @@ func (w *Window) PromoteInto(ctx context.Context, free []int) error {
 	if w.row.Waiting <= 0 || len(free) == 0 {
 		return nil
 	}
-	p, err := w.ex.PromoteBlocked(ctx, driver.RateLine(w.row.Key), len(free), w.now)
+	p, err := w.ex.LinePromote(ctx, driver.RateLine(w.row.Key), len(free), w.now)
 	if err != nil {
 		return err
 	}
@@ -242,7 +242,7 @@ func (w *Window) Prepare(ctx context.Context, stamps []int) error {
 		w.prepared = true
 		return nil
 	}
-	oldest, err := w.ex.OldestSlot(ctx, w.row.Key, stamps)
+	oldest, err := w.ex.RateSlotGetOldest(ctx, w.row.Key, stamps)
 	w.oldest, w.prepared = oldest, err == nil
 	return err
 }
@@ -286,5 +286,5 @@ func (w *Window) SaveStamping(ctx context.Context, stamps []int, at time.Time) e
 // Repair frees the slots reserved for jobs that will never start on
 // them, and reports how many.
 func (w *Window) Repair(ctx context.Context) (int, error) {
-	return w.ex.RepairReservations(ctx, w.row.Key)
+	return w.ex.RateSlotRepairReservations(ctx, w.row.Key)
 }

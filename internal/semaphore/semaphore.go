@@ -242,7 +242,7 @@ func (s *Semaphore) PromoteBlocked(ctx context.Context) error {
 	if n <= 0 {
 		return nil
 	}
-	p, err := s.ex.PromoteBlocked(ctx, s.row.Key, n, s.now)
+	p, err := s.ex.LinePromote(ctx, s.row.Key, n, s.now)
 	if err != nil {
 		return err
 	}
@@ -294,7 +294,7 @@ func ReleaseMany(ctx context.Context, ex driver.SemaphoreStore, keys []string, c
 	var left []int // keys whose line is the caller's to promote
 	if br, ok := ex.(driver.BatchReleaser); ok && (len(keys) > 1 || releasesOneKey(ex)) {
 		var err error
-		if out, err = br.ReleaseMany(ctx, keys, counts, now); err != nil {
+		if out, err = br.SemaphoreReleaseMany(ctx, keys, counts, now); err != nil {
 			return nil, err
 		}
 		for i, p := range out {
@@ -377,7 +377,7 @@ func Recount(ctx context.Context, ex driver.SemaphoreStore, key string, now time
 	if err != nil || !ok {
 		return driver.Promotion{}, err
 	}
-	n, err := ex.CountHolders(ctx, key)
+	n, err := ex.HolderCount(ctx, key)
 	if err != nil {
 		return driver.Promotion{}, err
 	}
@@ -573,7 +573,7 @@ func (st *Set) promotePass(ctx context.Context, sems []*Semaphore, most int) ([]
 	if len(keys) == 0 {
 		return nil, 0, nil
 	}
-	heads, err := st.ex.LineHeadsMany(ctx, keys, ns)
+	heads, err := st.ex.LineListHeadsMany(ctx, keys, ns)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -667,7 +667,7 @@ func (st *Set) promotePass(ctx context.Context, sems []*Semaphore, most int) ([]
 		}
 	}
 	for _, m := range moves {
-		if err := st.ex.MoveToLine(ctx, m.id, m.from, m.to); err != nil {
+		if err := st.ex.LineMove(ctx, m.id, m.from, m.to); err != nil {
 			return nil, 0, err
 		}
 	}
@@ -681,7 +681,7 @@ func (st *Set) promotePass(ctx context.Context, sems []*Semaphore, most int) ([]
 	if len(pkeys) == 0 {
 		return goOn, walked, nil
 	}
-	ps, err := st.ex.PromoteFirst(ctx, pkeys, pcounts, st.now)
+	ps, err := st.ex.LinePromoteFirst(ctx, pkeys, pcounts, st.now)
 	if err != nil {
 		return nil, 0, err
 	}

@@ -22,7 +22,7 @@ func keyed(t *testing.T, s *memstore.Store, key string, state driver.JobState, p
 		if i < len(prio) {
 			j.Priority = prio[i]
 		}
-		if err := s.InsertJobs(context.Background(), now, []*driver.NewJob{j}); err != nil {
+		if err := s.JobInsertMany(context.Background(), now, []*driver.NewJob{j}); err != nil {
 			t.Fatal(err)
 		}
 		ids = append(ids, j.ID)
@@ -176,7 +176,7 @@ type batchStore struct {
 	calls int
 }
 
-func (b *batchStore) ReleaseMany(ctx context.Context, keys []string, counts []int, now time.Time) ([]driver.Promotion, error) {
+func (b *batchStore) SemaphoreReleaseMany(ctx context.Context, keys []string, counts []int, now time.Time) ([]driver.Promotion, error) {
 	b.calls++
 	return make([]driver.Promotion, len(keys)), nil
 }

@@ -9,9 +9,9 @@ import (
 	"github.com/bqueue/bq/internal/driver"
 )
 
-func (s Shared) DeleteExecution(ctx context.Context, state driver.JobState, jobID int64) (bool, error) {
+func (s Shared) ExecutionDelete(ctx context.Context, state driver.JobState, jobID int64) (bool, error) {
 	if state == driver.StateFailed {
-		return s.DeleteFailed(ctx, jobID)
+		return s.FailedDelete(ctx, jobID)
 	}
 	query, ok := s.q.DeleteExecution.Of(state)
 	if !ok {
@@ -24,7 +24,7 @@ func (s Shared) DeleteExecution(ctx context.Context, state driver.JobState, jobI
 	return n == 1, nil
 }
 
-func (s Shared) DeleteFailed(ctx context.Context, jobID int64) (bool, error) {
+func (s Shared) FailedDelete(ctx context.Context, jobID int64) (bool, error) {
 	n, err := s.c.Write(ctx, s.q.DeleteFailed, jobID)
 	if err != nil {
 		return false, fmt.Errorf("delete failed execution of job %d: %w", jobID, err)
@@ -32,7 +32,7 @@ func (s Shared) DeleteFailed(ctx context.Context, jobID int64) (bool, error) {
 	return n == 1, nil
 }
 
-func (e *Executor) CancelJob(ctx context.Context, jobID int64, now time.Time, ran bool, msg string) error {
+func (e *Executor) JobCancel(ctx context.Context, jobID int64, now time.Time, ran bool, msg string) error {
 	attempt := 0
 	if ran {
 		attempt = 1
@@ -43,7 +43,7 @@ func (e *Executor) CancelJob(ctx context.Context, jobID int64, now time.Time, ra
 	return nil
 }
 
-func (e *Executor) MarkCancel(ctx context.Context, jobID int64, now time.Time) (time.Time, bool, error) {
+func (e *Executor) ClaimMarkCancel(ctx context.Context, jobID int64, now time.Time) (time.Time, bool, error) {
 	var at sql.NullInt64
 	err := e.Atomic(ctx, func(x *Executor) error {
 		var fence int64
@@ -69,7 +69,7 @@ func (e *Executor) MarkCancel(ctx context.Context, jobID int64, now time.Time) (
 	return FromMicros(at.Int64), true, nil
 }
 
-func (s Shared) CancelRequested(ctx context.Context, jobID, fence int64) (bool, error) {
+func (s Shared) ClaimCancelRequested(ctx context.Context, jobID, fence int64) (bool, error) {
 	var marked bool
 	if _, err := found(s.c.QueryRow(ctx, s.q.CancelRequested, fence, jobID).Scan(&marked)); err != nil {
 		return false, fmt.Errorf("read the cancel mark of job %d: %w", jobID, err)

@@ -10,9 +10,9 @@ import (
 	"github.com/bqueue/bq/internal/driver"
 )
 
-// ClaimReady picks, deletes and claims ready rows: several statements,
+// ReadyClaim picks, deletes and claims ready rows: several statements,
 // so the engine runs it in a transaction (lifecycle.Claim).
-func (e *Executor) ClaimReady(ctx context.Context, p driver.ClaimParams) ([]*driver.Claim, error) {
+func (e *Executor) ReadyClaim(ctx context.Context, p driver.ClaimParams) ([]*driver.Claim, error) {
 	queue := e.d.Text(p.Queue)
 	var claims []*driver.Claim
 	err := e.Atomic(ctx, func(x *Executor) error {
@@ -34,16 +34,16 @@ func (e *Executor) ClaimReady(ctx context.Context, p driver.ClaimParams) ([]*dri
 	return claims, err
 }
 
-func (e *Executor) HasReady(ctx context.Context, queue string) (bool, error) {
+func (e *Executor) ReadyExists(ctx context.Context, queue string) (bool, error) {
 	var ready bool
 	err := e.db.QueryRowContext(ctx, e.q.HasReady, e.d.Text(queue)).Scan(&ready)
 	return ready, err
 }
 
-// QueueGate reads the pause and the cap in one statement: on MySQL a
+// QueueGateGet reads the pause and the cap in one statement: on MySQL a
 // locking read of the policy row, on a single writer a plain one under
 // the write lock.
-func (e *Executor) QueueGate(ctx context.Context, queue string) (driver.Gate, error) {
+func (e *Executor) QueueGateGet(ctx context.Context, queue string) (driver.Gate, error) {
 	var g driver.Gate
 	if err := e.db.QueryRowContext(ctx, e.q.Gate, e.d.Text(queue)).Scan(&g.MaxActive, &g.Paused); err != nil {
 		return g, fmt.Errorf("read the pause and cap of queue %q: %w", queue, err)
@@ -51,7 +51,7 @@ func (e *Executor) QueueGate(ctx context.Context, queue string) (driver.Gate, er
 	return g, nil
 }
 
-func (e *Executor) CountClaimed(ctx context.Context, queue string) (int, error) {
+func (e *Executor) RunningCount(ctx context.Context, queue string) (int, error) {
 	var n int
 	if err := e.db.QueryRowContext(ctx, e.q.CountClaimed, e.d.Text(queue)).Scan(&n); err != nil {
 		return 0, fmt.Errorf("count running jobs of queue %q: %w", queue, err)
@@ -59,13 +59,13 @@ func (e *Executor) CountClaimed(ctx context.Context, queue string) (int, error) 
 	return n, nil
 }
 
-// CompleteClaims ends the claims set-wise, in three statements per
+// ClaimCompleteMany ends the claims set-wise, in three statements per
 // chunk of the dialect's MaxList claims whatever their number: a locking
 // read of the claims by fence (the primary key, in its order), which
 // keeps those whose job still matches; one DELETE of those claims; one
 // UPDATE (or, keep false, DELETE) of their jobs. A stale fence locks and
 // changes nothing. SQLite ends its claims its own way (RETURNING).
-func (e *Executor) CompleteClaims(ctx context.Context, claims []*driver.Claim, keep bool, now time.Time) ([]driver.Fenced, error) {
+func (e *Executor) ClaimCompleteMany(ctx context.Context, claims []*driver.Claim, keep bool, now time.Time) ([]driver.Fenced, error) {
 	var matched []driver.Fenced
 	err := e.Atomic(ctx, func(x *Executor) error {
 		matched = matched[:0]
@@ -151,7 +151,7 @@ func CompleteError(n int, err error) error {
 	return fmt.Errorf("complete %d jobs: %w", n, err)
 }
 
-func (e *Executor) DeleteClaim(ctx context.Context, jobID, fence int64) (bool, error) {
+func (e *Executor) ClaimDelete(ctx context.Context, jobID, fence int64) (bool, error) {
 	n, err := e.exec(ctx, e.q.DeleteClaim, fence, jobID)
 	if err != nil {
 		return false, fmt.Errorf("delete claim of job %d: %w", jobID, err)
@@ -159,16 +159,16 @@ func (e *Executor) DeleteClaim(ctx context.Context, jobID, fence int64) (bool, e
 	return n == 1, nil
 }
 
-func (e *Executor) LostClaims(ctx context.Context, now time.Time, deadAfter time.Duration, max int) ([]*driver.Claim, error) {
-	claims, err := e.d.LostClaims(ctx, e, now, deadAfter, max)
+func (e *Executor) ClaimListReapable(ctx context.Context, now time.Time, deadAfter time.Duration, max int) ([]*driver.Claim, error) {
+	claims, err := e.d.ClaimListReapable(ctx, e, now, deadAfter, max)
 	if err != nil {
 		return nil, fmt.Errorf("find claims of dead processes: %w", err)
 	}
 	return claims, nil
 }
 
-func (e *Executor) LostClaimsOfKey(ctx context.Context, key string, now time.Time, silence time.Duration) ([]*driver.Claim, error) {
-	claims, err := e.d.LostClaimsOfKey(ctx, e, key, now, silence)
+func (e *Executor) ClaimListReapableOfKey(ctx context.Context, key string, now time.Time, silence time.Duration) ([]*driver.Claim, error) {
+	claims, err := e.d.ClaimListReapableOfKey(ctx, e, key, now, silence)
 	if err != nil {
 		return nil, fmt.Errorf("find lost claims of %q: %w", key, err)
 	}

@@ -56,11 +56,11 @@ type Dialect interface {
 	// Renew does what driver.Executor's RenewHeld says, inside x's
 	// transaction.
 	Renew(ctx context.Context, x *Executor, processID int64, at time.Time, renewBelow float64) error
-	// LostClaims, LostClaimsOfKey and DeleteDeadProcesses do what the
+	// ClaimListReapable, LostClaimsOfKey and DeleteDeadProcesses do what the
 	// driver.Executor methods of the same names say.
-	LostClaims(ctx context.Context, x *Executor, now time.Time, deadAfter time.Duration, max int) ([]*driver.Claim, error)
-	LostClaimsOfKey(ctx context.Context, x *Executor, key string, now time.Time, silence time.Duration) ([]*driver.Claim, error)
-	DeleteDeadProcesses(ctx context.Context, x *Executor, now time.Time, deadAfter time.Duration) (int, error)
+	ClaimListReapable(ctx context.Context, x *Executor, now time.Time, deadAfter time.Duration, max int) ([]*driver.Claim, error)
+	ClaimListReapableOfKey(ctx context.Context, x *Executor, key string, now time.Time, silence time.Duration) ([]*driver.Claim, error)
+	ProcessDeleteDead(ctx context.Context, x *Executor, now time.Time, deadAfter time.Duration) (int, error)
 }
 
 // ListMarker marks where a statement takes a list of items; the

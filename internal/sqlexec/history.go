@@ -21,19 +21,19 @@ func (e *Executor) history() sqlhistory.Store {
 		}}
 }
 
-func (e *Executor) AddThroughput(ctx context.Context, counts []driver.Throughput) error {
+func (e *Executor) HistoryAddThroughput(ctx context.Context, counts []driver.Throughput) error {
 	return e.history().AddThroughput(ctx, counts)
 }
 
-func (e *Executor) SnapshotHistory(ctx context.Context, s driver.HistorySnapshot) (bool, error) {
+func (e *Executor) HistoryInsertSnapshot(ctx context.Context, s driver.HistorySnapshot) (bool, error) {
 	return e.history().SnapshotHistory(ctx, s)
 }
 
-func (e *Executor) PruneHistory(ctx context.Context, before time.Time, max int) (int, error) {
+func (e *Executor) HistoryPrune(ctx context.Context, before time.Time, max int) (int, error) {
 	return e.history().PruneHistory(ctx, before, max)
 }
 
-func (e *Executor) ReadHistory(ctx context.Context, from time.Time, queue string) (driver.History, error) {
+func (e *Executor) HistoryList(ctx context.Context, from time.Time, queue string) (driver.History, error) {
 	return e.history().ReadHistory(ctx, from, queue)
 }
 

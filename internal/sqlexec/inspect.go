@@ -13,7 +13,7 @@ import (
 // key is the arguments that look key up, then more.
 func (s Shared) key(key string, more ...any) []any { return append(s.c.KeyArgs(key), more...) }
 
-func (s Shared) CountByQueue(ctx context.Context) ([]driver.QueueCounts, error) {
+func (s Shared) JobCountByQueue(ctx context.Context) ([]driver.QueueCounts, error) {
 	out, err := collect(ctx, s.c, func(r Row) (c driver.QueueCounts, err error) {
 		err = r.Scan(&c.Queue, &c.Ready, &c.Running, &c.Scheduled, &c.Blocked, &c.Failed)
 		return c, err
@@ -36,7 +36,7 @@ func (s Shared) SchemaVersion(ctx context.Context) (int64, error) {
 	return v, nil
 }
 
-func (s Shared) ReadyAges(ctx context.Context) ([]driver.QueueAge, error) {
+func (s Shared) ReadyListAges(ctx context.Context) ([]driver.QueueAge, error) {
 	out, err := collect(ctx, s.c, func(r Row) (a driver.QueueAge, err error) {
 		err = r.Scan(&a.Queue, At(&a.OldestReady))
 		return a, err
@@ -47,7 +47,7 @@ func (s Shared) ReadyAges(ctx context.Context) ([]driver.QueueAge, error) {
 	return out, nil
 }
 
-func (s Shared) GroupStats(ctx context.Context, max int) ([]driver.GroupStats, error) {
+func (s Shared) GroupListStats(ctx context.Context, max int) ([]driver.GroupStats, error) {
 	out, err := collect(ctx, s.c, func(r Row) (g driver.GroupStats, err error) {
 		err = r.Scan(&g.Group, &g.Keys, &g.MinLimit, &g.MaxLimit, &g.Active, &g.Blocked, &g.Saturated)
 		return g, err
@@ -58,7 +58,7 @@ func (s Shared) GroupStats(ctx context.Context, max int) ([]driver.GroupStats, e
 	return out, nil
 }
 
-func (s Shared) TopBlockedKeys(ctx context.Context, max int) ([]driver.Semaphore, error) {
+func (s Shared) SemaphoreListMostBlocked(ctx context.Context, max int) ([]driver.Semaphore, error) {
 	out, err := collect(ctx, s.c, scanSemaphore, s.q.TopBlockedKeys, max)
 	if err != nil {
 		return nil, fmt.Errorf("list keys with blocked jobs: %w", err)
@@ -76,9 +76,9 @@ func scanSemaphore(r Row) (s driver.Semaphore, err error) {
 
 var _ driver.KeySearcher = Shared{}
 
-// SearchKeys lists, in key order, up to max semaphores whose keys start
+// KeySearch lists, in key order, up to max semaphores whose keys start
 // with prefix and end with suffix, matched byte for byte.
-func (s Shared) SearchKeys(ctx context.Context, prefix, suffix string, max int) ([]driver.Semaphore, error) {
+func (s Shared) KeySearch(ctx context.Context, prefix, suffix string, max int) ([]driver.Semaphore, error) {
 	query, pattern := s.c.SearchKeys(prefix, suffix)
 	out, err := collect(ctx, s.c, scanSemaphore, query, pattern, max)
 	if err != nil {
@@ -87,7 +87,7 @@ func (s Shared) SearchKeys(ctx context.Context, prefix, suffix string, max int) 
 	return out, nil
 }
 
-func (s Shared) ReadSemaphore(ctx context.Context, key string) (driver.Semaphore, bool, error) {
+func (s Shared) SemaphoreGet(ctx context.Context, key string) (driver.Semaphore, bool, error) {
 	sem := driver.Semaphore{Key: key}
 	var durMS int64
 	ok, err := found(s.c.QueryRow(ctx, s.q.ReadSem, s.c.KeyArgs(key)...).Scan(&sem.Value, &sem.Limit, &sem.Blocked,
@@ -99,7 +99,7 @@ func (s Shared) ReadSemaphore(ctx context.Context, key string) (driver.Semaphore
 	return sem, ok, nil
 }
 
-func (s Shared) KeyHolders(ctx context.Context, key string, max int) ([]driver.Holder, error) {
+func (s Shared) HolderList(ctx context.Context, key string, max int) ([]driver.Holder, error) {
 	out, err := collect(ctx, s.c, func(r Row) (h driver.Holder, err error) {
 		err = r.Scan(&h.JobID, &h.Kind, &h.Queue, &h.Running, &h.ProcessID, &h.ProcessName, At(&h.ProcessBeat), At(&h.ClaimedAt))
 		return h, err
@@ -110,7 +110,7 @@ func (s Shared) KeyHolders(ctx context.Context, key string, max int) ([]driver.H
 	return out, nil
 }
 
-func (s Shared) BlockedAhead(ctx context.Context, key string, priority int, jobID int64, max int) (int, error) {
+func (s Shared) LineCountAhead(ctx context.Context, key string, priority int, jobID int64, max int) (int, error) {
 	var n int
 	if err := s.c.QueryRow(ctx, s.q.BlockedAhead, s.key(key, priority, priority, jobID, max)...).Scan(&n); err != nil {
 		return 0, fmt.Errorf("count blocked jobs ahead of job %d: %w", jobID, err)
@@ -118,7 +118,7 @@ func (s Shared) BlockedAhead(ctx context.Context, key string, priority int, jobI
 	return n, nil
 }
 
-func (s Shared) BlockedLine(ctx context.Context, key string, max int) ([]driver.BlockedJob, error) {
+func (s Shared) LineList(ctx context.Context, key string, max int) ([]driver.BlockedJob, error) {
 	out, err := collect(ctx, s.c, func(r Row) (b driver.BlockedJob, err error) {
 		err = r.Scan(&b.JobID, &b.Kind, &b.Queue, &b.Priority, At(&b.Since))
 		return b, err
@@ -129,7 +129,7 @@ func (s Shared) BlockedLine(ctx context.Context, key string, max int) ([]driver.
 	return out, nil
 }
 
-func (s Shared) JobExecution(ctx context.Context, id int64) (driver.ExecutionDetail, bool, error) {
+func (s Shared) ExecutionGet(ctx context.Context, id int64) (driver.ExecutionDetail, bool, error) {
 	var x driver.ExecutionDetail
 	ok, err := found(s.c.QueryRow(ctx, s.q.JobExecution, id).Scan(At(&x.ReadySince), At(&x.BlockedSince), At(&x.DueAt),
 		At(&x.ClaimedAt), At(&x.FailedAt), &x.ProcessID, &x.ProcessName, At(&x.ProcessBeat), At(&x.CancelRequestedAt)))
@@ -142,7 +142,7 @@ func (s Shared) JobExecution(ctx context.Context, id int64) (driver.ExecutionDet
 	return x, true, nil
 }
 
-func (s Shared) ListFailed(ctx context.Context, before int64, max int) ([]driver.FailedJob, error) {
+func (s Shared) FailedList(ctx context.Context, before int64, max int) ([]driver.FailedJob, error) {
 	if before <= 0 {
 		before = math.MaxInt64
 	}

@@ -24,7 +24,7 @@ func nullJSON(b []byte) any {
 	return string(b)
 }
 
-func (e *Executor) InsertJobs(ctx context.Context, now time.Time, jobs []*driver.NewJob) error {
+func (e *Executor) JobInsertMany(ctx context.Context, now time.Time, jobs []*driver.NewJob) error {
 	if len(jobs) == 0 {
 		return nil
 	}
@@ -130,7 +130,7 @@ func (e *Executor) insertRows(ctx context.Context, head string, width int, value
 	return out, nil
 }
 
-func (e *Executor) InsertExecutions(ctx context.Context, state driver.JobState, rows []driver.Execution) error {
+func (e *Executor) ExecutionInsertMany(ctx context.Context, state driver.JobState, rows []driver.Execution) error {
 	if len(rows) == 0 {
 		return nil
 	}
@@ -171,7 +171,7 @@ func (e *Executor) insertExecutions(ctx context.Context, state driver.JobState, 
 	return nil
 }
 
-func (e *Executor) FinishJob(ctx context.Context, jobID int64, now time.Time, discarded bool) error {
+func (e *Executor) JobFinish(ctx context.Context, jobID int64, now time.Time, discarded bool) error {
 	attempt := 1
 	if discarded {
 		attempt = 0
@@ -182,7 +182,7 @@ func (e *Executor) FinishJob(ctx context.Context, jobID int64, now time.Time, di
 	return nil
 }
 
-func (e *Executor) DeleteJobs(ctx context.Context, ids []int64) error {
+func (e *Executor) JobDeleteMany(ctx context.Context, ids []int64) error {
 	if len(ids) == 0 {
 		return nil
 	}
@@ -196,21 +196,21 @@ func (e *Executor) DeleteJobs(ctx context.Context, ids []int64) error {
 	return nil
 }
 
-func (e *Executor) RecordError(ctx context.Context, jobID int64, msg string) error {
+func (e *Executor) JobFailAttempt(ctx context.Context, jobID int64, msg string) error {
 	if _, err := e.exec(ctx, e.q.RecordError, msg, jobID); err != nil {
 		return fmt.Errorf("record error of job %d: %w", jobID, err)
 	}
 	return nil
 }
 
-func (e *Executor) InsertFailed(ctx context.Context, jobID int64, msg string, now time.Time) error {
+func (e *Executor) FailedInsert(ctx context.Context, jobID int64, msg string, now time.Time) error {
 	if _, err := e.exec(ctx, e.q.InsertFailed, msg, Micros(now), jobID); err != nil {
 		return fmt.Errorf("move job %d to failed: %w", jobID, err)
 	}
 	return nil
 }
 
-func (e *Executor) HasDueScheduled(ctx context.Context, now time.Time) (bool, error) {
+func (e *Executor) ScheduledDueExists(ctx context.Context, now time.Time) (bool, error) {
 	var due bool
 	if err := e.db.QueryRowContext(ctx, e.q.HasDueScheduled, Micros(now)).Scan(&due); err != nil {
 		return false, fmt.Errorf("look for due scheduled jobs: %w", err)
@@ -218,7 +218,7 @@ func (e *Executor) HasDueScheduled(ctx context.Context, now time.Time) (bool, er
 	return due, nil
 }
 
-func (e *Executor) TakeDueScheduled(ctx context.Context, now time.Time, max int) ([]*driver.Job, error) {
+func (e *Executor) ScheduledTakeDue(ctx context.Context, now time.Time, max int) ([]*driver.Job, error) {
 	var out []*driver.Job
 	err := e.Atomic(ctx, func(x *Executor) error {
 		out = nil
@@ -238,7 +238,7 @@ func (e *Executor) TakeDueScheduled(ctx context.Context, now time.Time, max int)
 	return out, nil
 }
 
-func (e *Executor) DeleteFinishedJobs(ctx context.Context, before time.Time, max int) (int, error) {
+func (e *Executor) JobDeleteFinished(ctx context.Context, before time.Time, max int) (int, error) {
 	n, err := e.exec(ctx, e.q.DeleteFinished, Micros(before), max)
 	if err != nil {
 		return 0, fmt.Errorf("delete finished jobs: %w", err)

@@ -7,7 +7,7 @@ import (
 	"github.com/bqueue/bq/internal/driver"
 )
 
-func (s Shared) GetJob(ctx context.Context, id int64) (*driver.JobInfo, bool, error) {
+func (s Shared) JobGet(ctx context.Context, id int64) (*driver.JobInfo, bool, error) {
 	info, err := scanJobInfo(s.c.QueryRow(ctx, s.q.GetJob, id))
 	ok, err := found(err)
 	if err != nil {
@@ -19,7 +19,7 @@ func (s Shared) GetJob(ctx context.Context, id int64) (*driver.JobInfo, bool, er
 	return info, true, nil
 }
 
-func (s Shared) ListJobs(ctx context.Context, f driver.JobFilter) ([]*driver.JobInfo, error) {
+func (s Shared) JobList(ctx context.Context, f driver.JobFilter) ([]*driver.JobInfo, error) {
 	query, args := s.c.JobListing(f)
 	out, err := collect(ctx, s.c, scanJobInfo, query, args...)
 	if err != nil {

@@ -67,9 +67,9 @@ func (x *Executor) branches(q string, keys []string, ns []int) (string, []any) {
 	return strings.Join(parts, "\nUNION ALL\n"), args
 }
 
-// LineHeadsMany reads the heads of every key's line in one statement per
+// LineListHeadsMany reads the heads of every key's line in one statement per
 // chunk of keys, each branch bounded by the line index.
-func (e *Executor) LineHeadsMany(ctx context.Context, keys []string, ns []int) ([][]driver.LineHead, error) {
+func (e *Executor) LineListHeadsMany(ctx context.Context, keys []string, ns []int) ([][]driver.LineHead, error) {
 	out := make([][]driver.LineHead, len(keys))
 	err := e.chunks(len(keys), func(from, to int) error {
 		query, args := e.branches(e.q.Multi.HeadsBranch, keys[from:to], ns[from:to])
@@ -145,10 +145,10 @@ func (e *Executor) SemaphoreTryLockMany(ctx context.Context, keys []string) ([]d
 	return out, nil
 }
 
-// PromoteFirst does PromoteBlocked's work for many keys: one pick per
+// LinePromoteFirst does PromoteBlocked's work for many keys: one pick per
 // chunk of keys, then the picked rows deleted from blocked and inserted
 // into ready as PromoteBlocked does.
-func (e *Executor) PromoteFirst(ctx context.Context, keys []string, counts []int, now time.Time) ([]driver.Promotion, error) {
+func (e *Executor) LinePromoteFirst(ctx context.Context, keys []string, counts []int, now time.Time) ([]driver.Promotion, error) {
 	out := make([]driver.Promotion, len(keys))
 	err := e.Atomic(ctx, func(x *Executor) error {
 		clear(out)

@@ -50,7 +50,7 @@ func (s Shared) periodic(ctx context.Context, query string, args ...any) ([]driv
 	}, query, args...)
 }
 
-func (s Shared) LockPeriodic(ctx context.Context, names []string) ([]driver.Periodic, error) {
+func (s Shared) PeriodicLockMany(ctx context.Context, names []string) ([]driver.Periodic, error) {
 	if len(names) == 0 {
 		return nil, nil
 	}
@@ -62,7 +62,7 @@ func (s Shared) LockPeriodic(ctx context.Context, names []string) ([]driver.Peri
 	return out, nil
 }
 
-func (s Shared) InsertPeriodic(ctx context.Context, p driver.Periodic) (bool, error) {
+func (s Shared) PeriodicInsert(ctx context.Context, p driver.Periodic) (bool, error) {
 	n, err := s.c.Write(ctx, s.q.Periodic.Insert, s.c.Text(p.Name), p.Kind, p.Schedule, s.c.Time(p.NextRunAt),
 		s.c.Time(p.SeenAt), s.c.Time(p.SeenAt))
 	if err != nil {
@@ -71,7 +71,7 @@ func (s Shared) InsertPeriodic(ctx context.Context, p driver.Periodic) (bool, er
 	return n == 1, nil
 }
 
-func (s Shared) UpdatePeriodic(ctx context.Context, p driver.Periodic) error {
+func (s Shared) PeriodicUpdate(ctx context.Context, p driver.Periodic) error {
 	if _, err := s.c.Write(ctx, s.q.Periodic.Update, p.Kind, p.Schedule, s.c.Time(p.NextRunAt), s.c.Time(p.SeenAt),
 		s.c.Text(p.Name)); err != nil {
 		return fmt.Errorf("update periodic job %q: %w", p.Name, err)
@@ -79,7 +79,7 @@ func (s Shared) UpdatePeriodic(ctx context.Context, p driver.Periodic) error {
 	return nil
 }
 
-func (s Shared) PrunePeriodic(ctx context.Context, before time.Time) (int, error) {
+func (s Shared) PeriodicPrune(ctx context.Context, before time.Time) (int, error) {
 	n, err := s.c.Write(ctx, s.q.Periodic.Prune, s.c.Time(before))
 	if err != nil {
 		return 0, fmt.Errorf("prune periodic jobs: %w", err)
@@ -87,7 +87,7 @@ func (s Shared) PrunePeriodic(ctx context.Context, before time.Time) (int, error
 	return int(n), nil
 }
 
-func (s Shared) DuePeriodic(ctx context.Context, now time.Time) ([]driver.Periodic, error) {
+func (s Shared) PeriodicListDue(ctx context.Context, now time.Time) ([]driver.Periodic, error) {
 	out, err := s.periodic(ctx, s.q.Periodic.Due, s.c.Time(now))
 	if err != nil {
 		return nil, fmt.Errorf("read due periodic jobs: %w", err)
@@ -95,7 +95,7 @@ func (s Shared) DuePeriodic(ctx context.Context, now time.Time) ([]driver.Period
 	return out, nil
 }
 
-func (s Shared) AdvancePeriodic(ctx context.Context, p driver.AdvanceParams) (bool, error) {
+func (s Shared) PeriodicAdvance(ctx context.Context, p driver.AdvanceParams) (bool, error) {
 	n, err := s.c.Write(ctx, s.q.Periodic.Advance, s.c.Time(p.Next), s.c.Text(p.Name), s.c.Time(p.Was), p.Schedule)
 	if err != nil {
 		return false, fmt.Errorf("advance periodic job %q: %w", p.Name, err)
@@ -103,7 +103,7 @@ func (s Shared) AdvancePeriodic(ctx context.Context, p driver.AdvanceParams) (bo
 	return n == 1, nil
 }
 
-func (s Shared) RecordPeriodicRun(ctx context.Context, name string, at time.Time, jobID int64, state driver.JobState) error {
+func (s Shared) PeriodicSetLastRun(ctx context.Context, name string, at time.Time, jobID int64, state driver.JobState) error {
 	var id any // NULL: no job
 	if jobID != 0 {
 		id = jobID
@@ -114,7 +114,7 @@ func (s Shared) RecordPeriodicRun(ctx context.Context, name string, at time.Time
 	return nil
 }
 
-func (s Shared) ListPeriodic(ctx context.Context) ([]driver.Periodic, error) {
+func (s Shared) PeriodicList(ctx context.Context) ([]driver.Periodic, error) {
 	out, err := s.periodic(ctx, s.q.Periodic.List)
 	if err != nil {
 		return nil, fmt.Errorf("list periodic jobs: %w", err)

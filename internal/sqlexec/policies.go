@@ -19,9 +19,9 @@ func (s Shared) policies(ctx context.Context, query string, args ...any) ([]driv
 	}, query, args...)
 }
 
-// LockPolicies locks the rows it reads (FOR UPDATE); on a single writer
+// PolicyLockMany locks the rows it reads (FOR UPDATE); on a single writer
 // the write transaction is the lock.
-func (s Shared) LockPolicies(ctx context.Context, namespace string, queues []string) ([]driver.Policy, error) {
+func (s Shared) PolicyLockMany(ctx context.Context, namespace string, queues []string) ([]driver.Policy, error) {
 	query, args := s.c.Names(s.q.LockPolicies, queues)
 	out, err := s.policies(ctx, query, append([]any{s.c.Text(namespace)}, args...)...)
 	if err != nil {
@@ -30,7 +30,7 @@ func (s Shared) LockPolicies(ctx context.Context, namespace string, queues []str
 	return out, nil
 }
 
-func (s Shared) ListPolicies(ctx context.Context) ([]driver.Policy, error) {
+func (s Shared) PolicyList(ctx context.Context) ([]driver.Policy, error) {
 	out, err := s.policies(ctx, s.q.ListPolicies)
 	if err != nil {
 		return nil, fmt.Errorf("list policies: %w", err)
@@ -38,7 +38,7 @@ func (s Shared) ListPolicies(ctx context.Context) ([]driver.Policy, error) {
 	return out, nil
 }
 
-func (s Shared) InsertPolicy(ctx context.Context, p driver.Policy) (bool, error) {
+func (s Shared) PolicyInsert(ctx context.Context, p driver.Policy) (bool, error) {
 	n, err := s.c.Write(ctx, s.q.InsertPolicy, s.c.Text(p.Queue), s.c.Text(p.Namespace), p.MaxActive, p.MaxActivePerKey,
 		p.MaxBlocked, p.MaxStartsPerKey, p.StartsPeriod.Milliseconds(), s.c.Time(p.UpdatedAt), s.c.Time(p.UpdatedAt))
 	if err != nil {
@@ -47,7 +47,7 @@ func (s Shared) InsertPolicy(ctx context.Context, p driver.Policy) (bool, error)
 	return n == 1, nil
 }
 
-func (s Shared) UpdatePolicy(ctx context.Context, p driver.Policy) error {
+func (s Shared) PolicyUpdate(ctx context.Context, p driver.Policy) error {
 	if _, err := s.c.Write(ctx, s.q.UpdatePolicy, p.MaxActive, p.MaxActivePerKey, p.MaxBlocked,
 		p.MaxStartsPerKey, p.StartsPeriod.Milliseconds(), s.c.Time(p.UpdatedAt),
 		s.c.Text(p.Queue)); err != nil {
@@ -56,14 +56,14 @@ func (s Shared) UpdatePolicy(ctx context.Context, p driver.Policy) error {
 	return nil
 }
 
-func (s Shared) DeletePolicy(ctx context.Context, queue string) error {
+func (s Shared) PolicyDelete(ctx context.Context, queue string) error {
 	if _, err := s.c.Write(ctx, s.q.DeletePolicy, s.c.Text(queue)); err != nil {
 		return fmt.Errorf("delete policy of queue %q: %w", queue, err)
 	}
 	return nil
 }
 
-func (s Shared) PolicyRateKeys(ctx context.Context, queue string) ([]string, error) {
+func (s Shared) PolicyListRateKeys(ctx context.Context, queue string) ([]string, error) {
 	keys, err := collect(ctx, s.c, func(r Row) (k string, err error) {
 		err = r.Scan(&k)
 		return k, err
@@ -74,7 +74,7 @@ func (s Shared) PolicyRateKeys(ctx context.Context, queue string) ([]string, err
 	return keys, nil
 }
 
-func (s Shared) PolicyRate(ctx context.Context, queue string) (driver.RateSpec, error) {
+func (s Shared) PolicyGetRate(ctx context.Context, queue string) (driver.RateSpec, error) {
 	var r driver.RateSpec
 	var periodMS int64
 	if _, err := found(s.c.QueryRow(ctx, s.q.PolicyRate, s.c.Text(queue)).Scan(&r.Limit, &periodMS)); err != nil {
@@ -84,7 +84,7 @@ func (s Shared) PolicyRate(ctx context.Context, queue string) (driver.RateSpec, 
 	return r, nil
 }
 
-func (s Shared) SetKeyLimit(ctx context.Context, key string, limit int, now time.Time) error {
+func (s Shared) KeyLimitSet(ctx context.Context, key string, limit int, now time.Time) error {
 	if err := s.c.CheckKey(key); err != nil {
 		return fmt.Errorf("set key limit: %w", err)
 	}
@@ -94,7 +94,7 @@ func (s Shared) SetKeyLimit(ctx context.Context, key string, limit int, now time
 	return nil
 }
 
-func (s Shared) DeleteKeyLimit(ctx context.Context, key string) (bool, error) {
+func (s Shared) KeyLimitDelete(ctx context.Context, key string) (bool, error) {
 	n, err := s.c.Write(ctx, s.q.DeleteKeyLimit, s.c.KeyArgs(key)...)
 	if err != nil {
 		return false, fmt.Errorf("clear limit of key %q: %w", key, err)
@@ -102,9 +102,9 @@ func (s Shared) DeleteKeyLimit(ctx context.Context, key string) (bool, error) {
 	return n == 1, nil
 }
 
-// PolicyKeys reads the further keys of multi-key jobs (more_keys) in Go;
+// PolicyListKeys reads the further keys of multi-key jobs (more_keys) in Go;
 // PostgreSQL reads them in SQL.
-func (e *Executor) PolicyKeys(ctx context.Context, queue string) ([]string, error) {
+func (e *Executor) PolicyListKeys(ctx context.Context, queue string) ([]string, error) {
 	keys, err := Column[string](ctx, e.db, e.q.PolicyKeys, e.d.Text(queue))
 	if err != nil {
 		return nil, fmt.Errorf("list policy-limited keys of queue %q: %w", queue, err)
@@ -132,10 +132,10 @@ func (e *Executor) PolicyKeys(ctx context.Context, queue string) ([]string, erro
 	return keys, nil
 }
 
-// LatestJobLimit reads the newest job naming the key first, then the
+// JobLimitGetLatest reads the newest job naming the key first, then the
 // newest naming it among its further keys; PostgreSQL reads both in one
 // statement.
-func (e *Executor) LatestJobLimit(ctx context.Context, key string) (driver.Limit, string, bool, error) {
+func (e *Executor) JobLimitGetLatest(ctx context.Context, key string) (driver.Limit, string, bool, error) {
 	var j, m driver.Job
 	ok, err := found(ScanJob(e.db.QueryRowContext(ctx, e.q.LatestJobLimit, e.d.KeyIndex(key)).Scan, &j))
 	if err != nil {

@@ -8,7 +8,7 @@ import (
 	"github.com/bqueue/bq/internal/driver"
 )
 
-func (s Shared) RegisterProcess(ctx context.Context, p driver.Process) (int64, error) {
+func (s Shared) ProcessRegister(ctx context.Context, p driver.Process) (int64, error) {
 	at := s.c.Time(p.StartedAt)
 	id, err := s.c.InsertID(ctx, s.q.RegisterProcess, p.Kind, p.Name, p.Hostname, p.PID, p.Queues,
 		p.HeartbeatInterval.Milliseconds(), p.DeadAfter.Milliseconds(), at, at, at)
@@ -18,10 +18,10 @@ func (s Shared) RegisterProcess(ctx context.Context, p driver.Process) (int64, e
 	return id, nil
 }
 
-// Heartbeat records the beat in a statement of its own, so the process
+// ProcessHeartbeat records the beat in a statement of its own, so the process
 // row is locked only for that statement: a renewal waiting on semaphores
 // never holds up a reaper's read of the row.
-func (e *Executor) Heartbeat(ctx context.Context, b driver.Beat) (bool, error) {
+func (e *Executor) ProcessHeartbeat(ctx context.Context, b driver.Beat) (bool, error) {
 	landed, err := e.beat(ctx, b)
 	if err != nil {
 		return false, fmt.Errorf("heartbeat: %w", err)
@@ -29,7 +29,7 @@ func (e *Executor) Heartbeat(ctx context.Context, b driver.Beat) (bool, error) {
 	return landed, nil
 }
 
-func (e *Executor) RenewHeld(ctx context.Context, processID int64, at time.Time, renewBelow float64) error {
+func (e *Executor) SemaphoreRenewHeld(ctx context.Context, processID int64, at time.Time, renewBelow float64) error {
 	err := e.Atomic(ctx, func(x *Executor) error { return x.d.Renew(ctx, x, processID, at, renewBelow) })
 	if err != nil {
 		return fmt.Errorf("renew semaphores: %w", err)
@@ -50,15 +50,15 @@ func (e *Executor) beat(ctx context.Context, b driver.Beat) (bool, error) {
 	return found, err
 }
 
-func (e *Executor) DeleteDeadProcesses(ctx context.Context, now time.Time, deadAfter time.Duration) (int, error) {
-	n, err := e.d.DeleteDeadProcesses(ctx, e, now, deadAfter)
+func (e *Executor) ProcessDeleteDead(ctx context.Context, now time.Time, deadAfter time.Duration) (int, error) {
+	n, err := e.d.ProcessDeleteDead(ctx, e, now, deadAfter)
 	if err != nil {
 		return 0, fmt.Errorf("delete dead processes: %w", err)
 	}
 	return n, nil
 }
 
-func (s Shared) ClaimsOfProcess(ctx context.Context, processID int64) ([]driver.OwnClaim, error) {
+func (s Shared) ClaimListOfProcess(ctx context.Context, processID int64) ([]driver.OwnClaim, error) {
 	out, err := collect(ctx, s.c, func(r Row) (c driver.OwnClaim, err error) {
 		err = r.Scan(&c.JobID, &c.Fence, At(&c.ClaimedAt), &c.CancelRequested)
 		return c, err
@@ -69,14 +69,14 @@ func (s Shared) ClaimsOfProcess(ctx context.Context, processID int64) ([]driver.
 	return out, nil
 }
 
-func (s Shared) DeregisterProcess(ctx context.Context, processID int64) error {
+func (s Shared) ProcessDeregister(ctx context.Context, processID int64) error {
 	if _, err := s.c.Write(ctx, s.q.DeregisterProcess, processID); err != nil {
 		return fmt.Errorf("deregister process %d: %w", processID, err)
 	}
 	return nil
 }
 
-func (s Shared) ListProcesses(ctx context.Context) ([]driver.Process, error) {
+func (s Shared) ProcessList(ctx context.Context) ([]driver.Process, error) {
 	out, err := collect(ctx, s.c, func(r Row) (p driver.Process, err error) {
 		var hbMS, deadMS int64
 		err = r.Scan(&p.ID, &p.Kind, &p.Name, &p.Hostname, &p.PID, &p.Queues, &hbMS, &deadMS,

@@ -240,7 +240,7 @@ func (e *Executor) RateSave(ctx context.Context, r driver.Rate, now time.Time) e
 	return nil
 }
 
-func (e *Executor) ResizeRing(ctx context.Context, key string, from, to int) error {
+func (e *Executor) RateResizeRing(ctx context.Context, key string, from, to int) error {
 	if from == to {
 		return nil
 	}
@@ -266,7 +266,7 @@ func (e *Executor) ResizeRing(ctx context.Context, key string, from, to int) err
 	return nil
 }
 
-func (e *Executor) FreeSlots(ctx context.Context, key string, notAfter time.Time, max int) ([]int, error) {
+func (e *Executor) RateSlotListFree(ctx context.Context, key string, notAfter time.Time, max int) ([]int, error) {
 	slots, err := Column[int](ctx, e.db, e.q.Rate.Free, e.d.KeyIndex(key), Micros(notAfter), max)
 	if err != nil {
 		return nil, fmt.Errorf("read free slots of rate %q: %w", key, err)
@@ -274,7 +274,7 @@ func (e *Executor) FreeSlots(ctx context.Context, key string, notAfter time.Time
 	return slots, nil
 }
 
-func (e *Executor) SetSlots(ctx context.Context, key string, slots []int, jobIDs []int64, at time.Time) error {
+func (e *Executor) RateSlotSetMany(ctx context.Context, key string, slots []int, jobIDs []int64, at time.Time) error {
 	if len(slots) != len(jobIDs) {
 		return fmt.Errorf("set slots of rate %q: %d slots but %d job ids", key, len(slots), len(jobIDs))
 	}
@@ -301,7 +301,7 @@ func (e *Executor) SetSlots(ctx context.Context, key string, slots []int, jobIDs
 	return nil
 }
 
-func (e *Executor) UnstampSlot(ctx context.Context, key string, slot int, stamped, to time.Time) (bool, error) {
+func (e *Executor) RateSlotUnstamp(ctx context.Context, key string, slot int, stamped, to time.Time) (bool, error) {
 	n, err := e.exec(ctx, e.q.Rate.Unstamp, Micros(to), e.d.KeyIndex(key), slot, Micros(stamped))
 	if err != nil {
 		return false, fmt.Errorf("give back slot %d of rate %q: %w", slot, key, err)
@@ -309,7 +309,7 @@ func (e *Executor) UnstampSlot(ctx context.Context, key string, slot int, stampe
 	return n == 1, nil
 }
 
-func (e *Executor) ReservedSlots(ctx context.Context, key string, jobIDs []int64) (map[int64]int, error) {
+func (e *Executor) RateSlotListReserved(ctx context.Context, key string, jobIDs []int64) (map[int64]int, error) {
 	out := map[int64]int{}
 	if len(jobIDs) == 0 {
 		return out, nil
@@ -332,14 +332,14 @@ func (e *Executor) ReservedSlots(ctx context.Context, key string, jobIDs []int64
 	return out, nil
 }
 
-func (e *Executor) CancelReservation(ctx context.Context, key string, jobID int64) error {
+func (e *Executor) RateSlotCancelReservation(ctx context.Context, key string, jobID int64) error {
 	if _, err := e.exec(ctx, e.q.Rate.CancelReservation, e.d.KeyIndex(key), jobID); err != nil {
 		return fmt.Errorf("cancel the reservation of job %d in rate %q: %w", jobID, key, err)
 	}
 	return nil
 }
 
-func (e *Executor) RepairReservations(ctx context.Context, key string) (int, error) {
+func (e *Executor) RateSlotRepairReservations(ctx context.Context, key string) (int, error) {
 	n, err := e.exec(ctx, e.q.Rate.Repair, e.d.KeyIndex(key))
 	if err != nil {
 		return 0, fmt.Errorf("repair reservations of rate %q: %w", key, err)
@@ -347,7 +347,7 @@ func (e *Executor) RepairReservations(ctx context.Context, key string) (int, err
 	return int(n), nil
 }
 
-func (e *Executor) OldestSlot(ctx context.Context, key string, except []int) (time.Time, error) {
+func (e *Executor) RateSlotGetOldest(ctx context.Context, key string, except []int) (time.Time, error) {
 	type slotAt struct {
 		slot int
 		at   int64
@@ -367,7 +367,7 @@ func (e *Executor) OldestSlot(ctx context.Context, key string, except []int) (ti
 	return driver.Reserved, nil // no slot left out: none to wait for
 }
 
-func (e *Executor) DueRates(ctx context.Context, now time.Time, max int) ([]string, error) {
+func (e *Executor) RateListDue(ctx context.Context, now time.Time, max int) ([]string, error) {
 	keys, err := Column[string](ctx, e.db, e.q.Rate.Due, Micros(now), max)
 	if err != nil {
 		return nil, fmt.Errorf("list due rates: %w", err)
@@ -375,7 +375,7 @@ func (e *Executor) DueRates(ctx context.Context, now time.Time, max int) ([]stri
 	return keys, nil
 }
 
-func (e *Executor) NextRateAt(ctx context.Context) (time.Time, bool, error) {
+func (e *Executor) RateNextAt(ctx context.Context) (time.Time, bool, error) {
 	var at sql.NullInt64
 	if err := e.db.QueryRowContext(ctx, e.q.Rate.NextAt).Scan(&at); err != nil {
 		return time.Time{}, false, fmt.Errorf("read the next rate wake-up: %w", err)
@@ -383,7 +383,7 @@ func (e *Executor) NextRateAt(ctx context.Context) (time.Time, bool, error) {
 	return optMicros(at), at.Valid, nil
 }
 
-func (e *Executor) DeleteIdleRates(ctx context.Context, now time.Time, max int) (int, error) {
+func (e *Executor) RateDeleteIdle(ctx context.Context, now time.Time, max int) (int, error) {
 	var n int64
 	err := e.Atomic(ctx, func(x *Executor) error {
 		n = 0
@@ -406,7 +406,7 @@ func (e *Executor) DeleteIdleRates(ctx context.Context, now time.Time, max int) 
 	return int(n), nil
 }
 
-func (e *Executor) SetKeyRate(ctx context.Context, spec driver.RateSpec, now time.Time) error {
+func (e *Executor) KeyRateSet(ctx context.Context, spec driver.RateSpec, now time.Time) error {
 	if err := e.d.CheckKey(spec.Key); err != nil {
 		return fmt.Errorf("set key rate: %w", err)
 	}
@@ -416,7 +416,7 @@ func (e *Executor) SetKeyRate(ctx context.Context, spec driver.RateSpec, now tim
 	return nil
 }
 
-func (e *Executor) DeleteKeyRate(ctx context.Context, key string) (bool, error) {
+func (e *Executor) KeyRateDelete(ctx context.Context, key string) (bool, error) {
 	n, err := e.exec(ctx, e.q.Rate.DeleteOverride, e.d.KeyIndex(key))
 	if err != nil {
 		return false, fmt.Errorf("clear the rate of key %q: %w", key, err)
@@ -424,7 +424,7 @@ func (e *Executor) DeleteKeyRate(ctx context.Context, key string) (bool, error) 
 	return n == 1, nil
 }
 
-func (e *Executor) LatestJobRate(ctx context.Context, key string) (driver.RateSpec, bool, error) {
+func (e *Executor) JobRateGetLatest(ctx context.Context, key string) (driver.RateSpec, bool, error) {
 	var s driver.RateSpec
 	var periodMS, policyMS int64
 	var policyLimit int
@@ -440,7 +440,7 @@ func (e *Executor) LatestJobRate(ctx context.Context, key string) (driver.RateSp
 	return s, ok, nil
 }
 
-func (e *Executor) ReadRate(ctx context.Context, key string, since time.Time) (driver.Rate, int, bool, error) {
+func (e *Executor) RateGet(ctx context.Context, key string, since time.Time) (driver.Rate, int, bool, error) {
 	r := driver.Rate{Key: key}
 	var recent int
 	ok, err := found(scanRate(e.db.QueryRowContext(ctx, e.q.Rate.Read, Micros(since), e.d.KeyIndex(key)).Scan, &r, nil, &recent))
@@ -453,7 +453,7 @@ func (e *Executor) ReadRate(ctx context.Context, key string, since time.Time) (d
 	return r, recent, true, nil
 }
 
-func (e *Executor) ListRates(ctx context.Context, after string, max int) ([]driver.Rate, error) {
+func (e *Executor) RateList(ctx context.Context, after string, max int) ([]driver.Rate, error) {
 	out, err := Collect(ctx, e.db, func(rows *sql.Rows) (r driver.Rate, err error) {
 		var key []byte
 		err = scanRate(rows.Scan, &r, &key)
@@ -465,7 +465,7 @@ func (e *Executor) ListRates(ctx context.Context, after string, max int) ([]driv
 	return out, nil
 }
 
-func (e *Executor) BlockedKey(ctx context.Context, jobID int64) (string, bool, error) {
+func (e *Executor) LineGetKey(ctx context.Context, jobID int64) (string, bool, error) {
 	var key []byte
 	ok, err := found(e.db.QueryRowContext(ctx, e.q.Rate.BlockedKey, jobID).Scan(&key))
 	if err != nil {
@@ -474,7 +474,7 @@ func (e *Executor) BlockedKey(ctx context.Context, jobID int64) (string, bool, e
 	return string(key), ok, nil
 }
 
-func (e *Executor) RateGroups(ctx context.Context, max int) ([]driver.RateGroupStats, error) {
+func (e *Executor) RateListGroups(ctx context.Context, max int) ([]driver.RateGroupStats, error) {
 	out, err := Collect(ctx, e.db, func(rows *sql.Rows) (g driver.RateGroupStats, err error) {
 		var grp []byte
 		err = rows.Scan(&grp, &g.Keys, &g.Waiting, &g.Throttled)
@@ -487,7 +487,7 @@ func (e *Executor) RateGroups(ctx context.Context, max int) ([]driver.RateGroupS
 	return out, nil
 }
 
-func (e *Executor) StrayLines(ctx context.Context, max int) ([]string, error) {
+func (e *Executor) RateListStrayLines(ctx context.Context, max int) ([]string, error) {
 	keys, err := Column[string](ctx, e.db, e.q.Rate.Strays, max)
 	if err != nil {
 		return nil, fmt.Errorf("find rate lines counted empty: %w", err)

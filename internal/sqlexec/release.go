@@ -49,7 +49,7 @@ type releasing struct {
 	promoted       driver.Promotion
 }
 
-// ReleaseMany does set-wise what semaphore.ReleaseN does per key, in a
+// SemaphoreReleaseMany does set-wise what semaphore.ReleaseN does per key, in a
 // fixed number of statements per MaxList keys: lock the semaphores in key
 // order (one statement), give back the slots capped at each limit, pick
 // each key's first min(free, blocked) blocked jobs (one statement, each
@@ -57,7 +57,7 @@ type releasing struct {
 // them to ready, and write the semaphores back in one statement. A key
 // whose line holds multi-key jobs (multi > 0) gets its slots back but
 // promotes none: its line is the caller's (Promotion.LineLeft).
-func (e *Executor) ReleaseMany(ctx context.Context, keys []string, counts []int, now time.Time) ([]driver.Promotion, error) {
+func (e *Executor) SemaphoreReleaseMany(ctx context.Context, keys []string, counts []int, now time.Time) ([]driver.Promotion, error) {
 	out := make([]driver.Promotion, len(keys))
 	err := e.Atomic(ctx, func(x *Executor) error {
 		size := len(keys)

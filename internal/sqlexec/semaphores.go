@@ -59,7 +59,7 @@ func (e *Executor) SemaphoreSave(ctx context.Context, s driver.Semaphore) error 
 	return nil
 }
 
-func (e *Executor) PromoteBlocked(ctx context.Context, key string, n int, now time.Time) (driver.Promotion, error) {
+func (e *Executor) LinePromote(ctx context.Context, key string, n int, now time.Time) (driver.Promotion, error) {
 	var moved driver.Promotion
 	err := e.Atomic(ctx, func(x *Executor) error {
 		moved = driver.Promotion{}
@@ -100,9 +100,9 @@ func (e *Executor) PromoteBlocked(ctx context.Context, key string, n int, now ti
 	return moved, nil
 }
 
-// CountHolders passes the key's KeyIndex to each of the statement's
+// HolderCount passes the key's KeyIndex to each of the statement's
 // seven places.
-func (e *Executor) CountHolders(ctx context.Context, key string) (driver.HolderCount, error) {
+func (e *Executor) HolderCount(ctx context.Context, key string) (driver.HolderCount, error) {
 	var n driver.HolderCount
 	k := e.d.KeyIndex(key)
 	if err := e.db.QueryRowContext(ctx, e.q.CountHolders, k, k, k, k, k, k, k).Scan(&n.Holders, &n.Blocked, &n.Multi); err != nil {
@@ -131,7 +131,7 @@ func ScanLineHead(scan func(...any) error, h *driver.LineHead, before ...any) er
 	return nil
 }
 
-func (e *Executor) LineHeads(ctx context.Context, key string, n int) ([]driver.LineHead, error) {
+func (e *Executor) LineListHeads(ctx context.Context, key string, n int) ([]driver.LineHead, error) {
 	out, err := Collect(ctx, e.db, func(rows *sql.Rows) (h driver.LineHead, err error) {
 		return h, ScanLineHead(rows.Scan, &h)
 	}, e.q.LineHeads, e.d.KeyIndex(key), n)
@@ -141,7 +141,7 @@ func (e *Executor) LineHeads(ctx context.Context, key string, n int) ([]driver.L
 	return out, nil
 }
 
-func (e *Executor) MoveToLine(ctx context.Context, id int64, from, to string) error {
+func (e *Executor) LineMove(ctx context.Context, id int64, from, to string) error {
 	if err := e.d.CheckKey(to); err != nil {
 		return fmt.Errorf("move job %d to the line of %q: %w", id, to, err)
 	}
@@ -163,18 +163,18 @@ func (e *Executor) keys(ctx context.Context, what, query string, args ...any) ([
 	return keys, nil
 }
 
-func (e *Executor) ExpiredSemaphores(ctx context.Context, now time.Time, after string, max int) ([]string, error) {
+func (e *Executor) SemaphoreListExpired(ctx context.Context, now time.Time, after string, max int) ([]string, error) {
 	return e.keys(ctx, "expired", e.q.ExpiredSems, Micros(now), e.d.Text(after), max)
 }
 
-func (e *Executor) PromotableSemaphores(ctx context.Context, after string, max int) ([]string, error) {
+func (e *Executor) SemaphoreListPromotable(ctx context.Context, after string, max int) ([]string, error) {
 	return e.keys(ctx, "promotable", e.q.PromotableSems, e.d.Text(after), max)
 }
 
-// DeleteIdleSemaphores picks idle semaphores (with a locking read that
+// SemaphoreDeleteIdle picks idle semaphores (with a locking read that
 // skips rows others hold, where there are row locks), then deletes those
 // picked by their index.
-func (e *Executor) DeleteIdleSemaphores(ctx context.Context, now time.Time, max int) (int, error) {
+func (e *Executor) SemaphoreDeleteIdle(ctx context.Context, now time.Time, max int) (int, error) {
 	var n int64
 	err := e.Atomic(ctx, func(x *Executor) error {
 		n = 0

@@ -8,11 +8,11 @@ import (
 	"github.com/bqueue/bq/internal/driver"
 )
 
-// LockUnique runs the dialect's lock statement: MySQL upserts the lock
+// UniqueLock runs the dialect's lock statement: MySQL upserts the lock
 // row of the key's stripe (X-locking it until the transaction ends);
 // SQLite has none, since its write transactions are BEGIN IMMEDIATE and
 // so already one at a time.
-func (e *Executor) LockUnique(ctx context.Context, key string) error {
+func (e *Executor) UniqueLock(ctx context.Context, key string) error {
 	if e.q.LockUnique == "" {
 		return nil
 	}
@@ -29,7 +29,7 @@ func stripe(key string) int {
 	return int(n)
 }
 
-func (e *Executor) FindUnique(ctx context.Context, key string, states []driver.JobState) (int64, driver.JobState, bool, error) {
+func (e *Executor) UniqueGet(ctx context.Context, key string, states []driver.JobState) (int64, driver.JobState, bool, error) {
 	if len(states) == 0 {
 		return 0, "", false, nil
 	}
@@ -43,14 +43,14 @@ func (e *Executor) FindUnique(ctx context.Context, key string, states []driver.J
 	return id, driver.JobState(state), ok, nil
 }
 
-func (e *Executor) SetUniqueKey(ctx context.Context, id int64, key string) error {
+func (e *Executor) UniqueSet(ctx context.Context, id int64, key string) error {
 	if _, err := e.db.ExecContext(ctx, e.q.SetUniqueKey, e.d.Text(key), id); err != nil {
 		return fmt.Errorf("set unique key of job %d: %w", id, err)
 	}
 	return nil
 }
 
-func (e *Executor) UniqueKeyOf(ctx context.Context, id int64) (string, error) {
+func (e *Executor) UniqueGetKey(ctx context.Context, id int64) (string, error) {
 	var key string
 	if err := e.db.QueryRowContext(ctx, e.q.UniqueKeyOf, id).Scan(&key); err != nil {
 		return "", fmt.Errorf("read unique key of job %d: %w", id, err)

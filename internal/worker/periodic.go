@@ -108,7 +108,7 @@ func (s *scheduler) pass(ctx context.Context) error {
 		}
 		s.synced, s.started = now, true
 	}
-	due, err := s.c.drv.Exec().DuePeriodic(ctx, now)
+	due, err := s.c.drv.Exec().PeriodicListDue(ctx, now)
 	if err != nil {
 		return fmt.Errorf("periodic jobs: %w", s.c.explainErr(ctx, err))
 	}
@@ -136,7 +136,7 @@ func (s *scheduler) pass(ctx context.Context) error {
 func (s *scheduler) sync(ctx context.Context, now time.Time) error {
 	starting := !s.started
 	err := driver.InTx(ctx, s.c.drv, func(ex driver.Executor) error {
-		stored, err := ex.LockPeriodic(ctx, s.names)
+		stored, err := ex.PeriodicLockMany(ctx, s.names)
 		if err != nil {
 			return err
 		}
@@ -150,18 +150,18 @@ func (s *scheduler) sync(ctx context.Context, now time.Time) error {
 			have, ok := byName[name]
 			switch {
 			case !ok:
-				_, err = ex.InsertPeriodic(ctx, want) // false: another process inserted it meanwhile
+				_, err = ex.PeriodicInsert(ctx, want) // false: another process inserted it meanwhile
 			case have.Kind == want.Kind && have.Schedule == want.Schedule:
 				delete(s.aside, name)
 				if now.Sub(have.SeenAt) < s.c.cfg.HeartbeatInterval && !now.Before(have.SeenAt) {
 					continue // another process marked it lately: one write a beat, not one a process
 				}
 				want.NextRunAt = have.NextRunAt
-				err = ex.UpdatePeriodic(ctx, want)
+				err = ex.PeriodicUpdate(ctx, want)
 			case starting:
 				s.c.log.Info("periodic job: schedule changed", "periodic", name, "was", have.Kind+" "+have.Schedule,
 					"now", want.Kind+" "+want.Schedule)
-				err = ex.UpdatePeriodic(ctx, want)
+				err = ex.PeriodicUpdate(ctx, want)
 				delete(s.aside, name)
 			default:
 				if s.aside[name] != have.Schedule {
@@ -181,7 +181,7 @@ func (s *scheduler) sync(ctx context.Context, now time.Time) error {
 		// locking their own schedules and pruning each other's would
 		// deadlock.
 		err = driver.Atomic(ctx, s.c.drv, func(ex driver.Executor) error {
-			_, err := ex.PrunePeriodic(ctx, now.Add(-s.c.cfg.ProcessDeadAfter))
+			_, err := ex.PeriodicPrune(ctx, now.Add(-s.c.cfg.ProcessDeadAfter))
 			return err
 		})
 	}
@@ -221,7 +221,7 @@ func (s *scheduler) tick(ctx context.Context, p Periodic, row driver.Periodic, n
 	var refused error // a job lifecycle.Enqueue refused: no rate (ErrNoRate)
 	err := driver.InTx(ctx, s.c.drv, func(ex driver.Executor) (err error) {
 		verdicts, promoted, jobs, refused = nil, driver.Promotion{}, nil, nil
-		won, err = ex.AdvancePeriodic(ctx, driver.AdvanceParams{Name: row.Name, Schedule: row.Schedule, Was: row.NextRunAt, Next: next})
+		won, err = ex.PeriodicAdvance(ctx, driver.AdvanceParams{Name: row.Name, Schedule: row.Schedule, Was: row.NextRunAt, Next: next})
 		if err != nil || !won || built == nil {
 			return err
 		}
@@ -237,7 +237,7 @@ func (s *scheduler) tick(ctx context.Context, p Periodic, row driver.Periodic, n
 		} else if err != nil {
 			return err
 		}
-		return ex.RecordPeriodicRun(ctx, row.Name, latest, jobs[0].ID, verdicts[0].State)
+		return ex.PeriodicSetLastRun(ctx, row.Name, latest, jobs[0].ID, verdicts[0].State)
 	})
 	switch {
 	case err != nil:

@@ -79,7 +79,7 @@ func (p *process) registerRow(ctx context.Context) error {
 		name = fmt.Sprintf("%s:%d", host, os.Getpid())
 	}
 	now := c.cfg.Now()
-	id, err := c.drv.Exec().RegisterProcess(ctx, driver.Process{
+	id, err := c.drv.Exec().ProcessRegister(ctx, driver.Process{
 		Kind: p.kind, Name: name, Hostname: host, PID: os.Getpid(), Queues: strings.Join(p.queues, ","),
 		HeartbeatInterval: c.cfg.HeartbeatInterval, DeadAfter: c.cfg.ProcessDeadAfter, StartedAt: now,
 	})
@@ -269,7 +269,7 @@ func (p *process) beat(ctx context.Context, send time.Time) bool {
 	// A beat that cannot land within two intervals is as good as lost.
 	beatCtx, cancel := context.WithTimeout(ctx, 2*cfg.HeartbeatInterval)
 	defer cancel()
-	landed, err := p.c.drv.Exec().Heartbeat(beatCtx, driver.Beat{ProcessID: id, At: send, BeatingSince: since})
+	landed, err := p.c.drv.Exec().ProcessHeartbeat(beatCtx, driver.Beat{ProcessID: id, At: send, BeatingSince: since})
 	switch {
 	case landed:
 		p.landed(send)
@@ -280,7 +280,7 @@ func (p *process) beat(ctx context.Context, send time.Time) bool {
 		p.mu.Unlock()
 		p.c.dbOK("heartbeat")
 		err := driver.InTx(beatCtx, p.c.drv, func(tx driver.Executor) error {
-			return tx.RenewHeld(beatCtx, id, send, renewBelow)
+			return tx.SemaphoreRenewHeld(beatCtx, id, send, renewBelow)
 		})
 		if err != nil {
 			p.c.log.Debug("heartbeat landed; renewing semaphores failed (next beat tries again)", "process_id", id, "error", err)
@@ -379,7 +379,7 @@ func (p *process) verifyClaims(ctx context.Context) {
 		// A claim is in flight: orphans are looked for at the next beat.
 		defer p.suspectOrphans()
 	}
-	held, err := p.c.drv.Exec().ClaimsOfProcess(ctx, id)
+	held, err := p.c.drv.Exec().ClaimListOfProcess(ctx, id)
 	if err != nil {
 		p.c.log.Warn("verify claims", "process_id", id, "error", err)
 		return
@@ -407,7 +407,7 @@ func (p *process) verifyClaims(ctx context.Context) {
 		}
 		cl := &driver.Claim{Job: driver.Job{ID: h.JobID}, Fence: h.Fence, ClaimedAt: h.ClaimedAt}
 		err := driver.InTx(ctx, p.c.drv, func(ex driver.Executor) error {
-			info, ok, err := ex.GetJob(ctx, h.JobID)
+			info, ok, err := ex.JobGet(ctx, h.JobID)
 			if err != nil || !ok {
 				return err
 			}
@@ -442,7 +442,7 @@ func (p *process) watchCancels(ctx context.Context) {
 		if len(p.activeLeases()) == 0 {
 			continue
 		}
-		held, err := p.c.drv.Exec().ClaimsOfProcess(ctx, p.ID())
+		held, err := p.c.drv.Exec().ClaimListOfProcess(ctx, p.ID())
 		if err != nil {
 			if ctx.Err() == nil {
 				p.c.log.Debug("look for cancelled runs (the next heartbeat interval tries again)", "process_id", p.ID(), "error", err)
@@ -475,7 +475,7 @@ func (p *process) cancelMarked(held []driver.OwnClaim) {
 }
 
 func (p *process) deregister(ctx context.Context) {
-	if err := p.c.drv.Exec().DeregisterProcess(ctx, p.ID()); err != nil {
+	if err := p.c.drv.Exec().ProcessDeregister(ctx, p.ID()); err != nil {
 		p.c.log.Warn("deregister process", "process_id", p.ID(), "error", err)
 	}
 }

@@ -200,7 +200,7 @@ func For(owner any) *Runtime {
 // DueScheduled reports whether a scheduled job is due by the client's
 // clock: the dispatcher admits it at its next pass.
 func (c *Runtime) DueScheduled(ctx context.Context) (bool, error) {
-	due, err := c.drv.Exec().HasDueScheduled(ctx, c.cfg.Now())
+	due, err := c.drv.Exec().ScheduledDueExists(ctx, c.cfg.Now())
 	if err != nil {
 		return false, c.explainErr(ctx, err)
 	}

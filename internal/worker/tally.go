@@ -105,7 +105,7 @@ func (c *Runtime) flushTally(ctx context.Context) {
 	}
 	var err error
 	if hs, ok := driver.HistoryOf(c.drv); ok {
-		err = hs.AddThroughput(ctx, counts)
+		err = hs.HistoryAddThroughput(ctx, counts)
 	}
 	if err != nil {
 		c.tally.putBack(counts, c.cfg.Now())

@@ -25,57 +25,57 @@ func atomically[T any](ctx context.Context, d driver.Driver, fn func(ex driver.E
 	return out, err
 }
 
-func (a autoTx) InsertJobs(ctx context.Context, now time.Time, jobs []*driver.NewJob) error {
-	return driver.Atomic(ctx, a.d, func(ex driver.Executor) error { return ex.InsertJobs(ctx, now, jobs) })
+func (a autoTx) JobInsertMany(ctx context.Context, now time.Time, jobs []*driver.NewJob) error {
+	return driver.Atomic(ctx, a.d, func(ex driver.Executor) error { return ex.JobInsertMany(ctx, now, jobs) })
 }
 
-func (a autoTx) InsertExecutions(ctx context.Context, state driver.JobState, rows []driver.Execution) error {
-	return driver.Atomic(ctx, a.d, func(ex driver.Executor) error { return ex.InsertExecutions(ctx, state, rows) })
+func (a autoTx) ExecutionInsertMany(ctx context.Context, state driver.JobState, rows []driver.Execution) error {
+	return driver.Atomic(ctx, a.d, func(ex driver.Executor) error { return ex.ExecutionInsertMany(ctx, state, rows) })
 }
 
-func (a autoTx) DeleteJobs(ctx context.Context, ids []int64) error {
-	return driver.Atomic(ctx, a.d, func(ex driver.Executor) error { return ex.DeleteJobs(ctx, ids) })
+func (a autoTx) JobDeleteMany(ctx context.Context, ids []int64) error {
+	return driver.Atomic(ctx, a.d, func(ex driver.Executor) error { return ex.JobDeleteMany(ctx, ids) })
 }
 
-func (a autoTx) RenewHeld(ctx context.Context, processID int64, at time.Time, renewBelow float64) error {
-	return driver.Atomic(ctx, a.d, func(ex driver.Executor) error { return ex.RenewHeld(ctx, processID, at, renewBelow) })
+func (a autoTx) SemaphoreRenewHeld(ctx context.Context, processID int64, at time.Time, renewBelow float64) error {
+	return driver.Atomic(ctx, a.d, func(ex driver.Executor) error { return ex.SemaphoreRenewHeld(ctx, processID, at, renewBelow) })
 }
 
-func (a autoTx) ClaimReady(ctx context.Context, p driver.ClaimParams) ([]*driver.Claim, error) {
-	return atomically(ctx, a.d, func(ex driver.Executor) ([]*driver.Claim, error) { return ex.ClaimReady(ctx, p) })
+func (a autoTx) ReadyClaim(ctx context.Context, p driver.ClaimParams) ([]*driver.Claim, error) {
+	return atomically(ctx, a.d, func(ex driver.Executor) ([]*driver.Claim, error) { return ex.ReadyClaim(ctx, p) })
 }
 
-func (a autoTx) CompleteClaims(ctx context.Context, claims []*driver.Claim, keep bool, now time.Time) ([]driver.Fenced, error) {
+func (a autoTx) ClaimCompleteMany(ctx context.Context, claims []*driver.Claim, keep bool, now time.Time) ([]driver.Fenced, error) {
 	return atomically(ctx, a.d, func(ex driver.Executor) ([]driver.Fenced, error) {
-		return ex.CompleteClaims(ctx, claims, keep, now)
+		return ex.ClaimCompleteMany(ctx, claims, keep, now)
 	})
 }
 
-func (a autoTx) TakeDueScheduled(ctx context.Context, now time.Time, max int) ([]*driver.Job, error) {
-	return atomically(ctx, a.d, func(ex driver.Executor) ([]*driver.Job, error) { return ex.TakeDueScheduled(ctx, now, max) })
+func (a autoTx) ScheduledTakeDue(ctx context.Context, now time.Time, max int) ([]*driver.Job, error) {
+	return atomically(ctx, a.d, func(ex driver.Executor) ([]*driver.Job, error) { return ex.ScheduledTakeDue(ctx, now, max) })
 }
 
-func (a autoTx) PromoteBlocked(ctx context.Context, key string, n int, now time.Time) (driver.Promotion, error) {
-	return atomically(ctx, a.d, func(ex driver.Executor) (driver.Promotion, error) { return ex.PromoteBlocked(ctx, key, n, now) })
+func (a autoTx) LinePromote(ctx context.Context, key string, n int, now time.Time) (driver.Promotion, error) {
+	return atomically(ctx, a.d, func(ex driver.Executor) (driver.Promotion, error) { return ex.LinePromote(ctx, key, n, now) })
 }
 
-func (a autoTx) DeleteIdleSemaphores(ctx context.Context, now time.Time, max int) (int, error) {
-	return atomically(ctx, a.d, func(ex driver.Executor) (int, error) { return ex.DeleteIdleSemaphores(ctx, now, max) })
+func (a autoTx) SemaphoreDeleteIdle(ctx context.Context, now time.Time, max int) (int, error) {
+	return atomically(ctx, a.d, func(ex driver.Executor) (int, error) { return ex.SemaphoreDeleteIdle(ctx, now, max) })
 }
 
-func (a autoTx) DeleteDeadProcesses(ctx context.Context, now time.Time, deadAfter time.Duration) (int, error) {
-	return atomically(ctx, a.d, func(ex driver.Executor) (int, error) { return ex.DeleteDeadProcesses(ctx, now, deadAfter) })
+func (a autoTx) ProcessDeleteDead(ctx context.Context, now time.Time, deadAfter time.Duration) (int, error) {
+	return atomically(ctx, a.d, func(ex driver.Executor) (int, error) { return ex.ProcessDeleteDead(ctx, now, deadAfter) })
 }
 
-func (a autoTx) LostClaims(ctx context.Context, now time.Time, deadAfter time.Duration, max int) ([]*driver.Claim, error) {
+func (a autoTx) ClaimListReapable(ctx context.Context, now time.Time, deadAfter time.Duration, max int) ([]*driver.Claim, error) {
 	return atomically(ctx, a.d, func(ex driver.Executor) ([]*driver.Claim, error) {
-		return ex.LostClaims(ctx, now, deadAfter, max)
+		return ex.ClaimListReapable(ctx, now, deadAfter, max)
 	})
 }
 
-func (a autoTx) LostClaimsOfKey(ctx context.Context, key string, now time.Time, silence time.Duration) ([]*driver.Claim, error) {
+func (a autoTx) ClaimListReapableOfKey(ctx context.Context, key string, now time.Time, silence time.Duration) ([]*driver.Claim, error) {
 	return atomically(ctx, a.d, func(ex driver.Executor) ([]*driver.Claim, error) {
-		return ex.LostClaimsOfKey(ctx, key, now, silence)
+		return ex.ClaimListReapableOfKey(ctx, key, now, silence)
 	})
 }
 
@@ -83,14 +83,14 @@ func (a autoTx) RateEnsure(ctx context.Context, spec driver.RateSpec, now time.T
 	return driver.Atomic(ctx, a.d, func(ex driver.Executor) error { return ex.RateEnsure(ctx, spec, now) })
 }
 
-func (a autoTx) ResizeRing(ctx context.Context, key string, from, to int) error {
-	return driver.Atomic(ctx, a.d, func(ex driver.Executor) error { return ex.ResizeRing(ctx, key, from, to) })
+func (a autoTx) RateResizeRing(ctx context.Context, key string, from, to int) error {
+	return driver.Atomic(ctx, a.d, func(ex driver.Executor) error { return ex.RateResizeRing(ctx, key, from, to) })
 }
 
-func (a autoTx) SetSlots(ctx context.Context, key string, slots []int, jobIDs []int64, at time.Time) error {
-	return driver.Atomic(ctx, a.d, func(ex driver.Executor) error { return ex.SetSlots(ctx, key, slots, jobIDs, at) })
+func (a autoTx) RateSlotSetMany(ctx context.Context, key string, slots []int, jobIDs []int64, at time.Time) error {
+	return driver.Atomic(ctx, a.d, func(ex driver.Executor) error { return ex.RateSlotSetMany(ctx, key, slots, jobIDs, at) })
 }
 
-func (a autoTx) DeleteIdleRates(ctx context.Context, now time.Time, max int) (int, error) {
-	return atomically(ctx, a.d, func(ex driver.Executor) (int, error) { return ex.DeleteIdleRates(ctx, now, max) })
+func (a autoTx) RateDeleteIdle(ctx context.Context, now time.Time, max int) (int, error) {
+	return atomically(ctx, a.d, func(ex driver.Executor) (int, error) { return ex.RateDeleteIdle(ctx, now, max) })
 }

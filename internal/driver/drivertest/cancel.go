@@ -19,10 +19,10 @@ var _ = add("cancel",
 			t.Fatalf("claimed %v, want job %d", claimIDs(claimed), failed)
 		}
 		f.tx(func(ex driver.Executor) error {
-			if _, err := ex.DeleteClaim(f.ctx, failed, claimed[0].Fence); err != nil {
+			if _, err := ex.ClaimDelete(f.ctx, failed, claimed[0].Fence); err != nil {
 				return err
 			}
-			return ex.InsertFailed(f.ctx, failed, "boom", T0)
+			return ex.FailedInsert(f.ctx, failed, "boom", T0)
 		})
 		want := map[int64]driver.JobState{ids[0]: driver.StateReady, ids[1]: driver.StateBlocked, ids[2]: driver.StateScheduled, failed: driver.StateFailed}
 		for id, state := range want {
@@ -30,33 +30,33 @@ var _ = add("cancel",
 				if other == state {
 					continue
 				}
-				if ok, err := f.ex().DeleteExecution(f.ctx, other, id); err != nil || ok {
+				if ok, err := f.ex().ExecutionDelete(f.ctx, other, id); err != nil || ok {
 					t.Errorf("DeleteExecution(%s) of a %s job = %v, %v; want false: it is not in that table", other, state, ok, err)
 				}
 			}
-			if ok, err := f.ex().DeleteExecution(f.ctx, state, id); err != nil || !ok {
+			if ok, err := f.ex().ExecutionDelete(f.ctx, state, id); err != nil || !ok {
 				t.Errorf("DeleteExecution(%s) of a %s job = %v, %v; want true", state, state, ok, err)
 			}
-			if ok, err := f.ex().DeleteExecution(f.ctx, state, id); err != nil || ok {
+			if ok, err := f.ex().ExecutionDelete(f.ctx, state, id); err != nil || ok {
 				t.Errorf("second DeleteExecution(%s) = %v, %v; want false", state, ok, err)
 			}
 		}
 		f.wantState("", ids...)
-		if _, err := f.ex().DeleteExecution(f.ctx, driver.StateRunning, ids[0]); err == nil {
+		if _, err := f.ex().ExecutionDelete(f.ctx, driver.StateRunning, ids[0]); err == nil {
 			t.Error("DeleteExecution(running) = nil error, want one: a claim ends by its fence (DeleteClaim)")
 		}
 	}},
 	test{"CancelJobFinishesCancelled", func(t *testing.T, f *fixture) {
 		ids := f.insert(T0, job("q"), job("q"))
-		f.must(f.ex().RecordError(f.ctx, ids[0], "earlier"))
+		f.must(f.ex().JobFailAttempt(f.ctx, ids[0], "earlier"))
 		for _, id := range ids {
-			if ok, err := f.ex().DeleteExecution(f.ctx, driver.StateReady, id); err != nil || !ok {
+			if ok, err := f.ex().ExecutionDelete(f.ctx, driver.StateReady, id); err != nil || !ok {
 				t.Fatalf("take job %d out of ready: %v, %v", id, ok, err)
 			}
 		}
 		at := T0.Add(time.Minute)
-		f.must(f.ex().CancelJob(f.ctx, ids[0], at, false, ""))
-		f.must(f.ex().CancelJob(f.ctx, ids[1], at, true, "why"))
+		f.must(f.ex().JobCancel(f.ctx, ids[0], at, false, ""))
+		f.must(f.ex().JobCancel(f.ctx, ids[1], at, true, "why"))
 		for i, want := range []struct {
 			attempt int
 			err     string
@@ -77,7 +77,7 @@ var _ = add("cancel",
 		marked, plain := claims[0], claims[1]
 		mark := func(id int64, at time.Time) (got time.Time, ok bool) {
 			f.tx(func(ex driver.Executor) (err error) {
-				got, ok, err = ex.MarkCancel(f.ctx, id, at)
+				got, ok, err = ex.ClaimMarkCancel(f.ctx, id, at)
 				return err
 			})
 			return got, ok
@@ -94,7 +94,7 @@ var _ = add("cancel",
 		}
 		f.wantState(driver.StateRunning, marked.ID, plain.ID)
 		f.wantState(driver.StateReady, ids[2])
-		own, err := f.ex().ClaimsOfProcess(f.ctx, pid)
+		own, err := f.ex().ClaimListOfProcess(f.ctx, pid)
 		f.must(err)
 		for _, c := range own {
 			if want := c.JobID == marked.ID; c.CancelRequested != want {
@@ -111,7 +111,7 @@ var _ = add("cancel",
 		}{{marked.ID, marked.Fence, true}, {marked.ID, marked.Fence + 100, false}, {plain.ID, plain.Fence, false}} {
 			var got bool
 			f.tx(func(ex driver.Executor) (err error) {
-				got, err = ex.CancelRequested(f.ctx, c.id, c.fence)
+				got, err = ex.ClaimCancelRequested(f.ctx, c.id, c.fence)
 				return err
 			})
 			if got != c.want {
@@ -124,20 +124,20 @@ var _ = add("cancel",
 		f.insert(T0, job("q"))
 		c := f.claim(f.ex(), "q", 1, 1, T0)[0]
 		tx := f.begin()
-		if marked, err := tx.CancelRequested(f.ctx, c.ID, c.Fence); err != nil || marked {
+		if marked, err := tx.ClaimCancelRequested(f.ctx, c.ID, c.Fence); err != nil || marked {
 			t.Fatalf("CancelRequested = %v, %v; want false", marked, err)
 		}
 		var ok bool
 		waiting, wait := waits(func() error {
 			return driver.InTx(f.ctx, f.d, func(ex driver.Executor) (err error) {
-				_, ok, err = ex.MarkCancel(f.ctx, c.ID, T0)
+				_, ok, err = ex.ClaimMarkCancel(f.ctx, c.ID, T0)
 				return err
 			})
 		})
 		if !waiting {
 			t.Error("MarkCancel did not wait for the transaction that read the claim's mark: a run's end could miss it")
 		}
-		if _, err := tx.DeleteClaim(f.ctx, c.ID, c.Fence); err != nil {
+		if _, err := tx.ClaimDelete(f.ctx, c.ID, c.Fence); err != nil {
 			t.Fatal(err)
 		}
 		f.must(tx.Commit(f.ctx))

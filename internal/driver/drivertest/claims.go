@@ -55,7 +55,7 @@ var _ = add("claims",
 		if len(held) != 1 || held[0].ID != ids[0] {
 			t.Fatalf("open transaction claimed %v, want job %d", claimIDs(held), ids[0])
 		}
-		got, err := f.ex().ClaimReady(f.quick(), driver.ClaimParams{Queue: "q", Max: 3, ProcessID: 2, Now: T0})
+		got, err := f.ex().ReadyClaim(f.quick(), driver.ClaimParams{Queue: "q", Max: 3, ProcessID: 2, Now: T0})
 		if err != nil {
 			t.Fatalf("claim beside an open transaction: %v (it must skip the rows that one holds, not wait)", err)
 		}
@@ -72,7 +72,7 @@ var _ = add("claims",
 	// an uncapped ClaimReady.
 	test{"ClaimKeepsWithinMaxActive", func(t *testing.T, f *fixture) {
 		f.insert(T0, append(jobs(6, "capped"), jobs(3, "free")...)...)
-		ok, err := f.ex().InsertPolicy(f.ctx, driver.Policy{Queue: "capped", Namespace: "ns", MaxActive: 2, UpdatedAt: T0})
+		ok, err := f.ex().PolicyInsert(f.ctx, driver.Policy{Queue: "capped", Namespace: "ns", MaxActive: 2, UpdatedAt: T0})
 		f.must(err)
 		if !ok {
 			t.Fatal("InsertPolicy: false on an empty table")
@@ -87,7 +87,7 @@ var _ = add("claims",
 		if free := f.engineClaim("free", 5, 1, T0); len(free) != 3 {
 			t.Errorf("claim of an uncapped queue took %d of 3", len(free))
 		}
-		if ok, err := f.ex().DeleteClaim(f.ctx, first[0].ID, first[0].Fence); err != nil || !ok {
+		if ok, err := f.ex().ClaimDelete(f.ctx, first[0].ID, first[0].Fence); err != nil || !ok {
 			t.Fatalf("DeleteClaim: %v, %v", ok, err)
 		}
 		if next := f.engineClaim("capped", 5, 1, T0); len(next) != 1 {
@@ -96,7 +96,7 @@ var _ = add("claims",
 	}},
 	test{"ClaimMaxActiveHoldsAcrossConcurrentClaimers", func(t *testing.T, f *fixture) {
 		f.insert(T0, jobs(20, "capped")...)
-		_, err := f.ex().InsertPolicy(f.ctx, driver.Policy{Queue: "capped", Namespace: "ns", MaxActive: 3, UpdatedAt: T0})
+		_, err := f.ex().PolicyInsert(f.ctx, driver.Policy{Queue: "capped", Namespace: "ns", MaxActive: 3, UpdatedAt: T0})
 		f.must(err)
 		counts := make([]int, 8)
 		f.must(together(len(counts), func(i int) error {
@@ -115,14 +115,14 @@ var _ = add("claims",
 	test{"DeleteClaimMatchesTheFence", func(t *testing.T, f *fixture) {
 		id := f.insert(T0, job("q"))[0]
 		c := f.claim(f.ex(), "q", 1, 1, T0)[0]
-		if ok, err := f.ex().DeleteClaim(f.ctx, id, c.Fence+1); err != nil || ok {
+		if ok, err := f.ex().ClaimDelete(f.ctx, id, c.Fence+1); err != nil || ok {
 			t.Errorf("DeleteClaim with another fence = %v, %v; want false", ok, err)
 		}
 		f.wantState(driver.StateRunning, id)
-		if ok, err := f.ex().DeleteClaim(f.ctx, id, c.Fence); err != nil || !ok {
+		if ok, err := f.ex().ClaimDelete(f.ctx, id, c.Fence); err != nil || !ok {
 			t.Errorf("DeleteClaim with its fence = %v, %v; want true", ok, err)
 		}
-		if ok, err := f.ex().DeleteClaim(f.ctx, id, c.Fence); err != nil || ok {
+		if ok, err := f.ex().ClaimDelete(f.ctx, id, c.Fence); err != nil || ok {
 			t.Errorf("second DeleteClaim = %v, %v; want false: the claim is gone", ok, err)
 		}
 	}},
@@ -131,21 +131,21 @@ var _ = add("claims",
 		id := f.insert(T0, job("q"))[0]
 		old := f.claim(f.ex(), "q", 1, 1, T0)[0]
 		f.tx(func(ex driver.Executor) error {
-			if _, err := ex.DeleteClaim(f.ctx, id, old.Fence); err != nil {
+			if _, err := ex.ClaimDelete(f.ctx, id, old.Fence); err != nil {
 				return err
 			}
-			return ex.InsertExecutions(f.ctx, driver.StateReady, []driver.Execution{{JobID: id, Queue: "q", At: T0}})
+			return ex.ExecutionInsertMany(f.ctx, driver.StateReady, []driver.Execution{{JobID: id, Queue: "q", At: T0}})
 		})
 		now := f.claim(f.ex(), "q", 1, 2, T0.Add(time.Minute))[0]
 		if now.Fence == old.Fence {
 			t.Fatalf("the second claim of job %d has the first one's fence %d", id, old.Fence)
 		}
-		matched, err := f.ex().CompleteClaims(f.ctx, []*driver.Claim{old}, true, T0)
+		matched, err := f.ex().ClaimCompleteMany(f.ctx, []*driver.Claim{old}, true, T0)
 		f.must(err)
 		if len(matched) != 0 {
 			t.Errorf("CompleteClaims of the stale claim matched %v", matched)
 		}
-		if ok, err := f.ex().DeleteClaim(f.ctx, id, old.Fence); err != nil || ok {
+		if ok, err := f.ex().ClaimDelete(f.ctx, id, old.Fence); err != nil || ok {
 			t.Errorf("DeleteClaim with the stale fence = %v, %v; want false", ok, err)
 		}
 		f.wantState(driver.StateRunning, id)
@@ -161,7 +161,7 @@ var _ = add("claims",
 			stale := *claims[1]
 			stale.Fence++
 			end := T0.Add(time.Minute)
-			matched, err := g.ex().CompleteClaims(g.ctx, []*driver.Claim{claims[0], &stale, claims[2]}, keep, end)
+			matched, err := g.ex().ClaimCompleteMany(g.ctx, []*driver.Claim{claims[0], &stale, claims[2]}, keep, end)
 			g.must(err)
 			want := []driver.Fenced{{JobID: claims[0].ID, Fence: claims[0].Fence}, {JobID: claims[2].ID, Fence: claims[2].Fence}}
 			slices.SortFunc(matched, func(a, b driver.Fenced) int { return int(a.JobID - b.JobID) })
@@ -171,7 +171,7 @@ var _ = add("claims",
 			}
 			g.wantState(driver.StateRunning, claims[1].ID)
 			for _, c := range []*driver.Claim{claims[0], claims[2]} {
-				info, ok, err := g.ex().GetJob(g.ctx, c.ID)
+				info, ok, err := g.ex().JobGet(g.ctx, c.ID)
 				g.must(err)
 				switch {
 				case keep && (!ok || info.State != driver.StateCompleted || info.Attempt != 1 || info.FinishedAt == nil || !info.FinishedAt.Equal(end)):
@@ -180,7 +180,7 @@ var _ = add("claims",
 					t.Errorf("job %d still exists after CompleteClaims without keep", c.ID)
 				}
 			}
-			again, err := g.ex().CompleteClaims(g.ctx, claims, keep, end)
+			again, err := g.ex().ClaimCompleteMany(g.ctx, claims, keep, end)
 			g.must(err)
 			if len(again) != 1 || again[0].JobID != claims[1].ID {
 				t.Errorf("keep %v: second CompleteClaims matched %v, want only job %d's claim, never completed", keep, again, claims[1].ID)
@@ -191,7 +191,7 @@ var _ = add("claims",
 		f.insert(T0, job("q"), job("q"), job("q"))
 		mine := f.claim(f.ex(), "q", 2, 11, T0)
 		f.claim(f.ex(), "q", 1, 12, T0)
-		got, err := f.ex().ClaimsOfProcess(f.ctx, 11)
+		got, err := f.ex().ClaimListOfProcess(f.ctx, 11)
 		f.must(err)
 		slices.SortFunc(got, func(a, b driver.OwnClaim) int { return int(a.JobID - b.JobID) })
 		var want []driver.OwnClaim
@@ -219,7 +219,7 @@ var _ = add("transactions",
 			t.Skipf("%s writes each method in one statement", f.d.Dialect())
 		}
 		f.insert(T0, job("q"))
-		_, err := f.d.Exec().ClaimReady(f.ctx, driver.ClaimParams{Queue: "q", Max: 1, ProcessID: 1, Now: T0})
+		_, err := f.d.Exec().ReadyClaim(f.ctx, driver.ClaimParams{Queue: "q", Max: 1, ProcessID: 1, Now: T0})
 		if !errors.Is(err, driver.ErrNeedsTx) {
 			t.Errorf("ClaimReady outside a transaction = %v, want driver.ErrNeedsTx", err)
 		}

@@ -57,7 +57,7 @@ var _ = add("complete",
 			slices.SortFunc(batch, func(a, b *driver.Claim) int { return int(a.ID*7919%997 - b.ID*7919%997) })
 
 			end := T0.Add(time.Minute)
-			matched, err := g.ex().CompleteClaims(g.ctx, batch, keep, end)
+			matched, err := g.ex().ClaimCompleteMany(g.ctx, batch, keep, end)
 			g.must(err)
 			seen := map[driver.Fenced]bool{}
 			for _, m := range matched {
@@ -70,7 +70,7 @@ var _ = add("complete",
 				t.Errorf("keep %v: CompleteClaims matched %d claims, want the %d live ones", keep, len(seen), len(live))
 			}
 			for _, c := range claims {
-				info, ok, err := g.ex().GetJob(g.ctx, c.ID)
+				info, ok, err := g.ex().JobGet(g.ctx, c.ID)
 				g.must(err)
 				switch {
 				case untouched[c.ID]:
@@ -83,7 +83,7 @@ var _ = add("complete",
 					t.Fatalf("keep %v: job %d still exists after CompleteClaims without keep", keep, c.ID)
 				}
 			}
-			own, err := g.ex().ClaimsOfProcess(g.ctx, 1)
+			own, err := g.ex().ClaimListOfProcess(g.ctx, 1)
 			g.must(err)
 			if len(own) != len(untouched) {
 				t.Errorf("keep %v: %d claims left, want the %d left out of the batch", keep, len(own), len(untouched))
@@ -100,13 +100,13 @@ var _ = add("complete",
 		claims := f.claim(f.ex(), "q", 2, 1, T0)
 		a, b := *claims[0], *claims[1]
 		a.Fence, b.Fence = claims[1].Fence, claims[0].Fence // each job with the other's fence
-		matched, err := f.ex().CompleteClaims(f.ctx, []*driver.Claim{&a, &b}, true, T0)
+		matched, err := f.ex().ClaimCompleteMany(f.ctx, []*driver.Claim{&a, &b}, true, T0)
 		f.must(err)
 		if len(matched) != 0 {
 			t.Errorf("CompleteClaims of swapped fences matched %v", matched)
 		}
 		f.wantState(driver.StateRunning, claims[0].ID, claims[1].ID)
-		if matched, err := f.ex().CompleteClaims(f.ctx, nil, true, T0); err != nil || len(matched) != 0 {
+		if matched, err := f.ex().ClaimCompleteMany(f.ctx, nil, true, T0); err != nil || len(matched) != 0 {
 			t.Errorf("CompleteClaims of no claim = %v, %v", matched, err)
 		}
 	}},

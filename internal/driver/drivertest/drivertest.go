@@ -251,7 +251,7 @@ func jobs(n int, q string, opts ...func(*driver.NewJob)) []*driver.NewJob {
 // insert inserts jobs at now in one transaction and returns their ids.
 func (f *fixture) insert(now time.Time, jobs ...*driver.NewJob) []int64 {
 	f.t.Helper()
-	f.tx(func(ex driver.Executor) error { return ex.InsertJobs(f.ctx, now, jobs) })
+	f.tx(func(ex driver.Executor) error { return ex.JobInsertMany(f.ctx, now, jobs) })
 	ids := make([]int64, len(jobs))
 	for i, j := range jobs {
 		ids[i] = j.ID
@@ -282,7 +282,7 @@ func (r found[T]) of(f *fixture, what string) T {
 // get reads a job that must exist.
 func (f *fixture) get(id int64) *driver.JobInfo {
 	f.t.Helper()
-	return find(f.ex().GetJob(f.ctx, id)).of(f, fmt.Sprintf("job %d", id))
+	return find(f.ex().JobGet(f.ctx, id)).of(f, fmt.Sprintf("job %d", id))
 }
 
 // state is where job id is.
@@ -304,7 +304,7 @@ func (f *fixture) wantState(want driver.JobState, ids ...int64) {
 // claim claims up to max ready jobs of q for process pid at now.
 func (f *fixture) claim(ex driver.Executor, q string, max int, pid int64, now time.Time) []*driver.Claim {
 	f.t.Helper()
-	claims, err := ex.ClaimReady(f.ctx, driver.ClaimParams{Queue: q, Max: max, ProcessID: pid, Now: now})
+	claims, err := ex.ReadyClaim(f.ctx, driver.ClaimParams{Queue: q, Max: max, ProcessID: pid, Now: now})
 	f.must(err)
 	return claims
 }
@@ -332,7 +332,7 @@ func sorted(ids []int64) []int64 { return slices.Sorted(slices.Values(ids)) }
 // sem reads key's semaphore, which must exist.
 func (f *fixture) sem(key string) driver.Semaphore {
 	f.t.Helper()
-	return find(f.ex().ReadSemaphore(f.ctx, key)).of(f, "semaphore "+key)
+	return find(f.ex().SemaphoreGet(f.ctx, key)).of(f, "semaphore "+key)
 }
 
 // semaphore creates key's semaphore and saves it with value free slots
@@ -352,7 +352,7 @@ func (f *fixture) semaphore(key string, value, limit, blocked int, expires time.
 // expecting to be declared dead after deadAfter of silence.
 func (f *fixture) process(name string, started time.Time, hb, deadAfter time.Duration) int64 {
 	f.t.Helper()
-	id, err := f.ex().RegisterProcess(f.ctx, driver.Process{Kind: "worker", Name: name, Hostname: "drivertest",
+	id, err := f.ex().ProcessRegister(f.ctx, driver.Process{Kind: "worker", Name: name, Hostname: "drivertest",
 		PID: 4242, Queues: "q", HeartbeatInterval: hb, DeadAfter: deadAfter, StartedAt: started})
 	f.must(err)
 	return id
@@ -361,12 +361,12 @@ func (f *fixture) process(name string, started time.Time, hb, deadAfter time.Dur
 // beat records a heartbeat of pid at at, in a run of beats since since.
 func (f *fixture) beat(pid int64, at, since time.Time) {
 	f.t.Helper()
-	landed, err := f.ex().Heartbeat(f.ctx, driver.Beat{ProcessID: pid, At: at, BeatingSince: since})
+	landed, err := f.ex().ProcessHeartbeat(f.ctx, driver.Beat{ProcessID: pid, At: at, BeatingSince: since})
 	f.must(err)
 	if !landed {
 		f.t.Fatalf("heartbeat of process %d did not land", pid)
 	}
-	f.must(f.ex().RenewHeld(f.ctx, pid, at, RenewBelow))
+	f.must(f.ex().SemaphoreRenewHeld(f.ctx, pid, at, RenewBelow))
 }
 
 // RenewBelow is the engine's renewal threshold (process.go's renewBelow).

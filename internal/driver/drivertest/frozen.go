@@ -59,7 +59,7 @@ func CheckFrozenTxEnds(t *testing.T, d driver.Driver, tx driver.Tx, key string, 
 		t.Fatal("the frozen transaction's row lock is still held")
 	}
 	for range 5 {
-		if _, err := d.Exec().CountByQueue(ctx); err != nil {
+		if _, err := d.Exec().JobCountByQueue(ctx); err != nil {
 			t.Fatalf("the pool after a server-ended session: %v", err)
 		}
 	}

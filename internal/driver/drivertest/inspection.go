@@ -14,7 +14,7 @@ var _ = add("inspection",
 		f.insert(T0.Add(2*time.Minute), job("b"))
 		f.insert(T0, job("b"), job("a"))
 		f.insert(T0.Add(time.Minute), job("a"), job("c", dueAt(T0)))
-		ages, err := f.ex().ReadyAges(f.ctx)
+		ages, err := f.ex().ReadyListAges(f.ctx)
 		f.must(err)
 		if len(ages) != 2 || ages[0].Queue != "a" || ages[1].Queue != "b" {
 			t.Fatalf("ReadyAges = %+v, want queues a and b (c has no ready job)", ages)
@@ -27,7 +27,7 @@ var _ = add("inspection",
 		f.semaphore("b/2", 1, 4, 0, T0)
 		f.semaphore("a/x/y", 1, 1, 0, T0)
 		f.semaphore("c/1", -1, 1, 1, T0)
-		got, err := f.ex().GroupStats(f.ctx, 10)
+		got, err := f.ex().GroupListStats(f.ctx, 10)
 		f.must(err)
 		want := []driver.GroupStats{
 			{Group: "a", Keys: 1, MinLimit: 1, MaxLimit: 1},
@@ -37,7 +37,7 @@ var _ = add("inspection",
 		if !slices.Equal(got, want) {
 			t.Errorf("GroupStats = %+v, want %+v", got, want)
 		}
-		if two, err := f.ex().GroupStats(f.ctx, 2); err != nil || !slices.Equal(two, want[:2]) {
+		if two, err := f.ex().GroupListStats(f.ctx, 2); err != nil || !slices.Equal(two, want[:2]) {
 			t.Errorf("GroupStats(max 2) = %+v, %v; want the first two groups", two, err)
 		}
 	}},
@@ -46,7 +46,7 @@ var _ = add("inspection",
 		f.semaphore("g/a", 0, 1, 2, T0)
 		f.semaphore("g/c", 0, 1, 5, T0)
 		f.semaphore("g/none", 0, 1, 0, T0)
-		top, err := f.ex().TopBlockedKeys(f.ctx, 2)
+		top, err := f.ex().SemaphoreListMostBlocked(f.ctx, 2)
 		f.must(err)
 		var keys []string
 		for _, s := range top {
@@ -57,7 +57,7 @@ var _ = add("inspection",
 		}
 	}},
 	test{"ReadSemaphoreTakesNoLock", func(t *testing.T, f *fixture) {
-		if _, ok, err := f.ex().ReadSemaphore(f.ctx, "g/missing"); ok || err != nil {
+		if _, ok, err := f.ex().SemaphoreGet(f.ctx, "g/missing"); ok || err != nil {
 			t.Errorf("ReadSemaphore of a missing key = %v, %v; want false", ok, err)
 		}
 		f.semaphore("g/k", 1, 2, 0, T0)
@@ -67,7 +67,7 @@ var _ = add("inspection",
 		holder := f.begin()
 		_, _, err := holder.SemaphoreLock(f.ctx, "g/k", "")
 		f.must(err)
-		s, ok, err := f.ex().ReadSemaphore(f.quick(), "g/k")
+		s, ok, err := f.ex().SemaphoreGet(f.quick(), "g/k")
 		if err != nil || !ok || s.Value != 1 || s.Limit != 2 {
 			t.Errorf("ReadSemaphore while another transaction holds the key = %+v, %v, %v; want it read at once", s, ok, err)
 		}
@@ -80,8 +80,8 @@ var _ = add("inspection",
 		ids := f.insert(T0, job("q", k), job("r", k), job("q", k), job("q", k, blocked), job("q", keyed("g/other", 1)))
 		f.claim(f.ex(), "r", 1, pid, T0.Add(time.Second))
 		f.claim(f.ex(), "q", 1, gone, T0.Add(2*time.Second))
-		f.must(f.ex().DeregisterProcess(f.ctx, gone))
-		holders, err := f.ex().KeyHolders(f.ctx, "g/k", 10)
+		f.must(f.ex().ProcessDeregister(f.ctx, gone))
+		holders, err := f.ex().HolderList(f.ctx, "g/k", 10)
 		f.must(err)
 		if len(holders) != 3 || holders[0].JobID != ids[0] || holders[1].JobID != ids[1] || holders[2].JobID != ids[2] {
 			t.Fatalf("KeyHolders = %+v, want jobs %v (ready and claimed, by id; not the blocked one)", holders, ids[:3])
@@ -99,7 +99,7 @@ var _ = add("inspection",
 		if h := holders[2]; h.Running || h.ProcessID != 0 {
 			t.Errorf("ready holder = %+v, want not running, no process", h)
 		}
-		if two, err := f.ex().KeyHolders(f.ctx, "g/k", 2); err != nil || len(two) != 2 || two[1].JobID != ids[1] {
+		if two, err := f.ex().HolderList(f.ctx, "g/k", 2); err != nil || len(two) != 2 || two[1].JobID != ids[1] {
 			t.Errorf("KeyHolders(max 2) = %+v, %v; want the first two", two, err)
 		}
 	}},
@@ -107,7 +107,7 @@ var _ = add("inspection",
 		k := keyed("g/k", 1)
 		ids := f.insert(T0, job("q", k, blocked, prio(0)), job("r", k, blocked, prio(5)), job("q", k, blocked, prio(0)),
 			job("q", k, blocked, prio(5)), job("q", keyed("g/other", 1), blocked, prio(9)))
-		line, err := f.ex().BlockedLine(f.ctx, "g/k", 3)
+		line, err := f.ex().LineList(f.ctx, "g/k", 3)
 		f.must(err)
 		var got []int64
 		for _, b := range line {
@@ -125,7 +125,7 @@ var _ = add("inspection",
 			max   int
 			ahead int
 		}{{0, ids[2], 10, 3}, {5, ids[3], 10, 1}, {5, ids[1], 10, 0}, {0, ids[2], 2, 2}, {9, 0, 10, 0}} {
-			if n, err := f.ex().BlockedAhead(f.ctx, "g/k", c.prio, c.id, c.max); n != c.ahead || err != nil {
+			if n, err := f.ex().LineCountAhead(f.ctx, "g/k", c.prio, c.id, c.max); n != c.ahead || err != nil {
 				t.Errorf("BlockedAhead(priority %d, job %d, max %d) = %d, %v; want %d", c.prio, c.id, c.max, n, err, c.ahead)
 			}
 		}
@@ -136,10 +136,10 @@ var _ = add("inspection",
 		f.claim(f.ex(), "r", 1, pid, T0.Add(time.Second))
 		c := f.claim(f.ex(), "f", 1, pid, T0)[0]
 		f.tx(func(ex driver.Executor) error {
-			if _, err := ex.DeleteClaim(f.ctx, c.ID, c.Fence); err != nil {
+			if _, err := ex.ClaimDelete(f.ctx, c.ID, c.Fence); err != nil {
 				return err
 			}
-			return ex.InsertFailed(f.ctx, c.ID, "x", T0.Add(time.Minute))
+			return ex.FailedInsert(f.ctx, c.ID, "x", T0.Add(time.Minute))
 		})
 		ready, running, sched, blockedX, failed := f.execution(ids[0]), f.execution(ids[1]), f.execution(ids[2]), f.execution(ids[3]), f.execution(ids[4])
 		f.sameTime("ready: ReadySince", ready.ReadySince, T0)
@@ -151,7 +151,7 @@ var _ = add("inspection",
 		if running.ProcessID != pid || running.ProcessName != "w" || !ready.ClaimedAt.IsZero() || !ready.DueAt.IsZero() || ready.ProcessID != 0 {
 			t.Errorf("executions: ready %+v, running %+v; want the claim's process on the running one only", ready, running)
 		}
-		if _, ok, err := f.ex().JobExecution(f.ctx, 99999); ok || err != nil {
+		if _, ok, err := f.ex().ExecutionGet(f.ctx, 99999); ok || err != nil {
 			t.Errorf("JobExecution of a missing job = %v, %v; want false", ok, err)
 		}
 	}},
@@ -159,10 +159,10 @@ var _ = add("inspection",
 		ids := f.insert(T0, jobs(5, "q")...)
 		f.tx(func(ex driver.Executor) error {
 			for _, c := range f.claim(ex, "q", 5, 1, T0) {
-				if _, err := ex.DeleteClaim(f.ctx, c.ID, c.Fence); err != nil {
+				if _, err := ex.ClaimDelete(f.ctx, c.ID, c.Fence); err != nil {
 					return err
 				}
-				if err := ex.InsertFailed(f.ctx, c.ID, "x", T0); err != nil {
+				if err := ex.FailedInsert(f.ctx, c.ID, "x", T0); err != nil {
 					return err
 				}
 			}
@@ -170,7 +170,7 @@ var _ = add("inspection",
 		})
 		var pages [][]int64
 		for before := int64(0); ; {
-			page, err := f.ex().ListFailed(f.ctx, before, 2)
+			page, err := f.ex().FailedList(f.ctx, before, 2)
 			f.must(err)
 			if len(page) == 0 {
 				break

@@ -40,7 +40,7 @@ var _ = add("jobs",
 				t.Errorf("new job %d: finished %v, error %q", i, got.FinishedAt, got.LastError)
 			}
 		}
-		f.must(f.ex().InsertJobs(f.ctx, now, nil))
+		f.must(f.ex().JobInsertMany(f.ctx, now, nil))
 	}},
 	test{"InsertJobsKeyedBesidePlain", func(t *testing.T, f *fixture) {
 		// The batch a keyed EnqueueMany writes before admission: keyed
@@ -83,7 +83,7 @@ var _ = add("jobs",
 				t.Errorf("pending keyed job %d is %q: admission writes its execution row, not the insert", i, st)
 			}
 		}
-		if hc, err := f.ex().CountHolders(f.ctx, "g/a"); err != nil || hc.Holders != 0 || hc.Blocked != 0 {
+		if hc, err := f.ex().HolderCount(f.ctx, "g/a"); err != nil || hc.Holders != 0 || hc.Blocked != 0 {
 			t.Errorf("CountHolders(g/a) = %+v, %v; want nothing held or blocked before admission", hc, err)
 		}
 	}},
@@ -91,20 +91,20 @@ var _ = add("jobs",
 		// Jobs out of every table (as TakeDueScheduled leaves them), then
 		// put back by InsertExecutions.
 		ids := f.insert(T0, job("q", dueAt(T0)), job("q", dueAt(T0)), job("q", keyed("g/k", 1), dueAt(T0)))
-		jobs, err := f.ex().TakeDueScheduled(f.ctx, T0, 10)
+		jobs, err := f.ex().ScheduledTakeDue(f.ctx, T0, 10)
 		f.must(err)
 		if len(jobs) != 3 {
 			t.Fatalf("took %d due jobs, want 3", len(jobs))
 		}
 		at := T0.Add(time.Second)
 		f.tx(func(ex driver.Executor) error {
-			if err := ex.InsertExecutions(f.ctx, driver.StateReady, []driver.Execution{{JobID: ids[0], Queue: "q", At: at}}); err != nil {
+			if err := ex.ExecutionInsertMany(f.ctx, driver.StateReady, []driver.Execution{{JobID: ids[0], Queue: "q", At: at}}); err != nil {
 				return err
 			}
-			if err := ex.InsertExecutions(f.ctx, driver.StateScheduled, []driver.Execution{{JobID: ids[1], Queue: "q", At: at.Add(time.Hour)}}); err != nil {
+			if err := ex.ExecutionInsertMany(f.ctx, driver.StateScheduled, []driver.Execution{{JobID: ids[1], Queue: "q", At: at.Add(time.Hour)}}); err != nil {
 				return err
 			}
-			return ex.InsertExecutions(f.ctx, driver.StateBlocked, []driver.Execution{{JobID: ids[2], Queue: "q", Key: "g/k", At: at}})
+			return ex.ExecutionInsertMany(f.ctx, driver.StateBlocked, []driver.Execution{{JobID: ids[2], Queue: "q", Key: "g/k", At: at}})
 		})
 		f.wantState(driver.StateReady, ids[0])
 		f.wantState(driver.StateScheduled, ids[1])
@@ -113,7 +113,7 @@ var _ = add("jobs",
 		f.sameTime("ready since", x0.ReadySince, at)
 		f.sameTime("due at", x1.DueAt, at.Add(time.Hour))
 		f.sameTime("blocked since", x2.BlockedSince, at)
-		if hc, err := f.ex().CountHolders(f.ctx, "g/k"); err != nil || hc.Blocked != 1 {
+		if hc, err := f.ex().HolderCount(f.ctx, "g/k"); err != nil || hc.Blocked != 1 {
 			t.Errorf("CountHolders(g/k) blocked = %d, %v; want the blocked row under its key", hc.Blocked, err)
 		}
 	}},
@@ -122,18 +122,18 @@ var _ = add("jobs",
 		// scheduled job whose key was full when it came due.
 		ids := f.insert(T0, job("q"), job("q", dueAt(T0)))
 		c := f.claim(f.ex(), "q", 1, 0, T0)[0]
-		if _, err := f.ex().TakeDueScheduled(f.ctx, T0, 1); err != nil {
+		if _, err := f.ex().ScheduledTakeDue(f.ctx, T0, 1); err != nil {
 			t.Fatal(err)
 		}
 		end := T0.Add(time.Minute)
 		f.tx(func(ex driver.Executor) error {
-			if _, err := ex.DeleteClaim(f.ctx, c.ID, c.Fence); err != nil {
+			if _, err := ex.ClaimDelete(f.ctx, c.ID, c.Fence); err != nil {
 				return err
 			}
-			if err := ex.FinishJob(f.ctx, ids[0], end, false); err != nil {
+			if err := ex.JobFinish(f.ctx, ids[0], end, false); err != nil {
 				return err
 			}
-			return ex.FinishJob(f.ctx, ids[1], end, true)
+			return ex.JobFinish(f.ctx, ids[1], end, true)
 		})
 		done, dropped := f.get(ids[0]), f.get(ids[1])
 		if done.State != driver.StateCompleted || done.Attempt != 1 || done.FinishedAt == nil || !done.FinishedAt.Equal(end) {
@@ -148,27 +148,27 @@ var _ = add("jobs",
 		c := f.claim(f.ex(), "q", 1, 0, T0)[0]
 		at := T0.Add(time.Minute)
 		f.tx(func(ex driver.Executor) error {
-			if _, err := ex.DeleteClaim(f.ctx, c.ID, c.Fence); err != nil {
+			if _, err := ex.ClaimDelete(f.ctx, c.ID, c.Fence); err != nil {
 				return err
 			}
-			if err := ex.RecordError(f.ctx, id, "boom"); err != nil {
+			if err := ex.JobFailAttempt(f.ctx, id, "boom"); err != nil {
 				return err
 			}
-			return ex.InsertFailed(f.ctx, id, "boom: for good", at)
+			return ex.FailedInsert(f.ctx, id, "boom: for good", at)
 		})
 		info := f.get(id)
 		if info.State != driver.StateFailed || info.Attempt != 1 || info.LastError != "boom" {
 			t.Errorf("failed job: %q, attempt %d, last error %q; want failed, attempt 1, \"boom\"", info.State, info.Attempt, info.LastError)
 		}
-		failed, err := f.ex().ListFailed(f.ctx, 0, 10)
+		failed, err := f.ex().FailedList(f.ctx, 0, 10)
 		f.must(err)
 		if len(failed) != 1 || failed[0].JobID != id || failed[0].Error != "boom: for good" || failed[0].Key != "g/k" ||
 			failed[0].Queue != "q" || failed[0].Attempt != 1 || !failed[0].FailedAt.Equal(at) {
 			t.Errorf("ListFailed = %+v; want job %d of g/k failed at %v with its message", failed, id, at)
 		}
-		ok, err := f.ex().DeleteFailed(f.ctx, id)
+		ok, err := f.ex().FailedDelete(f.ctx, id)
 		f.must(err)
-		again, err := f.ex().DeleteFailed(f.ctx, id)
+		again, err := f.ex().FailedDelete(f.ctx, id)
 		f.must(err)
 		if !ok || again {
 			t.Errorf("DeleteFailed: %v then %v; want true, then false once the job is not failed", ok, again)
@@ -179,9 +179,9 @@ var _ = add("jobs",
 	}},
 	test{"DeleteJobs", func(t *testing.T, f *fixture) {
 		ids := f.insert(T0, job("q"), job("q", keyed("g/k", 1), blocked), job("q"))
-		f.tx(func(ex driver.Executor) error { return ex.DeleteJobs(f.ctx, ids[:2]) })
+		f.tx(func(ex driver.Executor) error { return ex.JobDeleteMany(f.ctx, ids[:2]) })
 		for i, id := range ids {
-			_, ok, err := f.ex().GetJob(f.ctx, id)
+			_, ok, err := f.ex().JobGet(f.ctx, id)
 			f.must(err)
 			if ok != (i == 2) {
 				t.Errorf("job %d exists: %v after deleting the first two", i, ok)
@@ -189,14 +189,14 @@ var _ = add("jobs",
 		}
 		// Their ready and blocked rows go with them (on PostgreSQL they
 		// have no foreign key: the delete takes them).
-		counts, err := f.ex().CountByQueue(f.ctx)
+		counts, err := f.ex().JobCountByQueue(f.ctx)
 		f.must(err)
 		if len(counts) != 1 || counts[0].Ready != 1 || counts[0].Blocked != 0 {
 			t.Errorf("CountByQueue after deleting a ready and a blocked job of three = %+v, want 1 ready, none blocked", counts)
 		}
 	}},
 	test{"GetJobMissing", func(t *testing.T, f *fixture) {
-		if info, ok, err := f.ex().GetJob(f.ctx, 12345); ok || err != nil || info != nil {
+		if info, ok, err := f.ex().JobGet(f.ctx, 12345); ok || err != nil || info != nil {
 			t.Errorf("GetJob of a missing job = %v, %v, %v; want nil, false, nil", info, ok, err)
 		}
 	}},
@@ -206,12 +206,12 @@ var _ = add("jobs",
 		f.claim(f.ex(), "a", 1, 0, T0)
 		c := f.claim(f.ex(), "c", 1, 0, T0)[0]
 		f.tx(func(ex driver.Executor) error {
-			if _, err := ex.DeleteClaim(f.ctx, c.ID, c.Fence); err != nil {
+			if _, err := ex.ClaimDelete(f.ctx, c.ID, c.Fence); err != nil {
 				return err
 			}
-			return ex.InsertFailed(f.ctx, c.ID, "x", T0)
+			return ex.FailedInsert(f.ctx, c.ID, "x", T0)
 		})
-		got, err := f.ex().CountByQueue(f.ctx)
+		got, err := f.ex().JobCountByQueue(f.ctx)
 		f.must(err)
 		want := []driver.QueueCounts{
 			{Queue: "a", Ready: 2, Running: 1, Scheduled: 1},
@@ -234,7 +234,7 @@ var _ = add("jobs",
 // execution reads job id's execution row, which must exist.
 func (f *fixture) execution(id int64) driver.ExecutionDetail {
 	f.t.Helper()
-	return find(f.ex().JobExecution(f.ctx, id)).of(f, fmt.Sprintf("the execution of job %d", id))
+	return find(f.ex().ExecutionGet(f.ctx, id)).of(f, fmt.Sprintf("the execution of job %d", id))
 }
 
 var _ = add("jobs",
@@ -244,11 +244,11 @@ var _ = add("jobs",
 		for _, state := range []driver.JobState{"", driver.StateRunning, driver.StateCompleted} {
 			j := job("q")
 			j.State = state
-			if err := f.ex().InsertJobs(f.ctx, T0, []*driver.NewJob{job("q"), j}); err == nil {
+			if err := f.ex().JobInsertMany(f.ctx, T0, []*driver.NewJob{job("q"), j}); err == nil {
 				t.Errorf("InsertJobs of a job in state %q: nil error", state)
 			}
 		}
-		counts, err := f.ex().CountByQueue(f.ctx)
+		counts, err := f.ex().JobCountByQueue(f.ctx)
 		f.must(err)
 		if len(counts) != 0 {
 			t.Errorf("after refused inserts the queues hold %+v, want nothing", counts)

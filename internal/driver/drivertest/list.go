@@ -18,19 +18,19 @@ var _ = add("list",
 		end := T0.Add(time.Minute)
 		f.tx(func(ex driver.Executor) error {
 			for _, c := range claims[1:] {
-				if _, err := ex.DeleteClaim(f.ctx, c.ID, c.Fence); err != nil {
+				if _, err := ex.ClaimDelete(f.ctx, c.ID, c.Fence); err != nil {
 					return err
 				}
 			}
 			for _, id := range []int64{claims[1].ID, claims[2].ID} {
-				if err := ex.FinishJob(f.ctx, id, end, false); err != nil {
+				if err := ex.JobFinish(f.ctx, id, end, false); err != nil {
 					return err
 				}
 			}
-			if err := ex.FinishJob(f.ctx, claims[3].ID, end, true); err != nil {
+			if err := ex.JobFinish(f.ctx, claims[3].ID, end, true); err != nil {
 				return err
 			}
-			return ex.InsertFailed(f.ctx, claims[4].ID, "boom", end)
+			return ex.FailedInsert(f.ctx, claims[4].ID, "boom", end)
 		})
 		f.cancelled(claims[2].ID)
 		want := map[driver.JobState][]int64{
@@ -102,10 +102,10 @@ var _ = add("list",
 		c := f.claim(f.ex(), "q2", 1, 0, T0)[0]
 		end := T0.Add(time.Hour)
 		f.tx(func(ex driver.Executor) error {
-			if _, err := ex.DeleteClaim(f.ctx, c.ID, c.Fence); err != nil {
+			if _, err := ex.ClaimDelete(f.ctx, c.ID, c.Fence); err != nil {
 				return err
 			}
-			return ex.FinishJob(f.ctx, c.ID, end, false)
+			return ex.JobFinish(f.ctx, c.ID, end, false)
 		})
 		if got := f.list(driver.JobFilter{FinishedAfter: end, FinishedBefore: end.Add(time.Second)}); !slices.Equal(got, []int64{b}) {
 			t.Errorf("finished in [end, end+1s) lists %v, want %d", got, b)
@@ -118,7 +118,7 @@ var _ = add("list",
 		id := f.insert(T0, job("q", keyed("g/k", 2), named("x"), func(j *driver.NewJob) {
 			j.Metadata, j.Tags = []byte(`{"a":"b"}`), []byte(`["t"]`)
 		}))[0]
-		got, err := f.ex().ListJobs(f.ctx, driver.JobFilter{Max: 10})
+		got, err := f.ex().JobList(f.ctx, driver.JobFilter{Max: 10})
 		f.must(err)
 		if len(got) != 1 {
 			t.Fatalf("ListJobs = %d jobs, want 1", len(got))
@@ -139,7 +139,7 @@ func (f *fixture) list(lf driver.JobFilter) []int64 {
 	if lf.Max == 0 {
 		lf.Max = 100
 	}
-	got, err := f.ex().ListJobs(f.ctx, lf)
+	got, err := f.ex().JobList(f.ctx, lf)
 	f.must(err)
 	var ids []int64
 	for _, j := range got {

@@ -30,8 +30,8 @@ var _ = add("lockbatch",
 		// g/a exists with an override; g/b is new, of queue q's policy; g/c
 		// is new with To 0 (limit 1).
 		f.semaphore("g/a", 1, 3, 2, T0.Add(time.Hour))
-		f.must(f.ex().SetKeyLimit(f.ctx, "g/a", 7, T0))
-		_, err := f.ex().InsertPolicy(f.ctx, driver.Policy{Queue: "q", Namespace: "ns", MaxActivePerKey: 4, MaxBlocked: 5, UpdatedAt: T0})
+		f.must(f.ex().KeyLimitSet(f.ctx, "g/a", 7, T0))
+		_, err := f.ex().PolicyInsert(f.ctx, driver.Policy{Queue: "q", Namespace: "ns", MaxActivePerKey: 4, MaxBlocked: 5, UpdatedAt: T0})
 		f.must(err)
 		limits := []driver.Limit{
 			{Key: "g/a", To: 9, Duration: time.Second},

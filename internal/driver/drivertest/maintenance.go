@@ -18,7 +18,7 @@ var _ = add("maintenance",
 			at   time.Time
 			want bool
 		}{{T0, false}, {due.Add(-time.Millisecond), false}, {due, true}, {due.Add(time.Hour), true}} {
-			if got, err := f.ex().HasDueScheduled(f.ctx, c.at); got != c.want || err != nil {
+			if got, err := f.ex().ScheduledDueExists(f.ctx, c.at); got != c.want || err != nil {
 				t.Errorf("HasDueScheduled(%v) with a job due at %v = %v, %v; want %v", c.at, due, got, err, c.want)
 			}
 		}
@@ -29,7 +29,7 @@ var _ = add("maintenance",
 		now := T0.Add(5 * time.Minute)
 		var taken []int64
 		for _, want := range [][]int64{{ids[1], ids[2]}, {ids[0]}, nil} {
-			jobs, err := f.ex().TakeDueScheduled(f.ctx, now, 2)
+			jobs, err := f.ex().ScheduledTakeDue(f.ctx, now, 2)
 			f.must(err)
 			var got []int64
 			for _, j := range jobs {
@@ -55,7 +55,7 @@ var _ = add("maintenance",
 		f.semaphore("g/e", 0, 1, 0, T0) // expires at now: not yet expired
 		var pages [][]string
 		for after := ""; ; {
-			keys, err := f.ex().ExpiredSemaphores(f.ctx, T0, after, 2)
+			keys, err := f.ex().SemaphoreListExpired(f.ctx, T0, after, 2)
 			f.must(err)
 			if len(keys) == 0 {
 				break
@@ -74,9 +74,9 @@ var _ = add("maintenance",
 		f.semaphore("g/c", 2, 2, 0, T0)  // nothing blocked
 		f.semaphore("g/e", -1, 1, 1, T0) // over its limit
 		f.semaphore("g/f", 3, 4, 9, T0)
-		first, err := f.ex().PromotableSemaphores(f.ctx, "", 2)
+		first, err := f.ex().SemaphoreListPromotable(f.ctx, "", 2)
 		f.must(err)
-		rest, err := f.ex().PromotableSemaphores(f.ctx, "g/d", 2)
+		rest, err := f.ex().SemaphoreListPromotable(f.ctx, "g/d", 2)
 		f.must(err)
 		if !slices.Equal(first, []string{"g/a", "g/d"}) || !slices.Equal(rest, []string{"g/f"}) {
 			t.Errorf("PromotableSemaphores pages = %v, %v; want [g/a g/d], [g/f]", first, rest)
@@ -90,14 +90,14 @@ var _ = add("maintenance",
 		f.semaphore("g/held", 0, 1, 0, past)
 		f.semaphore("g/waiting", 1, 1, 1, past)
 		f.insert(T0, job("q", keyed("g/waiting", 1), blocked))
-		if n, err := f.ex().DeleteIdleSemaphores(f.ctx, T0, 1); n != 1 || err != nil {
+		if n, err := f.ex().SemaphoreDeleteIdle(f.ctx, T0, 1); n != 1 || err != nil {
 			t.Errorf("DeleteIdleSemaphores(max 1) = %d, %v", n, err)
 		}
-		if n, err := f.ex().DeleteIdleSemaphores(f.ctx, T0, 10); n != 1 || err != nil {
+		if n, err := f.ex().SemaphoreDeleteIdle(f.ctx, T0, 10); n != 1 || err != nil {
 			t.Errorf("second DeleteIdleSemaphores = %d, %v; want the other idle one", n, err)
 		}
 		for key, want := range map[string]bool{"g/idle1": false, "g/idle2": false, "g/fresh": true, "g/held": true, "g/waiting": true} {
-			if _, ok, err := f.ex().ReadSemaphore(f.ctx, key); ok != want || err != nil {
+			if _, ok, err := f.ex().SemaphoreGet(f.ctx, key); ok != want || err != nil {
 				t.Errorf("semaphore %s exists: %v, %v; want %v", key, ok, err, want)
 			}
 		}
@@ -105,13 +105,13 @@ var _ = add("maintenance",
 	test{"DeleteFinishedJobsOldestFirst", func(t *testing.T, f *fixture) {
 		ids := f.insert(T0, job("q"), job("q"), job("q"), job("q"))
 		for i, c := range f.claim(f.ex(), "q", 3, 1, T0) {
-			if _, err := f.ex().CompleteClaims(f.ctx, []*driver.Claim{c}, true, T0.Add(time.Duration(3-i)*time.Minute)); err != nil {
+			if _, err := f.ex().ClaimCompleteMany(f.ctx, []*driver.Claim{c}, true, T0.Add(time.Duration(3-i)*time.Minute)); err != nil {
 				t.Fatal(err)
 			}
 		}
 		// Finished at T0+3m (ids[0]), +2m (ids[1]), +1m (ids[2]); ids[3] ready.
 		exists := func(id int64) bool {
-			_, ok, err := f.ex().GetJob(f.ctx, id)
+			_, ok, err := f.ex().JobGet(f.ctx, id)
 			f.must(err)
 			return ok
 		}
@@ -120,7 +120,7 @@ var _ = add("maintenance",
 			max, n int
 			gone   int64
 		}{{1, 1, ids[2]}, {10, 1, ids[1]}, {10, 0, 0}} {
-			n, err := f.ex().DeleteFinishedJobs(f.ctx, before, want.max)
+			n, err := f.ex().JobDeleteFinished(f.ctx, before, want.max)
 			f.must(err)
 			if n != want.n || (want.gone != 0 && exists(want.gone)) {
 				t.Errorf("DeleteFinishedJobs(before %v, max %d) = %d; want %d, the oldest finished first", before, want.max, n, want.n)
@@ -136,10 +136,10 @@ var _ = add("maintenance",
 		f.insert(T0, job("q"), job("q"), job("q"), job("q"))
 		f.claim(f.ex(), "q", 3, gone, T0)
 		f.claim(f.ex(), "q", 1, live, T0)
-		f.must(f.ex().DeregisterProcess(f.ctx, gone))
-		lost, err := f.ex().LostClaims(f.ctx, T0, deadAfter, 2)
+		f.must(f.ex().ProcessDeregister(f.ctx, gone))
+		lost, err := f.ex().ClaimListReapable(f.ctx, T0, deadAfter, 2)
 		f.must(err)
-		all, err := f.ex().LostClaims(f.ctx, T0, deadAfter, 10)
+		all, err := f.ex().ClaimListReapable(f.ctx, T0, deadAfter, 10)
 		f.must(err)
 		if len(lost) != 2 || len(all) != 3 {
 			t.Fatalf("LostClaims of a gone process's 3 claims: %d with max 2, %d with max 10", len(lost), len(all))
@@ -158,7 +158,7 @@ var _ = add("maintenance",
 				g.insert(T0, job("q"), job("q"))
 				mine := g.claim(g.ex(), "q", 1, silent, T0)[0]
 				g.claim(g.ex(), "q", 1, witness, T0)
-				lost, err := g.ex().LostClaims(g.ctx, T0.Add(c.now), deadAfter, 10)
+				lost, err := g.ex().ClaimListReapable(g.ctx, T0.Add(c.now), deadAfter, 10)
 				g.must(err)
 				if got := claimIDs(lost); c.dead != slices.Equal(got, []int64{mine.ID}) || (!c.dead && len(got) > 0) {
 					t.Errorf("LostClaims = jobs %v; want the silent process's job %d lost: %v", got, mine.ID, c.dead)
@@ -171,12 +171,12 @@ var _ = add("maintenance",
 		f.insert(T0, job("q"), job("q"))
 		f.claim(f.ex(), "q", 2, 404, T0) // a process never registered: gone
 		reaper := f.begin()
-		first, err := reaper.LostClaims(f.ctx, T0, deadAfter, 1)
+		first, err := reaper.ClaimListReapable(f.ctx, T0, deadAfter, 1)
 		f.must(err)
 		if len(first) != 1 {
 			t.Fatalf("LostClaims(max 1) = %d claims", len(first))
 		}
-		other, err := f.ex().LostClaims(f.quick(), T0, deadAfter, 10)
+		other, err := f.ex().ClaimListReapable(f.quick(), T0, deadAfter, 10)
 		if err != nil {
 			t.Fatalf("LostClaims beside a reaper's open transaction: %v (it must skip the rows that one holds)", err)
 		}
@@ -207,7 +207,7 @@ var _ = add("maintenance",
 				mine := g.claim(g.ex(), "q", 1, silent, T0)[0]
 				g.claim(g.ex(), "q", 1, witness, T0)
 				g.claim(g.ex(), "other", 1, silent, T0)
-				lost, err := g.ex().LostClaimsOfKey(g.ctx, "g/k", T0.Add(c.lost), 10*time.Second)
+				lost, err := g.ex().ClaimListReapableOfKey(g.ctx, "g/k", T0.Add(c.lost), 10*time.Second)
 				g.must(err)
 				if got := claimIDs(lost); c.want != slices.Equal(got, []int64{mine.ID}) || (!c.want && len(got) > 0) {
 					t.Errorf("LostClaimsOfKey(g/k) = jobs %v; want the silent process's job %d of g/k lost: %v", got, mine.ID, c.want)

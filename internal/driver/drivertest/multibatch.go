@@ -54,7 +54,7 @@ var _ = add("multibatch",
 		for _, ns := range [][]int{{3, 10, 2, 0, 1}, {10, 1, 0, 1, 0}, {1, 2, 1, 1, 1}, {0, 0, 0, 0, 0}} {
 			var got [][]driver.LineHead
 			f.tx(func(ex driver.Executor) (err error) {
-				got, err = f.batcher(ex).LineHeadsMany(f.ctx, keys, ns)
+				got, err = f.batcher(ex).LineListHeadsMany(f.ctx, keys, ns)
 				return err
 			})
 			if len(got) != len(keys) {
@@ -76,7 +76,7 @@ var _ = add("multibatch",
 		// g/a's line is long enough that every n reads a bounded head.
 		var got [][]driver.LineHead
 		f.tx(func(ex driver.Executor) (err error) {
-			got, err = f.batcher(ex).LineHeadsMany(f.ctx, []string{"g/a"}, []int{2})
+			got, err = f.batcher(ex).LineListHeadsMany(f.ctx, []string{"g/a"}, []int{2})
 			return err
 		})
 		if ids := headIDs(got[0]); len(ids) != 2 {
@@ -155,7 +155,7 @@ var _ = add("multibatch",
 			now := T0.Add(time.Minute)
 			var got []driver.Promotion
 			g.tx(func(ex driver.Executor) (err error) {
-				got, err = g.batcher(ex).PromoteFirst(g.ctx, keys, counts, now)
+				got, err = g.batcher(ex).LinePromoteFirst(g.ctx, keys, counts, now)
 				return err
 			})
 			want := make([]driver.Promotion, len(keys))
@@ -164,7 +164,7 @@ var _ = add("multibatch",
 					if counts[i] == 0 {
 						continue
 					}
-					if want[i], err = ex.PromoteBlocked(h.ctx, k, counts[i], now); err != nil {
+					if want[i], err = ex.LinePromote(h.ctx, k, counts[i], now); err != nil {
 						return err
 					}
 				}
@@ -227,10 +227,10 @@ var _ = add("multibatch",
 			if locked, err = b.SemaphoreTryLockMany(f.ctx, keys); err != nil {
 				return err
 			}
-			if heads, err = b.LineHeadsMany(f.ctx, keys, ns); err != nil {
+			if heads, err = b.LineListHeadsMany(f.ctx, keys, ns); err != nil {
 				return err
 			}
-			moved, err = b.PromoteFirst(f.ctx, keys, ns, T0)
+			moved, err = b.LinePromoteFirst(f.ctx, keys, ns, T0)
 			return err
 		})
 		var lockedKeys, wantKeys []string

@@ -38,7 +38,7 @@ func (f *fixture) multiSemaphore(key string, value, limit, blocked, multi int, e
 // count is CountHolders of key, failing the test on an error.
 func (f *fixture) count(key string) driver.HolderCount {
 	f.t.Helper()
-	n, err := f.ex().CountHolders(f.ctx, key)
+	n, err := f.ex().HolderCount(f.ctx, key)
 	f.must(err)
 	return n
 }
@@ -48,7 +48,7 @@ func (f *fixture) heads(key string, n int) []driver.LineHead {
 	f.t.Helper()
 	var out []driver.LineHead
 	f.tx(func(ex driver.Executor) (err error) {
-		out, err = ex.LineHeads(f.ctx, key, n)
+		out, err = ex.LineListHeads(f.ctx, key, n)
 		return err
 	})
 	return out
@@ -90,7 +90,7 @@ var _ = add("multikey",
 			t.Errorf("claimed job's Keys = %+v, want %+v", claims[0].Keys(), want)
 		}
 		for key, want := range map[string][]int64{"g/a": {ids[0]}, "g/b": {ids[2], ids[0]}, "g/c": {ids[0]}, "g/x": {ids[1]}} {
-			listed, err := f.ex().ListJobs(f.ctx, driver.JobFilter{Key: key, Max: 10})
+			listed, err := f.ex().JobList(f.ctx, driver.JobFilter{Key: key, Max: 10})
 			f.must(err)
 			var got []int64
 			for _, j := range listed {
@@ -125,7 +125,7 @@ var _ = add("multikey",
 			}
 		}
 		// Finished, the claimed job holds nothing.
-		f.must(f.ex().FinishJob(f.ctx, ids[1], T0, false))
+		f.must(f.ex().JobFinish(f.ctx, ids[1], T0, false))
 		if got := f.count("g/a"); got.Holders != 2 {
 			t.Errorf("CountHolders(g/a) after a holder finished = %+v, want 2 holders", got)
 		}
@@ -164,7 +164,7 @@ var _ = add("multikey",
 			job("q", keyed("g/b", 1), blocked, prio(1)),
 			job("q", keyed("g/a", 1), also(1, "g/b")), // ready
 		)
-		f.tx(func(ex driver.Executor) error { return ex.MoveToLine(f.ctx, ids[0], "g/a", "g/b") })
+		f.tx(func(ex driver.Executor) error { return ex.LineMove(f.ctx, ids[0], "g/a", "g/b") })
 		if got := headIDs(f.heads("g/b", 5)); !slices.Equal(got, []int64{ids[0], ids[1]}) {
 			t.Errorf("g/b's line after the move = jobs %v, want %v (by priority)", got, []int64{ids[0], ids[1]})
 		}
@@ -174,7 +174,7 @@ var _ = add("multikey",
 		if got := f.count("g/b"); got.Blocked != 2 || got.Multi != 1 {
 			t.Errorf("CountHolders(g/b) after the move = %+v, want 2 blocked, 1 multi-key", got)
 		}
-		if line, err := f.ex().BlockedLine(f.ctx, "g/b", 5); err != nil || len(line) != 2 {
+		if line, err := f.ex().LineList(f.ctx, "g/b", 5); err != nil || len(line) != 2 {
 			t.Errorf("BlockedLine(g/b) after the move = %+v, %v; want both jobs", line, err)
 		}
 		for _, c := range []struct {
@@ -185,7 +185,7 @@ var _ = add("multikey",
 			{ids[2], "g/a", "g/b"}, // ready, in no line
 			{ids[1], "g/a", "g/b"}, // in g/b's line, not g/a's
 		} {
-			err := driver.InTx(f.ctx, f.d, func(ex driver.Executor) error { return ex.MoveToLine(f.ctx, c.id, c.from, c.to) })
+			err := driver.InTx(f.ctx, f.d, func(ex driver.Executor) error { return ex.LineMove(f.ctx, c.id, c.from, c.to) })
 			if err == nil {
 				t.Errorf("MoveToLine(job %d, %s, %s) = nil, want an error: the job is not in %s's line", c.id, c.from, c.to, c.from)
 			}
@@ -203,7 +203,7 @@ var _ = add("multikey",
 		f.multiSemaphore("g/s", 0, 1, 1, 0, T0.Add(30*time.Second))
 		var got []driver.Promotion
 		f.tx(func(ex driver.Executor) (err error) {
-			got, err = ex.(driver.BatchReleaser).ReleaseMany(f.ctx, []string{"g/m", "g/s"}, []int{1, 1}, T0)
+			got, err = ex.(driver.BatchReleaser).SemaphoreReleaseMany(f.ctx, []string{"g/m", "g/s"}, []int{1, 1}, T0)
 			return err
 		})
 		if len(got) != 2 {
@@ -232,13 +232,13 @@ var _ = add("multikey",
 		f.semaphore("g/named", 1, 1, 0, expired)         // idle, but named by a blocked multi-key job
 		f.multiSemaphore("g/multi", 1, 1, 0, 1, expired) // idle, but its Multi says otherwise
 		f.semaphore("g/idle", 1, 1, 0, expired)
-		n, err := f.ex().DeleteIdleSemaphores(f.ctx, T0, 10)
+		n, err := f.ex().SemaphoreDeleteIdle(f.ctx, T0, 10)
 		f.must(err)
 		if n != 1 {
 			t.Errorf("DeleteIdleSemaphores = %d, want 1 (g/idle)", n)
 		}
 		for key, want := range map[string]bool{"g/w": true, "g/named": true, "g/multi": true, "g/idle": false} {
-			if _, ok, err := f.ex().ReadSemaphore(f.ctx, key); err != nil || ok != want {
+			if _, ok, err := f.ex().SemaphoreGet(f.ctx, key); err != nil || ok != want {
 				t.Errorf("semaphore %s exists: %v, %v; want %v", key, ok, err, want)
 			}
 		}
@@ -255,11 +255,11 @@ var _ = add("multikey",
 			}
 			return err
 		})
-		if top, err := f.ex().TopBlockedKeys(f.ctx, 5); err != nil || len(top) != 1 || top[0].Multi != 2 {
+		if top, err := f.ex().SemaphoreListMostBlocked(f.ctx, 5); err != nil || len(top) != 1 || top[0].Multi != 2 {
 			t.Errorf("TopBlockedKeys = %+v, %v; want g/a with multi 2", top, err)
 		}
 		if ks, ok := f.d.Exec().(driver.KeySearcher); ok {
-			if found, err := ks.SearchKeys(f.ctx, "g/", "", 5); err != nil || len(found) != 1 || found[0].Multi != 2 {
+			if found, err := ks.KeySearch(f.ctx, "g/", "", 5); err != nil || len(found) != 1 || found[0].Multi != 2 {
 				t.Errorf("SearchKeys = %+v, %v; want g/a with multi 2", found, err)
 			}
 		}
@@ -289,7 +289,7 @@ var _ = add("multikey",
 			job("q", keyed("g/d", 2), also(2, "g/b"), blocked, inLine("g/d")), // waiting: holds nothing
 		)
 		f.claim(f.ex(), "c", 1, pid, T0)
-		holders, err := f.ex().KeyHolders(f.ctx, "g/b", 10)
+		holders, err := f.ex().HolderList(f.ctx, "g/b", 10)
 		f.must(err)
 		var got []int64
 		for _, h := range holders {
@@ -302,9 +302,9 @@ var _ = add("multikey",
 			t.Errorf("claimed multi-key holder = %+v, want running, claimed by w1", h)
 		}
 		// Its process deregistered, the claim is lost under each key.
-		f.must(f.ex().DeregisterProcess(f.ctx, pid))
+		f.must(f.ex().ProcessDeregister(f.ctx, pid))
 		for _, key := range []string{"g/c", "g/b"} {
-			lost, err := f.ex().LostClaimsOfKey(f.ctx, key, T0.Add(time.Minute), 10*time.Second)
+			lost, err := f.ex().ClaimListReapableOfKey(f.ctx, key, T0.Add(time.Minute), 10*time.Second)
 			f.must(err)
 			if got := claimIDs(lost); !slices.Equal(got, []int64{ids[1]}) {
 				t.Errorf("LostClaimsOfKey(%s) = jobs %v, want %v", key, got, ids[1:2])
@@ -322,19 +322,19 @@ var _ = add("multikey",
 			job("q", keyed("g/d", 2)),
 			job("q", keyed("g/b", 4), more(d7)),
 		)
-		keys, err := f.ex().PolicyKeys(f.ctx, "q")
+		keys, err := f.ex().PolicyListKeys(f.ctx, "q")
 		f.must(err)
 		if want := []string{"g/a", "g/c"}; !slices.Equal(keys, want) {
 			t.Errorf("PolicyKeys = %v, want %v (a further key without a limit too)", keys, want)
 		}
 		for key, want := range map[string]driver.Limit{"g/c": lim("g/c", 0), "g/d": d7, "g/b": lim("g/b", 4)} {
-			l, q, ok, err := f.ex().LatestJobLimit(f.ctx, key)
+			l, q, ok, err := f.ex().JobLimitGetLatest(f.ctx, key)
 			f.must(err)
 			if !ok || q != "q" || l != want {
 				t.Errorf("LatestJobLimit(%s) = %+v, %q, %v; want %+v (the newest job naming it, first or further)", key, l, q, ok, want)
 			}
 		}
-		if _, _, ok, err := f.ex().LatestJobLimit(f.ctx, "g/none"); ok || err != nil {
+		if _, _, ok, err := f.ex().JobLimitGetLatest(f.ctx, "g/none"); ok || err != nil {
 			t.Errorf("LatestJobLimit of a key no job names: ok %v, %v", ok, err)
 		}
 	}},

@@ -50,13 +50,13 @@ var _ = add("processes",
 	test{"RegisterAndList", func(t *testing.T, f *fixture) {
 		p := driver.Process{Kind: "worker+dispatcher", Name: "w1", Hostname: "h", PID: 77, Queues: "a,b",
 			HeartbeatInterval: 2 * time.Second, DeadAfter: 20 * time.Second, StartedAt: T0}
-		id1, err := f.ex().RegisterProcess(f.ctx, p)
+		id1, err := f.ex().ProcessRegister(f.ctx, p)
 		f.must(err)
 		id2 := f.process("w2", T0, time.Second, time.Minute)
 		if id1 <= 0 || id1 == id2 {
 			t.Fatalf("RegisterProcess ids %d, %d: want distinct and positive", id1, id2)
 		}
-		list, err := f.ex().ListProcesses(f.ctx)
+		list, err := f.ex().ProcessList(f.ctx)
 		f.must(err)
 		if len(list) != 2 {
 			t.Fatalf("ListProcesses = %+v, want 2", list)
@@ -83,7 +83,7 @@ var _ = add("processes",
 		f.claim(f.ex(), "r", 1, other, T0)
 		at := T0.Add(40 * time.Second)
 		f.beat(pid, at, T0.Add(time.Second))
-		list, err := f.ex().ListProcesses(f.ctx)
+		list, err := f.ex().ProcessList(f.ctx)
 		f.must(err)
 		for _, p := range list {
 			if p.ID == pid {
@@ -96,14 +96,14 @@ var _ = add("processes",
 	}},
 	test{"HeartbeatOfADeregisteredProcess", func(t *testing.T, f *fixture) {
 		pid := f.process("w", T0, time.Second, time.Minute)
-		f.must(f.ex().DeregisterProcess(f.ctx, pid))
+		f.must(f.ex().ProcessDeregister(f.ctx, pid))
 		for _, id := range []int64{pid, 987654} {
-			landed, err := f.ex().Heartbeat(f.ctx, driver.Beat{ProcessID: id, At: T0.Add(time.Second), BeatingSince: T0})
+			landed, err := f.ex().ProcessHeartbeat(f.ctx, driver.Beat{ProcessID: id, At: T0.Add(time.Second), BeatingSince: T0})
 			if landed || err != nil {
 				t.Errorf("Heartbeat of process %d, whose row is gone = %v, %v; want false, nil", id, landed, err)
 			}
 		}
-		if list, err := f.ex().ListProcesses(f.ctx); err != nil || len(list) != 0 {
+		if list, err := f.ex().ProcessList(f.ctx); err != nil || len(list) != 0 {
 			t.Errorf("ListProcesses after deregistering = %+v, %v; want none", list, err)
 		}
 	}},
@@ -118,11 +118,11 @@ var _ = add("processes",
 			t.Fatalf("SemaphoreLock: %v, %v", ok, err)
 		}
 		at := T0.Add(40 * time.Second)
-		landed, err := f.ex().Heartbeat(f.quick(), driver.Beat{ProcessID: pid, At: at, BeatingSince: T0})
+		landed, err := f.ex().ProcessHeartbeat(f.quick(), driver.Beat{ProcessID: pid, At: at, BeatingSince: T0})
 		if !landed || err != nil {
 			t.Errorf("Heartbeat while another transaction holds a key it renews = %v, %v; want landed at once", landed, err)
 		}
-		if err := f.ex().RenewHeld(f.quick(), pid, at, RenewBelow); err != nil {
+		if err := f.ex().SemaphoreRenewHeld(f.quick(), pid, at, RenewBelow); err != nil {
 			t.Errorf("RenewHeld while another transaction holds the key = %v; want the key skipped at once", err)
 		}
 		f.must(holder.Rollback(f.ctx))
@@ -134,9 +134,9 @@ var _ = add("processes",
 			t.Run(c.name, func(t *testing.T) {
 				g := newFixture(t, f.open)
 				silent, witness := g.witnessed(c, time.Second)
-				n, err := g.ex().DeleteDeadProcesses(g.ctx, T0.Add(c.now), deadAfter)
+				n, err := g.ex().ProcessDeleteDead(g.ctx, T0.Add(c.now), deadAfter)
 				g.must(err)
-				list, err := g.ex().ListProcesses(g.ctx)
+				list, err := g.ex().ProcessList(g.ctx)
 				g.must(err)
 				left := map[int64]bool{}
 				for _, p := range list {
@@ -153,7 +153,7 @@ var _ = add("processes",
 		silent, _ := f.witnessed(c, time.Second)
 		f.insert(T0, job("q"))
 		f.claim(f.ex(), "q", 1, silent, T0)
-		if n, err := f.ex().DeleteDeadProcesses(f.ctx, T0.Add(c.now), deadAfter); n != 0 || err != nil {
+		if n, err := f.ex().ProcessDeleteDead(f.ctx, T0.Add(c.now), deadAfter); n != 0 || err != nil {
 			t.Errorf("DeleteDeadProcesses of a dead process holding a claim = %d, %v; want 0 until its claims are reaped", n, err)
 		}
 	}},
@@ -167,9 +167,9 @@ var _ = add("processes",
 		f.insert(T0, job("q"))
 		f.claim(f.ex(), "q", 1, silent, T0)
 		f.must(b.Beacon(silent, T0.Add(c.last)))
-		lost, err := f.ex().LostClaims(f.ctx, T0.Add(c.now), deadAfter, 10)
+		lost, err := f.ex().ClaimListReapable(f.ctx, T0.Add(c.now), deadAfter, 10)
 		f.must(err)
-		n, err := f.ex().DeleteDeadProcesses(f.ctx, T0.Add(c.now), deadAfter)
+		n, err := f.ex().ProcessDeleteDead(f.ctx, T0.Add(c.now), deadAfter)
 		f.must(err)
 		if len(lost) != 0 || n != 0 {
 			t.Errorf("a process silent in the database but with a fresh beacon: %d claims lost, %d processes deleted; want none", len(lost), n)

@@ -16,22 +16,22 @@ var epoch = time.UnixMicro(0)
 var _ = add("rate",
 	test{"UnstampGivesBackOnlyTheStartItStamped", func(t *testing.T, f *fixture) {
 		f.rateEnsure("g/k", 1, time.Second)
-		f.must(f.ex().SetSlots(f.ctx, "g/k", []int{0}, []int64{0}, T0))
-		if ok, err := f.ex().UnstampSlot(f.ctx, "g/k", 0, T0.Add(time.Millisecond), epoch); err != nil || ok {
+		f.must(f.ex().RateSlotSetMany(f.ctx, "g/k", []int{0}, []int64{0}, T0))
+		if ok, err := f.ex().RateSlotUnstamp(f.ctx, "g/k", 0, T0.Add(time.Millisecond), epoch); err != nil || ok {
 			t.Errorf("UnstampSlot of another start = %v, %v; want false", ok, err)
 		}
-		if ok, err := f.ex().UnstampSlot(f.ctx, "g/k", 0, T0, T0.Add(-time.Second)); err != nil || !ok {
+		if ok, err := f.ex().RateSlotUnstamp(f.ctx, "g/k", 0, T0, T0.Add(-time.Second)); err != nil || !ok {
 			t.Errorf("UnstampSlot of its start = %v, %v; want true", ok, err)
 		}
 		f.sameTime("OldestSlot after the start was given back", f.oldest("g/k"), T0.Add(-time.Second))
 		// A reservation is no start: it is never given back this way.
-		f.must(f.ex().SetSlots(f.ctx, "g/k", []int{0}, []int64{7}, driver.Reserved))
-		if ok, err := f.ex().UnstampSlot(f.ctx, "g/k", 0, driver.Reserved, epoch); err != nil || ok {
+		f.must(f.ex().RateSlotSetMany(f.ctx, "g/k", []int{0}, []int64{7}, driver.Reserved))
+		if ok, err := f.ex().RateSlotUnstamp(f.ctx, "g/k", 0, driver.Reserved, epoch); err != nil || ok {
 			t.Errorf("UnstampSlot of a reservation = %v, %v; want false", ok, err)
 		}
 	}},
 	test{"EnsureCreatesOnce", func(t *testing.T, f *fixture) {
-		if _, _, ok, err := f.ex().ReadRate(f.ctx, "g/k", T0); err != nil || ok {
+		if _, _, ok, err := f.ex().RateGet(f.ctx, "g/k", T0); err != nil || ok {
 			t.Fatalf("ReadRate of a missing key = %v, %v; want not found", ok, err)
 		}
 		f.tx(func(ex driver.Executor) error {
@@ -54,7 +54,7 @@ var _ = add("rate",
 		f.sameTime("OldestSlot of a new ring", f.oldest("g/k"), epoch)
 		// A ring of more slots than one INSERT takes.
 		f.rateEnsure("g/big", 300, time.Second)
-		f.must(f.ex().ResizeRing(f.ctx, "g/big", 300, 301))
+		f.must(f.ex().RateResizeRing(f.ctx, "g/big", 300, 301))
 		if got := sortedInts(f.freeSlots("g/big", T0, 1000)); len(got) != 301 || got[0] != 0 || got[300] != 300 {
 			t.Errorf("a ring of 300 grown by one has %d slots (%v...), want 0..300", len(got), got[:min(len(got), 3)])
 		}
@@ -72,8 +72,8 @@ var _ = add("rate",
 		f.rateEnsure("g/k", 3, time.Minute)
 		f.must(f.ex().RateSave(f.ctx, driver.Rate{Key: "g/k", Limit: 4, Period: 2 * time.Minute, Waiting: 2,
 			NextAt: T0.Add(time.Second)}, T0))
-		f.must(f.ex().SetKeyRate(f.ctx, driver.RateSpec{Key: "g/k", Limit: 7, Period: 30 * time.Second}, T0))
-		f.must(f.ex().SetKeyRate(f.ctx, driver.RateSpec{Key: "g/k", Limit: 8, Period: 40 * time.Second}, T0))
+		f.must(f.ex().KeyRateSet(f.ctx, driver.RateSpec{Key: "g/k", Limit: 7, Period: 30 * time.Second}, T0))
+		f.must(f.ex().KeyRateSet(f.ctx, driver.RateSpec{Key: "g/k", Limit: 8, Period: 40 * time.Second}, T0))
 		want := driver.Rate{Key: "g/k", Limit: 4, Period: 2 * time.Minute, Waiting: 2,
 			Override: driver.RateSpec{Key: "g/k", Limit: 8, Period: 40 * time.Second}}
 		check := func(what string, r driver.Rate, ok bool, err error) {
@@ -98,12 +98,12 @@ var _ = add("rate",
 			check("RateTryLock", r, ok, err)
 			return nil
 		})
-		r, _, ok, err := f.ex().ReadRate(f.ctx, "g/k", T0)
+		r, _, ok, err := f.ex().RateGet(f.ctx, "g/k", T0)
 		check("ReadRate", r, ok, err)
-		if had, err := f.ex().DeleteKeyRate(f.ctx, "g/k"); err != nil || !had {
+		if had, err := f.ex().KeyRateDelete(f.ctx, "g/k"); err != nil || !had {
 			t.Errorf("DeleteKeyRate = %v, %v; want true", had, err)
 		}
-		if had, err := f.ex().DeleteKeyRate(f.ctx, "g/k"); err != nil || had {
+		if had, err := f.ex().KeyRateDelete(f.ctx, "g/k"); err != nil || had {
 			t.Errorf("second DeleteKeyRate = %v, %v; want false", had, err)
 		}
 		f.must(f.ex().RateSave(f.ctx, driver.Rate{Key: "g/k", Limit: 4, Period: 2 * time.Minute}, T0))
@@ -129,8 +129,8 @@ var _ = add("rate",
 	}},
 	test{"SlotsStartReserveCancel", func(t *testing.T, f *fixture) {
 		f.rateEnsure("g/k", 3, time.Minute)
-		f.must(f.ex().SetSlots(f.ctx, "g/k", []int{0, 1}, []int64{0, 0}, T0))
-		f.must(f.ex().SetSlots(f.ctx, "g/k", []int{2}, []int64{42}, driver.Reserved))
+		f.must(f.ex().RateSlotSetMany(f.ctx, "g/k", []int{0, 1}, []int64{0, 0}, T0))
+		f.must(f.ex().RateSlotSetMany(f.ctx, "g/k", []int{2}, []int64{42}, driver.Reserved))
 		if got := f.freeSlots("g/k", T0.Add(-time.Second), 10); len(got) != 0 {
 			t.Errorf("FreeSlots before the starts = %v, want none", got)
 		}
@@ -161,12 +161,12 @@ var _ = add("rate",
 		}
 		// Reserve every slot: OldestSlot is Reserved; a cancel frees one
 		// as never started.
-		f.must(f.ex().SetSlots(f.ctx, "g/k", []int{0, 1, 2}, []int64{7, 8, 9}, driver.Reserved))
+		f.must(f.ex().RateSlotSetMany(f.ctx, "g/k", []int{0, 1, 2}, []int64{7, 8, 9}, driver.Reserved))
 		f.sameTime("OldestSlot of a reserved ring", f.oldest("g/k"), driver.Reserved)
 		if got := f.freeSlots("g/k", driver.Reserved, 10); len(got) != 0 {
 			t.Errorf("FreeSlots of a reserved ring = %v, want none", got)
 		}
-		f.must(f.ex().CancelReservation(f.ctx, "g/k", 8))
+		f.must(f.ex().RateSlotCancelReservation(f.ctx, "g/k", 8))
 		if got := f.freeSlots("g/k", epoch, 10); !slices.Equal(got, []int{1}) {
 			t.Errorf("FreeSlots after the cancel = %v, want slot 1 at the epoch", got)
 		}
@@ -176,14 +176,14 @@ var _ = add("rate",
 	test{"ResizeRing", func(t *testing.T, f *fixture) {
 		f.rateEnsure("g/k", 3, time.Minute)
 		for i := range 3 {
-			f.must(f.ex().SetSlots(f.ctx, "g/k", []int{i}, []int64{0}, T0.Add(time.Duration(i)*time.Second)))
+			f.must(f.ex().RateSlotSetMany(f.ctx, "g/k", []int{i}, []int64{0}, T0.Add(time.Duration(i)*time.Second)))
 		}
-		f.must(f.ex().ResizeRing(f.ctx, "g/k", 3, 2))
+		f.must(f.ex().RateResizeRing(f.ctx, "g/k", 3, 2))
 		if got := sortedInts(f.freeSlots("g/k", Far, 10)); !slices.Equal(got, []int{1, 2}) {
 			t.Errorf("after shrinking to 2: slots %v, want 1 and 2 (the oldest start dropped)", got)
 		}
 		f.sameTime("OldestSlot after the shrink", f.oldest("g/k"), T0.Add(time.Second))
-		f.must(f.ex().ResizeRing(f.ctx, "g/k", 2, 4))
+		f.must(f.ex().RateResizeRing(f.ctx, "g/k", 2, 4))
 		if got := sortedInts(f.freeSlots("g/k", epoch, 10)); !slices.Equal(got, []int{3, 4}) {
 			t.Errorf("after growing to 4: free slots at the epoch %v, want the new 3 and 4", got)
 		}
@@ -191,13 +191,13 @@ var _ = add("rate",
 			t.Errorf("after growing to 4: %d slots, want 4", len(got))
 		}
 		// Reservations go last.
-		f.must(f.ex().SetSlots(f.ctx, "g/k", []int{3}, []int64{9}, driver.Reserved))
-		f.must(f.ex().ResizeRing(f.ctx, "g/k", 4, 1))
+		f.must(f.ex().RateSlotSetMany(f.ctx, "g/k", []int{3}, []int64{9}, driver.Reserved))
+		f.must(f.ex().RateResizeRing(f.ctx, "g/k", 4, 1))
 		f.sameTime("OldestSlot of the reservation left", f.oldest("g/k"), driver.Reserved)
 		if ok, err := f.startReserved("g/k", 9, T0); err != nil || !ok {
 			t.Errorf("StartReserved of the reservation the shrink kept = %v, %v", ok, err)
 		}
-		f.must(f.ex().ResizeRing(f.ctx, "g/k", 1, 1))
+		f.must(f.ex().RateResizeRing(f.ctx, "g/k", 1, 1))
 		if got := f.freeSlots("g/k", Far, 10); !slices.Equal(got, []int{3}) {
 			t.Errorf("ring = %v, want slot 3 alone", got)
 		}
@@ -211,10 +211,10 @@ var _ = add("rate",
 		}
 		const gone = 1 << 40 // no such job
 		f.rateEnsure("g/k", 4, time.Minute)
-		f.must(f.ex().SetSlots(f.ctx, "g/k", []int{0, 1, 2}, []int64{ready, claimed, gone}, driver.Reserved))
+		f.must(f.ex().RateSlotSetMany(f.ctx, "g/k", []int{0, 1, 2}, []int64{ready, claimed, gone}, driver.Reserved))
 		var n int
 		f.tx(func(ex driver.Executor) (err error) {
-			n, err = ex.RepairReservations(f.ctx, "g/k")
+			n, err = ex.RateSlotRepairReservations(f.ctx, "g/k")
 			return err
 		})
 		if n != 1 {
@@ -230,7 +230,7 @@ var _ = add("rate",
 		}
 	}},
 	test{"DueRatesAndNextRateAt", func(t *testing.T, f *fixture) {
-		if _, ok, err := f.ex().NextRateAt(f.ctx); err != nil || ok {
+		if _, ok, err := f.ex().RateNextAt(f.ctx); err != nil || ok {
 			t.Errorf("NextRateAt with no rate = %v, %v; want none", ok, err)
 		}
 		for _, k := range []string{"g/a", "g/b", "g/c"} {
@@ -238,14 +238,14 @@ var _ = add("rate",
 		}
 		f.must(f.ex().RateSave(f.ctx, driver.Rate{Key: "g/a", Limit: 1, Period: time.Minute, Waiting: 1, NextAt: T0.Add(2 * time.Second)}, T0))
 		f.must(f.ex().RateSave(f.ctx, driver.Rate{Key: "g/b", Limit: 1, Period: time.Minute, Waiting: 2, NextAt: T0.Add(time.Second)}, T0))
-		at, ok, err := f.ex().NextRateAt(f.ctx)
+		at, ok, err := f.ex().RateNextAt(f.ctx)
 		if f.must(err); !ok {
 			t.Fatalf("NextRateAt found none")
 		}
 		f.sameTime("NextRateAt", at, T0.Add(time.Second))
 		due := func(now time.Time, max int, want ...string) {
 			t.Helper()
-			got, err := f.ex().DueRates(f.ctx, now, max)
+			got, err := f.ex().RateListDue(f.ctx, now, max)
 			f.must(err)
 			if !slices.Equal(got, want) && !(len(got) == 0 && len(want) == 0) {
 				t.Errorf("DueRates(T0%+v, %d) = %q, want %q", now.Sub(T0), max, got, want)
@@ -257,7 +257,7 @@ var _ = add("rate",
 		due(T0.Add(time.Hour), 1, "g/b")
 		f.must(f.ex().RateSave(f.ctx, driver.Rate{Key: "g/b", Limit: 1, Period: time.Minute}, T0))
 		f.must(f.ex().RateSave(f.ctx, driver.Rate{Key: "g/a", Limit: 1, Period: time.Minute}, T0))
-		if _, ok, err := f.ex().NextRateAt(f.ctx); err != nil || ok {
+		if _, ok, err := f.ex().RateNextAt(f.ctx); err != nil || ok {
 			t.Errorf("NextRateAt with nothing waiting = %v, %v; want none", ok, err)
 		}
 		due(T0.Add(time.Hour), 10)
@@ -266,33 +266,33 @@ var _ = add("rate",
 		for _, k := range []string{"g/idle1", "g/idle2", "g/recent", "g/reserved", "g/waiting"} {
 			f.rateEnsure(k, 2, time.Minute)
 		}
-		f.must(f.ex().SetSlots(f.ctx, "g/idle2", []int{0}, []int64{0}, T0.Add(-time.Hour)))
-		f.must(f.ex().SetSlots(f.ctx, "g/recent", []int{0}, []int64{0}, T0))
-		f.must(f.ex().SetSlots(f.ctx, "g/reserved", []int{1}, []int64{5}, driver.Reserved))
+		f.must(f.ex().RateSlotSetMany(f.ctx, "g/idle2", []int{0}, []int64{0}, T0.Add(-time.Hour)))
+		f.must(f.ex().RateSlotSetMany(f.ctx, "g/recent", []int{0}, []int64{0}, T0))
+		f.must(f.ex().RateSlotSetMany(f.ctx, "g/reserved", []int{1}, []int64{5}, driver.Reserved))
 		f.must(f.ex().RateSave(f.ctx, driver.Rate{Key: "g/waiting", Limit: 2, Period: time.Minute, Waiting: 1,
 			NextAt: T0}, T0))
-		if n, err := f.ex().DeleteIdleRates(f.ctx, T0.Add(30*time.Second), 1); err != nil || n != 1 {
+		if n, err := f.ex().RateDeleteIdle(f.ctx, T0.Add(30*time.Second), 1); err != nil || n != 1 {
 			t.Errorf("DeleteIdleRates(max 1) = %d, %v; want 1", n, err)
 		}
-		if n, err := f.ex().DeleteIdleRates(f.ctx, T0.Add(30*time.Second), 10); err != nil || n != 1 {
+		if n, err := f.ex().RateDeleteIdle(f.ctx, T0.Add(30*time.Second), 10); err != nil || n != 1 {
 			t.Errorf("second DeleteIdleRates = %d, %v; want the other idle key", n, err)
 		}
 		for _, k := range []string{"g/idle1", "g/idle2"} {
-			if _, _, ok, err := f.ex().ReadRate(f.ctx, k, T0); err != nil || ok {
+			if _, _, ok, err := f.ex().RateGet(f.ctx, k, T0); err != nil || ok {
 				t.Errorf("%s survived (%v, %v)", k, ok, err)
 			}
 			if got := f.freeSlots(k, Far, 10); len(got) != 0 {
 				t.Errorf("%s's ring survived: %v", k, got)
 			}
 		}
-		if n, err := f.ex().DeleteIdleRates(f.ctx, T0.Add(30*time.Second), 10); err != nil || n != 0 {
+		if n, err := f.ex().RateDeleteIdle(f.ctx, T0.Add(30*time.Second), 10); err != nil || n != 0 {
 			t.Errorf("DeleteIdleRates within the recent start's period = %d, %v; want 0", n, err)
 		}
-		if n, err := f.ex().DeleteIdleRates(f.ctx, T0.Add(time.Minute), 10); err != nil || n != 1 {
+		if n, err := f.ex().RateDeleteIdle(f.ctx, T0.Add(time.Minute), 10); err != nil || n != 1 {
 			t.Errorf("DeleteIdleRates a period after the start = %d, %v; want g/recent", n, err)
 		}
 		for _, k := range []string{"g/reserved", "g/waiting"} {
-			if _, _, ok, err := f.ex().ReadRate(f.ctx, k, T0); err != nil || !ok {
+			if _, _, ok, err := f.ex().RateGet(f.ctx, k, T0); err != nil || !ok {
 				t.Errorf("%s was deleted (%v, %v)", k, ok, err)
 			}
 			if got := f.freeSlots(k, Far, 10); len(got) == 0 {
@@ -304,28 +304,28 @@ var _ = add("rate",
 		rated := func(limit int, period time.Duration) func(*driver.NewJob) {
 			return func(j *driver.NewJob) { j.Rate = driver.RateSpec{Key: "g/k", Limit: limit, Period: period} }
 		}
-		if _, ok, err := f.ex().LatestJobRate(f.ctx, "g/k"); err != nil || ok {
+		if _, ok, err := f.ex().JobRateGetLatest(f.ctx, "g/k"); err != nil || ok {
 			t.Errorf("LatestJobRate with no job = %v, %v; want none", ok, err)
 		}
 		ids := f.insert(T0, job("q", rated(5, time.Minute)), job("q", rated(7, 2*time.Minute)), job("q"))
 		latest := func(want driver.RateSpec) {
 			t.Helper()
-			got := find(f.ex().LatestJobRate(f.ctx, "g/k")).of(f, "g/k's newest job")
+			got := find(f.ex().JobRateGetLatest(f.ctx, "g/k")).of(f, "g/k's newest job")
 			if got != want {
 				t.Errorf("LatestJobRate = %+v, want %+v", got, want)
 			}
 		}
 		latest(driver.RateSpec{Key: "g/k", Limit: 7, Period: 2 * time.Minute})
-		f.tx(func(ex driver.Executor) error { return ex.FinishJob(f.ctx, ids[1], T0, true) })
+		f.tx(func(ex driver.Executor) error { return ex.JobFinish(f.ctx, ids[1], T0, true) })
 		latest(driver.RateSpec{Key: "g/k", Limit: 5, Period: time.Minute})
-		f.tx(func(ex driver.Executor) error { return ex.FinishJob(f.ctx, ids[0], T0, true) })
-		if _, ok, err := f.ex().LatestJobRate(f.ctx, "g/k"); err != nil || ok {
+		f.tx(func(ex driver.Executor) error { return ex.JobFinish(f.ctx, ids[0], T0, true) })
+		if _, ok, err := f.ex().JobRateGetLatest(f.ctx, "g/k"); err != nil || ok {
 			t.Errorf("LatestJobRate with every job finished = %v, %v; want none", ok, err)
 		}
 		// A job with no rate of its own has its queue policy's.
 		f.insert(T0, job("q", rated(0, 0)))
 		latest(driver.RateSpec{Key: "g/k"})
-		_, err := f.ex().InsertPolicy(f.ctx, driver.Policy{Queue: "q", Namespace: "ns", MaxStartsPerKey: 4, StartsPeriod: 3 * time.Second,
+		_, err := f.ex().PolicyInsert(f.ctx, driver.Policy{Queue: "q", Namespace: "ns", MaxStartsPerKey: 4, StartsPeriod: 3 * time.Second,
 			UpdatedAt: T0})
 		f.must(err)
 		latest(driver.RateSpec{Key: "g/k", Limit: 4, Period: 3 * time.Second})
@@ -334,7 +334,7 @@ var _ = add("rate",
 		for _, k := range []string{"b/1", "a/2", "a/1"} {
 			f.rateEnsure(k, 1, time.Second)
 		}
-		f.must(f.ex().SetKeyRate(f.ctx, driver.RateSpec{Key: "a/2", Limit: 3, Period: time.Minute}, T0))
+		f.must(f.ex().KeyRateSet(f.ctx, driver.RateSpec{Key: "a/2", Limit: 3, Period: time.Minute}, T0))
 		keys := func(rs []driver.Rate) []string {
 			out := make([]string, len(rs))
 			for i, r := range rs {
@@ -342,7 +342,7 @@ var _ = add("rate",
 			}
 			return out
 		}
-		first, err := f.ex().ListRates(f.ctx, "", 2)
+		first, err := f.ex().RateList(f.ctx, "", 2)
 		f.must(err)
 		if got := keys(first); !slices.Equal(got, []string{"a/1", "a/2"}) {
 			t.Fatalf("ListRates(\"\", 2) = %q, want a/1, a/2", got)
@@ -351,7 +351,7 @@ var _ = add("rate",
 			first[1].Override != (driver.RateSpec{Key: "a/2", Limit: 3, Period: time.Minute}) {
 			t.Errorf("ListRates rows = %+v", first)
 		}
-		rest, err := f.ex().ListRates(f.ctx, "a/2", 10)
+		rest, err := f.ex().RateList(f.ctx, "a/2", 10)
 		f.must(err)
 		if got := keys(rest); !slices.Equal(got, []string{"b/1"}) {
 			t.Errorf("ListRates(a/2, 10) = %q, want b/1", got)
@@ -366,14 +366,14 @@ var _ = add("rate",
 			j.State, j.Line = driver.StateBlocked, driver.RateLine("r/stray")
 			j.Rate = driver.RateSpec{Key: "r/stray", Limit: 1, Period: time.Second}
 		}))
-		keys, err := f.ex().StrayLines(f.ctx, 10)
+		keys, err := f.ex().RateListStrayLines(f.ctx, 10)
 		f.must(err)
 		if !slices.Equal(keys, []string{"r/stray"}) {
 			t.Errorf("StrayLines = %v, want [r/stray]", keys)
 		}
-		n, err := f.ex().DeleteIdleRates(f.ctx, T0.Add(time.Hour), 10)
+		n, err := f.ex().RateDeleteIdle(f.ctx, T0.Add(time.Hour), 10)
 		f.must(err)
-		if _, _, ok, _ := f.ex().ReadRate(f.ctx, "r/stray", T0); n != 1 || !ok {
+		if _, _, ok, _ := f.ex().RateGet(f.ctx, "r/stray", T0); n != 1 || !ok {
 			t.Errorf("DeleteIdleRates deleted %d rows (want 1, the idle one); the row with a line is kept: %v", n, ok)
 		}
 	}},
@@ -385,13 +385,13 @@ var _ = add("rate",
 		k := keyed("g/k", 3)
 		ids := f.insert(T0, job("q", k, line), job("q", k), job("q", k, blocked), job("q", line))
 		for i, want := range []string{driver.RateLine("r/x"), "", "g/k", driver.RateLine("r/x")} {
-			key, ok, err := f.ex().BlockedKey(f.ctx, ids[i])
+			key, ok, err := f.ex().LineGetKey(f.ctx, ids[i])
 			f.must(err)
 			if key != want || ok != (want != "") {
 				t.Errorf("BlockedKey(job %d) = %q, %v; want %q", i, key, ok, want)
 			}
 		}
-		hc, err := f.ex().CountHolders(f.ctx, "g/k")
+		hc, err := f.ex().HolderCount(f.ctx, "g/k")
 		holders, blockedN := hc.Holders, hc.Blocked
 		f.must(err)
 		if holders != 2 || blockedN != 1 {
@@ -413,7 +413,7 @@ func (f *fixture) rateEnsure(key string, limit int, period time.Duration) {
 // readRate reads key's row, which must exist, and its starts after since.
 func (f *fixture) readRate(key string, since time.Time) (driver.Rate, int) {
 	f.t.Helper()
-	r, recent, ok, err := f.ex().ReadRate(f.ctx, key, since)
+	r, recent, ok, err := f.ex().RateGet(f.ctx, key, since)
 	f.must(err)
 	if !ok {
 		f.t.Fatalf("rate %s does not exist", key)
@@ -423,14 +423,14 @@ func (f *fixture) readRate(key string, since time.Time) (driver.Rate, int) {
 
 func (f *fixture) freeSlots(key string, notAfter time.Time, max int) []int {
 	f.t.Helper()
-	got, err := f.ex().FreeSlots(f.ctx, key, notAfter, max)
+	got, err := f.ex().RateSlotListFree(f.ctx, key, notAfter, max)
 	f.must(err)
 	return got
 }
 
 func (f *fixture) oldest(key string) time.Time {
 	f.t.Helper()
-	at, err := f.ex().OldestSlot(f.ctx, key, nil)
+	at, err := f.ex().RateSlotGetOldest(f.ctx, key, nil)
 	f.must(err)
 	return at
 }
@@ -441,7 +441,7 @@ func sortedInts(v []int) []int { return slices.Sorted(slices.Values(v)) }
 // the engine does: read the reservation, then write the slot. false when
 // the job has none.
 func (f *fixture) startReserved(key string, jobID int64, at time.Time) (bool, error) {
-	slots, err := f.ex().ReservedSlots(f.ctx, key, []int64{jobID})
+	slots, err := f.ex().RateSlotListReserved(f.ctx, key, []int64{jobID})
 	if err != nil {
 		return false, err
 	}
@@ -449,5 +449,5 @@ func (f *fixture) startReserved(key string, jobID int64, at time.Time) (bool, er
 	if !ok {
 		return false, nil
 	}
-	return true, f.ex().SetSlots(f.ctx, key, []int{slot}, []int64{0}, at)
+	return true, f.ex().RateSlotSetMany(f.ctx, key, []int{slot}, []int64{0}, at)
 }

@@ -56,7 +56,7 @@ var _ = add("semaphores",
 			return err
 		})
 		setWise.tx(func(ex driver.Executor) (err error) {
-			got, err = ex.(driver.BatchReleaser).ReleaseMany(setWise.ctx, keys, counts, now)
+			got, err = ex.(driver.BatchReleaser).SemaphoreReleaseMany(setWise.ctx, keys, counts, now)
 			return err
 		})
 		if len(got) != len(keys) {
@@ -126,7 +126,7 @@ func releaseEach(f *fixture, ex driver.Executor, keys []string, counts []int, no
 		}
 		s.Value = min(s.Value+counts[i], s.Limit)
 		if take := min(max(s.Value, 0), s.Blocked); take > 0 {
-			if out[i], err = ex.PromoteBlocked(f.ctx, key, take, now); err != nil {
+			if out[i], err = ex.LinePromote(f.ctx, key, take, now); err != nil {
 				return nil, err
 			}
 			s.Value -= out[i].Jobs

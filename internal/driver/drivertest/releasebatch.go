@@ -42,7 +42,7 @@ var _ = add("releasebatch",
 		}
 		waiting, wait := waits(func() error {
 			return driver.InTx(f.ctx, f.d, func(ex driver.Executor) error {
-				_, err := ex.(driver.BatchReleaser).ReleaseMany(f.ctx, keys, counts, T0)
+				_, err := ex.(driver.BatchReleaser).SemaphoreReleaseMany(f.ctx, keys, counts, T0)
 				return err
 			})
 		})
@@ -85,12 +85,12 @@ var _ = add("releasebatch",
 			t.Fatalf("SemaphoreLock: %v, %v", ok, err)
 		}
 		j := job("q", keyed("g/a", 1), blocked)
-		f.must(holder.InsertJobs(f.ctx, T0, []*driver.NewJob{j}))
+		f.must(holder.JobInsertMany(f.ctx, T0, []*driver.NewJob{j}))
 		f.must(holder.SemaphoreSave(f.ctx, driver.Semaphore{Key: "g/a", Value: 0, Limit: 1, Blocked: 1,
 			Duration: time.Minute, ExpiresAt: T0.Add(time.Hour)}))
 		waiting, wait := waits(func() error {
 			return driver.InTx(f.ctx, f.d, func(ex driver.Executor) error {
-				_, err := ex.(driver.BatchReleaser).ReleaseMany(f.ctx, []string{"g/a", "g/b"}, []int{1, 1}, T0)
+				_, err := ex.(driver.BatchReleaser).SemaphoreReleaseMany(f.ctx, []string{"g/a", "g/b"}, []int{1, 1}, T0)
 				return err
 			})
 		})
@@ -136,7 +136,7 @@ var _ = add("releasebatch",
 		}
 		var got []driver.Promotion
 		f.tx(func(ex driver.Executor) (err error) {
-			got, err = ex.(driver.BatchReleaser).ReleaseMany(f.ctx, keys, counts, T0)
+			got, err = ex.(driver.BatchReleaser).SemaphoreReleaseMany(f.ctx, keys, counts, T0)
 			return err
 		})
 		if len(got) != n {

@@ -80,7 +80,7 @@ var _ = add("semaphores",
 			t.Errorf("SemaphoreLock of a missing key = %v, %v; want false, nil", ok, err)
 		}
 		f.semaphore("g/k", 1, 3, 2, T0.Add(time.Hour))
-		_, err := f.ex().InsertPolicy(f.ctx, driver.Policy{Queue: "q", Namespace: "ns", MaxActive: 9, MaxActivePerKey: 4, MaxBlocked: 5, UpdatedAt: T0})
+		_, err := f.ex().PolicyInsert(f.ctx, driver.Policy{Queue: "q", Namespace: "ns", MaxActive: 9, MaxActivePerKey: 4, MaxBlocked: 5, UpdatedAt: T0})
 		f.must(err)
 		f.tx(func(ex driver.Executor) error {
 			s, ok, err := ex.SemaphoreLock(f.ctx, "g/k", "")
@@ -91,7 +91,7 @@ var _ = add("semaphores",
 				!s.ExpiresAt.Equal(T0.Add(time.Hour)) || s.Override != 0 || s.Policy != (driver.Policy{}) {
 				t.Errorf("SemaphoreLock(g/k, no queue) = %+v; want the row as saved, no override, no policy", s)
 			}
-			if err := ex.SetKeyLimit(f.ctx, "g/k", 7, T0); err != nil {
+			if err := ex.KeyLimitSet(f.ctx, "g/k", 7, T0); err != nil {
 				return err
 			}
 			s, _, err = ex.SemaphoreLock(f.ctx, "g/k", "q")
@@ -207,7 +207,7 @@ var _ = add("semaphores",
 			if _, _, err = ex.SemaphoreLock(f.ctx, "g/k", ""); err != nil {
 				return err
 			}
-			first, err = ex.PromoteBlocked(f.ctx, "g/k", 3, now)
+			first, err = ex.LinePromote(f.ctx, "g/k", 3, now)
 			return err
 		})
 		if first.Jobs != 3 || !sameSet(first.Queues, []string{"q1", "q2"}) {
@@ -217,7 +217,7 @@ var _ = add("semaphores",
 		f.wantState(driver.StateBlocked, ids[2], ids[4])
 		f.sameTime("ready since", f.execution(ids[1]).ReadySince, now)
 		f.tx(func(ex driver.Executor) (err error) {
-			rest, err = ex.PromoteBlocked(f.ctx, "g/k", 10, now)
+			rest, err = ex.LinePromote(f.ctx, "g/k", 10, now)
 			return err
 		})
 		if rest.Jobs != 1 || !slices.Equal(rest.Queues, []string{"q1"}) {
@@ -226,7 +226,7 @@ var _ = add("semaphores",
 		f.wantState(driver.StateBlocked, ids[4])
 		var none driver.Promotion
 		f.tx(func(ex driver.Executor) (err error) {
-			none, err = ex.PromoteBlocked(f.ctx, "g/k", 1, now)
+			none, err = ex.LinePromote(f.ctx, "g/k", 1, now)
 			return err
 		})
 		if none.Jobs != 0 || len(none.Queues) != 0 {
@@ -238,7 +238,7 @@ var _ = add("semaphores",
 		f.insert(T0, job("q", k), job("q", k), job("q", k, blocked), job("q", k, blocked), job("q", k, blocked),
 			job("q", k, dueAt(T0.Add(time.Hour))), job("q", keyed("g/other", 1)), job("q"))
 		f.claim(f.ex(), "q", 1, 1, T0) // one of g/k's ready jobs: claimed still holds
-		hc, err := f.ex().CountHolders(f.ctx, "g/k")
+		hc, err := f.ex().HolderCount(f.ctx, "g/k")
 		holders, blockedN := hc.Holders, hc.Blocked
 		f.must(err)
 		if holders != 2 || blockedN != 3 {

@@ -24,23 +24,23 @@ var _ = add("unique",
 		ids := f.insert(T0, job("q"), job("q", later), job("q", dueAt(T0)), job("q"))
 		f.tx(func(ex driver.Executor) error {
 			for i, k := range []string{keyA, keyA, keyB} {
-				if err := ex.SetUniqueKey(f.ctx, ids[i], k); err != nil {
+				if err := ex.UniqueSet(f.ctx, ids[i], k); err != nil {
 					return err
 				}
 			}
 			return nil
 		})
 		for i, want := range []string{keyA, keyA, keyB, ""} {
-			if got, err := f.ex().UniqueKeyOf(f.ctx, ids[i]); err != nil || got != want {
+			if got, err := f.ex().UniqueGetKey(f.ctx, ids[i]); err != nil || got != want {
 				t.Errorf("UniqueKeyOf(job %d) = %q, %v; want %q", ids[i], got, err, want)
 			}
 		}
-		if got, err := f.ex().UniqueKeyOf(f.ctx, ids[3]+100); err != nil || got != "" {
+		if got, err := f.ex().UniqueGetKey(f.ctx, ids[3]+100); err != nil || got != "" {
 			t.Errorf("UniqueKeyOf(no such job) = %q, %v; want \"\"", got, err)
 		}
 		find := func(key string, states ...driver.JobState) (int64, driver.JobState) {
 			t.Helper()
-			id, state, ok, err := f.ex().FindUnique(f.ctx, key, states)
+			id, state, ok, err := f.ex().UniqueGet(f.ctx, key, states)
 			f.must(err)
 			if !ok {
 				return 0, ""
@@ -64,10 +64,10 @@ var _ = add("unique",
 		}
 		// Job 2, taken from the scheduled table, completes.
 		f.tx(func(ex driver.Executor) error {
-			if _, err := ex.TakeDueScheduled(f.ctx, T0, 10); err != nil {
+			if _, err := ex.ScheduledTakeDue(f.ctx, T0, 10); err != nil {
 				return err
 			}
-			return ex.FinishJob(f.ctx, ids[2], T0, false)
+			return ex.JobFinish(f.ctx, ids[2], T0, false)
 		})
 		if id, state := find(keyB, driver.StateCompleted); id != ids[2] || state != driver.StateCompleted {
 			t.Errorf("FindUnique(completed) = job %d %q, want job %d completed", id, state, ids[2])
@@ -75,12 +75,12 @@ var _ = add("unique",
 	}},
 	test{"LockUniqueSerialisesEnqueuersOfAKey", func(t *testing.T, f *fixture) {
 		first := f.begin()
-		f.must(first.LockUnique(f.ctx, keyA))
+		f.must(first.UniqueLock(f.ctx, keyA))
 		var committed atomic.Bool
 		done := make(chan bool)
 		go func() {
 			// SQLite's second writer waits at BEGIN, the others at the lock.
-			err := driver.InTx(f.ctx, f.d, func(ex driver.Executor) error { return ex.LockUnique(f.ctx, keyA) })
+			err := driver.InTx(f.ctx, f.d, func(ex driver.Executor) error { return ex.UniqueLock(f.ctx, keyA) })
 			done <- err == nil && committed.Load()
 		}()
 		time.Sleep(200 * time.Millisecond)
@@ -93,9 +93,9 @@ var _ = add("unique",
 	test{"LockUniqueOfAnotherKeyDoesNotWait", func(t *testing.T, f *fixture) {
 		f.needRowLocks()
 		first := f.begin()
-		f.must(first.LockUnique(f.ctx, keyA))
+		f.must(first.UniqueLock(f.ctx, keyA))
 		second := f.begin()
-		if err := second.LockUnique(f.quick(), keyB); err != nil {
+		if err := second.UniqueLock(f.quick(), keyB); err != nil {
 			t.Fatalf("LockUnique of another key, beside a holder of the first: %v", err)
 		}
 		f.must(second.Commit(f.ctx))

@@ -8,7 +8,7 @@ import (
 	"github.com/bqueue/bq/internal/driver"
 )
 
-func (s *Store) DeleteExecution(_ context.Context, state driver.JobState, id int64) (bool, error) {
+func (s *Store) ExecutionDelete(_ context.Context, state driver.JobState, id int64) (bool, error) {
 	if !state.Executes() && state != driver.StateFailed {
 		return false, errors.New("memstore: no execution table for that state")
 	}
@@ -20,7 +20,7 @@ func (s *Store) DeleteExecution(_ context.Context, state driver.JobState, id int
 	return true, nil
 }
 
-func (s *Store) CancelJob(_ context.Context, id int64, _ time.Time, ran bool, msg string) error {
+func (s *Store) JobCancel(_ context.Context, id int64, _ time.Time, ran bool, msg string) error {
 	r, ok := s.Jobs[id]
 	if !ok {
 		return errors.New("memstore: no such job")
@@ -35,7 +35,7 @@ func (s *Store) CancelJob(_ context.Context, id int64, _ time.Time, ran bool, ms
 	return nil
 }
 
-func (s *Store) MarkCancel(_ context.Context, id int64, now time.Time) (time.Time, bool, error) {
+func (s *Store) ClaimMarkCancel(_ context.Context, id int64, now time.Time) (time.Time, bool, error) {
 	r, ok := s.Jobs[id]
 	if !ok || r.State != driver.StateRunning {
 		return time.Time{}, false, nil
@@ -46,7 +46,7 @@ func (s *Store) MarkCancel(_ context.Context, id int64, now time.Time) (time.Tim
 	return r.CancelAt, true, nil
 }
 
-func (s *Store) CancelRequested(_ context.Context, id, fence int64) (bool, error) {
+func (s *Store) ClaimCancelRequested(_ context.Context, id, fence int64) (bool, error) {
 	r, ok := s.Jobs[id]
 	return ok && r.State == driver.StateRunning && r.Fence == fence && !r.CancelAt.IsZero(), nil
 }

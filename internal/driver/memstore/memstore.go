@@ -81,7 +81,7 @@ func (s *Store) Of(key string, state driver.JobState) []*Row {
 	return out
 }
 
-func (s *Store) InsertJobs(_ context.Context, now time.Time, jobs []*driver.NewJob) error {
+func (s *Store) JobInsertMany(_ context.Context, now time.Time, jobs []*driver.NewJob) error {
 	if err := driver.CheckNewJobs(jobs); err != nil {
 		return err
 	}
@@ -95,7 +95,7 @@ func (s *Store) InsertJobs(_ context.Context, now time.Time, jobs []*driver.NewJ
 	return nil
 }
 
-func (s *Store) InsertExecutions(_ context.Context, state driver.JobState, rows []driver.Execution) error {
+func (s *Store) ExecutionInsertMany(_ context.Context, state driver.JobState, rows []driver.Execution) error {
 	for _, x := range rows {
 		r, ok := s.Jobs[x.JobID]
 		if !ok {
@@ -121,7 +121,7 @@ func (s *Store) end(id int64, state driver.JobState) error {
 	return nil
 }
 
-func (s *Store) FinishJob(_ context.Context, id int64, _ time.Time, discarded bool) error {
+func (s *Store) JobFinish(_ context.Context, id int64, _ time.Time, discarded bool) error {
 	if discarded {
 		return s.end(id, driver.StateDiscarded)
 	}
@@ -129,26 +129,26 @@ func (s *Store) FinishJob(_ context.Context, id int64, _ time.Time, discarded bo
 	return s.end(id, driver.StateCompleted)
 }
 
-func (s *Store) DeleteJobs(_ context.Context, ids []int64) error {
+func (s *Store) JobDeleteMany(_ context.Context, ids []int64) error {
 	for _, id := range ids {
 		delete(s.Jobs, id)
 	}
 	return nil
 }
 
-func (s *Store) RecordError(_ context.Context, id int64, msg string) error {
+func (s *Store) JobFailAttempt(_ context.Context, id int64, msg string) error {
 	r := s.Jobs[id]
 	r.Attempt++
 	r.LastError = msg
 	return nil
 }
 
-func (s *Store) InsertFailed(_ context.Context, id int64, msg string, _ time.Time) error {
+func (s *Store) FailedInsert(_ context.Context, id int64, msg string, _ time.Time) error {
 	s.Jobs[id].LastError = msg
 	return s.end(id, driver.StateFailed)
 }
 
-func (s *Store) DeleteFailed(_ context.Context, id int64) (bool, error) {
+func (s *Store) FailedDelete(_ context.Context, id int64) (bool, error) {
 	r, ok := s.Jobs[id]
 	if !ok || r.State != driver.StateFailed {
 		return false, nil
@@ -157,7 +157,7 @@ func (s *Store) DeleteFailed(_ context.Context, id int64) (bool, error) {
 	return true, nil
 }
 
-func (s *Store) GetJob(_ context.Context, id int64) (*driver.JobInfo, bool, error) {
+func (s *Store) JobGet(_ context.Context, id int64) (*driver.JobInfo, bool, error) {
 	r, ok := s.Jobs[id]
 	if !ok {
 		return nil, false, nil
@@ -165,7 +165,7 @@ func (s *Store) GetJob(_ context.Context, id int64) (*driver.JobInfo, bool, erro
 	return &driver.JobInfo{Job: r.Job, State: r.State, LastError: r.LastError}, true, nil
 }
 
-func (s *Store) TakeDueScheduled(_ context.Context, now time.Time, max int) ([]*driver.Job, error) {
+func (s *Store) ScheduledTakeDue(_ context.Context, now time.Time, max int) ([]*driver.Job, error) {
 	var out []*driver.Job
 	for _, r := range s.sorted(func(r *Row) bool { return r.State == driver.StateScheduled && !r.ScheduledAt.After(now) }) {
 		if len(out) == max {
@@ -192,21 +192,21 @@ func (s *Store) sorted(match func(*Row) bool) []*Row {
 	return out
 }
 
-func (s *Store) HasReady(_ context.Context, queue string) (bool, error) {
+func (s *Store) ReadyExists(_ context.Context, queue string) (bool, error) {
 	return len(s.sorted(func(r *Row) bool { return r.State == driver.StateReady && r.Queue == queue })) > 0, nil
 }
 
-func (s *Store) QueueGate(_ context.Context, queue string) (driver.Gate, error) {
+func (s *Store) QueueGateGet(_ context.Context, queue string) (driver.Gate, error) {
 	_, paused := s.Paused[queue]
 	return driver.Gate{MaxActive: s.Policies[queue].MaxActive, Paused: paused}, nil
 }
 
-func (s *Store) CountClaimed(_ context.Context, queue string) (int, error) {
+func (s *Store) RunningCount(_ context.Context, queue string) (int, error) {
 	return len(s.sorted(func(r *Row) bool { return r.State == driver.StateRunning && r.Queue == queue })), nil
 }
 
-// ClaimReady takes up to p.Max ready jobs of p.Queue.
-func (s *Store) ClaimReady(_ context.Context, p driver.ClaimParams) ([]*driver.Claim, error) {
+// ReadyClaim takes up to p.Max ready jobs of p.Queue.
+func (s *Store) ReadyClaim(_ context.Context, p driver.ClaimParams) ([]*driver.Claim, error) {
 	var out []*driver.Claim
 	for _, r := range s.sorted(func(r *Row) bool { return r.State == driver.StateReady && r.Queue == p.Queue }) {
 		if len(out) == p.Max {
@@ -219,7 +219,7 @@ func (s *Store) ClaimReady(_ context.Context, p driver.ClaimParams) ([]*driver.C
 	return out, nil
 }
 
-func (s *Store) DeleteClaim(_ context.Context, id, fence int64) (bool, error) {
+func (s *Store) ClaimDelete(_ context.Context, id, fence int64) (bool, error) {
 	r, ok := s.Jobs[id]
 	if !ok || r.State != driver.StateRunning || r.Fence != fence {
 		return false, nil
@@ -228,15 +228,15 @@ func (s *Store) DeleteClaim(_ context.Context, id, fence int64) (bool, error) {
 	return true, nil
 }
 
-func (s *Store) CompleteClaims(ctx context.Context, claims []*driver.Claim, keep bool, now time.Time) ([]driver.Fenced, error) {
+func (s *Store) ClaimCompleteMany(ctx context.Context, claims []*driver.Claim, keep bool, now time.Time) ([]driver.Fenced, error) {
 	var out []driver.Fenced
 	for _, c := range claims {
-		if ok, _ := s.DeleteClaim(ctx, c.ID, c.Fence); !ok {
+		if ok, _ := s.ClaimDelete(ctx, c.ID, c.Fence); !ok {
 			continue
 		}
 		out = append(out, driver.Fenced{JobID: c.ID, Fence: c.Fence})
 		if keep {
-			_ = s.FinishJob(ctx, c.ID, now, false)
+			_ = s.JobFinish(ctx, c.ID, now, false)
 		} else {
 			delete(s.Jobs, c.ID)
 		}
@@ -274,7 +274,7 @@ func (s *Store) SemaphoreSave(_ context.Context, sem driver.Semaphore) error {
 	return nil
 }
 
-func (s *Store) PromoteBlocked(_ context.Context, key string, n int, _ time.Time) (driver.Promotion, error) {
+func (s *Store) LinePromote(_ context.Context, key string, n int, _ time.Time) (driver.Promotion, error) {
 	var p driver.Promotion
 	for _, r := range s.sorted(func(r *Row) bool { return r.State == driver.StateBlocked && r.line() == key }) {
 		if p.Jobs == n {
@@ -288,7 +288,7 @@ func (s *Store) PromoteBlocked(_ context.Context, key string, n int, _ time.Time
 	return p, nil
 }
 
-func (s *Store) CountHolders(_ context.Context, key string) (driver.HolderCount, error) {
+func (s *Store) HolderCount(_ context.Context, key string) (driver.HolderCount, error) {
 	var n driver.HolderCount
 	for _, r := range s.Jobs {
 		switch {
@@ -307,7 +307,7 @@ func (s *Store) CountHolders(_ context.Context, key string) (driver.HolderCount,
 	return n, nil
 }
 
-func (s *Store) LineHeads(_ context.Context, key string, n int) ([]driver.LineHead, error) {
+func (s *Store) LineListHeads(_ context.Context, key string, n int) ([]driver.LineHead, error) {
 	var out []driver.LineHead
 	for _, r := range s.sorted(func(r *Row) bool { return r.State == driver.StateBlocked && r.line() == key }) {
 		if len(out) == n {
@@ -318,7 +318,7 @@ func (s *Store) LineHeads(_ context.Context, key string, n int) ([]driver.LineHe
 	return out, nil
 }
 
-func (s *Store) MoveToLine(_ context.Context, id int64, from, to string) error {
+func (s *Store) LineMove(_ context.Context, id int64, from, to string) error {
 	r, ok := s.Jobs[id]
 	if !ok || r.State != driver.StateBlocked || r.line() != from {
 		return fmt.Errorf("memstore: job %d is not blocked in the line of %q", id, from)
@@ -338,7 +338,7 @@ func (s *Store) Honest(key string) string {
 	if !ok {
 		return "no semaphore for " + key
 	}
-	n, _ := s.CountHolders(context.Background(), key)
+	n, _ := s.HolderCount(context.Background(), key)
 	switch {
 	case n.Holders > sem.Limit:
 		return "more holders than the limit"
@@ -354,15 +354,15 @@ func (s *Store) Honest(key string) string {
 
 var _ driver.MultiBatcher = (*Store)(nil)
 
-// LineHeadsMany is LineHeads key by key: the store has no statements to
+// LineListHeadsMany is LineHeads key by key: the store has no statements to
 // save.
-func (s *Store) LineHeadsMany(ctx context.Context, keys []string, ns []int) ([][]driver.LineHead, error) {
+func (s *Store) LineListHeadsMany(ctx context.Context, keys []string, ns []int) ([][]driver.LineHead, error) {
 	out := make([][]driver.LineHead, len(keys))
 	for i, k := range keys {
 		if ns[i] <= 0 {
 			continue
 		}
-		h, err := s.LineHeads(ctx, k, ns[i])
+		h, err := s.LineListHeads(ctx, k, ns[i])
 		if err != nil {
 			return nil, err
 		}
@@ -385,14 +385,14 @@ func (s *Store) SemaphoreTryLockMany(_ context.Context, keys []string) ([]driver
 	return out, nil
 }
 
-// PromoteFirst is PromoteBlocked key by key.
-func (s *Store) PromoteFirst(ctx context.Context, keys []string, counts []int, now time.Time) ([]driver.Promotion, error) {
+// LinePromoteFirst is PromoteBlocked key by key.
+func (s *Store) LinePromoteFirst(ctx context.Context, keys []string, counts []int, now time.Time) ([]driver.Promotion, error) {
 	out := make([]driver.Promotion, len(keys))
 	for i, k := range keys {
 		if counts[i] <= 0 {
 			continue
 		}
-		p, err := s.PromoteBlocked(ctx, k, counts[i], now)
+		p, err := s.LinePromote(ctx, k, counts[i], now)
 		if err != nil {
 			return nil, err
 		}

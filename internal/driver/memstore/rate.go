@@ -44,7 +44,7 @@ func (s *Store) RateLock(_ context.Context, key string) (driver.Rate, bool, erro
 	return out, true, nil
 }
 
-func (s *Store) PolicyRate(_ context.Context, queue string) (driver.RateSpec, error) {
+func (s *Store) PolicyGetRate(_ context.Context, queue string) (driver.RateSpec, error) {
 	p := s.Policies[queue]
 	return driver.RateSpec{Limit: p.MaxStartsPerKey, Period: p.StartsPeriod}, nil
 }
@@ -62,7 +62,7 @@ func (s *Store) RateSave(_ context.Context, r driver.Rate, _ time.Time) error {
 // byAge sorts a ring oldest start first.
 func byAge(a, b Slot) int { return cmp.Or(a.At.Compare(b.At), cmp.Compare(a.Slot, b.Slot)) }
 
-func (s *Store) ResizeRing(_ context.Context, key string, from, to int) error {
+func (s *Store) RateResizeRing(_ context.Context, key string, from, to int) error {
 	ring := s.Rings[key]
 	switch {
 	case to > from:
@@ -81,7 +81,7 @@ func (s *Store) ResizeRing(_ context.Context, key string, from, to int) error {
 	return nil
 }
 
-func (s *Store) FreeSlots(_ context.Context, key string, notAfter time.Time, n int) ([]int, error) {
+func (s *Store) RateSlotListFree(_ context.Context, key string, notAfter time.Time, n int) ([]int, error) {
 	ring := slices.Clone(s.Rings[key])
 	slices.SortFunc(ring, byAge)
 	var out []int
@@ -96,7 +96,7 @@ func (s *Store) FreeSlots(_ context.Context, key string, notAfter time.Time, n i
 	return out, nil
 }
 
-func (s *Store) SetSlots(_ context.Context, key string, slots []int, jobIDs []int64, at time.Time) error {
+func (s *Store) RateSlotSetMany(_ context.Context, key string, slots []int, jobIDs []int64, at time.Time) error {
 	ring := s.Rings[key]
 	for i, n := range slots {
 		for j := range ring {
@@ -108,7 +108,7 @@ func (s *Store) SetSlots(_ context.Context, key string, slots []int, jobIDs []in
 	return nil
 }
 
-func (s *Store) UnstampSlot(_ context.Context, key string, slot int, stamped, to time.Time) (bool, error) {
+func (s *Store) RateSlotUnstamp(_ context.Context, key string, slot int, stamped, to time.Time) (bool, error) {
 	ring := s.Rings[key]
 	for j := range ring {
 		if ring[j].Slot == slot && ring[j].Job == 0 && ring[j].At.Equal(stamped) {
@@ -119,7 +119,7 @@ func (s *Store) UnstampSlot(_ context.Context, key string, slot int, stamped, to
 	return false, nil
 }
 
-func (s *Store) ReservedSlots(_ context.Context, key string, jobIDs []int64) (map[int64]int, error) {
+func (s *Store) RateSlotListReserved(_ context.Context, key string, jobIDs []int64) (map[int64]int, error) {
 	out := map[int64]int{}
 	for _, sl := range s.Rings[key] {
 		if sl.Job != 0 && slices.Contains(jobIDs, sl.Job) {
@@ -129,7 +129,7 @@ func (s *Store) ReservedSlots(_ context.Context, key string, jobIDs []int64) (ma
 	return out, nil
 }
 
-func (s *Store) CancelReservation(_ context.Context, key string, jobID int64) error {
+func (s *Store) RateSlotCancelReservation(_ context.Context, key string, jobID int64) error {
 	ring := s.Rings[key]
 	for j := range ring {
 		if ring[j].Job == jobID {
@@ -139,7 +139,7 @@ func (s *Store) CancelReservation(_ context.Context, key string, jobID int64) er
 	return nil
 }
 
-func (s *Store) RepairReservations(_ context.Context, key string) (int, error) {
+func (s *Store) RateSlotRepairReservations(_ context.Context, key string) (int, error) {
 	n := 0
 	ring := s.Rings[key]
 	for j := range ring {
@@ -153,7 +153,7 @@ func (s *Store) RepairReservations(_ context.Context, key string) (int, error) {
 	return n, nil
 }
 
-func (s *Store) OldestSlot(_ context.Context, key string, except []int) (time.Time, error) {
+func (s *Store) RateSlotGetOldest(_ context.Context, key string, except []int) (time.Time, error) {
 	oldest := driver.Reserved
 	for _, sl := range s.Rings[key] {
 		if sl.At.Before(oldest) && !slices.Contains(except, sl.Slot) {
@@ -163,7 +163,7 @@ func (s *Store) OldestSlot(_ context.Context, key string, except []int) (time.Ti
 	return oldest, nil
 }
 
-func (s *Store) DueRates(_ context.Context, now time.Time, n int) ([]string, error) {
+func (s *Store) RateListDue(_ context.Context, now time.Time, n int) ([]string, error) {
 	var out []*driver.Rate
 	for _, r := range s.Rates {
 		if r.Waiting > 0 && !r.NextAt.IsZero() && !r.NextAt.After(now) {
@@ -178,7 +178,7 @@ func (s *Store) DueRates(_ context.Context, now time.Time, n int) ([]string, err
 	return keys, nil
 }
 
-func (s *Store) NextRateAt(context.Context) (time.Time, bool, error) {
+func (s *Store) RateNextAt(context.Context) (time.Time, bool, error) {
 	var next time.Time
 	for _, r := range s.Rates {
 		if !r.NextAt.IsZero() && (next.IsZero() || r.NextAt.Before(next)) {
@@ -188,7 +188,7 @@ func (s *Store) NextRateAt(context.Context) (time.Time, bool, error) {
 	return next, !next.IsZero(), nil
 }
 
-func (s *Store) DeleteIdleRates(_ context.Context, now time.Time, n int) (int, error) {
+func (s *Store) RateDeleteIdle(_ context.Context, now time.Time, n int) (int, error) {
 	deleted := 0
 	for key, r := range s.Rates {
 		idle := r.Waiting == 0 && s.lineLen(key) == 0
@@ -204,18 +204,18 @@ func (s *Store) DeleteIdleRates(_ context.Context, now time.Time, n int) (int, e
 	return deleted, nil
 }
 
-func (s *Store) SetKeyRate(_ context.Context, spec driver.RateSpec, _ time.Time) error {
+func (s *Store) KeyRateSet(_ context.Context, spec driver.RateSpec, _ time.Time) error {
 	s.RateLimits[spec.Key] = spec
 	return nil
 }
 
-func (s *Store) DeleteKeyRate(_ context.Context, key string) (bool, error) {
+func (s *Store) KeyRateDelete(_ context.Context, key string) (bool, error) {
 	_, ok := s.RateLimits[key]
 	delete(s.RateLimits, key)
 	return ok, nil
 }
 
-func (s *Store) LatestJobRate(_ context.Context, key string) (driver.RateSpec, bool, error) {
+func (s *Store) JobRateGetLatest(_ context.Context, key string) (driver.RateSpec, bool, error) {
 	var best *Row
 	for _, r := range s.Jobs {
 		if r.Rate.Key == key && r.State.Executes() || r.Rate.Key == key && r.State == driver.StateRunning {
@@ -234,7 +234,7 @@ func (s *Store) LatestJobRate(_ context.Context, key string) (driver.RateSpec, b
 	return best.Rate, true, nil
 }
 
-func (s *Store) ReadRate(ctx context.Context, key string, since time.Time) (driver.Rate, int, bool, error) {
+func (s *Store) RateGet(ctx context.Context, key string, since time.Time) (driver.Rate, int, bool, error) {
 	r, ok, err := s.RateLock(ctx, key)
 	recent := 0
 	for _, sl := range s.Rings[key] {
@@ -245,7 +245,7 @@ func (s *Store) ReadRate(ctx context.Context, key string, since time.Time) (driv
 	return r, recent, ok, err
 }
 
-func (s *Store) ListRates(ctx context.Context, after string, n int) ([]driver.Rate, error) {
+func (s *Store) RateList(ctx context.Context, after string, n int) ([]driver.Rate, error) {
 	var keys []string
 	for k := range s.Rates {
 		if k > after {
@@ -261,7 +261,7 @@ func (s *Store) ListRates(ctx context.Context, after string, n int) ([]driver.Ra
 	return out, nil
 }
 
-func (s *Store) BlockedKey(_ context.Context, jobID int64) (string, bool, error) {
+func (s *Store) LineGetKey(_ context.Context, jobID int64) (string, bool, error) {
 	r, ok := s.Jobs[jobID]
 	if !ok || r.State != driver.StateBlocked {
 		return "", false, nil
@@ -269,7 +269,7 @@ func (s *Store) BlockedKey(_ context.Context, jobID int64) (string, bool, error)
 	return r.line(), true, nil
 }
 
-func (s *Store) RateGroups(_ context.Context, n int) ([]driver.RateGroupStats, error) {
+func (s *Store) RateListGroups(_ context.Context, n int) ([]driver.RateGroupStats, error) {
 	by := map[string]*driver.RateGroupStats{}
 	for key, r := range s.Rates {
 		g := driver.GroupOf(key)
@@ -301,7 +301,7 @@ func (s *Store) lineLen(key string) int {
 	return n
 }
 
-func (s *Store) StrayLines(_ context.Context, n int) ([]string, error) {
+func (s *Store) RateListStrayLines(_ context.Context, n int) ([]string, error) {
 	var keys []string
 	for key, r := range s.Rates {
 		if r.Waiting == 0 && s.lineLen(key) > 0 {

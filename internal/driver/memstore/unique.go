@@ -8,10 +8,10 @@ import (
 	"github.com/bqueue/bq/internal/driver"
 )
 
-// LockUnique takes no lock: the store has one caller at a time.
-func (s *Store) LockUnique(context.Context, string) error { return nil }
+// UniqueLock takes no lock: the store has one caller at a time.
+func (s *Store) UniqueLock(context.Context, string) error { return nil }
 
-func (s *Store) FindUnique(_ context.Context, key string, states []driver.JobState) (int64, driver.JobState, bool, error) {
+func (s *Store) UniqueGet(_ context.Context, key string, states []driver.JobState) (int64, driver.JobState, bool, error) {
 	var best *Row
 	for _, r := range s.Jobs {
 		if r.UniqueKey == key && slices.Contains(states, r.State) && (best == nil || r.ID > best.ID) {
@@ -24,7 +24,7 @@ func (s *Store) FindUnique(_ context.Context, key string, states []driver.JobSta
 	return best.ID, best.State, true, nil
 }
 
-func (s *Store) SetUniqueKey(_ context.Context, id int64, key string) error {
+func (s *Store) UniqueSet(_ context.Context, id int64, key string) error {
 	r, ok := s.Jobs[id]
 	if !ok {
 		return errors.New("memstore: no such job")
@@ -33,16 +33,16 @@ func (s *Store) SetUniqueKey(_ context.Context, id int64, key string) error {
 	return nil
 }
 
-func (s *Store) UniqueKeyOf(_ context.Context, id int64) (string, error) {
+func (s *Store) UniqueGetKey(_ context.Context, id int64) (string, error) {
 	if r, ok := s.Jobs[id]; ok {
 		return r.UniqueKey, nil
 	}
 	return "", nil
 }
 
-// KeyHolders lists key's ready and running jobs in id order, so a
+// HolderList lists key's ready and running jobs in id order, so a
 // discard names its holder as the drivers' Inspector does.
-func (s *Store) KeyHolders(_ context.Context, key string, max int) ([]driver.Holder, error) {
+func (s *Store) HolderList(_ context.Context, key string, max int) ([]driver.Holder, error) {
 	var out []driver.Holder
 	for _, state := range []driver.JobState{driver.StateReady, driver.StateRunning} {
 		for _, r := range s.Of(key, state) {
