@@ -51,6 +51,7 @@ func TestDocSnippets(t *testing.T) {
 	writeModule(t, root, tmp)
 	gen := &generator{prelude: prelude}
 	pkgs := map[string][]*snippet{} // package directory → its snippets
+	dirOf := map[*snippet]string{}
 	var skipped []*snippet
 	for _, s := range snippets {
 		if s.skip != "" {
@@ -71,6 +72,7 @@ func TestDocSnippets(t *testing.T) {
 			files = gen.fragment(s, filepath.Join(tmp, dir))
 		}
 		pkgs[dir] = append(pkgs[dir], s)
+		dirOf[s] = dir
 		for _, f := range files {
 			writeFile(t, filepath.Join(tmp, dir, f.name), f.src)
 		}
@@ -93,7 +95,10 @@ func TestDocSnippets(t *testing.T) {
 				if s == nil {
 					t.Fatalf("the go command failed:\n%s", tidy(string(out), root, tmp))
 				}
-				failures[s] = append(failures[s], tidy(m, root, tmp))
+				failed[dirOf[s]] = true
+				if m = tidy(m, root, tmp); !slices.Contains(failures[s], m) {
+					failures[s] = append(failures[s], m)
+				}
 			}
 		}
 		return failed
