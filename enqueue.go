@@ -343,7 +343,7 @@ func (c *Client) enqueueJobs(ctx context.Context, tx any, jobs []*driver.NewJob,
 // transaction) or in a transaction of the client's own.
 func (c *Client) insert(ctx context.Context, ex driver.Executor, tx any, jobs []*driver.NewJob, now time.Time) ([]lifecycle.Verdict, error) {
 	if ex != nil {
-		out, promoted, err := lifecycle.Enqueue(ctx, ex, jobs, now)
+		out, promoted, err := lifecycle.Admit(ctx, ex, jobs, now)
 		if err != nil && c.drv.Retryable(err) {
 			return nil, fmt.Errorf("%w: %w", ErrConflict, err)
 		}
@@ -362,7 +362,7 @@ func (c *Client) insert(ctx context.Context, ex driver.Executor, tx any, jobs []
 		run = driver.Atomic
 	}
 	err = run(ctx, c.drv, func(ex driver.Executor) (err error) {
-		verdicts, promoted, err = lifecycle.Enqueue(ctx, ex, jobs, now)
+		verdicts, promoted, err = lifecycle.Admit(ctx, ex, jobs, now)
 		return err
 	})
 	if err != nil {

@@ -120,7 +120,7 @@ func (c *Client) explain(ctx context.Context, info *JobInfo) (*Explanation, erro
 		if e.Key, err = c.keyState(ctx, line, maxLineShow); err != nil {
 			return nil, err
 		}
-		ahead, err := ex.LineCountAhead(ctx, line, info.Priority, info.ID, MaxCountedAhead+1)
+		ahead, err := ex.LineCountAhead(ctx, driver.LineAheadParams{Key: line, Priority: info.Priority, JobID: info.ID, Max: MaxCountedAhead + 1})
 		if err != nil {
 			return nil, err
 		}
@@ -197,7 +197,7 @@ func (c *Client) explainRateWait(ctx context.Context, e *Explanation, since time
 	if e.Rate, err = c.rateState(ctx, info.RateKey, maxLineShow); err != nil {
 		return err
 	}
-	ahead, err := c.drv.Exec().LineCountAhead(ctx, driver.RateLine(info.RateKey), info.Priority, info.ID, MaxCountedAhead+1)
+	ahead, err := c.drv.Exec().LineCountAhead(ctx, driver.LineAheadParams{Key: driver.RateLine(info.RateKey), Priority: info.Priority, JobID: info.ID, Max: MaxCountedAhead + 1})
 	if err != nil {
 		return err
 	}

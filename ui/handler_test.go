@@ -220,7 +220,7 @@ func bigJob(t *testing.T, f *fixture) int64 {
 	args := `{"Blob":"` + strings.Repeat("a", 3<<20) + `"}`
 	j := &driver.NewJob{Kind: "ui.mail", Queue: "big", Args: []byte(args), MaxAttempts: 1, ScheduledAt: time.Now()}
 	err := driver.InTx(ctx, driver.ClientEngine(f.client), func(ex driver.Executor) error {
-		_, _, err := lifecycle.Enqueue(ctx, ex, []*driver.NewJob{j}, time.Now())
+		_, _, err := lifecycle.Admit(ctx, ex, []*driver.NewJob{j}, time.Now())
 		return err
 	})
 	if err != nil {

@@ -4,9 +4,12 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/bqueue/bq/internal/driver"
 )
 
-func (e *executor) JobCancel(ctx context.Context, jobID int64, now time.Time, ran bool, msg string) error {
+func (e *executor) JobCancel(ctx context.Context, p driver.JobCancelParams) error {
+	jobID, now, ran, msg := p.JobID, p.Now, p.Ran, p.Msg
 	if err := e.write(ctx, e.q.cancelJob, jobID, now, ran, msg); err != nil {
 		return fmt.Errorf("finish job %d as cancelled: %w", jobID, err)
 	}

@@ -182,7 +182,8 @@ func (e *executor) RateSlotListFree(ctx context.Context, key string, notAfter ti
 	return slots, nil
 }
 
-func (e *executor) RateSlotSetMany(ctx context.Context, key string, slots []int, jobIDs []int64, at time.Time) error {
+func (e *executor) RateSlotSetMany(ctx context.Context, p driver.RateSlotsParams) error {
+	key, slots, jobIDs, at := p.Key, p.Slots, p.JobIDs, p.At
 	if len(slots) == 0 {
 		return nil
 	}
@@ -196,7 +197,8 @@ func (e *executor) RateSlotSetMany(ctx context.Context, key string, slots []int,
 	return nil
 }
 
-func (e *executor) RateSlotUnstamp(ctx context.Context, key string, slot int, stamped, to time.Time) (bool, error) {
+func (e *executor) RateSlotUnstamp(ctx context.Context, p driver.RateUnstampParams) (bool, error) {
+	key, slot, stamped, to := p.Key, p.Slot, p.Stamped, p.To
 	tag, err := e.db.Exec(ctx, e.q.rate.unstamp, key, slot, stamped, to)
 	if err != nil {
 		return false, fmt.Errorf("give back slot %d of rate key %q: %w", slot, key, err)

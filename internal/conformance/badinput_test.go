@@ -119,7 +119,7 @@ func insertRaw(t *testing.T, h *harness, kind, args string) int64 {
 	ctx := context.Background()
 	j := &driver.NewJob{Kind: kind, Queue: "default", Args: []byte(args), MaxAttempts: 3, ScheduledAt: time.Now()}
 	err := driver.InTx(ctx, h.driver(), func(ex driver.Executor) error {
-		_, _, err := lifecycle.Enqueue(ctx, ex, []*driver.NewJob{j}, time.Now())
+		_, _, err := lifecycle.Admit(ctx, ex, []*driver.NewJob{j}, time.Now())
 		return err
 	})
 	if err != nil {

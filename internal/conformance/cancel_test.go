@@ -267,7 +267,7 @@ func testCancelMarkedRunEnds(t *testing.T, h *harness) {
 			return lifecycle.Snooze(ctx, ex, c, now.Add(time.Hour), now)
 		}, bq.StateCancelled},
 		{"return", func(ex driver.Executor, c *driver.Claim) (lifecycle.Result, error) {
-			return lifecycle.Return(ctx, ex, c, now)
+			return lifecycle.Unclaim(ctx, ex, c, now)
 		}, bq.StateCancelled},
 	}
 	for _, e := range ends {
@@ -322,7 +322,7 @@ func testCancelMarkedClaimReaped(t *testing.T, h *harness) {
 	witness(t, h)
 	pass(t, h, dispatcher.Config{ProcessDeadAfter: time.Minute})
 	info := wantCancelled(t, h, res.ID)
-	if info.Attempts != 1 || info.LastError != lifecycle.LostMessage {
+	if info.Attempts != 1 || info.LastError != lifecycle.ReapMessage {
 		t.Errorf("reaped cancelled claim: %d attempts, %q; want 1 and the lost process named", info.Attempts, info.LastError)
 	}
 	wantStates(t, h, "after the reap", map[int64]bq.JobState{behind.ID: bq.StateReady})

@@ -128,7 +128,7 @@ func testReaper(t *testing.T, h *harness) {
 
 	pass(t, h, dispatcher.Config{ProcessDeadAfter: time.Minute})
 	info := jobInfo(t, h, res.ID)
-	if info.State != bq.StateReady || info.Attempts != 1 || info.LastError != lifecycle.LostMessage {
+	if info.State != bq.StateReady || info.Attempts != 1 || info.LastError != lifecycle.ReapMessage {
 		t.Errorf("lost claim: %s, %d attempts, error %q; want ready, 1 attempt, process lost", info.State, info.Attempts, info.LastError)
 	}
 	if st := h.state(behind.ID); st != bq.StateBlocked {

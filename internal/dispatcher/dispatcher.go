@@ -77,11 +77,11 @@ type Dispatcher struct {
 	cfg         Config
 	lastCleanup time.Time
 	snapped     time.Time // the last minute of history this dispatcher snapshotted
-	// lookedForOrphans is when this dispatcher last looked through every
+	// lookedForReapable is when this dispatcher last looked through every
 	// claim for lost ones; seen holds the process rows its last pass read
 	// (see mayHaveLostClaims).
-	lookedForOrphans time.Time
-	seen             map[int64]bool
+	lookedForReapable time.Time
+	seen              map[int64]bool
 }
 
 // New returns a dispatcher for drv.
@@ -120,9 +120,9 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 // Pass runs every maintenance step once.
 func (d *Dispatcher) Pass(ctx context.Context) error {
 	errs := []error{
-		d.promoteScheduled(ctx),
-		d.reapLostClaims(ctx),
-		d.recountExpired(ctx),
+		d.admitDue(ctx),
+		d.reapClaims(ctx),
+		d.reclaimExpired(ctx),
 		d.promoteBlocked(ctx),
 		d.snapshotHistory(ctx),
 	}
@@ -137,8 +137,8 @@ func (d *Dispatcher) inTx(ctx context.Context, fn func(ex driver.Executor) error
 	return driver.InTx(ctx, d.drv, fn)
 }
 
-// promoteScheduled admits due scheduled jobs, a batch per transaction.
-func (d *Dispatcher) promoteScheduled(ctx context.Context) error {
+// admitDue admits due scheduled jobs, a batch per transaction.
+func (d *Dispatcher) admitDue(ctx context.Context) error {
 	// Look before taking a write lock: most passes find nothing due.
 	if due, err := d.drv.Exec().ScheduledDueExists(ctx, d.cfg.Now()); err != nil || !due {
 		return err
@@ -148,7 +148,7 @@ func (d *Dispatcher) promoteScheduled(ctx context.Context) error {
 		var states []driver.JobState
 		var woken driver.Promotion
 		err := d.inTx(ctx, func(ex driver.Executor) (err error) {
-			jobs, states, woken, err = lifecycle.PromoteScheduled(ctx, ex, d.cfg.BatchSize, d.cfg.Now())
+			jobs, states, woken, err = lifecycle.AdmitDue(ctx, ex, d.cfg.BatchSize, d.cfg.Now())
 			return err
 		})
 		if err != nil {
@@ -181,14 +181,14 @@ func (d *Dispatcher) logPromoted(ctx context.Context, key string, p driver.Promo
 	d.notify(p.Queues)
 }
 
-// recountExpired recounts semaphores whose expiry passed. Live holders
+// reclaimExpired recounts semaphores whose expiry passed. Live holders
 // renew expiry through their process's heartbeat, so an expired semaphore
 // has no live running holder: claims of its key whose process is dead for
 // the key's Duration are reaped, then its slots are recounted. A key
 // another transaction holds is skipped (its holder releases and promotes
 // it), so a frozen holder never stalls the pass; a key that fails does
 // not stop the others.
-func (d *Dispatcher) recountExpired(ctx context.Context) error {
+func (d *Dispatcher) reclaimExpired(ctx context.Context) error {
 	var errs []error
 	after := ""
 	for {
@@ -216,7 +216,7 @@ func (d *Dispatcher) recountExpired(ctx context.Context) error {
 				if reaped, err = handleLost(ctx, ex, lost, now); err != nil {
 					return err
 				}
-				promoted, err = semaphore.Recount(ctx, ex, key, now)
+				promoted, err = semaphore.Reclaim(ctx, ex, key, now)
 				return err
 			})
 			if err != nil {

@@ -10,16 +10,16 @@ import (
 	"github.com/bqueue/bq/internal/lifecycle"
 )
 
-// reapLostClaims returns the claims of dead processes to ready (keeping
+// reapClaims returns the claims of dead processes to ready (keeping
 // their slots) or fails them once their attempts are spent. A process is
 // dead only on evidence (driver package doc): silent for longer than
 // ProcessDeadAfter and its own bound while others' heartbeats landed, so
 // an outage or a locked database every process shared kills none.
-func (d *Dispatcher) reapLostClaims(ctx context.Context) error {
-	if look, err := d.mayHaveLostClaims(ctx); err != nil || !look {
+func (d *Dispatcher) reapClaims(ctx context.Context) error {
+	if look, err := d.mayHaveReapable(ctx); err != nil || !look {
 		return err
 	}
-	// Look first: most passes find no lost claim.
+	// Look first: most passes find nothing to reap.
 	var lost []*driver.Claim
 	err := driver.Atomic(ctx, d.drv, func(ex driver.Executor) (err error) {
 		lost, err = ex.ClaimListReapable(ctx, d.cfg.Now(), d.cfg.ProcessDeadAfter, 1)
@@ -54,7 +54,7 @@ func (d *Dispatcher) reapLostClaims(ctx context.Context) error {
 	return d.deleteDeadProcesses(ctx)
 }
 
-// mayHaveLostClaims tells whether a pass must look through the claims for
+// mayHaveReapable tells whether a pass must look through the claims for
 // lost ones. A claim is lost when its process is dead or its process row
 // is gone, and the process rows (a small table) show both: death needs a
 // silence past ProcessDeadAfter, and a row gone since the last pass is
@@ -64,7 +64,7 @@ func (d *Dispatcher) reapLostClaims(ctx context.Context) error {
 // fills with the entries of deleted claims: made by every process of a
 // fleet every DispatchInterval, it cost more of the server's time than
 // any other statement of a pass (bench/matrix/notes.md, "Fleet").
-func (d *Dispatcher) mayHaveLostClaims(ctx context.Context) (bool, error) {
+func (d *Dispatcher) mayHaveReapable(ctx context.Context) (bool, error) {
 	var procs []driver.Process
 	err := driver.Atomic(ctx, d.drv, func(ex driver.Executor) (err error) {
 		procs, err = ex.ProcessList(ctx)
@@ -74,7 +74,7 @@ func (d *Dispatcher) mayHaveLostClaims(ctx context.Context) (bool, error) {
 		return false, err
 	}
 	now := d.cfg.Now()
-	look := now.Sub(d.lookedForOrphans) >= d.cfg.ProcessDeadAfter || now.Before(d.lookedForOrphans)
+	look := now.Sub(d.lookedForReapable) >= d.cfg.ProcessDeadAfter || now.Before(d.lookedForReapable)
 	seen := make(map[int64]bool, len(procs))
 	for _, p := range procs {
 		seen[p.ID] = true
@@ -88,7 +88,7 @@ func (d *Dispatcher) mayHaveLostClaims(ctx context.Context) (bool, error) {
 	}
 	d.seen = seen
 	if look {
-		d.lookedForOrphans = now
+		d.lookedForReapable = now
 	}
 	return look, nil
 }
@@ -101,7 +101,7 @@ func (d *Dispatcher) deleteDeadProcesses(ctx context.Context) error {
 	})
 }
 
-// reap is one lost claim handled, told once its transaction commits.
+// reap is one claim reaped, told once its transaction commits.
 type reap struct {
 	claim  *driver.Claim
 	result lifecycle.Result
@@ -144,7 +144,7 @@ func handleLost(ctx context.Context, ex driver.Executor, claims []*driver.Claim,
 	}
 	out := make([]reap, 0, len(todo))
 	for _, c := range todo {
-		r, err := lifecycle.Reap(ctx, ex, c, lifecycle.LostMessage, now)
+		r, err := lifecycle.Reap(ctx, ex, c, lifecycle.ReapMessage, now)
 		if err != nil {
 			return nil, err
 		}

@@ -2,6 +2,7 @@ package driver
 
 import (
 	"context"
+	"time"
 )
 
 // ClaimWays are a driver's faster ways to claim; ClaimWithin applies the
@@ -96,4 +97,86 @@ func claimable(ctx context.Context, tx ClaimStore, p ClaimParams, gate Gate) (in
 		return 0, err
 	}
 	return min(p.Max, limit-active), nil
+}
+
+// Claim is a job taken by a worker; Fence identifies this claim alone, so a
+// completion from an earlier claim of the same job matches nothing.
+type Claim struct {
+	Job
+	Fence     int64
+	ClaimedAt time.Time
+	// StartBy: a run of a rated job must begin by then, or not at all
+	// (lifecycle.StartRated); zero when unbounded. RateSlot is the slot
+	// of its key's ring its start was stamped on.
+	StartBy  time.Time
+	RateSlot int
+}
+
+// Fenced names one claim: a job and the fence of that claim of it.
+type Fenced struct {
+	JobID, Fence int64
+}
+
+// Gate is what decides whether and how much a claim of a queue may take:
+// a paused queue claims nothing; a MaxActive above 0 caps its claimed jobs.
+type Gate struct {
+	MaxActive int
+	Paused    bool
+}
+
+// ClaimParams asks for up to Max ready jobs of Queue.
+type ClaimParams struct {
+	Queue     string
+	Max       int
+	ProcessID int64
+	Now       time.Time
+}
+
+// OwnClaim is a claim as its process sees it, to check that it still
+// holds it.
+type OwnClaim struct {
+	JobID, Fence int64
+	ClaimedAt    time.Time
+	// CancelRequested: a cancel marked the claim (MarkCancel); its run
+	// is to be cancelled.
+	CancelRequested bool
+}
+
+// ClaimStore takes ready jobs for a worker and ends claims by their fence.
+type ClaimStore interface {
+	// ReadyExists reports whether queue has ready jobs: a claimer looks
+	// before it takes any lock, since most idle polls find nothing.
+	ReadyExists(ctx context.Context, queue string) (bool, error)
+	// QueueGateGet reads what the claim rule needs of queue: its MaxActive
+	// (0 when it has none) and whether it is paused. Inside a transaction
+	// it locks the queue's policy row until the transaction ends, so
+	// claimers of a capped queue take turns and each counts the claims of
+	// those before it; outside one it only reads.
+	QueueGateGet(ctx context.Context, queue string) (Gate, error)
+	// RunningCount counts the claimed jobs of queue.
+	RunningCount(ctx context.Context, queue string) (int, error)
+	// ReadyClaim moves up to p.Max ready jobs of p.Queue to claimed, in
+	// priority then FIFO order, skipping rows other claimers hold. It
+	// knows no cap: the engine's claim rule (lifecycle.Claim) decides
+	// p.Max. It may run several statements: run it in a transaction.
+	ReadyClaim(ctx context.Context, p ClaimParams) ([]*Claim, error)
+	// ClaimDelete removes the claim matching both jobID and fence. It
+	// reports false when the claim no longer exists (a stale fence).
+	ClaimDelete(ctx context.Context, jobID, fence int64) (bool, error)
+	// ClaimMarkCancel marks job id's claim as asked to cancel at now, keeping
+	// an earlier mark, and returns the mark. ok is false when the job has
+	// no claim (it is not running). It may run several statements: run
+	// it in a transaction.
+	ClaimMarkCancel(ctx context.Context, jobID int64, now time.Time) (requestedAt time.Time, ok bool, err error)
+	// ClaimCancelRequested locks the claim matching jobID and fence until the
+	// transaction ends and reports whether it carries a cancel mark; false
+	// when the claim no longer exists. A run's end reads it before ending
+	// the claim, so a cancel marked before that end is never lost, and
+	// one marked after finds no claim.
+	ClaimCancelRequested(ctx context.Context, jobID, fence int64) (bool, error)
+	// ClaimCompleteMany ends many successful runs at once: each claim whose
+	// fence still matches is deleted and its job finished (attempt+1,
+	// finished_at) or, with keep false, deleted. It returns the claims
+	// that matched.
+	ClaimCompleteMany(ctx context.Context, claims []*Claim, keep bool, now time.Time) ([]Fenced, error)
 }

@@ -1,6 +1,7 @@
 package driver
 
 import (
+	"context"
 	"strings"
 	"time"
 )
@@ -83,4 +84,82 @@ type FailedJob struct {
 	Attempt  int
 	Error    string
 	FailedAt time.Time
+}
+
+// QueueCounts is the number of jobs of one queue in each state.
+type QueueCounts struct {
+	Queue     string `json:"queue"`
+	Ready     int    `json:"ready"`
+	Running   int    `json:"running"`
+	Scheduled int    `json:"scheduled"`
+	Blocked   int    `json:"blocked"`
+	Failed    int    `json:"failed"`
+}
+
+// Inspector reads, for Health, Explain, the CLI and the dashboard:
+// read-only, one statement each, bounded by max where the answer could
+// grow with the data (see inspect.go).
+type Inspector interface {
+	// JobCountByQueue returns per-queue counts of every live state.
+	JobCountByQueue(ctx context.Context) ([]QueueCounts, error)
+	// SchemaVersion returns the newest applied migration version, 0 when
+	// bq's tables were never created.
+	SchemaVersion(ctx context.Context) (int64, error)
+
+	// ReadyListAges returns, per queue with ready jobs, when its oldest ready
+	// job became ready.
+	ReadyListAges(ctx context.Context) ([]QueueAge, error)
+	// GroupListStats sums the semaphores of each limit group (the part of a
+	// key before its first "/"), up to max groups in group order.
+	GroupListStats(ctx context.Context, max int) ([]GroupStats, error)
+	// SemaphoreListMostBlocked returns up to max semaphores with blocked jobs, most
+	// blocked first, then by key.
+	SemaphoreListMostBlocked(ctx context.Context, max int) ([]Semaphore, error)
+	// SemaphoreGet reads key's semaphore without locking it.
+	SemaphoreGet(ctx context.Context, key string) (s Semaphore, ok bool, err error)
+	// HolderList returns up to max holders of key (its ready and claimed
+	// jobs, a multi-key job among them for each of its keys) in job id
+	// order.
+	HolderList(ctx context.Context, key string, max int) ([]Holder, error)
+	// LineCountAhead counts the blocked jobs of key that would be promoted
+	// before a blocked job of that priority and id, reading at most max
+	// of them: a long line costs no more than max rows.
+	LineCountAhead(ctx context.Context, p LineAheadParams) (int, error)
+	// LineList returns the first max blocked jobs of key, in promotion
+	// order (priority descending, then id).
+	LineList(ctx context.Context, key string, max int) ([]BlockedJob, error)
+	// ExecutionGet reads the execution row of job id, whatever table
+	// holds it; ok is false when the job does not exist.
+	ExecutionGet(ctx context.Context, id int64) (x ExecutionDetail, ok bool, err error)
+	// FailedList returns up to max failed jobs with an id below before
+	// (0: from the newest), newest first.
+	FailedList(ctx context.Context, before int64, max int) ([]FailedJob, error)
+	// JobList returns up to f.Max jobs matching every field of f that
+	// is set, newest (highest id) first.
+	JobList(ctx context.Context, f JobFilter) ([]*JobInfo, error)
+}
+
+// JobFilter selects jobs for ListJobs; a zero field matches every job.
+// bq checks it before (one of Key and KeyPrefix, labels by bq's rule).
+type JobFilter struct {
+	Kinds, Queues []string          // any of
+	States        []JobState        // any of
+	Key           string            // the full key, exactly
+	KeyPrefix     string            // full keys starting with it, byte for byte
+	Metadata      map[string]string // every pair
+	Tag           string
+	// Times: After is at or after, Before strictly before.
+	CreatedAfter, CreatedBefore   time.Time
+	FinishedAfter, FinishedBefore time.Time
+	BeforeID                      int64 // ids below it only; 0: from the newest
+	Max                           int
+}
+
+// LineAheadParams asks how many jobs stand before job JobID of priority
+// Priority in Key's line, counting up to Max (LineCountAhead).
+type LineAheadParams struct {
+	Key      string
+	Priority int
+	JobID    int64
+	Max      int
 }

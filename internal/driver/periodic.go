@@ -47,7 +47,7 @@ type PeriodicStore interface {
 	// the tick, false for every other.
 	PeriodicAdvance(ctx context.Context, p AdvanceParams) (bool, error)
 	// PeriodicSetLastRun notes the tick enqueued at: its job and state.
-	PeriodicSetLastRun(ctx context.Context, name string, at time.Time, jobID int64, state JobState) error
+	PeriodicSetLastRun(ctx context.Context, p PeriodicRunParams) error
 	// PeriodicList returns every row, ordered by name.
 	PeriodicList(ctx context.Context) ([]Periodic, error)
 }
@@ -55,3 +55,12 @@ type PeriodicStore interface {
 // PeriodicPass runs one pass of a *bq.Client's periodic scheduler, for
 // bq's own tests (set by package bq).
 var PeriodicPass func(ctx context.Context, client any) error
+
+// PeriodicRunParams records the job a periodic schedule enqueued for its
+// tick At (PeriodicSetLastRun).
+type PeriodicRunParams struct {
+	Name  string
+	At    time.Time
+	JobID int64
+	State JobState
+}

@@ -74,11 +74,11 @@ type RateStore interface {
 	// RateSlotSetMany writes slots[i] of key: started_at at, and job_id jobIDs[i]
 	// (0: none). A reservation is at Reserved with the job's id; a start
 	// is its instant with no job.
-	RateSlotSetMany(ctx context.Context, key string, slots []int, jobIDs []int64, at time.Time) error
+	RateSlotSetMany(ctx context.Context, p RateSlotsParams) error
 	// RateSlotUnstamp sets slot of key back from the start stamped to `to`,
 	// if it still holds that start (no other start took it since): a
 	// run that never began gives its start back. false when it did not.
-	RateSlotUnstamp(ctx context.Context, key string, slot int, stamped, to time.Time) (bool, error)
+	RateSlotUnstamp(ctx context.Context, p RateUnstampParams) (bool, error)
 	// RateSlotListReserved returns the slots of key reserved for any of jobIDs,
 	// by job.
 	RateSlotListReserved(ctx context.Context, key string, jobIDs []int64) (map[int64]int, error)
@@ -131,4 +131,20 @@ type RateStore interface {
 	// LineGetKey reads the line key of job id's blocked row; ok false
 	// when the job is not blocked.
 	LineGetKey(ctx context.Context, jobID int64) (key string, ok bool, err error)
+}
+
+// RateSlotsParams sets Slots of Key's ring to At, reserved for JobIDs (RateSlotSetMany).
+type RateSlotsParams struct {
+	Key    string
+	Slots  []int
+	JobIDs []int64
+	At     time.Time
+}
+
+// RateUnstampParams puts Slot of Key's ring back to To if it still holds Stamped (RateSlotUnstamp).
+type RateUnstampParams struct {
+	Key     string
+	Slot    int
+	Stamped time.Time
+	To      time.Time
 }

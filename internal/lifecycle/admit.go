@@ -171,7 +171,7 @@ type Verdict struct {
 	DuplicateOf int64
 }
 
-// Enqueue admits new jobs and keeps every one not discarded (a keyed or
+// Admit admits new jobs and keeps every one not discarded (a keyed or
 // rated job's row goes in pending before admission and is deleted again
 // if admission discards it). Jobs due
 // later are stored scheduled and admitted when the dispatcher promotes
@@ -180,7 +180,7 @@ type Verdict struct {
 // admission promoted of the jobs already blocked on the keys. A job with
 // a rate key but no rate of its own whose queue's policy has none either
 // is refused (ErrNoRate), and so is the whole batch.
-func Enqueue(ctx context.Context, ex Store, jobs []*driver.NewJob, now time.Time) ([]Verdict, driver.Promotion, error) {
+func Admit(ctx context.Context, ex Store, jobs []*driver.NewJob, now time.Time) ([]Verdict, driver.Promotion, error) {
 	if err := checkPolicyRates(ctx, ex, jobs); err != nil {
 		return nil, driver.Promotion{}, err
 	}
@@ -300,10 +300,10 @@ func checkPolicyRates(ctx context.Context, ex Store, jobs []*driver.NewJob) erro
 	return nil
 }
 
-// PromoteScheduled admits up to max scheduled jobs that are due, as if
+// AdmitDue admits up to max scheduled jobs that are due, as if
 // they were enqueued now. It returns the jobs it took, what admission did
 // with each, and what it promoted of the jobs already blocked.
-func PromoteScheduled(ctx context.Context, ex Store, max int, now time.Time) ([]*driver.Job, []driver.JobState, driver.Promotion, error) {
+func AdmitDue(ctx context.Context, ex Store, max int, now time.Time) ([]*driver.Job, []driver.JobState, driver.Promotion, error) {
 	jobs, err := ex.ScheduledTakeDue(ctx, now, max)
 	if err != nil || len(jobs) == 0 {
 		return nil, nil, driver.Promotion{}, err

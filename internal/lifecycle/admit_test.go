@@ -51,7 +51,7 @@ func TestBatchAdmissionEqualsKeyByKey(t *testing.T) {
 		s := memstore.New()
 		// Keys a and c: limit 1, taken, one job blocked; then a slot frees.
 		for _, k := range []string{"a", "c"} {
-			if _, _, err := lifecycle.Enqueue(ctx, s, []*driver.NewJob{job(k, 1, driver.Block, 0), job(k, 1, driver.Block, 0)}, now); err != nil {
+			if _, _, err := lifecycle.Admit(ctx, s, []*driver.NewJob{job(k, 1, driver.Block, 0), job(k, 1, driver.Block, 0)}, now); err != nil {
 				t.Fatal(err)
 			}
 			s.Semaphores[k].Value, s.Semaphores[k].Limit = 1, 2
@@ -71,12 +71,12 @@ func TestBatchAdmissionEqualsKeyByKey(t *testing.T) {
 		return jobs
 	}
 	plain := setup()
-	want, wantPromoted, err := lifecycle.Enqueue(ctx, plain, batch(), now)
+	want, wantPromoted, err := lifecycle.Admit(ctx, plain, batch(), now)
 	if err != nil {
 		t.Fatal(err)
 	}
 	many := &batchLocker{Store: setup()}
-	got, gotPromoted, err := lifecycle.Enqueue(ctx, many, batch(), now)
+	got, gotPromoted, err := lifecycle.Admit(ctx, many, batch(), now)
 	if err != nil {
 		t.Fatal(err)
 	}

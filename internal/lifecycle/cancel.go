@@ -106,7 +106,7 @@ func Cancel(ctx context.Context, ex Store, id int64, now time.Time) (Cancellatio
 		out.Moved = true
 		return out, nil
 	}
-	if err := ex.JobCancel(ctx, id, now, false, ""); err != nil {
+	if err := ex.JobCancel(ctx, driver.JobCancelParams{JobID: id, Now: now, Ran: false, Msg: ""}); err != nil {
 		return Cancellation{}, err
 	}
 	if info.State == driver.StateReady {
@@ -140,7 +140,7 @@ func cancelRated(ctx context.Context, ex Store, out Cancellation, take func() (b
 		}
 		out.Promoted.Add(w.Promoted())
 	}
-	if err := ex.JobCancel(ctx, job.ID, now, false, ""); err != nil {
+	if err := ex.JobCancel(ctx, driver.JobCancelParams{JobID: job.ID, Now: now, Ran: false, Msg: ""}); err != nil {
 		return Cancellation{}, err
 	}
 	p, err := releaseJob(ctx, ex, job, now)
@@ -185,7 +185,7 @@ func CancelRun(ctx context.Context, ex Store, c *driver.Claim, msg string, now t
 	if ok, err := ex.ClaimDelete(ctx, c.ID, c.Fence); !ok || err != nil {
 		return Result{}, err
 	}
-	if err := ex.JobCancel(ctx, c.ID, now, true, msg); err != nil {
+	if err := ex.JobCancel(ctx, driver.JobCancelParams{JobID: c.ID, Now: now, Ran: true, Msg: msg}); err != nil {
 		return Result{}, err
 	}
 	promoted, err := release(ctx, ex, c, now)

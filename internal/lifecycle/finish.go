@@ -222,11 +222,11 @@ func fail(ctx context.Context, ex Store, c *driver.Claim, msg string, now time.T
 	return Result{Matched: true, State: driver.StateFailed, Promoted: promoted}, err
 }
 
-// Return puts a claimed job back to ready without counting the attempt,
+// Unclaim puts a claimed job back to ready without counting the attempt,
 // as a worker shuts down before the job ends. It keeps its slot: it is
 // still a holder, now waiting to be claimed again. A claim marked for
 // cancel finishes cancelled instead.
-func Return(ctx context.Context, ex Store, c *driver.Claim, now time.Time) (Result, error) {
+func Unclaim(ctx context.Context, ex Store, c *driver.Claim, now time.Time) (Result, error) {
 	if r, done, err := cancelIfMarked(ctx, ex, c, CancelledMessage, now); done || err != nil {
 		return r, err
 	}
@@ -237,8 +237,8 @@ func Return(ctx context.Context, ex Store, c *driver.Claim, now time.Time) (Resu
 	return Result{Matched: true, State: driver.StateReady}, ex.ExecutionInsertMany(ctx, driver.StateReady, []driver.Execution{row})
 }
 
-// LostMessage is the error recorded for an attempt whose process died.
-const LostMessage = "process lost: the worker running this job stopped heartbeating"
+// ReapMessage is the error recorded for an attempt whose process died.
+const ReapMessage = "process lost: the worker running this job stopped heartbeating"
 
 // Reap ends a claim whose run was lost: its process stopped
 // heartbeating (the reaper), or the run stopped itself as its lease lapsed

@@ -23,7 +23,7 @@ func job(key string, to int, onConflict driver.OnConflict, prio int) *driver.New
 
 func enqueue(t *testing.T, s *memstore.Store, jobs ...*driver.NewJob) []lifecycle.Verdict {
 	t.Helper()
-	v, _, err := lifecycle.Enqueue(ctx, s, jobs, now)
+	v, _, err := lifecycle.Admit(ctx, s, jobs, now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,14 +160,14 @@ func TestReapKeepsTheSlotUntilAttemptsAreSpent(t *testing.T) {
 	s := memstore.New()
 	enqueue(t, s, job("k", 1, driver.Block, 0), job("k", 1, driver.Block, 0))
 	c := claim(t, s)
-	r, err := lifecycle.Reap(ctx, s, c, lifecycle.LostMessage, now)
+	r, err := lifecycle.Reap(ctx, s, c, lifecycle.ReapMessage, now)
 	if err != nil || r.State != driver.StateReady || r.Promoted.Jobs != 0 {
 		t.Fatalf("reap with attempts left: %+v %v, want ready keeping its slot", r, err)
 	}
 	honest(t, s, "k")
 	for range 2 {
 		c = claim(t, s)
-		if r, err = lifecycle.Reap(ctx, s, c, lifecycle.LostMessage, now); err != nil {
+		if r, err = lifecycle.Reap(ctx, s, c, lifecycle.ReapMessage, now); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -181,7 +181,7 @@ func TestReturnKeepsTheSlotAndTheAttempt(t *testing.T) {
 	s := memstore.New()
 	enqueue(t, s, job("k", 1, driver.Block, 0))
 	c := claim(t, s)
-	if _, err := lifecycle.Return(ctx, s, c, now); err != nil {
+	if _, err := lifecycle.Unclaim(ctx, s, c, now); err != nil {
 		t.Fatal(err)
 	}
 	if got := s.Jobs[c.ID]; got.State != driver.StateReady || got.Attempt != 0 {
@@ -240,7 +240,7 @@ func TestSnoozedJobIsAdmittedWhenDue(t *testing.T) {
 		t.Fatal(err)
 	}
 	enqueue(t, s, job("k", 1, driver.Block, 0)) // takes the freed slot
-	_, outcomes, _, err := lifecycle.PromoteScheduled(ctx, s, 10, later)
+	_, outcomes, _, err := lifecycle.AdmitDue(ctx, s, 10, later)
 	if err != nil || len(outcomes) != 1 || outcomes[0] != driver.StateDiscarded {
 		t.Fatalf("due snoozed discard-on-conflict job beside a holder: %v %v, want discarded", outcomes, err)
 	}

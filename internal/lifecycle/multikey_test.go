@@ -20,7 +20,7 @@ func multi(keys ...string) *driver.NewJob {
 
 func add(t *testing.T, s *memstore.Store, jobs ...*driver.NewJob) []lifecycle.Verdict {
 	t.Helper()
-	v, _, err := lifecycle.Enqueue(ctx, s, jobs, now)
+	v, _, err := lifecycle.Admit(ctx, s, jobs, now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +44,7 @@ func claimID(t *testing.T, s *memstore.Store, id int64) *driver.Claim {
 	for _, c := range cs {
 		if c.ID == id {
 			out = c
-		} else if _, err := lifecycle.Return(ctx, s, c, now); err != nil {
+		} else if _, err := lifecycle.Unclaim(ctx, s, c, now); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -19,7 +19,7 @@ func TestPolicyRateMissingRefusesEnqueue(t *testing.T) {
 	ctx := context.Background()
 	s := memstore.New()
 	s.Policies["q"] = driver.Policy{Queue: "q", MaxActivePerKey: 2} // a policy, but no rate
-	_, _, err := lifecycle.Enqueue(ctx, s, rated(1, "g/k", 0, 0), rateNow)
+	_, _, err := lifecycle.Admit(ctx, s, rated(1, "g/k", 0, 0), rateNow)
 	if !errors.Is(err, lifecycle.ErrNoRate) || !strings.Contains(err.Error(), "MaxStartsPerKey") ||
 		!strings.Contains(err.Error(), "Rate.Limit") {
 		t.Fatalf("enqueue with no rate anywhere: %v, want ErrNoRate naming both fixes", err)
@@ -28,7 +28,7 @@ func TestPolicyRateMissingRefusesEnqueue(t *testing.T) {
 		t.Errorf("%d jobs and %d rate rows stored by a refused enqueue", len(s.Jobs), len(s.Rates))
 	}
 	// A job with its own rate in the same queue is not refused.
-	if _, _, err := lifecycle.Enqueue(ctx, s, rated(1, "g/own", 1, time.Second), rateNow); err != nil {
+	if _, _, err := lifecycle.Admit(ctx, s, rated(1, "g/own", 1, time.Second), rateNow); err != nil {
 		t.Fatalf("enqueue with an own rate: %v", err)
 	}
 }
@@ -40,7 +40,7 @@ func TestPolicyRateResolutionOrder(t *testing.T) {
 	ctx := context.Background()
 	s := memstore.New()
 	s.Policies["q"] = driver.Policy{Queue: "q", MaxStartsPerKey: 3, StartsPeriod: 2 * time.Second}
-	verdicts, _, err := lifecycle.Enqueue(ctx, s, rated(5, "g/p", 0, 0), rateNow)
+	verdicts, _, err := lifecycle.Admit(ctx, s, rated(5, "g/p", 0, 0), rateNow)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +51,7 @@ func TestPolicyRateResolutionOrder(t *testing.T) {
 		t.Errorf("rate row %+v with %d slots: want the policy's 3 per 2s", r, len(s.Rings["g/p"]))
 	}
 	// The job's own rate beats the policy.
-	if _, _, err := lifecycle.Enqueue(ctx, s, rated(1, "g/own", 1, time.Second), rateNow); err != nil {
+	if _, _, err := lifecycle.Admit(ctx, s, rated(1, "g/own", 1, time.Second), rateNow); err != nil {
 		t.Fatal(err)
 	}
 	if r := s.Rates["g/own"]; r.Limit != 1 || r.Period != time.Second {
@@ -60,7 +60,7 @@ func TestPolicyRateResolutionOrder(t *testing.T) {
 	// A changed policy applies at the next admission: the ring grows.
 	s.Policies["q"] = driver.Policy{Queue: "q", MaxStartsPerKey: 6, StartsPeriod: time.Second}
 	later := rateNow.Add(10 * time.Millisecond)
-	if _, _, err := lifecycle.Enqueue(ctx, s, rated(1, "g/p", 0, 0), later); err != nil {
+	if _, _, err := lifecycle.Admit(ctx, s, rated(1, "g/p", 0, 0), later); err != nil {
 		t.Fatal(err)
 	}
 	if r := s.Rates["g/p"]; r.Limit != 6 || r.Period != time.Second || len(s.Rings["g/p"]) != 6 {
@@ -83,7 +83,7 @@ func TestPolicyRateRemoved(t *testing.T) {
 	ctx := context.Background()
 	s := memstore.New()
 	s.Policies["q"] = driver.Policy{Queue: "q", MaxStartsPerKey: 1, StartsPeriod: time.Hour}
-	if _, _, err := lifecycle.Enqueue(ctx, s, rated(1, "g/p", 0, 0), rateNow); err != nil {
+	if _, _, err := lifecycle.Admit(ctx, s, rated(1, "g/p", 0, 0), rateNow); err != nil {
 		t.Fatal(err)
 	}
 	delete(s.Policies, "q")
@@ -99,12 +99,12 @@ func TestPolicyRateRemoved(t *testing.T) {
 	s.Policies["q"] = driver.Policy{Queue: "q", MaxStartsPerKey: 1, StartsPeriod: time.Hour}
 	job := rated(1, "g/new", 0, 0)[0]
 	job.ScheduledAt = rateNow.Add(time.Minute)
-	if _, _, err := lifecycle.Enqueue(ctx, s, []*driver.NewJob{job}, rateNow); err != nil {
+	if _, _, err := lifecycle.Admit(ctx, s, []*driver.NewJob{job}, rateNow); err != nil {
 		t.Fatal(err)
 	}
 	delete(s.Policies, "q")
 	due := rateNow.Add(2 * time.Minute)
-	_, outcomes, _, err := lifecycle.PromoteScheduled(ctx, s, 10, due)
+	_, outcomes, _, err := lifecycle.AdmitDue(ctx, s, 10, due)
 	if err != nil || len(outcomes) != 1 || outcomes[0] != driver.StateReady {
 		t.Fatalf("admit the due job with no rate left: %v, %v; want ready", outcomes, err)
 	}

@@ -39,7 +39,7 @@ func claimAll(t *testing.T, s *memstore.Store, now time.Time) []*driver.Claim {
 func TestRateAdmissionReservesOrFilesInLine(t *testing.T) {
 	ctx := context.Background()
 	s := memstore.New()
-	verdicts, _, err := lifecycle.Enqueue(ctx, s, rated(5, "g/k", 2, time.Second), rateNow)
+	verdicts, _, err := lifecycle.Admit(ctx, s, rated(5, "g/k", 2, time.Second), rateNow)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +72,7 @@ func TestRateAdmissionReservesOrFilesInLine(t *testing.T) {
 func TestStartRatedCountsStartsAndFilesTheRest(t *testing.T) {
 	ctx := context.Background()
 	s := memstore.New()
-	if _, _, err := lifecycle.Enqueue(ctx, s, rated(2, "g/k", 2, time.Second), rateNow); err != nil {
+	if _, _, err := lifecycle.Admit(ctx, s, rated(2, "g/k", 2, time.Second), rateNow); err != nil {
 		t.Fatal(err)
 	}
 	// A third job reaches ready by another path (a retry, a promotion of
@@ -128,7 +128,7 @@ func TestStartRatedCountsStartsAndFilesTheRest(t *testing.T) {
 func TestStartedLateGoesBackToTheLine(t *testing.T) {
 	ctx := context.Background()
 	s := memstore.New()
-	if _, _, err := lifecycle.Enqueue(ctx, s, rated(1, "g/k", 1, time.Second), rateNow); err != nil {
+	if _, _, err := lifecycle.Admit(ctx, s, rated(1, "g/k", 1, time.Second), rateNow); err != nil {
 		t.Fatal(err)
 	}
 	claims := claimAll(t, s, rateNow)
@@ -151,7 +151,7 @@ func TestStartedLateGoesBackToTheLine(t *testing.T) {
 		t.Errorf("job after a late start: %s, promoted %+v; want ready again, its start given back", r.State, res.Promoted)
 	}
 	// A start stamped since on the slot (a long freeze) is not given back.
-	if ok, err := s.RateSlotUnstamp(ctx, "g/k", starts[0].Slot, starts[0].StartBy, rateNow); err != nil || ok {
+	if ok, err := s.RateSlotUnstamp(ctx, driver.RateUnstampParams{Key: "g/k", Slot: starts[0].Slot, Stamped: starts[0].StartBy, To: rateNow}); err != nil || ok {
 		t.Errorf("UnstampSlot of a slot no longer holding the start = %v, %v; want false", ok, err)
 	}
 }
@@ -161,7 +161,7 @@ func TestStartedLateGoesBackToTheLine(t *testing.T) {
 func TestApplyRateResizesTheRing(t *testing.T) {
 	ctx := context.Background()
 	s := memstore.New()
-	if _, _, err := lifecycle.Enqueue(ctx, s, rated(4, "g/k", 1, time.Hour), rateNow); err != nil {
+	if _, _, err := lifecycle.Admit(ctx, s, rated(4, "g/k", 1, time.Hour), rateNow); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.KeyRateSet(ctx, driver.RateSpec{Key: "g/k", Limit: 10, Period: time.Hour}, rateNow); err != nil {
@@ -196,7 +196,7 @@ func TestApplyRateResizesTheRing(t *testing.T) {
 func TestRecountRateHealsADriftedCount(t *testing.T) {
 	ctx := context.Background()
 	s := memstore.New()
-	if _, _, err := lifecycle.Enqueue(ctx, s, rated(3, "g/k", 1, time.Second), rateNow); err != nil {
+	if _, _, err := lifecycle.Admit(ctx, s, rated(3, "g/k", 1, time.Second), rateNow); err != nil {
 		t.Fatal(err)
 	}
 	s.Rates["g/k"].Waiting = 0 // drifted

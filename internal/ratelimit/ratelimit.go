@@ -167,7 +167,7 @@ func (w *Window) Free(ctx context.Context, n int) ([]int, error) {
 
 // Reserve holds slots[i] for the ready job jobIDs[i].
 func (w *Window) Reserve(ctx context.Context, slots []int, jobIDs []int64) error {
-	return w.ex.RateSlotSetMany(ctx, w.row.Key, slots, jobIDs, driver.Reserved)
+	return w.ex.RateSlotSetMany(ctx, driver.RateSlotsParams{Key: w.row.Key, Slots: slots, JobIDs: jobIDs, At: driver.Reserved})
 }
 
 // StartBy is the instant a run claimed at `at` must begin by: the
@@ -181,7 +181,7 @@ func (w *Window) Stamp(ctx context.Context, slots []int, at time.Time) error {
 	if len(slots) == 0 {
 		return nil
 	}
-	return w.ex.RateSlotSetMany(ctx, w.row.Key, slots, make([]int64, len(slots)), w.StartBy(at))
+	return w.ex.RateSlotSetMany(ctx, driver.RateSlotsParams{Key: w.row.Key, Slots: slots, JobIDs: make([]int64, len(slots)), At: w.StartBy(at)})
 }
 
 // Recount sets the jobs counted in the key's line to n, counted from

@@ -366,13 +366,13 @@ func Promote(ctx context.Context, ex driver.SemaphoreStore, key string, now time
 	return set.Promoted(), set.Save(ctx)
 }
 
-// Recount recounts an expired semaphore from the rows it stands for:
+// Reclaim recounts an expired semaphore from the rows it stands for:
 // free = limit - (ready + claimed jobs of the key), and blocked from the
 // blocked table. Slots whose holders are gone come back and pass to
 // blocked jobs; slots of live holders stay taken, so reclaiming never lets
 // a job start beside one that still runs. Callers first return the claims
 // of dead processes to ready (they keep their slots) or fail them.
-func Recount(ctx context.Context, ex driver.SemaphoreStore, key string, now time.Time) (driver.Promotion, error) {
+func Reclaim(ctx context.Context, ex driver.SemaphoreStore, key string, now time.Time) (driver.Promotion, error) {
 	row, ok, err := ex.SemaphoreLock(ctx, key, "")
 	if err != nil || !ok {
 		return driver.Promotion{}, err

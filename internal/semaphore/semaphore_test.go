@@ -153,7 +153,7 @@ func TestRecountFreesOnlyTheSlotsOfGoneHolders(t *testing.T) {
 	// The semaphore lost count: it believes both slots are taken and
 	// nothing waits.
 	s.Semaphores["k"] = &driver.Semaphore{Key: "k", Value: 0, Limit: 2, Duration: time.Minute}
-	p, err := semaphore.Recount(ctx, s, "k", now)
+	p, err := semaphore.Reclaim(ctx, s, "k", now)
 	if err != nil {
 		t.Fatal(err)
 	}

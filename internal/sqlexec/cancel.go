@@ -32,7 +32,8 @@ func (s Shared) FailedDelete(ctx context.Context, jobID int64) (bool, error) {
 	return n == 1, nil
 }
 
-func (e *Executor) JobCancel(ctx context.Context, jobID int64, now time.Time, ran bool, msg string) error {
+func (e *Executor) JobCancel(ctx context.Context, p driver.JobCancelParams) error {
+	jobID, now, ran, msg := p.JobID, p.Now, p.Ran, p.Msg
 	attempt := 0
 	if ran {
 		attempt = 1

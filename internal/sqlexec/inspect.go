@@ -110,7 +110,8 @@ func (s Shared) HolderList(ctx context.Context, key string, max int) ([]driver.H
 	return out, nil
 }
 
-func (s Shared) LineCountAhead(ctx context.Context, key string, priority int, jobID int64, max int) (int, error) {
+func (s Shared) LineCountAhead(ctx context.Context, p driver.LineAheadParams) (int, error) {
+	key, priority, jobID, max := p.Key, p.Priority, p.JobID, p.Max
 	var n int
 	if err := s.c.QueryRow(ctx, s.q.BlockedAhead, s.key(key, priority, priority, jobID, max)...).Scan(&n); err != nil {
 		return 0, fmt.Errorf("count blocked jobs ahead of job %d: %w", jobID, err)

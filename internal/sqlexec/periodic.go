@@ -103,7 +103,8 @@ func (s Shared) PeriodicAdvance(ctx context.Context, p driver.AdvanceParams) (bo
 	return n == 1, nil
 }
 
-func (s Shared) PeriodicSetLastRun(ctx context.Context, name string, at time.Time, jobID int64, state driver.JobState) error {
+func (s Shared) PeriodicSetLastRun(ctx context.Context, p driver.PeriodicRunParams) error {
+	name, at, jobID, state := p.Name, p.At, p.JobID, p.State
 	var id any // NULL: no job
 	if jobID != 0 {
 		id = jobID

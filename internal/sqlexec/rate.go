@@ -274,7 +274,8 @@ func (e *Executor) RateSlotListFree(ctx context.Context, key string, notAfter ti
 	return slots, nil
 }
 
-func (e *Executor) RateSlotSetMany(ctx context.Context, key string, slots []int, jobIDs []int64, at time.Time) error {
+func (e *Executor) RateSlotSetMany(ctx context.Context, p driver.RateSlotsParams) error {
+	key, slots, jobIDs, at := p.Key, p.Slots, p.JobIDs, p.At
 	if len(slots) != len(jobIDs) {
 		return fmt.Errorf("set slots of rate %q: %d slots but %d job ids", key, len(slots), len(jobIDs))
 	}
@@ -301,7 +302,8 @@ func (e *Executor) RateSlotSetMany(ctx context.Context, key string, slots []int,
 	return nil
 }
 
-func (e *Executor) RateSlotUnstamp(ctx context.Context, key string, slot int, stamped, to time.Time) (bool, error) {
+func (e *Executor) RateSlotUnstamp(ctx context.Context, p driver.RateUnstampParams) (bool, error) {
+	key, slot, stamped, to := p.Key, p.Slot, p.Stamped, p.To
 	n, err := e.exec(ctx, e.q.Rate.Unstamp, Micros(to), e.d.KeyIndex(key), slot, Micros(stamped))
 	if err != nil {
 		return false, fmt.Errorf("give back slot %d of rate %q: %w", slot, key, err)

@@ -229,7 +229,7 @@ func (s *scheduler) tick(ctx context.Context, p Periodic, row driver.Periodic, n
 			c := *j
 			jobs = append(jobs, &c)
 		}
-		if verdicts, promoted, err = lifecycle.Enqueue(ctx, ex, jobs, now); errors.Is(err, lifecycle.ErrNoRate) {
+		if verdicts, promoted, err = lifecycle.Admit(ctx, ex, jobs, now); errors.Is(err, lifecycle.ErrNoRate) {
 			// Refused before any write: the tick is spent, as for bad args,
 			// rather than failing every pass until a policy appears.
 			refused, jobs = err, nil
@@ -237,7 +237,7 @@ func (s *scheduler) tick(ctx context.Context, p Periodic, row driver.Periodic, n
 		} else if err != nil {
 			return err
 		}
-		return ex.PeriodicSetLastRun(ctx, row.Name, latest, jobs[0].ID, verdicts[0].State)
+		return ex.PeriodicSetLastRun(ctx, driver.PeriodicRunParams{Name: row.Name, At: latest, JobID: jobs[0].ID, State: verdicts[0].State})
 	})
 	switch {
 	case err != nil:

@@ -42,11 +42,11 @@ type process struct {
 	cancels chan struct{}
 	// claiming is held (shared) by claim loops from a claim until its
 	// runs hold leases, so verifyClaims never takes a claim in flight for
-	// an orphan.
+	// a stray claim.
 	claiming sync.RWMutex
-	// orphansSuspected: a claim failed, and its COMMIT may have landed
+	// straysSuspected: a claim failed, and its COMMIT may have landed
 	// unseen; the next landed beat checks for claims no run holds.
-	orphansSuspected atomic.Bool
+	straysSuspected atomic.Bool
 
 	mu      sync.Mutex
 	id      int64
@@ -221,7 +221,7 @@ func (p *process) heartbeat(ctx context.Context) {
 				p.c.wake("")
 				retry = retryFirst
 			}
-			if p.orphansSuspected.Swap(false) || verify {
+			if p.straysSuspected.Swap(false) || verify {
 				p.verifyClaims(ctx)
 			}
 			next = cfg.HeartbeatInterval - elapsed(cfg.Now(), send)
@@ -357,10 +357,10 @@ func (p *process) watchdog(ctx context.Context) {
 // pauseNoticed is how late a watchdog tick must be to count as a pause.
 const pauseNoticed = 500 * time.Millisecond
 
-// suspectOrphans asks for a claim check at the next beat that lands: a
+// suspectStrays asks for a claim check at the next beat that lands: a
 // claim failed, and its COMMIT may have landed though the caller saw an
 // error, leaving claims no run holds.
-func (p *process) suspectOrphans() { p.orphansSuspected.Store(true) }
+func (p *process) suspectStrays() { p.straysSuspected.Store(true) }
 
 // verifyClaims checks this process's claims against its runs: a run whose
 // claim is gone (taken while the process was paused) is fenced, and a
@@ -371,13 +371,13 @@ func (p *process) verifyClaims(ctx context.Context) {
 	id, seq := p.id, p.nextSeq
 	p.mu.Unlock()
 	// Hold claim loops off, so a claim in flight is not taken for an
-	// orphan; if one is in flight, orphans wait for the next check.
-	orphansToo := p.claiming.TryLock()
-	if orphansToo {
+	// stray; if one is in flight, strays wait for the next check.
+	straysToo := p.claiming.TryLock()
+	if straysToo {
 		defer p.claiming.Unlock()
 	} else {
-		// A claim is in flight: orphans are looked for at the next beat.
-		defer p.suspectOrphans()
+		// A claim is in flight: strays are looked for at the next beat.
+		defer p.suspectStrays()
 	}
 	held, err := p.c.drv.Exec().ClaimListOfProcess(ctx, id)
 	if err != nil {
@@ -398,7 +398,7 @@ func (p *process) verifyClaims(ctx context.Context) {
 			l.fence(fmt.Errorf("%w: its claim was taken while this process was paused", p.c.cfg.LeaseLost))
 		}
 	}
-	if !orphansToo {
+	if !straysToo {
 		return
 	}
 	for f, h := range inDB {
@@ -412,7 +412,7 @@ func (p *process) verifyClaims(ctx context.Context) {
 				return err
 			}
 			cl.Job = info.Job
-			_, err = lifecycle.Return(ctx, ex, cl, p.c.cfg.Now())
+			_, err = lifecycle.Unclaim(ctx, ex, cl, p.c.cfg.Now())
 			return err
 		})
 		if err != nil {

@@ -54,12 +54,12 @@ func (c *Runtime) Run(ctx context.Context, o RunOptions) error {
 
 	jobCtx, stopJobs := context.WithCancelCause(bg)
 	defer stopJobs(errShutdown)
-	recordCtx, stopRecording := context.WithCancel(bg)
-	defer stopRecording()
-	cp := startCompleter(c, recordCtx)
+	finishCtx, stopFinishing := context.WithCancel(bg)
+	defer stopFinishing()
+	cp := startCompleter(c, finishCtx)
 	workers := make([]*queueWorker, 0, len(queues))
 	for q, slots := range queues {
-		workers = append(workers, newQueueWorker(c, proc, cp, q, slots, jobCtx, recordCtx))
+		workers = append(workers, newQueueWorker(c, proc, cp, q, slots, jobCtx, finishCtx))
 	}
 
 	beatCtx, stopBeat := context.WithCancel(bg)
@@ -105,7 +105,7 @@ func (c *Runtime) Run(ctx context.Context, o RunOptions) error {
 	c.drain(bg, workers, stopJobs)
 	// Outcomes still unrecorded now wait on a database that is gone; the
 	// claims they hold are reaped once this process is declared dead.
-	stopRecording()
+	stopFinishing()
 	cp.stop()
 	// A claim that committed as the stop began, that no runner took, goes
 	// back to ready now rather than when reaped (verifyClaims returns
@@ -144,7 +144,7 @@ func (c *Runtime) drain(ctx context.Context, workers []*queueWorker, stopJobs co
 	case <-time.After(min(c.cfg.ShutdownTimeout, 5*time.Second)):
 	}
 	for _, w := range workers {
-		w.abandon(ctx)
+		w.unclaimStuck(ctx)
 	}
 }
 

@@ -57,9 +57,9 @@ type queueWorker struct {
 	// jobCtx is the parent of every job's context; it outlives Run's
 	// context so running jobs finish during a graceful stop.
 	jobCtx context.Context
-	// recordCtx bounds the recording of outcomes: it ends only when a
+	// finishCtx bounds the recording of outcomes: it ends only when a
 	// stop gives up on the database.
-	recordCtx context.Context
+	finishCtx context.Context
 
 	runs    chan run // claimed jobs for the runners
 	mu      sync.Mutex
@@ -69,7 +69,7 @@ type queueWorker struct {
 }
 
 func newQueueWorker(c *Runtime, proc *process, cp *completer, queue string, slots int, jobCtx, recordCtx context.Context) *queueWorker {
-	return &queueWorker{c: c, proc: proc, completer: cp, queue: queue, slots: slots, jobCtx: jobCtx, recordCtx: recordCtx,
+	return &queueWorker{c: c, proc: proc, completer: cp, queue: queue, slots: slots, jobCtx: jobCtx, finishCtx: recordCtx,
 		wake: make(chan struct{}, 1), done: make(chan struct{}, 1), running: map[int64]*execution{},
 		runs: make(chan run, slots)}
 }
@@ -100,7 +100,7 @@ func (w *queueWorker) claimLoop(ctx context.Context) {
 	for {
 		if free := w.slots - w.busy(); free > 0 && !drained && w.proc.canClaim() {
 			// Until the runs hold leases, the claims are in flight: the
-			// process's claim check must not take them for orphans.
+			// process's claim check must not take them for strays.
 			w.proc.claiming.RLock()
 			// Not cut by a stop mid-statement: a claim the database
 			// committed while its caller gave up would wait to be reaped.
@@ -110,10 +110,10 @@ func (w *queueWorker) claimLoop(ctx context.Context) {
 			switch {
 			case err != nil:
 				// No claim of a failed claim is run (lifecycle.Claim);
-				// one whose COMMIT landed unseen is an orphan, which the
+				// one whose COMMIT landed unseen is a stray, which the
 				// process's next claim check returns to ready.
 				claims = nil
-				w.proc.suspectOrphans()
+				w.proc.suspectStrays()
 				if ctx.Err() == nil {
 					w.c.dbFailed("claim jobs of queue "+w.queue, err)
 				}
@@ -221,9 +221,9 @@ func (w *queueWorker) runner() {
 	}
 }
 
-// ended frees the slot of a run whose code returned nil: its completion
+// codeReturned frees the slot of a run whose code returned nil: its completion
 // goes in the completer's next batch while the runner takes the next job.
-func (w *queueWorker) ended(l *lease) {
+func (w *queueWorker) codeReturned(l *lease) {
 	w.mu.Lock()
 	if e := w.running[l.claim.ID]; e != nil && !e.ended {
 		e.ended = true
@@ -233,9 +233,9 @@ func (w *queueWorker) ended(l *lease) {
 	w.freed()
 }
 
-// finished ends a run once its outcome is recorded: the claim is no
+// runOver ends a run once its outcome is recorded: the claim is no
 // longer this worker's.
-func (w *queueWorker) finished(r run) {
+func (w *queueWorker) runOver(r run) {
 	r.cancel(nil)
 	w.proc.dropLease(r.lease)
 	w.mu.Lock()
@@ -256,10 +256,10 @@ func (w *queueWorker) freed() {
 	}
 }
 
-// abandon returns the claims of jobs that did not stop when cancelled to
+// unclaimStuck returns the claims of jobs that did not stop when cancelled to
 // ready. Their runs go on in the background; when they end, their claim's
 // fence no longer matches and they record nothing.
-func (w *queueWorker) abandon(ctx context.Context) {
+func (w *queueWorker) unclaimStuck(ctx context.Context) {
 	w.mu.Lock()
 	claims := make([]*driver.Claim, 0, len(w.running))
 	for _, e := range w.running {
@@ -270,7 +270,7 @@ func (w *queueWorker) abandon(ctx context.Context) {
 	w.mu.Unlock()
 	for _, cl := range claims {
 		err := driver.InTx(ctx, w.c.drv, func(ex driver.Executor) error {
-			_, err := lifecycle.Return(ctx, ex, cl, w.c.cfg.Now())
+			_, err := lifecycle.Unclaim(ctx, ex, cl, w.c.cfg.Now())
 			return err
 		})
 		if err != nil {
@@ -316,11 +316,11 @@ func (w *queueWorker) execute(r run) {
 		runErr = w.c.cfg.Jobs.Run(gated(rc), meta, def, cl.Args)
 	}
 	if runErr == nil {
-		w.ended(l) // record hands the completion on and returns
+		w.codeReturned(l) // record hands the completion on and returns
 	}
-	w.record(ctx, l, meta, def, runErr, time.Since(start), func(outcome string) {
+	w.finish(ctx, l, meta, def, runErr, time.Since(start), func(outcome string) {
 		w.c.tr.EndProcess(span, outcome, runErr)
-		w.finished(r)
+		w.runOver(r)
 	})
 }
 
@@ -362,7 +362,7 @@ func (c *Runtime) retryDBWhile(ctx context.Context, what string, worth func(erro
 	}
 }
 
-// record writes the run's outcome: complete, snooze, retry, fail, back to
+// finish writes the run's outcome: complete, snooze, retry, fail, back to
 // ready when shutdown cut it short, or lost when its lease lapsed. It runs on
 // after Run's context ends (the outcome of finished work must not be
 // lost), with retries while the database is unreachable. Logs and metrics
@@ -370,15 +370,15 @@ func (c *Runtime) retryDBWhile(ctx context.Context, what string, worth func(erro
 // metric names it; "unrecorded" when none could be written, "stale" when
 // the claim was no longer this run's.
 //
-// A completion is handed to the completer and record returns at once: the
+// A completion is handed to the completer and finish returns at once: the
 // run's slot is free for the next claim while its batch commits (the
 // claim, its lease and its key's slot stay the run's until done). Every
-// other outcome is written before record returns.
-func (w *queueWorker) record(runCtx context.Context, l *lease, meta Meta, def Job, runErr error, ran time.Duration, done func(outcome string)) {
+// other outcome is written before finish returns.
+func (w *queueWorker) finish(runCtx context.Context, l *lease, meta Meta, def Job, runErr error, ran time.Duration, done func(outcome string)) {
 	cl := l.claim
 	shutdown := runCtx.Err() != nil && errors.Is(context.Cause(runCtx), errShutdown)
 	fenced := !shutdown && l.fenced.Load()
-	ctx := w.recordCtx
+	ctx := w.finishCtx
 	startedLate := errors.Is(runErr, ErrStartedLate) && !fenced
 	if runErr != nil && !shutdown && !fenced && !l.cancelled.Load() && !CancelOf(runErr) && !startedLate {
 		if _, snoozed := SnoozeOf(runErr); !snoozed {
@@ -386,11 +386,11 @@ func (w *queueWorker) record(runCtx context.Context, l *lease, meta Meta, def Jo
 			runErr = w.c.cfg.Jobs.HandleError(runCtx, meta, runErr)
 		}
 	}
-	e := ending{claim: cl, runErr: runErr, cause: context.Cause(runCtx), ran: ran, now: w.c.cfg.Now(), shutdown: shutdown, fenced: fenced, startedLate: startedLate}
+	e := outcome{claim: cl, runErr: runErr, cause: context.Cause(runCtx), ran: ran, now: w.c.cfg.Now(), shutdown: shutdown, fenced: fenced, startedLate: startedLate}
 	now := e.now
 	if runErr == nil {
 		w.completer.complete(cl, func(res lifecycle.Result, err error) {
-			done(w.recorded(ctx, e, res, err))
+			done(w.report(ctx, e, res, err))
 		})
 		return
 	}
@@ -411,13 +411,13 @@ func (w *queueWorker) record(runCtx context.Context, l *lease, meta Meta, def Jo
 	case e.selfCancel:
 		action = func(ex driver.Executor) (lifecycle.Result, error) { return lifecycle.CancelRun(ctx, ex, cl, msg, now) }
 	case shutdown:
-		action = func(ex driver.Executor) (lifecycle.Result, error) { return lifecycle.Return(ctx, ex, cl, now) }
+		action = func(ex driver.Executor) (lifecycle.Result, error) { return lifecycle.Unclaim(ctx, ex, cl, now) }
 	case fenced:
 		// Not the job's failure: its run was stopped so that no other
 		// could start beside it. If the claim is still this run's, the
 		// attempt counts and the job is ready again with its slot, as
 		// if reaped.
-		msg = lifecycle.LostMessage
+		msg = lifecycle.ReapMessage
 		if cause := context.Cause(runCtx); cause != nil {
 			msg = errorText(cause.Error())
 		}
@@ -452,11 +452,11 @@ func (w *queueWorker) record(runCtx context.Context, l *lease, meta Meta, def Jo
 			return err
 		})
 	})
-	done(w.recorded(ctx, e, res, err))
+	done(w.report(ctx, e, res, err))
 }
 
-// ending is how a run ended, as record judged it.
-type ending struct {
+// outcome is how a run ended, as record judged it.
+type outcome struct {
 	claim                                              *driver.Claim
 	runErr                                             error
 	cause                                              error // of the run's context ending, if it did
@@ -465,9 +465,9 @@ type ending struct {
 	shutdown, fenced, startedLate, snoozed, selfCancel bool
 }
 
-// recorded logs and counts the outcome of e that record wrote (res), or
+// report logs and counts the outcome of e that record wrote (res), or
 // failed to write (err), and names it.
-func (w *queueWorker) recorded(ctx context.Context, e ending, res lifecycle.Result, err error) string {
+func (w *queueWorker) report(ctx context.Context, e outcome, res lifecycle.Result, err error) string {
 	cl, runErr, ran := e.claim, e.runErr, e.ran
 	log := runLog{ctx: ctx, log: w.c.log, claim: cl}
 	switch {
@@ -615,7 +615,7 @@ func startCompleter(c *Runtime, ctx context.Context) *completer {
 // complete records one successful run in the next batch and calls then
 // with its result once the batch has committed (or been given up on), on
 // the completer's goroutine: then must be quick and must not complete.
-// A run that ends after stop (abandoned at shutdown) is written alone,
+// A run that ends after stop (unclaimed at shutdown) is written alone,
 // before complete returns.
 func (cp *completer) complete(claim *driver.Claim, then func(lifecycle.Result, error)) {
 	c := &completion{claim: claim, then: then}

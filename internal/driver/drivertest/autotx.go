@@ -87,8 +87,8 @@ func (a autoTx) RateResizeRing(ctx context.Context, key string, from, to int) er
 	return driver.Atomic(ctx, a.d, func(ex driver.Executor) error { return ex.RateResizeRing(ctx, key, from, to) })
 }
 
-func (a autoTx) RateSlotSetMany(ctx context.Context, key string, slots []int, jobIDs []int64, at time.Time) error {
-	return driver.Atomic(ctx, a.d, func(ex driver.Executor) error { return ex.RateSlotSetMany(ctx, key, slots, jobIDs, at) })
+func (a autoTx) RateSlotSetMany(ctx context.Context, p driver.RateSlotsParams) error {
+	return driver.Atomic(ctx, a.d, func(ex driver.Executor) error { return ex.RateSlotSetMany(ctx, p) })
 }
 
 func (a autoTx) RateDeleteIdle(ctx context.Context, now time.Time, max int) (int, error) {

@@ -55,8 +55,8 @@ var _ = add("cancel",
 			}
 		}
 		at := T0.Add(time.Minute)
-		f.must(f.ex().JobCancel(f.ctx, ids[0], at, false, ""))
-		f.must(f.ex().JobCancel(f.ctx, ids[1], at, true, "why"))
+		f.must(f.ex().JobCancel(f.ctx, driver.JobCancelParams{JobID: ids[0], Now: at, Ran: false, Msg: ""}))
+		f.must(f.ex().JobCancel(f.ctx, driver.JobCancelParams{JobID: ids[1], Now: at, Ran: true, Msg: "why"}))
 		for i, want := range []struct {
 			attempt int
 			err     string

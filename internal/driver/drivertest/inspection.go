@@ -125,7 +125,7 @@ var _ = add("inspection",
 			max   int
 			ahead int
 		}{{0, ids[2], 10, 3}, {5, ids[3], 10, 1}, {5, ids[1], 10, 0}, {0, ids[2], 2, 2}, {9, 0, 10, 0}} {
-			if n, err := f.ex().LineCountAhead(f.ctx, "g/k", c.prio, c.id, c.max); n != c.ahead || err != nil {
+			if n, err := f.ex().LineCountAhead(f.ctx, driver.LineAheadParams{Key: "g/k", Priority: c.prio, JobID: c.id, Max: c.max}); n != c.ahead || err != nil {
 				t.Errorf("BlockedAhead(priority %d, job %d, max %d) = %d, %v; want %d", c.prio, c.id, c.max, n, err, c.ahead)
 			}
 		}

@@ -57,7 +57,7 @@ var _ = add("periodic",
 		})
 		f.must(f.ex().PeriodicUpdate(f.ctx, driver.Periodic{Name: "b", Kind: "report2", Schedule: "@every 1m0s",
 			NextRunAt: T0.Add(2 * time.Minute), SeenAt: T0.Add(time.Hour)}))
-		f.must(f.ex().PeriodicSetLastRun(f.ctx, "a", T0, 42, driver.StateBlocked))
+		f.must(f.ex().PeriodicSetLastRun(f.ctx, driver.PeriodicRunParams{Name: "a", At: T0, JobID: 42, State: driver.StateBlocked}))
 		got := f.periodic()
 		if len(got) != 2 || got[0].LastJobID != 42 || got[0].LastState != driver.StateBlocked || got[0].LastRunAt == nil ||
 			got[1].Kind != "report2" || got[1].Schedule != "@every 1m0s" {
@@ -65,7 +65,7 @@ var _ = add("periodic",
 		}
 		f.sameTime("a's last run", *got[0].LastRunAt, T0)
 		f.sameTime("b's seen", got[1].SeenAt, T0.Add(time.Hour))
-		f.must(f.ex().PeriodicSetLastRun(f.ctx, "a", T0, 0, driver.StateDiscarded))
+		f.must(f.ex().PeriodicSetLastRun(f.ctx, driver.PeriodicRunParams{Name: "a", At: T0, JobID: 0, State: driver.StateDiscarded}))
 		if got := f.periodic(); got[0].LastJobID != 0 || got[0].LastState != driver.StateDiscarded {
 			t.Errorf("after a discarded tick: %+v, want no job, discarded", got[0])
 		}

@@ -16,17 +16,17 @@ var epoch = time.UnixMicro(0)
 var _ = add("rate",
 	test{"UnstampGivesBackOnlyTheStartItStamped", func(t *testing.T, f *fixture) {
 		f.rateEnsure("g/k", 1, time.Second)
-		f.must(f.ex().RateSlotSetMany(f.ctx, "g/k", []int{0}, []int64{0}, T0))
-		if ok, err := f.ex().RateSlotUnstamp(f.ctx, "g/k", 0, T0.Add(time.Millisecond), epoch); err != nil || ok {
+		f.must(f.ex().RateSlotSetMany(f.ctx, driver.RateSlotsParams{Key: "g/k", Slots: []int{0}, JobIDs: []int64{0}, At: T0}))
+		if ok, err := f.ex().RateSlotUnstamp(f.ctx, driver.RateUnstampParams{Key: "g/k", Slot: 0, Stamped: T0.Add(time.Millisecond), To: epoch}); err != nil || ok {
 			t.Errorf("UnstampSlot of another start = %v, %v; want false", ok, err)
 		}
-		if ok, err := f.ex().RateSlotUnstamp(f.ctx, "g/k", 0, T0, T0.Add(-time.Second)); err != nil || !ok {
+		if ok, err := f.ex().RateSlotUnstamp(f.ctx, driver.RateUnstampParams{Key: "g/k", Slot: 0, Stamped: T0, To: T0.Add(-time.Second)}); err != nil || !ok {
 			t.Errorf("UnstampSlot of its start = %v, %v; want true", ok, err)
 		}
 		f.sameTime("OldestSlot after the start was given back", f.oldest("g/k"), T0.Add(-time.Second))
 		// A reservation is no start: it is never given back this way.
-		f.must(f.ex().RateSlotSetMany(f.ctx, "g/k", []int{0}, []int64{7}, driver.Reserved))
-		if ok, err := f.ex().RateSlotUnstamp(f.ctx, "g/k", 0, driver.Reserved, epoch); err != nil || ok {
+		f.must(f.ex().RateSlotSetMany(f.ctx, driver.RateSlotsParams{Key: "g/k", Slots: []int{0}, JobIDs: []int64{7}, At: driver.Reserved}))
+		if ok, err := f.ex().RateSlotUnstamp(f.ctx, driver.RateUnstampParams{Key: "g/k", Slot: 0, Stamped: driver.Reserved, To: epoch}); err != nil || ok {
 			t.Errorf("UnstampSlot of a reservation = %v, %v; want false", ok, err)
 		}
 	}},
@@ -129,8 +129,8 @@ var _ = add("rate",
 	}},
 	test{"SlotsStartReserveCancel", func(t *testing.T, f *fixture) {
 		f.rateEnsure("g/k", 3, time.Minute)
-		f.must(f.ex().RateSlotSetMany(f.ctx, "g/k", []int{0, 1}, []int64{0, 0}, T0))
-		f.must(f.ex().RateSlotSetMany(f.ctx, "g/k", []int{2}, []int64{42}, driver.Reserved))
+		f.must(f.ex().RateSlotSetMany(f.ctx, driver.RateSlotsParams{Key: "g/k", Slots: []int{0, 1}, JobIDs: []int64{0, 0}, At: T0}))
+		f.must(f.ex().RateSlotSetMany(f.ctx, driver.RateSlotsParams{Key: "g/k", Slots: []int{2}, JobIDs: []int64{42}, At: driver.Reserved}))
 		if got := f.freeSlots("g/k", T0.Add(-time.Second), 10); len(got) != 0 {
 			t.Errorf("FreeSlots before the starts = %v, want none", got)
 		}
@@ -161,7 +161,7 @@ var _ = add("rate",
 		}
 		// Reserve every slot: OldestSlot is Reserved; a cancel frees one
 		// as never started.
-		f.must(f.ex().RateSlotSetMany(f.ctx, "g/k", []int{0, 1, 2}, []int64{7, 8, 9}, driver.Reserved))
+		f.must(f.ex().RateSlotSetMany(f.ctx, driver.RateSlotsParams{Key: "g/k", Slots: []int{0, 1, 2}, JobIDs: []int64{7, 8, 9}, At: driver.Reserved}))
 		f.sameTime("OldestSlot of a reserved ring", f.oldest("g/k"), driver.Reserved)
 		if got := f.freeSlots("g/k", driver.Reserved, 10); len(got) != 0 {
 			t.Errorf("FreeSlots of a reserved ring = %v, want none", got)
@@ -176,7 +176,7 @@ var _ = add("rate",
 	test{"ResizeRing", func(t *testing.T, f *fixture) {
 		f.rateEnsure("g/k", 3, time.Minute)
 		for i := range 3 {
-			f.must(f.ex().RateSlotSetMany(f.ctx, "g/k", []int{i}, []int64{0}, T0.Add(time.Duration(i)*time.Second)))
+			f.must(f.ex().RateSlotSetMany(f.ctx, driver.RateSlotsParams{Key: "g/k", Slots: []int{i}, JobIDs: []int64{0}, At: T0.Add(time.Duration(i) * time.Second)}))
 		}
 		f.must(f.ex().RateResizeRing(f.ctx, "g/k", 3, 2))
 		if got := sortedInts(f.freeSlots("g/k", Far, 10)); !slices.Equal(got, []int{1, 2}) {
@@ -191,7 +191,7 @@ var _ = add("rate",
 			t.Errorf("after growing to 4: %d slots, want 4", len(got))
 		}
 		// Reservations go last.
-		f.must(f.ex().RateSlotSetMany(f.ctx, "g/k", []int{3}, []int64{9}, driver.Reserved))
+		f.must(f.ex().RateSlotSetMany(f.ctx, driver.RateSlotsParams{Key: "g/k", Slots: []int{3}, JobIDs: []int64{9}, At: driver.Reserved}))
 		f.must(f.ex().RateResizeRing(f.ctx, "g/k", 4, 1))
 		f.sameTime("OldestSlot of the reservation left", f.oldest("g/k"), driver.Reserved)
 		if ok, err := f.startReserved("g/k", 9, T0); err != nil || !ok {
@@ -211,7 +211,7 @@ var _ = add("rate",
 		}
 		const gone = 1 << 40 // no such job
 		f.rateEnsure("g/k", 4, time.Minute)
-		f.must(f.ex().RateSlotSetMany(f.ctx, "g/k", []int{0, 1, 2}, []int64{ready, claimed, gone}, driver.Reserved))
+		f.must(f.ex().RateSlotSetMany(f.ctx, driver.RateSlotsParams{Key: "g/k", Slots: []int{0, 1, 2}, JobIDs: []int64{ready, claimed, gone}, At: driver.Reserved}))
 		var n int
 		f.tx(func(ex driver.Executor) (err error) {
 			n, err = ex.RateSlotRepairReservations(f.ctx, "g/k")
@@ -266,9 +266,9 @@ var _ = add("rate",
 		for _, k := range []string{"g/idle1", "g/idle2", "g/recent", "g/reserved", "g/waiting"} {
 			f.rateEnsure(k, 2, time.Minute)
 		}
-		f.must(f.ex().RateSlotSetMany(f.ctx, "g/idle2", []int{0}, []int64{0}, T0.Add(-time.Hour)))
-		f.must(f.ex().RateSlotSetMany(f.ctx, "g/recent", []int{0}, []int64{0}, T0))
-		f.must(f.ex().RateSlotSetMany(f.ctx, "g/reserved", []int{1}, []int64{5}, driver.Reserved))
+		f.must(f.ex().RateSlotSetMany(f.ctx, driver.RateSlotsParams{Key: "g/idle2", Slots: []int{0}, JobIDs: []int64{0}, At: T0.Add(-time.Hour)}))
+		f.must(f.ex().RateSlotSetMany(f.ctx, driver.RateSlotsParams{Key: "g/recent", Slots: []int{0}, JobIDs: []int64{0}, At: T0}))
+		f.must(f.ex().RateSlotSetMany(f.ctx, driver.RateSlotsParams{Key: "g/reserved", Slots: []int{1}, JobIDs: []int64{5}, At: driver.Reserved}))
 		f.must(f.ex().RateSave(f.ctx, driver.Rate{Key: "g/waiting", Limit: 2, Period: time.Minute, Waiting: 1,
 			NextAt: T0}, T0))
 		if n, err := f.ex().RateDeleteIdle(f.ctx, T0.Add(30*time.Second), 1); err != nil || n != 1 {
@@ -449,5 +449,5 @@ func (f *fixture) startReserved(key string, jobID int64, at time.Time) (bool, er
 	if !ok {
 		return false, nil
 	}
-	return true, f.ex().RateSlotSetMany(f.ctx, key, []int{slot}, []int64{0}, at)
+	return true, f.ex().RateSlotSetMany(f.ctx, driver.RateSlotsParams{Key: key, Slots: []int{slot}, JobIDs: []int64{0}, At: at})
 }

@@ -20,7 +20,8 @@ func (s *Store) ExecutionDelete(_ context.Context, state driver.JobState, id int
 	return true, nil
 }
 
-func (s *Store) JobCancel(_ context.Context, id int64, _ time.Time, ran bool, msg string) error {
+func (s *Store) JobCancel(_ context.Context, p driver.JobCancelParams) error {
+	id, ran, msg := p.JobID, p.Ran, p.Msg
 	r, ok := s.Jobs[id]
 	if !ok {
 		return errors.New("memstore: no such job")

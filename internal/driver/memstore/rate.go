@@ -96,7 +96,8 @@ func (s *Store) RateSlotListFree(_ context.Context, key string, notAfter time.Ti
 	return out, nil
 }
 
-func (s *Store) RateSlotSetMany(_ context.Context, key string, slots []int, jobIDs []int64, at time.Time) error {
+func (s *Store) RateSlotSetMany(_ context.Context, p driver.RateSlotsParams) error {
+	key, slots, jobIDs, at := p.Key, p.Slots, p.JobIDs, p.At
 	ring := s.Rings[key]
 	for i, n := range slots {
 		for j := range ring {
@@ -108,7 +109,8 @@ func (s *Store) RateSlotSetMany(_ context.Context, key string, slots []int, jobI
 	return nil
 }
 
-func (s *Store) RateSlotUnstamp(_ context.Context, key string, slot int, stamped, to time.Time) (bool, error) {
+func (s *Store) RateSlotUnstamp(_ context.Context, p driver.RateUnstampParams) (bool, error) {
+	key, slot, stamped, to := p.Key, p.Slot, p.Stamped, p.To
 	ring := s.Rings[key]
 	for j := range ring {
 		if ring[j].Slot == slot && ring[j].Job == 0 && ring[j].At.Equal(stamped) {

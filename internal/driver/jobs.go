@@ -1,0 +1,154 @@
+package driver
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// NewJob is a job to insert together with the execution state admission
+// chose for it. InsertJobs sets ID.
+type NewJob struct {
+	ID          int64
+	Kind        string
+	Queue       string
+	Args        []byte
+	Priority    int
+	MaxAttempts int
+	Limit       Limit
+	// More are the job's further concurrency keys (see MaxKeys), held
+	// together with Limit's; nil for most jobs.
+	More        []Limit
+	Rate        RateSpec
+	ScheduledAt time.Time
+	State       JobState // ready, scheduled or blocked: the table it is written to
+	// Line is the key of the line a blocked job waits in: its
+	// concurrency key when empty, else its rate key's (RateLine).
+	Line string
+	// UniqueKey is the job's unique key (UniqueStore), "" when it is not
+	// unique; UniqueStates the states of an existing job of the key that
+	// make this one a duplicate.
+	UniqueKey    string
+	UniqueStates []JobState
+	// Metadata and Tags are JSON (an object of strings, an array of
+	// strings) checked by bq before; nil when the job has none.
+	Metadata, Tags []byte
+}
+
+// BlockedLine is the key of the line a blocked new job waits in.
+func (j *NewJob) BlockedLine() string {
+	if j.Line != "" {
+		return j.Line
+	}
+	return j.Limit.Key
+}
+
+// Job is a job row as the engine reads it back.
+type Job struct {
+	ID          int64
+	Kind        string
+	Queue       string
+	Args        []byte
+	Priority    int
+	Attempt     int // attempts that have ended (failed, lost)
+	MaxAttempts int
+	Limit       Limit
+	More        []Limit // further concurrency keys; see NewJob.More
+	Rate        RateSpec
+	ScheduledAt time.Time
+	CreatedAt   time.Time
+	// Metadata and Tags are the JSON NewJob stored; nil when none.
+	Metadata, Tags []byte
+}
+
+// Execution is the row that puts an existing job into a state table.
+type Execution struct {
+	JobID    int64
+	Queue    string
+	Priority int
+	Key      string    // blocked only
+	At       time.Time // scheduled only
+}
+
+// JobState is where a job is, read from which table holds it.
+type JobState string
+
+const (
+	StateScheduled JobState = "scheduled"
+	StateReady     JobState = "ready"
+	StateBlocked   JobState = "blocked"
+	StateRunning   JobState = "running"
+	StateCompleted JobState = "completed"
+	StateDiscarded JobState = "discarded"
+	StateFailed    JobState = "failed"
+	StateCancelled JobState = "cancelled"
+	// StatePending is a new job stored before admission decides its
+	// state, in the same transaction: InsertJobs writes its job row only,
+	// and admission its execution row (or deletes it, discarded).
+	StatePending JobState = "pending"
+)
+
+// Executes reports whether s has an execution table a job can be written
+// to: ready, scheduled or blocked.
+func (s JobState) Executes() bool {
+	return s == StateReady || s == StateScheduled || s == StateBlocked
+}
+
+// CheckNewJobs refuses a job whose State has no execution table (and is
+// not pending admission): it would be stored in none, and so never run.
+func CheckNewJobs(jobs []*NewJob) error {
+	for i, j := range jobs {
+		if !j.State.Executes() && j.State != StatePending {
+			return fmt.Errorf("insert jobs: job %d has state %q: a new job is ready, scheduled, blocked or pending", i, j.State)
+		}
+	}
+	return nil
+}
+
+// JobInfo is a job with its state, for inspection.
+type JobInfo struct {
+	Job
+	State      JobState
+	LastError  string
+	FinishedAt *time.Time
+}
+
+// JobStore writes jobs and the execution rows that give them a state.
+type JobStore interface {
+	// JobInsertMany inserts jobs and their execution rows, setting each ID.
+	JobInsertMany(ctx context.Context, now time.Time, jobs []*NewJob) error
+	// ExecutionInsertMany puts existing jobs into state's table.
+	ExecutionInsertMany(ctx context.Context, state JobState, rows []Execution) error
+	// JobFinish records the job's end: attempt+1, finished_at, and
+	// discarded when admission dropped it.
+	JobFinish(ctx context.Context, jobID int64, now time.Time, discarded bool) error
+	// JobDeleteMany removes jobs outright (retention 0).
+	JobDeleteMany(ctx context.Context, ids []int64) error
+	// JobFailAttempt ends an attempt that failed: attempt+1 and last_error.
+	JobFailAttempt(ctx context.Context, jobID int64, msg string) error
+	// FailedInsert moves a job to the failed table.
+	FailedInsert(ctx context.Context, jobID int64, msg string, now time.Time) error
+	// JobGet returns a job and its state; ok is false when it does not exist.
+	JobGet(ctx context.Context, id int64) (info *JobInfo, ok bool, err error)
+	// ScheduledTakeDue removes up to max scheduled executions due at now
+	// and returns their jobs.
+	ScheduledTakeDue(ctx context.Context, now time.Time, max int) ([]*Job, error)
+	// FailedDelete removes job id's failed execution, as it is retried or
+	// discarded by hand. It reports false when the job is not failed.
+	FailedDelete(ctx context.Context, jobID int64) (bool, error)
+	// ExecutionDelete removes job id's row from state's table (ready,
+	// scheduled, blocked or failed), as the job is cancelled. It reports
+	// false when the job is not in that state (it moved meanwhile).
+	ExecutionDelete(ctx context.Context, state JobState, jobID int64) (bool, error)
+	// JobCancel finishes a job as cancelled: finished_at and cancelled,
+	// attempt+1 when ran (a run ended), and msg as last_error unless empty.
+	JobCancel(ctx context.Context, p JobCancelParams) error
+}
+
+// JobCancelParams finishes a job as cancelled (JobCancel).
+type JobCancelParams struct {
+	JobID int64
+	Now   time.Time
+	Ran   bool
+	Msg   string
+}

@@ -1,0 +1,158 @@
+package driver
+
+import (
+	"context"
+	"slices"
+	"time"
+)
+
+// OnConflict says what admission does with a job whose key has no slot.
+type OnConflict int
+
+const (
+	Block OnConflict = iota
+	Discard
+)
+
+// Limit is the concurrency spec a keyed job carries in its row, so the
+// dispatcher can admit it without the job's code.
+type Limit struct {
+	Key string // full key, Group + "/" + Key(args); "" means unkeyed
+	// To is the job's own limit; 0 leaves it to its queue's policy
+	// (MaxActivePerKey), else 1. A key override (SetKeyLimit) beats both.
+	To         int
+	Duration   time.Duration
+	OnConflict OnConflict
+	// MaxBlocked caps the key's backlog; 0 leaves it to the queue's
+	// policy, else unbounded.
+	MaxBlocked int
+}
+
+// Promotion is what moving blocked jobs to ready did: how many moved, and
+// the queues they are in, each once: whose workers, in every process,
+// must be woken.
+type Promotion struct {
+	Jobs   int
+	Queues []string
+	// JobIDs are the jobs moved, in promotion order; only PromoteBlocked
+	// fills it in.
+	JobIDs []int64
+	// LineLeft (ReleaseMany only): the key's line holds multi-key jobs
+	// (its Multi > 0), so its slots were given back but its line left for
+	// the caller to promote (package semaphore).
+	LineLeft bool
+}
+
+// Add counts o in p.
+func (p *Promotion) Add(o Promotion) {
+	p.Jobs += o.Jobs
+	p.JobIDs = append(p.JobIDs, o.JobIDs...)
+	for _, q := range o.Queues {
+		p.AddQueue(q)
+	}
+}
+
+// AddQueue names one more queue that got ready jobs.
+func (p *Promotion) AddQueue(q string) {
+	if !slices.Contains(p.Queues, q) {
+		p.Queues = append(p.Queues, q)
+	}
+}
+
+// Semaphore is a key's slot count. Value is the number of free slots:
+// Limit minus the holders (ready and claimed jobs of the key). Blocked is
+// how many jobs of the key wait in the blocked table.
+type Semaphore struct {
+	Key     string
+	Value   int
+	Limit   int
+	Blocked int
+	// Multi counts the multi-key jobs among Blocked (see MultiKeyStore):
+	// while above 0, the line is promoted by package semaphore, head by
+	// head, never by a driver's set-wise promotion.
+	Multi     int
+	Duration  time.Duration
+	ExpiresAt time.Time
+
+	// Read by SemaphoreLock, never saved:
+	Override int    // the key's SetKeyLimit override; 0 when none
+	Policy   Policy // the policy of the queue named to SemaphoreLock
+}
+
+// RenewAfter is the share of a key's Duration left on its semaphore's
+// failsafe (ExpiresAt) below which a slot taken or passed on renews it
+// to a full Duration: package semaphore and the drivers' set-wise
+// releases follow this one rule, so a busy key's expiry changes once per
+// half Duration rather than with every job.
+const RenewAfter = 0.5
+
+// Renews reports whether a semaphore whose failsafe is at expires renews
+// it at now, its Duration d: less than RenewAfter of d is left.
+func Renews(expires, now time.Time, d time.Duration) bool {
+	return expires.Before(now.Add(time.Duration(float64(d) * RenewAfter)))
+}
+
+// SemaphoreStore keeps each key's slot count; see package semaphore.
+type SemaphoreStore interface {
+	// SemaphoreEnsure creates key's semaphore with every slot free (limit
+	// max(l.To, 1)) unless it exists; it never fails on a concurrent create.
+	SemaphoreEnsure(ctx context.Context, l Limit, now time.Time) error
+	// SemaphoreLock reads key's semaphore, its override and the policy of
+	// queue ("" for none), and locks the semaphore until the transaction
+	// ends. ok is false when it does not exist.
+	SemaphoreLock(ctx context.Context, key, queue string) (s Semaphore, ok bool, err error)
+	// SemaphoreTryLock locks key's semaphore until the transaction ends
+	// unless another transaction holds it: maintenance skips a key
+	// someone is admitting or releasing (they promote it themselves) and
+	// never waits behind a holder that froze. false: missing or held.
+	SemaphoreTryLock(ctx context.Context, key string) (bool, error)
+	// SemaphoreSave writes Value, Limit, Blocked, Multi, Duration and ExpiresAt.
+	SemaphoreSave(ctx context.Context, s Semaphore) error
+	// LinePromote moves up to n blocked jobs of key to ready, highest
+	// priority first, FIFO among equals, and returns what moved, with the
+	// moved jobs' ids in that order.
+	// Callers hold the key's semaphore lock.
+	LinePromote(ctx context.Context, key string, n int, now time.Time) (Promotion, error)
+	// HolderCount counts what the key's rows say its semaphore holds.
+	HolderCount(ctx context.Context, key string) (HolderCount, error)
+	MultiKeyStore
+	MultiBatcher
+}
+
+// BatchReleaser is an executor that releases the slots of many keys in a
+// fixed number of statements, however many keys there are. Without it,
+// keys are released one by one.
+type BatchReleaser interface {
+	// SemaphoreReleaseMany gives back counts[i] slots of keys[i] (sorted, distinct),
+	// each capped at its limit, then promotes blocked jobs into the free
+	// slots, highest priority first, FIFO among equals. It returns what
+	// each key promoted. A key whose Multi is above 0 gets its slots back
+	// but its line is left alone, its Promotion's LineLeft set.
+	SemaphoreReleaseMany(ctx context.Context, keys []string, counts []int, now time.Time) ([]Promotion, error)
+}
+
+// OneKeyReleaser is a BatchReleaser whose ReleaseMany is the cheaper
+// release of a single key as well (PostgreSQL: the lock and the release
+// go out in one round trip and write the semaphore once, where the
+// per-key path locks, promotes and saves in three statements). Without
+// it, a single key is released by the per-key path.
+type OneKeyReleaser interface {
+	BatchReleaser
+	ReleasesOneKey()
+}
+
+// BatchLocker is an executor that creates and locks the semaphores of
+// many keys in a fixed number of statements, however many keys there
+// are, so admitting a batch over many keys costs a constant number of
+// round trips. Without it, keys are locked and saved one by one.
+type BatchLocker interface {
+	// SemaphoreLockMany creates each missing semaphore of limits (sorted
+	// by Key, distinct), as SemaphoreEnsure does, then locks them all in
+	// key order until the transaction ends, and returns each one's row,
+	// override and the policy of queues[i], as SemaphoreLock does, in the
+	// order of limits. A concurrent create of the same key never fails it.
+	SemaphoreLockMany(ctx context.Context, limits []Limit, queues []string, now time.Time) ([]Semaphore, error)
+	// SemaphoreSaveMany writes each semaphore as SemaphoreSave does, in
+	// one statement.
+	SemaphoreSaveMany(ctx context.Context, sems []Semaphore) error
+}
