@@ -2,6 +2,7 @@ package bq
 
 import (
 	"context"
+	"github.com/bqueue/bq/internal/driver"
 	"strings"
 	"testing"
 
@@ -56,6 +57,20 @@ func TestNewClientRefusesOtherDrivers(t *testing.T) {
 	for _, d := range []Driver{fakeDriver{}, &sqlite.Driver{}, nilDriver} {
 		if _, err := NewClient(d, Config{}); err == nil || !strings.Contains(err.Error(), "is not a driver bq made") {
 			t.Errorf("NewClient(%T): %v, want it refused", d, err)
+		}
+	}
+}
+
+// TestOneJobStateType: the driver names the states by bq.JobState's
+// values (its JobState is no type of its own); they cannot drift apart.
+func TestOneJobStateType(t *testing.T) {
+	for public, internal := range map[JobState]driver.JobState{
+		StateScheduled: driver.StateScheduled, StateReady: driver.StateReady, StateBlocked: driver.StateBlocked,
+		StateRunning: driver.StateRunning, StateCompleted: driver.StateCompleted, StateDiscarded: driver.StateDiscarded,
+		StateFailed: driver.StateFailed, StateCancelled: driver.StateCancelled,
+	} {
+		if string(public) != internal {
+			t.Errorf("bq.JobState %q is %q in the driver", public, internal)
 		}
 	}
 }

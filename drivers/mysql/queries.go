@@ -171,7 +171,7 @@ WHERE concurrency_key_hash = ? ORDER BY priority DESC, job_id LIMIT ?`),
 	// Set-wise promotion of lines holding multi-key jobs: the try-lock is
 	// the release's lock skipping rows others hold, in key order; each
 	// key's branch reads the head of its line by the line index, as
-	// LineHeads and PickBlocked do.
+	// LineListHeads and PickBlocked do.
 	q.Multi = sqlexec.MultiQueries{
 		TryLock: p(`SELECT t.at, s.value, s.lim, s.blocked, s.multi, s.duration_ms, s.expires_at
 FROM ` + list + ` t STRAIGHT_JOIN {p}semaphores s FORCE INDEX (PRIMARY) ON s.key_hash = t.k ORDER BY t.at FOR UPDATE SKIP LOCKED`),

@@ -133,7 +133,7 @@ func TestMultiBatchPromoteFirst(t *testing.T) {
 		if !reflect.DeepEqual(got, want) {
 			t.Errorf("PromoteFirst(counts %v) = %+v\nwant PromoteBlocked's %+v", counts, got, want)
 		}
-		// Both in promotion order: the heads of each line, as LineHeads reads them.
+		// Both in promotion order: the heads of each line, as LineListHeads reads them.
 		for i, k := range keys {
 			heads, err := f.d.Exec().LineListHeads(f.ctx, k, counts[i])
 			f.must(err)
@@ -146,7 +146,7 @@ func TestMultiBatchPromoteFirst(t *testing.T) {
 			}
 		}
 	}
-	// The ready rows' created_at is now, as PromoteBlocked writes it.
+	// The ready rows' created_at is now, as LinePromote writes it.
 	f.tx(func(ex driver.Executor) error {
 		_, err := ex.(driver.MultiBatcher).LinePromoteFirst(f.ctx, []string{"h/c"}, []int{1}, mkT0)
 		return err

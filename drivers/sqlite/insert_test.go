@@ -29,7 +29,7 @@ func testDriver(t *testing.T) *engine {
 	return d.e
 }
 
-// InsertJobs' multi-row inserts give each job its own id, in input
+// JobInsertMany' multi-row inserts give each job its own id, in input
 // order, and put each in its state's table, for counts that cut into
 // several chunk sizes.
 func TestInsertJobsMultiRow(t *testing.T) {

@@ -98,7 +98,7 @@ ORDER BY s.key LIMIT ?`)
 
 	q.CountByQueue = p(sqltext.CountByQueue(func(col string) string { return "sum(" + col + ")" }))
 	// The policies, pauses and key overrides are sqlexec's shared
-	// statements: LockPolicies reads, the write transaction is the lock.
+	// statements: PolicyLockMany reads, the write transaction is the lock.
 
 	// Rates: no row locks, the write transaction is the lock, so TryLock
 	// is Lock.
@@ -148,7 +148,7 @@ JOIN {p}blocked_executions b ON b.job_id IN (
 	SELECT x.job_id FROM {p}blocked_executions x WHERE x.concurrency_key = t.value
 	ORDER BY x.priority DESC, x.job_id LIMIT ?2)
 ORDER BY t.key, b.priority DESC, b.job_id`),
-		// pickBlockedOfKeys with LineHeads' columns.
+		// pickBlockedOfKeys with LineListHeads' columns.
 		lineHeadsOfKeys: p(`
 SELECT t.key, b.job_id, b.queue, b.priority, coalesce(j.concurrency_key, ''), j.concurrency_limit,
 	j.concurrency_duration_ms, j.on_conflict, j.max_blocked, j.more_keys

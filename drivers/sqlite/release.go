@@ -141,7 +141,7 @@ func (e executor) SemaphoreReleaseMany(ctx context.Context, keys []string, count
 	return out, nil
 }
 
-// semRow is the part of a semaphore ReleaseMany reads and writes.
+// semRow is the part of a semaphore SemaphoreReleaseMany reads and writes.
 type semRow struct {
 	value, limit, blocked, multi int
 	duration                     time.Duration

@@ -1,5 +1,5 @@
 // Package benchmarks holds the hot-path benchmarks of every driver:
-// admission (Enqueue, EnqueueMany), claiming (ClaimReady) and completion
+// admission (Enqueue, EnqueueMany), claiming (ReadyClaim) and completion
 // (lifecycle.Complete), and the costs of the history and the key search
 // (history_test.go), each on a fresh SQLite file, PostgreSQL schema and
 // MySQL database. BQ_TEST_DRIVERS selects the databases, as for the tests.

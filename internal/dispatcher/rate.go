@@ -10,7 +10,7 @@ import (
 
 // Rate lines move on time, not on completions: a slot of a rate key's
 // ring frees one period after its start. rateLoop wakes when the earliest
-// waiting key's next slot frees (NextRateAt), or when this process put a
+// waiting key's next slot frees (RateNextAt), or when this process put a
 // job in a line (RateWake), and looks at least every ratePoll for lines
 // other processes filled.
 const (

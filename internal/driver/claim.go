@@ -137,7 +137,7 @@ type ClaimParams struct {
 type OwnClaim struct {
 	JobID, Fence int64
 	ClaimedAt    time.Time
-	// CancelRequested: a cancel marked the claim (MarkCancel); its run
+	// ClaimCancelRequested: a cancel marked the claim (ClaimMarkCancel); its run
 	// is to be cancelled.
 	CancelRequested bool
 }

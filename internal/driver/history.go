@@ -78,7 +78,7 @@ type HistoryKey struct {
 	Blocked int
 }
 
-// History is what ReadHistory returns. Rows has only the minutes that
+// History is what HistoryList returns. Rows has only the minutes that
 // have a row; Snapped lists the minutes a dispatcher snapshotted (their
 // depth is known, zero where a queue has no row).
 type History struct {

@@ -7,7 +7,7 @@ import (
 )
 
 // NewJob is a job to insert together with the execution state admission
-// chose for it. InsertJobs sets ID.
+// chose for it. JobInsertMany sets ID.
 type NewJob struct {
 	ID          int64
 	Kind        string
@@ -35,7 +35,7 @@ type NewJob struct {
 	Metadata, Tags []byte
 }
 
-// BlockedLine is the key of the line a blocked new job waits in.
+// LineList is the key of the line a blocked new job waits in.
 func (j *NewJob) BlockedLine() string {
 	if j.Line != "" {
 		return j.Line
@@ -70,8 +70,10 @@ type Execution struct {
 	At       time.Time // scheduled only
 }
 
-// JobState is where a job is, read from which table holds it.
-type JobState string
+// JobState is where a job is: the states of bq.JobState, plus
+// StatePending inside an admission. It names bq.JobState's values
+// without a type of its own, so there is one JobState type, the root's.
+type JobState = string
 
 const (
 	StateScheduled JobState = "scheduled"
@@ -83,14 +85,14 @@ const (
 	StateFailed    JobState = "failed"
 	StateCancelled JobState = "cancelled"
 	// StatePending is a new job stored before admission decides its
-	// state, in the same transaction: InsertJobs writes its job row only,
+	// state, in the same transaction: JobInsertMany writes its job row only,
 	// and admission its execution row (or deletes it, discarded).
 	StatePending JobState = "pending"
 )
 
 // Executes reports whether s has an execution table a job can be written
 // to: ready, scheduled or blocked.
-func (s JobState) Executes() bool {
+func Executes(s JobState) bool {
 	return s == StateReady || s == StateScheduled || s == StateBlocked
 }
 
@@ -98,7 +100,7 @@ func (s JobState) Executes() bool {
 // not pending admission): it would be stored in none, and so never run.
 func CheckNewJobs(jobs []*NewJob) error {
 	for i, j := range jobs {
-		if !j.State.Executes() && j.State != StatePending {
+		if !Executes(j.State) && j.State != StatePending {
 			return fmt.Errorf("insert jobs: job %d has state %q: a new job is ready, scheduled, blocked or pending", i, j.State)
 		}
 	}

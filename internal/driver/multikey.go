@@ -17,8 +17,8 @@ const MaxKeys = 4
 // waiting in a rate line, takes them all at once (never one while it
 // waits for another) and waits in the line of one key at a time: the key
 // its blocked row names. Every key of a multi-key job has a row in the
-// job_keys table, so the job is counted as a holder of each (CountHolders,
-// KeyHolders) and a semaphore its blocked job still needs is not deleted
+// job_keys table, so the job is counted as a holder of each (HolderCount,
+// HolderList) and a semaphore its blocked job still needs is not deleted
 // as idle.
 
 // Keys is every concurrency key of the job, its Limit first; nil when it
@@ -128,7 +128,7 @@ type MultiKeyStore interface {
 // read or promote.
 type MultiBatcher interface {
 	// LineListHeadsMany returns, for each keys[i] (sorted, distinct), its first
-	// ns[i] blocked jobs in promotion order, as LineHeads does (out[i];
+	// ns[i] blocked jobs in promotion order, as LineListHeads does (out[i];
 	// empty for a key with none or ns[i] 0).
 	LineListHeadsMany(ctx context.Context, keys []string, ns []int) ([][]LineHead, error)
 	// SemaphoreTryLockMany locks, in key order, the semaphores of keys

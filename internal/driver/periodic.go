@@ -11,7 +11,7 @@ type Periodic struct {
 	Kind     string // the job kind each tick enqueues
 	Schedule string // the schedule as written, e.g. "@every 1m0s"
 	// NextRunAt is the next tick: its identity. Whoever moves it on, by
-	// AdvancePeriodic, enqueues that tick.
+	// PeriodicAdvance, enqueues that tick.
 	NextRunAt time.Time
 	LastRunAt *time.Time // the last tick enqueued; nil before the first
 	LastJobID int64      // its job; 0 when none was stored (discarded)
@@ -29,7 +29,7 @@ type AdvanceParams struct {
 }
 
 // PeriodicStore keeps the periodic schedules; each tick is enqueued by
-// the one transaction whose AdvancePeriodic moved its row on.
+// the one transaction whose PeriodicAdvance moved its row on.
 type PeriodicStore interface {
 	// PeriodicLockMany returns the stored rows of names, locked until the
 	// transaction ends (a single writer's transaction is the lock).

@@ -56,7 +56,7 @@ type PolicyStore interface {
 }
 
 // PauseStore keeps the paused queues, which claim nothing in any process
-// (lifecycle.Claim reads them through QueueGate).
+// (lifecycle.Claim reads them through QueueGateGet).
 type PauseStore interface {
 	// QueuePause marks queue paused at now; false when it already was
 	// (its first paused_at is kept).

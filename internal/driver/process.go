@@ -55,7 +55,7 @@ type ProcessStore interface {
 	ClaimListOfProcess(ctx context.Context, processID int64) ([]OwnClaim, error)
 	// ProcessDeregister removes the process row.
 	ProcessDeregister(ctx context.Context, processID int64) error
-	// ProcessDeleteDead removes dead processes (see LostClaims) that
+	// ProcessDeleteDead removes dead processes (see ClaimListReapable) that
 	// hold no claims.
 	ProcessDeleteDead(ctx context.Context, now time.Time, deadAfter time.Duration) (int, error)
 	// ProcessList returns the registered processes.
@@ -67,7 +67,7 @@ type ProcessStore interface {
 // frozen inside a write transaction blocks every other process's
 // heartbeat: a file per process beside the database, which every process
 // sharing the file can see, since SQLite's WAL needs them on one host).
-// Its LostClaims, LostClaimsOfKey and DeleteDeadProcesses count a beacon
+// Its ClaimListReapable, ClaimListReapableOfKey and ProcessDeleteDead count a beacon
 // as a heartbeat.
 type Beaconer interface {
 	// Beacon records that the process is alive at `at`; ErrNoBeacon when

@@ -34,10 +34,10 @@ type Limit struct {
 type Promotion struct {
 	Jobs   int
 	Queues []string
-	// JobIDs are the jobs moved, in promotion order; only PromoteBlocked
+	// JobIDs are the jobs moved, in promotion order; only LinePromote
 	// fills it in.
 	JobIDs []int64
-	// LineLeft (ReleaseMany only): the key's line holds multi-key jobs
+	// LineLeft (SemaphoreReleaseMany only): the key's line holds multi-key jobs
 	// (its Multi > 0), so its slots were given back but its line left for
 	// the caller to promote (package semaphore).
 	LineLeft bool
@@ -131,7 +131,7 @@ type BatchReleaser interface {
 	SemaphoreReleaseMany(ctx context.Context, keys []string, counts []int, now time.Time) ([]Promotion, error)
 }
 
-// OneKeyReleaser is a BatchReleaser whose ReleaseMany is the cheaper
+// OneKeyReleaser is a BatchReleaser whose SemaphoreReleaseMany is the cheaper
 // release of a single key as well (PostgreSQL: the lock and the release
 // go out in one round trip and write the semaphore once, where the
 // per-key path locks, promotes and saves in three statements). Without

@@ -31,5 +31,5 @@ type UniqueStore interface {
 	UniqueGetKey(ctx context.Context, id int64) (string, error)
 }
 
-// ErrUniqueIsolation: see UniqueStore.LockUnique.
+// ErrUniqueIsolation: see UniqueStore.UniqueLock.
 var ErrUniqueIsolation = errors.New("a unique job needs a transaction whose reads see the latest commits")

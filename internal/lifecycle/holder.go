@@ -7,7 +7,7 @@ import (
 	"github.com/bqueue/bq/internal/driver"
 )
 
-// holderReader reads a key's holders (driver.Inspector's KeyHolders); a
+// holderReader reads a key's holders (driver.Inspector's HolderList); a
 // store without it names no holder in a discard.
 type holderReader interface {
 	HolderList(ctx context.Context, key string, max int) ([]driver.Holder, error)

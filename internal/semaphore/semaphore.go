@@ -71,7 +71,7 @@ func lock(ctx context.Context, ex driver.SemaphoreStore, l driver.Limit, queue s
 // admitting jobs of queue. The stored limit follows the resolved limit
 // (see Limit): a changed limit moves the free slots by the difference, so
 // the holders already admitted stay counted. Admission calls
-// PromoteBlocked next, so jobs already blocked on the key take any free
+// LinePromote next, so jobs already blocked on the key take any free
 // slot before a fresh enqueue can.
 func Lock(ctx context.Context, ex driver.SemaphoreStore, l driver.Limit, queue string, now time.Time) (*Semaphore, error) {
 	s, err := lock(ctx, ex, l, queue, now)
@@ -229,7 +229,7 @@ func (s *Semaphore) renew() {
 	}
 }
 
-// PromoteBlocked hands free slots to blocked jobs: min(free, blocked) of
+// LinePromote hands free slots to blocked jobs: min(free, blocked) of
 // them, highest priority first, FIFO among equals.
 func (s *Semaphore) PromoteBlocked(ctx context.Context) error {
 	if s.row.Multi > 0 {
@@ -277,7 +277,7 @@ func ReleaseN(ctx context.Context, ex driver.SemaphoreStore, key string, n int, 
 	return out[0], nil
 }
 
-// ReleaseMany gives back counts[i] slots of each of keys (sorted,
+// SemaphoreReleaseMany gives back counts[i] slots of each of keys (sorted,
 // distinct) in one transaction, as ReleaseN does for one key, and returns what each
 // promoted. Drivers that can do it set-wise
 // (driver.BatchReleaser) take a fixed number of statements for any
@@ -515,7 +515,7 @@ func (st *Set) Save(ctx context.Context) error {
 	return SaveMany(ctx, st.ex, sems)
 }
 
-// PromoteBlocked promotes the lines of sems (held in the set, sorted by
+// LinePromote promotes the lines of sems (held in the set, sorted by
 // key): those holding multi-key jobs together (promoteLines), the others
 // each in one statement.
 func (st *Set) PromoteBlocked(ctx context.Context, sems []*Semaphore) error {

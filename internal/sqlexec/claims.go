@@ -146,7 +146,7 @@ func (x *Executor) completeChunk(ctx context.Context, claims []*driver.Claim, ke
 	return matched, nil
 }
 
-// CompleteError is the error of a CompleteClaims of n claims.
+// CompleteError is the error of a ClaimCompleteMany of n claims.
 func CompleteError(n int, err error) error {
 	return fmt.Errorf("complete %d jobs: %w", n, err)
 }

@@ -53,10 +53,10 @@ type Dialect interface {
 	// skip what others hold (MySQL), or one writer whose processes also
 	// show they live through beacons (SQLite).
 
-	// Renew does what driver.Executor's RenewHeld says, inside x's
+	// Renew does what driver.Executor's SemaphoreRenewHeld says, inside x's
 	// transaction.
 	Renew(ctx context.Context, x *Executor, processID int64, at time.Time, renewBelow float64) error
-	// ClaimListReapable, LostClaimsOfKey and DeleteDeadProcesses do what the
+	// ClaimListReapable, ClaimListReapableOfKey and ProcessDeleteDead do what the
 	// driver.Executor methods of the same names say.
 	ClaimListReapable(ctx context.Context, x *Executor, now time.Time, deadAfter time.Duration, max int) ([]*driver.Claim, error)
 	ClaimListReapableOfKey(ctx context.Context, x *Executor, key string, now time.Time, silence time.Duration) ([]*driver.Claim, error)

@@ -23,9 +23,9 @@ type MultiQueries struct {
 	// of FirstKey and NextKey as ReleaseQueries' is, in position order,
 	// locking each row no other transaction holds and skipping the rest.
 	TryLock, FirstKey, NextKey string
-	// HeadsBranch is one key's part of LineHeadsMany (args: the key's
-	// position, its index, how many): at, then LineHeads' columns.
-	// PickBranch is one key's part of PromoteFirst (same args): at,
+	// HeadsBranch is one key's part of LineListHeadsMany (args: the key's
+	// position, its index, how many): at, then LineListHeads' columns.
+	// PickBranch is one key's part of LinePromoteFirst (same args): at,
 	// job_id, queue, priority. Each branch is enclosed in BranchHead and
 	// BranchTail (a LIMITed branch of a UNION ALL must be enclosed) and
 	// the branches joined by UNION ALL.
@@ -145,9 +145,9 @@ func (e *Executor) SemaphoreTryLockMany(ctx context.Context, keys []string) ([]d
 	return out, nil
 }
 
-// LinePromoteFirst does PromoteBlocked's work for many keys: one pick per
+// LinePromoteFirst does LinePromote's work for many keys: one pick per
 // chunk of keys, then the picked rows deleted from blocked and inserted
-// into ready as PromoteBlocked does.
+// into ready as LinePromote does.
 func (e *Executor) LinePromoteFirst(ctx context.Context, keys []string, counts []int, now time.Time) ([]driver.Promotion, error) {
 	out := make([]driver.Promotion, len(keys))
 	err := e.Atomic(ctx, func(x *Executor) error {

@@ -22,7 +22,7 @@ type Queries struct {
 
 	HasReady, Gate, CountClaimed, PickReady, DeleteReady, InsertClaims, SelectClaims string
 	DeleteClaim                                                                      string
-	// The set-wise end of claims (CompleteClaims; a dialect ending them its
+	// The set-wise end of claims (ClaimCompleteMany; a dialect ending them its
 	// own way, SQLite, leaves them empty). LockEnding reads fence, job_id
 	// of the listed fences, locking them; DeleteClaims deletes the listed
 	// fences; FinishJobs completes the listed jobs (arg: finished_at).
@@ -32,9 +32,9 @@ type Queries struct {
 	Multi                                MultiQueries   // multibatch.go
 
 	SemEnsure, SemLock, SemTryLock, SemSave, PickBlocked, DeleteBlocked, CountHolders string
-	// LineHeads reads the first blocked rows of a key's line (args: its
+	// LineListHeads reads the first blocked rows of a key's line (args: its
 	// KeyIndex, how many) as job_id, queue, priority, then the job's
-	// Limit columns and more_keys. MoveToLine sets a blocked row's key
+	// Limit columns and more_keys. LineMove sets a blocked row's key
 	// (args: the new key's Text, the job id, the old key's Text).
 	LineHeads, MoveToLine string
 
@@ -51,9 +51,9 @@ type Queries struct {
 	// job_keys.
 	PolicyMoreKeys, LatestMultiJob string
 
-	// LockUnique is the dialect's (MySQL: its lock row's upsert; SQLite:
+	// UniqueLock is the dialect's (MySQL: its lock row's upsert; SQLite:
 	// none, its one writer serialises); a dialect may append its locking
-	// read to FindUnique (see unique.go).
+	// read to UniqueGet (see unique.go).
 	LockUnique, FindUnique, SetUniqueKey, UniqueKeyOf string
 	// Spell splices the table prefix into a statement built at run time
 	// (ListJobs).
@@ -115,7 +115,7 @@ AND concurrency_key IS NOT NULL AND finished_at IS NULL ORDER BY 1`),
 	last_error = coalesce(nullif(?, ''), last_error) WHERE id = ?`),
 		// The mark is set by fence alone: MySQL then locks the claim's
 		// primary key only, never its job_id index entry, which the run's
-		// end (DeleteClaim) takes after the primary key: the two cannot
+		// end (ClaimDelete) takes after the primary key: the two cannot
 		// deadlock.
 		ClaimFence: p(`SELECT fence FROM {p}claimed_executions WHERE job_id = ?`),
 		MarkCancel: p(`UPDATE {p}claimed_executions SET cancel_requested_at = coalesce(cancel_requested_at, ?) WHERE fence = ?`),

@@ -14,7 +14,7 @@ import (
 var _ driver.BatchReleaser = (*Executor)(nil)
 
 // ReleaseQueries are the statements of the set-wise release
-// (ReleaseMany; a dialect releasing its own way, SQLite, leaves them
+// (SemaphoreReleaseMany; a dialect releasing its own way, SQLite, leaves them
 // empty). Keys travel as their KeyIndex.
 type ReleaseQueries struct {
 	// Lock reads position, value, lim, blocked, multi, duration_ms,
@@ -36,7 +36,7 @@ type ReleaseQueries struct {
 	SaveHead, SaveTail string
 }
 
-// releasing is one key of a ReleaseMany: its locked row and what the
+// releasing is one key of a SemaphoreReleaseMany: its locked row and what the
 // release does to it.
 type releasing struct {
 	key            string

@@ -111,7 +111,7 @@ func (e *Executor) HolderCount(ctx context.Context, key string) (driver.HolderCo
 	return n, nil
 }
 
-// ScanLineHead scans a row of LineHeads' columns, after the columns
+// ScanLineHead scans a row of LineListHeads' columns, after the columns
 // read into before.
 func ScanLineHead(scan func(...any) error, h *driver.LineHead, before ...any) error {
 	var j driver.Job

@@ -4,7 +4,7 @@ import "github.com/bqueue/bq/internal/sqltext"
 
 // SharedQueries are the statements Shared runs. SharedStatements fills
 // those every dialect spells alike; a dialect sets the rest (GroupStats,
-// KeyHolders, CountByQueue) and spells its own way any it must (an
+// HolderList, JobCountByQueue) and spells its own way any it must (an
 // upsert, a list, a locking read). The arguments are bound in the order
 // the Shared method running each statement passes them: a key as the
 // Conn's KeyArgs, a queue or a name as its Text, a time as its Time.
@@ -13,9 +13,9 @@ type SharedQueries struct {
 	// row then.
 	PauseQueue, ResumeQueue, PausedQueues string
 
-	// LockPolicies reads the policies of a namespace and of a list of
+	// PolicyLockMany reads the policies of a namespace and of a list of
 	// queues (Conn.Names), locking them where the dialect has row locks.
-	// InsertPolicy affects no row when the queue has one.
+	// PolicyInsert affects no row when the queue has one.
 	LockPolicies, InsertPolicy, UpdatePolicy, DeletePolicy, ListPolicies string
 	PolicyRate, PolicyRateKeys, SetKeyLimit, DeleteKeyLimit              string
 
@@ -25,16 +25,16 @@ type SharedQueries struct {
 	RegisterProcess, ClaimsOfProcess, DeregisterProcess, ListProcesses string
 
 	GetJob, CountByQueue, SchemaVersion, ReadyAges, GroupStats, TopBlockedKeys string
-	// KeyHolders takes the key's KeyArgs twice (its jobs by
-	// concurrency_key, then by job_keys), then max; BlockedAhead the
+	// HolderList takes the key's KeyArgs twice (its jobs by
+	// concurrency_key, then by job_keys), then max; LineCountAhead the
 	// key's KeyArgs, the priority twice, the job id and max.
 	ReadSem, KeyHolders, BlockedAhead, BlockedLine, JobExecution, ListFailed string
 
-	// DeleteExecution deletes one job's row of each execution table a
+	// ExecutionDelete deletes one job's row of each execution table a
 	// cancel takes a job out of, by its id.
 	DeleteExecution Executions
 	DeleteFailed    string
-	// CancelRequested is a locking read on a dialect with row locks
+	// ClaimCancelRequested is a locking read on a dialect with row locks
 	// (FOR UPDATE appended).
 	CancelRequested string
 }

@@ -7,8 +7,8 @@
 // running a transaction again for stays the driver's Retryable, which
 // Atomic meets through driver.InTx.
 //
-// Batches are set-wise: a batch of completions (CompleteClaims) and of
-// releases (ReleaseMany, a driver.BatchReleaser) takes a fixed number of
+// Batches are set-wise: a batch of completions (ClaimCompleteMany) and of
+// releases (SemaphoreReleaseMany, a driver.BatchReleaser) takes a fixed number of
 // statements per MaxList rows, whatever the batch's size; a dialect may
 // still do either its own way (SQLite, with RETURNING and json_each).
 //

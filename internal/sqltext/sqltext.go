@@ -58,7 +58,7 @@ const QueueCounts = `
 	UNION ALL SELECT queue, 0, 0, 0, 0, count(*) FROM {p}failed_executions GROUP BY queue
 `
 
-// CountByQueue sums QueueCounts per queue, each sum of column col
+// JobCountByQueue sums QueueCounts per queue, each sum of column col
 // spelled by sum: a dialect casts it its own way.
 func CountByQueue(sum func(col string) string) string {
 	return `SELECT queue, ` + sum("ready") + `, ` + sum("running") + `, ` + sum("scheduled") + `, ` + sum("blocked") + `, ` +
@@ -66,7 +66,7 @@ func CountByQueue(sum func(col string) string) string {
 FROM (` + QueueCounts + `) t GROUP BY queue ORDER BY queue`
 }
 
-// JobExecution reads the execution row of job j, whatever table holds it,
+// ExecutionGet reads the execution row of job j, whatever table holds it,
 // and its claim's process; a dialect adds the WHERE naming the job.
 const JobExecution = `
 SELECT r.created_at, b.created_at, s.scheduled_at, c.claimed_at, f.failed_at,
@@ -87,7 +87,7 @@ SELECT f.job_id, j.kind, f.queue, coalesce(j.concurrency_key, ''), j.attempt, f.
 FROM {p}failed_executions f JOIN {p}jobs j ON j.id = f.job_id
 `
 
-// FindUnique reads the newest job of a unique key (the first argument)
+// UniqueGet reads the newest job of a unique key (the first argument)
 // whose state is in a list (the dialect's ListMarker), by the partial
 // index on unique_key; a dialect may append a locking clause.
 const FindUnique = `SELECT j.id, ` + JobState + `

@@ -14,7 +14,7 @@ import (
 
 // scheduler enqueues this process's periodic jobs on their ticks. Which
 // process enqueues a tick is settled in the database, not here: each
-// tick's row is moved on by one conditional UPDATE (AdvancePeriodic), in
+// tick's row is moved on by one conditional UPDATE (PeriodicAdvance), in
 // the transaction of the tick's enqueue, and the one that moves it wins.
 type scheduler struct {
 	c     *Runtime

@@ -68,8 +68,8 @@ var _ = add("claims",
 		}
 	}},
 	// MaxActive is the engine's rule (lifecycle.Claim) on the driver's
-	// primitives: QueueCap locked in the claim's transaction, CountClaimed,
-	// an uncapped ClaimReady.
+	// primitives: QueueCap locked in the claim's transaction, RunningCount,
+	// an uncapped ReadyClaim.
 	test{"ClaimKeepsWithinMaxActive", func(t *testing.T, f *fixture) {
 		f.insert(T0, append(jobs(6, "capped"), jobs(3, "free")...)...)
 		ok, err := f.ex().PolicyInsert(f.ctx, driver.Policy{Queue: "capped", Namespace: "ns", MaxActive: 2, UpdatedAt: T0})

@@ -88,8 +88,8 @@ var _ = add("jobs",
 		}
 	}},
 	test{"InsertExecutionsPutsJobsInTheirTable", func(t *testing.T, f *fixture) {
-		// Jobs out of every table (as TakeDueScheduled leaves them), then
-		// put back by InsertExecutions.
+		// Jobs out of every table (as ScheduledTakeDue leaves them), then
+		// put back by ExecutionInsertMany.
 		ids := f.insert(T0, job("q", dueAt(T0)), job("q", dueAt(T0)), job("q", keyed("g/k", 1), dueAt(T0)))
 		jobs, err := f.ex().ScheduledTakeDue(f.ctx, T0, 10)
 		f.must(err)
@@ -239,7 +239,7 @@ func (f *fixture) execution(id int64) driver.ExecutionDetail {
 
 var _ = add("jobs",
 	// A job with no execution table would be stored in none and never
-	// run: InsertJobs refuses it and stores nothing.
+	// run: JobInsertMany refuses it and stores nothing.
 	test{"InsertJobsRefusesAStateWithoutATable", func(t *testing.T, f *fixture) {
 		for _, state := range []driver.JobState{"", driver.StateRunning, driver.StateCompleted} {
 			j := job("q")

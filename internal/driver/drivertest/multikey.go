@@ -35,7 +35,7 @@ func (f *fixture) multiSemaphore(key string, value, limit, blocked, multi int, e
 	})
 }
 
-// count is CountHolders of key, failing the test on an error.
+// count is HolderCount of key, failing the test on an error.
 func (f *fixture) count(key string) driver.HolderCount {
 	f.t.Helper()
 	n, err := f.ex().HolderCount(f.ctx, key)
@@ -43,7 +43,7 @@ func (f *fixture) count(key string) driver.HolderCount {
 	return n
 }
 
-// heads is LineHeads of key in a transaction, as package semaphore calls it.
+// heads is LineListHeads of key in a transaction, as package semaphore calls it.
 func (f *fixture) heads(key string, n int) []driver.LineHead {
 	f.t.Helper()
 	var out []driver.LineHead

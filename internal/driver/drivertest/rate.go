@@ -159,7 +159,7 @@ var _ = add("rate",
 		if got := f.freeSlots("g/k", T0.Add(5*time.Second), 10); len(got) != 3 {
 			t.Errorf("FreeSlots = %v, want all 3", got)
 		}
-		// Reserve every slot: OldestSlot is Reserved; a cancel frees one
+		// Reserve every slot: RateSlotGetOldest is Reserved; a cancel frees one
 		// as never started.
 		f.must(f.ex().RateSlotSetMany(f.ctx, driver.RateSlotsParams{Key: "g/k", Slots: []int{0, 1, 2}, JobIDs: []int64{7, 8, 9}, At: driver.Reserved}))
 		f.sameTime("OldestSlot of a reserved ring", f.oldest("g/k"), driver.Reserved)

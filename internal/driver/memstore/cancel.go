@@ -9,7 +9,7 @@ import (
 )
 
 func (s *Store) ExecutionDelete(_ context.Context, state driver.JobState, id int64) (bool, error) {
-	if !state.Executes() && state != driver.StateFailed {
+	if !driver.Executes(state) && state != driver.StateFailed {
 		return false, errors.New("memstore: no execution table for that state")
 	}
 	r, ok := s.Jobs[id]

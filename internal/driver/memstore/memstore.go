@@ -24,7 +24,7 @@ type Row struct {
 	LastError string
 	Fence     int64 // of its claim, while running
 	UniqueKey string
-	// CancelAt is its claim's cancel mark (MarkCancel); zero when none.
+	// CancelAt is its claim's cancel mark (ClaimMarkCancel); zero when none.
 	CancelAt time.Time
 	// Line is the key of the line a blocked job waits in; "" for its
 	// concurrency key's.
@@ -354,7 +354,7 @@ func (s *Store) Honest(key string) string {
 
 var _ driver.MultiBatcher = (*Store)(nil)
 
-// LineListHeadsMany is LineHeads key by key: the store has no statements to
+// LineListHeadsMany is LineListHeads key by key: the store has no statements to
 // save.
 func (s *Store) LineListHeadsMany(ctx context.Context, keys []string, ns []int) ([][]driver.LineHead, error) {
 	out := make([][]driver.LineHead, len(keys))
@@ -385,7 +385,7 @@ func (s *Store) SemaphoreTryLockMany(_ context.Context, keys []string) ([]driver
 	return out, nil
 }
 
-// LinePromoteFirst is PromoteBlocked key by key.
+// LinePromoteFirst is LinePromote key by key.
 func (s *Store) LinePromoteFirst(ctx context.Context, keys []string, counts []int, now time.Time) ([]driver.Promotion, error) {
 	out := make([]driver.Promotion, len(keys))
 	for i, k := range keys {

@@ -220,7 +220,7 @@ func (s *Store) KeyRateDelete(_ context.Context, key string) (bool, error) {
 func (s *Store) JobRateGetLatest(_ context.Context, key string) (driver.RateSpec, bool, error) {
 	var best *Row
 	for _, r := range s.Jobs {
-		if r.Rate.Key == key && r.State.Executes() || r.Rate.Key == key && r.State == driver.StateRunning {
+		if r.Rate.Key == key && driver.Executes(r.State) || r.Rate.Key == key && r.State == driver.StateRunning {
 			if best == nil || r.ID > best.ID {
 				best = r
 			}
