@@ -188,7 +188,7 @@ func TestReleaseManyWithoutInterpolation(t *testing.T) {
 				return err
 			}
 		}
-		got, err = ex.(driver.BatchReleaser).SemaphoreReleaseMany(ctx, keys, []int{1, 1}, now)
+		got, err = ex.SemaphoreReleaseMany(ctx, keys, []int{1, 1}, now)
 		return err
 	})
 	if err != nil {

@@ -249,7 +249,7 @@ func TestMultiKeyReleaseManyLeavesLine(t *testing.T) {
 	f.semaphore(driver.Semaphore{Key: "g/b", Value: 0, Limit: 2, Blocked: 1, Duration: time.Minute, ExpiresAt: mkT0})
 	var got []driver.Promotion
 	f.tx(func(ex driver.Executor) (err error) {
-		got, err = ex.(driver.BatchReleaser).SemaphoreReleaseMany(f.ctx, []string{"g/a", "g/b"}, []int{1, 1}, mkT0)
+		got, err = ex.SemaphoreReleaseMany(f.ctx, []string{"g/a", "g/b"}, []int{1, 1}, mkT0)
 		return err
 	})
 	if len(got) != 2 || !got[0].LineLeft || got[0].Jobs != 0 || got[1].LineLeft || got[1].Jobs != 1 {

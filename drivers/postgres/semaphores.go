@@ -201,11 +201,7 @@ func (e *executor) LinePromote(ctx context.Context, key string, n int, now time.
 	return p, nil
 }
 
-// ReleasesOneKey: one key's release is [lockSems, releasePromote] too,
-// one round trip.
-func (e *executor) ReleasesOneKey() {}
-
-var _ driver.OneKeyReleaser = (*executor)(nil)
+var _ driver.SemaphoreStore = (*executor)(nil)
 
 func (e *executor) SemaphoreReleaseMany(ctx context.Context, keys []string, counts []int, now time.Time) ([]driver.Promotion, error) {
 	n := make([]int32, len(counts))

@@ -117,28 +117,50 @@ type SemaphoreStore interface {
 	HolderCount(ctx context.Context, key string) (HolderCount, error)
 	MultiKeyStore
 	MultiBatcher
-}
-
-// BatchReleaser is an executor that releases the slots of many keys in a
-// fixed number of statements, however many keys there are. Without it,
-// keys are released one by one.
-type BatchReleaser interface {
-	// SemaphoreReleaseMany gives back counts[i] slots of keys[i] (sorted, distinct),
-	// each capped at its limit, then promotes blocked jobs into the free
-	// slots, highest priority first, FIFO among equals. It returns what
-	// each key promoted. A key whose Multi is above 0 gets its slots back
-	// but its line is left alone, its Promotion's LineLeft set.
+	// SemaphoreReleaseMany gives back counts[i] slots of keys[i]
+	// (sorted, distinct), each capped at its limit, then promotes blocked
+	// jobs into the free slots, highest priority first, FIFO among
+	// equals, and returns what each key promoted: the one release call
+	// of the engine, each driver its best way (set-wise in a fixed number
+	// of statements, or ReleaseOne for a single key where that is
+	// cheaper). A key whose Multi is above 0 gets its slots back but its
+	// line is left alone, its Promotion's LineLeft set: multi-key lines
+	// are the engine's to promote (package semaphore).
 	SemaphoreReleaseMany(ctx context.Context, keys []string, counts []int, now time.Time) ([]Promotion, error)
 }
 
-// OneKeyReleaser is a BatchReleaser whose SemaphoreReleaseMany is the cheaper
-// release of a single key as well (PostgreSQL: the lock and the release
-// go out in one round trip and write the semaphore once, where the
-// per-key path locks, promotes and saves in three statements). Without
-// it, a single key is released by the per-key path.
-type OneKeyReleaser interface {
-	BatchReleaser
-	ReleasesOneKey()
+// ReleaseOne is the per-key release, in three statements (lock, promote,
+// save): the cheaper way for a single key on a database whose set-wise
+// release costs more than that (MySQL, SQLite), and every key's way for
+// a store with no set-wise release. It gives back count slots of key,
+// capped at its limit, and promotes min(free, blocked) of its line,
+// highest priority first, FIFO among equals; a key whose line holds
+// multi-key jobs gets its slots back and its line is left to the
+// caller (Promotion.LineLeft), as SemaphoreReleaseMany's.
+func ReleaseOne(ctx context.Context, ex SemaphoreStore, key string, count int, now time.Time) (Promotion, error) {
+	row, ok, err := ex.SemaphoreLock(ctx, key, "")
+	if err != nil || !ok {
+		return Promotion{}, err // not found: deleted idle, nothing held it
+	}
+	row.Value = min(row.Value+count, row.Limit)
+	var p Promotion
+	switch n := min(max(row.Value, 0), row.Blocked); {
+	case row.Multi > 0:
+		p.LineLeft = true
+	case n > 0:
+		if p, err = ex.LinePromote(ctx, key, n, now); err != nil {
+			return Promotion{}, err
+		}
+		row.Value -= p.Jobs
+		row.Blocked -= p.Jobs
+		if p.Jobs < n {
+			row.Blocked = 0 // fewer rows than counted: nothing is left
+		}
+		if p.Jobs > 0 && Renews(row.ExpiresAt, now, row.Duration) {
+			row.ExpiresAt = now.Add(row.Duration)
+		}
+	}
+	return p, ex.SemaphoreSave(ctx, row)
 }
 
 // BatchLocker is an executor that creates and locks the semaphores of

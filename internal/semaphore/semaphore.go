@@ -71,7 +71,7 @@ func lock(ctx context.Context, ex driver.SemaphoreStore, l driver.Limit, queue s
 // admitting jobs of queue. The stored limit follows the resolved limit
 // (see Limit): a changed limit moves the free slots by the difference, so
 // the holders already admitted stay counted. Admission calls
-// LinePromote next, so jobs already blocked on the key take any free
+// PromoteBlocked next, so jobs already blocked on the key take any free
 // slot before a fresh enqueue can.
 func Lock(ctx context.Context, ex driver.SemaphoreStore, l driver.Limit, queue string, now time.Time) (*Semaphore, error) {
 	s, err := lock(ctx, ex, l, queue, now)
@@ -229,7 +229,7 @@ func (s *Semaphore) renew() {
 	}
 }
 
-// LinePromote hands free slots to blocked jobs: min(free, blocked) of
+// PromoteBlocked hands free slots to blocked jobs: min(free, blocked) of
 // them, highest priority first, FIFO among equals.
 func (s *Semaphore) PromoteBlocked(ctx context.Context) error {
 	if s.row.Multi > 0 {
@@ -277,51 +277,34 @@ func ReleaseN(ctx context.Context, ex driver.SemaphoreStore, key string, n int, 
 	return out[0], nil
 }
 
-// SemaphoreReleaseMany gives back counts[i] slots of each of keys (sorted,
-// distinct) in one transaction, as ReleaseN does for one key, and returns what each
-// promoted. Drivers that can do it set-wise
-// (driver.BatchReleaser) take a fixed number of statements for any
-// number of keys (and for one key, where that is cheaper too:
-// driver.OneKeyReleaser).
-// A key whose line holds multi-key jobs is promoted here, after every
-// key is released (all the blocking locks first, see multikey.go).
+// ReleaseMany gives back counts[i] slots of each of keys (sorted,
+// distinct) in one transaction, as ReleaseN does for one key, and returns
+// what each promoted: one call to the driver, which releases its best
+// way (driver.SemaphoreStore's SemaphoreReleaseMany). A key whose line
+// holds multi-key jobs is handed back (LineLeft) and promoted here, after
+// every key is released (all the blocking locks first).
 func ReleaseMany(ctx context.Context, ex driver.SemaphoreStore, keys []string, counts []int, now time.Time) ([]driver.Promotion, error) {
 	if len(keys) == 0 {
 		return nil, nil // an unkeyed batch: no statement
 	}
-	set := NewSet(ex, now)
-	var out []driver.Promotion
-	var left []int // keys whose line is the caller's to promote
-	if br, ok := ex.(driver.BatchReleaser); ok && (len(keys) > 1 || releasesOneKey(ex)) {
-		var err error
-		if out, err = br.SemaphoreReleaseMany(ctx, keys, counts, now); err != nil {
-			return nil, err
-		}
-		for i, p := range out {
-			if p.LineLeft {
-				left = append(left, i)
-			}
-		}
-		// Locked by the release: read back in one statement, waiting
-		// for no one.
-		if err := set.readHeld(ctx, pick(keys, left)); err != nil {
-			return nil, err
-		}
-	} else {
-		out = make([]driver.Promotion, len(keys))
-		for i, k := range keys {
-			row, ok, err := ex.SemaphoreLock(ctx, k, "")
-			if err != nil {
-				return nil, err
-			}
-			if !ok {
-				continue // deleted idle: nothing held it
-			}
-			s := &Semaphore{ex: ex, row: row, now: now}
-			s.row.Value = min(s.row.Value+counts[i], s.row.Limit)
-			set.add(s)
+	out, err := ex.SemaphoreReleaseMany(ctx, keys, counts, now)
+	if err != nil {
+		return nil, err
+	}
+	var left []int // keys whose line is ours to promote
+	for i, p := range out {
+		if p.LineLeft {
 			left = append(left, i)
 		}
+	}
+	if len(left) == 0 {
+		return out, nil
+	}
+	set := NewSet(ex, now)
+	// Locked by the release: read back in one statement, waiting for no
+	// one.
+	if err := set.readHeld(ctx, pick(keys, left)); err != nil {
+		return nil, err
 	}
 	var lines []*Semaphore
 	for _, i := range left {
@@ -333,17 +316,12 @@ func ReleaseMany(ctx context.Context, ex driver.SemaphoreStore, keys []string, c
 		return nil, err
 	}
 	for _, i := range left {
+		out[i].LineLeft = false
 		if s := set.Get(keys[i]); s != nil {
-			out[i].LineLeft = false
 			out[i].Add(s.promoted)
 		}
 	}
 	return out, set.Save(ctx)
-}
-
-func releasesOneKey(ex driver.SemaphoreStore) bool {
-	_, ok := ex.(driver.OneKeyReleaser)
-	return ok
 }
 
 // Promote hands a key's free slots to its blocked jobs; the dispatcher
@@ -515,7 +493,7 @@ func (st *Set) Save(ctx context.Context) error {
 	return SaveMany(ctx, st.ex, sems)
 }
 
-// LinePromote promotes the lines of sems (held in the set, sorted by
+// PromoteBlocked promotes the lines of sems (held in the set, sorted by
 // key): those holding multi-key jobs together (promoteLines), the others
 // each in one statement.
 func (st *Set) PromoteBlocked(ctx context.Context, sems []*Semaphore) error {

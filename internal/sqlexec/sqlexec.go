@@ -8,7 +8,7 @@
 // Atomic meets through driver.InTx.
 //
 // Batches are set-wise: a batch of completions (ClaimCompleteMany) and of
-// releases (SemaphoreReleaseMany, a driver.BatchReleaser) takes a fixed number of
+// releases (SemaphoreReleaseMany) takes a fixed number of
 // statements per MaxList rows, whatever the batch's size; a dialect may
 // still do either its own way (SQLite, with RETURNING and json_each).
 //

@@ -193,7 +193,6 @@ var _ = add("multikey",
 		f.wantState(driver.StateBlocked, ids[0], ids[1])
 	}},
 	test{"ReleaseManyLeavesALineWithMultiKeyJobs", func(t *testing.T, f *fixture) {
-		f.needBatchRelease()
 		ids := f.insert(T0.Add(-time.Hour),
 			job("q", keyed("g/m", 1), also(1, "g/o"), blocked), // g/m's line: a multi-key job
 			job("q", keyed("g/m", 1), blocked),
@@ -203,7 +202,7 @@ var _ = add("multikey",
 		f.multiSemaphore("g/s", 0, 1, 1, 0, T0.Add(30*time.Second))
 		var got []driver.Promotion
 		f.tx(func(ex driver.Executor) (err error) {
-			got, err = ex.(driver.BatchReleaser).SemaphoreReleaseMany(f.ctx, []string{"g/m", "g/s"}, []int{1, 1}, T0)
+			got, err = ex.SemaphoreReleaseMany(f.ctx, []string{"g/m", "g/s"}, []int{1, 1}, T0)
 			return err
 		})
 		if len(got) != 2 {

@@ -40,13 +40,6 @@ var _ = add("semaphores",
 		for _, k := range fx.Keys {
 			keys, counts = append(keys, k.Key), append(counts, k.Release)
 		}
-		probe, err := f.d.Begin(f.ctx)
-		f.must(err)
-		_, batch := probe.(driver.BatchReleaser)
-		f.must(probe.Rollback(f.ctx))
-		if !batch {
-			t.Skipf("%s releases keys one by one: its transactions are no driver.BatchReleaser", f.d.Dialect())
-		}
 		perKey, setWise := f, f.other()
 		now := T0
 		var want, got []driver.Promotion
@@ -56,7 +49,7 @@ var _ = add("semaphores",
 			return err
 		})
 		setWise.tx(func(ex driver.Executor) (err error) {
-			got, err = ex.(driver.BatchReleaser).SemaphoreReleaseMany(setWise.ctx, keys, counts, now)
+			got, err = ex.SemaphoreReleaseMany(setWise.ctx, keys, counts, now)
 			return err
 		})
 		if len(got) != len(keys) {
@@ -111,8 +104,8 @@ func (f *fixture) loadRelease(fx releaseFixture) map[string]int64 {
 	return ids
 }
 
-// releaseEach is the per-key release the engine runs without a
-// BatchReleaser: lock, give back the slots capped at the limit, hand the
+// releaseEach is the per-key release, as driver.ReleaseOne does it
+// for one key: lock, give back the slots capped at the limit, hand the
 // free ones to blocked jobs, renew the expiry if any moved, save.
 func releaseEach(f *fixture, ex driver.Executor, keys []string, counts []int, now time.Time) ([]driver.Promotion, error) {
 	out := make([]driver.Promotion, len(keys))

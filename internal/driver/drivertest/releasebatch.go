@@ -8,19 +8,6 @@ import (
 	"github.com/bqueue/bq/internal/driver"
 )
 
-// needBatchRelease skips a test on a driver whose transactions release
-// keys one by one.
-func (f *fixture) needBatchRelease() {
-	f.t.Helper()
-	probe, err := f.d.Begin(f.ctx)
-	f.must(err)
-	_, ok := probe.(driver.BatchReleaser)
-	f.must(probe.Rollback(f.ctx))
-	if !ok {
-		f.t.Skipf("%s releases keys one by one: its transactions are no driver.BatchReleaser", f.d.Dialect())
-	}
-}
-
 // Set-wise release across many keys: the keys' semaphores are locked in
 // key order, as admission locks them, and a batch larger than one
 // statement's list still promotes each key's line in priority, then
@@ -34,7 +21,6 @@ var _ = add("releasebatch",
 			keys[i], counts[i] = fmt.Sprintf("g/k%02d", i), 1
 			f.semaphore(keys[i], 0, 1, 0, T0.Add(time.Hour))
 		}
-		f.needBatchRelease()
 		holder := f.begin()
 		const held = n / 2
 		if _, ok, err := holder.SemaphoreLock(f.ctx, keys[held], ""); !ok || err != nil {
@@ -42,7 +28,7 @@ var _ = add("releasebatch",
 		}
 		waiting, wait := waits(func() error {
 			return driver.InTx(f.ctx, f.d, func(ex driver.Executor) error {
-				_, err := ex.(driver.BatchReleaser).SemaphoreReleaseMany(f.ctx, keys, counts, T0)
+				_, err := ex.SemaphoreReleaseMany(f.ctx, keys, counts, T0)
 				return err
 			})
 		})
@@ -77,7 +63,6 @@ var _ = add("releasebatch",
 		// read the line before it had the lock would leave a free slot
 		// beside a blocked job until the dispatcher's sweep.
 		f.needRowLocks()
-		f.needBatchRelease()
 		f.semaphore("g/a", 0, 1, 0, T0.Add(time.Hour))
 		f.semaphore("g/b", 0, 1, 0, T0.Add(time.Hour))
 		holder := f.begin()
@@ -90,7 +75,7 @@ var _ = add("releasebatch",
 			Duration: time.Minute, ExpiresAt: T0.Add(time.Hour)}))
 		waiting, wait := waits(func() error {
 			return driver.InTx(f.ctx, f.d, func(ex driver.Executor) error {
-				_, err := ex.(driver.BatchReleaser).SemaphoreReleaseMany(f.ctx, []string{"g/a", "g/b"}, []int{1, 1}, T0)
+				_, err := ex.SemaphoreReleaseMany(f.ctx, []string{"g/a", "g/b"}, []int{1, 1}, T0)
 				return err
 			})
 		})
@@ -108,7 +93,6 @@ var _ = add("releasebatch",
 		}
 	}},
 	test{"ReleaseManyAcrossChunks", func(t *testing.T, f *fixture) {
-		f.needBatchRelease()
 		// Each key: limit 2, none free, two blocked jobs. Releasing one
 		// slot promotes the first in line: on odd keys the later job with
 		// the higher priority, on even keys the older of two equals. Every
@@ -136,7 +120,7 @@ var _ = add("releasebatch",
 		}
 		var got []driver.Promotion
 		f.tx(func(ex driver.Executor) (err error) {
-			got, err = ex.(driver.BatchReleaser).SemaphoreReleaseMany(f.ctx, keys, counts, T0)
+			got, err = ex.SemaphoreReleaseMany(f.ctx, keys, counts, T0)
 			return err
 		})
 		if len(got) != n {

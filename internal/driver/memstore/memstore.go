@@ -400,3 +400,17 @@ func (s *Store) LinePromoteFirst(ctx context.Context, keys []string, counts []in
 	}
 	return out, nil
 }
+
+// SemaphoreReleaseMany releases key by key (driver.ReleaseOne): the store
+// has no set-wise release.
+func (s *Store) SemaphoreReleaseMany(ctx context.Context, keys []string, counts []int, now time.Time) ([]driver.Promotion, error) {
+	out := make([]driver.Promotion, len(keys))
+	for i, k := range keys {
+		p, err := driver.ReleaseOne(ctx, s, k, counts[i], now)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = p
+	}
+	return out, nil
+}
