@@ -105,6 +105,7 @@ ORDER BY u.job_id DESC LIMIT 1 LOCK IN SHARE MODE`)
 
 	q.PickReady = p(`SELECT job_id FROM {p}ready_executions FORCE INDEX ({p}ready_poll)
 WHERE queue = ? ORDER BY priority DESC, job_id LIMIT ? FOR UPDATE SKIP LOCKED`)
+	q.PickHandOff = p(sqlexec.HandOffPick(list, " FOR UPDATE SKIP LOCKED"))
 	q.DeleteReady = p(`DELETE FROM {p}ready_executions WHERE job_id IN ` + list + ` ORDER BY job_id` + byKey)
 	q.InsertClaims = p(`INSERT INTO {p}claimed_executions (job_id, queue, process_id, claimed_at) VALUES `)
 	q.DeleteJobs = p(`DELETE FROM {p}jobs WHERE id IN ` + list + ` ORDER BY id` + byKey)

@@ -13,7 +13,7 @@ import (
 
 // claimQueries are the claims' statements.
 type claimQueries struct {
-	claimUncapped, claimReady, queueGate, lockQueueGate, hasReady, countClaimed string
+	claimUncapped, claimReady, claimHandOff, queueGate, lockQueueGate, hasReady, countClaimed string
 	deleteClaim, completeClaims, completeDelete, lostClaims, lostClaimsOfKey    string
 }
 
@@ -26,6 +26,16 @@ func newClaimQueries(p func(string) string) claimQueries {
 		AND NOT EXISTS (SELECT 1 FROM {p}policies WHERE queue = $1 AND max_active > 0)
 		AND NOT EXISTS (SELECT 1 FROM {p}paused_queues WHERE queue = $1)`)),
 		claimReady: p(claimFrom("")),
+		// A hand-off: of the jobs $5 promoted by this transaction, those
+		// still ready in queue $1 with no rate key, from a queue with no
+		// cap that is not paused.
+		claimHandOff: p(claimPicked(`
+		SELECT r.job_id FROM {p}ready_executions r JOIN {p}jobs j ON j.id = r.job_id
+		WHERE r.job_id = ANY($5::bigint[]) AND r.queue = $1 AND j.rate_key IS NULL
+		AND NOT EXISTS (SELECT 1 FROM {p}policies WHERE queue = $1 AND max_active > 0)
+		AND NOT EXISTS (SELECT 1 FROM {p}paused_queues WHERE queue = $1)
+		ORDER BY r.priority DESC, r.job_id LIMIT $2
+		FOR UPDATE OF r SKIP LOCKED`)),
 		queueGate:  p(`SELECT coalesce(max(max_active), 0), ` + isPaused + ` FROM {p}policies WHERE queue = $1`),
 		// No row, no cap: coalesce(max()) reads 0 rather than no rows.
 		lockQueueGate: p(`SELECT coalesce(max(max_active), 0), ` + isPaused + `
@@ -77,12 +87,18 @@ FOR UPDATE OF c SKIP LOCKED`),
 // (collectGeneric), where a join would be planned to hash a tenth of the
 // ready table.
 func claimFrom(guard string) string {
-	return `
-WITH taken AS (
-	DELETE FROM {p}ready_executions r WHERE r.job_id = ANY(ARRAY(
+	return claimPicked(`
 		SELECT job_id FROM {p}ready_executions WHERE queue = $1` + guard + `
 		ORDER BY priority DESC, job_id LIMIT $2
-		FOR UPDATE SKIP LOCKED))
+		FOR UPDATE SKIP LOCKED`)
+}
+
+// claimPicked claims the ready jobs pick selects (queue $1, process $3,
+// at $4) and returns them with their fences.
+func claimPicked(pick string) string {
+	return `
+WITH taken AS (
+	DELETE FROM {p}ready_executions r WHERE r.job_id = ANY(ARRAY(` + pick + `))
 	RETURNING r.job_id
 ), claimed AS (
 	INSERT INTO {p}claimed_executions (job_id, queue, process_id, claimed_at)
@@ -125,6 +141,13 @@ func (e *executor) claimUncapped(ctx context.Context, p driver.ClaimParams) ([]*
 		c := &driver.Claim{ClaimedAt: p.Now}
 		return c, scanJob(r, &c.Job, &c.Fence)
 	}, e.q.claimUncapped, p.Queue, p.Max, p.ProcessID, p.Now)
+}
+
+func (e *executor) ReadyClaimHandOff(ctx context.Context, p driver.HandOffParams) ([]*driver.Claim, error) {
+	if len(p.IDs) == 0 || p.Max <= 0 {
+		return nil, nil
+	}
+	return claims(ctx, e.db, false, p.Now, e.q.claimHandOff, p.Queue, p.Max, p.ProcessID, p.Now, p.IDs)
 }
 
 func (e *executor) ReadyClaim(ctx context.Context, p driver.ClaimParams) ([]*driver.Claim, error) {

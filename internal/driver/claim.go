@@ -132,6 +132,17 @@ type ClaimParams struct {
 	Now       time.Time
 }
 
+// HandOffParams asks a hand-off's claim: up to Max of the jobs IDs, just
+// promoted in the same transaction, that are ready in Queue, for
+// ProcessID at Now (ReadyClaimHandOff).
+type HandOffParams struct {
+	Queue     string
+	IDs       []int64
+	Max       int
+	ProcessID int64
+	Now       time.Time
+}
+
 // OwnClaim is a claim as its process sees it, to check that it still
 // holds it.
 type OwnClaim struct {
@@ -155,6 +166,15 @@ type ClaimStore interface {
 	QueueGateGet(ctx context.Context, queue string) (Gate, error)
 	// RunningCount counts the claimed jobs of queue.
 	RunningCount(ctx context.Context, queue string) (int, error)
+	// ReadyClaimHandOff is the claim of a hand-off: in the transaction
+	// that promoted them, it moves up to p.Max of the jobs p.IDs that
+	// are ready in p.Queue to claimed for p.ProcessID, highest priority
+	// first, then oldest, as ReadyClaim would take them. It takes none
+	// from a queue that is paused or has a MaxActive (those are claimed
+	// by the rule's transaction, ClaimWithin), and no job with a rate key
+	// (its start takes a slot of its key's ring first), so every rule of
+	// a claim holds.
+	ReadyClaimHandOff(ctx context.Context, p HandOffParams) ([]*Claim, error)
 	// ReadyClaim moves up to p.Max ready jobs of p.Queue to claimed, in
 	// priority then FIFO order, skipping rows other claimers hold. It
 	// knows no cap: the engine's claim rule (lifecycle.Claim) decides

@@ -18,20 +18,53 @@ func (e *Executor) ReadyClaim(ctx context.Context, p driver.ClaimParams) ([]*dri
 	err := e.Atomic(ctx, func(x *Executor) error {
 		claims = nil
 		picked, err := Column[int64](ctx, x.db, x.q.PickReady, queue, p.Max)
-		if err != nil || len(picked) == 0 {
+		if err != nil {
 			return err
 		}
-		if _, err := ExecIn(ctx, x, x.q.DeleteReady, picked); err != nil {
-			return err
-		}
-		query, args := x.d.ListRows(x.q.InsertClaims, picked, queue, p.ProcessID, Micros(p.Now))
-		if _, err := x.db.ExecContext(ctx, query, args...); err != nil {
-			return err
-		}
-		claims, err = ClaimsIn(ctx, x, x.q.SelectClaims, picked)
+		claims, err = x.claimPicked(ctx, picked, queue, p.ProcessID, p.Now)
 		return err
 	})
 	return claims, err
+}
+
+// ReadyClaimHandOff claims, of the jobs p.IDs, those ready in p.Queue
+// with no rate key, from a queue with no cap that is not paused (the
+// dialect's PickHandOff), as ReadyClaim claims what it picks.
+func (e *Executor) ReadyClaimHandOff(ctx context.Context, p driver.HandOffParams) ([]*driver.Claim, error) {
+	if len(p.IDs) == 0 || p.Max <= 0 {
+		return nil, nil
+	}
+	queue := e.d.Text(p.Queue)
+	var claims []*driver.Claim
+	err := e.Atomic(ctx, func(x *Executor) error {
+		claims = nil
+		args := append([]any{queue}, x.d.ListArgs(Anys(p.IDs))...)
+		args = append(args, queue, queue, p.Max)
+		picked, err := Column[int64](ctx, x.db, x.d.List(x.q.PickHandOff, len(p.IDs)), args...)
+		if err != nil {
+			return err
+		}
+		claims, err = x.claimPicked(ctx, picked, queue, p.ProcessID, p.Now)
+		return err
+	})
+	return claims, err
+}
+
+// claimPicked moves the ready jobs picked (locked by the pick where the
+// dialect locks rows) to claimed for processID at now, and returns the
+// claims.
+func (x *Executor) claimPicked(ctx context.Context, picked []int64, queue any, processID int64, now time.Time) ([]*driver.Claim, error) {
+	if len(picked) == 0 {
+		return nil, nil
+	}
+	if _, err := ExecIn(ctx, x, x.q.DeleteReady, picked); err != nil {
+		return nil, err
+	}
+	query, args := x.d.ListRows(x.q.InsertClaims, picked, queue, processID, Micros(now))
+	if _, err := x.db.ExecContext(ctx, query, args...); err != nil {
+		return nil, err
+	}
+	return ClaimsIn(ctx, x, x.q.SelectClaims, picked)
 }
 
 func (e *Executor) ReadyExists(ctx context.Context, queue string) (bool, error) {

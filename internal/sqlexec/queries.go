@@ -20,7 +20,7 @@ type Queries struct {
 
 	FinishJob, DeleteJobs, RecordError, InsertFailed string
 
-	HasReady, Gate, CountClaimed, PickReady, DeleteReady, InsertClaims, SelectClaims string
+	HasReady, Gate, CountClaimed, PickReady, PickHandOff, DeleteReady, InsertClaims, SelectClaims string
 	DeleteClaim                                                                      string
 	// The set-wise end of claims (ClaimCompleteMany; a dialect ending them its
 	// own way, SQLite, leaves them empty). LockEnding reads fence, job_id
@@ -126,4 +126,17 @@ AND concurrency_key IS NOT NULL AND finished_at IS NULL ORDER BY 1`),
 	}
 	q.CountHolders, q.LineHeads, q.LatestJobLimit, q.LatestMultiJob = keyStatements(p, keys)
 	return q
+}
+
+// HandOffPick is the pick of a hand-off (ReadyClaimHandOff), list the
+// dialect's spelling of the ids' list and lock its locking clause: the
+// jobs among the list ready in the queue with no rate key, from a queue
+// with no cap that is not paused. Args: queue, the ids, queue, queue,
+// max.
+func HandOffPick(list, lock string) string {
+	return `SELECT r.job_id FROM {p}ready_executions r JOIN {p}jobs j ON j.id = r.job_id
+WHERE r.queue = ? AND r.job_id IN ` + list + ` AND j.rate_key IS NULL
+	AND NOT EXISTS (SELECT 1 FROM {p}policies c WHERE c.queue = ? AND c.max_active > 0)
+	AND NOT EXISTS (SELECT 1 FROM {p}paused_queues z WHERE z.queue = ?)
+ORDER BY r.priority DESC, r.job_id LIMIT ?` + lock
 }

@@ -219,6 +219,28 @@ func (s *Store) ReadyClaim(_ context.Context, p driver.ClaimParams) ([]*driver.C
 	return out, nil
 }
 
+func (s *Store) ReadyClaimHandOff(_ context.Context, p driver.HandOffParams) ([]*driver.Claim, error) {
+	if _, paused := s.Paused[p.Queue]; paused || s.Policies[p.Queue].MaxActive > 0 {
+		return nil, nil
+	}
+	ids := map[int64]bool{}
+	for _, id := range p.IDs {
+		ids[id] = true
+	}
+	var out []*driver.Claim
+	for _, r := range s.sorted(func(r *Row) bool {
+		return r.State == driver.StateReady && r.Queue == p.Queue && ids[r.ID] && r.Rate.Key == ""
+	}) {
+		if len(out) == p.Max {
+			break
+		}
+		s.nextFence++
+		r.State, r.Fence = driver.StateRunning, s.nextFence
+		out = append(out, &driver.Claim{Job: r.Job, Fence: r.Fence, ClaimedAt: p.Now})
+	}
+	return out, nil
+}
+
 func (s *Store) ClaimDelete(_ context.Context, id, fence int64) (bool, error) {
 	r, ok := s.Jobs[id]
 	if !ok || r.State != driver.StateRunning || r.Fence != fence {
