@@ -14,7 +14,7 @@ import (
 // claimQueries are the claims' statements.
 type claimQueries struct {
 	claimUncapped, claimReady, claimHandOff, queueGate, lockQueueGate, hasReady, countClaimed string
-	deleteClaim, completeClaims, completeDelete, lostClaims, lostClaimsOfKey    string
+	deleteClaim, completeClaims, completeDelete, lostClaims, lostClaimsOfKey                  string
 }
 
 func newClaimQueries(p func(string) string) claimQueries {
@@ -36,7 +36,7 @@ func newClaimQueries(p func(string) string) claimQueries {
 		AND NOT EXISTS (SELECT 1 FROM {p}paused_queues WHERE queue = $1)
 		ORDER BY r.priority DESC, r.job_id LIMIT $2
 		FOR UPDATE OF r SKIP LOCKED`)),
-		queueGate:  p(`SELECT coalesce(max(max_active), 0), ` + isPaused + ` FROM {p}policies WHERE queue = $1`),
+		queueGate: p(`SELECT coalesce(max(max_active), 0), ` + isPaused + ` FROM {p}policies WHERE queue = $1`),
 		// No row, no cap: coalesce(max()) reads 0 rather than no rows.
 		lockQueueGate: p(`SELECT coalesce(max(max_active), 0), ` + isPaused + `
 FROM (SELECT max_active FROM {p}policies WHERE queue = $1 FOR UPDATE) p`),

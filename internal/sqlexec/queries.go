@@ -21,7 +21,7 @@ type Queries struct {
 	FinishJob, DeleteJobs, RecordError, InsertFailed string
 
 	HasReady, Gate, CountClaimed, PickReady, PickHandOff, DeleteReady, InsertClaims, SelectClaims string
-	DeleteClaim                                                                      string
+	DeleteClaim                                                                                   string
 	// The set-wise end of claims (ClaimCompleteMany; a dialect ending them its
 	// own way, SQLite, leaves them empty). LockEnding reads fence, job_id
 	// of the listed fences, locking them; DeleteClaims deletes the listed
