@@ -134,10 +134,20 @@ func (j *Job[A]) Enqueue(ctx context.Context, c *Client, args A, opts ...Enqueue
 	return res[0], nil
 }
 
-// Tx is a transaction of yours for EnqueueTx, wrapped by the driver of
-// its database: postgres.Tx(pgxTx), mysql.Tx(sqlTx) or sqlite.Tx(sqlTx).
-// A raw pgx.Tx or *sql.Tx is not a Tx, so passing one fails to compile.
+// Tx is a transaction of yours for EnqueueTx, EnqueueManyTx,
+// EnqueueBatchTx and ListJobsTx: the one Client.InTx hands its function
+// on any database, or one you began, wrapped by the driver of its
+// database: postgres.Tx(pgxTx), mysql.Tx(sqlTx) or sqlite.Tx(sqlTx).
+// RawTx returns the pgx.Tx or *sql.Tx inside.
+//
+// A raw pgx.Tx or *sql.Tx is not a Tx, so passing one fails to compile,
+// with an error naming the wrappers: "pgx.Tx does not implement bq.Tx
+// (missing method MadeByPostgresTxMySQLTxOrSQLiteTx)". Wrap it, or let
+// InTx begin the transaction.
 type Tx interface {
+	// MadeByPostgresTxMySQLTxOrSQLiteTx marks a transaction a driver
+	// wrapped; it does nothing. Its name is the compiler's hint.
+	MadeByPostgresTxMySQLTxOrSQLiteTx()
 	// TxDialect names the database the transaction is on: "postgres",
 	// "mysql" or "sqlite".
 	TxDialect() string

@@ -13,7 +13,8 @@ import (
 
 type fakeTx struct{}
 
-func (fakeTx) TxDialect() string { return "sqlite" }
+func (fakeTx) TxDialect() string                  { return "sqlite" }
+func (fakeTx) MadeByPostgresTxMySQLTxOrSQLiteTx() {}
 
 type fakeDriver struct{}
 

@@ -22,6 +22,13 @@ func WrapUserTx(d Dialect, tx any) UserTx { return UserTx{dialect: d, tx: tx} }
 // "mysql" or "sqlite".
 func (t UserTx) TxDialect() string { return string(t.dialect) }
 
+// MadeByPostgresTxMySQLTxOrSQLiteTx does nothing: it marks a
+// transaction a bq driver wrapped. bq.Tx requires it, and its name sorts
+// before TxDialect, so the compiler's error for a raw pgx.Tx or *sql.Tx
+// passed to EnqueueTx ("missing method MadeByPostgresTxMySQLTxOrSQLiteTx")
+// names the wrappers to use.
+func (t UserTx) MadeByPostgresTxMySQLTxOrSQLiteTx() {}
+
 func (t UserTx) userTx() UserTx { return t }
 
 // UserTxOf unwraps what a driver's Tx returned: the dialect and the raw
