@@ -91,7 +91,8 @@ WITH freed AS (
 	WHERE f.take > 0
 )` + movePicked("$3") + `, settled AS (
 	SELECT key, sum(value)::int AS value, sum(take)::int AS take, sum(multi)::int AS multi, count(job_id)::int AS n,
-		coalesce(array_agg(DISTINCT queue) FILTER (WHERE queue IS NOT NULL), '{}') AS queues
+		coalesce(array_agg(DISTINCT queue) FILTER (WHERE queue IS NOT NULL), '{}') AS queues,
+		coalesce(array_agg(job_id) FILTER (WHERE job_id IS NOT NULL), '{}') AS ids
 	FROM (SELECT key, value, take, multi, NULL::bigint AS job_id, NULL::text AS queue FROM freed
 		UNION ALL
 		SELECT concurrency_key, 0, 0, 0, job_id, queue FROM moved) u
@@ -106,9 +107,9 @@ WITH freed AS (
 			THEN $3::timestamptz + s.duration_ms * interval '1 millisecond'
 			ELSE s.expires_at END
 	FROM settled t WHERE s.key = t.key
-	RETURNING s.key, t.n, t.queues, t.multi > 0 AS line_left
+	RETURNING s.key, t.n, t.queues, t.ids, t.multi > 0 AS line_left
 )
-SELECT key, n, queues, line_left FROM done WHERE n > 0 OR line_left`),
+SELECT key, n, queues, ids, line_left FROM done WHERE n > 0 OR line_left`),
 		// Idle ones (every slot free, nothing blocked) have nothing to
 		// reclaim: they are left to expire and be deleted.
 		expiredSems: p(`SELECT key FROM {p}semaphores WHERE expires_at < $1 AND (value < lim OR blocked > 0)
@@ -218,7 +219,7 @@ func (e *executor) SemaphoreReleaseMany(ctx context.Context, keys []string, coun
 		p   driver.Promotion
 	}
 	rows, err := collect(ctx, e.db, func(r pgx.CollectableRow) (k promoted, err error) {
-		err = r.Scan(&k.key, &k.p.Jobs, &k.p.Queues, &k.p.LineLeft)
+		err = r.Scan(&k.key, &k.p.Jobs, &k.p.Queues, &k.p.JobIDs, &k.p.LineLeft)
 		return k, err
 	}, e.q.releasePromote, keys, n, now)
 	if err != nil {

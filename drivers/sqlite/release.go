@@ -135,7 +135,7 @@ func (e executor) SemaphoreReleaseMany(ctx context.Context, keys []string, count
 			if n > 0 && driver.Renews(s.expires, now, s.duration) {
 				renew = append(renew, k, sqlexec.Micros(now.Add(s.duration)))
 			}
-			out[i] = driver.Promotion{Jobs: n, Queues: s.promoted.Queues, LineLeft: s.multi > 0}
+			out[i] = driver.Promotion{Jobs: n, Queues: s.promoted.Queues, JobIDs: s.promoted.JobIDs, LineLeft: s.multi > 0}
 		}
 		if len(settle) == 0 {
 			return nil

@@ -34,8 +34,7 @@ type Limit struct {
 type Promotion struct {
 	Jobs   int
 	Queues []string
-	// JobIDs are the jobs moved, in promotion order; only LinePromote
-	// fills it in.
+	// JobIDs are the jobs moved (a hand-off claims among them).
 	JobIDs []int64
 	// LineLeft (SemaphoreReleaseMany only): the key's line holds multi-key jobs
 	// (its Multi > 0), so its slots were given back but its line left for

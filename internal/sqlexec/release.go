@@ -161,6 +161,7 @@ func (x *Executor) releaseChunk(ctx context.Context, batch []*releasing, now tim
 			r := batch[at]
 			p.Key, p.At = r.key, now
 			r.promoted.Jobs++
+			r.promoted.JobIDs = append(r.promoted.JobIDs, p.JobID)
 			r.promoted.AddQueue(p.Queue)
 			return p, nil
 		}, strings.Join(branches, "\nUNION ALL\n"), args...)

@@ -59,6 +59,20 @@ var _ = add("semaphores",
 			if got[i].Jobs != want[i].Jobs || !sameSet(got[i].Queues, want[i].Queues) {
 				t.Errorf("%s (%s): ReleaseMany promoted %+v, key by key %+v", k.Key, k.Why, got[i], want[i])
 			}
+			// The promoted jobs by id, in the key's promotion order: a
+			// hand-off claims among them.
+			if len(got[i].JobIDs) != got[i].Jobs {
+				t.Errorf("%s (%s): ReleaseMany promoted %d jobs and named %d (%v)", k.Key, k.Why, got[i].Jobs, len(got[i].JobIDs), got[i].JobIDs)
+			}
+			byID := map[int64]string{}
+			for name, id := range setWiseIDs {
+				byID[id] = name
+			}
+			for _, id := range got[i].JobIDs {
+				if name, ok := byID[id]; !ok || setWise.state(id) != driver.StateReady {
+					t.Errorf("%s (%s): ReleaseMany named job %d (%q), which is not one of its jobs made ready", k.Key, k.Why, id, name)
+				}
+			}
 			if k.Missing {
 				continue
 			}
