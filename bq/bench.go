@@ -138,7 +138,8 @@ client with --slots slots. Modes:
 
 --config tuned sets PollInterval 50ms and DispatchInterval 100ms (both
 documented Config fields); --config default uses bq's defaults. Progress
-goes to stderr; --json prints one JSON line on stdout.
+bars go to stderr when it is a terminal; --json prints one JSON line on
+stdout.
 
 --table-stats (PostgreSQL; drain, keyed, hotkey) reads pg_stat_user_tables
 and the size of every table of the run's schema after migrating and again
@@ -169,7 +170,7 @@ signal-log rows), each read by every process (docs/scaling.md).`)
 	f.StringVar(&o.config, "config", "tuned", "bq.Config: tuned (PollInterval 50ms, DispatchInterval 100ms) or default")
 	f.BoolVar(&o.separate, "separate-producer", false, "steady: enqueue through a second client, as another process would (no in-process wake-up)")
 	f.BoolVar(&o.jsonOut, "json", false, "print one JSON line on stdout")
-	f.BoolVar(&o.progress, "progress", true, "draw progress bars on stderr")
+	f.BoolVar(&o.progress, "progress", true, "draw progress bars on stderr when it is a terminal")
 	f.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the measured phases to `file`")
 	f.BoolVar(&o.sqlStats, "sql-stats", false, "PostgreSQL: print the statements by total client-side time to stderr")
 	f.BoolVar(&o.tableStats, "table-stats", false, "PostgreSQL drains: report each table's inserts, updates, deletes, dead tuples and size")

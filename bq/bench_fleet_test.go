@@ -40,7 +40,7 @@ func TestBenchFleetUsage(t *testing.T) {
 		{[]string{"bench", "--dsn", "sqlite", "--processes", "2", "--mode", "backlog"}, "--mode drain or steady, not backlog"},
 		{[]string{"bench", "--dsn", "sqlite", "--processes", "2", "--cpuprofile", "x"}, "leave out --table-stats, --cpuprofile"},
 		{[]string{"bench", "--dsn", "postgres://x/y", "--processes", "2", "--sql-stats"}, "measure one process"},
-		{[]string{"bench", "--dsn", "sqlite", "--processes", "two"}, `invalid value "two" for flag -processes`},
+		{[]string{"bench", "--dsn", "sqlite", "--processes", "two"}, `invalid value "two" for flag --processes`},
 		{[]string{"bench", "--dsn", "sqlite", "--pool", "3"}, "give --processes"},
 		{[]string{"bench", "--dsn", "sqlite", "--processes", "2", "--pool", "-1"}, "a --pool of at least 1"},
 	} {

@@ -128,9 +128,10 @@ func (b *bencher) run(ctx context.Context) (*benchResult, error) {
 }
 
 // bar draws progress toward n on stderr, reading the count from cur, until
-// the returned stop is called.
+// the returned stop is called; only on a terminal (piped to a file or a
+// CI log, the redraws are noise).
 func (b *bencher) bar(n int, what string, cur func() int64) (stop func()) {
-	if !b.o.progress {
+	if !b.o.progress || !isTerminal(b.e.stderr) {
 		return func() {}
 	}
 	bar := progressbar.NewOptions64(int64(n),
@@ -144,6 +145,10 @@ func (b *bencher) bar(n int, what string, cur func() int64) (stop func()) {
 		progressbar.OptionSetPredictTime(true),
 		progressbar.OptionOnCompletion(func() { fmt.Fprintln(b.e.stderr) }),
 	)
+	// The bar's clock starts now. Left to itself it starts at its first
+	// redraw, after the first tick has counted jobs already, and divides
+	// them by the nanoseconds since: "1066098081 jobs/s".
+	bar.StartWithoutRender()
 	quit, finished := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(finished)

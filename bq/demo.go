@@ -158,7 +158,7 @@ them for bq status and bq ui (it prints both commands); bq's own tables
 func (d *demo) afterwards(dsn, prefix, temp string, keep bool) {
 	out := d.e.stdout
 	if temp != "" && !keep {
-		fmt.Fprintf(out, "\nThe temporary file %s is deleted now; run `bq demo --keep` to keep it and look at it with bq status and bq ui.\n", temp)
+		fmt.Fprintf(out, "\nThe temporary file %s is deleted now; run `%s demo --keep` to keep it and look at it with bq status and bq ui.\n", temp, d.e.command())
 		return
 	}
 	shown := humanize.RedactDSN(dsn)
@@ -171,8 +171,8 @@ func (d *demo) afterwards(dsn, prefix, temp string, keep bool) {
 		where = "its tables, prefixed " + prefix + ", are kept"
 	}
 	fmt.Fprintf(out, "\nThe demo's jobs stay where they ran (%s); look at them with:\n", where)
-	fmt.Fprintf(out, "  bq status --dsn %s%s\n", shellQuote(shown), flags)
-	fmt.Fprintf(out, "  bq ui --dsn %s%s\n", shellQuote(shown), flags)
+	fmt.Fprintf(out, "  %s status --dsn %s%s\n", d.e.command(), shellQuote(shown), flags)
+	fmt.Fprintf(out, "  %s ui --dsn %s%s\n", d.e.command(), shellQuote(shown), flags)
 	if shown != dsn {
 		fmt.Fprintf(out, "(with your password where the DSN shows ***)\n")
 	}

@@ -69,10 +69,25 @@ func newFlagSet(e *env, name, usage, about string) *flagSet {
 
 func (f *flagSet) printUsage(w io.Writer) {
 	fmt.Fprintf(w, "Usage: bq %s\n\n%s\n\nFlags:\n", f.usage, f.about)
-	f.SetOutput(w)
+	var b strings.Builder
+	f.SetOutput(&b)
 	f.PrintDefaults()
 	f.SetOutput(io.Discard)
+	// PrintDefaults writes each flag as Go's flag package spells it,
+	// "  -dsn DSN"; the docs and the usage lines spell it --dsn, which the
+	// package takes too.
+	for line := range strings.Lines(b.String()) {
+		if strings.HasPrefix(line, "  -") {
+			line = "  --" + line[len("  -"):]
+		}
+		io.WriteString(w, line)
+	}
 }
+
+// flagError rewrites an error of Go's flag package, which names a flag
+// with one dash ("flag provided but not defined: -bogus"), with the two
+// of the docs and the usage lines.
+var flagError = strings.NewReplacer(": -", ": --", "flag -", "flag --", "for -", "for --")
 
 // parse parses args, allowing flags before, between and after the
 // positional arguments (`bq migrate up --dsn X` and `bq migrate --dsn X up`
@@ -85,7 +100,11 @@ func (f *flagSet) parse(args []string) ([]string, error) {
 				f.printUsage(f.e.stdout)
 				return nil, errHelp
 			}
-			return nil, f.fail("%v", err)
+			msg := err.Error()
+			if !strings.HasPrefix(msg, "bad flag syntax") { // it quotes the argument as given
+				msg = flagError.Replace(msg)
+			}
+			return nil, f.fail("%s", msg)
 		}
 		args = f.Args()
 		if len(args) == 0 {
@@ -101,10 +120,10 @@ func (f *flagSet) parse(args []string) ([]string, error) {
 	}
 }
 
-// fail reports bad usage: the message, then the usage. run exits 2.
+// fail reports bad usage: the message on one line, then where to find
+// the flags (the whole usage would bury the message). run exits 2.
 func (f *flagSet) fail(format string, args ...any) error {
-	fmt.Fprintf(f.e.stderr, "bq %s: %s\n\n", f.name, fmt.Sprintf(format, args...))
-	f.printUsage(f.e.stderr)
+	fmt.Fprintf(f.e.stderr, "bq %s: %s\nrun '%s %s -h' for its flags\n", f.name, fmt.Sprintf(format, args...), f.e.command(), f.name)
 	return errUsage
 }
 

@@ -19,12 +19,16 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"runtime/debug"
+	"strings"
 	"syscall"
 
 	"github.com/bqueue/bq/internal/humanize"
@@ -61,11 +65,23 @@ const dsnForms = "sqlite:///path/to/file.db, postgres://user:pass@host:5432/db o
 // env is what a subcommand writes to.
 type env struct {
 	stdout, stderr io.Writer
+	// prog runs this command again, in the commands bq prints for the
+	// user to run next: "bq", or "go run ./bq" when it was run so.
+	prog string
 }
+
+// command is how to run bq again, for a command line printed for the
+// user to run next.
+func (e *env) command() string { return cmp.Or(e.prog, "bq") }
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], &env{stdout: os.Stdout, stderr: os.Stderr})
+	path, version := "", ""
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		path, version = bi.Path, bi.Main.Version
+	}
+	prog := commandName(os.Args[0], func(p string) bool { _, err := os.Stat(p); return err == nil }, path, version)
+	code := run(ctx, os.Args[1:], &env{stdout: os.Stdout, stderr: os.Stderr, prog: prog})
 	stop()
 	os.Exit(code)
 }
@@ -99,9 +115,43 @@ func run(ctx context.Context, args []string, e *env) int {
 			return 1
 		}
 	}
-	fmt.Fprintf(e.stderr, "bq: unknown command %q\n\n", name)
-	printUsage(e.stderr)
+	fmt.Fprintf(e.stderr, "bq: unknown command %q\nrun '%s help' for the commands\n", name, e.command())
 	return 2
+}
+
+// commandName is how the user runs bq: "bq", or, for a binary `go run`
+// built (builtByGoRun), the go run command that runs it again: "go run
+// ./bq" in a checkout of bq (exists tells whether ./bq/main.go is there),
+// else "go run" of the package path (pkg, from the build info) at its
+// module's version when it has one.
+func commandName(arg0 string, exists func(path string) bool, pkg, version string) string {
+	if !builtByGoRun(arg0) {
+		return "bq"
+	}
+	switch {
+	case exists(filepath.Join("bq", "main.go")):
+		return "go run ./bq"
+	case pkg == "":
+		return "bq"
+	case version != "" && version != "(devel)":
+		return "go run " + pkg + "@" + version
+	}
+	return "go run " + pkg
+}
+
+// builtByGoRun reports whether arg0 is where `go run` puts what it
+// builds: a temporary directory, $TMPDIR/go-build.../b001/exe/bq, or
+// (since Go 1.24, from the second run on) the build cache,
+// $GOCACHE/4c/4ca3f8...-d/bq.
+func builtByGoRun(arg0 string) bool {
+	dir := filepath.Dir(arg0)
+	if filepath.Base(dir) == "exe" && strings.Contains(dir, "go-build") {
+		return true
+	}
+	entry, bucket := filepath.Base(dir), filepath.Base(filepath.Dir(dir))
+	hash, ok := strings.CutSuffix(entry, "-d")
+	return ok && len(bucket) == 2 && len(hash) == 64 && strings.HasPrefix(hash, bucket) &&
+		strings.Trim(hash, "0123456789abcdef") == ""
 }
 
 func printUsage(w io.Writer) {

@@ -50,7 +50,7 @@ func TestUsage(t *testing.T) {
 		{[]string{"migrate", "--dsn", "sqlite::memory:"}, 2, "", "want exactly one action"},
 		{[]string{"migrate", "sideways", "--dsn", "sqlite::memory:"}, 2, "", `unknown action "sideways"`},
 		{[]string{"migrate", "up", "--dsn", "sqlite::memory:", "--prefix", "Bad-Prefix"}, 2, "", "--prefix"},
-		{[]string{"status", "--bogus"}, 2, "", "flag provided but not defined: -bogus"},
+		{[]string{"status", "--bogus"}, 2, "", "flag provided but not defined: --bogus"},
 		{[]string{"status", "--dsn", "sqlite::memory:", "extra"}, 2, "", `unexpected argument "extra"`},
 		{[]string{"dispatcher", "--dsn", "sqlite::memory:", "--log-level", "loud"}, 2, "", "--log-level"},
 		{[]string{"demo", "-h"}, 0, "Usage: bq demo", ""},

@@ -48,6 +48,14 @@ is applied.`)
 		}
 		return printMigrations(e, ms)
 	case "up":
+		ms, err := client.MigrationStatus(ctx)
+		if err != nil {
+			return err
+		}
+		if pending(ms) == 0 {
+			fmt.Fprintf(e.stdout, "migrate up: nothing to do; tables %s* are already at the latest version, %d\n", db.prefix, appliedVersion(ms))
+			return nil
+		}
 		if err := client.Migrate(ctx); err != nil {
 			return err
 		}
@@ -82,6 +90,17 @@ func appliedVersion(ms []bq.Migration) int64 {
 		}
 	}
 	return v
+}
+
+// pending counts the migrations not applied.
+func pending(ms []bq.Migration) int {
+	n := 0
+	for _, m := range ms {
+		if !m.Applied {
+			n++
+		}
+	}
+	return n
 }
 
 func latestVersion(ms []bq.Migration) int64 {

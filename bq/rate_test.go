@@ -170,7 +170,7 @@ func TestRateCommandBadInput(t *testing.T) {
 			t.Errorf("bq rate %q: %v, want the client's ErrInvalidArgument saying %q", c.args, err, c.want)
 		}
 	}
-	if code, _, errOut := bqCmd(t, context.Background(), "rate", "set", "a/b", "x", "1s", "--dsn", dsn); code != 2 || !strings.Contains(errOut, "Usage: bq rate") {
-		t.Errorf("bq rate set with a bad limit: exit %d, stderr %q; want 2 with the usage", code, errOut)
+	if code, _, errOut := bqCmd(t, context.Background(), "rate", "set", "a/b", "x", "1s", "--dsn", dsn); code != 2 || !strings.Contains(errOut, "run 'bq rate -h' for its flags") {
+		t.Errorf("bq rate set with a bad limit: exit %d, stderr %q; want 2 with the hint to the usage", code, errOut)
 	}
 }

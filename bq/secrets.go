@@ -91,5 +91,8 @@ func (e *env) redacting(secrets []string) (*env, func()) {
 	}
 	out := &redactor{w: e.stdout, secrets: secrets}
 	errOut := &redactor{w: e.stderr, secrets: secrets}
-	return &env{stdout: out, stderr: errOut}, func() { _ = out.Flush(); _ = errOut.Flush() }
+	return &env{stdout: out, stderr: errOut, prog: e.prog}, func() { _ = out.Flush(); _ = errOut.Flush() }
 }
+
+// underlying is the writer r writes to: a terminal, maybe (isTerminal).
+func (r *redactor) underlying() io.Writer { return r.w }

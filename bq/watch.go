@@ -142,8 +142,15 @@ func sparkline(values []int, known []bool, top int) string {
 	return b.String()
 }
 
-// isTerminal reports whether w is a terminal, which a frame may clear.
+// isTerminal reports whether w is a terminal, which a frame may clear and
+// a progress bar redraw: through the redactor, which writes to it.
 func isTerminal(w io.Writer) bool {
+	if r, ok := w.(interface{ underlying() io.Writer }); ok {
+		w = r.underlying() // the redactor: what it writes to
+	}
+	if t, ok := w.(interface{ isTerminal() bool }); ok {
+		return t.isTerminal() // a test's stand-in
+	}
 	f, ok := w.(*os.File)
 	if !ok {
 		return false
