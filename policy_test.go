@@ -1,6 +1,7 @@
 package bq
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -19,7 +20,7 @@ func TestValidatePolicyRate(t *testing.T) {
 		{1, time.Millisecond, nil},
 		{MaxRateLimit, time.Hour, nil},
 		{0, time.Second, []string{`queue "q": Policy MaxStartsPerKey is 0: use 1 to 10000 starts per period`, "both to 0"}},
-		{5, 0, []string{"StartsPeriod is 0s: use 1ms or more"}},
+		{5, 0, []string{"StartsPeriod is 0: set it to the window the 5 starts count in, e.g. time.Second for 5 starts a second"}},
 		{-1, time.Second, []string{"MaxStartsPerKey is -1"}},
 		{MaxRateLimit + 1, time.Second, []string{"at most 10000 starts per period (bq.MaxRateLimit)"}},
 		{3, 1500 * time.Microsecond, []string{"StartsPeriod is 1.5ms: use whole milliseconds"}},
@@ -55,5 +56,21 @@ func TestValidateRateSpecPolicyDefault(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "MaxStartsPerKey") {
 			t.Errorf("Rate %d per %s: %v, want an error naming the policy default as the other fix", r.Limit, r.Period, err)
 		}
+	}
+}
+
+// A Rate with a Limit and no Period, as a definition or at enqueue, is
+// refused naming the fix, not as "Period is 0s".
+func TestRateLimitWithoutPeriod(t *testing.T) {
+	key := func(struct{}) string { return "k" }
+	const want = "Period is 0: set it to the window the 5 starts count in, e.g. time.Second for 5 starts a second"
+	j := Define("rate.no-period", func(context.Context, struct{}) error { return nil }, JobOptions[struct{}]{Rate: &Rate[struct{}]{Key: key, Limit: 5}})
+	if err := j.Err(); err == nil || !strings.Contains(err.Error(), "Rate "+want) || strings.Contains(err.Error(), "0s") {
+		t.Errorf("Rate{Limit: 5}: %v, want %q", err, want)
+	}
+	ok := Define("rate.period-at-enqueue", func(context.Context, struct{}) error { return nil }, JobOptions[struct{}]{})
+	_, err := ok.Enqueue(context.Background(), openMemory(t), struct{}{}, WithRateKey("k", 5, 0))
+	if err == nil || !strings.Contains(err.Error(), "WithRateKey "+want) {
+		t.Errorf("WithRateKey(k, 5, 0): %v, want %q", err, want)
 	}
 }

@@ -76,6 +76,10 @@ func validateRateNamed(what, limitName, periodName string, limit int, period tim
 			what, limitName, limit, MaxRateLimit))
 	}
 	switch {
+	case period == 0 && limit >= 1 && limit <= MaxRateLimit:
+		// A limit with no window: name the window, not "0s".
+		errs = append(errs, fmt.Errorf("%s %s is 0: set it to the window the %d starts count in, e.g. time.Second for %d starts a second",
+			what, periodName, limit, limit))
 	case period < time.Millisecond:
 		errs = append(errs, fmt.Errorf("%s %s is %s: use 1ms or more", what, periodName, period))
 	case period%time.Millisecond != 0:

@@ -61,8 +61,11 @@ var cronParser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month 
 func Cron(expr string, loc *time.Location) Schedule {
 	expr = strings.TrimSpace(expr)
 	zoned := strings.HasPrefix(expr, "CRON_TZ=") || strings.HasPrefix(expr, "TZ=")
+	// Errors quote the expression as written, not with the CRON_TZ=
+	// prefix added below for the zone.
+	written := expr
 	bad := func(format string, args ...any) Schedule {
-		return Schedule{spec: expr, err: fmt.Errorf("bq.Cron(%q): "+format, append([]any{expr}, args...)...)}
+		return Schedule{spec: written, err: fmt.Errorf("bq.Cron(%q): "+format, append([]any{written}, args...)...)}
 	}
 	switch {
 	case loc == time.Local:

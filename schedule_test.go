@@ -64,3 +64,27 @@ func TestCronZonesAndDaylightSaving(t *testing.T) {
 		}
 	}
 }
+
+// A Cron error quotes the expression as written: the CRON_TZ= prefix bq
+// adds for the zone is none of the user's.
+func TestCronErrorQuotesTheExpression(t *testing.T) {
+	paris, err := time.LoadLocation("Europe/Paris")
+	if err != nil {
+		t.Skip("no time zone database")
+	}
+	for _, tc := range []struct {
+		expr string
+		loc  *time.Location
+		want string
+	}{
+		{"0 3 * *", nil, `bq.Cron("0 3 * *"): expected exactly 5 fields, found 4`},
+		{"0 3 * *", paris, `bq.Cron("0 3 * *"): expected exactly 5 fields, found 4`},
+		{"0 0 30 2 *", nil, `bq.Cron("0 0 30 2 *"): it never fires`},
+		{"0 0 30 2 *", paris, `bq.Cron("0 0 30 2 *"): it never fires`},
+	} {
+		s := Cron(tc.expr, tc.loc)
+		if s.err == nil || !strings.Contains(s.err.Error(), tc.want) || strings.Contains(s.err.Error(), "CRON_TZ") {
+			t.Errorf("Cron(%q, %v) = %v, want an error with %q and no CRON_TZ", tc.expr, tc.loc, s.err, tc.want)
+		}
+	}
+}
