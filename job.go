@@ -313,6 +313,10 @@ func (j *Job[A]) limit(args A, o *enqueueOptions) (driver.Limit, error) {
 			}
 			l.OnConflict = driver.OnConflict(*k.onConflict)
 		}
+		if bare, full := fullOfGroup(group, k.key); full {
+			return driver.Limit{}, fmt.Errorf("%w: WithConcurrencyKey(%s, %d): the key starts with its Group, %s: WithConcurrencyKey takes the bare key, %s, and adds the Group (KeyLimit, SetKeyLimit and KeyState take the full key)",
+				ErrInvalidJob, quoted(k.key), k.to, quoted(groupInKey.Replace(group)+"/"), quoted(bare))
+		}
 		key, l.To = k.key, k.to
 	case c != nil:
 		key = c.Key(args)
@@ -352,7 +356,7 @@ func (j *Job[A]) limits(args A, o *enqueueOptions) (driver.Limit, []driver.Limit
 			if k.Key == "" {
 				continue
 			}
-			if err := validateFullKey(k.Key); err != nil {
+			if err := validateFullKey(k.Key, j.name); err != nil {
 				return driver.Limit{}, nil, fmt.Errorf("%w: WithMoreConcurrencyKeys: %w", ErrInvalidJob, err)
 			}
 			more = append(more, l)
@@ -517,10 +521,22 @@ func quoted(s string) string {
 }
 
 // validateFullKey checks a full key given whole (Group + "/" + Key), as
-// WithMoreConcurrencyKeys takes it: its group must not be empty.
-func validateFullKey(key string) error {
+// WithMoreConcurrencyKeys takes it in a KeyLimit: its group must not be
+// empty. The error suggests the job's name, the default Group, as the
+// group.
+func validateFullKey(key, job string) error {
 	if strings.IndexByte(key, '/') < 1 {
-		return fmt.Errorf("concurrency key %s has no group before a '/': name it bq.Key(group, key)", quoted(key))
+		return fmt.Errorf("KeyLimit.Key %s has no group: KeyLimit takes a full key, bq.Key(group, key), as SetKeyLimit does: bq.Key(%q, %s) (WithConcurrencyKey and WithRateKey take the bare key and add the Group)",
+			quoted(key), job, quoted(key))
 	}
 	return validateKey(key)
+}
+
+// fullOfGroup reports whether key, given where a bare key is taken
+// (WithConcurrencyKey, WithRateKey), is a full key of group already,
+// bq.Key(group, bare), and returns bare. Taken as it is, it would be
+// the key group/group/bare, which no job of bare holds.
+func fullOfGroup(group, key string) (bare string, full bool) {
+	bare, full = strings.CutPrefix(key, groupInKey.Replace(group)+"/")
+	return bare, full && bare != ""
 }

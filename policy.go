@@ -269,7 +269,7 @@ func (c *Client) ListPolicies(ctx context.Context) ([]StoredPolicy, error) {
 // jobs now; lowering it lets running jobs finish and admits no more until
 // the key is under the new limit.
 func (c *Client) SetKeyLimit(ctx context.Context, key string, limit int) error {
-	if err := checkKeyArg("SetKeyLimit", key); err != nil {
+	if err := checkFullKeyArg("SetKeyLimit", key); err != nil {
 		return err
 	}
 	if limit < 1 {
@@ -295,7 +295,7 @@ func (c *Client) SetKeyLimit(ctx context.Context, key string, limit int) error {
 // ClearKeyLimit removes a key's override: the key's limit is again its
 // jobs' own (or their queue policy's), from now on.
 func (c *Client) ClearKeyLimit(ctx context.Context, key string) error {
-	if err := checkKeyArg("ClearKeyLimit", key); err != nil {
+	if err := checkFullKeyArg("ClearKeyLimit", key); err != nil {
 		return err
 	}
 	var woken driver.Promotion
@@ -325,6 +325,21 @@ func checkKeyArg(fn, key string) error {
 	}
 	if err := validateKey(key); err != nil {
 		return fmt.Errorf("%w: %s: %w", ErrInvalidArgument, fn, err)
+	}
+	return nil
+}
+
+// checkFullKeyArg is checkKeyArg for fn, which changes what the key's
+// jobs see: a key without a group (a bare key, where a full one is
+// wanted) is refused too, since no job holds it and the change would
+// apply to nothing.
+func checkFullKeyArg(fn, key string) error {
+	if err := checkKeyArg(fn, key); err != nil {
+		return err
+	}
+	if strings.IndexByte(key, '/') < 1 {
+		return fmt.Errorf("%w: %s(%s): the key has no group, so no job holds it: %s takes a full key, Group + \"/\" + key, as bq status shows it: bq.Key(group, %s)",
+			ErrInvalidArgument, fn, quoted(key), fn, quoted(key))
 	}
 	return nil
 }

@@ -124,6 +124,10 @@ func (j *Job[A]) rateOf(args A, o *enqueueOptions) (driver.RateSpec, error) {
 			}
 			spec.Limit, spec.Period = k.limit, k.period
 		}
+		if bare, full := fullOfGroup(group, k.key); full {
+			return driver.RateSpec{}, fmt.Errorf("%w: WithRateKey(%s, %d, %s): the key starts with its Group, %s: WithRateKey takes the bare key, %s, and adds the Group (SetKeyRate and RateState take the full key)",
+				ErrInvalidJob, quoted(k.key), k.limit, k.period, quoted(groupInKey.Replace(group)+"/"), quoted(bare))
+		}
 		key = k.key
 	case r != nil:
 		key = r.Key(args)
@@ -214,7 +218,11 @@ func (c *Client) applyRate(ctx context.Context, what string, change func(driver.
 }
 
 func checkRateKeyArg(fn, key string) error {
-	if err := checkKeyArg(fn, key); err != nil {
+	check := checkKeyArg
+	if fn == "SetKeyRate" || fn == "ClearKeyRate" {
+		check = checkFullKeyArg
+	}
+	if err := check(fn, key); err != nil {
 		return err
 	}
 	if err := validateRateKey(key); err != nil {
