@@ -1,7 +1,8 @@
 # bq's developer tasks. Every target works from a fresh clone.
 #
 #   make test   ensure a C compiler (-race needs cgo), the test databases
-#               (installing/starting PostgreSQL and MariaDB if needed) and
+#               (installing/starting PostgreSQL and MariaDB if needed),
+#               pgbouncer (the tests through PgBouncer start their own) and
 #               headless Chromium for the dashboard's browser tests, then
 #               run every test with the race detector
 #   make lint   gofmt, go vet, staticcheck
@@ -28,9 +29,9 @@ DEFAULT_MYSQL_DSN := mysql://root@127.0.0.1:3306/test
 export BQ_TEST_POSTGRES_DSN ?= $(DEFAULT_POSTGRES_DSN)
 export BQ_TEST_MYSQL_DSN ?= $(DEFAULT_MYSQL_DSN)
 
-.PHONY: test soak lint demo build bench ensure-cc ensure-databases ensure-pgbench ensure-chromium staticcheck
+.PHONY: test soak lint demo build bench ensure-cc ensure-databases ensure-pgbench ensure-pgbouncer ensure-chromium staticcheck
 
-test: ensure-cc ensure-databases ensure-chromium
+test: ensure-cc ensure-databases ensure-pgbouncer ensure-chromium
 	@# The conformance suite first: it is the longest package, and named
 	@# first it starts as soon as it is built rather than after the
 	@# packages before it in path order (4 min later in a measured run).
@@ -60,6 +61,11 @@ ensure-databases:
 # pgbench, for the PostgreSQL ceiling of `make bench` (bench/ceiling).
 ensure-pgbench:
 	scripts/ensure-pgbench.sh
+
+# pgbouncer, for the tests that run bq through PgBouncer in transaction
+# mode (each starts its own on a private port: testdb.PrivatePgBouncer).
+ensure-pgbouncer:
+	scripts/ensure-pgbouncer.sh
 
 ensure-chromium:
 	scripts/ensure-chromium.sh

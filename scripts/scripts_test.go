@@ -167,3 +167,37 @@ func TestEnsurePgbench(t *testing.T) {
 		t.Errorf("an install that brought no pgbench: %v\n%s\nwant a failure saying so", err, out)
 	}
 }
+
+// TestEnsurePgbouncer: a missing pgbouncer is installed with apt-get,
+// after apt-get update; a working one is left alone; nothing is done
+// when PostgreSQL is not among the drivers; an install that brings no
+// working binary, or a BQ_PGBOUNCER that does not run, fails.
+func TestEnsurePgbouncer(t *testing.T) {
+	// The binary the script finds is the stub on PATH: it runs once
+	// apt-get has "installed" it.
+	stubs := map[string]string{
+		"pgbouncer": `[ -e "$SANDBOX/pgbouncer-installed" ] || exit 1; echo "PgBouncer 1.18.0"`,
+		"apt-get":   `touch "$SANDBOX/pgbouncer-installed"`,
+	}
+	out, calls, err := sandbox(t, "ensure-pgbouncer.sh", asRoot+"main", stubs)
+	if err != nil || !strings.Contains(calls, "apt-get update -qq\napt-get install -y -qq pgbouncer\n") || !strings.Contains(out, "installed PgBouncer 1.18.0") {
+		t.Errorf("no pgbouncer: %v, calls %q\n%s\nwant apt-get update, then pgbouncer installed", err, calls, out)
+	}
+	_, calls, err = sandbox(t, "ensure-pgbouncer.sh", asRoot+`touch "$SANDBOX/pgbouncer-installed"; main`, stubs)
+	if err != nil || strings.Contains(calls, "apt-get") {
+		t.Errorf("a working pgbouncer: %v, calls %q\nwant nothing installed", err, calls)
+	}
+	_, calls, err = sandbox(t, "ensure-pgbouncer.sh", asRoot+"drivers=sqlite,mysql; main", stubs)
+	if err != nil || calls != "" {
+		t.Errorf("PostgreSQL not selected: %v, calls %q\nwant nothing run", err, calls)
+	}
+	out, calls, err = sandbox(t, "ensure-pgbouncer.sh", asRoot+"BQ_PGBOUNCER=/nonexistent/pgbouncer; main", stubs)
+	if err == nil || !strings.Contains(out, "BQ_PGBOUNCER=/nonexistent/pgbouncer does not run") || strings.Contains(calls, "apt-get") {
+		t.Errorf("a BQ_PGBOUNCER that does not run: %v, calls %q\n%s\nwant a failure naming it, nothing installed", err, calls, out)
+	}
+	stubs["apt-get"] = ""
+	out, _, err = sandbox(t, "ensure-pgbouncer.sh", asRoot+"main", stubs)
+	if err == nil || !strings.Contains(out, "but it still does not run") {
+		t.Errorf("an install that brought no pgbouncer: %v\n%s\nwant a failure saying so", err, out)
+	}
+}
