@@ -193,19 +193,7 @@ func PrivatePostgres(t testing.TB, extra ...string) *Server {
 	sort.Slice(bins, func(i, j int) bool { return version(bins[i]) < version(bins[j]) })
 	bin := filepath.Dir(bins[len(bins)-1])
 	s := newServer(t, "PostgreSQL")
-	var cred *syscall.Credential
-	if os.Geteuid() == 0 {
-		u, err := user.Lookup("postgres")
-		if err != nil {
-			t.Fatalf("PostgreSQL refuses to run as root and there is no postgres user: %v", err)
-		}
-		uid, _ := strconv.Atoi(u.Uid)
-		gid, _ := strconv.Atoi(u.Gid)
-		cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
-		if err := os.Chown(s.dir, uid, gid); err != nil {
-			t.Fatal(err)
-		}
-	}
+	cred := postgresCredential(t, s.dir)
 	as := func(cmd *exec.Cmd) *exec.Cmd {
 		if cred != nil {
 			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
@@ -260,6 +248,25 @@ func lookPath(t testing.TB, bin, pkg string) string {
 		t.Fatalf("this test starts a server of its own and needs %s: install %s (the scripts of `make test` do): %v", bin, pkg, err)
 	}
 	return p
+}
+
+// postgresCredential is the postgres user's, which servers refusing root
+// run as when the tests run as root, and gives it dir; nil otherwise.
+func postgresCredential(t testing.TB, dir string) *syscall.Credential {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		return nil
+	}
+	u, err := user.Lookup("postgres")
+	if err != nil {
+		t.Fatalf("PostgreSQL and PgBouncer refuse to run as root and there is no postgres user: %v", err)
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	if err := os.Chown(dir, uid, gid); err != nil {
+		t.Fatal(err)
+	}
+	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
 }
 
 // freePort is a loopback TCP port free a moment ago.
