@@ -21,7 +21,9 @@ import (
 // PostgresBaseDSN: the configuration and log in a temporary directory, a
 // free loopback port, trust authentication for the base DSN's user, and
 // bq's DSNs through it from FreshPostgres. It changes nothing on the
-// shared server but the schemas FreshPostgres makes and drops.
+// shared server but the schemas FreshPostgres makes and drops, and opens
+// at most 4 connections to it per database (FreshPostgres), closed when
+// the test that made the database ends.
 type PgBouncer struct {
 	*Server
 	base *url.URL // the shared server
@@ -85,10 +87,10 @@ func PrivatePgBouncer(t testing.TB, extra ...string) *PgBouncer {
 		"pidfile = " + filepath.Join(s.dir, "pgbouncer.pid"),
 		"max_client_conn = 500",
 		// The shared server has room for 100 connections, which the
-		// suites running beside this one share: a few per database
-		// here, and at most 16 in all.
+		// suites running beside this one share: at most 4 per database
+		// here, closed when its test ends (FreshPostgres).
 		"default_pool_size = 4",
-		"max_user_connections = 16",
+		"max_db_connections = 4",
 		"server_idle_timeout = 10",
 		"log_connections = 0",
 		"log_disconnections = 0",
@@ -167,6 +169,12 @@ func (b *PgBouncer) FreshPostgres(t testing.TB, listen bool) string {
 	if err != nil {
 		t.Fatalf("reload the private PgBouncer with database %s: %v\n%s", schema, err, b.log())
 	}
+	// Before the schema is dropped: its server connections go at once.
+	t.Cleanup(func() {
+		if err := b.admin(context.Background(), "KILL "+schema); err != nil {
+			t.Logf("close the private PgBouncer's connections to %s: %v", schema, err)
+		}
+	})
 	u := *b.base
 	u.Host = "127.0.0.1:" + strconv.Itoa(b.Port)
 	u.Path = "/" + schema
