@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/bqueue/bq/internal/driver"
 	"github.com/bqueue/bq/internal/humanize"
@@ -67,6 +68,13 @@ type Concurrency[A any] struct {
 	// further enqueues of the key are discarded (the result says why).
 	// Default: the queue policy's MaxBlocked, else unbounded.
 	MaxBlocked int
+	// RequireKey refuses an enqueue whose key for this limit is empty
+	// (from Key, or from WithConcurrencyKey for Concurrency) with
+	// ErrInvalidJob, where an empty key otherwise means the job runs
+	// without this limit: set it when every job of the kind must be
+	// limited, so a missing tenant is an error rather than a job that
+	// ignores the limit. Default false.
+	RequireKey bool
 }
 
 // JobOptions configures a job kind. Zero values take the defaults.
@@ -226,6 +234,9 @@ func (j *Job[A]) validate() error {
 			errs = append(errs, err)
 		}
 	}
+	if err := sameKeyTwice(j.opts.Concurrency, j.opts.MoreConcurrency); err != nil {
+		errs = append(errs, err)
+	}
 	if n := len(j.opts.MoreConcurrency); n > 0 && n+1 > MaxConcurrencyKeys {
 		errs = append(errs, fmt.Errorf("MoreConcurrency has %d limits: a job carries at most %d concurrency keys (bq.MaxConcurrencyKeys), Concurrency's among them; combine limits or drop one", n, MaxConcurrencyKeys))
 	}
@@ -243,6 +254,43 @@ func (j *Job[A]) validate() error {
 		return fmt.Errorf("%w: job %q: %w", ErrInvalidJob, j.name, err)
 	}
 	return nil
+}
+
+// sameKeyTwice refuses two limits of one kind that name the same key on
+// every job: the same Group and the same Key func value (sameFunc), so
+// every enqueue would be refused for naming one key twice. Define cannot
+// call Key without args; two funcs that merely return equal keys are
+// found at enqueue.
+func sameKeyTwice[A any](first *Concurrency[A], more []Concurrency[A]) error {
+	type limit struct {
+		name string
+		c    *Concurrency[A]
+	}
+	var all []limit
+	if first != nil {
+		all = append(all, limit{"Concurrency", first})
+	}
+	for i := range more {
+		all = append(all, limit{fmt.Sprintf("MoreConcurrency[%d]", i), &more[i]})
+	}
+	for i, a := range all {
+		for _, b := range all[i+1:] {
+			if a.c.Key != nil && a.c.Group == b.c.Group && sameFunc(a.c.Key, b.c.Key) {
+				return fmt.Errorf("%s and %s have the same Group (%s) and the same Key func: every job would name one key twice and be refused; give one of them a Group of its own (e.g. Group: \"tenant\") or another Key",
+					a.name, b.name, quoted(a.c.Group))
+			}
+		}
+	}
+	return nil
+}
+
+// sameFunc reports whether f and g are one func value: the same code
+// with the same captured variables, so that called with the same args
+// they return the same. A func value is a pointer to its closure; reflect
+// offers only the code pointer, which the closures of one literal share
+// whatever they captured (field("tenant") and field("region")).
+func sameFunc[F any](f, g F) bool {
+	return *(*unsafe.Pointer)(unsafe.Pointer(&f)) == *(*unsafe.Pointer)(unsafe.Pointer(&g))
 }
 
 // validate checks one concurrency limit of a definition, named what.
@@ -318,8 +366,14 @@ func (j *Job[A]) limit(args A, o *enqueueOptions) (driver.Limit, error) {
 				ErrInvalidJob, quoted(k.key), k.to, quoted(groupInKey.Replace(group)+"/"), quoted(bare))
 		}
 		key, l.To = k.key, k.to
+		if key == "" && c != nil && c.RequireKey {
+			return driver.Limit{}, fmt.Errorf("%w: WithConcurrencyKey gave an empty key and Concurrency.RequireKey is set: the job would run without the limit; pass the key to limit by", ErrInvalidJob)
+		}
 	case c != nil:
 		key = c.Key(args)
+		if key == "" && c.RequireKey {
+			return driver.Limit{}, fmt.Errorf("%w: %s", ErrInvalidJob, requiredKey("Concurrency"))
+		}
 	}
 	if key == "" {
 		return driver.Limit{}, nil
@@ -329,6 +383,12 @@ func (j *Job[A]) limit(args A, o *enqueueOptions) (driver.Limit, error) {
 		return driver.Limit{}, fmt.Errorf("%w: %w", ErrInvalidJob, err)
 	}
 	return l, nil
+}
+
+// requiredKey is the error of a limit named what whose Key returned an
+// empty key while its RequireKey is set.
+func requiredKey(what string) string {
+	return fmt.Sprintf("%s.Key returned an empty key and %s.RequireKey is set: the job would run without the limit; return the key to limit by, or leave RequireKey unset for such jobs to run unlimited", what, what)
 }
 
 // MaxConcurrencyKeys is the most concurrency keys one job may carry:
@@ -362,8 +422,11 @@ func (j *Job[A]) limits(args A, o *enqueueOptions) (driver.Limit, []driver.Limit
 			more = append(more, l)
 		}
 	} else {
-		for _, c := range j.opts.MoreConcurrency {
+		for i, c := range j.opts.MoreConcurrency {
 			key := c.Key(args)
+			if key == "" && c.RequireKey {
+				return driver.Limit{}, nil, fmt.Errorf("%w: %s", ErrInvalidJob, requiredKey(fmt.Sprintf("MoreConcurrency[%d]", i)))
+			}
 			if key == "" {
 				continue
 			}

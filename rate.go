@@ -35,6 +35,10 @@ type Rate[A any] struct {
 	// Default: the job's name. A rate key and a concurrency key of the
 	// same name are different limits.
 	Group string
+	// RequireKey refuses an enqueue whose rate key is empty (from Key or
+	// WithRateKey) with ErrInvalidJob, where an empty key otherwise means
+	// no rate limit for the job. Default false.
+	RequireKey bool
 }
 
 // MaxRateLimit is the most starts per period a rate may allow: each is a
@@ -129,8 +133,14 @@ func (j *Job[A]) rateOf(args A, o *enqueueOptions) (driver.RateSpec, error) {
 				ErrInvalidJob, quoted(k.key), k.limit, k.period, quoted(groupInKey.Replace(group)+"/"), quoted(bare))
 		}
 		key = k.key
+		if key == "" && r != nil && r.RequireKey {
+			return driver.RateSpec{}, fmt.Errorf("%w: WithRateKey gave an empty key and Rate.RequireKey is set: the job would run without the rate; pass the key to rate-limit by", ErrInvalidJob)
+		}
 	case r != nil:
 		key = r.Key(args)
+		if key == "" && r.RequireKey {
+			return driver.RateSpec{}, fmt.Errorf("%w: Rate.Key returned an empty key and Rate.RequireKey is set: the job would run without the rate; return the key to rate-limit by, or leave RequireKey unset for such jobs to run unlimited", ErrInvalidJob)
+		}
 	}
 	if key == "" {
 		return driver.RateSpec{}, nil
