@@ -2,12 +2,18 @@ package postgres
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
 	"fmt"
-	"math/rand/v2"
+	mrand "math/rand/v2"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/bqueue/bq/internal/driver"
 )
 
 // channel is the LISTEN/NOTIFY channel of this prefix's installation.
@@ -48,47 +54,146 @@ func (d *engine) NotifyTx(ctx context.Context, tx any, queues []string) error {
 	return nil
 }
 
-// Listen holds one connection in LISTEN until ctx ends.
+// probeWait is how long the listener waits, once listening, for the
+// notification it sent itself through the pool before it concludes that
+// notifications do not reach it; deafRecheck is how long it then waits
+// before it tries again on a new connection. Tests shorten them on an
+// engine of their own (its probe field).
+const (
+	probeWait   = 5 * time.Second
+	deafRecheck = time.Minute
+)
+
+// probeTimes are the listener's probeWait and deafRecheck.
+type probeTimes struct{ wait, recheck time.Duration }
+
+// Listen holds one connection in LISTEN until ctx ends: one of its own
+// when the driver has a listen configuration (listen_dsn, ListenWith),
+// else one taken out of the pool.
+//
+// Through a pooler in transaction mode (PgBouncer) LISTEN succeeds and
+// hears nothing: it takes hold on a server connection the pooler hands to
+// other clients once the statement ends. So the listener checks it hears:
+// it also listens on a channel of its own and notifies that channel
+// through the pool, as Notify would, expecting to hear it within
+// probeWait. When it does not, it hands failed a *driver.DeafListener
+// once (callers log it as a warning; workers poll meanwhile), and tries
+// again every deafRecheck.
 func (d *engine) Listen(ctx context.Context, self string, ready func(queue string), failed func(error)) error {
 	backoff := 100 * time.Millisecond
+	warned := false
 	for ctx.Err() == nil {
-		err := d.listenOnce(ctx, self, ready)
+		heard, err := d.listenOnce(ctx, self, ready)
 		if ctx.Err() != nil {
 			return nil
 		}
-		failed(fmt.Errorf("listen for ready jobs: %w", err))
-		wait := backoff/2 + rand.N(backoff)
+		if heard {
+			backoff, warned = 100*time.Millisecond, false
+		}
+		wait := backoff/2 + mrand.N(backoff)
+		if deaf, ok := errors.AsType[*driver.DeafListener](err); ok {
+			if !warned {
+				failed(deaf)
+				warned = true
+			}
+			wait = d.probe.recheck
+		} else {
+			failed(fmt.Errorf("listen for ready jobs: %w", err))
+			backoff = min(backoff*2, 5*time.Second)
+		}
 		select {
 		case <-time.After(wait):
 		case <-ctx.Done():
 			return nil
 		}
-		backoff = min(backoff*2, 5*time.Second)
 	}
 	return nil
 }
 
-func (d *engine) listenOnce(ctx context.Context, self string, ready func(queue string)) error {
+// listenConn is the listener's connection and where it goes (host:port).
+func (d *engine) listenConn(ctx context.Context) (*pgx.Conn, error) {
+	if d.listen != nil {
+		return pgx.ConnectConfig(ctx, d.listen.Copy())
+	}
 	pooled, err := d.pool.Acquire(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	// A connection left listening must not go back to the pool.
-	conn := pooled.Hijack()
+	return pooled.Hijack(), nil
+}
+
+// listenOnce listens on one connection until it breaks or ctx ends, or
+// until its probe goes unheard (a *driver.DeafListener). heard reports
+// whether the probe was heard.
+func (d *engine) listenOnce(ctx context.Context, self string, ready func(queue string)) (heard bool, err error) {
+	conn, err := d.listenConn(ctx)
+	if err != nil {
+		return false, err
+	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{d.channel()}.Sanitize()); err != nil {
-		return err
+	probe := probeChannel()
+	// One simple-protocol query, one implicit transaction: both LISTENs
+	// take hold on one server connection, or neither.
+	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{d.channel()}.Sanitize()+"; LISTEN "+pgx.Identifier{probe}.Sanitize()); err != nil {
+		return false, err
 	}
 	// Whatever was notified before LISTEN took hold is lost: every queue
 	// looks once now.
 	ready("")
+	if _, err := d.pool.Exec(ctx, "SELECT pg_notify($1, '')", probe); err != nil {
+		return false, fmt.Errorf("notify the listener's own channel: %w", err)
+	}
+	wait, stop := context.WithTimeout(ctx, d.probe.wait)
+	defer stop()
 	for {
-		n, err := conn.WaitForNotification(ctx)
+		n, err := conn.WaitForNotification(wait)
 		if err != nil {
-			return err
+			if !heard && ctx.Err() == nil && wait.Err() != nil {
+				return false, d.deaf(conn)
+			}
+			return heard, err
 		}
-		if q, own := notifiedQueue(n.Payload, self); !own {
-			ready(q)
+		switch {
+		case n.Channel == probe:
+			if !heard {
+				heard, wait = true, ctx
+			}
+		case n.Channel != d.channel():
+		default:
+			if q, own := notifiedQueue(n.Payload, self); !own {
+				ready(q)
+			}
 		}
 	}
+}
+
+// probeChannel is a channel no other listener uses.
+func probeChannel() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	return "bq_probe_" + hex.EncodeToString(b)
+}
+
+// deaf describes a listener on conn that did not hear its probe.
+func (d *engine) deaf(conn *pgx.Conn) error {
+	c := d.pool.Config().ConnConfig
+	pool := hostPort(c.Host, c.Port)
+	retry := fmt.Sprintf("Workers find jobs made ready in other processes at their next poll (Config.PollInterval) meanwhile; bq tries again every %s", d.probe.recheck)
+	if d.listen != nil {
+		lc := conn.Config()
+		return &driver.DeafListener{Reason: fmt.Sprintf(
+			"notifications sent through %s do not reach bq's listener at %s (listen_dsn) within %s: does listen_dsn reach the same database, directly rather than through a pooler in transaction mode? %s",
+			pool, hostPort(lc.Host, lc.Port), d.probe.wait, retry)}
+	}
+	return &driver.DeafListener{Reason: fmt.Sprintf(
+		"notifications through %s are not delivered: bq's listener heard nothing within %s of its own NOTIFY. A pooler in transaction mode (PgBouncer)? LISTEN does not work through it: give the listener a direct connection to PostgreSQL with %s=postgres://host:5432 in the DSN (ListenWith on a pool of your own). %s",
+		pool, d.probe.wait, ListenDSNParam, retry)}
+}
+
+func hostPort(host string, port uint16) string {
+	if strings.Contains(host, ":") {
+		host = "[" + host + "]"
+	}
+	return host + ":" + strconv.Itoa(int(port))
 }

@@ -49,6 +49,8 @@ type engine struct {
 	q      *queries
 	txIdle string // SET LOCAL value of bq's transactions; "" when the session carries a bound
 	plans  genericPlans
+	listen *pgx.ConnConfig // the listener's own connection; nil: one taken out of pool
+	probe  probeTimes      // the listener's check that it hears (notify.go)
 
 	sqlOnce sync.Once
 	sqlDB   *sql.DB
@@ -75,30 +77,125 @@ func milliseconds(d time.Duration) string { return strconv.FormatInt(d.Milliseco
 
 // New wraps an existing pool; the pool stays the caller's to close. bq
 // bounds its own transactions on it (see the package documentation).
-func New(pool *pgxpool.Pool) *Driver {
-	return seal(newDriver(pool, false, migrations.DefaultPrefix))
+// Options: ListenWith.
+func New(pool *pgxpool.Pool, opts ...Option) *Driver {
+	d := newDriver(pool, false, migrations.DefaultPrefix)
+	for _, o := range opts {
+		o(d)
+	}
+	return seal(d)
+}
+
+// An Option configures the driver New makes.
+type Option func(*engine)
+
+// ListenWith gives bq's listener (LISTEN, for wake-ups from other
+// processes) a connection of its own, made from cfg, instead of one taken
+// out of the pool. Use it when the pool goes through a pooler in
+// transaction mode (PgBouncer's pool_mode = transaction), through which
+// LISTEN does not work: cfg then reaches PostgreSQL directly (or through
+// a pooler in session mode), and it must reach the pool's database. cfg
+// is copied; the connection is made when the listener starts, and again
+// after it breaks. Open's DSN says the same with listen_dsn
+// (ListenDSNParam).
+func ListenWith(cfg *pgx.ConnConfig) Option {
+	cfg = cfg.Copy()
+	return func(d *engine) { d.listen = cfg }
 }
 
 // Open connects to dsn (postgres://user:pass@host:5432/db?...). Its
 // sessions carry idle_in_transaction_session_timeout = TxIdleTimeout
 // unless the DSN sets it.
+//
+// Behind a pooler in transaction mode (PgBouncer), which refuses that
+// parameter or drops it, Open bounds bq's own transactions instead (SET
+// LOCAL, as on a pool of your own) and, unless the DSN chooses pgx's
+// default_query_exec_mode itself, runs statements in mode exec: pgx's
+// default prepares named statements on each connection, which do not
+// survive the pooler's switching of server connections (PgBouncer 1.21+
+// with max_prepared_statements keeps them: say
+// default_query_exec_mode=cache_statement to use them). LISTEN needs a
+// connection of its own to PostgreSQL itself: give it with listen_dsn
+// (ListenDSNParam); without it bq's workers find work from other
+// processes by polling, and the listener logs a warning saying so.
 func Open(ctx context.Context, dsn string) (*Driver, error) {
+	dsn, listen, err := splitListenDSN(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("parse PostgreSQL DSN: %w", err)
+	}
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("parse PostgreSQL DSN: %w (expected postgres://user:pass@host:5432/db)", redactParseError(err))
 	}
-	if !setsIdleTimeout(cfg.ConnConfig.RuntimeParams) {
+	if _, ok := cfg.ConnConfig.RuntimeParams[ListenDSNParam]; ok {
+		return nil, fmt.Errorf("parse PostgreSQL DSN: %w", errKeyValueListen)
+	}
+	bound := !setsIdleTimeout(cfg.ConnConfig.RuntimeParams)
+	if bound {
 		cfg.ConnConfig.RuntimeParams[idleTimeoutParam] = milliseconds(txIdleTimeout)
+	}
+	pooled, err := checkSession(ctx, cfg.ConnConfig, bound)
+	if err != nil {
+		return nil, fmt.Errorf("connect to PostgreSQL at %s:%d: %w (is the server running and the DSN right?)", cfg.ConnConfig.Host, cfg.ConnConfig.Port, err)
+	}
+	if pooled {
+		delete(cfg.ConnConfig.RuntimeParams, idleTimeoutParam)
+		if !setsExecMode(dsn) {
+			cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeExec
+		}
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("open PostgreSQL pool: %w", err)
 	}
-	if err := pool.Ping(ctx); err != nil {
-		pool.Close()
-		return nil, fmt.Errorf("connect to PostgreSQL at %s:%d: %w (is the server running and the DSN right?)", cfg.ConnConfig.Host, cfg.ConnConfig.Port, err)
+	d := newDriver(pool, true, migrations.DefaultPrefix)
+	if pooled {
+		d.txIdle = milliseconds(txIdleTimeout)
 	}
-	return seal(newDriver(pool, true, migrations.DefaultPrefix)), nil
+	d.listen = listen
+	return seal(d), nil
+}
+
+// checkSession connects once with cfg and reports whether a pooler
+// stands between bq and PostgreSQL, keeping server sessions to itself:
+// with bound (cfg carries bq's idle_in_transaction_session_timeout) the
+// pooler refuses the parameter (PgBouncer, unless its
+// ignore_startup_parameters lists it) or drops it (when it does), and the
+// session does not carry it. Without bound (the DSN chose its own value),
+// it reports false.
+func checkSession(ctx context.Context, cfg *pgx.ConnConfig, bound bool) (pooled bool, err error) {
+	conn, err := pgx.ConnectConfig(ctx, cfg.Copy())
+	if bound && refusedParam(err, idleTimeoutParam) {
+		pooled = true
+		without := cfg.Copy()
+		delete(without.RuntimeParams, idleTimeoutParam)
+		conn, err = pgx.ConnectConfig(ctx, without)
+	}
+	if err != nil {
+		if pe, ok := errors.AsType[*pgconn.PgError](err); ok && strings.HasPrefix(pe.Message, "unsupported startup parameter") {
+			return false, fmt.Errorf("%w: a pooler (PgBouncer) refuses the DSN's parameter; take it out of the DSN and set it on the role (ALTER ROLE ... SET), or list it in the pooler's ignore_startup_parameters", err)
+		}
+		return false, err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if pooled || !bound {
+		return pooled, nil
+	}
+	// The simple protocol: no statement is prepared, which a pooler in
+	// transaction mode could lose between round trips.
+	var setting string
+	if err := conn.QueryRow(ctx, "SELECT setting FROM pg_settings WHERE name = '"+idleTimeoutParam+"'",
+		pgx.QueryExecModeSimpleProtocol).Scan(&setting); err != nil {
+		return false, fmt.Errorf("read %s: %w", idleTimeoutParam, err)
+	}
+	return setting != milliseconds(txIdleTimeout), nil
+}
+
+// refusedParam reports a server (a pooler) refusing startup parameter
+// name: PgBouncer answers "unsupported startup parameter: name".
+func refusedParam(err error, name string) bool {
+	pe, ok := errors.AsType[*pgconn.PgError](err)
+	return ok && pe.Message == "unsupported startup parameter: "+name
 }
 
 // redactParseError puts bq's redaction of the DSN in pgx's parse error,
@@ -114,7 +211,7 @@ func redactParseError(err error) error {
 }
 
 func newDriver(pool *pgxpool.Pool, owned bool, prefix string) *engine {
-	d := &engine{pool: pool, owned: owned, prefix: prefix, q: newQueries(prefix)}
+	d := &engine{pool: pool, owned: owned, prefix: prefix, q: newQueries(prefix), probe: probeTimes{probeWait, deafRecheck}}
 	// Open's sessions carry the bound; on the application's pool bq
 	// bounds its own transactions only, unless the pool chose a value.
 	if !owned && !setsIdleTimeout(pool.Config().ConnConfig.RuntimeParams) {
@@ -130,7 +227,7 @@ func (d *engine) Dialect() driver.Dialect { return driver.Postgres }
 func (d *engine) Prefix() string          { return d.prefix }
 
 func (d *engine) WithPrefix(prefix string) driver.Driver {
-	return &engine{pool: d.pool, owned: d.owned, prefix: prefix, q: newQueries(prefix), txIdle: d.txIdle}
+	return &engine{pool: d.pool, owned: d.owned, prefix: prefix, q: newQueries(prefix), txIdle: d.txIdle, listen: d.listen, probe: d.probe}
 }
 
 func (d *engine) Exec() driver.Executor {

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -128,8 +129,13 @@ func (c *Runtime) listen(ctx context.Context) {
 		return
 	}
 	// Logged as part of an outage: a listener that cannot reach the
-	// database fails at every attempt.
+	// database fails at every attempt. A listener that hears nothing (a
+	// pooler in transaction mode) is no outage: said once, as a warning.
 	_ = n.Listen(ctx, c.origin, c.wake, func(err error) {
+		if deaf, ok := errors.AsType[*driver.DeafListener](err); ok {
+			c.log.Warn(deaf.Reason)
+			return
+		}
 		c.dbFailed("notifications (polling until they are back)", err)
 	})
 }
