@@ -6,6 +6,8 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -288,5 +290,58 @@ func TestListenerThroughPgBouncer(t *testing.T) {
 	case err := <-failures:
 		t.Errorf("the listener on listen_dsn: %v", err)
 	default:
+	}
+}
+
+// TestMigrationLockThroughPgBouncer: the migration lock excludes through
+// PgBouncer in transaction mode, and more migrators than the bouncer has
+// server connections for the database (4) get it in turn: a waiter holds
+// no server connection, so the holder's statements find one.
+func TestMigrationLockThroughPgBouncer(t *testing.T) {
+	testdb.Require(t, testdb.Postgres)
+	ctx := context.Background()
+	dsn := testdb.PrivatePgBouncer(t).FreshPostgres(t, false)
+	var holders, most atomic.Int32
+	var wg sync.WaitGroup
+	errs := make(chan error, 6)
+	for range 6 {
+		d, err := Open(ctx, dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { d.Close() })
+		wg.Go(func() {
+			unlock, err := d.e.MigrationLock(ctx)
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer unlock()
+			n := holders.Add(1)
+			defer holders.Add(-1)
+			for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+			}
+			// The holder's own statements, beside its lock.
+			for range 3 {
+				if _, err := d.Pool().Exec(ctx, "SELECT pg_sleep(0.02)"); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(60 * time.Second):
+		t.Fatal("6 migrators did not all take and release the lock within 60s")
+	}
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if m := most.Load(); m != 1 {
+		t.Errorf("%d migrators held the lock at once, want 1", m)
 	}
 }
