@@ -20,6 +20,7 @@ import (
 
 	"github.com/bqueue/bq"
 	bqmysql "github.com/bqueue/bq/drivers/mysql"
+	"github.com/bqueue/bq/drivers/postgres"
 	"github.com/bqueue/bq/drivers/sqlite"
 	"github.com/bqueue/bq/internal/driver"
 )
@@ -53,6 +54,14 @@ func helperMain() int {
 		var d *bqmysql.Driver
 		if d, err = bqmysql.Open(ctx, dsn); err == nil {
 			helperDB = d.DB()
+		}
+	case strings.Contains(dsn, postgres.ListenDSNParam+"="):
+		// Through PgBouncer (pgbouncer_test.go): bq's driver reads the
+		// DSN's own parameter, and runs no named prepared statements.
+		helperDialect = "postgres"
+		var d *postgres.Driver
+		if d, err = postgres.Open(ctx, dsn); err == nil {
+			helperDB = driver.EngineOf(d).SQLDB()
 		}
 	default:
 		helperDialect = "postgres"
