@@ -80,8 +80,12 @@ func DSNSecrets(dsn string) []string {
 	for _, sp := range secretSpans(dsn) {
 		raw := dsn[sp[0]:sp[1]]
 		out = append(out, raw)
-		if dec, err := url.PathUnescape(raw); err == nil && dec != raw {
+		dec, err := url.PathUnescape(raw)
+		if err == nil && dec != raw {
 			out = append(out, dec)
+		}
+		if err == nil && strings.Contains(dec, "://") {
+			out = append(out, DSNSecrets(dec)...) // a DSN's own: listen_dsn
 		}
 	}
 	return out
@@ -125,7 +129,13 @@ func secretSpans(dsn string) [][2]int {
 	if i := strings.Index(dsn, "://"); i >= 0 {
 		start = i + 3
 	}
-	rest := dsn[start:]
+	// A parameter holding a DSN of its own (listen_dsn=postgres://u:p@h)
+	// ends the search for the userinfo's @: its own comes after.
+	head := dsn
+	if loc := nestedDSN.FindStringIndex(dsn); loc != nil && loc[0] >= start {
+		head = dsn[:loc[0]]
+	}
+	rest := head[start:]
 	// The userinfo ends at the last @: a password may hold more (and : or
 	// /), which drivers read differently; hiding up to the last one hides
 	// the password whichever way they read it. A "user" holding / or ?
@@ -138,6 +148,10 @@ func secretSpans(dsn string) [][2]int {
 	}
 	return querySpans(dsn, start)
 }
+
+// nestedDSN matches a query parameter whose value is a DSN of its own,
+// named ...dsn (bq's listen_dsn).
+var nestedDSN = regexp.MustCompile(`[?&][A-Za-z_]*(?i:dsn)=`)
 
 // keyValueDSN matches libpq's "key=value ..." form.
 var keyValueDSN = regexp.MustCompile(`^\s*[A-Za-z_][A-Za-z0-9_]*\s*=`)
@@ -157,12 +171,25 @@ func querySpans(dsn string, from int) [][2]int {
 	query, _, _ := strings.Cut(dsn[at:], "#")
 	var spans [][2]int
 	for p := range strings.SplitSeq(query, "&") {
-		if name, value, ok := strings.Cut(p, "="); ok && secretName(name) {
+		if name, value, ok := strings.Cut(p, "="); ok && (secretName(name) || nestedSecret(name, value)) {
 			spans = append(spans, [2]int{at + len(name) + 1, at + len(name) + 1 + len(value)})
 		}
 		at += len(p) + 1
 	}
 	return spans
+}
+
+// nestedSecret reports a parameter holding a DSN of its own (named ...dsn)
+// that carries a secret: its whole value is hidden, since its secrets are
+// percent-encoded in it.
+func nestedSecret(name, value string) bool {
+	if !strings.HasSuffix(strings.ToLower(name), "dsn") {
+		return false
+	}
+	if dec, err := url.QueryUnescape(value); err == nil {
+		value = dec
+	}
+	return len(secretSpans(value)) > 0
 }
 
 // secretName reports a parameter that carries a secret: password, pass,

@@ -37,6 +37,13 @@ func TestRedactDSN(t *testing.T) {
 		{"host=db user=app password=hunter2 dbname=app", "host=db user=app password=*** dbname=app"},
 		{"host=db password = 'hun ter\\'2' dbname=app", "host=db password = *** dbname=app"},
 		{"sslpassword=hunter2 host=db", "sslpassword=*** host=db"},
+		// A DSN of its own in a parameter (bq's listen_dsn), raw or
+		// percent-encoded: hidden whole when it holds a secret.
+		{"postgres://app:hunter1@pgb:6432/app?listen_dsn=postgres%3A%2F%2Fl%3Ahunter2%40db%2Fapp&sslmode=disable",
+			"postgres://app:***@pgb:6432/app?listen_dsn=***&sslmode=disable"},
+		{"postgres://app:hunter1@pgb:6432/app?listen_dsn=postgres://l:hunter2@db/app", "postgres://app:***@pgb:6432/app?listen_dsn=***"},
+		{"postgres://app@pgb/app?sslmode=disable&listen_dsn=postgres://l:hunter2@db/app", "postgres://app@pgb/app?sslmode=disable&listen_dsn=***"},
+		{"postgres://app:hunter1@pgb/app?listen_dsn=postgres://db.internal:5432", "postgres://app:***@pgb/app?listen_dsn=postgres://db.internal:5432"},
 		// Nothing to hide.
 		{"postgres://app@db/app", "postgres://app@db/app"},
 		{"postgres://db/app?application_name=a@b", "postgres://db/app?application_name=a@b"},
@@ -101,6 +108,7 @@ func TestDSNSecrets(t *testing.T) {
 		{"root:hunter2@tcp(127.0.0.1:3306)/db", []string{"hunter2"}},
 		{"postgres://app@db/app", nil},
 		{"sqlite:///tmp/a:b@c.db", nil},
+		{"postgres://app@pgb/app?listen_dsn=postgres%3A%2F%2Fl%3Ahunter2%40db", []string{"postgres%3A%2F%2Fl%3Ahunter2%40db", "postgres://l:hunter2@db", "hunter2"}},
 	} {
 		if got := DSNSecrets(c.dsn); !slices.Equal(got, c.want) {
 			t.Errorf("DSNSecrets(%q) = %q, want %q", c.dsn, got, c.want)
