@@ -33,6 +33,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -381,10 +383,34 @@ func (c *Client) run(ctx context.Context, work, dispatch bool) error {
 	if err := c.checkSchema(ctx); err != nil {
 		return err
 	}
+	if work && len(c.cfg.Queues) > 0 {
+		c.warnUnworked()
+	}
 	if dispatch && c.sched != nil {
 		o.Periodic = c.sched.Run
 	}
 	return c.rt.Run(ctx, o)
+}
+
+// warnUnworked warns of each queue of a job kind defined in this process
+// that Config.Queues leaves out. Run cannot know which queues other
+// processes work; a job of such a queue waits for one that works it, and
+// a queue left out by mistake (a new job kind, a typo) would otherwise
+// leave its jobs ready for ever without a word.
+func (c *Client) warnUnworked() {
+	byQueue := defined.queues()
+	for _, q := range slices.Sorted(maps.Keys(byQueue)) {
+		if _, worked := c.cfg.Queues[q]; worked {
+			continue
+		}
+		kinds := byQueue[q]
+		shown := strings.Join(kinds[:min(len(kinds), 5)], ",")
+		if len(kinds) > 5 {
+			shown += fmt.Sprintf(" and %d more", len(kinds)-5)
+		}
+		c.log.Warn(fmt.Sprintf("jobs of queue %q are defined in this process, whose Config.Queues leaves the queue out: this process runs none of them; they wait for a process that works it", q),
+			"queue", q, "kinds", shown)
+	}
 }
 
 // Driver returns the client's database driver: the value passed to

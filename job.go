@@ -9,7 +9,9 @@ import (
 	"math"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 	"unsafe"
@@ -486,10 +488,40 @@ func (j *Job[A]) run(ctx context.Context, raw []byte) error {
 // register adds j's definition, unless its name is taken: then the
 // error, naming both call sites, is returned and kept for run.
 func register(j definition) error {
-	return worker.Register(j, runDef{j}, func(first worker.Definition) error {
+	err := worker.Register(j, runDef{j}, func(first worker.Definition) error {
 		return fmt.Errorf("%w: job %q is defined twice, at %s and at %s: give each job kind one definition (a package-level variable) and a name of its own",
 			ErrInvalidJob, j.kind(), first.(runDef).d.definedAt(), j.definedAt())
 	})
+	if err == nil {
+		defined.add(j.queue(), j.kind())
+	}
+	return err
+}
+
+// defined lists the job kinds registered in this process by queue: Run
+// names them when it does not work their queue.
+var defined = kindsByQueue{m: map[string][]string{}}
+
+type kindsByQueue struct {
+	mu sync.Mutex
+	m  map[string][]string
+}
+
+func (k *kindsByQueue) add(queue, kind string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.m[queue] = append(k.m[queue], kind)
+}
+
+// queues returns the queues and their kinds, each sorted.
+func (k *kindsByQueue) queues() map[string][]string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	out := make(map[string][]string, len(k.m))
+	for q, kinds := range k.m {
+		out[q] = slices.Sorted(slices.Values(kinds))
+	}
+	return out
 }
 
 // The drivers' columns hold as many keys as a job may carry.

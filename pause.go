@@ -13,7 +13,10 @@ import (
 // needs no deploy and survives restarts. Enqueues still succeed. Jobs
 // already running finish; ready jobs of keyed limits keep their slots
 // while paused (docs/limits.md). Pausing a paused queue changes nothing,
-// and a queue no job uses yet may be paused ahead of its first job.
+// and a queue no job uses yet may be paused ahead of its first job: when
+// no job kind defined in this process, no queue of Config.Queues and no
+// stored job uses it, PauseQueue pauses it and logs a warning, since the
+// name may be a typo of the queue meant.
 func (c *Client) PauseQueue(ctx context.Context, queue string) error {
 	if err := validateQueue(queue); err != nil {
 		return fmt.Errorf("%w: PauseQueue: %w", ErrInvalidArgument, err)
@@ -21,7 +24,26 @@ func (c *Client) PauseQueue(ctx context.Context, queue string) error {
 	if _, err := c.drv.Exec().QueuePause(ctx, queue, c.cfg.Now()); err != nil {
 		return c.explainErr(ctx, err)
 	}
+	if !c.queueUsed(ctx, queue) {
+		c.log.Warn(fmt.Sprintf("PauseQueue(%q): no job kind defined in this process and no stored job uses the queue; it is paused anyway, ahead of its first job: check the name if you meant another queue", queue),
+			"queue", queue)
+	}
 	return nil
+}
+
+// queueUsed reports whether a job kind defined in this process, the
+// client's Config.Queues or a stored job (one look at the jobs' queue
+// index) uses queue; true when the look fails: the warning it would
+// feed is no reason to fail a pause that is done.
+func (c *Client) queueUsed(ctx context.Context, queue string) bool {
+	if _, ok := c.cfg.Queues[queue]; ok {
+		return true
+	}
+	if _, ok := defined.queues()[queue]; ok {
+		return true
+	}
+	page, err := c.ListJobs(ctx, JobFilter{Queues: []string{queue}, Limit: 1})
+	return err != nil || len(page.Jobs) > 0
 }
 
 // ResumeQueue lets queue's jobs be claimed again and wakes the workers of

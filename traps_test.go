@@ -1,9 +1,12 @@
 package bq
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -96,5 +99,89 @@ func TestRequireKey(t *testing.T) {
 	lax := Define("traps.lax-key", trapNoop, JobOptions[trapArgs]{Concurrency: &Concurrency[trapArgs]{Key: tenantOf, To: 2}})
 	if res, err := lax.Enqueue(ctx, c, trapArgs{}); err != nil || res.State != StateReady {
 		t.Errorf("an empty key without RequireKey: %+v, %v; want it ready, unlimited", res, err)
+	}
+}
+
+// logLines is a logger's output, safe to read while it writes.
+type logLines struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *logLines) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *logLines) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+var unworked = Define("traps.unworked", trapNoop, JobOptions[trapArgs]{Queue: "traps-unworked"})
+
+// Run with Config.Queues warns, at its start, of each queue of a job
+// defined in this process that the process does not work: its jobs wait
+// for another process.
+func TestRunWarnsOfUnworkedQueues(t *testing.T) {
+	for _, tc := range []struct {
+		queues map[string]int
+		warn   bool
+	}{
+		{map[string]int{"traps-worked": 1}, true},
+		{map[string]int{"traps-worked": 1, "traps-unworked": 1}, false},
+		{nil, false}, // every defined queue is worked
+	} {
+		var log logLines
+		c := openMemoryWith(t, Config{Queues: tc.queues, Logger: slog.New(slog.NewTextHandler(&log, nil))})
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		err := c.Run(ctx)
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		const want = `msg="jobs of queue \"traps-unworked\" are defined in this process, whose Config.Queues leaves the queue out: this process runs none of them; they wait for a process that works it" queue=traps-unworked kinds=traps.unworked`
+		if got := strings.Contains(log.String(), want); got != tc.warn {
+			t.Errorf("Run with Config.Queues %v: warned %v, want %v; the log:\n%s", tc.queues, got, tc.warn, log.String())
+		}
+		if strings.Contains(log.String(), `queue=traps-worked`) {
+			t.Errorf("Run with Config.Queues %v warned of a queue it works:\n%s", tc.queues, log.String())
+		}
+	}
+}
+
+// PauseQueue of a queue that no job defined in this process and no
+// stored job uses pauses it (ahead of its first job) and warns: the name
+// may be a typo.
+func TestPauseQueueWarnsOfUnusedQueue(t *testing.T) {
+	ctx := context.Background()
+	var log logLines
+	c := openMemoryWith(t, Config{Logger: slog.New(slog.NewTextHandler(&log, nil))})
+	if _, err := unworked.Enqueue(ctx, c, trapArgs{}, Queue("traps-stored")); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		queue string
+		warn  bool
+	}{
+		{"traps-unworked", false}, // a defined job's queue
+		{"traps-stored", false},   // a stored job's
+		{"traps-unwroked", true},
+	} {
+		before := log.String()
+		if err := c.PauseQueue(ctx, tc.queue); err != nil {
+			t.Fatal(err)
+		}
+		said := strings.TrimPrefix(log.String(), before)
+		want := `msg="PauseQueue(\"` + tc.queue + `\"): no job kind defined in this process and no stored job uses the queue; it is paused anyway, ahead of its first job: check the name if you meant another queue" queue=` + tc.queue
+		if got := strings.Contains(said, want); got != tc.warn {
+			t.Errorf("PauseQueue(%q): warned %v, want %v; the log: %s", tc.queue, got, tc.warn, said)
+		}
+	}
+	paused, err := c.PausedQueues(ctx)
+	if err != nil || len(paused) != 3 {
+		t.Errorf("PausedQueues: %v, %v; want all three paused", paused, err)
 	}
 }

@@ -182,3 +182,18 @@ func TestCommandName(t *testing.T) {
 		t.Errorf("usage hint under go run: exit %d, %q; want %q", code, out.String(), want)
 	}
 }
+
+// bq queue pause of a queue no job uses pauses it and warns, on the
+// command's stderr: the name may be a typo.
+func TestQueuePauseWarnsOfUnusedQueue(t *testing.T) {
+	ctx := context.Background()
+	dsn := "sqlite://" + t.TempDir() + "/bq.db"
+	if code, _, stderr := bqCmd(t, ctx, "migrate", "up", "--dsn", dsn); code != 0 {
+		t.Fatalf("migrate up: %s", stderr)
+	}
+	code, stdout, stderr := bqCmd(t, ctx, "queue", "pause", "--dsn", dsn, "mial")
+	if code != 0 || !strings.Contains(stdout, "queue mial paused") ||
+		!strings.Contains(stderr, `no job kind defined in this process and no stored job uses the queue; it is paused anyway, ahead of its first job: check the name`) {
+		t.Errorf("bq queue pause mial: exit %d, stdout %q, stderr %q; want it paused, with a warning", code, stdout, stderr)
+	}
+}

@@ -154,7 +154,7 @@ func (d *dbFlags) inspect(ctx context.Context, f *flagSet) (*bq.Client, error) {
 	if err := d.validate(f); err != nil {
 		return nil, err
 	}
-	return d.open(ctx, inspectConfig())
+	return d.open(ctx, inspectConfig(f.e.stderr))
 }
 
 // open opens a client on the flags' database. A SQLite file must exist

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
-	"os"
 	"time"
 
 	"github.com/bqueue/bq/internal/humanize"
@@ -14,10 +13,11 @@ import (
 )
 
 // inspectConfig is the client config of status, explain and ui: no
-// workers, no gauges, warnings only.
-func inspectConfig() bq.Config {
+// workers, no gauges, warnings only, to w (the command's stderr, through
+// the redactor: bq queue pause's warning of a queue no job uses, say).
+func inspectConfig(w io.Writer) bq.Config {
 	return bq.Config{NoGauges: true,
-		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+		Logger: slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelWarn}))}
 }
 
 func ago(t, now time.Time) string { return humanize.Ago(t, now) }

@@ -74,7 +74,7 @@ where ps shows it; at least 16 random characters (openssl rand -hex 16).`)
 	if err := checkExposure(*addr, token); err != nil {
 		return f.fail("%v", err)
 	}
-	client, err := db.open(ctx, inspectConfig())
+	client, err := db.open(ctx, inspectConfig(e.stderr))
 	if err != nil {
 		return err
 	}
