@@ -2,6 +2,7 @@ package bqtest_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -76,4 +77,34 @@ func begin(ctx context.Context, t *testing.T, client *bq.Client) (tx bq.Tx, comm
 	}
 	t.Fatalf("no transaction for a %T", client.Driver())
 	return nil, nil, nil
+}
+
+// The Tx forms read through the transaction client.InTx hands its
+// function, on any database: no driver named.
+func TestHelpersInTx(t *testing.T) {
+	for _, kind := range testdb.Selected(t) {
+		t.Run(kind, func(t *testing.T) {
+			client, err := bq.Open(context.Background(), testdb.Fresh(t, kind), bq.Config{Logger: bqtest.Logger(t), NoGauges: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = client.Close() })
+			ctx := context.Background()
+			if err := client.Migrate(ctx); err != nil {
+				t.Fatal(err)
+			}
+			rollBack := errors.New("roll back")
+			err = client.InTx(ctx, func(ctx context.Context, tx bq.Tx) error {
+				must(Email.EnqueueTx(ctx, client, tx, EmailArgs{To: "intx@example.com"}))
+				bqtest.RequireEnqueuedTx(ctx, t, client, tx, Email, &bqtest.Opts{Args: EmailArgs{To: "intx@example.com"}})
+				bqtest.RequireManyEnqueuedTx(ctx, t, client, tx, []bqtest.Expectation{bqtest.Expect(Email, nil)})
+				bqtest.RequireNotEnqueuedTx(ctx, t, client, tx, Charge, nil)
+				return rollBack
+			})
+			if !errors.Is(err, rollBack) {
+				t.Fatalf("InTx = %v, want its function's error", err)
+			}
+			bqtest.RequireNotEnqueued(ctx, t, client, Email, nil)
+		})
+	}
 }
