@@ -106,9 +106,9 @@ func PrivatePgBouncer(t testing.TB, extra ...string) *PgBouncer {
 	s.start = func() *exec.Cmd {
 		cmd := exec.Command(bin, filepath.Join(s.dir, "pgbouncer.ini"))
 		cmd.Dir = s.dir
-		if cred != nil {
-			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
-		}
+		// A test binary killed before its cleanups (a closed pipe, a
+		// timeout) takes its PgBouncer with it.
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Pdeathsig: syscall.SIGTERM}
 		return cmd
 	}
 	s.stop = syscall.SIGTERM // PgBouncer's immediate shutdown
