@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	mrand "math/rand/v2"
 	"strconv"
@@ -77,40 +76,39 @@ type probeTimes struct{ wait, recheck time.Duration }
 // it also listens on a channel of its own and notifies that channel
 // through the pool, as Notify would, expecting to hear it within
 // probeWait. When it does not, it hands failed a *driver.DeafListener
-// once (callers log it as a warning; workers poll meanwhile), and tries
-// again every deafRecheck.
+// (callers log it as a warning; workers poll meanwhile), once until it
+// hears again, and notifies itself anew every deafRecheck. It keeps its
+// connection all the while: a probe merely late (a loaded machine) is
+// heard on it in the end, and so is every notification before it.
 func (d *engine) Listen(ctx context.Context, self string, ready func(queue string), failed func(error)) error {
 	backoff := 100 * time.Millisecond
 	warned := false
 	for ctx.Err() == nil {
-		heard, err := d.listenOnce(ctx, self, ready)
+		heard, err := d.listenOnce(ctx, self, ready, func(deaf error) {
+			if !warned {
+				failed(deaf)
+				warned = true
+			}
+		})
 		if ctx.Err() != nil {
 			return nil
 		}
 		if heard {
 			backoff, warned = 100*time.Millisecond, false
 		}
+		failed(fmt.Errorf("listen for ready jobs: %w", err))
 		wait := backoff/2 + mrand.N(backoff)
-		if deaf, ok := errors.AsType[*driver.DeafListener](err); ok {
-			if !warned {
-				failed(deaf)
-				warned = true
-			}
-			wait = d.probe.recheck
-		} else {
-			failed(fmt.Errorf("listen for ready jobs: %w", err))
-			backoff = min(backoff*2, 5*time.Second)
-		}
 		select {
 		case <-time.After(wait):
 		case <-ctx.Done():
 			return nil
 		}
+		backoff = min(backoff*2, 5*time.Second)
 	}
 	return nil
 }
 
-// listenConn is the listener's connection and where it goes (host:port).
+// listenConn is the listener's connection.
 func (d *engine) listenConn(ctx context.Context) (*pgx.Conn, error) {
 	if d.listen != nil {
 		return pgx.ConnectConfig(ctx, d.listen.Copy())
@@ -123,10 +121,10 @@ func (d *engine) listenConn(ctx context.Context) (*pgx.Conn, error) {
 	return pooled.Hijack(), nil
 }
 
-// listenOnce listens on one connection until it breaks or ctx ends, or
-// until its probe goes unheard (a *driver.DeafListener). heard reports
-// whether the probe was heard.
-func (d *engine) listenOnce(ctx context.Context, self string, ready func(queue string)) (heard bool, err error) {
+// listenOnce listens on one connection until it breaks or ctx ends.
+// heard reports whether it heard its probe; each time the probe's time
+// is up unheard, it calls deaf.
+func (d *engine) listenOnce(ctx context.Context, self string, ready func(queue string), deaf func(error)) (heard bool, err error) {
 	conn, err := d.listenConn(ctx)
 	if err != nil {
 		return false, err
@@ -141,24 +139,38 @@ func (d *engine) listenOnce(ctx context.Context, self string, ready func(queue s
 	// Whatever was notified before LISTEN took hold is lost: every queue
 	// looks once now.
 	ready("")
-	if _, err := d.pool.Exec(ctx, "SELECT pg_notify($1, '')", probe); err != nil {
-		return false, fmt.Errorf("notify the listener's own channel: %w", err)
+	send := func(within time.Duration) (time.Time, error) {
+		if _, err := d.pool.Exec(ctx, "SELECT pg_notify($1, '')", probe); err != nil {
+			return time.Time{}, fmt.Errorf("notify the listener's own channel: %w", err)
+		}
+		return time.Now().Add(within), nil
 	}
-	wait, stop := context.WithTimeout(ctx, d.probe.wait)
-	defer stop()
+	due, err := send(d.probe.wait)
+	if err != nil {
+		return false, err
+	}
 	for {
+		wait, stop := ctx, context.CancelFunc(func() {})
+		if !heard {
+			wait, stop = context.WithDeadline(ctx, due)
+		}
 		n, err := conn.WaitForNotification(wait)
+		stop()
 		if err != nil {
-			if !heard && ctx.Err() == nil && wait.Err() != nil {
-				return false, d.deaf(conn)
+			if heard || ctx.Err() != nil || wait.Err() == nil {
+				return heard, err
 			}
-			return heard, err
+			// The probe's time is up, unheard: the connection stays
+			// usable after a deadline.
+			deaf(d.deaf(conn))
+			if due, err = send(d.probe.recheck); err != nil {
+				return false, err
+			}
+			continue
 		}
 		switch {
 		case n.Channel == probe:
-			if !heard {
-				heard, wait = true, ctx
-			}
+			heard = true
 		case n.Channel != d.channel():
 		default:
 			if q, own := notifiedQueue(n.Payload, self); !own {

@@ -345,3 +345,41 @@ func TestMigrationLockThroughPgBouncer(t *testing.T) {
 		t.Errorf("%d migrators held the lock at once, want 1", m)
 	}
 }
+
+// TestListenerLateProbe: a probe merely late (here: given no time at
+// all) is reported once, and the listener keeps its connection, hearing
+// the next probe and every notification after it.
+func TestListenerLateProbe(t *testing.T) {
+	d := testDriver(t)
+	d.probe = probeTimes{wait: time.Nanosecond, recheck: 5 * time.Second}
+	woken, failures := listenFor(t, d)
+	select {
+	case err := <-failures:
+		if _, ok := errors.AsType[*driver.DeafListener](err); !ok {
+			t.Fatalf("the listener failed with %v, want a *driver.DeafListener", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a probe given no time was not reported within 10s")
+	}
+	if q := <-woken; q != "" {
+		t.Fatalf("first ready(%q), want \"\" once listening", q)
+	}
+	if err := d.Notify(context.Background(), "you", []string{"q1"}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case q := <-woken:
+		if q != "q1" {
+			t.Fatalf("ready(%q), want q1", q)
+		}
+	case err := <-failures:
+		t.Fatalf("the listener: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the listener reported late lost what was notified next")
+	}
+	select {
+	case err := <-failures:
+		t.Errorf("the listener said more: %v", err)
+	default:
+	}
+}
