@@ -392,25 +392,35 @@ func (c *Client) run(ctx context.Context, work, dispatch bool) error {
 	return c.rt.Run(ctx, o)
 }
 
-// warnUnworked warns of each queue of a job kind defined in this process
-// that Config.Queues leaves out. Run cannot know which queues other
-// processes work; a job of such a queue waits for one that works it, and
-// a queue left out by mistake (a new job kind, a typo) would otherwise
-// leave its jobs ready for ever without a word.
+// warnUnworked warns, in one line, of the queues of job kinds defined in
+// this process that Config.Queues leaves out, naming each with its
+// kinds. Run cannot know which queues other processes work; a job of
+// such a queue waits for one that works it, and a queue left out by
+// mistake (a new job kind, a typo) would otherwise leave its jobs ready
+// for ever without a word.
 func (c *Client) warnUnworked() {
 	byQueue := defined.queues()
+	var unworked []string
 	for _, q := range slices.Sorted(maps.Keys(byQueue)) {
-		if _, worked := c.cfg.Queues[q]; worked {
-			continue
+		if _, worked := c.cfg.Queues[q]; !worked {
+			unworked = append(unworked, fmt.Sprintf("%s (%s)", q, listSome(byQueue[q], 3)))
 		}
-		kinds := byQueue[q]
-		shown := strings.Join(kinds[:min(len(kinds), 5)], ",")
-		if len(kinds) > 5 {
-			shown += fmt.Sprintf(" and %d more", len(kinds)-5)
-		}
-		c.log.Warn(fmt.Sprintf("jobs of queue %q are defined in this process, whose Config.Queues leaves the queue out: this process runs none of them; they wait for a process that works it", q),
-			"queue", q, "kinds", shown)
 	}
+	if len(unworked) == 0 {
+		return
+	}
+	c.log.Warn("Config.Queues leaves out queues of jobs defined in this process: it runs none of their jobs, which wait for a process that works their queue",
+		"queues", listSome(unworked, 10))
+}
+
+// listSome joins the first n of items with ", ", saying how many more
+// there are.
+func listSome(items []string, n int) string {
+	s := strings.Join(items[:min(len(items), n)], ", ")
+	if len(items) > n {
+		s += fmt.Sprintf(" and %d more", len(items)-n)
+	}
+	return s
 }
 
 // Driver returns the client's database driver: the value passed to

@@ -122,9 +122,9 @@ func (l *logLines) String() string {
 
 var unworked = Define("traps.unworked", trapNoop, JobOptions[trapArgs]{Queue: "traps-unworked"})
 
-// Run with Config.Queues warns, at its start, of each queue of a job
-// defined in this process that the process does not work: its jobs wait
-// for another process.
+// Run with Config.Queues warns, at its start and in one line, of each
+// queue of a job defined in this process that the process does not work:
+// its jobs wait for another process.
 func TestRunWarnsOfUnworkedQueues(t *testing.T) {
 	for _, tc := range []struct {
 		queues map[string]int
@@ -142,12 +142,16 @@ func TestRunWarnsOfUnworkedQueues(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		const want = `msg="jobs of queue \"traps-unworked\" are defined in this process, whose Config.Queues leaves the queue out: this process runs none of them; they wait for a process that works it" queue=traps-unworked kinds=traps.unworked`
-		if got := strings.Contains(log.String(), want); got != tc.warn {
-			t.Errorf("Run with Config.Queues %v: warned %v, want %v; the log:\n%s", tc.queues, got, tc.warn, log.String())
+		const want = `msg="Config.Queues leaves out queues of jobs defined in this process: it runs none of their jobs, which wait for a process that works their queue" queues="`
+		said := log.String()
+		if got := strings.Contains(said, want) && strings.Contains(said, "traps-unworked (traps.unworked)"); got != tc.warn {
+			t.Errorf("Run with Config.Queues %v: warned of traps-unworked %v, want %v; the log:\n%s", tc.queues, got, tc.warn, said)
 		}
-		if strings.Contains(log.String(), `queue=traps-worked`) {
-			t.Errorf("Run with Config.Queues %v warned of a queue it works:\n%s", tc.queues, log.String())
+		if strings.Contains(said, "traps-worked (") {
+			t.Errorf("Run with Config.Queues %v warned of a queue it works:\n%s", tc.queues, said)
+		}
+		if strings.Count(said, "level=WARN") > 1 {
+			t.Errorf("Run warned in more than one line:\n%s", said)
 		}
 	}
 }
