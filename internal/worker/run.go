@@ -61,6 +61,7 @@ func (c *Runtime) Run(ctx context.Context, o RunOptions) error {
 	for q, slots := range queues {
 		workers = append(workers, newQueueWorker(c, proc, cp, q, slots, jobCtx, finishCtx))
 	}
+	cp.handOffTo(proc, workers)
 
 	beatCtx, stopBeat := context.WithCancel(bg)
 	var services sync.WaitGroup

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/bqueue/bq/internal/driver"
@@ -65,23 +66,102 @@ type queueWorker struct {
 	mu      sync.Mutex
 	running map[int64]*execution // every claim this worker holds
 	ending  int                  // of them, ended runs whose completion waits
-	wg      sync.WaitGroup
+	// reserved slots are promised to claims in flight: the claim loop's
+	// own, and hand-offs the completer makes in its batches.
+	reserved int
+	// closing: the claim loop ended; no slot is reserved any more, and
+	// once none is, the runners' channel closes.
+	closing  bool
+	released *sync.Cond // signalled as reservations end
+	// empty: the last claim found fewer ready jobs than it asked for.
+	// Only then does the completer hand jobs off: while the queue has
+	// ready work, the claim loop fills every free slot beside the
+	// completions, and a hand-off would only make those slots wait for
+	// the completer's transaction.
+	empty atomic.Bool
+	wg    sync.WaitGroup
 }
 
 func newQueueWorker(c *Runtime, proc *process, cp *completer, queue string, slots int, jobCtx, recordCtx context.Context) *queueWorker {
-	return &queueWorker{c: c, proc: proc, completer: cp, queue: queue, slots: slots, jobCtx: jobCtx, finishCtx: recordCtx,
+	w := &queueWorker{c: c, proc: proc, completer: cp, queue: queue, slots: slots, jobCtx: jobCtx, finishCtx: recordCtx,
 		wake: make(chan struct{}, 1), done: make(chan struct{}, 1), running: map[int64]*execution{},
 		runs: make(chan run, slots)}
+	w.released = sync.NewCond(&w.mu)
+	return w
 }
 
-// busy is the number of slots taken: by runs whose code is executing, and
+// busyLocked is the number of slots taken: by runs whose code is executing, and
 // by ended runs waiting for their completion's batch beyond as many again
 // as the slots, so a worker never holds more than twice its slots in
 // claims while the completer catches up.
-func (w *queueWorker) busy() int {
+// Reserved slots are taken too. w.mu is held.
+func (w *queueWorker) busyLocked() int {
+	return max(len(w.running)-w.ending, len(w.running)-w.slots) + w.reserved
+}
+
+// reserve promises up to n free slots to claims about to be made, and
+// returns how many it promised: none once the claim loop has ended.
+// Every reservation ends with unreserve, after the claims it covered
+// started.
+func (w *queueWorker) reserve(n int) int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return max(len(w.running)-w.ending, len(w.running)-w.slots)
+	if w.closing {
+		return 0
+	}
+	n = max(min(n, w.slots-w.busyLocked()), 0)
+	w.reserved += n
+	return n
+}
+
+// unreserve ends a reservation of n slots; wake tells the claim loop
+// (the completer's reservations: slots a hand-off did not use are free
+// for it to fill).
+func (w *queueWorker) unreserve(n int, wake bool) {
+	if n == 0 {
+		return
+	}
+	w.mu.Lock()
+	w.reserved -= n
+	w.released.Broadcast()
+	w.mu.Unlock()
+	if wake {
+		w.freed()
+	}
+}
+
+// closeRuns ends the runners once no reservation is left: a hand-off in
+// flight starts its claims first.
+func (w *queueWorker) closeRuns() {
+	w.mu.Lock()
+	w.closing = true
+	for w.reserved > 0 {
+		w.released.Wait()
+	}
+	w.mu.Unlock()
+	close(w.runs)
+}
+
+// reserveHandOff is reserve for the completer: none unless the queue
+// looked empty at the last claim.
+func (w *queueWorker) reserveHandOff(n int) int {
+	if !w.empty.Load() {
+		return 0
+	}
+	return w.reserve(n)
+}
+
+// handed starts the claims a hand-off made for this worker within the n
+// slots reserved for it, then ends the reservation.
+func (w *queueWorker) handed(ctx context.Context, claims []*driver.Claim, n int) {
+	if len(claims) > 0 && w.c.log.Enabled(ctx, slog.LevelDebug) {
+		w.c.log.Debug("jobs handed off: claimed in the transaction that promoted them", "queue", w.queue, "count", len(claims))
+	}
+	for _, cl := range claims {
+		w.claimed(ctx, cl)
+		w.start(cl)
+	}
+	w.unreserve(n, len(claims) < n)
 }
 
 // claimLoop claims jobs into free slots until ctx ends. A claim that comes
@@ -93,12 +173,14 @@ func (w *queueWorker) claimLoop(ctx context.Context) {
 		go w.runner()
 	}
 	// Runners end once the jobs handed to them are done.
-	defer close(w.runs)
+	defer w.closeRuns()
 	poll := time.NewTimer(0)
 	defer poll.Stop()
 	drained := false
 	for {
-		if free := w.slots - w.busy(); free > 0 && !drained && w.proc.canClaim() {
+		if free := w.reserve(w.slots); free > 0 && (drained || !w.proc.canClaim()) {
+			w.unreserve(free, false)
+		} else if free > 0 {
 			// Until the runs hold leases, the claims are in flight: the
 			// process's claim check must not take them for strays.
 			w.proc.claiming.RLock()
@@ -121,11 +203,13 @@ func (w *queueWorker) claimLoop(ctx context.Context) {
 			case err == nil:
 				w.c.dbOK("claim jobs")
 				drained = got < free
+				w.empty.Store(drained)
 			}
 			for _, cl := range claims {
 				w.claimed(ctx, cl)
 				w.start(cl)
 			}
+			w.unreserve(free, false)
 			w.proc.claiming.RUnlock()
 		}
 		select {
@@ -594,6 +678,10 @@ type completer struct {
 	c   *Runtime
 	ctx context.Context // ends when a stop gives up on the database
 	in  chan *completion
+	// proc and workers (by queue) take hand-offs: jobs a batch promotes
+	// into slots it released, claimed in its transaction.
+	proc    *process
+	workers map[string]*queueWorker
 
 	mu      sync.RWMutex // held to send, so stop cannot close in under a sender
 	stopped bool
@@ -669,6 +757,42 @@ func anyKeyed(claims []*driver.Claim) bool {
 }
 
 // write commits one batch and tells each completion its result.
+// handOffTo lets the completer hand jobs off to the workers of proc.
+func (cp *completer) handOffTo(proc *process, workers []*queueWorker) {
+	cp.proc = proc
+	cp.workers = make(map[string]*queueWorker, len(workers))
+	for _, w := range workers {
+		cp.workers[w.queue] = w
+	}
+}
+
+// reserve promises, for each queue of the batch's keyed claims that this
+// process works, as many free slots as the batch has keyed claims of it
+// (at most one promotion per slot released): the room of its hand-offs.
+func (cp *completer) reserve(claims []*driver.Claim) map[string]int {
+	var room map[string]int
+	for _, c := range claims {
+		if c.Limit.Key == "" {
+			continue
+		}
+		if room == nil {
+			room = map[string]int{}
+		}
+		room[c.Queue]++
+	}
+	for q, n := range room {
+		if w := cp.workers[q]; w != nil {
+			room[q] = w.reserveHandOff(n)
+		} else {
+			room[q] = 0
+		}
+		if room[q] == 0 {
+			delete(room, q)
+		}
+	}
+	return room
+}
+
 func (cp *completer) write(batch []*completion) {
 	ctx := cp.ctx
 	keep := cp.c.cfg.Retention != NoRetention
@@ -676,18 +800,46 @@ func (cp *completer) write(batch []*completion) {
 	for i, b := range batch {
 		claims[i] = b.claim
 	}
+	room := cp.reserve(claims)
+	if len(room) > 0 {
+		// Until the runs hold leases, the hand-offs are claims in
+		// flight: the process's claim check must not take them for
+		// strays.
+		cp.proc.claiming.RLock()
+		defer cp.proc.claiming.RUnlock()
+	}
 	var results []lifecycle.Result
+	var handed map[string][]*driver.Claim
+	tries := 0
 	err := cp.c.retryDB(ctx, "record completions", func() error {
+		tries++
 		run := driver.InTx
 		if !anyKeyed(claims) {
 			// No slot to release: ending the claims is one write.
 			run = driver.Atomic
 		}
 		return run(ctx, cp.c.drv, func(ex driver.Executor) (err error) {
-			results, err = lifecycle.CompleteMany(ctx, ex, claims, keep, cp.c.cfg.Now())
+			now := cp.c.cfg.Now()
+			handed = nil
+			if results, err = lifecycle.CompleteMany(ctx, ex, claims, keep, now); err != nil || len(room) == 0 {
+				return err
+			}
+			handed, err = lifecycle.HandOff(ctx, ex, results, room, cp.proc.ID(), now)
 			return err
 		})
 	})
+	if err != nil {
+		handed = nil
+	}
+	if len(room) > 0 && (err != nil || tries > 1) {
+		// An attempt failed: its COMMIT may have landed unseen, with
+		// hand-off claims no run holds; the next claim check unclaims
+		// them.
+		cp.proc.suspectStrays()
+	}
+	for q, n := range room {
+		cp.workers[q].handed(ctx, handed[q], n)
+	}
 	for i, b := range batch {
 		if err != nil {
 			b.then(lifecycle.Result{}, err)
