@@ -69,10 +69,12 @@ type queueWorker struct {
 	// reserved slots are promised to claims in flight: the claim loop's
 	// own, and hand-offs the completer makes in its batches.
 	reserved int
-	// closing: the claim loop ended; no slot is reserved any more, and
-	// once none is, the runners' channel closes.
-	closing  bool
-	released *sync.Cond // signalled as reservations end
+	// closing: the claim loop ended; no slot is reserved any more.
+	closing bool
+	// sending guards the runners' channel between a hand-off's start of
+	// its claims and the claim loop's close of it (closed: no more).
+	sending sync.RWMutex
+	closed  bool
 	// empty: the last claim found fewer ready jobs than it asked for.
 	// Only then does the completer hand jobs off: while the queue has
 	// ready work, the claim loop fills every free slot beside the
@@ -86,7 +88,6 @@ func newQueueWorker(c *Runtime, proc *process, cp *completer, queue string, slot
 	w := &queueWorker{c: c, proc: proc, completer: cp, queue: queue, slots: slots, jobCtx: jobCtx, finishCtx: recordCtx,
 		wake: make(chan struct{}, 1), done: make(chan struct{}, 1), running: map[int64]*execution{},
 		runs: make(chan run, slots)}
-	w.released = sync.NewCond(&w.mu)
 	return w
 }
 
@@ -123,23 +124,25 @@ func (w *queueWorker) unreserve(n int, wake bool) {
 	}
 	w.mu.Lock()
 	w.reserved -= n
-	w.released.Broadcast()
 	w.mu.Unlock()
 	if wake {
 		w.freed()
 	}
 }
 
-// closeRuns ends the runners once no reservation is left: a hand-off in
-// flight starts its claims first.
+// closeRuns ends the runners, once the claim loop has ended: no slot is
+// reserved from then on, and a hand-off that committed meanwhile finds
+// the channel closed and leaves its claims to the process's last claim
+// check, which unclaims them (it never waits on a hand-off, whose batch
+// may be retrying against a database that is down).
 func (w *queueWorker) closeRuns() {
 	w.mu.Lock()
 	w.closing = true
-	for w.reserved > 0 {
-		w.released.Wait()
-	}
 	w.mu.Unlock()
+	w.sending.Lock()
+	w.closed = true
 	close(w.runs)
+	w.sending.Unlock()
 }
 
 // reserveHandOff is reserve for the completer: none unless the queue
@@ -154,6 +157,17 @@ func (w *queueWorker) reserveHandOff(n int) int {
 // handed starts the claims a hand-off made for this worker within the n
 // slots reserved for it, then ends the reservation.
 func (w *queueWorker) handed(ctx context.Context, claims []*driver.Claim, n int) {
+	w.sending.RLock()
+	if w.closed {
+		// Stopping: no runner takes them. They are strays, which the
+		// process's claim check returns to ready with their slots.
+		w.sending.RUnlock()
+		if len(claims) > 0 {
+			w.proc.suspectStrays()
+		}
+		w.unreserve(n, false)
+		return
+	}
 	if len(claims) > 0 && w.c.log.Enabled(ctx, slog.LevelDebug) {
 		w.c.log.Debug("jobs handed off: claimed in the transaction that promoted them", "queue", w.queue, "count", len(claims))
 	}
@@ -161,6 +175,7 @@ func (w *queueWorker) handed(ctx context.Context, claims []*driver.Claim, n int)
 		w.claimed(ctx, cl)
 		w.start(cl)
 	}
+	w.sending.RUnlock()
 	w.unreserve(n, len(claims) < n)
 }
 
