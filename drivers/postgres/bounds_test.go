@@ -146,20 +146,28 @@ func TestOpenKeepsDSNIdleTimeout(t *testing.T) {
 }
 
 func TestSetsIdleTimeout(t *testing.T) {
-	for params, want := range map[string]bool{
-		"":                                    false,
-		"idle_in_transaction_session_timeout": true,
-		"options=-c idle_in_transaction_session_timeout=5s": true,
-		"options=-c statement_timeout=5s":                   false,
-	} {
+	wantPredicate(t, "setsIdleTimeout", func(params string) bool {
 		m := map[string]string{}
 		if k, v, ok := strings.Cut(params, "="); ok {
 			m[k] = v
 		} else if params != "" {
 			m[params] = "1s"
 		}
-		if got := setsIdleTimeout(m); got != want {
-			t.Errorf("%q: %v, want %v", params, got, want)
+		return setsIdleTimeout(m)
+	}, map[string]bool{
+		"":                                    false,
+		"idle_in_transaction_session_timeout": true,
+		"options=-c idle_in_transaction_session_timeout=5s": true,
+		"options=-c statement_timeout=5s":                   false,
+	})
+}
+
+// wantPredicate checks f against each input's expected answer.
+func wantPredicate(t *testing.T, name string, f func(string) bool, cases map[string]bool) {
+	t.Helper()
+	for in, want := range cases {
+		if got := f(in); got != want {
+			t.Errorf("%s(%q) = %v, want %v", name, in, got, want)
 		}
 	}
 }

@@ -109,17 +109,13 @@ func TestListenDSNRefused(t *testing.T) {
 }
 
 func TestSetsExecMode(t *testing.T) {
-	for dsn, want := range map[string]bool{
+	wantPredicate(t, "setsExecMode", setsExecMode, map[string]bool{
 		"postgres://db/app": false,
 		"postgres://db/app?default_query_exec_mode=cache_statement":    true,
 		"postgresql://db/app?sslmode=disable&default_query_exec_mode=": true,
 		"host=db default_query_exec_mode=exec":                         true,
 		"host=db application_name=default_query_exec_mode":             false,
-	} {
-		if got := setsExecMode(dsn); got != want {
-			t.Errorf("setsExecMode(%q) = %v, want %v", dsn, got, want)
-		}
-	}
+	})
 }
 
 // TestOpenFindsPgBouncer: through PgBouncer in transaction mode, which
