@@ -34,17 +34,23 @@ func TestNewClientIsQuiet(t *testing.T) {
 }
 
 // WithConfig's Config reaches the client: its queues are the ones
-// worked, and its periodic jobs tick under Drain; the fields it leaves
-// zero keep the test defaults (Drain still finishes promptly).
+// worked (a job of a queue it leaves out is left ready, which Drain
+// reports), and the fields it leaves zero keep the test defaults (Drain
+// finishes promptly).
 func TestNewClientWithConfig(t *testing.T) {
 	ctx := context.Background()
-	ticks := bq.Periodic(bq.Every(time.Hour), Email, func(time.Time) EmailArgs { return EmailArgs{To: "tick@example.com"} },
-		bq.PeriodicOptions{Name: "bqtest.tick", RunOnStart: true})
-	client := bqtest.NewClient(t, bqtest.WithConfig(bq.Config{Periodic: []*bq.PeriodicJob{ticks}, Queues: map[string]int{"bqtest-mail": 2}}))
+	mustFail(t, func(tb testing.TB) {
+		client := bqtest.NewClient(tb, bqtest.WithConfig(bq.Config{Queues: map[string]int{"elsewhere": 1}}))
+		must(Email.Enqueue(ctx, client, EmailArgs{To: "left@example.com"}))
+		bqtest.Drain(ctx, tb, client, bqtest.DrainTimeout(time.Second))
+	}, `queue "bqtest-mail": ready 1`)
+
+	client := bqtest.NewClient(t, bqtest.WithConfig(bq.Config{Queues: map[string]int{"bqtest-mail": 2}}))
+	must(Email.Enqueue(ctx, client, EmailArgs{To: "worked@example.com"}))
 	start := time.Now()
 	bqtest.Drain(ctx, t, client)
 	if took := time.Since(start); took > 5*time.Second {
 		t.Errorf("Drain took %s with WithConfig's client: the test defaults were lost", took)
 	}
-	bqtest.RequireEnqueued(ctx, t, client, Email, &bqtest.Opts{Args: EmailArgs{To: "tick@example.com"}, State: bq.StateCompleted})
+	bqtest.RequireEnqueued(ctx, t, client, Email, &bqtest.Opts{Args: EmailArgs{To: "worked@example.com"}, State: bq.StateCompleted})
 }

@@ -279,8 +279,10 @@ func TestListenerThroughPgBouncer(t *testing.T) {
 	if err := d.Notify(ctx, "you", []string{"q1"}); err != nil {
 		t.Fatal(err)
 	}
-	if q := next(); q != "q1" {
-		t.Fatalf("ready(%q) after Notify through PgBouncer, want q1", q)
+	// Other tests' processes share the database, and so its
+	// notification channel: their queues are heard too.
+	for q := next(); q != "q1"; q = next() {
+		t.Logf("ready(%q) from another test's process", q)
 	}
 	select {
 	case err := <-failures:
@@ -363,15 +365,17 @@ func TestListenerLateProbe(t *testing.T) {
 	if err := d.Notify(context.Background(), "you", []string{"q1"}); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case q := <-woken:
-		if q != "q1" {
-			t.Fatalf("ready(%q), want q1", q)
+	// Other tests' processes share the database, and so its
+	// notification channel: their queues are heard too.
+	for heard := false; !heard; {
+		select {
+		case q := <-woken:
+			heard = q == "q1"
+		case err := <-failures:
+			t.Fatalf("the listener: %v", err)
+		case <-time.After(10 * time.Second):
+			t.Fatal("the listener reported late lost what was notified next")
 		}
-	case err := <-failures:
-		t.Fatalf("the listener: %v", err)
-	case <-time.After(10 * time.Second):
-		t.Fatal("the listener reported late lost what was notified next")
 	}
 	select {
 	case err := <-failures:
