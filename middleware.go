@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/bqueue/bq/internal/driver"
 	"github.com/bqueue/bq/internal/worker"
 )
 
@@ -25,6 +26,11 @@ type JobMeta struct {
 	// Metadata and Tags are what the job was enqueued with; nil when none.
 	Metadata map[string]string
 	Tags     []string
+	// Keys are all the job's full concurrency keys, Key first, then
+	// MoreConcurrency's; nil when unkeyed. RateKey is its full rate key;
+	// "" when it has none.
+	Keys    []string
+	RateKey string
 }
 
 // JobFromContext returns the metadata of the job whose context ctx is.
@@ -386,12 +392,20 @@ func (j *Job[A]) workMeta(raw []byte, o worker.WorkOptions) (JobMeta, error) {
 			return JobMeta{}, fmt.Errorf("%w: bqtest.WithKey: %w", ErrInvalidJob, err)
 		}
 		meta.Key = *o.Key
+		if meta.Key != "" {
+			meta.Keys = []string{meta.Key}
+		}
 		return meta, nil
 	}
-	l, err := j.limit(args, &enqueueOptions{})
+	first, more, err := j.limits(args, &enqueueOptions{})
 	if err != nil {
 		return JobMeta{}, err
 	}
-	meta.Key = l.Key
+	meta.Key = first.Key
+	for _, l := range append([]driver.Limit{first}, more...) {
+		if l.Key != "" {
+			meta.Keys = append(meta.Keys, l.Key)
+		}
+	}
 	return meta, nil
 }

@@ -48,7 +48,8 @@ func TestWorkGivesTheJobItsContext(t *testing.T) {
 	if err := bqtest.Work(ctx, t, Probe, probeArgs{Name: "first", Skip: "x"}); err != nil {
 		t.Fatal(err)
 	}
-	want := bq.JobMeta{Kind: "bqtest.probe", Queue: "bqtest-probe", Attempt: 1, MaxAttempts: 4, Key: "probes/first", Tags: []string{"probe"}}
+	want := bq.JobMeta{Kind: "bqtest.probe", Queue: "bqtest-probe", Attempt: 1, MaxAttempts: 4, Key: "probes/first", Tags: []string{"probe"},
+		Keys: []string{"probes/first"}}
 	if got := seen["first"]; !reflect.DeepEqual(got, want) {
 		t.Errorf("JobFromContext in Work: %+v, want %+v", got, want)
 	}
@@ -66,7 +67,7 @@ func TestWorkGivesTheJobItsContext(t *testing.T) {
 		t.Fatal(err)
 	}
 	want = bq.JobMeta{ID: 42, Kind: "bqtest.probe", Queue: "bqtest-probe", Attempt: 3, MaxAttempts: 4, Key: "tenant/acme",
-		Metadata: map[string]string{"a": "1", "b": "2"}, Tags: []string{"probe", "vip"}}
+		Metadata: map[string]string{"a": "1", "b": "2"}, Tags: []string{"probe", "vip"}, Keys: []string{"tenant/acme"}}
 	if got := seen["again"]; !reflect.DeepEqual(got, want) {
 		t.Errorf("JobFromContext with options: %+v, want %+v", got, want)
 	}

@@ -84,6 +84,8 @@ type Meta struct {
 	Key         string // full concurrency key; "" when unkeyed
 	Metadata    map[string]string
 	Tags        []string
+	Keys        []string
+	RateKey     string
 }
 
 // Runtime is one client's worker runtime.

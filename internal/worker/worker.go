@@ -386,7 +386,10 @@ func (w *queueWorker) execute(r run) {
 	ctx, l := r.ctx, r.lease
 	cl := l.claim
 	meta := Meta{ID: cl.ID, Kind: cl.Kind, Queue: cl.Queue, Attempt: cl.Attempt + 1,
-		MaxAttempts: cl.MaxAttempts, Key: cl.Limit.Key}
+		MaxAttempts: cl.MaxAttempts, Key: cl.Limit.Key, RateKey: cl.Rate.Key}
+	for _, l := range cl.Keys() {
+		meta.Keys = append(meta.Keys, l.Key)
+	}
 	if md, tags, err := DecodeLabels(cl.Metadata, cl.Tags); err != nil {
 		// bq wrote them; the job still runs, without them.
 		w.c.log.Warn("job metadata unreadable", "job_id", cl.ID, "kind", cl.Kind, "error", err)
@@ -610,7 +613,11 @@ func (w *queueWorker) report(ctx context.Context, e outcome, res lifecycle.Resul
 		log.Debug("job completed", "duration", ran)
 	case res.State == driver.StateFailed:
 		outcome = "failed"
-		log.Error("job failed for good", "error", runErr, "permanent", IsPermanent(runErr), "max_attempts", cl.MaxAttempts)
+		why := "its attempts are spent"
+		if IsPermanent(runErr) {
+			why = "bq.Permanent"
+		}
+		log.Error("job failed for good: "+why, "error", runErr, "attempt", cl.Attempt+1, "max_attempts", cl.MaxAttempts)
 	default:
 		log.Warn("job failed; will retry", "error", runErr, "retry_at", e.retryAt, "state", res.State)
 	}
