@@ -426,7 +426,7 @@ func (c *Client) enqueued(ctx context.Context, jobs []*driver.NewJob, verdicts [
 		c.met.Enqueue(ctx, metrics.Job{Queue: j.Queue, Kind: j.Kind, Key: j.Limit.Key}, state)
 		if debug {
 			c.log.Debug("job enqueued: "+string(state), "job_id", j.ID, "kind", j.Kind, "queue", j.Queue,
-				"key", j.Limit.Key, "state", state)
+				driver.LogKey(j.Limit.Key), "state", state)
 		}
 	}
 }

@@ -40,7 +40,8 @@ var (
 		Concurrency: &bq.Concurrency[metricArgs]{Key: func(a metricArgs) string { return a.Key }}})
 	mDiscard = bq.Define("metrics.discard", metricJob, bq.JobOptions[metricArgs]{Queue: "metrics",
 		Concurrency: &bq.Concurrency[metricArgs]{Key: func(a metricArgs) string { return a.Key }, OnConflict: bq.Discard}})
-	mReap = bq.Define("metrics.reap", metricJob, bq.JobOptions[metricArgs]{Queue: "metrics-reap"})
+	mReap  = bq.Define("metrics.reap", metricJob, bq.JobOptions[metricArgs]{Queue: "metrics-reap"})
+	mPlain = bq.Define("metrics.plain", metricJob, bq.JobOptions[metricArgs]{Queue: "metrics"})
 )
 
 // TestMetrics runs one job through each path and reads the instruments
@@ -233,4 +234,38 @@ func (ps points) sum(name, kv string) (int64, bool) {
 		}
 	}
 	return n, found
+}
+
+// TestQueueGaugeReportsADrainedQueue: a queue whose jobs all finished is
+// reported with zeros, not left out (a gauge that stops reporting reads
+// as "no data" in Prometheus, not 0).
+func TestQueueGaugeReportsADrainedQueue(t *testing.T) {
+	ctx := context.Background()
+	client, collect := meteredClient(t, bq.Config{Queues: map[string]int{"metrics-reap": 1},
+		PollInterval: 20 * time.Millisecond, DispatchInterval: 50 * time.Millisecond, Retention: bq.NoRetention})
+	res, err := mReap.Enqueue(ctx, client, metricArgs{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, ok := collect().sum("bq.queue.jobs", "state=ready"); !ok || n != 1 {
+		t.Fatalf("bq.queue.jobs{state=ready} = %d (reported %v), want 1", n, ok)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- client.Run(runCtx) }()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if _, err := client.Job(ctx, res.ID); errors.Is(err, bq.ErrJobNotFound) {
+			break // completed and deleted
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the job did not complete")
+		}
+	}
+	stop()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if n, ok := collect().sum("bq.queue.jobs", "state=ready"); !ok || n != 0 {
+		t.Errorf("bq.queue.jobs{state=ready} of the drained queue = %d (reported %v), want 0 reported", n, ok)
+	}
 }

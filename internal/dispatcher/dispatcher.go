@@ -160,7 +160,7 @@ func (d *Dispatcher) admitDue(ctx context.Context) error {
 				woken.AddQueue(j.Queue)
 			}
 			d.cfg.Logger.Debug("scheduled job due: "+string(state), "job_id", j.ID, "kind", j.Kind,
-				"queue", j.Queue, "key", j.Limit.Key, "state", state)
+				"queue", j.Queue, driver.LogKey(j.Limit.Key), "state", state)
 			d.cfg.Hooks.admitted(ctx, j, state)
 		}
 		d.notify(woken.Queues)

@@ -196,7 +196,7 @@ func (d *Dispatcher) reaped(ctx context.Context, reaped []reap) {
 		case driver.StateCancelled:
 			msg = "reaped the claim of a lost process: a cancel was requested, the job is cancelled and its slot released"
 		}
-		log(msg, "job_id", c.ID, "kind", c.Kind, "queue", c.Queue, "key", c.Limit.Key,
+		log(msg, "job_id", c.ID, "kind", c.Kind, "queue", c.Queue, driver.LogKey(c.Limit.Key),
 			"attempt", c.Attempt+1, "max_attempts", c.MaxAttempts)
 		d.cfg.Hooks.reaped(ctx, c, r.result.State)
 		d.logPromoted(ctx, c.Limit.Key, r.result.Promoted)

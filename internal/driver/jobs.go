@@ -3,6 +3,7 @@ package driver
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"time"
 )
 
@@ -153,4 +154,13 @@ type JobCancelParams struct {
 	Now   time.Time
 	Ran   bool
 	Msg   string
+}
+
+// LogKey is a job's key as a log attribute: key=..., or nothing at all
+// for an unkeyed job (slog drops an empty Attr).
+func LogKey(key string) slog.Attr {
+	if key == "" {
+		return slog.Attr{}
+	}
+	return slog.String("key", key)
 }

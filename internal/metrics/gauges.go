@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"context"
+	"sync"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -50,11 +51,30 @@ func (m *Instruments) ObserveGauges(read func(ctx context.Context) (Snapshot, er
 	if err != nil {
 		return nil, err
 	}
+	// Queues seen at an earlier collection, each reported with zeros
+	// once it drains (a queue with no live job is in no count): a gauge
+	// that stops reporting reads as "no data", not 0.
+	seen := map[string]bool{}
+	var seenMu sync.Mutex
 	reg, err := m.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
 		snap, err := read(ctx)
 		if err != nil {
 			return err
 		}
+		seenMu.Lock()
+		now := map[string]bool{}
+		for _, q := range snap.Queues {
+			now[q.Queue] = true
+		}
+		for q := range seen {
+			if !now[q] {
+				snap.Queues = append(snap.Queues, driver.QueueCounts{Queue: q})
+			}
+		}
+		for q := range now {
+			seen[q] = true
+		}
+		seenMu.Unlock()
 		for _, q := range snap.Queues {
 			for state, n := range map[driver.JobState]int{
 				driver.StateReady: q.Ready, driver.StateRunning: q.Running, driver.StateScheduled: q.Scheduled,

@@ -16,6 +16,8 @@ package tracing
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strconv"
 	"unicode/utf8"
 
@@ -184,6 +186,7 @@ func (t *Tracer) EndProcess(span trace.Span, outcome string, runErr error) {
 		span.SetAttributes(Outcome.String(outcome))
 		switch outcome {
 		case "failed", "retried", "lost":
+			span.SetAttributes(attribute.String("error.type", errorType(outcome, runErr)))
 			if runErr != nil {
 				fail(span, runErr)
 			} else {
@@ -196,6 +199,29 @@ func (t *Tracer) EndProcess(span trace.Span, outcome string, runErr error) {
 		}
 	}
 	span.End()
+}
+
+// errorType is a failed run's error.type (OpenTelemetry's class of the
+// error): "lease_lost" for a run stopped as its lease lapsed, "timeout"
+// past its deadline, else the Go type of the first error of its chain
+// that is more than fmt.Errorf's wrapping (an *fs.PathError, say).
+func errorType(outcome string, err error) string {
+	switch {
+	case outcome == "lost":
+		return "lease_lost"
+	case err == nil:
+		return "_OTHER"
+	case errors.Is(err, context.DeadlineExceeded):
+		return "timeout"
+	}
+	for {
+		t := fmt.Sprintf("%T", err)
+		next := errors.Unwrap(err)
+		if next == nil || t != "*fmt.wrapError" {
+			return t
+		}
+		err = next
+	}
 }
 
 func fail(span trace.Span, err error) {

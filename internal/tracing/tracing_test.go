@@ -3,6 +3,8 @@ package tracing
 import (
 	"context"
 	"errors"
+	"fmt"
+	"os"
 	"strings"
 	"testing"
 
@@ -207,15 +209,17 @@ func TestEndProcessOutcomes(t *testing.T) {
 		err     error
 		status  codes.Code
 		events  int
+		errType string // the span's error.type; "" for none
 	}{
-		{"failed", errors.New("boom"), codes.Error, 1},
-		{"retried", errors.New("boom"), codes.Error, 1},
-		{"retried", errors.New(long), codes.Error, 1},
-		{"lost", nil, codes.Error, 0},
-		{"unrecorded", nil, codes.Error, 0},
-		{"snoozed", errors.New("snooze"), codes.Unset, 0},
-		{"cancelled", errors.New("cancel"), codes.Unset, 0},
-		{"completed", nil, codes.Unset, 0},
+		{"failed", errors.New("boom"), codes.Error, 1, "*errors.errorString"},
+		{"retried", fmt.Errorf("wrapped: %w", &os.PathError{Op: "open", Path: "x", Err: os.ErrNotExist}), codes.Error, 1, "*fs.PathError"},
+		{"retried", fmt.Errorf("slow: %w", context.DeadlineExceeded), codes.Error, 1, "timeout"},
+		{"retried", errors.New(long), codes.Error, 1, "*errors.errorString"},
+		{"lost", nil, codes.Error, 0, "lease_lost"},
+		{"unrecorded", nil, codes.Error, 0, ""},
+		{"snoozed", errors.New("snooze"), codes.Unset, 0, ""},
+		{"cancelled", errors.New("cancel"), codes.Unset, 0, ""},
+		{"completed", nil, codes.Unset, 0, ""},
 	} {
 		_, span := tr.Process(context.Background(), Job{Queue: "q", Kind: "k"}, 1, 1, nil)
 		tr.EndProcess(span, c.outcome, c.err)
@@ -223,6 +227,9 @@ func TestEndProcessOutcomes(t *testing.T) {
 		if s.Status.Code != c.status || len(s.Events) != c.events || attrs(s)[Outcome].String() != c.outcome {
 			t.Errorf("%s (%v): status %+v, %d events, outcome %q; want %s, %d", c.outcome, c.err, s.Status, len(s.Events),
 				attrs(s)[Outcome].String(), c.status, c.events)
+		}
+		if got := attrs(s)["error.type"].AsString(); got != c.errType {
+			t.Errorf("%s (%v): error.type %q, want %q", c.outcome, c.err, got, c.errType)
 		}
 		if len(s.Status.Description) > maxStatusBytes+len("…") {
 			t.Errorf("%s: status description of %d bytes, want at most %d", c.outcome, len(s.Status.Description), maxStatusBytes)

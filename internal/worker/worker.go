@@ -280,8 +280,7 @@ func (w *queueWorker) claim(ctx context.Context, n int) (claims []*driver.Claim,
 // from the job's due time.
 func (w *queueWorker) claimed(ctx context.Context, cl *driver.Claim) {
 	if w.c.log.Enabled(ctx, slog.LevelDebug) { // the arguments alone cost a claim more than its share of the statement
-		w.c.log.Debug("job claimed", "job_id", cl.ID, "kind", cl.Kind, "queue", cl.Queue, "key", cl.Limit.Key,
-			"attempt", cl.Attempt+1, "process_id", w.proc.ID())
+		runLog{ctx: ctx, log: w.c.log, claim: cl}.Debug("job claimed", "process_id", w.proc.ID())
 	}
 	if cl.Attempt == 0 {
 		due := cl.ScheduledAt
@@ -634,7 +633,7 @@ func (w *queueWorker) report(ctx context.Context, e outcome, res lifecycle.Resul
 		w.c.met.Finished(ctx, job, res.State)
 	}
 	if n := res.Promoted.Jobs; n > 0 {
-		log.Debug("promoted blocked jobs into the released slot", "count", n)
+		log.Debug("promoted blocked jobs into the released slot", "count", n, "promoted_job_ids", res.Promoted.JobIDs)
 		w.c.met.PromotedBlocked(ctx, cl.Limit.Key, n)
 	}
 	// The slot may have passed to a blocked job of any queue, in any
@@ -657,7 +656,7 @@ func (l runLog) at(level slog.Level, msg string, args ...any) {
 		return
 	}
 	cl := l.claim
-	l.log.Log(l.ctx, level, msg, append([]any{"job_id", cl.ID, "kind", cl.Kind, "queue", cl.Queue, "key", cl.Limit.Key,
+	l.log.Log(l.ctx, level, msg, append([]any{"job_id", cl.ID, "kind", cl.Kind, "queue", cl.Queue, driver.LogKey(cl.Limit.Key),
 		"attempt", cl.Attempt + 1}, args...)...)
 }
 
