@@ -50,6 +50,8 @@ type benchOptions struct {
 	rateLimit    int           // rate: starts per ratePeriod per rate key
 	ratePeriod   time.Duration // rate: the window rateLimit counts starts in
 	rateKeys     int           // rate: rate keys, jobs round-robin over them
+	window       time.Duration // steady: also report the latency per window of enqueue time (0: not)
+	plans        string        // PostgreSQL: write every statement's plan to this file (auto_explain)
 }
 
 // benchResult is the one JSON line `bq bench --json` prints; River's peer
@@ -102,8 +104,11 @@ type benchResult struct {
 	// that missed their start slack (a slot each, not run).
 	RateSteadyPerS float64 `json:"rate_steady_per_s,omitempty"`
 	RateLate       int     `json:"rate_late,omitempty"`
-	GoVersion      string  `json:"go"`
-	CPUs           int     `json:"cpus"`
+	// steady --window: the latency of the jobs enqueued in each window
+	// of that length from the first enqueue.
+	Windows   []latencyWindow `json:"windows,omitempty"`
+	GoVersion string          `json:"go"`
+	CPUs      int             `json:"cpus"`
 }
 
 func runBench(ctx context.Context, e *env, args []string) error {
@@ -119,7 +124,9 @@ client with --slots slots. Modes:
   drain    EnqueueMany --jobs unkeyed jobs, then time working them all
   steady   4 goroutines enqueue one by one at --rate jobs/s in total for
            jobs/rate seconds while workers run; reports the latency from
-           enqueue to start (p50, p95, p99)
+           enqueue to start (p50, p95, p99); --window 10s also reports it
+           for the jobs enqueued in each 10 s (how a fresh schema's
+           first minutes go)
   keyed    drain with --keys keys (default 1000), limit --to (default 2)
            each, keys assigned round-robin; --second-keys N gives each job
            a second key too (the cost of several keys per job)
@@ -141,6 +148,15 @@ documented Config fields); --config default uses bq's defaults. Progress
 bars go to stderr when it is a terminal; --json prints one JSON line on
 stdout.
 
+--plans FILE (PostgreSQL) loads auto_explain into each connection of the
+run (LOAD, which needs a superuser unless the library is in
+$libdir/plugins) and writes the plan of every statement they run, with
+ANALYZE and BUFFERS, to FILE, each under a line giving the seconds since
+the run began and the backend's pid: which plan a connection used when
+(docs/benchmarks.md, "A fresh deployment's first minute"). Every
+statement is instrumented, so the run is slower: read its plans, not its
+timings.
+
 --table-stats (PostgreSQL; drain, keyed, hotkey) reads pg_stat_user_tables
 and the size of every table of the run's schema after migrating and again
 after the drain, once the run's connections have closed: rows inserted,
@@ -148,11 +164,13 @@ updated (HOT) and deleted, dead tuples left, autovacuum runs, bytes.
 --autovacuum off disables autovacuum on those tables for the run, so that
 every dead tuple made is still counted at the end.
 
---processes N (drain, steady) works the jobs in N child bq processes of
---slots slots each (25 unless given) while this one enqueues and measures:
-jobs/s, enqueue->start latency (steady), the server connections the run
-holds at peak and the wake-ups sent per job (PostgreSQL NOTIFYs, MySQL
-signal-log rows), each read by every process (docs/scaling.md).`)
+--processes N (drain, steady, keyed, hotkey) works the jobs in N child bq
+processes of --slots slots each (25 unless given) while this one enqueues
+and measures: jobs/s, enqueue->start latency (steady), the server
+connections the run holds at peak and the wake-ups sent per job
+(PostgreSQL NOTIFYs, MySQL signal-log rows), each read by every process
+(docs/scaling.md). keyed and hotkey hold their keys' limits across the
+processes, as a fleet does.`)
 	var o benchOptions
 	f.envString(&o.dsn, "dsn", "BQ_DSN", "`DSN` of the server: postgres://... (a fresh schema is made), mysql://... (a fresh database) or sqlite (a fresh temporary file)")
 	f.StringVar(&o.mode, "mode", "drain", "workload: "+strings.Join(benchModes, ", "))
@@ -175,11 +193,13 @@ signal-log rows), each read by every process (docs/scaling.md).`)
 	f.BoolVar(&o.sqlStats, "sql-stats", false, "PostgreSQL: print the statements by total client-side time to stderr")
 	f.BoolVar(&o.tableStats, "table-stats", false, "PostgreSQL drains: report each table's inserts, updates, deletes, dead tuples and size")
 	f.StringVar(&o.autovacuum, "autovacuum", "on", "with --table-stats: on (as the server has it) or off on the run's tables")
-	f.IntVar(&o.processes, "processes", 0, "drain, steady: work the jobs in `N` child processes of --slots slots each (default --slots 25 then)")
+	f.IntVar(&o.processes, "processes", 0, "drain, steady, keyed, hotkey: work the jobs in `N` child processes of --slots slots each (default --slots 25 then)")
 	f.IntVar(&o.pool, "pool", 0, "with --processes: connections in each worker process's pool (default: the driver's, `N`)")
 	f.IntVar(&o.rateLimit, "rate-limit", 500, "rate: starts per --rate-period per rate key")
 	f.DurationVar(&o.ratePeriod, "rate-period", time.Second, "rate: the window --rate-limit counts starts in (whole milliseconds)")
 	f.IntVar(&o.rateKeys, "rate-keys", 1, "rate: rate keys, each with the limit; jobs round-robin over them")
+	f.StringVar(&o.plans, "plans", "", "PostgreSQL: write the plan of every statement the run's connections run, with ANALYZE and BUFFERS, to `file` (auto_explain, loaded per session: a superuser's DSN; slows the run)")
+	f.DurationVar(&o.window, "window", 0, "steady: also report the latency of the jobs enqueued in each `window` of this length (e.g. 10s), from the first enqueue")
 	pos, err := f.parse(args)
 	if err != nil {
 		return err
@@ -200,6 +220,12 @@ signal-log rows), each read by every process (docs/scaling.md).`)
 	b, err := newBencher(e, o)
 	if err != nil {
 		return err
+	}
+	if o.plans != "" {
+		if b.plans, err = openPlanLog(o.plans); err != nil {
+			return err
+		}
+		defer b.plans.close()
 	}
 	if o.cpuprofile != "" {
 		pf, err := os.Create(o.cpuprofile)
@@ -289,19 +315,23 @@ func (o *benchOptions) validate(f *flagSet) error {
 		return f.fail("--processes must be from 1 to %d, got %d (leave it out to work the jobs in this process)", maxProcesses, o.processes)
 	case o.pool < 0 || o.pool > 0 && o.processes == 0:
 		return f.fail("--pool sizes the pools of --processes workers: give --processes, and a --pool of at least 1")
-	case o.processes > 0 && o.mode != "drain" && o.mode != "steady":
-		return f.fail("--processes runs --mode drain or steady, not %s", o.mode)
+	case o.processes > 0 && !fleetModes[o.mode]:
+		return f.fail("--processes runs --mode drain, steady, keyed or hotkey, not %s", o.mode)
 	case o.mode == "rate" && (o.rateLimit < 1 || o.rateLimit > bq.MaxRateLimit):
 		return f.fail("--rate-limit must be from 1 to %d starts per period (bq.MaxRateLimit), got %d", bq.MaxRateLimit, o.rateLimit)
 	case o.mode == "rate" && (o.ratePeriod < time.Millisecond || o.ratePeriod%time.Millisecond != 0):
 		return f.fail("--rate-period %s: use whole milliseconds, 1ms or more (e.g. 1s, 250ms)", o.ratePeriod)
+	case o.window < 0 || o.window > 0 && (o.mode != "steady" || o.window < 100*time.Millisecond):
+		return f.fail("--window %s: use 100ms or more with --mode steady (e.g. --window 10s)", o.window)
 	case o.mode == "rate" && o.rateKeys < 1:
 		return f.fail("--rate-keys must be at least 1, got %d", o.rateKeys)
 	case o.mode == "rate" && o.jobs <= o.rateKeys*o.rateLimit:
 		return f.fail("--jobs %d: the rate mode needs more jobs than --rate-keys x --rate-limit (%d), which start at once; use --jobs %d or more",
 			o.jobs, o.rateKeys*o.rateLimit, 10*o.rateKeys*o.rateLimit)
-	case o.processes > 0 && (o.tableStats || o.cpuprofile != "" || o.sqlStats || o.separate):
-		return f.fail("--processes measures the fleet: leave out --table-stats, --cpuprofile, --sql-stats and --separate-producer, which measure one process")
+	case o.plans != "" && !strings.HasPrefix(o.dsn, "postgres"):
+		return f.fail("--plans logs PostgreSQL's plans (auto_explain): use a postgres:// DSN")
+	case o.processes > 0 && (o.tableStats || o.cpuprofile != "" || o.sqlStats || o.separate || o.plans != ""):
+		return f.fail("--processes measures the fleet: leave out --table-stats, --cpuprofile, --sql-stats, --plans and --separate-producer, which measure one process")
 	}
 	return nil
 }
@@ -337,6 +367,7 @@ func printBenchResult(w io.Writer, r *benchResult) {
 	case "steady":
 		fmt.Fprintf(w, "  %.0f jobs/s enqueued (target %.0f); latency enqueue->start p50 %.2f ms, p95 %.2f ms, p99 %.2f ms\n",
 			r.EnqueuePerS, r.Rate, r.P50MS, r.P95MS, r.P99MS)
+		printWindows(w, r.Windows)
 	default:
 		fmt.Fprintf(w, "  enqueue %.0f jobs/s (%.2fs), work %.0f jobs/s (%.2fs)\n", r.EnqueuePerS, r.EnqueueS, r.WorkPerS, r.WorkS)
 	}

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/bqueue/bq"
@@ -34,6 +35,7 @@ type bencher struct {
 	profile  *os.File
 	profiled bool // the profile was started; one per run
 	stats    *sqlStats
+	plans    *planLog // --plans
 }
 
 func newBencher(e *env, o benchOptions) (*bencher, error) {
@@ -146,6 +148,9 @@ func (db *benchDB) client(ctx context.Context) (*bq.Client, error) {
 		}
 		// Named, so that --table-stats can wait for them to close.
 		pc.ConnConfig.RuntimeParams["application_name"] = pgstats.AppName(db.schema)
+		if db.b.plans != nil {
+			db.b.plans.attach(pc)
+		}
 		var pool *pgxpool.Pool
 		if pool, err = pgxpool.NewWithConfig(ctx, pc); err != nil {
 			return nil, err
@@ -310,4 +315,51 @@ func (b *bencher) freshMySQL(db *benchDB, suffix string) error {
 		admin.Close()
 	}
 	return nil
+}
+
+// planLog is --plans: auto_explain, loaded in every connection of the
+// run's clients, logs the plan of each statement the connection runs as
+// a notice, which goes to the file with the time and the backend.
+type planLog struct {
+	mu  sync.Mutex
+	out *os.File
+	t0  time.Time
+}
+
+func openPlanLog(path string) (*planLog, error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("bench: --plans: %w", err)
+	}
+	return &planLog{out: f, t0: time.Now()}, nil
+}
+
+// autoExplainSQL loads auto_explain into a session (a superuser's, or the
+// library in $libdir/plugins) and has it send every plan, with ANALYZE
+// and BUFFERS, to the client as a notice.
+var autoExplainSQL = []string{"LOAD 'auto_explain'", "SET auto_explain.log_min_duration = 0", "SET auto_explain.log_analyze = on",
+	"SET auto_explain.log_buffers = on", "SET auto_explain.log_level = notice"}
+
+// attach makes every connection of pc log its plans to l.
+func (l *planLog) attach(pc *pgxpool.Config) {
+	pc.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
+		for _, q := range autoExplainSQL {
+			if _, err := c.Exec(ctx, q); err != nil {
+				return fmt.Errorf("bench: --plans: %s: %w", q, err)
+			}
+		}
+		return nil
+	}
+	pc.ConnConfig.OnNotice = func(c *pgconn.PgConn, n *pgconn.Notice) {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		fmt.Fprintf(l.out, "-- bq bench --plans: %.3f s, backend %d\n%s\n", time.Since(l.t0).Seconds(), c.PID(), n.Message)
+	}
+}
+
+func (l *planLog) close() error {
+	if l == nil {
+		return nil
+	}
+	return l.out.Close()
 }

@@ -35,6 +35,9 @@ const fleetWorkerEnv = "BQ_BENCH_FLEET_WORKER"
 // machine's scheduler, not bq.
 const maxProcesses = 256
 
+// fleetModes are the modes --processes runs.
+var fleetModes = map[string]bool{"drain": true, "steady": true, "keyed": true, "hotkey": true}
+
 // fleetStats is what a --processes run measures besides throughput and
 // latency.
 type fleetStats struct {
@@ -60,6 +63,7 @@ type fleetStats struct {
 type fleetChildResult struct {
 	Started int     `json:"started"`
 	LatNS   []int64 `json:"lat_ns,omitempty"`
+	EnqNS   []int64 `json:"enq_ns,omitempty"` // each latency's job's enqueue instant (Unix ns)
 }
 
 // fleet is a run of --processes worker processes on one fresh database.
@@ -75,9 +79,9 @@ type fleetChild struct {
 	out   *bufio.Scanner
 }
 
-// runFleet measures --mode drain or steady with the jobs worked by
-// --processes child processes of --slots slots each; the parent only
-// enqueues and measures.
+// runFleet measures --mode drain, steady, keyed or hotkey with the jobs
+// worked by --processes child processes of --slots slots each; the parent
+// only enqueues and measures.
 func (b *bencher) runFleet(ctx context.Context) (*benchResult, error) {
 	res := newResult(b.o, b.driverName())
 	res.Fleet = &fleetStats{Processes: b.o.processes}
@@ -93,9 +97,9 @@ func (b *bencher) runFleet(ctx context.Context) (*benchResult, error) {
 	}
 	c := db.clients[0]
 	t := newTally(b.o.jobs, false)
-	job := defineBench(0, t)
+	job := defineBench(b.o.to, t, b.o.secondKeys > 0)
 
-	if b.o.mode == "drain" {
+	if b.o.mode != "steady" {
 		// Held until every child is up, so that the clock times working,
 		// not starting processes.
 		if err := c.PauseQueue(ctx, benchQueue); err != nil {
@@ -116,7 +120,7 @@ func (b *bencher) runFleet(ctx context.Context) (*benchResult, error) {
 	}
 	peak := fl.sampleConnections(ctx)
 	t0 := time.Now()
-	if b.o.mode == "drain" {
+	if b.o.mode != "steady" {
 		err = c.ResumeQueue(ctx, benchQueue)
 	} else {
 		var enq time.Duration
@@ -137,7 +141,7 @@ func (b *bencher) runFleet(ctx context.Context) (*benchResult, error) {
 	res.Fleet.WakeupsPerJob = float64(wakeups) / float64(b.o.jobs)
 	res.Fleet.WakeupReadsPerJob = res.Fleet.WakeupsPerJob * float64(b.o.processes)
 
-	lat, started, err := fl.stop()
+	lat, enq, started, err := fl.stop()
 	if err != nil {
 		return nil, err
 	}
@@ -148,6 +152,7 @@ func (b *bencher) runFleet(ctx context.Context) (*benchResult, error) {
 	}
 	if b.o.mode == "steady" {
 		res.Rate = b.o.rate
+		res.Windows = latencyWindows(t0, b.o.window, enq, lat)
 		slices.Sort(lat)
 		res.P50MS, res.P95MS, res.P99MS = ms(percentile(lat, 50)), ms(percentile(lat, 95)), ms(percentile(lat, 99))
 	}
@@ -228,7 +233,8 @@ func (fl *fleet) start(ctx context.Context) error {
 		return fmt.Errorf("bench: find the bq executable for the worker processes: %w", err)
 	}
 	args := []string{"bench", "--mode", fl.b.o.mode, "--slots", strconv.Itoa(fl.b.o.slots),
-		"--jobs", strconv.Itoa(fl.b.o.jobs), "--config", fl.b.o.config, "--schema", fl.db.schema, "--pool", strconv.Itoa(fl.b.o.pool)}
+		"--jobs", strconv.Itoa(fl.b.o.jobs), "--config", fl.b.o.config, "--schema", fl.db.schema, "--pool", strconv.Itoa(fl.b.o.pool),
+		"--to", strconv.Itoa(fl.b.o.to), "--second-keys", strconv.Itoa(fl.b.o.secondKeys)}
 	stderr := &lockedWriter{w: fl.b.e.stderr}
 	for range fl.b.o.processes {
 		cmd := exec.CommandContext(ctx, exe, args...)
@@ -259,9 +265,11 @@ func (fl *fleet) start(ctx context.Context) error {
 }
 
 // stop ends the worker processes (each stops when its stdin closes) and
-// returns their latencies, sorted, and the jobs they started.
-func (fl *fleet) stop() ([]time.Duration, int, error) {
+// returns their latencies, their jobs' enqueue instants, and the jobs they
+// started.
+func (fl *fleet) stop() ([]time.Duration, []int64, int, error) {
 	var lat []time.Duration
+	var enq []int64
 	started := 0
 	var errs []error
 	for i, ch := range fl.children {
@@ -276,15 +284,20 @@ func (fl *fleet) stop() ([]time.Duration, int, error) {
 			errs = append(errs, fmt.Errorf("worker process %d: %w", i+1, err))
 		}
 		started += r.Started
-		for _, ns := range r.LatNS {
+		for i, ns := range r.LatNS {
 			lat = append(lat, time.Duration(ns))
+			if i < len(r.EnqNS) {
+				enq = append(enq, r.EnqNS[i])
+			} else {
+				enq = append(enq, 0) // not known: in no window
+			}
 		}
 	}
 	fl.children = nil
 	if err := errors.Join(errs...); err != nil {
-		return nil, 0, fmt.Errorf("bench: %w", err)
+		return nil, nil, 0, fmt.Errorf("bench: %w", err)
 	}
-	return lat, started, nil
+	return lat, enq, started, nil
 }
 
 // kill ends the processes a failed run left.
@@ -458,6 +471,8 @@ func runFleetWorker(ctx context.Context, e *env, args []string) error {
 	f.StringVar(&o.config, "config", "tuned", "")
 	f.StringVar(&schema, "schema", "", "")
 	f.IntVar(&o.pool, "pool", 0, "")
+	f.IntVar(&o.to, "to", 0, "")
+	f.IntVar(&o.secondKeys, "second-keys", 0, "")
 	if _, err := f.parse(args); err != nil {
 		return err
 	}
@@ -472,7 +487,7 @@ func runFleetWorker(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	t := newTally(o.jobs, o.mode == "steady")
-	defineBench(0, t)
+	defineBench(o.to, t, o.secondKeys > 0) // the parent's kind: its name says its limits
 	run := runClient(ctx, c)
 	time.Sleep(200 * time.Millisecond) // registered and polling
 	fmt.Fprintln(e.stdout, "ready")
@@ -490,8 +505,8 @@ func runFleetWorker(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	r := fleetChildResult{Started: int(t.started.Load())}
-	for _, d := range t.lat[:min(len(t.lat), r.Started)] {
-		r.LatNS = append(r.LatNS, int64(d))
+	for i, d := range t.lat[:min(len(t.lat), r.Started)] {
+		r.LatNS, r.EnqNS = append(r.LatNS, int64(d)), append(r.EnqNS, t.enq[i])
 	}
 	return json.NewEncoder(e.stdout).Encode(r)
 }

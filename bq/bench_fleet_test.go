@@ -36,8 +36,7 @@ func TestBenchFleetUsage(t *testing.T) {
 		{[]string{"bench", "--dsn", "sqlite", "--processes", "0"}, "--processes must be from 1 to 256, got 0"},
 		{[]string{"bench", "--dsn", "sqlite", "--processes", "-3"}, "--processes must be from 1 to 256, got -3"},
 		{[]string{"bench", "--dsn", "sqlite", "--processes", "257"}, "--processes must be from 1 to 256"},
-		{[]string{"bench", "--dsn", "sqlite", "--processes", "2", "--mode", "keyed"}, "--mode drain or steady, not keyed"},
-		{[]string{"bench", "--dsn", "sqlite", "--processes", "2", "--mode", "backlog"}, "--mode drain or steady, not backlog"},
+		{[]string{"bench", "--dsn", "sqlite", "--processes", "2", "--mode", "backlog"}, "--mode drain, steady, keyed or hotkey, not backlog"},
 		{[]string{"bench", "--dsn", "sqlite", "--processes", "2", "--cpuprofile", "x"}, "leave out --table-stats, --cpuprofile"},
 		{[]string{"bench", "--dsn", "postgres://x/y", "--processes", "2", "--sql-stats"}, "measure one process"},
 		{[]string{"bench", "--dsn", "sqlite", "--processes", "two"}, `invalid value "two" for flag --processes`},
@@ -68,18 +67,27 @@ func TestBenchFleetTooManyConnections(t *testing.T) {
 	}
 }
 
-// TestBenchFleet runs a tiny fleet of two worker processes, drain and
-// steady, on each database and checks the output's shape, not timings.
+// TestBenchFleet runs a tiny fleet of two worker processes, drain,
+// steady, keyed and hotkey, on each database and checks the output's
+// shape, not timings (runFleet itself fails a run whose processes did not
+// start every job once).
 func TestBenchFleet(t *testing.T) {
 	for _, db := range testDatabases(t) {
 		t.Run(db.name, func(t *testing.T) {
 			dsn := map[string]string{"sqlite": "sqlite", "postgres": postgresDSN(), "mysql": mysqlDSN()}[db.name]
 			server := db.name != testdb.SQLite
-			for _, mode := range []string{"drain", "steady"} {
+			for _, mode := range []string{"drain", "steady", "keyed", "hotkey"} {
 				args := []string{"bench", "--dsn", dsn, "--mode", mode,
 					"--processes", "2", "--slots", "4", "--jobs", "120", "--rate", "600", "--batch", "50", "--json", "--progress=false"}
-				if mode == "drain" {
+				switch mode {
+				case "drain":
 					args = append(args, "--pool", "3")
+				case "steady":
+					args = append(args, "--window", "100ms")
+				case "keyed":
+					args = append(args, "--keys", "5", "--to", "2")
+				case "hotkey":
+					args = append(args, "--to", "3")
 				}
 				code, stdout, stderr := bqCmd(t, context.Background(), args...)
 				if code != 0 {
@@ -102,10 +110,14 @@ func TestBenchFleet(t *testing.T) {
 				if want := map[string]int{"postgres": 4, "mysql": 3}[db.name]; mode == "drain" && server && f.ConnsPerProcess != want {
 					t.Errorf("--pool 3: %d connections per process, want %d", f.ConnsPerProcess, want)
 				}
+				if want := map[string]int{"keyed": 5, "hotkey": 1}[mode]; r.Keys != want {
+					t.Errorf("--mode %s: %d keys, want %d", mode, r.Keys, want)
+				}
 				if mode == "steady" {
 					if r.P50MS <= 0 || r.P99MS < r.P50MS {
 						t.Errorf("steady latency: %+v", r)
 					}
+					checkWindows(t, r)
 					// Enqueues signal the workers (MySQL may fold several into
 					// one row), and both processes read each wake-up.
 					if server && (f.WakeupsPerJob <= 0 || f.WakeupReadsPerJob != 2*f.WakeupsPerJob) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"strconv"
 	"sync"
@@ -31,6 +32,7 @@ type tally struct {
 	want    int64
 	started atomic.Int64
 	lat     []time.Duration
+	enq     []int64   // steady: each latency's job's enqueue instant (Unix ns)
 	log     *startLog // rate: every start, when set
 	done    chan struct{}
 }
@@ -38,7 +40,7 @@ type tally struct {
 func newTally(want int, keepLatency bool) *tally {
 	t := &tally{want: int64(want), done: make(chan struct{})}
 	if keepLatency {
-		t.lat = make([]time.Duration, want)
+		t.lat, t.enq = make([]time.Duration, want), make([]int64, want)
 	}
 	return t
 }
@@ -50,7 +52,7 @@ func (t *tally) start(a benchArgs) {
 	}
 	n := t.started.Add(1)
 	if t.lat != nil && n <= int64(len(t.lat)) && a.EnqueuedAt != 0 {
-		t.lat[n-1] = now.Sub(time.Unix(0, a.EnqueuedAt))
+		t.lat[n-1], t.enq[n-1] = now.Sub(time.Unix(0, a.EnqueuedAt)), a.EnqueuedAt
 	}
 	if n == t.want {
 		close(t.done)
@@ -372,10 +374,55 @@ func (b *bencher) steady(ctx context.Context, res *benchResult) error {
 	res.EnqueueS, res.WorkS = enq.Seconds(), work.Seconds()
 	res.EnqueuePerS = float64(b.o.jobs) / enq.Seconds()
 	res.WorkPerS = float64(b.o.jobs) / work.Seconds()
+	res.Windows = latencyWindows(t0, b.o.window, t.enq, t.lat)
 	lat := slices.Clone(t.lat)
 	slices.Sort(lat)
 	res.P50MS, res.P95MS, res.P99MS = ms(percentile(lat, 50)), ms(percentile(lat, 95)), ms(percentile(lat, 99))
 	return nil
+}
+
+// latencyWindow is the enqueue->start latency of the jobs a steady run
+// enqueued from FromS to ToS seconds after its start (--window).
+type latencyWindow struct {
+	FromS float64 `json:"from_s"`
+	ToS   float64 `json:"to_s"`
+	Jobs  int     `json:"jobs"`
+	P50MS float64 `json:"p50_ms"`
+	P95MS float64 `json:"p95_ms"`
+	P99MS float64 `json:"p99_ms"`
+}
+
+// latencyWindows groups the latencies lat by their jobs' enqueue instants
+// enq (Unix ns, 0 for none) into windows of w from t0; none for w 0.
+func latencyWindows(t0 time.Time, w time.Duration, enq []int64, lat []time.Duration) []latencyWindow {
+	if w <= 0 {
+		return nil
+	}
+	var by [][]time.Duration
+	for i, at := range enq {
+		if at == 0 || i >= len(lat) {
+			continue
+		}
+		k := max(int(time.Unix(0, at).Sub(t0)/w), 0)
+		for len(by) <= k {
+			by = append(by, nil)
+		}
+		by[k] = append(by[k], lat[i])
+	}
+	out := make([]latencyWindow, 0, len(by))
+	for k, l := range by {
+		slices.Sort(l)
+		out = append(out, latencyWindow{FromS: (time.Duration(k) * w).Seconds(), ToS: (time.Duration(k+1) * w).Seconds(), Jobs: len(l),
+			P50MS: ms(percentile(l, 50)), P95MS: ms(percentile(l, 95)), P99MS: ms(percentile(l, 99))})
+	}
+	return out
+}
+
+// printWindows writes --window's lines of the text output.
+func printWindows(w io.Writer, ws []latencyWindow) {
+	for _, x := range ws {
+		fmt.Fprintf(w, "    enqueued %6.1f-%6.1f s: %6d jobs, p50 %.2f ms, p95 %.2f ms, p99 %.2f ms\n", x.FromS, x.ToS, x.Jobs, x.P50MS, x.P95MS, x.P99MS)
+	}
 }
 
 // percentile is the nearest-rank p-th percentile of sorted.

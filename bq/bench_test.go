@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -34,7 +35,11 @@ func TestBenchUsage(t *testing.T) {
 		{[]string{"bench", "--dsn", "sqlite", "--mode", "rate", "--rate-period", "1500us"}, "use whole milliseconds"},
 		{[]string{"bench", "--dsn", "sqlite", "--mode", "rate", "--rate-keys", "0"}, "--rate-keys must be at least 1"},
 		{[]string{"bench", "--dsn", "sqlite", "--mode", "rate", "--jobs", "800", "--rate-keys", "2"}, "more jobs than --rate-keys x --rate-limit (1000)"},
-		{[]string{"bench", "--dsn", "sqlite", "--mode", "rate", "--processes", "2"}, "--processes runs --mode drain or steady"},
+		{[]string{"bench", "--dsn", "sqlite", "--mode", "rate", "--processes", "2"}, "--processes runs --mode drain, steady, keyed or hotkey"},
+		{[]string{"bench", "--dsn", "sqlite", "--mode", "drain", "--window", "10s"}, "--window 10s: use 100ms or more with --mode steady"},
+		{[]string{"bench", "--dsn", "sqlite", "--plans", "p.txt"}, "--plans logs PostgreSQL's plans"},
+		{[]string{"bench", "--dsn", "postgres://x/y", "--plans", "p.txt", "--processes", "2"}, "leave out --table-stats, --cpuprofile, --sql-stats, --plans"},
+		{[]string{"bench", "--dsn", "sqlite", "--mode", "steady", "--window", "10ms"}, "--window 10ms: use 100ms or more"},
 	} {
 		code, _, stderr := bqCmd(t, ctx, c.args...)
 		if code != 2 || !strings.Contains(stderr, c.inStderr) {
@@ -57,6 +62,9 @@ func TestBench(t *testing.T) {
 				measured := db.name == "postgres" && (mode == "drain" || mode == "keyed")
 				if db.name == "postgres" {
 					args = append(args, "--sql-stats")
+				}
+				if mode == "steady" {
+					args = append(args, "--window", "100ms")
 				}
 				if measured {
 					args = append(args, "--table-stats", "--autovacuum", "off")
@@ -85,6 +93,7 @@ func TestBench(t *testing.T) {
 					if r.P50MS <= 0 || r.P99MS < r.P50MS {
 						t.Errorf("steady: %+v", r)
 					}
+					checkWindows(t, r)
 				default:
 					if r.WorkPerS <= 0 || r.EnqueuePerS <= 0 || r.Jobs != 60 {
 						t.Errorf("%s: %+v", mode, r)
@@ -211,5 +220,81 @@ func TestMeasureRate(t *testing.T) {
 	}
 	if r.RateMaxWindow = 2; checkRate(r) != nil {
 		t.Errorf("checkRate at the limit: %v", checkRate(r))
+	}
+}
+
+// checkWindows checks a steady run's --window report: consecutive
+// windows from 0 whose jobs add up to the run's, each with its
+// percentiles in order.
+func checkWindows(t *testing.T, r benchResult) {
+	t.Helper()
+	if len(r.Windows) == 0 {
+		t.Fatalf("steady --window: no windows in %+v", r)
+	}
+	jobs := 0
+	for i, w := range r.Windows {
+		if math.Abs(w.FromS-float64(i)*0.1) > 1e-9 || w.ToS <= w.FromS {
+			t.Errorf("window %d: %+v, want it to start at %.1f s", i, w, float64(i)*0.1)
+		}
+		if w.Jobs > 0 && (w.P50MS <= 0 || w.P95MS < w.P50MS || w.P99MS < w.P95MS) {
+			t.Errorf("window %d: percentiles out of order: %+v", i, w)
+		}
+		jobs += w.Jobs
+	}
+	if jobs != r.Jobs {
+		t.Errorf("steady --window: the windows hold %d jobs, the run %d", jobs, r.Jobs)
+	}
+}
+
+// TestLatencyWindows: latencies go to the window of their job's enqueue
+// instant, counted from the run's start; a job enqueued before it goes in
+// the first, one with no instant in none; an empty window between two
+// keeps its place.
+func TestLatencyWindows(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	at := func(d time.Duration) int64 { return t0.Add(d).UnixNano() }
+	ms := func(v float64) time.Duration { return time.Duration(v * float64(time.Millisecond)) }
+	enq := []int64{at(-time.Millisecond), at(2 * time.Second), at(9 * time.Second), at(25 * time.Second), 0}
+	lat := []time.Duration{ms(1), ms(3), ms(2), ms(7), ms(50)}
+	got := latencyWindows(t0, 10*time.Second, enq, lat)
+	want := []latencyWindow{
+		{FromS: 0, ToS: 10, Jobs: 3, P50MS: 2, P95MS: 3, P99MS: 3},
+		{FromS: 10, ToS: 20},
+		{FromS: 20, ToS: 30, Jobs: 1, P50MS: 7, P95MS: 7, P99MS: 7},
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("windows:\n got %+v\nwant %+v", got, want)
+	}
+	if latencyWindows(t0, 0, enq, lat) != nil {
+		t.Error("--window 0 reported windows")
+	}
+}
+
+// TestBenchPlans: --plans writes the plan of the run's statements, the
+// claim's among them, each under the line naming its time and backend.
+func TestBenchPlans(t *testing.T) {
+	for _, db := range testDatabases(t) {
+		if db.name != "postgres" {
+			continue
+		}
+		path := filepath.Join(t.TempDir(), "plans.txt")
+		code, _, stderr := bqCmd(t, context.Background(), "bench", "--dsn", postgresDSN(), "--mode", "steady", "--jobs", "30",
+			"--rate", "1000", "--slots", "4", "--json", "--progress=false", "--plans", path)
+		if code != 0 && strings.Contains(stderr, "LOAD") && strings.Contains(stderr, "permission denied") {
+			t.Skipf("the test server's user may not LOAD auto_explain: %s", stderr)
+		}
+		if code != 0 {
+			t.Fatalf("exit %d\n%s", code, stderr)
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		plans := string(b)
+		for _, want := range []string{"-- bq bench --plans: ", " s, backend ", "Query Text:", "DELETE FROM bq_ready_executions", "Buffers: shared"} {
+			if !strings.Contains(plans, want) {
+				t.Errorf("--plans file lacks %q:\n%.2000s", want, plans)
+			}
+		}
 	}
 }
