@@ -126,6 +126,15 @@ type Config struct {
 	// OpenTelemetry's messaging conventions advise for work that may run
 	// long after it was sent, and more than once.
 	TraceRunsAsChildren bool
+	// MessagingMetrics also reports OpenTelemetry's messaging
+	// semantic-convention metrics beside bq's own:
+	// messaging.client.sent.messages (each job stored),
+	// messaging.client.consumed.messages (each claim) and
+	// messaging.process.duration (each run; error.type set when it
+	// failed), with messaging.system "bq" and the queue as
+	// messaging.destination.name, for dashboards built on the
+	// conventions. Default off.
+	MessagingMetrics bool
 	// NoGauges turns off the observable gauges (jobs per queue and state,
 	// figures per limit group). Each collection of them runs two
 	// aggregate queries over the whole database and every process
@@ -307,7 +316,7 @@ func NewClient(drv Driver, cfg Config) (*Client, error) {
 	if cfg.Prefix != engine.Prefix() {
 		engine = engine.WithPrefix(cfg.Prefix)
 	}
-	met, err := metrics.New(cfg.MeterProvider)
+	met, err := metrics.New(cfg.MeterProvider, cfg.MessagingMetrics)
 	if err != nil {
 		return nil, fmt.Errorf("bq.NewClient: create metric instruments: %w", err)
 	}

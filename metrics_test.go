@@ -42,6 +42,7 @@ var (
 		Concurrency: &bq.Concurrency[metricArgs]{Key: func(a metricArgs) string { return a.Key }, OnConflict: bq.Discard}})
 	mReap  = bq.Define("metrics.reap", metricJob, bq.JobOptions[metricArgs]{Queue: "metrics-reap"})
 	mPlain = bq.Define("metrics.plain", metricJob, bq.JobOptions[metricArgs]{Queue: "metrics"})
+	mOnce  = bq.Define("metrics.once", metricJob, bq.JobOptions[metricArgs]{Queue: "metrics", MaxAttempts: 1})
 )
 
 // TestMetrics runs one job through each path and reads the instruments
@@ -267,5 +268,60 @@ func TestQueueGaugeReportsADrainedQueue(t *testing.T) {
 	}
 	if n, ok := collect().sum("bq.queue.jobs", "state=ready"); !ok || n != 0 {
 		t.Errorf("bq.queue.jobs{state=ready} of the drained queue = %d (reported %v), want 0 reported", n, ok)
+	}
+}
+
+// TestMessagingMetrics: with Config.MessagingMetrics, OpenTelemetry's
+// messaging conventions are reported beside bq's own (sent per job
+// stored, consumed per claim, process per run, error.type on a failed
+// one); without it, none is.
+func TestMessagingMetrics(t *testing.T) {
+	ctx := context.Background()
+	for _, on := range []bool{true, false} {
+		client, collect := meteredClient(t, bq.Config{Queues: map[string]int{"metrics": 2}, MessagingMetrics: on,
+			PollInterval: 20 * time.Millisecond, DispatchInterval: 50 * time.Millisecond})
+		ok, err := mOnce.Enqueue(ctx, client, metricArgs{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		bad, err := mOnce.Enqueue(ctx, client, metricArgs{Fail: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		runCtx, stop := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { done <- client.Run(runCtx) }()
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			a, errA := client.Job(ctx, ok.ID)
+			b, errB := client.Job(ctx, bad.ID)
+			if errA == nil && errB == nil && a.State == bq.StateCompleted && b.State == bq.StateFailed {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the jobs did not finish")
+			}
+		}
+		stop()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		got := collect()
+		for _, c := range []struct {
+			name, attrs string
+			want        int64
+		}{
+			{"messaging.client.sent.messages", "messaging.destination.name=metrics", 2},
+			{"messaging.client.consumed.messages", "messaging.system=bq", 2},
+			{"messaging.process.duration", "messaging.operation.name=process", 2},
+			{"messaging.process.duration", "error.type=failed", 1},
+		} {
+			n, reported := got.sum(c.name, c.attrs)
+			if on && (!reported || n != c.want) {
+				t.Errorf("%s{%s} = %d (reported %v), want %d", c.name, c.attrs, n, reported, c.want)
+			}
+			if !on && reported {
+				t.Errorf("%s reported without MessagingMetrics", c.name)
+			}
+		}
 	}
 }

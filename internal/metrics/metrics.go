@@ -35,6 +35,12 @@ const (
 	QueueWait   = "bq.job.queue_wait"
 	RunDuration = "bq.job.run_duration"
 
+	// OpenTelemetry's messaging semantic conventions, reported beside
+	// bq's own when New is asked for them.
+	MessagingSent     = "messaging.client.sent.messages"
+	MessagingConsumed = "messaging.client.consumed.messages"
+	MessagingProcess  = "messaging.process.duration"
+
 	QueueJobs     = "bq.queue.jobs"
 	GroupActive   = "bq.group.active"
 	GroupBlocked  = "bq.group.blocked"
@@ -93,10 +99,15 @@ type Instruments struct {
 	completed, failed, retried, reaped     metric.Int64Counter
 	snoozed, cancelled                     metric.Int64Counter
 	queueWait, runDuration                 metric.Float64Histogram
+	// The messaging conventions' instruments; nil unless asked for.
+	msgSent, msgConsumed metric.Int64Counter
+	msgProcess           metric.Float64Histogram
 }
 
-// New creates the instruments on mp.
-func New(mp metric.MeterProvider) (*Instruments, error) {
+// New creates the instruments on mp; with messaging, also OpenTelemetry's
+// messaging semantic-convention instruments (messaging.system "bq", the
+// queue as messaging.destination.name).
+func New(mp metric.MeterProvider, messaging bool) (*Instruments, error) {
 	m := &Instruments{meter: mp.Meter(Scope)}
 	var errs []error
 	counter := func(name, desc string) metric.Int64Counter {
@@ -122,6 +133,20 @@ func New(mp metric.MeterProvider) (*Instruments, error) {
 	m.cancelled = counter(Cancelled, "Jobs finished as cancelled: by client.Cancel (from=client) or by their own bq.Cancel (from=job).")
 	m.queueWait = histogram(QueueWait, "Time from a job's due time to its first claim.")
 	m.runDuration = histogram(RunDuration, "Time one run of a job took.")
+	if messaging {
+		msg := func(name, desc string) metric.Int64Counter {
+			c, err := m.meter.Int64Counter(name, metric.WithUnit("{message}"), metric.WithDescription(desc))
+			errs = append(errs, err)
+			return c
+		}
+		m.msgSent = msg(MessagingSent, "Messages (jobs) a producer sent: every job admission stored.")
+		m.msgConsumed = msg(MessagingConsumed, "Messages (jobs) a consumer received: every claim of a job.")
+		h, err := m.meter.Float64Histogram(MessagingProcess, metric.WithUnit("s"),
+			metric.WithDescription("Duration of processing a message: one run of a job."),
+			metric.WithExplicitBucketBoundaries(0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10))
+		errs = append(errs, err)
+		m.msgProcess = h
+	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
@@ -132,6 +157,28 @@ func New(mp metric.MeterProvider) (*Instruments, error) {
 func (m *Instruments) Enqueue(ctx context.Context, j Job, state driver.JobState) {
 	m.enqueued.Add(ctx, 1, j.attrs(attribute.String("state", string(state))))
 	m.Admitted(ctx, j, state)
+	if m.msgSent != nil && state != driver.StateDiscarded {
+		m.msgSent.Add(ctx, 1, messagingAttrs(j.Queue, "send", ""))
+	}
+}
+
+// Claimed counts one claim of a job (the messaging conventions'
+// consumed message).
+func (m *Instruments) Claimed(ctx context.Context, j Job) {
+	if m.msgConsumed != nil {
+		m.msgConsumed.Add(ctx, 1, messagingAttrs(j.Queue, "receive", ""))
+	}
+}
+
+// messagingAttrs are the messaging conventions' attributes of one
+// operation on queue; errorType is set for a failed process.
+func messagingAttrs(queue, operation, errorType string) metric.MeasurementOption {
+	kv := []attribute.KeyValue{attribute.String("messaging.system", "bq"),
+		attribute.String("messaging.destination.name", queue), attribute.String("messaging.operation.name", operation)}
+	if errorType != "" {
+		kv = append(kv, attribute.String("error.type", errorType))
+	}
+	return metric.WithAttributes(kv...)
 }
 
 // Admitted counts a job that went through admission into state: blocked
@@ -165,6 +212,14 @@ func (m *Instruments) PromotedBlocked(ctx context.Context, key string, n int) {
 // retried, failed, cancelled, or returned (cut short by shutdown).
 func (m *Instruments) Ran(ctx context.Context, j Job, seconds float64, outcome string) {
 	m.runDuration.Record(ctx, seconds, j.attrs(attribute.String("outcome", outcome)))
+	if m.msgProcess != nil {
+		errType := ""
+		switch outcome {
+		case "failed", "retried", "lost", "unrecorded", "stale":
+			errType = outcome
+		}
+		m.msgProcess.Record(ctx, seconds, messagingAttrs(j.Queue, "process", errType))
+	}
 }
 
 // Waited records a first claim's time in line.

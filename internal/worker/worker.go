@@ -282,6 +282,7 @@ func (w *queueWorker) claimed(ctx context.Context, cl *driver.Claim) {
 	if w.c.log.Enabled(ctx, slog.LevelDebug) { // the arguments alone cost a claim more than its share of the statement
 		runLog{ctx: ctx, log: w.c.log, claim: cl}.Debug("job claimed", "process_id", w.proc.ID())
 	}
+	w.c.met.Claimed(ctx, metrics.JobOf(&cl.Job))
 	if cl.Attempt == 0 {
 		due := cl.ScheduledAt
 		if cl.CreatedAt.After(due) {
