@@ -81,7 +81,8 @@ func (r report) fleetTable() string {
 			fl(func(f *fleet) float64 { return f.WakeupReadsPerJob }, 4)})
 	}
 	return section("Fleet (bq bench --processes)",
-		"The drain worked by N child processes, the parent only enqueueing and measuring: jobs/s, the server "+
+		"The drain worked by N child processes (fleet-N; fleet-keyed-N: 1,000 keys, To=2; fleet-hotkey-N: one key, "+
+			"To=50, its limit held across the processes), the parent only enqueueing and measuring: jobs/s, the server "+
 			"connections the run held at peak (sampled every 100 ms, the parent's included), the connections each "+
 			"process may open (its --pool and, on PostgreSQL, the listener's), and the wake-ups sent per job (PostgreSQL NOTIFYs, MySQL signal-log rows), each of "+
 			"which every process receives or reads (few in a drain: its jobs are enqueued while the queue is paused). "+

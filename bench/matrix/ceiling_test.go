@@ -106,9 +106,16 @@ func TestMatrixItems(t *testing.T) {
 		return out
 	}
 	sel := ids(selectItems(items, "ceiling,fleet"))
-	want := []string{"pg/ceiling/enqueue", "pg/ceiling/claim-complete", "pg/bq/fleet-1", "pg/bq/fleet-4", "pg/bq/fleet-16",
-		"mysql/ceiling/enqueue", "mysql/ceiling/claim-complete", "mysql/ceiling/claim-complete-27",
-		"mysql/bq/fleet-1", "mysql/bq/fleet-4", "mysql/bq/fleet-16"}
+	var want []string
+	for _, db := range []string{"pg", "mysql"} {
+		want = append(want, db+"/ceiling/enqueue", db+"/ceiling/claim-complete")
+		if db == "mysql" {
+			want = append(want, "mysql/ceiling/claim-complete-27")
+		}
+		for _, p := range []string{"1", "4", "16"} {
+			want = append(want, db+"/bq/fleet-"+p, db+"/bq/fleet-keyed-"+p, db+"/bq/fleet-hotkey-"+p)
+		}
+	}
 	if !slices.Equal(sel, want) {
 		t.Errorf("--only ceiling,fleet selected %v, want %v", sel, want)
 	}
@@ -125,6 +132,10 @@ func TestMatrixItems(t *testing.T) {
 			t.Errorf("%s: args %q", it.id, args)
 		case it.id == "mysql/bq/fleet-16" && !strings.HasSuffix(args, "--processes 16 --pool 4"):
 			t.Errorf("%s: args %q", it.id, args)
+		case it.id == "pg/bq/fleet-keyed-4" && !strings.HasSuffix(args, "--slots 25 --mode keyed --jobs 1000 --processes 4 --keys 1000 --to 2 --pool 3"):
+			t.Errorf("%s: args %q", it.id, args)
+		case it.id == "mysql/bq/fleet-hotkey-16" && !strings.HasSuffix(args, "--slots 25 --mode hotkey --jobs 1000 --processes 16 --to 50 --pool 4"):
+			t.Errorf("%s: args %q", it.id, args)
 		case it.id == "mysql/ceiling/claim-complete-27" && (it.bin != "ceiling" || args != "--dsn mysql://y/test --mode claim-complete --batch 27"):
 			t.Errorf("%s: %s %q", it.id, it.bin, args)
 		case it.id == "pg/bq/rate" && !strings.Contains(args, "--mode rate --jobs 5000 --rate-limit 500 --rate-period 1s"):
@@ -139,5 +150,54 @@ func TestMatrixItems(t *testing.T) {
 	r := report{pgDSN: "postgres://x/test"}
 	if got := r.command(items[0]); got != "go run ./bench/ceiling --dsn $PG --mode enqueue" {
 		t.Errorf("ceiling command %q", got)
+	}
+}
+
+// TestKeyedTable: every keyed run is divided by the unkeyed drain of its
+// round, a fleet run by the fleet drain of as many processes; a run
+// without its unkeyed drain, and the dead-rows runs, get no row.
+func TestKeyedTable(t *testing.T) {
+	res := func(vals ...float64) []*result {
+		var out []*result
+		for _, v := range vals {
+			out = append(out, &result{WorkPerS: v, EnqueuePerS: 10 * v})
+		}
+		return out
+	}
+	for id, want := range map[string]string{
+		"pg/bq/keyed": "pg/bq/drain", "sqlite/bq/keyed-second": "sqlite/bq/drain", "mysql/bq/hotkey": "mysql/bq/drain",
+		"pg/bq/fleet-keyed-16": "pg/bq/fleet-16", "mysql/bq/fleet-hotkey-4": "mysql/bq/fleet-4",
+		"pg/bq/drain": "", "pg/bq/fleet-16": "", "pg/bq/keyed-dead": "", "pg/river/drain": "", "pg/ceiling/enqueue": "",
+	} {
+		if got := keyedBase(id); got != want {
+			t.Errorf("keyedBase(%q) = %q, want %q", id, got, want)
+		}
+	}
+	r := report{
+		items: []item{{id: "pg/bq/drain"}, {id: "pg/bq/keyed"}, {id: "pg/bq/hotkey"}, {id: "pg/bq/fleet-4"},
+			{id: "pg/bq/fleet-keyed-4"}, {id: "mysql/bq/keyed"}, {id: "pg/bq/keyed-dead", tables: true}},
+		results: map[string][]*result{
+			// Round 2 is twice as fast for both: the ratios stay.
+			"pg/bq/drain":         res(1000, 2000, 1000),
+			"pg/bq/keyed":         res(500, 1000, 400),
+			"pg/bq/hotkey":        res(300, 600, 300),
+			"pg/bq/fleet-4":       res(800, 1000),
+			"pg/bq/fleet-keyed-4": res(400, 700),
+			"mysql/bq/keyed":      res(100),
+			"pg/bq/keyed-dead":    res(1),
+		},
+	}
+	got := r.keyedTable()
+	for _, want := range []string{
+		"| pg/bq/keyed | `pg/bq/drain` | 0.50 [0.50, 0.50, 0.40]× | 0.50 [0.50, 0.50, 0.40]× | 500 [500, 1000, 400] | 1000 [1000, 2000, 1000] |",
+		"| pg/bq/hotkey | `pg/bq/drain` | 0.30 [0.30, 0.30, 0.30]× |",
+		"| pg/bq/fleet-keyed-4 | `pg/bq/fleet-4` | 0.60 [0.50, 0.70]× |",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("keyed table lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "mysql/bq/keyed") || strings.Contains(got, "keyed-dead") {
+		t.Errorf("a run without its unkeyed drain, or a dead-rows run, got a row:\n%s", got)
 	}
 }

@@ -311,22 +311,33 @@ func matrix(d, dsn, mysqlDSN string, s sizes, rounds int) []item {
 			ceilingItem("claim-complete-27", "claim-complete", "--batch", "27")}
 	}
 	// The fleet: the drain worked by N child processes of --fleet-slots
-	// slots each (bq bench --processes), the parent only enqueueing.
+	// slots each (bq bench --processes), the parent only enqueueing; then
+	// the keyed drain (1,000 keys, To=2) and the hot key (To=50) by the
+	// same processes, right after the unkeyed drain they are divided by.
 	var fleetItems []item
 	if d != "sqlite" {
 		for _, p := range []int{1, 4, 16} {
-			it := bqItem(fmt.Sprintf("fleet-%d", p), "--mode", "drain", "--jobs", n(s.fleetJobs), "--processes", n(p))
-			it.args[5] = n(s.fleetSlots) // --slots: per process
-			// Bounded pools, as docs/scaling.md measured them, so that 16
-			// processes fit a stock max_connections (PostgreSQL 100, MySQL
-			// 151, whose pool is otherwise unbounded) beside other clients.
-			pool := s.fleetPGPool
-			if d == "mysql" {
-				pool = s.fleetMySQLPool
+			for _, m := range []struct{ id, mode string }{{"", "drain"}, {"keyed-", "keyed"}, {"hotkey-", "hotkey"}} {
+				args := []string{"--mode", m.mode, "--jobs", n(s.fleetJobs), "--processes", n(p)}
+				switch m.mode {
+				case "keyed":
+					args = append(args, "--keys", "1000", "--to", "2")
+				case "hotkey":
+					args = append(args, "--to", "50")
+				}
+				it := bqItem(fmt.Sprintf("fleet-%s%d", m.id, p), args...)
+				it.args[5] = n(s.fleetSlots) // --slots: per process
+				// Bounded pools, as docs/scaling.md measured them, so that 16
+				// processes fit a stock max_connections (PostgreSQL 100, MySQL
+				// 151, whose pool is otherwise unbounded) beside other clients.
+				pool := s.fleetPGPool
+				if d == "mysql" {
+					pool = s.fleetMySQLPool
+				}
+				it.args = append(it.args, "--pool", n(pool))
+				it.name = fmt.Sprintf("bq bench --mode %s --processes %d --slots %d on %s", m.mode, p, s.fleetSlots, d)
+				fleetItems = append(fleetItems, it)
 			}
-			it.args = append(it.args, "--pool", n(pool))
-			it.name = fmt.Sprintf("bq bench --mode drain --processes %d --slots %d on %s", p, s.fleetSlots, d)
-			fleetItems = append(fleetItems, it)
 		}
 	}
 	// A rate limit's throughput: one key at --rate-limit starts per second.

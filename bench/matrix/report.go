@@ -199,7 +199,7 @@ fresh file in a temporary directory.
 			f(func(r *result) float64 { return r.P99MS }, 2), rss})
 	}
 	writeTable(&b, []string{"run", "command", "enqueue jobs/s", "work jobs/s", "p50 ms", "p95 ms", "p99 ms", "peak RSS MB"}, rows)
-	b.WriteString(r.ceilingTable() + r.fleetTable() + r.rateTable())
+	b.WriteString(r.keyedTable() + r.ceilingTable() + r.fleetTable() + r.rateTable())
 
 	fmt.Fprintf(&b, "\n## Targets\n\nEach ratio is taken within a round, then the median over the rounds is shown (per-round values in brackets).\n\n")
 	rows = rows[:0]

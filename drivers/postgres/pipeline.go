@@ -14,8 +14,8 @@ import (
 const beginSQL = "begin isolation level read committed"
 
 // boundSQL is SET LOCAL idle_in_transaction_session_timeout, with the
-// value as a parameter; it ends with the transaction.
-const boundSQL = "select set_config('" + idleTimeoutParam + "', $1, true)"
+// value as a parameter, and keyPlans; both end with the transaction.
+const boundSQL = "select set_config('" + idleTimeoutParam + "', $1, true), " + keyPlans
 
 // pipeTx is a transaction bq owns that spends fewer round trips: BEGIN
 // goes out with the first statement, and writes whose result the engine
@@ -29,6 +29,8 @@ const boundSQL = "select set_config('" + idleTimeoutParam + "', $1, true)"
 //
 // On a session without a bound of its own (the application's pool), the
 // batch carrying BEGIN also sets idleTimeout for this transaction only.
+// Every transaction plans without sequential scans (keyPlans): bq's own
+// transactions take their rows by key.
 type pipeTx struct {
 	conn        *pgxpool.Conn
 	idleTimeout string // milliseconds; "" when the session carries a bound
@@ -58,6 +60,8 @@ func (t *pipeTx) send(ctx context.Context, sql string, args []any) (pgx.BatchRes
 		b.Queue(beginSQL)
 		if t.idleTimeout != "" {
 			b.Queue(boundSQL, t.idleTimeout)
+		} else {
+			b.Queue(keyPlansSQL)
 		}
 	}
 	for _, q := range t.pending {
@@ -72,11 +76,9 @@ func (t *pipeTx) send(ctx context.Context, sql string, args []any) (pgx.BatchRes
 			br.Close()
 			return nil, fmt.Errorf("begin transaction: %w", err)
 		}
-		if t.idleTimeout != "" {
-			if _, err := br.Exec(); err != nil {
-				br.Close()
-				return nil, fmt.Errorf("bound the transaction's idle time: %w", err)
-			}
+		if _, err := br.Exec(); err != nil {
+			br.Close()
+			return nil, fmt.Errorf("set the transaction's idle bound and plans: %w", err)
 		}
 	}
 	for _, q := range pending {

@@ -11,8 +11,30 @@ import (
 )
 
 // forceGenericSQL makes the statement after it in the same implicit
-// transaction (one pgx batch) use its cached generic plan.
-const forceGenericSQL = "select set_config('plan_cache_mode', 'force_generic_plan', true)"
+// transaction (one pgx batch) use its cached generic plan, planned
+// without sequential scans (see keyPlans).
+const forceGenericSQL = "select set_config('plan_cache_mode', 'force_generic_plan', true), " + keyPlans
+
+// keyPlans turns sequential scans off (enable_seqscan) until the
+// transaction ends. Every statement of bq's hot path takes its rows by
+// key, so its right plan is an index's whatever the tables' size; but a
+// connection plans a statement once, generically, and keeps that plan
+// until something invalidates it, which on a fresh deployment is the
+// first autoanalyze, up to a minute (autovacuum_naptime) after the tables
+// were created, and never with autovacuum off. Planned on near-empty
+// tables, which PostgreSQL takes for 10 pages until they are first
+// analyzed, the claim read every row of bq_jobs to find the jobs it had
+// claimed (a hash join over a sequential scan) and kept doing so as the
+// table grew: 0.3 ms a claim at the start of a steady run, 13 ms after a
+// minute at 500 jobs/s (bench/matrix/notes.md, "A fresh deployment's first
+// minute"). Planned with sequential scans off, the hot statements use
+// their indexes from the first call. It is a planner setting, not a
+// hint: a statement with no index to use still scans.
+const keyPlans = "set_config('enable_seqscan', 'off', true)"
+
+// keyPlansSQL runs keyPlans alone (the first statement of a transaction
+// bq owns, see pipeTx).
+const keyPlansSQL = "select " + keyPlans
 
 // genericPlans is whether the server takes plan_cache_mode (PostgreSQL
 // 12 and later); it turns false at the first refusal.
