@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -32,11 +33,15 @@ var uiServer = struct {
 // serveUI serves the dashboard until ctx ends; ready, when given, gets
 // the listening address.
 func serveUI(ctx context.Context, e *env, args []string, ready chan<- string) error {
-	f := newFlagSet(e, "ui", "ui --dsn DSN [--prefix bq_] [--addr 127.0.0.1:8080] [--token-file FILE] [--secure-cookies]",
-		`Serves the web dashboard: queues, blocked work by key, jobs, failed jobs
-(with retry and discard) and processes. Beyond loopback it needs a token:
-put it in a file (--token-file) or $BQ_UI_TOKEN, not on the command line,
-where ps shows it; at least 16 random characters (openssl rand -hex 16).`)
+	f := newFlagSet(e, "ui", "ui --dsn DSN [--prefix bq_] [--addr 127.0.0.1:8080] [--token-file FILE] [--secure-cookies]\n\t[--search-metadata KEY]...",
+		`Serves the web dashboard: the overview, the history's charts, queues
+(pause and resume), blocked work by key (a key's limit override), rate
+keys (their override), jobs, failed jobs (with retry and discard),
+processes, periodic schedules, and a search box (a job id, a key, a tag,
+or a metadata value under the --search-metadata keys). Beyond loopback
+it needs a token: put it in a file (--token-file) or $BQ_UI_TOKEN, not on
+the command line, where ps shows it; at least 16 random characters
+(openssl rand -hex 16).`)
 	var db dbFlags
 	db.register(f)
 	addr := f.String("addr", "127.0.0.1:8080", "`address` to listen on; anything but a loopback address needs a token")
@@ -44,6 +49,9 @@ where ps shows it; at least 16 random characters (openssl rand -hex 16).`)
 	f.envString(&token, "token", "BQ_UI_TOKEN", "access `token` every request must carry (prefer --token-file: the command line shows in ps)")
 	tokenFile := f.String("token-file", "", "read the access token from `file` (its first line)")
 	secureCookies := f.Bool("secure-cookies", false, "mark cookies Secure: set it behind a proxy that serves the dashboard over https")
+	var searchMeta listFlag
+	f.Var(&searchMeta, "search-metadata", fmt.Sprintf("metadata `key` under which the search box also looks a word up (searching acme lists the jobs with tenant=acme); "+
+		"repeat or comma-separate, at most %d; default tenant, --search-metadata= for none", ui.MaxSearchMetadata))
 	pos, err := f.parse(args)
 	if err != nil {
 		return err
@@ -54,8 +62,15 @@ where ps shows it; at least 16 random characters (openssl rand -hex 16).`)
 	if err := db.validate(f); err != nil {
 		return err
 	}
-	onArgv := false
-	f.Visit(func(fl *flag.Flag) { onArgv = onArgv || fl.Name == "token" })
+	onArgv, metaGiven := false, false
+	f.Visit(func(fl *flag.Flag) {
+		onArgv = onArgv || fl.Name == "token"
+		metaGiven = metaGiven || fl.Name == "search-metadata"
+	})
+	searchKeys, err := searchMetadataKeys(searchMeta, metaGiven)
+	if err != nil {
+		return f.fail("%v", err)
+	}
 	if *tokenFile != "" {
 		if onArgv || token != "" {
 			return f.fail("give the token one way: --token-file, --token or $BQ_UI_TOKEN")
@@ -84,7 +99,7 @@ where ps shows it; at least 16 random characters (openssl rand -hex 16).`)
 	if err != nil {
 		return fmt.Errorf("bq ui: listen on %s: %w", *addr, err)
 	}
-	opts := ui.Options{Token: token, SecureCookies: *secureCookies}
+	opts := ui.Options{Token: token, SecureCookies: *secureCookies, SearchMetadata: searchKeys}
 	if token == "" {
 		// Loopback names are answered anyway; --addr may be another.
 		opts.Hosts = []string{*addr}
@@ -115,6 +130,27 @@ where ps shows it; at least 16 random characters (openssl rand -hex 16).`)
 		return fmt.Errorf("bq ui: shut down: %w", err)
 	}
 	return nil
+}
+
+// searchMetadataKeys is ui.Options.SearchMetadata of --search-metadata:
+// nil when not given (the dashboard's default, tenant), none when given
+// empty, and refused past ui.MaxSearchMetadata distinct keys (the
+// dashboard would search the first ones only).
+func searchMetadataKeys(keys []string, given bool) ([]string, error) {
+	if !given {
+		return nil, nil
+	}
+	out := []string{}
+	for _, k := range keys {
+		if !slices.Contains(out, k) {
+			out = append(out, k)
+		}
+	}
+	if len(out) > ui.MaxSearchMetadata {
+		return nil, fmt.Errorf("--search-metadata names %d keys (%s): the search looks a word up under at most %d, one query each",
+			len(out), strings.Join(out, ", "), ui.MaxSearchMetadata)
+	}
+	return out, nil
 }
 
 // readTokenFile reads a token from the first line of a file, refusing a

@@ -2,7 +2,10 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -11,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/bqueue/bq"
 )
 
 // startUI runs bq ui with args until the test ends and returns its
@@ -201,6 +206,86 @@ func TestUITokenSources(t *testing.T) {
 		}
 		if strings.Contains(errOut.String(), "hunter2") {
 			t.Errorf("%v: the refusal prints the token", c.args)
+		}
+	}
+}
+
+// TestUISearchMetadataFlag: --search-metadata names the metadata keys the
+// search box looks a word up under (ui.Options.SearchMetadata): given
+// customer, searching globex lists the job with customer=globex and no
+// longer the one with tenant=globex; given empty, none; unset, tenant;
+// more than ui.MaxSearchMetadata keys are refused. On every database.
+func TestUISearchMetadataFlag(t *testing.T) {
+	for _, db := range testDatabases(t) {
+		t.Run(db.name, func(t *testing.T) {
+			ctx := context.Background()
+			dsn := db.fresh(t)
+			if code, out, errOut := bqCmd(t, ctx, "migrate", "up", "--dsn", dsn); code != 0 {
+				t.Fatalf("migrate up: exit %d\n%s%s", code, out, errOut)
+			}
+			c, err := bq.Open(ctx, dsn, bq.Config{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			enqueue := func(md map[string]string) string {
+				t.Helper()
+				res, err := inspectJob.Enqueue(ctx, c, inspectArgs{Account: "a-" + randomHex(4)}, bq.WithMetadata(md))
+				if err != nil {
+					t.Fatal(err)
+				}
+				return fmt.Sprintf(`<tr data-job="%d">`, res.ID)
+			}
+			tenant := enqueue(map[string]string{"tenant": "globex"})
+			customer := enqueue(map[string]string{"customer": "globex"})
+			search := func(args ...string) string {
+				t.Helper()
+				addr, _ := startUI(t, append([]string{"--dsn", dsn, "--addr", "127.0.0.1:0"}, args...)...)
+				resp, err := http.Get("http://" + addr + "/search?q=globex")
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer resp.Body.Close()
+				body, err := io.ReadAll(resp.Body)
+				if err != nil || resp.StatusCode != http.StatusOK {
+					t.Fatalf("search %v: %s %v", args, resp.Status, err)
+				}
+				return string(body)
+			}
+			for _, c := range []struct {
+				args                 []string
+				tenantOK, customerOK bool
+			}{
+				{nil, true, false},
+				{[]string{"--search-metadata", "customer"}, false, true},
+				{[]string{"--search-metadata", "tenant,customer"}, true, true},
+				{[]string{"--search-metadata", "tenant", "--search-metadata", "customer"}, true, true},
+				{[]string{"--search-metadata="}, false, false},
+			} {
+				body := search(c.args...)
+				if strings.Contains(body, tenant) != c.tenantOK || strings.Contains(body, customer) != c.customerOK {
+					t.Errorf("bq ui %v, search globex: lists the tenant's job %v, the customer's %v; want %v, %v",
+						c.args, strings.Contains(body, tenant), strings.Contains(body, customer), c.tenantOK, c.customerOK)
+				}
+			}
+		})
+	}
+
+	dsn, _ := inspectDB(t)
+	var errOut syncBuffer
+	err := serveUI(context.Background(), &env{stdout: io.Discard, stderr: &errOut},
+		[]string{"--dsn", dsn, "--addr", "127.0.0.1:0", "--search-metadata", "a,b,c,d,e"}, nil)
+	if err == nil || !strings.Contains(errOut.String(), "at most 4") || strings.Count(strings.TrimSpace(errOut.String()), "\n") > 1 {
+		t.Errorf("five --search-metadata keys: %v\n%s\nwant a usage error of one line and a hint, naming at most 4", err, errOut.String())
+	}
+	var help bytes.Buffer
+	if err := serveUI(context.Background(), &env{stdout: &help, stderr: &help}, []string{"-h"}, nil); !errors.Is(err, errHelp) {
+		t.Fatal(err)
+	}
+	text := strings.Join(strings.Fields(help.String()), " ")
+	for _, page := range []string{"--search-metadata", "history", "rate keys", "periodic schedules", "search box"} {
+		if !strings.Contains(text, page) {
+			t.Errorf("bq ui -h does not name %q:\n%s", page, help.String())
 		}
 	}
 }
