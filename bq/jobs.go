@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -63,8 +64,10 @@ func (f timeFlag) Set(s string) error {
 func runJobs(ctx context.Context, e *env, args []string) error {
 	f := newFlagSet(e, "jobs", "jobs --dsn DSN [--kind K]... [--queue Q]... [--state S]... [--key K | --key-prefix P]\n\t[--meta k=v]... [--tag T] [--created-after T] [--created-before T] [--finished-after T]\n\t[--finished-before T] [--limit N] [--after CURSOR] [--json]",
 		`Lists jobs, newest first, a page at a time: every filter given must
-match. Times are RFC 3339. Prints a table and the command for the next
-page; --json prints the page (jobs and next, the --after of the next).`)
+match. Times are RFC 3339. Prints a table (with an ERROR column, each
+error's first line, when a job listed has one) and the command for the
+next page; --json prints the page (jobs and next, the --after of the
+next).`)
 	var db dbFlags
 	db.register(f)
 	var kinds, queues, states listFlag
@@ -130,17 +133,50 @@ func printJobs(w io.Writer, page bq.JobPage, now time.Time) {
 		fmt.Fprintln(w, "No jobs match.")
 		return
 	}
+	// An ERROR column when a job of the page has one (a failed job, or
+	// one whose earlier attempts failed): why is the first question.
+	withErrors := slices.ContainsFunc(page.Jobs, func(j *bq.JobInfo) bool { return j.LastError != "" })
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tKIND\tQUEUE\tSTATE\tKEY\tCREATED\tLABELS")
+	header := "ID\tKIND\tQUEUE\tSTATE\tKEY\tCREATED\tLABELS"
+	if withErrors {
+		header += "\tERROR"
+	}
+	fmt.Fprintln(tw, header)
 	for _, j := range page.Jobs {
 		key := term(j.Key)
 		if n := len(j.Keys); n > 1 {
 			key += fmt.Sprintf(" (+%d)", n-1) // its further keys: bq explain lists them
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", j.ID, term(j.Kind), term(j.Queue), j.State,
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s", j.ID, term(j.Kind), term(j.Queue), j.State,
 			key, ago(j.CreatedAt, now), labelsText(j.Metadata, j.Tags))
+		if withErrors {
+			fmt.Fprintf(tw, "\t%s", errorCell(j.LastError))
+		}
+		fmt.Fprintln(tw)
 	}
 	tw.Flush()
+}
+
+// errorCellRunes is how much of a job's error bq jobs shows: bq explain
+// and --json give the whole of it.
+const errorCellRunes = 80
+
+// errorCell is a job's last error in one table cell: its first line, cut
+// at errorCellRunes with an ellipsis, "-" when it has none.
+func errorCell(msg string) string {
+	if msg == "" {
+		return "-"
+	}
+	line, rest, more := strings.Cut(strings.TrimSpace(msg), "\n")
+	line = strings.TrimSpace(line)
+	more = more && strings.TrimSpace(rest) != ""
+	if r := []rune(line); len(r) > errorCellRunes {
+		line, more = string(r[:errorCellRunes]), true
+	}
+	if more {
+		line += "…"
+	}
+	return term(strings.ReplaceAll(line, "\t", " "))
 }
 
 // nextPageArgs is the command line of the page after cursor: args

@@ -7,8 +7,11 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/bqueue/bq"
+	"github.com/bqueue/bq/internal/driver"
+	"github.com/bqueue/bq/internal/lifecycle"
 )
 
 // TestJobsCommand: bq jobs filters by key prefix, metadata, tag and
@@ -101,5 +104,57 @@ func TestJobsBadInput(t *testing.T) {
 		if code != tc.code || !strings.Contains(errOut, tc.want) {
 			t.Errorf("bq jobs %q: exit %d, stderr %q (stdout %q); want exit %d saying %q", tc.args, code, errOut, out, tc.code, tc.want)
 		}
+	}
+}
+
+// TestJobsErrorColumn: bq jobs --state failed shows why each job failed,
+// in an ERROR column (the error's first line, cut to 80 characters); a
+// page with no error has no such column. On every database.
+func TestJobsErrorColumn(t *testing.T) {
+	for _, db := range testDatabases(t) {
+		t.Run(db.name, func(t *testing.T) {
+			ctx := context.Background()
+			dsn := db.fresh(t)
+			if code, out, errOut := bqCmd(t, ctx, "migrate", "up", "--dsn", dsn); code != 0 {
+				t.Fatalf("migrate up: exit %d\n%s%s", code, out, errOut)
+			}
+			c, err := bq.Open(ctx, dsn, bq.Config{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			for _, account := range []string{"e1", "e2", "e3"} {
+				if _, err := inspectJob.Enqueue(ctx, c, inspectArgs{Account: account}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			_, claims := claimAs(t, c, "error-worker", "cli", 2, time.Hour)
+			long := "charge declined: " + strings.Repeat("x", 100) + "\ngoroutine 1 [running]"
+			for i, msg := range []string{"smtp: 550 mailbox unavailable", long} {
+				err := driver.InTx(ctx, driver.ClientEngine(c), func(ex driver.Executor) error {
+					_, err := lifecycle.Fail(ctx, ex, claims[i], msg, time.Now())
+					return err
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			code, out, errOut := bqCmd(t, ctx, "jobs", "--dsn", dsn, "--state", "failed")
+			if code != 0 {
+				t.Fatalf("bq jobs --state failed: exit %d\n%s%s", code, out, errOut)
+			}
+			header, _, _ := strings.Cut(out, "\n")
+			if !strings.HasSuffix(strings.TrimSpace(header), "ERROR") {
+				t.Errorf("bq jobs --state failed: header %q, want an ERROR column last", header)
+			}
+			cut := "charge declined: " + strings.Repeat("x", 80-len("charge declined: ")) + "…"
+			if !strings.Contains(out, "smtp: 550 mailbox unavailable") || !strings.Contains(out, cut+"\n") || strings.Contains(out, "goroutine") {
+				t.Errorf("bq jobs --state failed:\n%s\nwant each job's error, the long one's first 80 characters and an ellipsis", out)
+			}
+			code, out, errOut = bqCmd(t, ctx, "jobs", "--dsn", dsn, "--state", "ready")
+			if code != 0 || strings.Contains(out, "ERROR") || !strings.Contains(out, "LABELS") {
+				t.Errorf("bq jobs --state ready: exit %d, want no ERROR column:\n%s%s", code, out, errOut)
+			}
+		})
 	}
 }
