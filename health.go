@@ -192,7 +192,9 @@ func (c *Client) health(ctx context.Context, top int) (*Health, error) {
 	if err != nil {
 		return nil, err
 	}
-	h.Periodic = c.periodicStatus(periodic, now)
+	if h.Periodic, err = c.periodicStatus(ctx, ex, periodic, now); err != nil {
+		return nil, err
+	}
 	return h, nil
 }
 

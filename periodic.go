@@ -158,8 +158,15 @@ type PeriodicStatus struct {
 	// LastRunAt is the last tick enqueued (its scheduled time); nil before the first.
 	LastRunAt *time.Time `json:"last_run_at,omitempty"`
 	// LastJobID is its job, 0 when it was discarded (LastState says so).
-	LastJobID int64    `json:"last_job_id,omitzero"`
+	LastJobID int64 `json:"last_job_id,omitzero"`
+	// LastState is what admission made of that job at its tick: ready,
+	// blocked, scheduled, or discarded (no job stored). It stays as it
+	// was at enqueue; LastJobState is where the job is now.
 	LastState JobState `json:"last_state,omitempty"`
+	// LastJobState is the last job's state as this status was read
+	// (running, completed, failed, ...): "" when no job was stored
+	// (discarded) or the job is gone (retention deleted it).
+	LastJobState JobState `json:"last_job_state,omitempty"`
 	// SeenAt is when a live process with the schedule in its code last
 	// said so. A schedule no process has said so for ProcessDeadAfter was
 	// removed from the code: no process ticks it, and it is pruned.
@@ -168,14 +175,27 @@ type PeriodicStatus struct {
 	Stale bool `json:"stale,omitzero"`
 }
 
-func (c *Client) periodicStatus(rows []driver.Periodic, now time.Time) []PeriodicStatus {
+// periodicStatus is the public face of the stored schedules, each last
+// job's state read now: the stored one is the state at enqueue, which an
+// operator would read as stuck (a job ready an hour ago has long run).
+func (c *Client) periodicStatus(ctx context.Context, ex driver.Executor, rows []driver.Periodic, now time.Time) ([]PeriodicStatus, error) {
 	out := make([]PeriodicStatus, len(rows))
 	for i, r := range rows {
 		out[i] = PeriodicStatus{Name: r.Name, Kind: r.Kind, Schedule: r.Schedule, NextRunAt: r.NextRunAt,
 			LastRunAt: r.LastRunAt, LastJobID: r.LastJobID, LastState: JobState(r.LastState), SeenAt: r.SeenAt,
 			Stale: now.Sub(r.SeenAt) >= c.cfg.ProcessDeadAfter}
+		if r.LastJobID == 0 {
+			continue
+		}
+		info, ok, err := ex.JobGet(ctx, r.LastJobID)
+		if err != nil {
+			return nil, fmt.Errorf("periodic job %q: its last job %d: %w", r.Name, r.LastJobID, err)
+		}
+		if ok {
+			out[i].LastJobState = JobState(info.State)
+		}
 	}
-	return out
+	return out, nil
 }
 
 // periodic is a PeriodicJob as the runtime's scheduler sees it.
@@ -215,7 +235,11 @@ func (c *Client) PeriodicJobs(ctx context.Context) ([]PeriodicStatus, error) {
 	if err != nil {
 		return nil, fmt.Errorf("periodic jobs: %w", c.explainErr(ctx, err))
 	}
-	return c.periodicStatus(rows, c.cfg.Now()), nil
+	ps, err := c.periodicStatus(ctx, c.drv.Exec(), rows, c.cfg.Now())
+	if err != nil {
+		return nil, fmt.Errorf("periodic jobs: %w", c.explainErr(ctx, err))
+	}
+	return ps, nil
 }
 
 // bq's conformance suite runs a client's scheduler pass by pass.

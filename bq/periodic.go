@@ -20,15 +20,27 @@ func printPeriodic(w io.Writer, h *bq.Health) {
 		last, job := "never", "-"
 		if p.LastRunAt != nil {
 			last = ago(*p.LastRunAt, h.At)
-			job = string(p.LastState)
-			if p.LastJobID != 0 {
-				job = fmt.Sprintf("%d (%s)", p.LastJobID, p.LastState)
-			}
+			job = lastJob(p)
 		}
 		next := ago(p.NextRunAt, h.At)
 		if p.Stale {
 			next = "- (no live process has it: removed from code?)"
 		}
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", term(p.Name), term(p.Kind), term(p.Schedule), next, last, job)
+	}
+}
+
+// lastJob is a schedule's last job as it is now: its id and current
+// state (the state at enqueue, ready say, would read as stuck long after
+// the job ran), "deleted" once retention took it, or what admission made
+// of a tick that stored no job (discarded).
+func lastJob(p bq.PeriodicStatus) string {
+	switch {
+	case p.LastJobID == 0:
+		return string(p.LastState)
+	case p.LastJobState == "":
+		return fmt.Sprintf("%d (deleted)", p.LastJobID)
+	default:
+		return fmt.Sprintf("%d (%s)", p.LastJobID, p.LastJobState)
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/bqueue/bq"
 	"github.com/bqueue/bq/internal/driver"
+	"github.com/bqueue/bq/internal/lifecycle"
 )
 
 // periodicDB returns the DSN of a SQLite database where the periodic job
@@ -69,5 +70,35 @@ func TestStatusPeriodic(t *testing.T) {
 	if p.Name != "nightly" || p.Schedule != "CRON_TZ=Europe/Paris 0 3 * * *" || p.LastJobID != id || p.LastState != bq.StateReady ||
 		p.LastRunAt == nil || p.LastRunAt.UTC().Hour() != 2 || p.NextRunAt.UTC().Day() != 2 {
 		t.Errorf("bq status --json periodic = %+v: want nightly, last run 03:00 Paris (02:00 UTC) with job %d, next tomorrow", p, id)
+	}
+
+	// The job ran and failed: its state now, not the ready of its enqueue
+	// (which reads as stuck); gone once retention deleted it.
+	ctx := context.Background()
+	c, err := bq.Open(ctx, dsn, bq.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_, claims := claimAs(t, c, "periodic-worker", "cli", 1, time.Hour)
+	eng := driver.ClientEngine(c)
+	if err := driver.InTx(ctx, eng, func(ex driver.Executor) error {
+		_, err := lifecycle.Fail(ctx, ex, claims[0], "boom", time.Now())
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if text, err = runCmd(runStatus, "--dsn", dsn); err != nil || !strings.Contains(text, "ago  "+strconv.FormatInt(id, 10)+" (failed)") {
+		t.Errorf("bq status after nightly's job failed: %v\n%s\nwant job %d (failed)", err, text, id)
+	}
+	if text, err = runCmd(runStatus, "--dsn", dsn, "--json"); err != nil || !strings.Contains(text, `"last_state": "ready"`) ||
+		!strings.Contains(text, `"last_job_state": "failed"`) {
+		t.Errorf("bq status --json after nightly's job failed: %v\n%s\nwant last_state ready (at enqueue), last_job_state failed", err, text)
+	}
+	if err := driver.InTx(ctx, eng, func(ex driver.Executor) error { return ex.JobDeleteMany(ctx, []int64{id}) }); err != nil {
+		t.Fatal(err)
+	}
+	if text, err = runCmd(runStatus, "--dsn", dsn); err != nil || !strings.Contains(text, "ago  "+strconv.FormatInt(id, 10)+" (deleted)") {
+		t.Errorf("bq status after retention deleted nightly's job: %v\n%s\nwant job %d (deleted)", err, text, id)
 	}
 }

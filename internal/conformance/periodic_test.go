@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -20,6 +21,7 @@ var _ = register(
 	scenario{"PeriodicExactlyOnceInRun", testPeriodicExactlyOnceInRun},
 	scenario{"PeriodicMissedTicks", testPeriodicMissedTicks},
 	scenario{"PeriodicThroughAdmission", testPeriodicThroughAdmission},
+	scenario{"PeriodicLastJobAsItIsNow", testPeriodicLastJobNow},
 	scenario{"PeriodicRemoved", testPeriodicRemoved},
 	scenario{"PeriodicChangedByDeploy", testPeriodicChangedByDeploy},
 	scenario{"PeriodicRunOnStart", testPeriodicRunOnStart},
@@ -291,6 +293,47 @@ func testPeriodicThroughAdmission(t *testing.T, h *harness) {
 	ps, _ = c.PeriodicJobs(ctx)
 	if len(ps) != 1 || ps[0].LastJobID == 0 || ps[0].LastState == bq.StateDiscarded {
 		t.Errorf("PeriodicJobs = %+v: want the third tick's job admitted once the key is free", ps)
+	}
+}
+
+// testPeriodicLastJobNow: the schedule's last job is shown as it is now,
+// not as it was at enqueue (issue 38: "ready" an hour after the job ran
+// reads as stuck). PeriodicJobs and Health give the state admission made
+// (LastState, kept) and the job's state now (LastJobState): ready, then
+// completed once a worker ran it, then none once the job is deleted.
+func testPeriodicLastJobNow(t *testing.T, h *harness) {
+	ctx := context.Background()
+	clock := newFakeClock(time.Second)
+	c := periodicClient(h, clock, bq.Periodic(bq.Every(time.Second), periodicJob, periodicArgs, bq.PeriodicOptions{Name: "last-job-now"}))
+	periodicPass(t, c) // stores the schedule
+	clock.Add(time.Second)
+	periodicPass(t, c) // its first tick
+	last := func() bq.PeriodicStatus {
+		t.Helper()
+		ps, err := c.PeriodicJobs(ctx)
+		if err != nil || len(ps) != 1 {
+			t.Fatalf("PeriodicJobs = %+v, %v: want the one schedule", ps, err)
+		}
+		hl, err := c.Health(ctx, bq.HealthOptions{})
+		if err != nil || len(hl.Periodic) != 1 || hl.Periodic[0].LastJobState != ps[0].LastJobState {
+			t.Fatalf("Health's Periodic = %+v, %v: want the same last job as PeriodicJobs' %+v", hl.Periodic, err, ps[0])
+		}
+		return ps[0]
+	}
+	p := last()
+	if p.LastJobID == 0 || p.LastState != bq.StateReady || p.LastJobState != bq.StateReady {
+		t.Fatalf("after the tick: %+v, want its job ready, as admitted and now", p)
+	}
+	w := h.clientWith(testConfig())
+	h.run(w)
+	h.waitState(p.LastJobID, bq.StateCompleted)
+	if p = last(); p.LastState != bq.StateReady || p.LastJobState != bq.StateCompleted {
+		t.Errorf("after its run: LastState %q, LastJobState %q; want ready (as admitted) and completed (now)", p.LastState, p.LastJobState)
+	}
+	h.exec(fmt.Sprintf("DELETE FROM bq_jobs WHERE id = %d", p.LastJobID), fmt.Sprintf("DELETE FROM bq_jobs WHERE id = %d", p.LastJobID),
+		fmt.Sprintf("DELETE FROM bq_jobs WHERE id = %d", p.LastJobID))
+	if p = last(); p.LastJobID == 0 || p.LastJobState != "" {
+		t.Errorf("after retention deleted the job: %+v, want its id and no state now", p)
 	}
 }
 
