@@ -153,7 +153,7 @@ run (LOAD, which needs a superuser unless the library is in
 $libdir/plugins) and writes the plan of every statement they run, with
 ANALYZE and BUFFERS, to FILE, each under a line giving the seconds since
 the run began and the backend's pid: which plan a connection used when
-(docs/benchmarks.md, "A fresh deployment's first minute"). Every
+(bench/matrix/notes.md, "A fresh deployment's first minute"). Every
 statement is instrumented, so the run is slower: read its plans, not its
 timings.
 

@@ -405,20 +405,35 @@ func (p *process) verifyClaims(ctx context.Context) {
 		if running[f] {
 			continue
 		}
-		cl := &driver.Claim{Job: driver.Job{ID: h.JobID}, Fence: h.Fence, ClaimedAt: h.ClaimedAt}
-		err := driver.InTx(ctx, p.c.drv, func(ex driver.Executor) error {
-			info, ok, err := ex.JobGet(ctx, h.JobID)
-			if err != nil || !ok {
-				return err
-			}
-			cl.Job = info.Job
-			_, err = lifecycle.Unclaim(ctx, ex, cl, p.c.cfg.Now())
+		p.returnStray(ctx, id, h)
+	}
+}
+
+// returnStray returns to ready a claim of process id that no run holds,
+// and logs what happened: the claim may have ended between the check's
+// read of the claims and this transaction (a completion in flight
+// committed meanwhile), and then nothing was returned.
+func (p *process) returnStray(ctx context.Context, id int64, h driver.OwnClaim) {
+	cl := &driver.Claim{Job: driver.Job{ID: h.JobID}, Fence: h.Fence, ClaimedAt: h.ClaimedAt}
+	var res lifecycle.Result
+	err := driver.InTx(ctx, p.c.drv, func(ex driver.Executor) error {
+		info, ok, err := ex.JobGet(ctx, h.JobID)
+		if err != nil || !ok {
 			return err
-		})
-		if err != nil {
-			p.c.log.Warn("return a claim no run holds", "job_id", h.JobID, "process_id", id, "error", err)
-			continue
 		}
+		cl.Job = info.Job
+		res, err = lifecycle.Unclaim(ctx, ex, cl, p.c.cfg.Now())
+		return err
+	})
+	switch {
+	case err != nil:
+		p.c.log.Warn("return a claim no run holds", "job_id", h.JobID, "process_id", id, "error", err)
+	case !res.Matched:
+		p.c.log.Debug("a claim no run held had ended before it was returned (its run's outcome committed meanwhile)",
+			"job_id", h.JobID, "process_id", id)
+	case res.State == driver.StateCancelled:
+		p.c.log.Warn("cancelled a claim of this process that no run held: its cancel was requested", "job_id", h.JobID, "process_id", id)
+	default:
 		p.c.log.Warn("returned to ready a claim of this process that no run held", "job_id", h.JobID, "process_id", id)
 	}
 }
