@@ -22,10 +22,16 @@ func newAdmitQueries(p func(string) string) admitQueries {
 		// key order (a concurrent create of the same key waits for the
 		// other transaction, then does nothing, never a unique violation),
 		// then lock them all in key order, so two batches never deadlock.
+		// The keys that exist are passed over by an index probe (NOT
+		// EXISTS) rather than ON CONFLICT's insertion attempt: 0.5-1.3 ms
+		// where it took 1.7-8 ms for a batch of 1,000 existing keys.
+		// ON CONFLICT still settles a key created meanwhile, and a key
+		// deleted meanwhile is missing from the lock and created again.
 		semEnsureMany: p(`
 INSERT INTO {p}semaphores (key, value, lim, blocked, duration_ms, expires_at)
 SELECT t.key, t.lim, t.lim, 0, t.duration_ms, t.expires_at
 FROM unnest($1::text[], $2::int[], $3::bigint[], $4::timestamptz[]) AS t(key, lim, duration_ms, expires_at)
+WHERE NOT EXISTS (SELECT 1 FROM {p}semaphores s WHERE s.key = t.key)
 ORDER BY t.key
 ON CONFLICT (key) DO NOTHING`),
 		// Read once executor.lockSems holds the rows, in a statement of
