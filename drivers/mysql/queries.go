@@ -214,6 +214,7 @@ WHERE scheduled_at <= ? ORDER BY scheduled_at, priority DESC, job_id LIMIT ? FOR
 		"AND `key` > ? ORDER BY `key` LIMIT ?")
 	q.PromotableSems = p("SELECT `key` FROM {p}semaphores WHERE value > 0 AND blocked > 0 AND `key` > ?\n" +
 		"ORDER BY `key` LIMIT ?")
+	q.AllSems = p("SELECT `key` FROM {p}semaphores WHERE `key` > ? ORDER BY `key` LIMIT ?")
 	// In expiry order, the index's: the scan stops after the rows it
 	// returns. A semaphore a blocked multi-key job names is kept: that
 	// job's promotion finds it. A locking read sees the rows' latest values, so what it

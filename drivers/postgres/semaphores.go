@@ -15,7 +15,7 @@ import (
 type semaphoreQueries struct {
 	semEnsure, semLock, semTryLock, semSave, promoteBlocked, countHolders string
 	lockSems, lockFirstSem, releasePromote                                string
-	expiredSems, promotableSems, deleteIdleSems                           string
+	expiredSems, promotableSems, deleteIdleSems, allSems                  string
 }
 
 func newSemaphoreQueries(p func(string) string) semaphoreQueries {
@@ -116,6 +116,7 @@ SELECT key, n, queues, ids, line_left FROM done WHERE n > 0 OR line_left`),
 AND key > $2 ORDER BY key LIMIT $3`),
 		promotableSems: p(`SELECT key FROM {p}semaphores WHERE value > 0 AND blocked > 0 AND key > $1
 ORDER BY key LIMIT $2`),
+		allSems: p(`SELECT key FROM {p}semaphores WHERE key > $1 ORDER BY key LIMIT $2`),
 		deleteIdleSems: p(`
 DELETE FROM {p}semaphores WHERE key IN (
 	SELECT s.key FROM {p}semaphores s
@@ -256,6 +257,10 @@ func (e *executor) keys(ctx context.Context, what, query string, args ...any) ([
 
 func (e *executor) SemaphoreListExpired(ctx context.Context, now time.Time, after string, max int) ([]string, error) {
 	return e.keys(ctx, "expired", e.q.expiredSems, now, after, max)
+}
+
+func (e *executor) SemaphoreList(ctx context.Context, after string, max int) ([]string, error) {
+	return e.keys(ctx, "all", e.q.allSems, after, max)
 }
 
 func (e *executor) SemaphoreListPromotable(ctx context.Context, after string, max int) ([]string, error) {

@@ -85,6 +85,7 @@ ORDER BY scheduled_at, priority DESC, job_id LIMIT ?`)
 AND key > ? ORDER BY key LIMIT ?`)
 	q.PromotableSems = p(`SELECT key FROM {p}semaphores WHERE value > 0 AND blocked > 0 AND key > ?
 ORDER BY key LIMIT ?`)
+	q.AllSems = p(`SELECT key FROM {p}semaphores WHERE key > ? ORDER BY key LIMIT ?`)
 	// A semaphore a blocked multi-key job names is kept: that job's
 	// promotion finds it.
 	q.PickIdleSems = p(`SELECT s.key FROM {p}semaphores s

@@ -213,6 +213,17 @@ FROM bq_semaphores s`)
 				key, value, lim, holders, blocked, blockedRows)
 		}
 	}
+	// Client.Verify must agree: no semaphore drift (unreaped claims may
+	// still wait for the dispatcher in a scenario that killed a process).
+	r, err := h.client.Verify(context.Background(), bq.VerifyOptions{})
+	if err != nil {
+		h.t.Fatalf("Verify: %v", err)
+	}
+	for _, d := range r.Drift {
+		if d.Kind != bq.DriftUnreaped {
+			h.t.Errorf("Verify found %s drift of %q: %s", d.Kind, d.Key, d.Detail)
+		}
+	}
 }
 
 // driver returns the client's internal driver for white-box steps.

@@ -12,6 +12,9 @@ type Maintenance interface {
 	ScheduledDueExists(ctx context.Context, now time.Time) (bool, error)
 	// SemaphoreListExpired lists keys after `after` whose semaphore expired.
 	SemaphoreListExpired(ctx context.Context, now time.Time, after string, max int) ([]string, error)
+	// SemaphoreList lists every key after `after` that has a semaphore, in
+	// the database's order of keys (bq verify's walk).
+	SemaphoreList(ctx context.Context, after string, max int) ([]string, error)
 	// SemaphoreListPromotable lists keys after `after` with a free slot and a
 	// blocked job.
 	SemaphoreListPromotable(ctx context.Context, after string, max int) ([]string, error)

@@ -38,7 +38,7 @@ type Queries struct {
 	// (args: the new key's Text, the job id, the old key's Text).
 	LineHeads, MoveToLine string
 
-	ExpiredSems, PromotableSems, PickIdleSems, DeleteSems string
+	ExpiredSems, PromotableSems, AllSems, PickIdleSems, DeleteSems string
 
 	HasDueScheduled, PickDueScheduled, DeleteScheduled, SelectJobs, DeleteFinished string
 

@@ -167,6 +167,10 @@ func (e *Executor) SemaphoreListExpired(ctx context.Context, now time.Time, afte
 	return e.keys(ctx, "expired", e.q.ExpiredSems, Micros(now), e.d.Text(after), max)
 }
 
+func (e *Executor) SemaphoreList(ctx context.Context, after string, max int) ([]string, error) {
+	return e.keys(ctx, "all", e.q.AllSems, e.d.Text(after), max)
+}
+
 func (e *Executor) SemaphoreListPromotable(ctx context.Context, after string, max int) ([]string, error) {
 	return e.keys(ctx, "promotable", e.q.PromotableSems, e.d.Text(after), max)
 }

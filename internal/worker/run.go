@@ -79,13 +79,7 @@ func (c *Runtime) Run(ctx context.Context, o RunOptions) error {
 		services.Go(func() { c.flushHistory(beatCtx) })
 	}
 	if dispatch {
-		d := dispatcher.New(c.drv, dispatcher.Config{
-			Interval: c.cfg.DispatchInterval, ProcessDeadAfter: c.cfg.ProcessDeadAfter,
-			Retention: c.cfg.Retention, OnReady: c.Ready, Now: c.cfg.Now, Logger: c.log, RateWake: c.rateWake,
-			Hooks:      c.dispatcherHooks(),
-			PassFailed: func(err error) { c.passes.failed(c, "dispatcher", err) },
-			PassOK:     func() { c.passes.ok(c, "dispatcher") },
-		})
+		d := c.dispatcher()
 		services.Go(func() { _ = d.Run(ctx) })
 		if o.Periodic != nil {
 			services.Go(func() { o.Periodic(ctx) })
@@ -163,4 +157,24 @@ func (c *Runtime) dispatcherHooks() dispatcher.Hooks {
 			c.met.Reap(ctx, metrics.JobOf(&cl.Job), state)
 		},
 	}
+}
+
+// dispatcher is the client's dispatcher: the maintenance passes of a
+// process that dispatches.
+func (c *Runtime) dispatcher() *dispatcher.Dispatcher {
+	return dispatcher.New(c.drv, dispatcher.Config{
+		Interval: c.cfg.DispatchInterval, ProcessDeadAfter: c.cfg.ProcessDeadAfter,
+		Retention: c.cfg.Retention, OnReady: c.Ready, Now: c.cfg.Now, Logger: c.log, RateWake: c.rateWake,
+		Hooks:      c.dispatcherHooks(),
+		PassFailed: func(err error) { c.passes.failed(c, "dispatcher", err) },
+		PassOK:     func() { c.passes.ok(c, "dispatcher") },
+	})
+}
+
+// DispatchOnce runs one dispatcher pass (every maintenance step once: due
+// scheduled jobs, lost claims reaped, expired semaphores reclaimed,
+// promotable lines promoted), as a process that dispatches does every
+// DispatchInterval (bq verify --repair).
+func (c *Runtime) DispatchOnce(ctx context.Context) error {
+	return c.dispatcher().Pass(ctx)
 }

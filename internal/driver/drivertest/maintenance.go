@@ -82,6 +82,25 @@ var _ = add("maintenance",
 			t.Errorf("PromotableSemaphores pages = %v, %v; want [g/a g/d], [g/f]", first, rest)
 		}
 	}},
+	test{"EverySemaphorePagesInKeyOrder", func(t *testing.T, f *fixture) {
+		f.semaphore("g/c", 2, 2, 0, T0)                 // idle
+		f.semaphore("g/a", 0, 1, 3, T0)                 // full, a line
+		f.semaphore("g/b", -1, 1, 0, T0)                // over its limit
+		f.semaphore("g/d", 1, 1, 0, T0.Add(-time.Hour)) // expired
+		var pages [][]string
+		for after := ""; ; {
+			keys, err := f.ex().SemaphoreList(f.ctx, after, 3)
+			f.must(err)
+			if len(keys) == 0 {
+				break
+			}
+			pages = append(pages, keys)
+			after = keys[len(keys)-1]
+		}
+		if want := [][]string{{"g/a", "g/b", "g/c"}, {"g/d"}}; !slices.EqualFunc(pages, want, slices.Equal) {
+			t.Errorf("SemaphoreList pages = %v, want %v", pages, want)
+		}
+	}},
 	test{"DeleteIdleSemaphores", func(t *testing.T, f *fixture) {
 		past := T0.Add(-time.Second)
 		f.semaphore("g/idle1", 2, 2, 0, past)
