@@ -6,6 +6,7 @@
 //	bq dispatcher --dsn DSN
 //	bq status --dsn DSN [--json | --watch]
 //	bq explain --dsn DSN JOB_ID
+//	bq verify --dsn DSN [--repair] [--json]
 //	bq jobs --dsn DSN [--kind K] [--state S] [--key K | --key-prefix P] [--meta k=v] [--tag T] [--json]
 //	bq cancel --dsn DSN JOB_ID
 //	bq queue pause|resume --dsn DSN QUEUE
@@ -46,6 +47,7 @@ var commands = []command{
 	{"dispatcher", "run the dispatcher (scheduled jobs, blocked jobs, reaping) until interrupted", runDispatcher},
 	{"status", "show queues, limit groups, the most blocked keys and processes", runStatus},
 	{"explain", "show what a job waits for, and why", runExplain},
+	{"verify", "check the stored rows against bq's invariants; --repair mends what drifted", runVerify},
 	{"jobs", "list jobs by kind, queue, state, key, metadata, tag or time, a page at a time", runJobs},
 	{"cancel", "cancel a job (a running one is stopped and ends when its run returns)", runCancel},
 	{"retry", "retry a failed job (it goes through admission again)", runRetry},

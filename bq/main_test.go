@@ -158,7 +158,7 @@ func TestMissingSQLiteFile(t *testing.T) {
 	dsn := "sqlite://" + path
 	for _, args := range [][]string{
 		{"status"}, {"status", "--json"}, {"explain", "1"}, {"migrate", "status"}, {"migrate", "down"},
-		{"dispatcher"}, {"ui", "--addr", "127.0.0.1:0"},
+		{"dispatcher"}, {"ui", "--addr", "127.0.0.1:0"}, {"verify"}, {"verify", "--repair"},
 	} {
 		code, stdout, stderr := bqCmd(t, ctx, append(args, "--dsn", dsn)...)
 		want := "bq: no such database file: " + path + " (create it with `bq migrate up --dsn " + dsn + "`)\n"

@@ -37,11 +37,12 @@ func serveUI(ctx context.Context, e *env, args []string, ready chan<- string) er
 		`Serves the web dashboard: the overview, the history's charts, queues
 (pause and resume), blocked work by key (a key's limit override), rate
 keys (their override), jobs, failed jobs (with retry and discard),
-processes, periodic schedules, and a search box (a job id, a key, a tag,
-or a metadata value under the --search-metadata keys). Beyond loopback
-it needs a token: put it in a file (--token-file) or $BQ_UI_TOKEN, not on
-the command line, where ps shows it; at least 16 random characters
-(openssl rand -hex 16).`)
+processes, periodic schedules, Verify (drift between the semaphores
+and their keys' rows, with a Repair button), and a search box (a job id,
+a key, a tag, or a metadata value under the --search-metadata keys).
+Beyond loopback it needs a token: put it in a file (--token-file) or
+$BQ_UI_TOKEN, not on the command line, where ps shows it; at least 16
+random characters (openssl rand -hex 16).`)
 	var db dbFlags
 	db.register(f)
 	addr := f.String("addr", "127.0.0.1:8080", "`address` to listen on; anything but a loopback address needs a token")

@@ -283,7 +283,7 @@ func TestUISearchMetadataFlag(t *testing.T) {
 		t.Fatal(err)
 	}
 	text := strings.Join(strings.Fields(help.String()), " ")
-	for _, page := range []string{"--search-metadata", "history", "rate keys", "periodic schedules", "search box"} {
+	for _, page := range []string{"--search-metadata", "history", "rate keys", "periodic schedules", "Verify", "search box"} {
 		if !strings.Contains(text, page) {
 			t.Errorf("bq ui -h does not name %q:\n%s", page, help.String())
 		}

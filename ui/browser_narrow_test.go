@@ -13,6 +13,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/bqueue/bq/internal/testdb"
 	"github.com/bqueue/bq/ui"
 )
 
@@ -74,6 +75,8 @@ func TestBrowserNarrow(t *testing.T) {
 	if _, err := syncJob.Enqueue(ctx, f.client, syncArgs{Tenant: "acme"}); err != nil {
 		t.Fatal(err)
 	}
+	// Drift on the long key, for the Verify page's table.
+	bumpFree(t, f.client, testdb.SQLite, "ui.export/"+longTenant)
 	srv := httptest.NewServer(ui.Handler(f.client, ui.Options{}))
 	defer srv.Close()
 	b := &session{t: t, ctx: browser(t, path), root: srv.URL, shots: shots, prefix: "narrow"}
@@ -93,6 +96,7 @@ func TestBrowserNarrow(t *testing.T) {
 		{"/history", "#chart-throughput svg", "header, header *, main table, main table *", "history"},
 		{"/processes", "#processes", "header, header *, main table, main table *", ""},
 		{"/periodic", "main", "header, header *, main table, main table *", ""},
+		{"/verify", "#drift", "header, header *, main table, main table *, #repair", "verify"},
 		{"/search?q=acme", "table.found", "header, header *, main table, main table *", ""},
 	} {
 		b.open(p.path, p.ready)

@@ -5,7 +5,8 @@
 // time), each job with its explanation, metadata and tags and a cancel
 // button while it is live, failed jobs with retry, discard and cancel,
 // the rate keys, each with its line and a form to override its rate,
-// each key with a form to override its limit, the processes, and a
+// each key with a form to override its limit, the processes, the
+// Verify page (client.Verify's report, with a Repair button), and a
 // search by job id, key, tenant (a key's end, or a metadata value: see
 // Options.SearchMetadata), tag or metadata (key=value). Mount it in your
 // server:
@@ -15,9 +16,9 @@
 // or run `bq ui --dsn ...`. Pages, charts included (inline SVG), are
 // rendered on the server; the CSS and the small script that refreshes
 // them are embedded, so it works offline. Retry, discard, cancel, pause,
-// resume, a rate override and a key's limit override are POST forms
-// protected against cross-site requests; retry goes through admission
-// like any enqueue: it never bypasses a limit.
+// resume, a rate override, a key's limit override and Verify's repair
+// are POST forms protected against cross-site requests; retry goes
+// through admission like any enqueue: it never bypasses a limit.
 //
 // The handler has no access control of its own beyond Options.Token: put
 // your application's authentication in front of it. Without a token it
@@ -155,6 +156,7 @@ func Handler(client *bq.Client, opts Options) http.Handler {
 	mux.HandleFunc("GET /periodic", s.periodic)
 	mux.HandleFunc("GET /rates", s.rates)
 	mux.HandleFunc("GET /rate", s.rateKey)
+	mux.HandleFunc("GET /verify", s.verify)
 	mux.HandleFunc("POST /jobs/{id}/retry", s.retry)
 	mux.HandleFunc("POST /jobs/{id}/discard", s.discard)
 	mux.HandleFunc("POST /jobs/{id}/cancel", s.cancel)
@@ -164,6 +166,7 @@ func Handler(client *bq.Client, opts Options) http.Handler {
 	mux.HandleFunc("POST /rate/clear", s.clearRate)
 	mux.HandleFunc("POST /key/limit/set", s.setLimit)
 	mux.HandleFunc("POST /key/limit/clear", s.clearLimit)
+	mux.HandleFunc("POST /verify/repair", s.repair)
 	// A link to an action, followed or prefetched, does nothing.
 	mux.HandleFunc("/jobs/{id}/retry", postOnly)
 	mux.HandleFunc("/jobs/{id}/discard", postOnly)
@@ -174,6 +177,7 @@ func Handler(client *bq.Client, opts Options) http.Handler {
 	mux.HandleFunc("/rate/clear", postOnly)
 	mux.HandleFunc("/key/limit/set", postOnly)
 	mux.HandleFunc("/key/limit/clear", postOnly)
+	mux.HandleFunc("/verify/repair", postOnly)
 	mux.HandleFunc("/", s.notFound)
 
 	return s.secure(limitInFlight(opts.MaxInFlight, mux))
