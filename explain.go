@@ -30,6 +30,9 @@ type Explanation struct {
 	ProcessID    int64  `json:"process_id,omitzero"`
 	ProcessName  string `json:"process_name,omitzero"`
 	ProcessAlive bool   `json:"process_alive,omitzero"`
+	// Token is a running job's fencing token (the JobMeta.Token of its
+	// run): the largest a downstream should have accepted from it.
+	Token int64 `json:"token,omitzero"`
 	// Key is the state of a blocked job's concurrency key.
 	Key *KeyState `json:"key,omitempty"`
 	// Rate is the state of the rate key a blocked job waits for a start
@@ -140,10 +143,10 @@ func (c *Client) explain(ctx context.Context, info *JobInfo) (*Explanation, erro
 			e.Summary += fmt.Sprintf(" No live process works queue %q: start a worker that does.", info.Queue)
 		}
 	case StateRunning:
-		e.Since, e.ProcessID, e.ProcessName = x.ClaimedAt, x.ProcessID, x.ProcessName
+		e.Since, e.ProcessID, e.ProcessName, e.Token = x.ClaimedAt, x.ProcessID, x.ProcessName, x.Fence
 		e.ProcessAlive = c.alive(x.ProcessBeat, 0, now)
-		e.Summary = fmt.Sprintf("Running on process %s since %s; attempt %d of %d.",
-			processLabel(x.ProcessID, x.ProcessName), when(e.Since, now), info.Attempts+1, info.MaxAttempts)
+		e.Summary = fmt.Sprintf("Running on process %s since %s; attempt %d of %d; fencing token %d.",
+			processLabel(x.ProcessID, x.ProcessName), when(e.Since, now), info.Attempts+1, info.MaxAttempts, x.Fence)
 		reap := "the dispatcher will reap the claim and run the job again."
 		if !x.CancelRequestedAt.IsZero() {
 			e.CancelRequestedAt = x.CancelRequestedAt

@@ -9,6 +9,7 @@ import (
 	"runtime/debug"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/bqueue/bq/internal/driver"
@@ -31,6 +32,16 @@ type JobMeta struct {
 	// "" when it has none.
 	Keys    []string
 	RateKey string
+	// Token is the run's fencing token: its claim's fence, which the
+	// database hands out in increasing order, so every later claim of
+	// any job, the run that replaces this one after its process was
+	// paused or cut off included, carries a larger one. bq refuses a
+	// stale run's own writes (its outcome is fenced); hand Token to the
+	// systems the job writes to so they can refuse the stale run's too:
+	// keep the largest token accepted per resource and accept a write
+	// only with a larger one (UPDATE ... SET token = $t ... WHERE
+	// token < $t). See docs/concurrency.md, "Fencing your own writes".
+	Token int64
 }
 
 // JobFromContext returns the metadata of the job whose context ctx is.
@@ -369,6 +380,10 @@ func (j *Job[A]) work(ctx context.Context, raw []byte, o worker.WorkOptions) err
 	return runThrough(runCtx, meta, nil, j, raw, func(string, string) {})
 }
 
+// workTokens hands bqtest.Work's runs their fencing tokens: each larger
+// than the last, as a database's fences are.
+var workTokens atomic.Int64
+
 // workMeta is the job context of a Work run, refusing what an enqueue
 // would refuse.
 func (j *Job[A]) workMeta(raw []byte, o worker.WorkOptions) (JobMeta, error) {
@@ -380,7 +395,8 @@ func (j *Job[A]) workMeta(raw []byte, o worker.WorkOptions) (JobMeta, error) {
 		return JobMeta{}, fmt.Errorf("decode args of job kind %q as %T: %w", j.name, args, err)
 	}
 	meta := JobMeta{ID: o.ID, Kind: j.name, Queue: j.opts.Queue, Attempt: max(o.Attempt, 1),
-		MaxAttempts: j.opts.MaxAttempts, Metadata: o.Metadata, Tags: mergeTags(j.opts.Tags, o.Tags)}
+		MaxAttempts: j.opts.MaxAttempts, Metadata: o.Metadata, Tags: mergeTags(j.opts.Tags, o.Tags),
+		Token: workTokens.Add(1)}
 	if _, err := encodeMetadata(meta.Metadata); err != nil {
 		return JobMeta{}, fmt.Errorf("%w: bqtest.WithMetadata: %w", ErrInvalidJob, err)
 	}

@@ -48,8 +48,13 @@ func TestWorkGivesTheJobItsContext(t *testing.T) {
 	if err := bqtest.Work(ctx, t, Probe, probeArgs{Name: "first", Skip: "x"}); err != nil {
 		t.Fatal(err)
 	}
+	// Each run gets a fencing token larger than the last.
+	firstToken := seen["first"].Token
+	if firstToken <= 0 {
+		t.Errorf("Work's run has Token %d, want a positive fencing token", firstToken)
+	}
 	want := bq.JobMeta{Kind: "bqtest.probe", Queue: "bqtest-probe", Attempt: 1, MaxAttempts: 4, Key: "probes/first", Tags: []string{"probe"},
-		Keys: []string{"probes/first"}}
+		Keys: []string{"probes/first"}, Token: firstToken}
 	if got := seen["first"]; !reflect.DeepEqual(got, want) {
 		t.Errorf("JobFromContext in Work: %+v, want %+v", got, want)
 	}
@@ -67,7 +72,11 @@ func TestWorkGivesTheJobItsContext(t *testing.T) {
 		t.Fatal(err)
 	}
 	want = bq.JobMeta{ID: 42, Kind: "bqtest.probe", Queue: "bqtest-probe", Attempt: 3, MaxAttempts: 4, Key: "tenant/acme",
-		Metadata: map[string]string{"a": "1", "b": "2"}, Tags: []string{"probe", "vip"}, Keys: []string{"tenant/acme"}}
+		Metadata: map[string]string{"a": "1", "b": "2"}, Tags: []string{"probe", "vip"}, Keys: []string{"tenant/acme"},
+		Token: seen["again"].Token}
+	if seen["again"].Token <= firstToken {
+		t.Errorf("the second Work run's Token %d is not above the first's %d", seen["again"].Token, firstToken)
+	}
 	if got := seen["again"]; !reflect.DeepEqual(got, want) {
 		t.Errorf("JobFromContext with options: %+v, want %+v", got, want)
 	}

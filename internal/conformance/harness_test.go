@@ -88,6 +88,9 @@ func newHarness(t *testing.T, db database) *harness {
 		// Recorders update their run by job id: an index keeps InnoDB
 		// from locking every row on the way.
 		`CREATE INDEX test_runs_job ON test_runs (job_id)`,
+		// A system the jobs write to, fenced by their runs' tokens
+		// (JobMeta.Token): the largest token accepted per resource.
+		`CREATE TABLE test_downstream (rkey VARCHAR(200) NOT NULL, token BIGINT NOT NULL, writer BIGINT NOT NULL)`,
 		// Worker processes leave the conflicts they retried here.
 		`CREATE TABLE test_conflicts (pid BIGINT NOT NULL, retried BIGINT NOT NULL)`,
 	} {

@@ -209,12 +209,16 @@ func testExplainBlocked(t *testing.T, h *harness) {
 func testExplainOthers(t *testing.T, h *harness) {
 	proc := registerProcess(t, h, time.Now())
 	running := enqueue(t, h, unkeyedJob, Args{})
-	claimOne(t, h, proc)
+	claim := claimOne(t, h, proc)
 	ready := enqueue(t, h, unkeyedJob, Args{})
 	later := enqueue(t, h, limit1Job, Args{Key: "s"}, bq.In(time.Hour))
 	failed := failedJob(t, h, onceJob, "", proc)
 
-	wantSummary(t, explain(t, h, running.ID), "Running on process test (#", "attempt 1 of")
+	er := explain(t, h, running.ID)
+	wantSummary(t, er, "Running on process test (#", "attempt 1 of", fmt.Sprintf("fencing token %d.", claim.Fence))
+	if er.Token != claim.Fence {
+		t.Errorf("a running job's Token %d, want its claim's fence %d", er.Token, claim.Fence)
+	}
 	wantSummary(t, explain(t, h, ready.ID), `waiting for a worker of queue "default"`, `No live process works queue "default"`)
 	e := explain(t, h, later.ID)
 	if e.DueAt.IsZero() {

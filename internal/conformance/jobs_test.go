@@ -180,6 +180,32 @@ func act(ctx context.Context, a Args, meta bq.JobMeta) error {
 			time.Sleep(10 * time.Millisecond)
 		}
 		return nil
+	case "fenced-write":
+		// Job code that writes to another system without looking at its
+		// context first, fenced by its token: a first attempt waits until
+		// the clock jumps (its process was paused past its lease), then
+		// writes as if nothing happened; a later attempt writes at once.
+		if meta.Attempt == 1 {
+			prev := time.Now()
+			for end := prev.Add(time.Duration(a.SleepMS) * time.Millisecond); prev.Before(end); {
+				time.Sleep(time.Millisecond)
+				now := time.Now()
+				if now.Sub(prev) > chaosDeadAfter {
+					break
+				}
+				prev = now
+			}
+		}
+		res, err := helperDB.ExecContext(context.WithoutCancel(ctx), rebind(helperDialect,
+			`UPDATE test_downstream SET token = ?, writer = ? WHERE rkey = ? AND token < ?`),
+			meta.Token, meta.Attempt, a.Test, meta.Token)
+		if err != nil {
+			return fmt.Errorf("write downstream: %w", err)
+		}
+		if n, err := res.RowsAffected(); err != nil || n != 1 {
+			return fmt.Errorf("downstream refused the write of token %d (%d rows, %v)", meta.Token, n, err)
+		}
+		return nil
 	case "spin-ctx":
 		// A first attempt that checks its context in a busy loop and
 		// notices a pause by the jump of the clock between two checks:

@@ -73,6 +73,9 @@ type ExecutionDetail struct {
 	ProcessBeat time.Time
 	// CancelRequestedAt: when a cancel marked the claim; zero when none.
 	CancelRequestedAt time.Time
+	// Fence is the claim's fence (its run's JobMeta.Token); zero when
+	// the job is not claimed.
+	Fence int64
 }
 
 // FailedJob is a job in the failed table.

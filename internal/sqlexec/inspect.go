@@ -133,7 +133,7 @@ func (s Shared) LineList(ctx context.Context, key string, max int) ([]driver.Blo
 func (s Shared) ExecutionGet(ctx context.Context, id int64) (driver.ExecutionDetail, bool, error) {
 	var x driver.ExecutionDetail
 	ok, err := found(s.c.QueryRow(ctx, s.q.JobExecution, id).Scan(At(&x.ReadySince), At(&x.BlockedSince), At(&x.DueAt),
-		At(&x.ClaimedAt), At(&x.FailedAt), &x.ProcessID, &x.ProcessName, At(&x.ProcessBeat), At(&x.CancelRequestedAt)))
+		At(&x.ClaimedAt), At(&x.FailedAt), &x.ProcessID, &x.ProcessName, At(&x.ProcessBeat), At(&x.CancelRequestedAt), &x.Fence))
 	if err != nil {
 		return driver.ExecutionDetail{}, false, fmt.Errorf("read execution of job %d: %w", id, err)
 	}

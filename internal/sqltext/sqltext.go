@@ -70,7 +70,7 @@ FROM (` + QueueCounts + `) t GROUP BY queue ORDER BY queue`
 // and its claim's process; a dialect adds the WHERE naming the job.
 const JobExecution = `
 SELECT r.created_at, b.created_at, s.scheduled_at, c.claimed_at, f.failed_at,
-	coalesce(c.process_id, 0), coalesce(p.name, ''), p.last_heartbeat_at, c.cancel_requested_at
+	coalesce(c.process_id, 0), coalesce(p.name, ''), p.last_heartbeat_at, c.cancel_requested_at, coalesce(c.fence, 0)
 FROM {p}jobs j
 LEFT JOIN {p}ready_executions r ON r.job_id = j.id
 LEFT JOIN {p}blocked_executions b ON b.job_id = j.id

@@ -86,6 +86,7 @@ type Meta struct {
 	Tags        []string
 	Keys        []string
 	RateKey     string
+	Token       int64
 }
 
 // Runtime is one client's worker runtime.

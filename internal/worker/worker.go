@@ -386,7 +386,7 @@ func (w *queueWorker) execute(r run) {
 	ctx, l := r.ctx, r.lease
 	cl := l.claim
 	meta := Meta{ID: cl.ID, Kind: cl.Kind, Queue: cl.Queue, Attempt: cl.Attempt + 1,
-		MaxAttempts: cl.MaxAttempts, Key: cl.Limit.Key, RateKey: cl.Rate.Key}
+		MaxAttempts: cl.MaxAttempts, Key: cl.Limit.Key, RateKey: cl.Rate.Key, Token: cl.Fence}
 	for _, l := range cl.Keys() {
 		meta.Keys = append(meta.Keys, l.Key)
 	}

@@ -148,6 +148,10 @@ var _ = add("inspection",
 		f.sameTime("scheduled: DueAt", sched.DueAt, T0.Add(time.Hour))
 		f.sameTime("blocked: BlockedSince", blockedX.BlockedSince, T0)
 		f.sameTime("failed: FailedAt", failed.FailedAt, T0.Add(time.Minute))
+		if running.Fence == 0 || running.Fence == c.Fence || ready.Fence != 0 || failed.Fence != 0 {
+			t.Errorf("fences: running %d (the failed job's claim had %d), ready %d, failed %d; want the running claim's own, 0 for the others",
+				running.Fence, c.Fence, ready.Fence, failed.Fence)
+		}
 		if running.ProcessID != pid || running.ProcessName != "w" || !ready.ClaimedAt.IsZero() || !ready.DueAt.IsZero() || ready.ProcessID != 0 {
 			t.Errorf("executions: ready %+v, running %+v; want the claim's process on the running one only", ready, running)
 		}
