@@ -267,6 +267,9 @@ FROM {p}jobs j FORCE INDEX ({p}jobs_live_rate)
 WHERE j.rate_key_hash = ? AND j.finished_at IS NULL ORDER BY j.id DESC LIMIT 1`)
 
 	// Inspection (read-only).
+	// Microseconds since the epoch, as bq stores times: UNIX_TIMESTAMP
+	// undoes the session's time zone.
+	q.ClockNow = `SELECT CAST(UNIX_TIMESTAMP(NOW(6)) * 1000000 AS SIGNED)`
 	q.GroupStats = p("SELECT SUBSTRING_INDEX(`key`, '/', 1) AS grp, count(*), min(lim), max(lim),\n" +
 		"CAST(sum(lim - value) AS SIGNED), CAST(sum(blocked) AS SIGNED),\n" +
 		"CAST(sum(CASE WHEN value <= 0 THEN 1 ELSE 0 END) AS SIGNED)\n" +

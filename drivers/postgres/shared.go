@@ -23,6 +23,8 @@ WHERE namespace = $1 OR queue = ANY($2::text[]) ORDER BY queue FOR UPDATE`)
 	// Locks the claim: a cancel marking it waits for the run's end.
 	q.CancelRequested += " FOR UPDATE"
 	q.CountByQueue = p(sqltext.CountByQueue(func(col string) string { return "sum(" + col + ")::int" }))
+	// The time now, not the transaction's start (now()).
+	q.ClockNow = `SELECT clock_timestamp()`
 	q.GroupStats = p(`
 SELECT split_part(key, '/', 1) AS grp, count(*)::int, min(lim), max(lim), sum(lim - value)::int,
 	sum(blocked)::int, sum(CASE WHEN value <= 0 THEN 1 ELSE 0 END)::int

@@ -108,6 +108,10 @@ type Inspector interface {
 	// SchemaVersion returns the newest applied migration version, 0 when
 	// bq's tables were never created.
 	SchemaVersion(ctx context.Context) (int64, error)
+	// ClockNow reads the database server's clock; the zero time for a
+	// database with no clock of its own (SQLite, whose clock is its
+	// host's).
+	ClockNow(ctx context.Context) (time.Time, error)
 
 	// ReadyListAges returns, per queue with ready jobs, when its oldest ready
 	// job became ready.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"time"
 
 	"github.com/bqueue/bq/internal/driver"
 )
@@ -22,6 +23,17 @@ func (s Shared) JobCountByQueue(ctx context.Context) ([]driver.QueueCounts, erro
 		return nil, fmt.Errorf("count jobs by queue: %w", err)
 	}
 	return out, nil
+}
+
+func (s Shared) ClockNow(ctx context.Context) (time.Time, error) {
+	if s.q.ClockNow == "" {
+		return time.Time{}, nil
+	}
+	var t time.Time
+	if err := s.c.QueryRow(ctx, s.q.ClockNow).Scan(At(&t)); err != nil {
+		return time.Time{}, fmt.Errorf("read the database's clock: %w", err)
+	}
+	return t, nil
 }
 
 func (s Shared) SchemaVersion(ctx context.Context) (int64, error) {

@@ -67,6 +67,7 @@ func (c *Runtime) Run(ctx context.Context, o RunOptions) error {
 	var services sync.WaitGroup
 	services.Go(func() { proc.heartbeat(beatCtx) })
 	services.Go(func() { proc.watchdog(beatCtx) })
+	services.Go(func() { c.watchClock(beatCtx) })
 	if b, ok := c.drv.(driver.Beaconer); ok {
 		services.Go(func() { proc.beacon(beatCtx, b) })
 	}

@@ -130,6 +130,22 @@ var _ = add("inspection",
 			}
 		}
 	}},
+	test{"ClockNowReadsTheServersClock", func(t *testing.T, f *fixture) {
+		before := time.Now()
+		got, err := f.ex().ClockNow(f.ctx)
+		after := time.Now()
+		f.must(err)
+		if f.d.Dialect() == driver.SQLite {
+			if !got.IsZero() {
+				t.Errorf("ClockNow on SQLite = %v, want the zero time (its clock is its host's)", got)
+			}
+			return
+		}
+		// The server runs on this host in the tests: its clock is ours.
+		if got.Before(before.Add(-time.Second)) || got.After(after.Add(time.Second)) {
+			t.Errorf("ClockNow = %v, want within a second of [%v, %v]", got, before, after)
+		}
+	}},
 	test{"JobExecution", func(t *testing.T, f *fixture) {
 		pid := f.process("w", T0, time.Second, time.Minute)
 		ids := f.insert(T0, job("q"), job("r"), job("q", dueAt(T0.Add(time.Hour))), job("q", keyed("g/k", 1), blocked), job("f"))

@@ -1,0 +1,75 @@
+package worker
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/bqueue/bq/internal/driver"
+)
+
+// clockDB is a driver whose server clock reads at.
+type clockDB struct {
+	driver.Driver
+	at *time.Time
+}
+
+type clockExec struct {
+	driver.Executor
+	at *time.Time
+}
+
+func (d clockDB) Exec() driver.Executor { return clockExec{at: d.at} }
+func (e clockExec) ClockNow(context.Context) (time.Time, error) {
+	return *e.at, nil
+}
+
+// TestClockSkewWarned: a host whose clock differs from the database's by
+// a HeartbeatInterval or more is warned about once, which way and by how
+// much, and told when the clocks agree again; a smaller difference, or a
+// database with no clock of its own (SQLite), says nothing.
+func TestClockSkewWarned(t *testing.T) {
+	ctx := context.Background()
+	host := time.Date(2026, 12, 5, 10, 0, 0, 0, time.UTC)
+	var db time.Time
+	var buf bytes.Buffer
+	c := &Runtime{drv: clockDB{at: &db}, cfg: Config{Now: func() time.Time { return host }, HeartbeatInterval: 5 * time.Second,
+		ProcessDeadAfter: 30 * time.Second}, log: slog.New(slog.NewTextHandler(&buf, nil))}
+	check := func(off bool) bool {
+		t.Helper()
+		if skew, ok := c.clockSkew(ctx); ok {
+			return c.reportSkew(skew, off)
+		}
+		return off
+	}
+	off := false
+	for _, dbAt := range []time.Time{
+		{},                          // no clock of its own
+		host.Add(2 * time.Second),   // within a beat
+		host.Add(31 * time.Second),  // the host lags by 31 s: warned
+		host.Add(40 * time.Second),  // still off: not again
+		host.Add(-time.Second),      // agree again
+		host.Add(-12 * time.Second), // the host runs 12 s ahead
+	} {
+		db = dbAt
+		off = check(off)
+	}
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) != 3 {
+		t.Fatalf("%d log lines, want 3:\n%s", len(lines), buf.String())
+	}
+	for i, want := range [][]string{
+		{"level=WARN", "clock is behind the database's", "by=31s", "reaped while alive"},
+		{"level=INFO", "agrees with the database's again"},
+		{"level=WARN", "clock is ahead of the database's", "by=12s"},
+	} {
+		for _, w := range want {
+			if !strings.Contains(lines[i], w) {
+				t.Errorf("line %d %q lacks %q", i+1, lines[i], w)
+			}
+		}
+	}
+}
