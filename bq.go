@@ -524,6 +524,12 @@ func (c *Client) explainErr(ctx context.Context, err error) error {
 		// The job, not the database: the policy it relies on sets no rate.
 		return fmt.Errorf("%w: %w", ErrInvalidJob, err)
 	}
+	switch c.drv.Refusal(err) {
+	case driver.ReadOnly:
+		return fmt.Errorf("%w: %w", ErrReadOnly, err)
+	case driver.Full:
+		return fmt.Errorf("%w: %w", ErrDatabaseFull, err)
+	}
 	if schemaErr := c.checkSchema(context.WithoutCancel(ctx)); schemaErr != nil && errors.Is(schemaErr, ErrNotMigrated) {
 		return fmt.Errorf("%w: %w", schemaErr, err)
 	}

@@ -25,6 +25,17 @@ var (
 	// the transaction back and run it again. Inside its own transactions
 	// bq retries these itself.
 	ErrConflict = errors.New("transient database conflict: roll back and retry the transaction")
+	// ErrReadOnly wraps the database's refusal of a write because it
+	// takes none: a standby (connect to the primary, e.g. with
+	// target_session_attrs=read-write on PostgreSQL), a database or
+	// server set read-only, or a SQLite file bq may not write. Nothing was
+	// stored; a running client keeps what it accepted and goes on by
+	// itself once writes work again.
+	ErrReadOnly = errors.New("the database refuses writes (read-only: a standby, a read-only database or server, or a file bq may not write): point bq at the primary or make it writable")
+	// ErrDatabaseFull wraps the database's refusal of a write because its
+	// disk (or a table's space) is full: nothing was stored; free space
+	// and bq goes on by itself.
+	ErrDatabaseFull = errors.New("the database is full (out of disk or table space): free space and bq goes on by itself")
 )
 
 // ErrLeaseLost is the cancellation cause of a run whose process can no

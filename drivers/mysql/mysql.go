@@ -247,6 +247,22 @@ func (d *engine) Retryable(err error) bool {
 	return false
 }
 
+// Refusal reports MySQL's and MariaDB's read-only errors (the server's
+// read_only, a read-only transaction, innodb_read_only) and full ones
+// (the disk, a table's space).
+func (d *engine) Refusal(err error) driver.Refusal {
+	var myErr *gomysql.MySQLError
+	if errors.As(err, &myErr) {
+		switch myErr.Number {
+		case 1290, 1792, 1836: // ER_OPTION_PREVENTS_STATEMENT (--read-only), ER_CANT_EXECUTE_IN_READ_ONLY_TRANSACTION, ER_READ_ONLY_MODE
+			return driver.ReadOnly
+		case 1021, 1114: // ER_DISK_FULL, ER_RECORD_FILE_FULL
+			return driver.Full
+		}
+	}
+	return driver.NotRefused
+}
+
 func (d *engine) SQLDB() *sql.DB { return d.db }
 
 func (d *engine) Close() error {

@@ -272,6 +272,21 @@ func (d *engine) Retryable(err error) bool {
 	return false
 }
 
+// Refusal reports read_only_sql_transaction (a standby, or
+// default_transaction_read_only) and disk_full.
+func (d *engine) Refusal(err error) driver.Refusal {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch pgErr.Code {
+		case "25006":
+			return driver.ReadOnly
+		case "53100":
+			return driver.Full
+		}
+	}
+	return driver.NotRefused
+}
+
 func (d *engine) SQLDB() *sql.DB {
 	d.sqlOnce.Do(func() { d.sqlDB = stdlib.OpenDBFromPool(d.pool) })
 	return d.sqlDB

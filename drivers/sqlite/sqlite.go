@@ -246,6 +246,21 @@ func (d *engine) Retryable(err error) bool {
 	return err != nil && strings.Contains(err.Error(), "database is locked")
 }
 
+// Refusal reports SQLITE_READONLY (a file or directory it may not
+// write, a read-only open) and SQLITE_FULL.
+func (d *engine) Refusal(err error) driver.Refusal {
+	var se *sqlite.Error
+	if errors.As(err, &se) {
+		switch se.Code() & 0xff {
+		case sqlite3.SQLITE_READONLY:
+			return driver.ReadOnly
+		case sqlite3.SQLITE_FULL:
+			return driver.Full
+		}
+	}
+	return driver.NotRefused
+}
+
 func (d *engine) SQLDB() *sql.DB { return d.db }
 
 func (d *engine) Close() error {

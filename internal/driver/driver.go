@@ -55,6 +55,10 @@ type Driver interface {
 	// serialization failure, busy database) worth running the
 	// transaction again for.
 	Retryable(err error) bool
+	// Refusal reports whether err is the database refusing writes: read
+	// only (a standby, a read-only database or transaction) or full (out
+	// of disk); NotRefused for any other error.
+	Refusal(err error) Refusal
 	// SQLDB returns a database/sql handle for migrations.
 	SQLDB() *sql.DB
 	// MigrationLock serialises bq's migrations of this prefix across
@@ -100,3 +104,14 @@ type Executor interface {
 type SingleWriter interface {
 	SingleWriter()
 }
+
+// Refusal is why a database refused a write (Driver.Refusal).
+type Refusal int
+
+const (
+	NotRefused Refusal = iota
+	// ReadOnly: a standby, or a database or session set read-only.
+	ReadOnly
+	// Full: the disk (or a table's space) is full.
+	Full
+)

@@ -611,7 +611,18 @@ func (o *outage) failed(c *Runtime, what string, err error) {
 		o.down.Store(true)
 		o.since, o.lastReport, o.failures = now, now, 1
 		o.back = make(chan struct{})
-		c.log.Error("database calls are failing; bq retries with backoff", "service", what, "error", err)
+		msg := "database calls are failing; bq retries with backoff"
+		refusal := driver.NotRefused
+		if c.drv != nil {
+			refusal = c.drv.Refusal(err)
+		}
+		switch refusal {
+		case driver.ReadOnly:
+			msg = "the database refuses writes (read-only: a standby, or a database set read-only); bq retries with backoff and goes on once it takes writes"
+		case driver.Full:
+			msg = "the database is full (out of disk or table space); bq retries with backoff and goes on once it has room"
+		}
+		c.log.Error(msg, "service", what, "error", err)
 	case now.Sub(o.lastReport) >= outageReport:
 		o.lastReport = now
 		c.log.Error("database calls still failing", "service", what, "for", now.Sub(o.since).Round(time.Second),
