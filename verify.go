@@ -24,6 +24,10 @@ const (
 	// which the dispatcher has not reaped yet (none runs, or it is
 	// behind).
 	DriftUnreaped DriftKind = "unreaped"
+	// DriftStranded: an unfinished job in no state table (nothing will
+	// run it) or in several. Repair leaves it to a person (bq retry, bq
+	// cancel): which state is right cannot be told from the rows.
+	DriftStranded DriftKind = "stranded"
 )
 
 // Drift is one place where the stored rows break an invariant of bq's
@@ -54,8 +58,9 @@ type VerifyOptions struct {
 type VerifyReport struct {
 	// Semaphores is how many keys' semaphores were checked.
 	Semaphores int `json:"semaphores"`
-	// Drift lists every breach found, in key order, then the unreaped
-	// claims; empty when the rows are consistent.
+	// Drift lists every breach found: semaphores in key order, then
+	// stranded jobs and unreaped claims by job id; empty when the rows
+	// are consistent.
 	Drift []Drift `json:"drift"`
 }
 
@@ -73,8 +78,9 @@ func (r *VerifyReport) Unrepaired() int {
 // Verify checks the stored rows against the invariants the engine keeps
 // (each semaphore's free value is its limit minus its holders, its
 // blocked count is its line's length, no key has a free slot while its
-// line waits, no claim of a dead process is left unreaped), one key at a
-// time under that key's own lock, so it can run beside a working fleet.
+// line waits, every unfinished job is in exactly one state, no claim of a
+// dead process is left unreaped), one key at a time under that key's own
+// lock, so it can run beside a working fleet.
 // With Repair it also mends what it finds. It never changes a consistent
 // row.
 func (c *Client) Verify(ctx context.Context, o VerifyOptions) (*VerifyReport, error) {

@@ -3,6 +3,7 @@ package conformance
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,7 +12,49 @@ import (
 
 var _ = register(
 	scenario{"VerifyFindsAndRepairsDrift", testVerify},
+	scenario{"VerifyFindsStrandedJobs", testVerifyStranded},
 )
+
+// testVerifyStranded: an unfinished job whose ready row is gone (nothing
+// will ever run it) and one in two states at once are reported, by job;
+// Repair leaves both to a person, and says so.
+func testVerifyStranded(t *testing.T, h *harness) {
+	ctx := context.Background()
+	lost := enqueue(t, h, unkeyedJob, Args{})
+	twice := enqueue(t, h, unkeyedJob, Args{})
+	fine := enqueue(t, h, unkeyedJob, Args{})
+	for _, q := range []string{
+		`DELETE FROM bq_ready_executions WHERE job_id = ?`,
+		`INSERT INTO bq_scheduled_executions (job_id, queue, priority, scheduled_at) SELECT job_id, queue, priority, created_at FROM bq_ready_executions WHERE job_id = ?`,
+	} {
+		id := lost.ID
+		if strings.HasPrefix(q, "INSERT") {
+			id = twice.ID
+		}
+		if _, err := h.raw.ExecContext(ctx, rebind(h.db, q), id); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	for _, repair := range []bool{false, true} {
+		r, err := h.client.Verify(ctx, bq.VerifyOptions{Repair: repair})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []int64
+		for _, d := range r.Drift {
+			if d.Kind != bq.DriftStranded || d.Repaired || d.Detail == "" {
+				t.Errorf("repair %v: drift %+v, want stranded, not repaired, saying why", repair, d)
+			}
+			got = append(got, d.JobID)
+		}
+		if !slices.Equal(got, []int64{lost.ID, twice.ID}) {
+			t.Errorf("repair %v: stranded jobs %v, want %d (in no state) and %d (in two), not %d", repair, got, lost.ID, twice.ID, fine.ID)
+		}
+		if n := r.Unrepaired(); n != 2 {
+			t.Errorf("repair %v: %d unrepaired, want 2", repair, n)
+		}
+	}
+}
 
 // testVerify: Client.Verify finds nothing in rows the engine wrote;
 // finds each drift made behind its back (a semaphore whose free and

@@ -135,6 +135,11 @@ type Inspector interface {
 	// LineList returns the first max blocked jobs of key, in promotion
 	// order (priority descending, then id).
 	LineList(ctx context.Context, key string, max int) ([]BlockedJob, error)
+	// JobListStranded lists, by id after `after`, up to max unfinished
+	// jobs whose state rows (ready, blocked, scheduled, claimed, failed)
+	// are not exactly one: none (the job is lost: nothing will run it) or
+	// several.
+	JobListStranded(ctx context.Context, after int64, max int) ([]StrandedJob, error)
 	// ExecutionGet reads the execution row of job id, whatever table
 	// holds it; ok is false when the job does not exist.
 	ExecutionGet(ctx context.Context, id int64) (x ExecutionDetail, ok bool, err error)
@@ -169,4 +174,11 @@ type LineAheadParams struct {
 	Priority int
 	JobID    int64
 	Max      int
+}
+
+// StrandedJob is an unfinished job whose state rows are not one
+// (JobListStranded).
+type StrandedJob struct {
+	ID        int64
+	StateRows int
 }

@@ -155,6 +155,17 @@ func (s Shared) ExecutionGet(ctx context.Context, id int64) (driver.ExecutionDet
 	return x, true, nil
 }
 
+func (s Shared) JobListStranded(ctx context.Context, after int64, max int) ([]driver.StrandedJob, error) {
+	out, err := collect(ctx, s.c, func(r Row) (j driver.StrandedJob, err error) {
+		err = r.Scan(&j.ID, &j.StateRows)
+		return j, err
+	}, s.q.StrandedJobs, after, max)
+	if err != nil {
+		return nil, fmt.Errorf("list jobs in no state or in several: %w", err)
+	}
+	return out, nil
+}
+
 func (s Shared) FailedList(ctx context.Context, before int64, max int) ([]driver.FailedJob, error) {
 	if before <= 0 {
 		before = math.MaxInt64

@@ -28,7 +28,7 @@ type SharedQueries struct {
 	// HolderList takes the key's KeyArgs twice (its jobs by
 	// concurrency_key, then by job_keys), then max; LineCountAhead the
 	// key's KeyArgs, the priority twice, the job id and max.
-	ReadSem, KeyHolders, BlockedAhead, BlockedLine, JobExecution, ListFailed string
+	ReadSem, KeyHolders, BlockedAhead, BlockedLine, JobExecution, ListFailed, StrandedJobs string
 
 	// ExecutionDelete deletes one job's row of each execution table a
 	// cancel takes a job out of, by its id.
@@ -90,6 +90,7 @@ SELECT b.job_id, j.kind, b.queue, b.priority, b.created_at
 FROM {p}blocked_executions b JOIN {p}jobs j ON j.id = b.job_id
 WHERE b.concurrency_key = ? ORDER BY b.priority DESC, b.job_id LIMIT ?`),
 		JobExecution: p(sqltext.JobExecution + `WHERE j.id = ?`),
+		StrandedJobs: p(sqltext.StrandedJobs),
 		ListFailed:   p(sqltext.FailedJobs + `WHERE f.job_id < ? ORDER BY f.job_id DESC LIMIT ?`),
 
 		DeleteExecution: Executions{

@@ -80,6 +80,21 @@ LEFT JOIN {p}failed_executions f ON f.job_id = j.id
 LEFT JOIN {p}processes p ON p.id = c.process_id
 `
 
+// StrandedJobs lists unfinished jobs after the first argument (an id)
+// whose state rows are not exactly one (ready, blocked, scheduled,
+// claimed or failed), with how many they have, up to the second
+// argument; one statement, so a job moving between two tables is seen on
+// one side of its move.
+const StrandedJobs = `
+SELECT id, n FROM (SELECT j.id AS id,
+	(SELECT count(*) FROM {p}ready_executions r WHERE r.job_id = j.id)
+	+ (SELECT count(*) FROM {p}blocked_executions b WHERE b.job_id = j.id)
+	+ (SELECT count(*) FROM {p}scheduled_executions s WHERE s.job_id = j.id)
+	+ (SELECT count(*) FROM {p}claimed_executions c WHERE c.job_id = j.id)
+	+ (SELECT count(*) FROM {p}failed_executions f WHERE f.job_id = j.id) AS n
+	FROM {p}jobs j WHERE j.finished_at IS NULL AND j.id > ?) t
+WHERE n <> 1 ORDER BY id LIMIT ?`
+
 // FailedJobs reads failed jobs f with their job rows; a dialect adds the
 // WHERE and the page.
 const FailedJobs = `

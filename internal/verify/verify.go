@@ -18,6 +18,7 @@ const (
 	Blocked  = "blocked"
 	Stuck    = "stuck"
 	Unreaped = "unreaped"
+	Stranded = "stranded"
 )
 
 // Drift is one breach found.
@@ -79,6 +80,11 @@ func Run(ctx context.Context, drv driver.Driver, o Options) (Report, error) {
 		}
 		after = keys[len(keys)-1]
 	}
+	stranded, err := strandedJobs(ctx, drv)
+	if err != nil {
+		return r, err
+	}
+	r.Drift = append(r.Drift, stranded...)
 	lost, err := unreaped(ctx, drv, o)
 	if err != nil {
 		return r, err
@@ -173,6 +179,34 @@ func unreaped(ctx context.Context, drv driver.Driver, o Options) ([]Drift, error
 	for _, c := range claims {
 		out = append(out, Drift{Kind: Unreaped, JobID: c.ID, Key: c.Limit.Key,
 			Detail: fmt.Sprintf("claimed %s by a process silent past %s", c.ClaimedAt.UTC().Format(time.RFC3339), o.DeadAfter)})
+	}
+	return out, nil
+}
+
+// maxStranded bounds the stranded jobs reported.
+const maxStranded = 1000
+
+// strandedJobs lists the unfinished jobs in no state (lost: nothing will
+// run them) or in several. Repair leaves them: which state is right is
+// for a person to say (bq retry, bq cancel).
+func strandedJobs(ctx context.Context, drv driver.Driver) ([]Drift, error) {
+	var out []Drift
+	for after := int64(0); len(out) < maxStranded; {
+		jobs, err := drv.Exec().JobListStranded(ctx, after, page)
+		if err != nil {
+			return nil, err
+		}
+		for _, j := range jobs {
+			detail := "unfinished, in no state (ready, blocked, scheduled, running or failed): nothing will run it"
+			if j.StateRows > 1 {
+				detail = fmt.Sprintf("in %d states at once (ready, blocked, scheduled, running, failed)", j.StateRows)
+			}
+			out = append(out, Drift{Kind: Stranded, JobID: j.ID, Detail: detail})
+		}
+		if len(jobs) < page {
+			break
+		}
+		after = jobs[len(jobs)-1].ID
 	}
 	return out, nil
 }
