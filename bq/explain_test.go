@@ -29,15 +29,8 @@ func TestExplainWording(t *testing.T) {
 	for _, db := range testDatabases(t) {
 		t.Run(db.name, func(t *testing.T) {
 			ctx := context.Background()
-			dsn := db.fresh(t)
-			if code, out, errOut := bqCmd(t, ctx, "migrate", "up", "--dsn", dsn); code != 0 {
-				t.Fatalf("migrate up: exit %d\n%s%s", code, out, errOut)
-			}
-			c, err := bq.Open(ctx, dsn, bq.Config{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
+			dsn, c := migratedClient(t, ctx, db)
+			var err error
 			// Key a1 of queue cli: a ready holder, a job blocked behind it.
 			var ready, behindReady bq.EnqueueResult
 			for _, r := range []*bq.EnqueueResult{&ready, &behindReady} {

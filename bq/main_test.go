@@ -334,3 +334,19 @@ func mustStatus(t *testing.T, ctx context.Context, dsn string) []bq.Migration {
 	}
 	return ms
 }
+
+// migratedClient is a fresh database of db migrated by `bq migrate up`,
+// and a client of it (closed when the test ends).
+func migratedClient(t *testing.T, ctx context.Context, db testDatabase) (string, *bq.Client) {
+	t.Helper()
+	dsn := db.fresh(t)
+	if code, out, errOut := bqCmd(t, ctx, "migrate", "up", "--dsn", dsn); code != 0 {
+		t.Fatalf("migrate up: exit %d\n%s%s", code, out, errOut)
+	}
+	c, err := bq.Open(ctx, dsn, bq.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return dsn, c
+}

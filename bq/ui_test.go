@@ -219,15 +219,7 @@ func TestUISearchMetadataFlag(t *testing.T) {
 	for _, db := range testDatabases(t) {
 		t.Run(db.name, func(t *testing.T) {
 			ctx := context.Background()
-			dsn := db.fresh(t)
-			if code, out, errOut := bqCmd(t, ctx, "migrate", "up", "--dsn", dsn); code != 0 {
-				t.Fatalf("migrate up: exit %d\n%s%s", code, out, errOut)
-			}
-			c, err := bq.Open(ctx, dsn, bq.Config{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
+			dsn, c := migratedClient(t, ctx, db)
 			enqueue := func(md map[string]string) string {
 				t.Helper()
 				res, err := inspectJob.Enqueue(ctx, c, inspectArgs{Account: "a-" + randomHex(4)}, bq.WithMetadata(md))

@@ -40,15 +40,7 @@ func TestVerifyCommand(t *testing.T) {
 	for _, db := range testDatabases(t) {
 		t.Run(db.name, func(t *testing.T) {
 			ctx := context.Background()
-			dsn := db.fresh(t)
-			if code, out, errOut := bqCmd(t, ctx, "migrate", "up", "--dsn", dsn); code != 0 {
-				t.Fatalf("migrate up: exit %d\n%s%s", code, out, errOut)
-			}
-			c, err := bq.Open(ctx, dsn, bq.Config{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
+			dsn, c := migratedClient(t, ctx, db)
 			// Key a1 (limit 1): one ready holder, two blocked behind it;
 			// a key with a terminal escape in it: one ready holder.
 			const a1, odd = "cli_test.inspect/a1", "cli_test.inspect/x\x1b[2Jy"

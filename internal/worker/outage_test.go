@@ -8,7 +8,15 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/bqueue/bq/internal/driver"
 )
+
+// noRefusal is a driver whose errors are never the database refusing
+// writes.
+type noRefusal struct{ driver.Driver }
+
+func (noRefusal) Refusal(error) driver.Refusal { return driver.NotRefused }
 
 // TestOutageLoggedOnce: an outage in which every poll of every queue fails
 // is logged once when it starts, with the cause, once every outageReport
@@ -17,7 +25,7 @@ func TestOutageLoggedOnce(t *testing.T) {
 	var buf bytes.Buffer
 	var mu sync.Mutex
 	now := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
-	c := &Runtime{cfg: Config{Now: func() time.Time { mu.Lock(); defer mu.Unlock(); return now }}}
+	c := &Runtime{drv: noRefusal{}, cfg: Config{Now: func() time.Time { mu.Lock(); defer mu.Unlock(); return now }}}
 	c.log = slog.New(slog.NewTextHandler(&buf, nil))
 	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
 

@@ -612,11 +612,7 @@ func (o *outage) failed(c *Runtime, what string, err error) {
 		o.since, o.lastReport, o.failures = now, now, 1
 		o.back = make(chan struct{})
 		msg := "database calls are failing; bq retries with backoff"
-		refusal := driver.NotRefused
-		if c.drv != nil {
-			refusal = c.drv.Refusal(err)
-		}
-		switch refusal {
+		switch c.drv.Refusal(err) {
 		case driver.ReadOnly:
 			msg = "the database refuses writes (read-only: a standby, or a database set read-only); bq retries with backoff and goes on once it takes writes"
 		case driver.Full:
