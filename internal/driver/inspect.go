@@ -137,7 +137,7 @@ type Inspector interface {
 	LineList(ctx context.Context, key string, max int) ([]BlockedJob, error)
 	// JobListStranded lists, by id after `after`, up to max unfinished
 	// jobs whose state rows (ready, blocked, scheduled, claimed, failed)
-	// are not exactly one: none (the job is lost: nothing will run it) or
+	// are not exactly one: none (nothing will ever run the job) or
 	// several.
 	JobListStranded(ctx context.Context, after int64, max int) ([]StrandedJob, error)
 	// ExecutionGet reads the execution row of job id, whatever table

@@ -85,11 +85,11 @@ func Run(ctx context.Context, drv driver.Driver, o Options) (Report, error) {
 		return r, err
 	}
 	r.Drift = append(r.Drift, stranded...)
-	lost, err := unreaped(ctx, drv, o)
+	claims, err := unreaped(ctx, drv, o)
 	if err != nil {
 		return r, err
 	}
-	if len(lost) > 0 && o.Repair && o.Reap != nil {
+	if len(claims) > 0 && o.Repair && o.Reap != nil {
 		if err := o.Reap(ctx); err != nil {
 			return r, fmt.Errorf("reap the claims of dead processes: %w", err)
 		}
@@ -101,11 +101,11 @@ func Run(ctx context.Context, drv driver.Driver, o Options) (Report, error) {
 		for _, d := range left {
 			still[d.JobID] = true
 		}
-		for i := range lost {
-			lost[i].Repaired = !still[lost[i].JobID]
+		for i := range claims {
+			claims[i].Repaired = !still[claims[i].JobID]
 		}
 	}
-	r.Drift = append(r.Drift, lost...)
+	r.Drift = append(r.Drift, claims...)
 	return r, nil
 }
 
@@ -186,7 +186,7 @@ func unreaped(ctx context.Context, drv driver.Driver, o Options) ([]Drift, error
 // maxStranded bounds the stranded jobs reported.
 const maxStranded = 1000
 
-// strandedJobs lists the unfinished jobs in no state (lost: nothing will
+// strandedJobs lists the unfinished jobs in no state (nothing will ever
 // run them) or in several. Repair leaves them: which state is right is
 // for a person to say (bq retry, bq cancel).
 func strandedJobs(ctx context.Context, drv driver.Driver) ([]Drift, error) {
