@@ -37,6 +37,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/bqueue/bq/internal/dbclock"
 	"github.com/bqueue/bq/internal/driver"
 	"github.com/bqueue/bq/internal/humanize"
 	"github.com/bqueue/bq/internal/lifecycle"
@@ -70,6 +71,11 @@ type Client struct {
 	// rt runs this client's workers, dispatcher and wake-ups.
 	rt    *worker.Runtime
 	sched *worker.Scheduler // Config.Periodic's; nil without
+	// clock is cfg.Now's: the host's corrected to the database's (package
+	// dbclock), or the one injected. stopSync ends its first comparison
+	// with the database's (syncClock).
+	clock    *dbclock.Clock
+	stopSync func()
 }
 
 // Open connects to the database dsn names and returns a client:
@@ -139,10 +145,17 @@ func NewClient(drv Driver, cfg Config) (*Client, error) {
 	if engine == nil {
 		return nil, fmt.Errorf("bq.NewClient: %T is not a driver bq made: pass postgres.New(pool), mysql.New(db) or sqlite.New(db)", drv)
 	}
+	// Everything the client stores or judges follows the database's
+	// clock; a clock the application injected is used as given.
+	clock := dbclock.New()
+	if cfg.Now != nil {
+		clock = dbclock.Given(cfg.Now)
+	}
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("bq.NewClient: %w", err)
 	}
+	cfg.Now = clock.Now
 	if cfg.Prefix != engine.Prefix() {
 		engine = engine.WithPrefix(cfg.Prefix)
 	}
@@ -150,9 +163,10 @@ func NewClient(drv Driver, cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bq.NewClient: create metric instruments: %w", err)
 	}
-	c := &Client{pub: drv, drv: engine, cfg: cfg, log: cfg.Logger, met: met,
+	c := &Client{pub: drv, drv: engine, cfg: cfg, log: cfg.Logger, met: met, clock: clock,
 		tr: tracing.New(cfg.TracerProvider, cfg.Propagator, cfg.TraceRunsAsChildren), stopGauges: func() error { return nil }}
 	c.newRuntime(engine)
+	c.syncClock()
 	if !cfg.NoGauges {
 		if c.stopGauges, err = met.ObserveGauges(c.gaugeSnapshot); err != nil {
 			return nil, fmt.Errorf("bq.NewClient: register gauges: %w", err)
@@ -168,7 +182,7 @@ func (c *Client) newRuntime(drv driver.Driver) {
 	c.rt = worker.New(drv, worker.Config{
 		PollInterval: cfg.PollInterval, DispatchInterval: cfg.DispatchInterval, HeartbeatInterval: cfg.HeartbeatInterval,
 		ProcessDeadAfter: cfg.ProcessDeadAfter, ShutdownTimeout: cfg.ShutdownTimeout, Retention: cfg.Retention,
-		Name: cfg.Name, Now: cfg.Now, Jobs: runJobs{c}, LeaseLost: ErrLeaseLost, Cancelled: ErrCancelled, ExplainErr: c.explainErr,
+		Name: cfg.Name, Clock: c.clock, Jobs: runJobs{c}, LeaseLost: ErrLeaseLost, Cancelled: ErrCancelled, ExplainErr: c.explainErr,
 	}, c.log, c.met, c.tr)
 	worker.Attach(c, c.rt)
 	c.sched = c.rt.Scheduler(c.periodics(), func(ctx context.Context, jobs []*driver.NewJob, verdicts []lifecycle.Verdict, promoted driver.Promotion) {
@@ -177,9 +191,29 @@ func (c *Client) newRuntime(drv driver.Driver) {
 	})
 }
 
+// syncClock compares the host's clock with the database's once, in the
+// background, so that a client that only enqueues follows the
+// database's clock too (Run compares them at its start and every few
+// minutes); the first enqueues do not wait for it.
+func (c *Client) syncClock() {
+	c.stopSync = func() {}
+	if !c.clock.Corrects() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	done := make(chan struct{})
+	c.stopSync = func() { cancel(); <-done }
+	go func() {
+		defer close(done)
+		defer cancel()
+		c.clock.Sync(ctx, c.drv.Exec().ClockNow)
+	}()
+}
+
 // Close stops the client's gauges and releases the connections it opened
 // itself (through Open).
 func (c *Client) Close() error {
+	c.stopSync()
 	c.rt.Close()
 	worker.Detach(c)
 	return errors.Join(c.stopGauges(), c.drv.Close())

@@ -92,7 +92,11 @@ type Config struct {
 	// reports the same figures, so a large fleet may keep them in one
 	// process only (the dispatcher, say). Counters and histograms stay.
 	NoGauges bool
-	// Now is the clock; tests inject one. Default time.Now.
+	// Now is the clock; tests inject one, used as given. Default: the
+	// host's clock, which on PostgreSQL and MySQL/MariaDB bq corrects to
+	// the database server's (measured on first use and every 5 minutes
+	// while running), so hosts whose clocks disagree judge each other's
+	// heartbeats alike (docs/concurrency.md, "Clocks").
 	Now func() time.Time
 	// Periodic lists the periodic jobs this process enqueues on their
 	// schedules (bq.Periodic), while Run or RunDispatcher runs. The

@@ -18,6 +18,7 @@ import (
 	bqmysql "github.com/bqueue/bq/drivers/mysql"
 	"github.com/bqueue/bq/drivers/postgres"
 	"github.com/bqueue/bq/drivers/sqlite"
+	"github.com/bqueue/bq/internal/dbclock"
 	"github.com/bqueue/bq/internal/driver"
 	"github.com/bqueue/bq/internal/testdb"
 )
@@ -55,9 +56,11 @@ type harness struct {
 	test   string  // id that routes job callbacks to this test
 }
 
-// testConfig speeds up polling and maintenance for tests.
+// testConfig speeds up polling and maintenance for tests. A helper
+// process given BQ_SKEW (a duration) plays a host whose clock is that far
+// ahead (negative: behind) of the real one (skew_test.go).
 func testConfig() bq.Config {
-	return bq.Config{
+	cfg := bq.Config{
 		PollInterval:      50 * time.Millisecond,
 		DispatchInterval:  100 * time.Millisecond,
 		HeartbeatInterval: 500 * time.Millisecond,
@@ -65,6 +68,10 @@ func testConfig() bq.Config {
 		ShutdownTimeout:   5 * time.Second,
 		Logger:            slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	}
+	if skew, err := time.ParseDuration(os.Getenv("BQ_SKEW")); err == nil {
+		dbclock.HostNow = func() time.Time { return time.Now().Add(skew) }
+	}
+	return cfg
 }
 
 func newHarness(t *testing.T, db database) *harness {

@@ -9,44 +9,44 @@ import (
 // the database's, after the first comparison at its start.
 const clockCheckEvery = 5 * time.Minute
 
-// clockSlowRead is the longest round trip a comparison trusts: the
-// database's reading lies somewhere within it.
-const clockSlowRead = time.Second
-
-// watchClock compares this host's clock (Config.Now) with the database
-// server's at the start and every clockCheckEvery, and warns while they
-// differ by a HeartbeatInterval or more. Heartbeats and reaping compare
-// timestamps that each process writes by its own clock: a process whose
-// clock lags the dispatcher's looks silent for that much longer, and is
-// reaped while alive once the lag passes ProcessDeadAfter minus a
-// HeartbeatInterval; one whose clock runs ahead is reaped that much late
-// after it dies. SQLite's clock is its host's: nothing to compare.
-func (c *Runtime) watchClock(ctx context.Context) {
+// watchClock compares this host's clock with the database server's every
+// clockCheckEvery (Run compared them at the start, syncClock), corrects
+// the runtime's clock (Config.Clock) by the difference, and warns while
+// they differ by a HeartbeatInterval or more. Heartbeats and reaping
+// compare timestamps that processes on other hosts wrote: read from each
+// host's own clock, a process whose clock lags the dispatcher's would
+// look silent for that much longer and be reaped while alive; one whose
+// clock runs ahead would be reaped that much late after it dies. Read
+// from the corrected clock they follow the database's. SQLite's clock is
+// its host's: nothing to compare.
+func (c *Runtime) watchClock(ctx context.Context, off bool) {
 	t := time.NewTicker(clockCheckEvery)
 	defer t.Stop()
-	off := false
 	for {
-		if skew, ok := c.clockSkew(ctx); ok {
-			off = c.reportSkew(skew, off)
-		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
+		off = c.syncClock(ctx, off)
 	}
 }
 
-// clockSkew is how far this host's clock is ahead of the database's
-// (negative: behind); false when it cannot tell.
-func (c *Runtime) clockSkew(ctx context.Context) (time.Duration, bool) {
-	before := c.cfg.Now()
-	db, err := c.drv.Exec().ClockNow(ctx)
-	after := c.cfg.Now()
-	if err != nil || db.IsZero() || after.Sub(before) > clockSlowRead {
-		return 0, false
+// syncClock compares the clocks once and corrects the runtime's; off is
+// whether a skew was reported and not yet ended, and it returns the new
+// one.
+func (c *Runtime) syncClock(ctx context.Context, off bool) bool {
+	if skew, ok := c.clockSkew(ctx); ok {
+		return c.reportSkew(skew, off)
 	}
-	return before.Add(after.Sub(before) / 2).Sub(db), true
+	return off
+}
+
+// clockSkew is how far this host's clock is ahead of the database's
+// (negative: behind), taken out of the runtime's clock from now on;
+// false when it cannot tell.
+func (c *Runtime) clockSkew(ctx context.Context) (time.Duration, bool) {
+	return c.cfg.Clock.Sync(ctx, c.drv.Exec().ClockNow)
 }
 
 // reportSkew logs a skew of a HeartbeatInterval or more when it starts,
@@ -59,11 +59,18 @@ func (c *Runtime) reportSkew(skew time.Duration, off bool) bool {
 		if skew < 0 {
 			way, by = "behind", -skew
 		}
-		c.log.Warn("this host's clock is "+way+" the database's: heartbeats and reaping compare the clocks of the "+
-			"fleet's hosts, so a process whose clock lags the dispatcher's by more than ProcessDeadAfter minus a "+
-			"HeartbeatInterval is reaped while alive (its jobs run twice) and one whose clock runs ahead is reaped late; "+
-			"keep the hosts' clocks in sync (NTP)",
-			"by", by.Round(time.Millisecond), "heartbeat_interval", c.cfg.HeartbeatInterval, "process_dead_after", c.cfg.ProcessDeadAfter)
+		attrs := []any{"by", by.Round(time.Millisecond), "heartbeat_interval", c.cfg.HeartbeatInterval, "process_dead_after", c.cfg.ProcessDeadAfter}
+		if c.cfg.Clock.Corrects() {
+			c.log.Warn("this host's clock is "+way+" the database's: bq follows the database's clock for what it "+
+				"stores and judges (heartbeats, claims, schedules), so this process is neither reaped while alive nor "+
+				"spared when dead, but the jobs' own code and logs read this host's clock; keep the hosts' clocks in "+
+				"sync (NTP)", attrs...)
+			break
+		}
+		c.log.Warn("the injected clock (Config.Now) is "+way+" the database's, and bq uses it as given: heartbeats and "+
+			"reaping compare it with the other processes' clocks, so a process whose clock lags the dispatcher's by "+
+			"more than ProcessDeadAfter minus a HeartbeatInterval is reaped while alive (its jobs run twice) and one "+
+			"whose clock runs ahead is reaped late; leave Config.Now unset outside tests", attrs...)
 	case !bad && off:
 		c.log.Info("this host's clock agrees with the database's again", "skew", skew.Round(time.Millisecond))
 	}

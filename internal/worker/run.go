@@ -38,6 +38,9 @@ func (c *Runtime) Run(ctx context.Context, o RunOptions) error {
 	if !work {
 		queues = map[string]int{}
 	}
+	// Registered, beating and claiming by the database's clock from the
+	// first statement on.
+	skewed := c.syncClock(ctx, false)
 	kind := map[[2]bool]string{{true, true}: "worker+dispatcher", {true, false}: "worker", {false, true}: "dispatcher"}[[2]bool{work, dispatch}]
 	proc, err := c.register(ctx, kind, slices.Collect(maps.Keys(queues)))
 	if err != nil && ctx.Err() != nil {
@@ -67,7 +70,7 @@ func (c *Runtime) Run(ctx context.Context, o RunOptions) error {
 	var services sync.WaitGroup
 	services.Go(func() { proc.heartbeat(beatCtx) })
 	services.Go(func() { proc.watchdog(beatCtx) })
-	services.Go(func() { c.watchClock(beatCtx) })
+	services.Go(func() { c.watchClock(beatCtx, skewed) })
 	if b, ok := c.drv.(driver.Beaconer); ok {
 		services.Go(func() { proc.beacon(beatCtx, b) })
 	}

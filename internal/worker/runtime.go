@@ -22,6 +22,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/bqueue/bq/internal/dbclock"
 	"github.com/bqueue/bq/internal/driver"
 	"github.com/bqueue/bq/internal/metrics"
 	"github.com/bqueue/bq/internal/tracing"
@@ -40,7 +41,11 @@ type Config struct {
 	ShutdownTimeout   time.Duration
 	Retention         time.Duration
 	Name              string
-	Now               func() time.Time
+	// Clock is the host's clock corrected to the database's; Now reads
+	// it (see package dbclock). Without one, New makes one: of Now as
+	// given, else the host's.
+	Clock *dbclock.Clock
+	Now   func() time.Time
 	// Jobs are the application's job definitions and the code around
 	// their runs.
 	Jobs Jobs
@@ -119,9 +124,13 @@ type Runtime struct {
 
 // New returns the runtime of a client on drv.
 func New(drv driver.Driver, cfg Config, log *slog.Logger, met *metrics.Instruments, tr *tracing.Tracer) *Runtime {
-	if cfg.Now == nil {
-		cfg.Now = time.Now
+	if cfg.Clock == nil {
+		cfg.Clock = dbclock.New()
+		if cfg.Now != nil {
+			cfg.Clock = dbclock.Given(cfg.Now)
+		}
 	}
+	cfg.Now = cfg.Clock.Now
 	if cfg.ExplainErr == nil {
 		cfg.ExplainErr = func(_ context.Context, err error) error { return err }
 	}
