@@ -186,33 +186,16 @@ func PrivateMariaDB(t testing.TB, extra ...string) *Server {
 // -c settings for the server (name=value).
 func PrivatePostgres(t testing.TB, extra ...string) *Server {
 	t.Helper()
-	bins, _ := filepath.Glob("/usr/lib/postgresql/*/bin/initdb")
-	if len(bins) == 0 {
-		t.Fatal("this test starts a PostgreSQL server of its own and needs initdb and postgres under /usr/lib/postgresql/*/bin: install postgresql (scripts/ensure-postgres.sh does)")
-	}
-	sort.Slice(bins, func(i, j int) bool { return version(bins[i]) < version(bins[j]) })
-	bin := filepath.Dir(bins[len(bins)-1])
+	bin := postgresBin(t)
 	s := newServer(t, "PostgreSQL")
-	cred := postgresCredential(t, s.dir)
-	as := func(cmd *exec.Cmd) *exec.Cmd {
-		if cred != nil {
-			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
-		}
-		cmd.Dir = s.dir
-		return cmd
-	}
+	as := postgresUser(t, s.dir)
 	data := filepath.Join(s.dir, "data")
 	initdb := as(exec.Command(filepath.Join(bin, "initdb"), "-D", data, "-U", "postgres", "-A", "trust", "-E", "UTF8",
 		"--locale=C", "--no-sync"))
 	if out, err := initdb.CombinedOutput(); err != nil {
 		t.Fatalf("initdb: %v\n%s", err, out)
 	}
-	args := []string{"-D", data, "-p", strconv.Itoa(s.Port), "-k", s.dir, "-c", "listen_addresses=127.0.0.1",
-		"-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off", "-c", "max_connections=200",
-		"-c", "shared_buffers=32MB"}
-	for _, e := range extra {
-		args = append(args, "-c", e)
-	}
+	args := postgresArgs(s, data, extra)
 	s.start = func() *exec.Cmd { return as(exec.Command(filepath.Join(bin, "postgres"), args...)) }
 	s.stop = syscall.SIGINT // PostgreSQL's fast shutdown
 	s.ready = func(ctx context.Context) error {
@@ -233,6 +216,43 @@ func PrivatePostgres(t testing.TB, extra ...string) *Server {
 	defer s.mu.Unlock()
 	s.launch()
 	return s
+}
+
+// postgresBin is the bin directory of the newest PostgreSQL installed.
+func postgresBin(t testing.TB) string {
+	t.Helper()
+	bins, _ := filepath.Glob("/usr/lib/postgresql/*/bin/initdb")
+	if len(bins) == 0 {
+		t.Fatal("this test starts a PostgreSQL server of its own and needs initdb and postgres under /usr/lib/postgresql/*/bin: install postgresql (scripts/ensure-postgres.sh does)")
+	}
+	sort.Slice(bins, func(i, j int) bool { return version(bins[i]) < version(bins[j]) })
+	return filepath.Dir(bins[len(bins)-1])
+}
+
+// postgresUser returns what makes a command run as the postgres user
+// (when the tests run as root: PostgreSQL refuses root) in dir.
+func postgresUser(t testing.TB, dir string) func(*exec.Cmd) *exec.Cmd {
+	cred := postgresCredential(t, dir)
+	return func(cmd *exec.Cmd) *exec.Cmd {
+		if cred != nil {
+			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+		}
+		cmd.Dir = dir
+		return cmd
+	}
+}
+
+// postgresArgs are the server's arguments: its data, its private port
+// and socket directory, the test settings and then extra (-c
+// name=value, later ones win).
+func postgresArgs(s *Server, data string, extra []string) []string {
+	args := []string{"-D", data, "-p", strconv.Itoa(s.Port), "-k", s.dir, "-c", "listen_addresses=127.0.0.1",
+		"-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off", "-c", "max_connections=200",
+		"-c", "shared_buffers=32MB"}
+	for _, e := range extra {
+		args = append(args, "-c", e)
+	}
+	return args
 }
 
 // version reads the version directory of /usr/lib/postgresql/<v>/bin/x.

@@ -47,6 +47,13 @@ type process struct {
 	// straysSuspected: a claim failed, and its COMMIT may have landed
 	// unseen; the next landed beat checks for claims no run holds.
 	straysSuspected atomic.Bool
+	// suspicions counts failed database calls (suspect), cleared the
+	// count the last verified claims saw: a call failed, and the
+	// database may come back as another server (a replica promoted)
+	// that lost claims this process's runs hold. The next beat that
+	// lands verifies the claims, and the process claims nothing until
+	// then.
+	suspicions, cleared atomic.Uint64
 
 	mu      sync.Mutex
 	id      int64
@@ -110,9 +117,21 @@ func (p *process) silence(now time.Time) time.Duration {
 func (p *process) minBound() time.Duration { return 2 * p.c.cfg.HeartbeatInterval }
 
 // canClaim reports whether a new claim would get a lease: beats are
-// landing.
+// landing, and the claims were verified since one last failed.
 func (p *process) canClaim() bool {
-	return p.silence(p.c.cfg.Now()) < p.minBound()
+	return p.cleared.Load() == p.suspicions.Load() && p.silence(p.c.cfg.Now()) < p.minBound()
+}
+
+// suspect records a failed call to the database: the process claims
+// nothing until a beat lands and its claims are verified, which the
+// heartbeat does at once.
+func (p *process) suspect() {
+	if p.suspicions.Add(1) == p.cleared.Load()+1 {
+		select {
+		case p.resumed <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // landed records a beat sent at `at` that landed.
@@ -215,17 +234,31 @@ func (p *process) heartbeat(ctx context.Context) {
 		// measures.
 		var next time.Duration
 		if p.beat(ctx, send) {
+			if n := p.suspicions.Load(); n != p.cleared.Load() {
+				// Beats land again after calls failed: the database is
+				// back. It may be another server, a replica promoted
+				// while this process was cut off: asynchronous
+				// replication may have lost claims its runs hold, which
+				// are fenced now, before the workers claim again.
+				p.straysSuspected.Store(false)
+				if p.verifyClaims(ctx) {
+					p.cleared.Store(n)
+					p.c.wake("")
+				}
+			} else if p.straysSuspected.Swap(false) || verify {
+				p.verifyClaims(ctx)
+			}
 			if retry != retryFirst {
-				// Beats land again after failing: the database is back,
-				// and the workers stopped claiming meanwhile claim now.
+				// Beats land again after failing: the workers that
+				// stopped claiming meanwhile claim now.
 				p.c.wake("")
 				retry = retryFirst
 			}
-			if p.straysSuspected.Swap(false) || verify {
-				p.verifyClaims(ctx)
-			}
 			next = cfg.HeartbeatInterval - elapsed(cfg.Now(), send)
 		} else {
+			if ctx.Err() == nil {
+				p.suspect()
+			}
 			next, retry = min(retry, cfg.HeartbeatInterval), min(2*retry, retryMax)
 		}
 		if !t.Stop() {
@@ -363,10 +396,11 @@ const pauseNoticed = 500 * time.Millisecond
 func (p *process) suspectStrays() { p.straysSuspected.Store(true) }
 
 // verifyClaims checks this process's claims against its runs: a run whose
-// claim is gone (taken while the process was paused) is fenced, and a
-// claim no run holds (a claim whose commit landed though the caller saw an
-// error) goes back to ready with its slot.
-func (p *process) verifyClaims(ctx context.Context) {
+// claim is gone (taken while the process was paused, or lost in a
+// failover) is fenced, and a claim no run holds (a claim whose commit
+// landed though the caller saw an error) goes back to ready with its
+// slot. It reports whether it could read the claims.
+func (p *process) verifyClaims(ctx context.Context) bool {
 	p.mu.Lock()
 	id, seq := p.id, p.nextSeq
 	p.mu.Unlock()
@@ -382,7 +416,7 @@ func (p *process) verifyClaims(ctx context.Context) {
 	held, err := p.c.drv.Exec().ClaimListOfProcess(ctx, id)
 	if err != nil {
 		p.c.log.Warn("verify claims", "process_id", id, "error", err)
-		return
+		return false
 	}
 	inDB := make(map[driver.Fenced]driver.OwnClaim, len(held))
 	for _, h := range held {
@@ -394,12 +428,12 @@ func (p *process) verifyClaims(ctx context.Context) {
 		f := driver.Fenced{JobID: l.claim.ID, Fence: l.claim.Fence}
 		running[f] = true
 		if _, ok := inDB[f]; !ok && l.seq <= seq && !l.fenced.Load() {
-			p.c.log.Warn("a run's claim was taken while this process was paused; cancelling the run", "job_id", l.claim.ID, "process_id", id)
-			l.fence(fmt.Errorf("%w: its claim was taken while this process was paused", p.c.cfg.LeaseLost))
+			p.c.log.Warn("a run's claim was taken while this process was paused or cut off (or lost in a failover); cancelling the run", "job_id", l.claim.ID, "process_id", id)
+			l.fence(fmt.Errorf("%w: its claim was taken while this process was paused or cut off (or lost in a failover)", p.c.cfg.LeaseLost))
 		}
 	}
 	if !straysToo {
-		return
+		return true
 	}
 	for f, h := range inDB {
 		if running[f] {
@@ -407,6 +441,7 @@ func (p *process) verifyClaims(ctx context.Context) {
 		}
 		p.returnStray(ctx, id, h)
 	}
+	return true
 }
 
 // returnStray returns to ready a claim of process id that no run holds,
@@ -596,7 +631,12 @@ func (o *outage) recovered() <-chan struct{} {
 }
 
 // dbFailed records a failed database call of the named service.
-func (c *Runtime) dbFailed(what string, err error) { c.outage.failed(c, what, err) }
+func (c *Runtime) dbFailed(what string, err error) {
+	c.outage.failed(c, what, err)
+	if p := c.active.Load(); p != nil {
+		p.suspect()
+	}
+}
 
 // dbOK records a database call that succeeded, ending an outage.
 func (c *Runtime) dbOK(what string) { c.outage.ok(c, what) }

@@ -54,6 +54,8 @@ func (c *Runtime) Run(ctx context.Context, o RunOptions) error {
 	// Registration and the final clean-up outlive ctx.
 	bg := context.WithoutCancel(ctx)
 	defer proc.deregister(bg)
+	c.active.Store(proc)
+	defer c.active.Store(nil)
 
 	jobCtx, stopJobs := context.WithCancelCause(bg)
 	defer stopJobs(errShutdown)

@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/bqueue/bq/internal/dbclock"
@@ -108,6 +109,9 @@ type Runtime struct {
 	passes outage
 	// tally counts completed and failed runs for the history.
 	tally tally
+	// active is the process Run registered; nil outside Run. A failed
+	// call to the database makes it verify its claims (process.suspect).
+	active atomic.Pointer[process]
 
 	// rateWake tells this process's dispatcher that a job went to a rate
 	// line (rateWaits).
