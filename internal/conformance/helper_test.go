@@ -33,39 +33,42 @@ import (
 // once). BQ_DEAD_AFTER, BQ_HEARTBEAT, BQ_POLL and BQ_DISPATCH override the
 // test timings. With BQ_FREEZE_FILE set, the first transaction of bq's
 // that commits after that file appears stops just before its commit (see
-// installFreeze).
+// installFreeze). With BQ_RECORD_DSN set, the runs are recorded over that
+// DSN rather than BQ_DSN: a process whose BQ_DSN goes through a proxy
+// that partitions it (partition_test.go) still leaves the evidence.
 func helperMain() int {
 	dsn := os.Getenv("BQ_DSN")
+	record := cmp.Or(os.Getenv("BQ_RECORD_DSN"), dsn)
 	slots, _ := strconv.Atoi(os.Getenv("BQ_SLOTS"))
 	ctx, stop := bq.SignalContext(context.Background())
 	defer stop()
 
 	var err error
 	switch {
-	case strings.HasPrefix(dsn, "sqlite://"):
+	case strings.HasPrefix(record, "sqlite://"):
 		helperDialect = "sqlite"
 		// The recorder outwaits a process frozen inside a write
 		// transaction (pause_test.go freezes one for 15 s): a run whose
 		// record failed would look like a run bq lost.
-		recorder := strings.Replace(sqlite.DSN(strings.TrimPrefix(dsn, "sqlite://")), "busy_timeout(10000)", "busy_timeout(60000)", 1)
+		recorder := strings.Replace(sqlite.DSN(strings.TrimPrefix(record, "sqlite://")), "busy_timeout(10000)", "busy_timeout(60000)", 1)
 		helperDB, err = sql.Open("sqlite", recorder)
-	case strings.HasPrefix(dsn, "mysql://"):
+	case strings.HasPrefix(record, "mysql://"):
 		helperDialect = "mysql"
 		var d *bqmysql.Driver
-		if d, err = bqmysql.Open(ctx, dsn); err == nil {
+		if d, err = bqmysql.Open(ctx, record); err == nil {
 			helperDB = d.DB()
 		}
-	case strings.Contains(dsn, postgres.ListenDSNParam+"="):
+	case strings.Contains(record, postgres.ListenDSNParam+"="):
 		// Through PgBouncer (pgbouncer_test.go): bq's driver reads the
 		// DSN's own parameter, and runs no named prepared statements.
 		helperDialect = "postgres"
 		var d *postgres.Driver
-		if d, err = postgres.Open(ctx, dsn); err == nil {
+		if d, err = postgres.Open(ctx, record); err == nil {
 			helperDB = driver.EngineOf(d).SQLDB()
 		}
 	default:
 		helperDialect = "postgres"
-		helperDB, err = sql.Open("pgx", dsn)
+		helperDB, err = sql.Open("pgx", record)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "helper: open recorder:", err)

@@ -24,8 +24,8 @@ type Args struct {
 	Key     string
 	Seq     int
 	SleepMS int
-	Mode    string // "", "fail-first", "fail", "permanent", "permanent-first", "panic", "wait-ctx", "ignore-ctx", "poll-ctx", "poll-ctx-first", "snooze-first", "snooze-zero"
-	N       int    // for decode tests: the wrong type is written as a string; for snooze-first, the delay in ms
+	Mode    string // "", "fail-first", "fail", "permanent", "permanent-first", "panic", "wait-ctx", "ignore-ctx", "poll-ctx", "poll-ctx-first", "snooze-first", "snooze-zero", "rerun-n"
+	N       int    // for decode tests: the wrong type is written as a string; for snooze-first, the delay in ms; for rerun-n, a later attempt's sleep in ms
 	// Until, for poll-ctx: a file whose appearance ends the run early, so
 	// a test can end a long run (and its re-runs) once it has seen enough.
 	Until string `json:",omitempty"`
@@ -245,6 +245,12 @@ func act(ctx context.Context, a Args, meta bq.JobMeta) error {
 		return nil
 	case "snooze-zero":
 		return bq.Snooze(0)
+	case "rerun-n":
+		// A first attempt sleeps SleepMS, later ones N ms: a re-run that
+		// is still running when its first attempt's late outcome lands.
+		if meta.Attempt > 1 {
+			a.SleepMS = a.N
+		}
 	case "fail-first":
 		if meta.Attempt == 1 {
 			return errors.New("first attempt fails")
