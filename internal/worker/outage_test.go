@@ -29,7 +29,7 @@ func TestOutageLoggedOnce(t *testing.T) {
 	c.log = slog.New(slog.NewTextHandler(&buf, nil))
 	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
 
-	c.dbOK("claim jobs") // nothing to end
+	c.dbOK("claim jobs", time.Time{}) // nothing to end
 	cause := errors.New("dial tcp 127.0.0.1:5432: connect: connection refused")
 	for range 30 { // 30 s of polls of three queues, a second apart
 		for _, q := range []string{"a", "b", "c"} {
@@ -39,8 +39,8 @@ func TestOutageLoggedOnce(t *testing.T) {
 	}
 	c.dbFailed("heartbeat", cause) // 30 s in: the periodic report
 	advance(1500 * time.Millisecond)
-	c.dbOK("heartbeat")
-	c.dbOK("claim jobs")
+	c.dbOK("heartbeat", c.cfg.Now())
+	c.dbOK("claim jobs", c.cfg.Now())
 
 	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
 	if len(lines) != 3 {

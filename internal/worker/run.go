@@ -173,9 +173,14 @@ func (c *Runtime) dispatcher() *dispatcher.Dispatcher {
 		Retention: c.cfg.Retention, OnReady: c.Ready, Now: c.cfg.Now, Logger: c.log, RateWake: c.rateWake,
 		Hooks:      c.dispatcherHooks(),
 		PassFailed: func(err error) { c.passes.failed(c, "dispatcher", err) },
-		PassOK:     func() { c.passes.ok(c, "dispatcher") },
+		PassOK:     c.passOK,
 	})
 }
+
+// passOK records a dispatcher pass that succeeded. It may have written
+// nothing (nothing due, no process silent, no key to promote): it shows
+// the database takes writes by this process's newest write (see outage).
+func (c *Runtime) passOK() { c.passes.ok(c, "dispatcher", c.lastWrite()) }
 
 // DispatchOnce runs one dispatcher pass (every maintenance step once: due
 // scheduled jobs, lost claims reaped, expired semaphores reclaimed,

@@ -107,6 +107,11 @@ type Runtime struct {
 	// passes: failing dispatcher passes, logged the same way apart from
 	// the calls of workers (a pass can fail while claims succeed).
 	passes outage
+	// wrote is when the newest write that landed began (UnixNano, see
+	// dbOK): what shows a pass of the dispatcher's or the periodic
+	// scheduler's, which may write nothing, that the database takes
+	// writes again.
+	wrote atomic.Int64
 	// tally counts completed and failed runs for the history.
 	tally tally
 	// active is the process Run registered; nil outside Run. A failed

@@ -104,6 +104,7 @@ func (c *Runtime) flushTally(ctx context.Context) {
 		return
 	}
 	var err error
+	began := c.cfg.Now()
 	if hs, ok := driver.HistoryOf(c.drv); ok {
 		err = hs.HistoryAddThroughput(ctx, counts)
 	}
@@ -112,5 +113,5 @@ func (c *Runtime) flushTally(ctx context.Context) {
 		c.dbFailed("history", err)
 		return
 	}
-	c.dbOK("history")
+	c.dbOK("history", began)
 }

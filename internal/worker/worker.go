@@ -202,6 +202,7 @@ func (w *queueWorker) claimLoop(ctx context.Context) {
 			// Not cut by a stop mid-statement: a claim the database
 			// committed while its caller gave up would wait to be reaped.
 			claimCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), claimTimeout)
+			began := w.c.cfg.Now()
 			claims, got, err := w.claim(claimCtx, free)
 			cancel()
 			switch {
@@ -216,7 +217,10 @@ func (w *queueWorker) claimLoop(ctx context.Context) {
 				}
 				drained = true
 			case err == nil:
-				w.c.dbOK("claim jobs")
+				if got == 0 {
+					began = time.Time{} // maybe nothing written
+				}
+				w.c.dbOK("claim jobs", began)
 				drained = got < free
 				w.empty.Store(drained)
 			}
@@ -440,9 +444,10 @@ func (c *Runtime) retryDB(ctx context.Context, what string, fn func() error) err
 func (c *Runtime) retryDBWhile(ctx context.Context, what string, worth func(error) bool, fn func() error) error {
 	backoff := 50 * time.Millisecond
 	for {
+		began := c.cfg.Now()
 		err := fn()
 		if err == nil {
-			c.dbOK(what)
+			c.dbOK(what, began)
 			return nil
 		}
 		if ctx.Err() != nil || !worth(err) {
