@@ -210,7 +210,9 @@ func (p *process) fenceAll(cause error) {
 
 // heartbeat beats every HeartbeatInterval until ctx ends; a beat that
 // failed is retried sooner, so beats land again as soon as the database
-// is back. When the row is gone (a dispatcher declared this process dead
+// is back. After every beat that lands, the process compares its runs
+// with the claims the database holds (verifyClaims): a run whose claim
+// vanished stops there. When the row is gone (a dispatcher declared this process dead
 // and reaped its claims), its runs are no longer its own to finish: they
 // are fenced, and the process registers again.
 func (p *process) heartbeat(ctx context.Context) {
@@ -219,13 +221,11 @@ func (p *process) heartbeat(ctx context.Context) {
 	defer t.Stop()
 	retry := retryFirst
 	for {
-		verify := false
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-		case <-p.resumed:
-			verify = true
+		case <-p.resumed: // a pause seen, or a call failed: beat and verify now
 		}
 		send := cfg.Now()
 		// Beats go out every interval from the last one's send, however
@@ -245,7 +245,12 @@ func (p *process) heartbeat(ctx context.Context) {
 					p.cleared.Store(n)
 					p.c.wake("")
 				}
-			} else if p.straysSuspected.Swap(false) || verify {
+			} else {
+				// Every beat that lands compares the runs with the claims
+				// the database holds, so a run whose claim vanished
+				// (lost in a failover this process never noticed,
+				// reaped, cancelled) stops at the next beat.
+				p.straysSuspected.Store(false)
 				p.verifyClaims(ctx)
 			}
 			if retry != retryFirst {
@@ -474,19 +479,16 @@ func (p *process) returnStray(ctx context.Context, id int64, h driver.OwnClaim) 
 }
 
 // watchCancels cancels the runs whose claims a cancel marked
-// (Client.Cancel in any process): at once when woken, by cancelSignal
+// (Client.Cancel in any process) at once when woken, by cancelSignal
 // through the driver's notifications (PostgreSQL's NOTIFY, MySQL's signal
-// log) or, on SQLite, by any commit to the file; and every heartbeat
-// interval, in case a wake-up was missed. Only a process with runs reads
-// its claims.
+// log) or, on SQLite, by any commit to the file. A missed wake-up is
+// caught by the next heartbeat, whose claim check cancels the marked runs
+// too (verifyClaims). Only a process with runs reads its claims.
 func (p *process) watchCancels(ctx context.Context) {
-	t := time.NewTicker(p.c.cfg.HeartbeatInterval)
-	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
 		case <-p.cancels:
 		}
 		if len(p.activeLeases()) == 0 {
@@ -495,7 +497,7 @@ func (p *process) watchCancels(ctx context.Context) {
 		held, err := p.c.drv.Exec().ClaimListOfProcess(ctx, p.ID())
 		if err != nil {
 			if ctx.Err() == nil {
-				p.c.log.Debug("look for cancelled runs (the next heartbeat interval tries again)", "process_id", p.ID(), "error", err)
+				p.c.log.Debug("look for cancelled runs (the next heartbeat tries again)", "process_id", p.ID(), "error", err)
 			}
 			continue
 		}
