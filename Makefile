@@ -37,15 +37,16 @@ test: ensure-cc ensure-databases ensure-pgbouncer ensure-chromium
 	@# packages before it in path order (4 min later in a measured run).
 	$(GO) test -race -count=1 -timeout 20m ./internal/conformance ./...
 	@# Last, on their own: each restarts a server of its own (a private
-	@# port and data directory, never the shared servers above) and times
-	@# how soon work resumes, which the suite beside it would blur.
+	@# port and data directory, never the shared servers above), or turns
+	@# it read-only and writable again, and times how soon work resumes,
+	@# which the suite beside it would blur.
 	@if [[ ",$(BQ_TEST_DRIVERS)," == *",postgres,"* ]]; then \
-		echo "BQ_TEST_PG_RESTART=1 $(GO) test -race -count=1 -run TestPostgresRestart ./internal/pgrestart"; \
-		BQ_TEST_PG_RESTART=1 $(GO) test -race -count=1 -run TestPostgresRestart -v ./internal/pgrestart | grep -v '^=== '; \
+		echo "BQ_TEST_PG_RESTART=1 $(GO) test -race -count=1 -run 'TestPostgresRestart|TestPostgresReadOnly' ./internal/pgrestart"; \
+		BQ_TEST_PG_RESTART=1 $(GO) test -race -count=1 -run 'TestPostgresRestart|TestPostgresReadOnly' -v ./internal/pgrestart | grep -v '^=== '; \
 	fi
 	@if [[ ",$(BQ_TEST_DRIVERS)," == *",mysql,"* ]]; then \
-		echo "BQ_TEST_MYSQL_RESTART=1 $(GO) test -race -count=1 -run TestMariaDBRestart ./internal/pgrestart"; \
-		BQ_TEST_MYSQL_RESTART=1 $(GO) test -race -count=1 -run TestMariaDBRestart -v ./internal/pgrestart | grep -v '^=== '; \
+		echo "BQ_TEST_MYSQL_RESTART=1 $(GO) test -race -count=1 -run 'TestMariaDBRestart|TestMariaDBReadOnly' ./internal/pgrestart"; \
+		BQ_TEST_MYSQL_RESTART=1 $(GO) test -race -count=1 -run 'TestMariaDBRestart|TestMariaDBReadOnly' -v ./internal/pgrestart | grep -v '^=== '; \
 	fi
 
 # The chaos test for ten minutes per database (CI runs it for 12 s).
