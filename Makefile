@@ -8,6 +8,8 @@
 #   make lint   gofmt, go vet, staticcheck
 #   make demo   the self-contained demo (SQLite in a temp dir; no server)
 #   make build  compile everything, including the bq binary
+#   make soak   the fault scenarios (kill -9, partition, failover) for
+#               about ten minutes each
 #   make bench  the benchmark matrix (bq, River and the databases' own
 #               ceilings on SQLite, PostgreSQL and MySQL, 3 rounds) ->
 #               docs/benchmarks.md
@@ -41,17 +43,23 @@ test: ensure-cc ensure-databases ensure-pgbouncer ensure-chromium
 	@# it read-only and writable again, and times how soon work resumes,
 	@# which the suite beside it would blur.
 	@if [[ ",$(BQ_TEST_DRIVERS)," == *",postgres,"* ]]; then \
-		echo "BQ_TEST_PG_RESTART=1 $(GO) test -race -count=1 -run 'TestPostgresRestart|TestPostgresReadOnly' ./internal/pgrestart"; \
-		BQ_TEST_PG_RESTART=1 $(GO) test -race -count=1 -run 'TestPostgresRestart|TestPostgresReadOnly' -v ./internal/pgrestart | grep -v '^=== '; \
+		echo "BQ_TEST_PG_RESTART=1 $(GO) test -race -count=1 -run 'TestPostgresRestart|TestPostgresReadOnly|TestPostgresFailover' ./internal/pgrestart"; \
+		BQ_TEST_PG_RESTART=1 $(GO) test -race -count=1 -run 'TestPostgresRestart|TestPostgresReadOnly|TestPostgresFailover' -v ./internal/pgrestart | grep -v '^=== '; \
 	fi
 	@if [[ ",$(BQ_TEST_DRIVERS)," == *",mysql,"* ]]; then \
 		echo "BQ_TEST_MYSQL_RESTART=1 $(GO) test -race -count=1 -run 'TestMariaDBRestart|TestMariaDBReadOnly' ./internal/pgrestart"; \
 		BQ_TEST_MYSQL_RESTART=1 $(GO) test -race -count=1 -run 'TestMariaDBRestart|TestMariaDBReadOnly' -v ./internal/pgrestart | grep -v '^=== '; \
 	fi
 
-# The chaos test for ten minutes per database (CI runs it for 12 s).
+# The fault scenarios for about ten minutes each (CI runs each once): the
+# chaos test (kill -9) for ten minutes per database, the partition
+# scenario 15 times on PostgreSQL and MySQL (about 20 s a time), and the
+# PostgreSQL failovers 30 times each (about 10 s a time; primaries and
+# replicas of their own).
 soak: ensure-databases
-	BQ_CHAOS_DURATION=10m $(GO) test -count=1 -timeout 60m -run 'TestConformance/.*/ChaosKill9' -v ./internal/conformance
+	BQ_CHAOS_DURATION=10m $(GO) test -count=1 -timeout 60m -run '^TestConformance$$/.*/ChaosKill9$$' -v ./internal/conformance
+	BQ_TEST_DRIVERS=postgres,mysql $(GO) test -count=15 -timeout 60m -run '^TestConformance$$/.*/PartitionedWorkerStopsItsRuns$$' ./internal/conformance
+	BQ_TEST_PG_RESTART=1 $(GO) test -count=30 -timeout 60m -run 'TestPostgresFailover' ./internal/pgrestart
 
 ensure-cc:
 	GO="$(GO)" scripts/ensure-cc.sh

@@ -241,7 +241,7 @@ func (p *process) heartbeat(ctx context.Context) {
 				// replication may have lost claims its runs hold, which
 				// are fenced now, before the workers claim again.
 				p.straysSuspected.Store(false)
-				if p.verifyClaims(ctx) {
+				if p.verifyClaimsWithin(ctx) {
 					p.cleared.Store(n)
 					p.c.wake("")
 				}
@@ -251,7 +251,7 @@ func (p *process) heartbeat(ctx context.Context) {
 				// (lost in a failover this process never noticed,
 				// reaped, cancelled) stops at the next beat.
 				p.straysSuspected.Store(false)
-				p.verifyClaims(ctx)
+				p.verifyClaimsWithin(ctx)
 			}
 			if retry != retryFirst {
 				// Beats land again after failing: the workers that
@@ -399,6 +399,15 @@ const pauseNoticed = 500 * time.Millisecond
 // claim failed, and its COMMIT may have landed though the caller saw an
 // error, leaving claims no run holds.
 func (p *process) suspectStrays() { p.straysSuspected.Store(true) }
+
+// verifyClaimsWithin is verifyClaims bounded as a beat is: a partition
+// that begins just after a beat landed must not hang the heartbeat on a
+// connection whose peer is gone until TCP gives up (minutes).
+func (p *process) verifyClaimsWithin(ctx context.Context) bool {
+	ctx, cancel := context.WithTimeout(ctx, 2*p.c.cfg.HeartbeatInterval)
+	defer cancel()
+	return p.verifyClaims(ctx)
+}
 
 // verifyClaims checks this process's claims against its runs: a run whose
 // claim is gone (taken while the process was paused, or lost in a
