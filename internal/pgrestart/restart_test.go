@@ -1,12 +1,15 @@
-// Package pgrestart restarts a database server under a running bq and
-// checks that nothing is lost, that no limit is exceeded, and that work
-// resumes as soon as the server is back. The server is one the test
-// starts for itself on a private port (testdb.Server): the shared servers
-// of BQ_TEST_POSTGRES_DSN and BQ_TEST_MYSQL_DSN are never stopped. Each
-// test runs only when asked, BQ_TEST_PG_RESTART=1 (PostgreSQL) and
+// Package pgrestart puts a running bq through what happens to its
+// database server — a restart, a failover to a replica, a switch to
+// read-only and back — and checks that nothing is lost, that no limit is
+// exceeded, and that work resumes as soon as the server takes writes
+// again. The servers are ones the tests start for themselves on private
+// ports (testdb.Server): the shared servers of BQ_TEST_POSTGRES_DSN and
+// BQ_TEST_MYSQL_DSN are never stopped or reconfigured. Those tests run
+// only when asked, BQ_TEST_PG_RESTART=1 (PostgreSQL) and
 // BQ_TEST_MYSQL_RESTART=1 (MariaDB), which `make test` sets for a last
 // step of its own after every other test has finished: how soon work
-// resumes is timed, and a loaded machine would blur it.
+// resumes is timed, and a loaded machine would blur it. TestSQLiteFull,
+// on a file of its own, runs with the suite.
 package pgrestart
 
 import (
