@@ -441,7 +441,9 @@ func (p *process) verifyClaims(ctx context.Context) bool {
 	for _, l := range p.activeLeases() {
 		f := driver.Fenced{JobID: l.claim.ID, Fence: l.claim.Fence}
 		running[f] = true
-		if _, ok := inDB[f]; !ok && l.seq <= seq && !l.fenced.Load() {
+		// A run whose code returned has nothing left to stop: its claim
+		// may be gone because its own outcome committed.
+		if _, ok := inDB[f]; !ok && l.seq <= seq && !l.fenced.Load() && !l.returned.Load() {
 			p.c.log.Warn("a run's claim was taken while this process was paused or cut off (or lost in a failover); cancelling the run", "job_id", l.claim.ID, "process_id", id)
 			l.fence(fmt.Errorf("%w: its claim was taken while this process was paused or cut off (or lost in a failover)", p.c.cfg.LeaseLost))
 		}
@@ -555,6 +557,9 @@ type lease struct {
 	// cancelled: a cancel of the job cancelled the run (ErrCancelled).
 	// Unlike fenced, the claim is still the run's: its end records.
 	cancelled atomic.Bool
+	// returned: the job's code returned; its outcome is being recorded,
+	// which deletes the claim before the lease is dropped.
+	returned atomic.Bool
 }
 
 // check fences the run if its lease has lapsed. It runs on every Err and

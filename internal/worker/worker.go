@@ -421,6 +421,7 @@ func (w *queueWorker) execute(r run) {
 		// begins, and again just before the job.
 		runErr = w.c.cfg.Jobs.Run(gated(rc), meta, def, cl.Args)
 	}
+	l.returned.Store(true)
 	if runErr == nil {
 		w.codeReturned(l) // record hands the completion on and returns
 	}
