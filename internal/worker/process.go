@@ -47,6 +47,8 @@ type process struct {
 	// straysSuspected: a claim failed, and its COMMIT may have landed
 	// unseen; the next landed beat checks for claims no run holds.
 	straysSuspected atomic.Bool
+	// beaten wakes afterBeats: a beat landed.
+	beaten chan struct{}
 	// suspicions counts failed database calls (suspect), cleared the
 	// count the last verified claims saw: a call failed, and the
 	// database may come back as another server (a replica promoted)
@@ -67,7 +69,7 @@ type process struct {
 func (c *Runtime) register(ctx context.Context, kind string, queues []string) (*process, error) {
 	slices.Sort(queues)
 	p := &process{c: c, kind: kind, queues: queues, resumed: make(chan struct{}, 1), cancels: make(chan struct{}, 1),
-		leases: map[*lease]struct{}{}}
+		beaten: make(chan struct{}, 1), leases: map[*lease]struct{}{}}
 	// A database busy or in a deadlock now (a SQLite file another
 	// process's frozen writer holds) is no reason not to start: try
 	// again. Other errors (not migrated, refused) fail at once.
@@ -234,24 +236,12 @@ func (p *process) heartbeat(ctx context.Context) {
 		// measures.
 		var next time.Duration
 		if p.beat(ctx, send) {
-			if n := p.suspicions.Load(); n != p.cleared.Load() {
-				// Beats land again after calls failed: the database is
-				// back. It may be another server, a replica promoted
-				// while this process was cut off: asynchronous
-				// replication may have lost claims its runs hold, which
-				// are fenced now, before the workers claim again.
-				p.straysSuspected.Store(false)
-				if p.verifyClaimsWithin(ctx) {
-					p.cleared.Store(n)
-					p.c.wake("")
-				}
-			} else {
-				// Every beat that lands compares the runs with the claims
-				// the database holds, so a run whose claim vanished
-				// (lost in a failover this process never noticed,
-				// reaped, cancelled) stops at the next beat.
-				p.straysSuspected.Store(false)
-				p.verifyClaimsWithin(ctx)
+			// The renewal and the claim check go on beside the next
+			// beats (afterBeats): on a slow link they would otherwise
+			// space the beats out by their own round trips.
+			select {
+			case p.beaten <- struct{}{}:
+			default:
 			}
 			if retry != retryFirst {
 				// Beats land again after failing: the workers that
@@ -291,6 +281,48 @@ const (
 // expiring while its holder beats.
 const renewBelow = 0.5
 
+// afterBeats follows the beats that land, until ctx ends: it renews the
+// semaphores the process's claims hold, and compares its runs with the
+// claims the database holds (verifyClaims), so a run whose claim
+// vanished (lost in a failover, reaped, cancelled) stops within a beat.
+// After calls failed (suspect), the check that succeeds lets the
+// workers claim again. Beats that land while it works are followed once.
+func (p *process) afterBeats(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-p.beaten:
+		}
+		id, send := p.ID(), *p.lastBeat.Load()
+		renewCtx, cancel := context.WithTimeout(ctx, p.beatDeadline())
+		err := driver.InTx(renewCtx, p.c.drv, func(tx driver.Executor) error {
+			return tx.SemaphoreRenewHeld(renewCtx, id, send, renewBelow)
+		})
+		cancel()
+		if err != nil && ctx.Err() == nil {
+			p.c.log.Debug("heartbeat landed; renewing semaphores failed (next beat tries again)", "process_id", id, "error", err)
+		}
+		// Calls failed before this check began: the database may have
+		// come back as another server, a replica promoted while this
+		// process was cut off, that lost claims its runs hold. They are
+		// fenced now, before the workers claim again.
+		n := p.suspicions.Load()
+		p.straysSuspected.Store(false)
+		if p.verifyClaimsWithin(ctx) && n != p.cleared.Load() {
+			p.cleared.Store(n)
+			p.c.wake("")
+		}
+	}
+}
+
+// beatDeadline bounds a beat, and the claim check after it: half
+// ProcessDeadAfter, at least two heartbeat intervals. Past it a beat
+// could no longer save a lease that is lapsing anyway.
+func (p *process) beatDeadline() time.Duration {
+	return max(2*p.c.cfg.HeartbeatInterval, p.c.cfg.ProcessDeadAfter/2)
+}
+
 // beat sends one heartbeat stamped send and reports whether it landed.
 func (p *process) beat(ctx context.Context, send time.Time) bool {
 	cfg := p.c.cfg
@@ -304,8 +336,12 @@ func (p *process) beat(ctx context.Context, send time.Time) bool {
 		since = send // a beat was missed: the evidence starts again
 	}
 	p.mu.Unlock()
-	// A beat that cannot land within two intervals is as good as lost.
-	beatCtx, cancel := context.WithTimeout(ctx, 2*cfg.HeartbeatInterval)
+	// A beat may take up to beatDeadline to land: one that lands late
+	// extends nothing past its send time, and cutting it short would
+	// close its connection, so that on a slow link (round trips of a
+	// heartbeat interval or more) every next beat would be slower still
+	// and none would ever land.
+	beatCtx, cancel := context.WithTimeout(ctx, p.beatDeadline())
 	defer cancel()
 	landed, err := p.c.drv.Exec().ProcessHeartbeat(beatCtx, driver.Beat{ProcessID: id, At: send, BeatingSince: since})
 	switch {
@@ -317,12 +353,6 @@ func (p *process) beat(ctx context.Context, send time.Time) bool {
 		}
 		p.mu.Unlock()
 		p.c.dbOK("heartbeat", send)
-		err := driver.InTx(beatCtx, p.c.drv, func(tx driver.Executor) error {
-			return tx.SemaphoreRenewHeld(beatCtx, id, send, renewBelow)
-		})
-		if err != nil {
-			p.c.log.Debug("heartbeat landed; renewing semaphores failed (next beat tries again)", "process_id", id, "error", err)
-		}
 		return true
 	case err != nil:
 		if ctx.Err() == nil {
@@ -404,7 +434,7 @@ func (p *process) suspectStrays() { p.straysSuspected.Store(true) }
 // that begins just after a beat landed must not hang the heartbeat on a
 // connection whose peer is gone until TCP gives up (minutes).
 func (p *process) verifyClaimsWithin(ctx context.Context) bool {
-	ctx, cancel := context.WithTimeout(ctx, 2*p.c.cfg.HeartbeatInterval)
+	ctx, cancel := context.WithTimeout(ctx, p.beatDeadline())
 	defer cancel()
 	return p.verifyClaims(ctx)
 }

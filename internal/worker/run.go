@@ -71,6 +71,7 @@ func (c *Runtime) Run(ctx context.Context, o RunOptions) error {
 	beatCtx, stopBeat := context.WithCancel(bg)
 	var services sync.WaitGroup
 	services.Go(func() { proc.heartbeat(beatCtx) })
+	services.Go(func() { proc.afterBeats(beatCtx) })
 	services.Go(func() { proc.watchdog(beatCtx) })
 	services.Go(func() { c.watchClock(beatCtx, skewed) })
 	if b, ok := c.drv.(driver.Beaconer); ok {
