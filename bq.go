@@ -76,6 +76,7 @@ type Client struct {
 	// with the database's (syncClock).
 	clock    *dbclock.Clock
 	stopSync func()
+	synced   chan struct{} // closed once that comparison ended
 }
 
 // Open connects to the database dsn names and returns a client:
@@ -102,6 +103,13 @@ func Open(ctx context.Context, dsn string, cfg Config) (*Client, error) {
 	if err != nil {
 		drv.Close()
 		return nil, err
+	}
+	// The database answered just now: the first enqueue already follows
+	// its clock (a milliseconds' wait; bounded should it stop answering).
+	select {
+	case <-client.synced:
+	case <-ctx.Done():
+	case <-time.After(2 * time.Second):
 	}
 	return client, nil
 }
@@ -194,17 +202,19 @@ func (c *Client) newRuntime(drv driver.Driver) {
 // syncClock compares the host's clock with the database's once, in the
 // background, so that a client that only enqueues follows the
 // database's clock too (Run compares them at its start and every few
-// minutes); the first enqueues do not wait for it.
+// minutes). Open waits for it; a client of NewClient enqueues by its
+// host's clock until it has ended (milliseconds).
 func (c *Client) syncClock() {
+	c.synced = make(chan struct{})
 	c.stopSync = func() {}
 	if !c.clock.Corrects() {
+		close(c.synced)
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	done := make(chan struct{})
-	c.stopSync = func() { cancel(); <-done }
+	c.stopSync = func() { cancel(); <-c.synced }
 	go func() {
-		defer close(done)
+		defer close(c.synced)
 		defer cancel()
 		c.clock.Sync(ctx, c.drv.Exec().ClockNow)
 	}()

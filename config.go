@@ -94,9 +94,10 @@ type Config struct {
 	NoGauges bool
 	// Now is the clock; tests inject one, used as given. Default: the
 	// host's clock, which on PostgreSQL and MySQL/MariaDB bq corrects to
-	// the database server's (measured on first use and every 5 minutes
-	// while running), so hosts whose clocks disagree judge each other's
-	// heartbeats alike (docs/concurrency.md, "Clocks").
+	// the database server's (measured as the client is created and
+	// every 5 minutes while running), so hosts whose clocks disagree
+	// judge each other's heartbeats alike (docs/concurrency.md,
+	// "Clocks").
 	Now func() time.Time
 	// Periodic lists the periodic jobs this process enqueues on their
 	// schedules (bq.Periodic), while Run or RunDispatcher runs. The

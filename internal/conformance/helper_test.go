@@ -27,7 +27,7 @@ import (
 
 // helperMain is a bq process: the test binary re-executed with BQ_HELPER
 // set to "worker" (workers and dispatcher), "workers" (workers only) or
-// "dispatcher" ("migrate" and "duplicate" are one-off checks). It works queue BQ_QUEUE (default "default") of BQ_DSN with
+// "dispatcher" ("migrate", "duplicate" and "enqueue-in" are one-off checks). It works queue BQ_QUEUE (default "default") of BQ_DSN with
 // BQ_SLOTS slots,
 // recording each run in test_runs, until SIGTERM (a second one exits at
 // once). BQ_DEAD_AFTER, BQ_HEARTBEAT, BQ_POLL and BQ_DISPATCH override the
@@ -101,6 +101,9 @@ func helperMain() int {
 	defer client.Close()
 	if os.Getenv("BQ_HELPER") == "duplicate" {
 		return duplicateMain(ctx, client)
+	}
+	if os.Getenv("BQ_HELPER") == "enqueue-in" {
+		return enqueueInMain(ctx, client)
 	}
 	if os.Getenv("BQ_HELPER") == "migrate" {
 		if err := client.Migrate(ctx); err != nil {

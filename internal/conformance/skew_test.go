@@ -1,7 +1,12 @@
 package conformance
 
 import (
+	"bytes"
+	"context"
 	"fmt"
+	"os"
+	"regexp"
+	"strconv"
 	"syscall"
 	"testing"
 	"time"
@@ -25,6 +30,8 @@ func skewed(d time.Duration) []string { return append(chaosEnv(), "BQ_SKEW="+d.S
 //     old, and it would be reaped while alive, its jobs run twice. Its
 //     runs of 4.5 s (longer than ProcessDeadAfter) each run once, and end
 //     as they chose.
+//   - A producer whose clock runs 30 s ahead schedules a job 3 s ahead
+//     by the database's clock (skewProducer).
 //   - A worker whose clock runs 30 s ahead is killed (SIGKILL) mid-run,
 //     watched by a dispatcher whose clock lags by 30 s: by their own
 //     clocks its last beat lies a minute ahead, and its claim would wait
@@ -38,6 +45,46 @@ func testClockSkew(t *testing.T, h *harness) {
 	}
 	skewLagging(t, h)
 	skewAheadDies(t, h)
+	skewProducer(t, h)
+}
+
+// skewProducer: a process whose clock runs 30 s ahead opens a client and
+// at once enqueues a job to run in 3 s: it comes due 3 s after the
+// enqueue by the database's clock, not 33 s (the first enqueue of a
+// client bq.Open returned already follows the database's clock).
+func skewProducer(t *testing.T, h *harness) {
+	var out bytes.Buffer
+	started := time.Now()
+	cmd := h.spawnTo(&out, "enqueue-in", 0, "BQ_SKEW=30s")
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("producer: %v\n%s", err, out.String())
+	}
+	exited := time.Now()
+	m := regexp.MustCompile(`enqueued id=(\d+)`).FindStringSubmatch(out.String())
+	if m == nil {
+		t.Fatalf("producer printed no job id:\n%s", out.String())
+	}
+	id, _ := strconv.ParseInt(m[1], 10, 64)
+	info := jobInfo(t, h, id)
+	// Enqueued between the process's start and its exit, by this host's
+	// clock (the database's, give or take a millisecond).
+	const slack = 500 * time.Millisecond
+	if due := info.ScheduledAt; due.Before(started.Add(3*time.Second-slack)) || due.After(exited.Add(3*time.Second+slack)) {
+		t.Errorf("a job enqueued to run in 3 s by a host 30 s ahead is due %s after the producer started (it exited %s after), want 3 s after its enqueue by the database's clock",
+			due.Sub(started).Round(time.Millisecond), exited.Sub(started).Round(time.Millisecond))
+	}
+}
+
+// enqueueInMain is the helper process "enqueue-in": it enqueues one job
+// to run in 3 s, as soon as its client is open, and prints its id.
+func enqueueInMain(ctx context.Context, client *bq.Client) int {
+	res, err := unkeyedJob.Enqueue(ctx, client, Args{SleepMS: 1}, bq.In(3*time.Second))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "helper: enqueue:", err)
+		return 1
+	}
+	fmt.Printf("enqueued id=%d\n", res.ID)
+	return 0
 }
 
 // skewLagging: a worker whose clock lags, watched by a dispatcher whose
