@@ -72,11 +72,10 @@ type Client struct {
 	rt    *worker.Runtime
 	sched *worker.Scheduler // Config.Periodic's; nil without
 	// clock is cfg.Now's: the host's corrected to the database's (package
-	// dbclock), or the one injected. stopSync ends its first comparison
-	// with the database's (syncClock).
-	clock    *dbclock.Clock
-	stopSync func()
-	synced   chan struct{} // closed once that comparison ended
+	// dbclock), or the one injected; firstSync its first comparison with
+	// the database's, in the background.
+	clock     *dbclock.Clock
+	firstSync *dbclock.First
 }
 
 // Open connects to the database dsn names and returns a client:
@@ -106,11 +105,7 @@ func Open(ctx context.Context, dsn string, cfg Config) (*Client, error) {
 	}
 	// The database answered just now: the first enqueue already follows
 	// its clock (a milliseconds' wait; bounded should it stop answering).
-	select {
-	case <-client.synced:
-	case <-ctx.Done():
-	case <-time.After(2 * time.Second):
-	}
+	client.firstSync.Wait(ctx, 2*time.Second)
 	return client, nil
 }
 
@@ -174,7 +169,9 @@ func NewClient(drv Driver, cfg Config) (*Client, error) {
 	c := &Client{pub: drv, drv: engine, cfg: cfg, log: cfg.Logger, met: met, clock: clock,
 		tr: tracing.New(cfg.TracerProvider, cfg.Propagator, cfg.TraceRunsAsChildren), stopGauges: func() error { return nil }}
 	c.newRuntime(engine)
-	c.syncClock()
+	// A client that only enqueues follows the database's clock too (Run
+	// compares them again at its start and every few minutes).
+	c.firstSync = c.clock.SyncFirst(engine.Exec().ClockNow)
 	if !cfg.NoGauges {
 		if c.stopGauges, err = met.ObserveGauges(c.gaugeSnapshot); err != nil {
 			return nil, fmt.Errorf("bq.NewClient: register gauges: %w", err)
@@ -199,31 +196,10 @@ func (c *Client) newRuntime(drv driver.Driver) {
 	})
 }
 
-// syncClock compares the host's clock with the database's once, in the
-// background, so that a client that only enqueues follows the
-// database's clock too (Run compares them at its start and every few
-// minutes). Open waits for it; a client of NewClient enqueues by its
-// host's clock until it has ended (milliseconds).
-func (c *Client) syncClock() {
-	c.synced = make(chan struct{})
-	c.stopSync = func() {}
-	if !c.clock.Corrects() {
-		close(c.synced)
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	c.stopSync = func() { cancel(); <-c.synced }
-	go func() {
-		defer close(c.synced)
-		defer cancel()
-		c.clock.Sync(ctx, c.drv.Exec().ClockNow)
-	}()
-}
-
 // Close stops the client's gauges and releases the connections it opened
 // itself (through Open).
 func (c *Client) Close() error {
-	c.stopSync()
+	c.firstSync.Stop()
 	c.rt.Close()
 	worker.Detach(c)
 	return errors.Join(c.stopGauges(), c.drv.Close())

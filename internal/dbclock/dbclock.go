@@ -95,3 +95,44 @@ func (c *Clock) Sync(ctx context.Context, read func(context.Context) (time.Time,
 	}
 	return skew, true
 }
+
+// First is a first comparison in the background (SyncFirst).
+type First struct {
+	done   chan struct{}
+	cancel context.CancelFunc
+}
+
+// SyncFirst compares the clocks once in the background (Sync, within
+// 10 s), for a clock that corrects; one that does not is done at once.
+func (c *Clock) SyncFirst(read func(context.Context) (time.Time, error)) *First {
+	f := &First{done: make(chan struct{}), cancel: func() {}}
+	if !c.corrects {
+		close(f.done)
+		return f
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	f.cancel = cancel
+	go func() {
+		defer close(f.done)
+		defer cancel()
+		c.Sync(ctx, read)
+	}()
+	return f
+}
+
+// Wait waits for the comparison to end, for ctx, or for at most d.
+func (f *First) Wait(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-f.done:
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// Stop ends the comparison and waits until it has.
+func (f *First) Stop() {
+	f.cancel()
+	<-f.done
+}

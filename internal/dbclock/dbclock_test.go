@@ -71,3 +71,29 @@ func TestSyncTrustsTheQuickestReading(t *testing.T) {
 		t.Fatalf("Given clock corrected: offset %v", g.Offset())
 	}
 }
+
+// TestSyncFirst: the first comparison in the background corrects the
+// clock once it ends (Wait); a clock given as is never compares, and
+// Stop ends a comparison waiting on a database that does not answer.
+func TestSyncFirst(t *testing.T) {
+	ctx := context.Background()
+	db := time.Now().Add(time.Minute)
+	c := New()
+	c.SyncFirst(func(context.Context) (time.Time, error) { return db, nil }).Wait(ctx, 5*time.Second)
+	if off := c.Offset(); off < 59*time.Second || off > 61*time.Second {
+		t.Fatalf("after the first comparison: offset %v, want about a minute", off)
+	}
+	called := false
+	Given(time.Now).SyncFirst(func(context.Context) (time.Time, error) { called = true; return db, nil }).Wait(ctx, time.Second)
+	if called {
+		t.Fatal("a clock given as is read the database's clock")
+	}
+	hung := New().SyncFirst(func(ctx context.Context) (time.Time, error) { <-ctx.Done(); return time.Time{}, ctx.Err() })
+	done := make(chan struct{})
+	go func() { hung.Stop(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Stop did not end a comparison waiting on the database")
+	}
+}
