@@ -5,8 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
-	"os"
+	"maps"
 	"slices"
 	"sync"
 	"syscall"
@@ -61,19 +60,8 @@ func failover(t *testing.T, synchronous bool) {
 	dsn := fmt.Sprintf("postgres://postgres@127.0.0.1:%d,127.0.0.1:%d/test?sslmode=disable&target_session_attrs=read-write",
 		primary.Port, replica.Port)
 
-	mu.Lock()
-	clear(runs)
-	starts = nil
-	clear(peak)
-	mu.Unlock()
-	cfg := bq.Config{
-		Queues:            map[string]int{"default": 10},
-		PollInterval:      time.Second,
-		DispatchInterval:  100 * time.Millisecond,
-		HeartbeatInterval: time.Second,
-		ProcessDeadAfter:  3 * time.Second,
-		Logger:            slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-	}
+	resetRuns()
+	cfg := faultConfig(10)
 	client, err := bq.Open(ctx, dsn, cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -210,27 +198,7 @@ func failover(t *testing.T, synchronous bool) {
 		t.Errorf("%d jobs stored, %d enqueues acknowledged and not lost: a refused enqueue left a job, or an acknowledged one was lost", stored, want)
 	}
 
-	mu.Lock()
-	defer mu.Unlock()
-	reruns := 0
-	for n := range ids {
-		switch c := runs[n]; {
-		case c == 0:
-			t.Errorf("job %d: acknowledged and completed in the database, but it never ran", n)
-		case c > 1:
-			reruns++
-		}
-	}
-	for key, n := range peak {
-		if n > limit {
-			t.Errorf("key %s: %d runs at once across the failover, limit %d", key, n, limit)
-		}
-	}
-	i, _ := slices.BinarySearchFunc(starts, promoted, func(a, b time.Time) int { return a.Compare(b) })
-	if i == len(starts) {
-		t.Fatal("no job started after the promotion")
-	}
-	first := starts[i].Sub(promoted)
+	reruns, first, peakSeen := judgeRuns(t, slices.Collect(maps.Keys(ids)), promoted, "the promotion")
 	// Connections to the dead primary fail, new ones find the promoted
 	// replica (target_session_attrs=read-write), and the workers claim
 	// again within a heartbeat retry and a poll.
@@ -238,7 +206,7 @@ func failover(t *testing.T, synchronous bool) {
 		t.Errorf("the first job started %s after the promotion, want within %s", first, bound)
 	}
 	t.Logf("%d acknowledged jobs completed across the failover, %d lost with the commits the replica never received (%d enqueues refused while no server took writes), limits held (peak %v, limit %d); the first job started %s after the promotion",
-		len(ids), len(lost), len(refused), peak, limit, first.Round(time.Millisecond))
+		len(ids), len(lost), len(refused), peakSeen, limit, first.Round(time.Millisecond))
 	switch {
 	case synchronous && reruns > 0:
 		t.Errorf("%d jobs completed twice: with synchronous replication every acknowledged outcome survives the failover", reruns)

@@ -17,6 +17,7 @@ import (
 	"context"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -107,19 +108,8 @@ func gate(t *testing.T, kind, variable string) {
 // reason to reap anyone.
 func restartUnder(t *testing.T, dsn string, stopServer func(), startServer func() time.Time) {
 	ctx := context.Background()
-	mu.Lock()
-	clear(runs)
-	starts = nil
-	clear(peak)
-	mu.Unlock()
-	cfg := bq.Config{
-		Queues:            map[string]int{"default": 6},
-		PollInterval:      time.Second,
-		DispatchInterval:  100 * time.Millisecond,
-		HeartbeatInterval: time.Second,
-		ProcessDeadAfter:  3 * time.Second,
-		Logger:            slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-	}
+	resetRuns()
+	cfg := faultConfig(6)
 	client, err := bq.Open(ctx, dsn, cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -164,10 +154,57 @@ func restartUnder(t *testing.T, dsn string, stopServer func(), startServer func(
 	if err := <-done; err != nil {
 		t.Errorf("Run: %v", err)
 	}
+	ns := make([]int, total)
+	for n := range ns {
+		ns[n] = n
+	}
+	reruns, first, peakSeen := judgeRuns(t, ns, ready, "the server was ready")
+	// Work resumes within a heartbeat retry (100 ms) and a claim of the
+	// server being ready; before, a process reaped itself and waited for
+	// its next heartbeat to register again (up to HeartbeatInterval).
+	if first > cfg.HeartbeatInterval {
+		t.Errorf("the first job started %s after the server was ready, want well within a heartbeat interval (%s)", first, cfg.HeartbeatInterval)
+	}
+	t.Logf("%d jobs completed across a server restart, limits held (peak %v, limit %d); the first job started %s after the server was ready",
+		total, peakSeen, limit, first.Round(time.Millisecond))
+	if reruns > 0 {
+		t.Errorf("%d jobs completed twice: an outcome is retried until it lands, so a job completed during the outage must not run again", reruns)
+	}
+}
+
+// resetRuns forgets the runs of an earlier test.
+func resetRuns() {
 	mu.Lock()
 	defer mu.Unlock()
-	reruns := 0
-	for n := range total {
+	clear(runs)
+	starts = nil
+	clear(peak)
+}
+
+// faultConfig is the configuration of a client put through a fault:
+// leases that lapse within the fault (3 s), a slow poll, so that work
+// resuming at once after it shows the wake-ups at work.
+func faultConfig(slots int) bq.Config {
+	return bq.Config{
+		Queues:            map[string]int{"default": slots},
+		PollInterval:      time.Second,
+		DispatchInterval:  100 * time.Millisecond,
+		HeartbeatInterval: time.Second,
+		ProcessDeadAfter:  3 * time.Second,
+		Logger:            slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	}
+}
+
+// judgeRuns checks the runs this process recorded: each of the jobs ns
+// (their N) completed a run, and no key ran more than its limit at once.
+// It returns how many of them completed more than one run, how soon after
+// since the first job started (fatal when none did; since names the
+// moment), and each key's peak.
+func judgeRuns(t *testing.T, ns []int, since time.Time, sinceName string) (reruns int, first time.Duration, peakSeen map[string]int) {
+	t.Helper()
+	mu.Lock()
+	defer mu.Unlock()
+	for _, n := range ns {
 		switch c := runs[n]; {
 		case c == 0:
 			t.Errorf("job %d completed in the database but never ran", n)
@@ -180,22 +217,11 @@ func restartUnder(t *testing.T, dsn string, stopServer func(), startServer func(
 			t.Errorf("key %s: %d runs at once, limit %d", key, n, limit)
 		}
 	}
-	i, _ := slices.BinarySearchFunc(starts, ready, func(a, b time.Time) int { return a.Compare(b) })
+	i, _ := slices.BinarySearchFunc(starts, since, func(a, b time.Time) int { return a.Compare(b) })
 	if i == len(starts) {
-		t.Fatal("no job started after the server was back")
+		t.Fatalf("no job started after %s", sinceName)
 	}
-	first := starts[i].Sub(ready)
-	// Work resumes within a heartbeat retry (100 ms) and a claim of the
-	// server being ready; before, a process reaped itself and waited for
-	// its next heartbeat to register again (up to HeartbeatInterval).
-	if first > cfg.HeartbeatInterval {
-		t.Errorf("the first job started %s after the server was ready, want well within a heartbeat interval (%s)", first, cfg.HeartbeatInterval)
-	}
-	t.Logf("%d jobs completed across a server restart, limits held (peak %v, limit %d); the first job started %s after the server was ready",
-		total, peak, limit, first.Round(time.Millisecond))
-	if reruns > 0 {
-		t.Errorf("%d jobs completed twice: an outcome is retried until it lands, so a job completed during the outage must not run again", reruns)
-	}
+	return reruns, starts[i].Sub(since), maps.Clone(peak)
 }
 
 func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
