@@ -314,22 +314,7 @@ func testSlowNetwork(t *testing.T, h *harness) {
 	h.waitProcesses(4)
 
 	// Watch S's heartbeat age as the database has it.
-	var oldest time.Duration
-	watchCtx, stopWatch := context.WithCancel(ctx)
-	watched := make(chan struct{})
-	go func() {
-		defer close(watched)
-		for watchCtx.Err() == nil {
-			if hl, err := h.client.Health(watchCtx, bq.HealthOptions{}); err == nil {
-				for _, p := range hl.Processes {
-					if p.PID == slow.Process.Pid {
-						oldest = max(oldest, hl.At.Sub(p.LastHeartbeat))
-					}
-				}
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-	}()
+	watchedAge := h.watchBeatAge(func(p bq.ProcessHealth) bool { return p.PID == slow.Process.Pid })
 
 	byJob := map[*bq.Job[Args]][]Args{}
 	for i := range 100 {
@@ -353,8 +338,7 @@ func testSlowNetwork(t *testing.T, h *harness) {
 	}
 	h.waitFinished(len(ids), 90*time.Second)
 	drained := time.Since(began)
-	stopWatch()
-	<-watched
+	oldest := watchedAge()
 	stop()
 
 	runs := h.outcomeRuns(t)

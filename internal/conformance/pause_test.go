@@ -363,20 +363,7 @@ func testHeartbeatNotStarved(t *testing.T, h *harness) {
 	h.waitProcesses(3)
 
 	// Watch the heartbeats' age as the test process sees it.
-	var oldest time.Duration
-	watchCtx, stopWatch := context.WithCancel(ctx)
-	watched := make(chan struct{})
-	go func() {
-		defer close(watched)
-		for watchCtx.Err() == nil {
-			if hl, err := h.client.Health(watchCtx, bq.HealthOptions{}); err == nil {
-				for _, p := range hl.Processes {
-					oldest = max(oldest, hl.At.Sub(p.LastHeartbeat))
-				}
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-	}()
+	watchedAge := h.watchBeatAge(func(bq.ProcessHealth) bool { return true })
 
 	var ids []int64
 	var drains []string
@@ -404,8 +391,7 @@ func testHeartbeatNotStarved(t *testing.T, h *harness) {
 		h.waitFinished(len(ids), 90*time.Second)
 		drains = append(drains, time.Since(began).Round(time.Millisecond).String())
 	}
-	stopWatch()
-	<-watched
+	oldest := watchedAge()
 	stop()
 
 	perJob := map[int64][]outcomeRun{}
@@ -482,4 +468,31 @@ func testResumedRunSeesCtxAtNextCheck(t *testing.T, h *harness) {
 		t.Errorf("%d runs in the paused process ended with the lease lost, want %d", caught, len(ids))
 	}
 	h.checkDrained(ids)
+}
+
+// watchBeatAge samples, every 100 ms until the returned function is
+// called, the age of the heartbeats of the processes keep selects, as the
+// database has them (Health); that function returns the oldest seen.
+func (h *harness) watchBeatAge(keep func(bq.ProcessHealth) bool) func() time.Duration {
+	var oldest time.Duration
+	ctx, stop := context.WithCancel(context.Background())
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		for ctx.Err() == nil {
+			if hl, err := h.client.Health(ctx, bq.HealthOptions{}); err == nil {
+				for _, p := range hl.Processes {
+					if keep(p) {
+						oldest = max(oldest, hl.At.Sub(p.LastHeartbeat))
+					}
+				}
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}()
+	return func() time.Duration {
+		stop()
+		<-watched
+		return oldest
+	}
 }

@@ -217,7 +217,7 @@ func failover(t *testing.T, synchronous bool) {
 
 // longJob runs for 1.5 s, longer than a failover takes, on its own key
 // (limit 2): its runs in flight at the failover show whether a run whose
-// claim was lost runs on beside its replacement.
+// claim vanished runs on beside its replacement.
 var longJob = bq.Define("pgrestart.long", func(ctx context.Context, a Args) error {
 	mu.Lock()
 	inFlight[a.Key]++

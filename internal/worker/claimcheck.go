@@ -64,8 +64,8 @@ func (p *process) verifyClaims(ctx context.Context) bool {
 		// A run whose code returned has nothing left to stop: its claim
 		// may be gone because its own outcome committed.
 		if _, ok := inDB[f]; !ok && l.seq <= seq && !l.fenced.Load() && !l.returned.Load() {
-			p.c.log.Warn("a run's claim is gone (taken while this process was paused or cut off, lost in a failover, or returned by a stop that outwaited the run); cancelling the run", "job_id", l.claim.ID, "process_id", id)
-			l.fence(fmt.Errorf("%w: its claim is gone (taken while this process was paused or cut off, lost in a failover, or returned by a stop that outwaited the run)", p.c.cfg.LeaseLost))
+			p.c.log.Warn("a run's claim is gone (taken while this process was paused or cut off, vanished in a failover, or returned by a stop that outwaited the run); cancelling the run", "job_id", l.claim.ID, "process_id", id)
+			l.fence(fmt.Errorf("%w: its claim is gone (taken while this process was paused or cut off, vanished in a failover, or returned by a stop that outwaited the run)", p.c.cfg.LeaseLost))
 		}
 	}
 	if !straysToo {

@@ -83,7 +83,7 @@ const renewBelow = 0.5
 // afterBeats follows the beats that land, until ctx ends: it renews the
 // semaphores the process's claims hold, and compares its runs with the
 // claims the database holds (verifyClaims), so a run whose claim
-// vanished (lost in a failover, reaped, cancelled) stops within a beat.
+// vanished (vanished in a failover, reaped, cancelled) stops within a beat.
 // After calls failed (suspect), the check that succeeds lets the
 // workers claim again. Beats that land while it works are followed once.
 func (p *process) afterBeats(ctx context.Context) {
@@ -104,7 +104,7 @@ func (p *process) afterBeats(ctx context.Context) {
 		}
 		// Calls failed before this check began: the database may have
 		// come back as another server, a replica promoted while this
-		// process was cut off, that lost claims its runs hold. They are
+		// process was cut off, that no longer has claims its runs hold. They are
 		// fenced now, before the workers claim again.
 		n := p.suspicions.Load()
 		p.straysSuspected.Store(false)

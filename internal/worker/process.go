@@ -50,7 +50,7 @@ type process struct {
 	// suspicions counts failed database calls (suspect), cleared the
 	// count the last verified claims saw: a call failed, and the
 	// database may come back as another server (a replica promoted)
-	// that lost claims this process's runs hold. The next beat that
+	// that no longer has claims this process's runs hold. The next beat that
 	// lands verifies the claims, and the process claims nothing until
 	// then.
 	suspicions, cleared atomic.Uint64
