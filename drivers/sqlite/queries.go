@@ -52,6 +52,7 @@ func newQueries(prefix string) (*sqlexec.Queries, *ownQueries) {
 	q.InsertJobKeys = p(`INSERT INTO {p}job_keys (job_id, key) VALUES `)
 	q.PickReady = p(`SELECT job_id FROM {p}ready_executions WHERE queue = ?
 ORDER BY priority DESC, job_id LIMIT ?`)
+	q.PickAmong = p(sqlexec.AmongPick(idList, ""))
 	q.PickHandOff = p(sqlexec.HandOffPick(idList, ""))
 	q.DeleteReady = p(`DELETE FROM {p}ready_executions WHERE job_id IN ` + idList)
 	q.InsertClaims = p(`INSERT INTO {p}claimed_executions (job_id, queue, process_id, claimed_at)

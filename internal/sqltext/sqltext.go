@@ -22,9 +22,31 @@ const (
 	jobColumnsTail = `, j.created_at, j.metadata, j.tags, coalesce(j.rate_key, ''), j.rate_limit, j.rate_period_ms, j.more_keys`
 )
 
+// ClaimedByRule is the condition on a queue's policy row c under which
+// the queue is claimed only by the claim rule's transaction
+// (driver.ClaimWithin): it has a cap or fair share.
+const ClaimedByRule = `(c.max_active > 0 OR c.fair_share = TRUE)`
+
+// ReadyByKey reads a fair-share queue's ready jobs by key
+// (driver.ReadyByKey): each key's first max jobs in claim order, its
+// first row carrying the key's weight, weightOf (NULL: none) of key x.k.
+// The jobs with no key are key ”. Args: queue, max.
+func ReadyByKey(weightOf string) string {
+	return `SELECT x.k, x.job_id, CASE WHEN x.rn = 1 THEN coalesce(` + weightOf + `, 0) ELSE 0 END
+FROM (SELECT coalesce(j.concurrency_key, '') AS k, r.job_id,
+		row_number() OVER (PARTITION BY j.concurrency_key ORDER BY r.priority DESC, r.job_id) AS rn
+	FROM {p}ready_executions r JOIN {p}jobs j ON j.id = r.job_id WHERE r.queue = ?) x
+WHERE x.rn <= ? ORDER BY x.k, x.rn`
+}
+
+// RunningByKey counts a queue's claimed jobs by key (” for those with
+// none). Args: queue.
+const RunningByKey = `SELECT coalesce(j.concurrency_key, ''), count(*)
+FROM {p}claimed_executions c JOIN {p}jobs j ON j.id = c.job_id WHERE c.queue = ? GROUP BY j.concurrency_key`
+
 // PolicyColumns are the columns of a policy row, in scanning order.
 const PolicyColumns = `queue, namespace, max_active, max_active_per_key, max_blocked,
-	max_starts_per_key, starts_period_ms, created_at, updated_at`
+	max_starts_per_key, starts_period_ms, fair_share, key_weight, created_at, updated_at`
 
 // PeriodicColumns are the columns of a periodic schedule's row, in
 // scanning order.
