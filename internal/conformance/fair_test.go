@@ -14,6 +14,7 @@ import (
 var _ = register(
 	scenario{"FairShareNewcomersShareTheSlots", testFairShareStory},
 	scenario{"FairShareWeightsAndCaps", testFairShareWeights},
+	scenario{"FairShareSurvivesKill9", testFairShareKill9},
 )
 
 // fairJob runs in queue "fair", under a fair-share policy (fairPolicy):
@@ -271,4 +272,59 @@ func roundAll(ds []time.Duration) []time.Duration {
 		out[i] = d.Round(time.Millisecond)
 	}
 	return out
+}
+
+// testFairShareKill9: three worker processes of 7 slots work a
+// fair-share queue of tenants A and B (uncapped) and C (To 5); once all
+// run, one process with runs in progress is killed with SIGKILL and
+// replaced. Every job completes, C never runs past 5 (a killed run ends
+// at its kill), and after the reap A and B, equal in weight, run about
+// alike while both have more left than their share.
+func testFairShareKill9(t *testing.T, h *harness) {
+	plan := planFor(h)
+	runTime := time.Duration(plan.runMS) * time.Millisecond
+	if err := h.client.SyncPolicies(context.Background(), "conformance", []bq.Policy{{Queue: "fair", FairShare: true}}); err != nil {
+		t.Fatal(err)
+	}
+	f := h.chaosFleet(3, 7, "BQ_QUEUE=fair")
+	f.busyFirst = true
+	enqueueTenant(t, h, fairJob, "A", plan.xy)
+	enqueueTenant(t, h, fairJob, "B", plan.xy)
+	enqueueTenant(t, h, fairCapJob, "C", plan.c)
+	total := 2*plan.xy + plan.c
+	f.killFor(time.Millisecond, func() time.Duration { return 2 * runTime })
+	h.eventually(3*time.Minute, fmt.Sprintf("%d jobs to complete", total), func() bool {
+		return h.count(`SELECT count(*) FROM bq_jobs WHERE finished_at IS NOT NULL`) == total
+	})
+	if n := h.count(`SELECT count(*) FROM bq_jobs WHERE finished_at IS NOT NULL AND discarded = FALSE AND cancelled = FALSE`); n != total {
+		t.Errorf("%d of %d jobs completed", n, total)
+	}
+	reaped := h.count(`SELECT count(*) FROM bq_jobs WHERE last_error LIKE 'process lost%'`)
+	if reaped == 0 {
+		t.Errorf("the kill caught no run: nothing of a lost claim was tested")
+	}
+	runs := f.endAtKill(t, h.dbRuns(t), 0)
+	if n := maxOverlap(runsOf(runs, "C"))["C"]; n > 5 {
+		t.Errorf("C ran %d at once, past its limit 5", n)
+	}
+	as, bs := runsOf(runs, "A"), runsOf(runs, "B")
+	both := overlapWindow(as, bs)
+	var a, b int
+	from := f.lastKill.Add(chaosDeadAfter + runTime)
+	for at := from; at.Before(both.to); at = at.Add(10 * time.Millisecond) {
+		if plan.xy-endedBy(as, at) < 8 || plan.xy-endedBy(bs, at) < 8 {
+			continue
+		}
+		a += runningAt(as, at)
+		b += runningAt(bs, at)
+	}
+	t.Logf("%d jobs, %d reaped by the kill; after the reap A:B ran %d:%d slot-samples; C at most %d at once",
+		total, reaped, a, b, maxOverlap(runsOf(runs, "C"))["C"])
+	if a == 0 || b == 0 {
+		t.Fatalf("A and B did not both run after the reap (A %d, B %d slot-samples)", a, b)
+	}
+	if r := float64(a) / float64(b); r < 0.67 || r > 1.5 {
+		t.Errorf("A:B running ratio %.2f after the kill, want about 1 (equal weights)", r)
+	}
+	h.checkSemaphores()
 }
