@@ -27,8 +27,12 @@ func newClaimQueries(p func(string) string) claimQueries {
 		AND NOT EXISTS (SELECT 1 FROM {p}policies c WHERE c.queue = $1 AND ` + sqltext.ClaimedByRule + `)
 		AND NOT EXISTS (SELECT 1 FROM {p}paused_queues WHERE queue = $1)`)),
 		claimReady: p(claimFrom("")),
-		// A fair-share claim's pick: of the jobs $5, those still ready.
-		claimAmong: p(claimFrom(` AND job_id = ANY($5::bigint[])`)),
+		// A fair-share claim's pick: of the jobs $5 (at most $2), those
+		// still ready, found by their keys (no order: it would walk the
+		// ready line's index to find them).
+		claimAmong: p(claimPicked(`
+		SELECT job_id FROM {p}ready_executions WHERE job_id = ANY($5::bigint[]) AND queue = $1 LIMIT $2
+		FOR UPDATE SKIP LOCKED`)),
 		// A hand-off: of the jobs $5 promoted by this transaction, those
 		// still ready in queue $1 with no rate key, from a queue with no
 		// cap that is not paused.

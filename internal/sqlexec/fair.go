@@ -3,13 +3,16 @@ package sqlexec
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/bqueue/bq/internal/driver"
 )
 
-// ReadyByKey reads a fair-share queue's ready jobs by key, then its
-// running jobs by key, in two statements of the claim's transaction.
+// ReadyByKey reads a fair-share queue's ready jobs in claim order, keeping
+// each key's first max, then its running jobs by key: two statements of
+// the claim's transaction.
 func (s Shared) ReadyByKey(ctx context.Context, queue string, max int) ([]driver.KeyReady, error) {
 	type row struct {
 		key    string
@@ -19,7 +22,7 @@ func (s Shared) ReadyByKey(ctx context.Context, queue string, max int) ([]driver
 	rows, err := collect(ctx, s.c, func(r Row) (x row, err error) {
 		err = r.Scan(&x.key, &x.id, &x.weight)
 		return x, err
-	}, s.q.ReadyByKey, s.c.Text(queue), max)
+	}, s.q.ReadyByKey, s.c.Text(queue))
 	if err != nil || len(rows) == 0 {
 		return nil, readyByKeyErr(queue, err)
 	}
@@ -32,7 +35,9 @@ func (s Shared) ReadyByKey(ctx context.Context, queue string, max int) ([]driver
 			at[x.key] = i
 			out = append(out, driver.KeyReady{Key: x.key, Weight: x.weight})
 		}
-		out[i].JobIDs = append(out[i].JobIDs, x.id)
+		if len(out[i].JobIDs) < max {
+			out[i].JobIDs = append(out[i].JobIDs, x.id)
+		}
 	}
 	type running struct {
 		key string
@@ -50,6 +55,7 @@ func (s Shared) ReadyByKey(ctx context.Context, queue string, max int) ([]driver
 			out[i].Running = c.n
 		}
 	}
+	slices.SortFunc(out, func(a, b driver.KeyReady) int { return strings.Compare(a.Key, b.Key) })
 	return out, nil
 }
 

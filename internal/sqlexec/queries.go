@@ -135,8 +135,10 @@ AND concurrency_key IS NOT NULL AND finished_at IS NULL ORDER BY 1`),
 // clause: the jobs among the list ready in the queue. Args: queue, the
 // ids, max.
 func AmongPick(list, lock string) string {
+	// No ORDER BY: the ids are at most max, and an order would have the
+	// ready line's index walked to find them.
 	return `SELECT job_id FROM {p}ready_executions WHERE queue = ? AND job_id IN ` + list + `
-ORDER BY priority DESC, job_id LIMIT ?` + lock
+LIMIT ?` + lock
 }
 
 // HandOffPick is the pick of a hand-off (ReadyClaimHandOff), list the

@@ -71,7 +71,7 @@ AND rate_key IS NOT NULL AND finished_at IS NULL ORDER BY 1`),
 ON CONFLICT (key) DO UPDATE SET lim = excluded.lim, updated_at = excluded.updated_at`),
 		DeleteKeyLimit: p(`DELETE FROM {p}key_limits WHERE key = ?`),
 
-		ReadyByKey:   p(sqltext.ReadyByKey(`(SELECT w.weight FROM {p}key_weights w WHERE w.key = x.k)`)),
+		ReadyByKey:   p(sqltext.ReadyByKey(`w.key = j.concurrency_key`)),
 		RunningByKey: p(sqltext.RunningByKey),
 		SetKeyWeight: p(`INSERT INTO {p}key_weights (key, weight, updated_at) VALUES (?, ?, ?)
 ON CONFLICT (key) DO UPDATE SET weight = excluded.weight, updated_at = excluded.updated_at`),

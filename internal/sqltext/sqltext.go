@@ -27,20 +27,20 @@ const (
 // (driver.ClaimWithin): it has a cap or fair share.
 const ClaimedByRule = `(c.max_active > 0 OR c.fair_share = TRUE)`
 
-// ReadyByKey reads a fair-share queue's ready jobs by key
-// (driver.ReadyByKey): each key's first max jobs in claim order, its
-// first row carrying the key's weight, weightOf (NULL: none) of key x.k.
-// The jobs with no key are key ”. Args: queue, max.
-func ReadyByKey(weightOf string) string {
-	return `SELECT x.k, x.job_id, CASE WHEN x.rn = 1 THEN coalesce(` + weightOf + `, 0) ELSE 0 END
-FROM (SELECT coalesce(j.concurrency_key, '') AS k, r.job_id,
-		row_number() OVER (PARTITION BY j.concurrency_key ORDER BY r.priority DESC, r.job_id) AS rn
-	FROM {p}ready_executions r JOIN {p}jobs j ON j.id = r.job_id WHERE r.queue = ?) x
-WHERE x.rn <= ? ORDER BY x.k, x.rn`
+// ReadyByKey reads a fair-share queue's ready jobs in claim order
+// (priority, then id: the ready line's index order, so nothing is
+// sorted) with each one's key (empty for none) and the key's weight (0:
+// none), weightOn joining key_weights w to job j. The caller keeps each
+// key's first jobs (driver.ReadyByKey): a window ranking them in SQL
+// sorts the rows by key and costs twice the read. Args: queue.
+func ReadyByKey(weightOn string) string {
+	return `SELECT coalesce(j.concurrency_key, ''), r.job_id, coalesce(w.weight, 0)
+FROM {p}ready_executions r JOIN {p}jobs j ON j.id = r.job_id LEFT JOIN {p}key_weights w ON ` + weightOn + `
+WHERE r.queue = ? ORDER BY r.priority DESC, r.job_id`
 }
 
-// RunningByKey counts a queue's claimed jobs by key (” for those with
-// none). Args: queue.
+// RunningByKey counts a queue's claimed jobs by key (empty for those
+// with none). Args: queue.
 const RunningByKey = `SELECT coalesce(j.concurrency_key, ''), count(*)
 FROM {p}claimed_executions c JOIN {p}jobs j ON j.id = c.job_id WHERE c.queue = ? GROUP BY j.concurrency_key`
 
