@@ -153,6 +153,9 @@ type KeyReady struct {
 	Weight int
 	// Running counts the key's claimed jobs in the queue.
 	Running int
+	// Ready counts the key's ready jobs in the queue (JobIDs holds the
+	// first of them).
+	Ready int
 	// JobIDs are the key's first ready jobs in claim order: priority
 	// descending, then id.
 	JobIDs []int64
@@ -208,8 +211,9 @@ type ClaimStore interface {
 	// statements: run it in a transaction.
 	ReadyClaim(ctx context.Context, p ClaimParams) ([]*Claim, error)
 	// ReadyByKey reads a fair-share claim's view of queue: each key with
-	// ready jobs, its weight, its running jobs and its first max ready
-	// jobs, ordered by key.
+	// ready or running jobs, its weight (0 when it has none of its own;
+	// also for a key with none ready), its running jobs and its first max
+	// ready jobs, ordered by key.
 	ReadyByKey(ctx context.Context, queue string, max int) ([]KeyReady, error)
 	// ClaimDelete removes the claim matching both jobID and fence. It
 	// reports false when the claim no longer exists (a stale fence).

@@ -12,7 +12,9 @@ import (
 
 // ReadyByKey reads a fair-share queue's ready jobs in claim order, keeping
 // each key's first max, then its running jobs by key: two statements of
-// the claim's transaction.
+// the claim's transaction. A key with running jobs and none ready has no
+// JobIDs and, when it has a weight of its own, a Weight of 0 (no ready
+// row carried it).
 func (s Shared) ReadyByKey(ctx context.Context, queue string, max int) ([]driver.KeyReady, error) {
 	type row struct {
 		key    string
@@ -23,7 +25,7 @@ func (s Shared) ReadyByKey(ctx context.Context, queue string, max int) ([]driver
 		err = r.Scan(&x.key, &x.id, &x.weight)
 		return x, err
 	}, s.q.ReadyByKey, s.c.Text(queue))
-	if err != nil || len(rows) == 0 {
+	if err != nil {
 		return nil, readyByKeyErr(queue, err)
 	}
 	var out []driver.KeyReady
@@ -35,6 +37,7 @@ func (s Shared) ReadyByKey(ctx context.Context, queue string, max int) ([]driver
 			at[x.key] = i
 			out = append(out, driver.KeyReady{Key: x.key, Weight: x.weight})
 		}
+		out[i].Ready++
 		if len(out[i].JobIDs) < max {
 			out[i].JobIDs = append(out[i].JobIDs, x.id)
 		}
@@ -51,9 +54,14 @@ func (s Shared) ReadyByKey(ctx context.Context, queue string, max int) ([]driver
 		return nil, readyByKeyErr(queue, err)
 	}
 	for _, c := range counts {
-		if i, ok := at[c.key]; ok {
-			out[i].Running = c.n
+		i, ok := at[c.key]
+		if !ok {
+			// Running, none ready: its share counts, it takes nothing.
+			i = len(out)
+			at[c.key] = i
+			out = append(out, driver.KeyReady{Key: c.key})
 		}
+		out[i].Running = c.n
 	}
 	slices.SortFunc(out, func(a, b driver.KeyReady) int { return strings.Compare(a.Key, b.Key) })
 	return out, nil

@@ -16,11 +16,13 @@ var _ = add("fair",
 		a := f.insert(T0, job("f", keyed("g/a", 9)), job("f", keyed("g/a", 9), prio(5)), job("f", keyed("g/a", 9)), job("f", keyed("g/a", 9)))
 		b := f.insert(T0, job("f", keyed("g/b", 9)))
 		plain := f.insert(T0, job("f"), job("f"), job("f"))
+		d := f.insert(T0, job("f", keyed("g/d", 9)))
 		f.insert(T0, job("other", keyed("g/a", 9)), job("f", keyed("g/c", 9), blocked))
 		f.must(f.ex().KeyWeightSet(f.ctx, "g/b", 3, T0))
-		// a's first job by priority (a[1]) runs; one plain job runs.
+		// a's first job by priority (a[1]) runs, one plain job, and d's
+		// only job: d has work (a share) and nothing ready.
 		f.tx(func(ex driver.Executor) error {
-			_, err := ex.ReadyClaim(f.ctx, driver.ClaimParams{Queue: "f", Max: 5, ProcessID: 1, Now: T0, Among: []int64{a[1], plain[2]}})
+			_, err := ex.ReadyClaim(f.ctx, driver.ClaimParams{Queue: "f", Max: 5, ProcessID: 1, Now: T0, Among: []int64{a[1], plain[2], d[0]}})
 			return err
 		})
 		var got []driver.KeyReady
@@ -29,12 +31,13 @@ var _ = add("fair",
 			return err
 		})
 		want := []driver.KeyReady{
-			{Key: "", Running: 1, JobIDs: plain[:2]},
-			{Key: "g/a", Running: 1, JobIDs: []int64{a[0], a[2]}},
-			{Key: "g/b", Weight: 3, JobIDs: b},
+			{Key: "", Running: 1, Ready: 2, JobIDs: plain[:2]},
+			{Key: "g/a", Running: 1, Ready: 3, JobIDs: []int64{a[0], a[2]}},
+			{Key: "g/b", Weight: 3, Ready: 1, JobIDs: b},
+			{Key: "g/d", Running: 1},
 		}
 		if !slices.EqualFunc(got, want, func(x, y driver.KeyReady) bool {
-			return x.Key == y.Key && x.Weight == y.Weight && x.Running == y.Running && slices.Equal(x.JobIDs, y.JobIDs)
+			return x.Key == y.Key && x.Weight == y.Weight && x.Running == y.Running && x.Ready == y.Ready && slices.Equal(x.JobIDs, y.JobIDs)
 		}) {
 			t.Fatalf("ReadyByKey = %+v\nwant %+v", got, want)
 		}

@@ -235,14 +235,19 @@ func (s *Store) ReadyByKey(_ context.Context, queue string, max int) ([]driver.K
 			at[r.Limit.Key] = i
 			out = append(out, driver.KeyReady{Key: r.Limit.Key, Weight: s.Weights[r.Limit.Key]})
 		}
+		out[i].Ready++
 		if len(out[i].JobIDs) < max {
 			out[i].JobIDs = append(out[i].JobIDs, r.ID)
 		}
 	}
-	for _, r := range s.Jobs {
-		if i, ok := at[r.Limit.Key]; ok && r.State == driver.StateRunning && r.Queue == queue {
-			out[i].Running++
+	for _, r := range s.sorted(func(r *Row) bool { return r.State == driver.StateRunning && r.Queue == queue }) {
+		i, ok := at[r.Limit.Key]
+		if !ok {
+			i = len(out)
+			at[r.Limit.Key] = i
+			out = append(out, driver.KeyReady{Key: r.Limit.Key})
 		}
+		out[i].Running++
 	}
 	slices.SortFunc(out, func(a, b driver.KeyReady) int { return cmp.Compare(a.Key, b.Key) })
 	return out, nil
