@@ -54,18 +54,7 @@ func TestKeyLimitForm(t *testing.T) {
 
 			post := func(action string, form url.Values, header http.Header) (int, string) {
 				t.Helper()
-				req, _ := http.NewRequest(http.MethodPost, srv.URL+"/key/limit/"+action, strings.NewReader(form.Encode()))
-				req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-				for k, v := range header {
-					req.Header[k] = v
-				}
-				resp, err := c.Do(req)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer resp.Body.Close()
-				b, _ := io.ReadAll(resp.Body)
-				return resp.StatusCode, string(b)
+				return postForm(t, c, srv.URL+"/key/limit/"+action, form, header)
 			}
 			if code, _ := post("set", url.Values{"key": {key}, "limit": {"5"}}, nil); code != http.StatusForbidden {
 				t.Errorf("a set without the form token: %d, want 403", code)
@@ -130,4 +119,23 @@ func TestKeyLimitForm(t *testing.T) {
 			}
 		})
 	}
+}
+
+// postForm POSTs form to target through c, with header's fields, and returns
+// the status and body of the answer (the page redirected to, if c follows
+// redirects).
+func postForm(t *testing.T, c *http.Client, target string, form url.Values, header http.Header) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, target, strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	for k, v := range header {
+		req.Header[k] = v
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
 }
