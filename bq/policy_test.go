@@ -17,19 +17,11 @@ func TestPolicyCommand(t *testing.T) {
 	ctx := context.Background()
 	for _, db := range testDatabases(t) {
 		t.Run(db.name, func(t *testing.T) {
-			dsn := db.fresh(t)
-			if code, out, errOut := bqCmd(t, ctx, "migrate", "up", "--dsn", dsn); code != 0 {
-				t.Fatalf("migrate up: exit %d\n%s%s", code, out, errOut)
-			}
+			dsn, c := migratedClient(t, ctx, db)
 			if text, err := runCmd(runPolicy, "list", "--dsn", dsn); err != nil || !strings.Contains(text, "No queue policies") {
 				t.Errorf("bq policy list with none: %v\n%s", err, text)
 			}
-			c, err := bq.Open(ctx, dsn, bq.Config{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
-			err = c.SyncPolicies(ctx, "billing", []bq.Policy{
+			err := c.SyncPolicies(ctx, "billing", []bq.Policy{
 				{Queue: "charges", MaxActive: 20, MaxActivePerKey: 2},
 				{Queue: "calls", MaxStartsPerKey: 10, StartsPeriod: time.Second, MaxBlocked: 500, FairShare: true},
 				{Queue: "shared", FairShare: true, KeyWeight: 3},

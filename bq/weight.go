@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"strconv"
@@ -37,9 +36,7 @@ next claim on, until "clear", which goes back to the policy's.`, bq.MaxKeyWeight
 		return f.fail("want an action: list, set KEY WEIGHT or clear KEY, e.g. bq weight list --dsn DSN")
 	}
 	action, pos := pos[0], pos[1:]
-	given := false
-	f.Visit(func(fl *flag.Flag) { given = given || fl.Name == "json" })
-	if given && action != "list" {
+	if f.given("json") && action != "list" {
 		return f.fail("--json is a flag of bq weight list, not of %s", action)
 	}
 	var weight int

@@ -3,11 +3,8 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"strings"
 	"testing"
-
-	"github.com/bqueue/bq"
 )
 
 // TestWeightCommand: bq weight set stores a key's fair-share weight, list
@@ -17,10 +14,7 @@ func TestWeightCommand(t *testing.T) {
 	ctx := context.Background()
 	for _, db := range testDatabases(t) {
 		t.Run(db.name, func(t *testing.T) {
-			dsn := db.fresh(t)
-			if code, out, errOut := bqCmd(t, ctx, "migrate", "up", "--dsn", dsn); code != 0 {
-				t.Fatalf("migrate up: exit %d\n%s%s", code, out, errOut)
-			}
+			dsn, _ := migratedClient(t, ctx, db)
 			if text, err := runCmd(runWeight, "list", "--dsn", dsn); err != nil || !strings.Contains(text, "no key weights") {
 				t.Errorf("bq weight list with none: %v\n%s", err, text)
 			}
@@ -66,10 +60,7 @@ func TestWeightCommand(t *testing.T) {
 // weight or key the client refuses is its error, printed as is.
 func TestWeightCommandBadInput(t *testing.T) {
 	_, dsn := migratedSQLite(t)
-	for _, c := range []struct {
-		args []string
-		want string
-	}{
+	wantUsageErrors(t, runWeight, "weight", dsn, []argsWant{
 		{nil, "want an action"},
 		{[]string{"show", "a/b"}, `unknown action "show"`},
 		{[]string{"set"}, "give a key and a weight"},
@@ -81,28 +72,14 @@ func TestWeightCommandBadInput(t *testing.T) {
 		{[]string{"clear", "a/b", "c/d"}, "give one key"},
 		{[]string{"set", "a/b", "3", "--json"}, "--json is a flag of bq weight list"},
 		{[]string{"list", "extra"}, "unexpected argument"},
-	} {
-		var out, errOut strings.Builder
-		err := runWeight(context.Background(), &env{stdout: &out, stderr: &errOut}, append(c.args, "--dsn", dsn))
-		if !errors.Is(err, errUsage) || !strings.Contains(errOut.String(), c.want) {
-			t.Errorf("bq weight %q: %v, stderr %q; want a usage error saying %q", c.args, err, errOut.String(), c.want)
-		}
-	}
-	for _, c := range []struct {
-		args []string
-		want string
-	}{
+	})
+	wantInvalidArguments(t, runWeight, "weight", dsn, []argsWant{
 		{[]string{"set", "a/b", "0"}, "the weight is 0: give a weight of 1 to 1000"},
 		{[]string{"set", "a/b", "1001"}, "the weight is 1001: give a weight of 1 to 1000"},
 		{[]string{"set", "acme", "2"}, "the key has no group"},
 		{[]string{"set", "", "2"}, "SetKeyWeight"},
 		{[]string{"clear", "a/b\x00"}, "NUL"},
-	} {
-		_, err := runCmd(runWeight, append(c.args, "--dsn", dsn)...)
-		if !errors.Is(err, bq.ErrInvalidArgument) || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("bq weight %q: %v, want the client's ErrInvalidArgument saying %q", c.args, err, c.want)
-		}
-	}
+	})
 	if ws, err := runCmd(runWeight, "list", "--dsn", dsn); err != nil || !strings.Contains(ws, "no key weights") {
 		t.Errorf("after refused sets, bq weight list: %v, want none stored\n%s", err, ws)
 	}

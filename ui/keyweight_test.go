@@ -2,15 +2,13 @@ package ui_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
-	"net/http/cookiejar"
-	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
 
 	"github.com/bqueue/bq"
-	"github.com/bqueue/bq/ui"
 )
 
 // TestKeyWeightForm: a key's page shows its fair-share weight (none, or
@@ -23,13 +21,8 @@ func TestKeyWeightForm(t *testing.T) {
 	for _, db := range selectedDatabases(t) {
 		t.Run(db.name, func(t *testing.T) {
 			ctx := context.Background()
-			f := newFixture(t, db)
 			const key = "ui.export/acme"
-			keyPage := "/key?key=" + url.QueryEscape(key)
-			srv := httptest.NewServer(ui.Handler(f.client, ui.Options{}))
-			defer srv.Close()
-			c := srv.Client()
-			c.Jar, _ = cookiejar.New(nil)
+			f, srv, c, keyPage := keyForms(t, db, key)
 			weights := func() []bq.KeyWeight {
 				t.Helper()
 				ws, err := f.client.KeyWeights(ctx)
@@ -58,13 +51,7 @@ func TestKeyWeightForm(t *testing.T) {
 				t.Helper()
 				return postForm(t, c, srv.URL+"/key/weight/"+action, form, header)
 			}
-			if code, _ := post("set", url.Values{"key": {key}, "weight": {"3"}}, nil); code != http.StatusForbidden {
-				t.Errorf("a set without the form token: %d, want 403", code)
-			}
-			if code, _ := post("set", url.Values{"csrf": {m[1]}, "key": {key}, "weight": {"3"}},
-				http.Header{"Sec-Fetch-Site": {"cross-site"}}); code != http.StatusForbidden {
-				t.Errorf("a cross-site set: %d, want 403", code)
-			}
+			wantFormsGuarded(t, c, srv.URL, url.Values{"key": {key}, "weight": {"3"}}, m[1], "/key/weight/set", "/key/weight/clear")
 			for _, bad := range []struct {
 				form url.Values
 				want string
@@ -88,26 +75,22 @@ func TestKeyWeightForm(t *testing.T) {
 				t.Errorf("a clear naming no key: %d, want 400 saying so:\n%s", code, body)
 			}
 			if ws := weights(); len(ws) != 0 {
-				t.Fatalf("after refused sets, the stored weights are %v; want none", ws)
+				t.Fatalf("after refused and unguarded requests, the stored weights are %v; want none", ws)
 			}
 
-			noFollow := *c
-			noFollow.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-			req, _ := http.NewRequest(http.MethodPost, srv.URL+"/key/weight/set",
-				strings.NewReader(url.Values{"csrf": {m[1]}, "key": {key}, "weight": {" 3 "}}.Encode()))
-			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-			resp, err := noFollow.Do(req)
-			if err != nil {
-				t.Fatal(err)
+			var redirect string // the status and path of the set's redirect
+			c.CheckRedirect = func(req *http.Request, _ []*http.Request) error {
+				redirect = fmt.Sprint(req.Response.StatusCode, " ", req.URL.RequestURI())
+				return nil
 			}
-			resp.Body.Close()
-			if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != keyPage {
-				t.Errorf("the set: %d to %q, want 303 to %q", resp.StatusCode, resp.Header.Get("Location"), keyPage)
+			code, body = post("set", url.Values{"csrf": {m[1]}, "key": {key}, "weight": {" 3 "}}, nil)
+			c.CheckRedirect = nil
+			if want := fmt.Sprint(http.StatusSeeOther, " ", keyPage); redirect != want {
+				t.Errorf("the set redirects %q, want %q", redirect, want)
 			}
 			if ws := weights(); len(ws) != 1 || ws[0].Key != key || ws[0].Weight != 3 {
 				t.Errorf("after the set: stored weights %v, want %s at 3", ws, key)
 			}
-			code, body = get(t, c, srv.URL+keyPage)
 			if code != http.StatusOK || !strings.Contains(body, "Weight set to 3: from the next claim on") ||
 				!strings.Contains(body, `<strong class="weight">3</strong>, set `) || !strings.Contains(body, `required value="3"`) ||
 				!strings.Contains(body, `id="weight-clear"`) {
@@ -126,14 +109,6 @@ func TestKeyWeightForm(t *testing.T) {
 				t.Errorf("after the clear: stored weights %v, want none", ws)
 			}
 
-			for _, action := range []string{"/key/weight/set", "/key/weight/clear"} {
-				if code, _ := get(t, c, srv.URL+action+"?key="+url.QueryEscape(key)+"&weight=9"); code != http.StatusMethodNotAllowed {
-					t.Errorf("GET %s: %d, want 405", action, code)
-				}
-			}
-			if ws := weights(); len(ws) != 0 {
-				t.Errorf("a GET of the action stored weights %v", ws)
-			}
 		})
 	}
 }
