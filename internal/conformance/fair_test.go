@@ -3,8 +3,10 @@ package conformance
 import (
 	"context"
 	"fmt"
+	"math"
 	"os/exec"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,6 +17,7 @@ var _ = register(
 	scenario{"FairShareNewcomersShareTheSlots", testFairShareStory},
 	scenario{"FairShareWeightsAndCaps", testFairShareWeights},
 	scenario{"FairShareSurvivesKill9", testFairShareKill9},
+	scenario{"FairShareShows", testFairShareShows},
 )
 
 // fairJob runs in queue "fair", under a fair-share policy (fairPolicy):
@@ -327,4 +330,51 @@ func testFairShareKill9(t *testing.T, h *harness) {
 		t.Errorf("A:B running ratio %.2f after the kill, want about 1 (equal weights)", r)
 	}
 	h.checkSemaphores()
+}
+
+// testFairShareShows: Health lists a fair-share queue's keys with their
+// weights, running and ready jobs and shares, the furthest below its
+// share first; Explain of a ready job says its key's share.
+func testFairShareShows(t *testing.T, h *harness) {
+	ctx := context.Background()
+	if err := h.client.SyncPolicies(ctx, "conformance", []bq.Policy{{Queue: "fair", FairShare: true, KeyWeight: 2, MaxActive: 10}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.client.SetKeyWeight(ctx, bq.Key("c.fair", "X"), 5); err != nil {
+		t.Fatal(err)
+	}
+	enqueueTenant(t, h, fairJob, "A", 3)
+	enqueueTenant(t, h, fairJob, "X", 2)
+	res, err := fairJob.Enqueue(ctx, h.client, Args{Test: h.test, Key: "A"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	health, err := h.client.Health(ctx, bq.HealthOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(health.Queues, func(q bq.QueueHealth) bool { return q.Queue == "fair" })
+	if i < 0 || !health.Queues[i].FairShare {
+		t.Fatalf("Health's queues %+v: want queue fair, with FairShare", health.Queues)
+	}
+	if len(health.FairShares) != 1 || health.FairShares[0].Queue != "fair" {
+		t.Fatalf("Health's fair shares %+v: want queue fair's", health.FairShares)
+	}
+	q := health.FairShares[0]
+	want := []bq.KeyShare{
+		{Key: bq.Key("c.fair", "X"), Weight: 5, Ready: 2, Share: 10 * 5 / 7.0},
+		{Key: bq.Key("c.fair", "A"), Weight: 2, Ready: 4, Share: 10 * 2 / 7.0},
+	}
+	if q.Capacity != 10 || !slices.EqualFunc(q.Keys, want, func(a, b bq.KeyShare) bool {
+		return a.Key == b.Key && a.Weight == b.Weight && a.Running == b.Running && a.Ready == b.Ready && math.Abs(a.Share-b.Share) < 1e-9
+	}) {
+		t.Fatalf("queue fair: capacity %d, shares %+v; want 10, %+v", q.Capacity, q.Keys, want)
+	}
+	e, err := h.client.Explain(ctx, res.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := `key "c.fair/A" runs 0, its share is 2.9 of 10 (weight 2 among 2 keys with work)`; !strings.Contains(e.Summary, w) {
+		t.Errorf("Explain: %q\nwant it to say %q", e.Summary, w)
+	}
 }
