@@ -76,7 +76,10 @@ refreshes, runs 3 workers (separate clients on one database, as separate
 processes would be), and prints a timeline, how many exports of each
 tenant ran at once and how long each tenant waited, measured from the
 jobs' own start and end instants: the large tenant's backlog does not
-delay the small ones.
+delay the small ones. Then it shows fair share: a queue whose policy
+shares its slots among tenants, where the large tenant uses every slot
+while it is alone and the small ones, arriving 0.7 s later, start at once
+and share the slots with it.
 
 With no --dsn it uses a SQLite file in a new temporary directory, deleted
 at the end unless --keep is given: no server needed. With --dsn it uses
@@ -97,7 +100,7 @@ them for bq status and bq ui (it prints both commands); bq's own tables
 	}
 
 	cfg := bq.Config{
-		Queues:           map[string]int{"default": demoSlots},
+		Queues:           map[string]int{"default": demoSlots, demoShareQueue: demoSlots},
 		PollInterval:     20 * time.Millisecond,
 		DispatchInterval: 200 * time.Millisecond,
 		ShutdownTimeout:  5 * time.Second,
@@ -147,6 +150,9 @@ them for bq status and bq ui (it prints both commands); bq's own tables
 		return err
 	}
 	if err := d.work(ctx); err != nil {
+		return err
+	}
+	if err := d.fairShare(ctx); err != nil {
 		return err
 	}
 	d.afterwards(*dsn, cfg.Prefix, temp, *keep)

@@ -232,6 +232,10 @@ func TestDemo(t *testing.T) {
 				"acme     40 exports, the large tenant: first started at",
 				"The small tenants' exports had all started by",
 				"Every limit held",
+				// The fair-share part: acme alone uses every slot, then shares.
+				"acme alone ran up to 9 at once: every slot.",
+				"globex   first started",
+				"While all three had work, running on average: acme ",
 			}
 			if db.name == "sqlite" {
 				want = append(want, "is deleted now; run `bq demo --keep` to keep it")
