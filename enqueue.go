@@ -47,6 +47,9 @@ type EnqueueResult struct {
 	// duplicate of the first.
 	Duplicate   bool
 	DuplicateOf int64
+	// Replaced names the jobs of its key this one replaced (OnConflict
+	// Replace): ready or blocked until this enqueue, cancelled by it.
+	Replaced []int64
 }
 
 // EnqueueOption changes one enqueue.
@@ -296,6 +299,10 @@ func (j *Job[A]) newJob(ctx context.Context, c *Client, args A, o *enqueueOption
 	if err != nil {
 		return nil, err
 	}
+	replace, err := replaces(&limit, more, at.After(now))
+	if err != nil {
+		return nil, err
+	}
 	rate, err := j.rateOf(args, o)
 	if err != nil {
 		return nil, err
@@ -311,7 +318,8 @@ func (j *Job[A]) newJob(ctx context.Context, c *Client, args A, o *enqueueOption
 		tags, _ = encodeTags(p.Tags)
 	}
 	job := &driver.NewJob{Kind: j.name, Queue: queue, Args: raw, Priority: priority,
-		MaxAttempts: j.opts.MaxAttempts, Limit: limit, More: more, Rate: rate, ScheduledAt: at, Metadata: metadata, Tags: tags}
+		MaxAttempts: j.opts.MaxAttempts, Limit: limit, More: more, Rate: rate, ScheduledAt: at, Metadata: metadata, Tags: tags,
+		Replace: replace}
 	if unique != nil {
 		job.UniqueKey, job.UniqueStates = unique.key(j.name, queue, raw, at), unique.states()
 	}
@@ -328,8 +336,11 @@ func (c *Client) enqueueJobs(ctx context.Context, tx any, jobs []*driver.NewJob,
 			return nil, fmt.Errorf("use the transaction: %w", err)
 		}
 	}
+	if err := checkReplaces(jobs); err != nil {
+		return nil, err
+	}
 	ctx, traced := c.traceSend(ctx, jobs)
-	verdicts, err := c.insert(ctx, ex, tx, jobs, now)
+	verdicts, replaced, err := c.insert(ctx, ex, tx, jobs, now)
 	traced(verdicts, err)
 	if err != nil {
 		return nil, err
@@ -343,7 +354,7 @@ func (c *Client) enqueueJobs(ctx context.Context, tx any, jobs []*driver.NewJob,
 		case v.State == driver.StateDiscarded:
 			results[i] = EnqueueResult{State: StateDiscarded, Reason: v.Reason, HeldBy: v.HeldBy}
 		default:
-			results[i] = EnqueueResult{ID: jobs[i].ID, State: JobState(v.State)}
+			results[i] = EnqueueResult{ID: jobs[i].ID, State: JobState(v.State), Replaced: replaced[i]}
 		}
 	}
 	return results, nil
@@ -351,19 +362,20 @@ func (c *Client) enqueueJobs(ctx context.Context, tx any, jobs []*driver.NewJob,
 
 // insert admits and stores jobs, in ex when given (the caller's
 // transaction) or in a transaction of the client's own.
-func (c *Client) insert(ctx context.Context, ex driver.Executor, tx any, jobs []*driver.NewJob, now time.Time) ([]lifecycle.Verdict, error) {
+func (c *Client) insert(ctx context.Context, ex driver.Executor, tx any, jobs []*driver.NewJob, now time.Time) ([]lifecycle.Verdict, map[int][]int64, error) {
 	if ex != nil {
-		out, promoted, err := lifecycle.Admit(ctx, ex, jobs, now)
+		out, replaced, promoted, err := admitReplacing(ctx, ex, jobs, now)
 		if err != nil && c.drv.Retryable(err) {
-			return nil, fmt.Errorf("%w: %w", ErrConflict, err)
+			return nil, nil, fmt.Errorf("%w: %w", ErrConflict, err)
 		}
 		if err != nil {
-			return nil, c.explainErr(ctx, err)
+			return nil, nil, c.explainErr(ctx, err)
 		}
 		c.rt.NotifyTx(ctx, tx, readyQueues(jobs, out, promoted))
-		return out, nil
+		return out, replaced, nil
 	}
 	var verdicts []lifecycle.Verdict
+	var replaced map[int][]int64
 	var promoted driver.Promotion
 	var err error
 	run := driver.InTx
@@ -372,14 +384,26 @@ func (c *Client) insert(ctx context.Context, ex driver.Executor, tx any, jobs []
 		run = driver.Atomic
 	}
 	err = run(ctx, c.drv, func(ex driver.Executor) (err error) {
-		verdicts, promoted, err = lifecycle.Admit(ctx, ex, jobs, now)
+		verdicts, replaced, promoted, err = admitReplacing(ctx, ex, jobs, now)
 		return err
 	})
 	if err != nil {
-		return nil, c.explainErr(ctx, err)
+		return nil, nil, c.explainErr(ctx, err)
 	}
 	c.rt.ReadyAll(readyQueues(jobs, verdicts, promoted))
-	return verdicts, nil
+	return verdicts, replaced, nil
+}
+
+// admitReplacing cancels what the replacing jobs replace, then admits
+// jobs, in ex's transaction (lifecycle.Replace, lifecycle.Admit).
+func admitReplacing(ctx context.Context, ex driver.Executor, jobs []*driver.NewJob, now time.Time) ([]lifecycle.Verdict, map[int][]int64, driver.Promotion, error) {
+	replaced, promoted, err := lifecycle.Replace(ctx, ex, jobs, now)
+	if err != nil {
+		return nil, nil, promoted, err
+	}
+	verdicts, admitted, err := lifecycle.Admit(ctx, ex, jobs, now)
+	promoted.Add(admitted)
+	return verdicts, replaced, promoted, err
 }
 
 // readyQueues lists the queues that got ready jobs, once each: those of

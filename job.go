@@ -34,11 +34,24 @@ const (
 	// says Discarded. A scheduled job or retry discarded when due ends in
 	// the discarded state.
 	Discard
+	// Replace stores the job in place of its key's queued jobs: in the
+	// enqueue's transaction, under the key's lock, the key's ready and
+	// blocked jobs are cancelled (EnqueueResult.Replaced names them) and
+	// the job is admitted as with Block, taking the slot a replaced ready
+	// job freed; running jobs keep theirs. However many producers replace
+	// on one key at once, one job is left queued: the last to take the
+	// key's lock. Only a job's first key may replace, and only at once (not
+	// with At or In); a retry waits its turn as with Block. See
+	// docs/flow-control.md.
+	Replace
 )
 
 func (o OnConflict) String() string {
-	if o == Discard {
+	switch o {
+	case Discard:
 		return "discard"
+	case Replace:
+		return "replace"
 	}
 	return "block"
 }
@@ -239,6 +252,9 @@ func (j *Job[A]) validate() error {
 	if err := sameKeyTwice(j.opts.Concurrency, j.opts.MoreConcurrency); err != nil {
 		errs = append(errs, err)
 	}
+	if replacesWithMore(j.opts.Concurrency, j.opts.MoreConcurrency) {
+		errs = append(errs, errors.New(replaceOneKey))
+	}
 	if n := len(j.opts.MoreConcurrency); n > 0 && n+1 > MaxConcurrencyKeys {
 		errs = append(errs, fmt.Errorf("MoreConcurrency has %d limits: a job carries at most %d concurrency keys (bq.MaxConcurrencyKeys), Concurrency's among them; combine limits or drop one", n, MaxConcurrencyKeys))
 	}
@@ -291,6 +307,21 @@ func sameKeyTwice[A any](first *Concurrency[A], more []Concurrency[A]) error {
 // they return the same. A func value is a pointer to its closure; reflect
 // offers only the code pointer, which the closures of one literal share
 // whatever they captured (field("tenant") and field("region")).
+// replaceOneKey refuses Replace on a job of several keys.
+const replaceOneKey = "OnConflict bq.Replace is for a job with one concurrency key: " +
+	"a job of several keys waits in one line at a time, so what it would replace is not one key's queue; use bq.Block or drop the further keys"
+
+// replacesWithMore reports whether a job of several keys names Replace.
+func replacesWithMore[A any](first *Concurrency[A], more []Concurrency[A]) bool {
+	if len(more) == 0 {
+		return false
+	}
+	if first != nil && first.OnConflict == Replace {
+		return true
+	}
+	return slices.ContainsFunc(more, func(c Concurrency[A]) bool { return c.OnConflict == Replace })
+}
+
 func sameFunc[F any](f, g F) bool {
 	return *(*unsafe.Pointer)(unsafe.Pointer(&f)) == *(*unsafe.Pointer)(unsafe.Pointer(&g))
 }
@@ -321,8 +352,8 @@ func validateSpec(d time.Duration, oc OnConflict) error {
 	if d < 0 {
 		errs = append(errs, fmt.Errorf("concurrency Duration is %s: use a positive duration (default %s)", d, defaultDuration))
 	}
-	if oc != Block && oc != Discard {
-		errs = append(errs, fmt.Errorf("concurrency OnConflict is %d: use bq.Block or bq.Discard", oc))
+	if oc != Block && oc != Discard && oc != Replace {
+		errs = append(errs, fmt.Errorf("concurrency OnConflict is %d: use bq.Block, bq.Discard or bq.Replace", oc))
 	}
 	return errors.Join(errs...)
 }

@@ -34,6 +34,10 @@ type NewJob struct {
 	// Metadata and Tags are JSON (an object of strings, an array of
 	// strings) checked by bq before; nil when the job has none.
 	Metadata, Tags []byte
+	// Replace: the job takes the place of its key's queued jobs
+	// (lifecycle.Replace cancels them before it is admitted); stored as
+	// Block.
+	Replace bool
 }
 
 // LineList is the key of the line a blocked new job waits in.

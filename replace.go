@@ -1,0 +1,43 @@
+package bq
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/bqueue/bq/internal/driver"
+)
+
+// replaces reports whether a job whose limits are first and more replaces
+// its key's queued jobs (OnConflict Replace), storing first as Block (the
+// job waits its turn as Block does once admitted), and refuses Replace on
+// a job of several keys or one due later.
+func replaces(first *driver.Limit, more []driver.Limit, later bool) (bool, error) {
+	isReplace := func(l driver.Limit) bool { return l.OnConflict == driver.OnConflict(Replace) }
+	if !isReplace(*first) && !slices.ContainsFunc(more, isReplace) {
+		return false, nil
+	}
+	if len(more) > 0 {
+		return false, fmt.Errorf("%w: %s", ErrInvalidJob, replaceOneKey)
+	}
+	if later {
+		return false, fmt.Errorf("%w: OnConflict bq.Replace with bq.At or bq.In: a job replaces its key's queued jobs when it is enqueued, so it must be due now; drop At/In, or use bq.Block", ErrInvalidJob)
+	}
+	first.OnConflict = driver.Block
+	return first.Key != "", nil
+}
+
+// checkReplaces refuses a batch in which two jobs replace on one key: the
+// second would replace the first at once.
+func checkReplaces(jobs []*driver.NewJob) error {
+	seen := map[string]bool{}
+	for _, j := range jobs {
+		if !j.Replace {
+			continue
+		}
+		if seen[j.Limit.Key] {
+			return fmt.Errorf("%w: two jobs of one enqueue replace on key %q: the second would replace the first at once; enqueue only the newest", ErrInvalidJob, j.Limit.Key)
+		}
+		seen[j.Limit.Key] = true
+	}
+	return nil
+}
