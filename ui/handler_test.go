@@ -53,6 +53,7 @@ func TestPages(t *testing.T) {
 				{"/", `<tr data-queue="exports">`},
 				{"/", `<tr data-queue="calls"><td>calls</td><td>ui</td><td class="num">–</td><td class="num">3</td><td class="num">–</td><td>10 per 1s</td>`},
 				{"/", `<td class="num blocked"><a href="/blocked">3</a></td>`},
+				{"/", `<span class="n">0</span> waiting in the inbox</span>`},
 				{"/blocked", `<td class="num saturated">1</td>`},
 				{"/key?key=" + url.QueryEscape("ui.export/acme"), `<dd class="free">0</dd>`},
 				{fmt.Sprintf("/jobs/%d", f.keyedFailed), `&#34;Tenant&#34;: &#34;acme&#34;`},
