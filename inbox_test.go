@@ -213,3 +213,86 @@ func TestInboxAdmitsAsGo(t *testing.T) {
 		})
 	}
 }
+
+// TestInboxLatency measures how long a row waits from its commit to its
+// admission (docs/clients.md quotes the figures), one row at a time,
+// with the default PollInterval. It logs; it asserts no time.
+func TestInboxLatency(t *testing.T) {
+	if testing.Short() {
+		t.Skip("measures for a while")
+	}
+	for _, kind := range testdb.Selected(t) {
+		t.Run(kind, func(t *testing.T) {
+			ctx := context.Background()
+			c, err := bq.Open(ctx, testdb.Fresh(t, kind), bq.Config{NoGauges: true,
+				Queues: map[string]int{"inbox-idle": 1}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { c.Close() })
+			if err := c.Migrate(ctx); err != nil {
+				t.Fatal(err)
+			}
+			runClient(t, c)
+			time.Sleep(300 * time.Millisecond) // listening
+			var waits []time.Duration
+			for i := range 20 {
+				var id int64
+				if err := c.InTx(ctx, func(ctx context.Context, tx bq.Tx) (err error) {
+					id, err = inboxWrite(ctx, tx, inboxCharge.Name(), fmt.Sprintf(`{"tenant":"t%d","n":%d}`, i, i), `{}`)
+					return err
+				}); err != nil {
+					t.Fatal(err)
+				}
+				committed := time.Now()
+				for {
+					r, err := inboxRead(ctx, c, id)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if r.outcome != "" {
+						break
+					}
+					time.Sleep(time.Millisecond)
+				}
+				waits = append(waits, time.Since(committed))
+			}
+			slices.Sort(waits)
+			t.Logf("%s: commit to admission over %d rows: median %s, p90 %s, max %s", kind, len(waits),
+				waits[len(waits)/2].Round(100*time.Microsecond), waits[len(waits)*9/10].Round(100*time.Microsecond), waits[len(waits)-1].Round(100*time.Microsecond))
+		})
+	}
+}
+
+// A row is admitted at once, not at the next poll: its commit wakes the
+// processes (PostgreSQL's NOTIFY on the inbox's channel, the inbox's new
+// id on MySQL, the database file's change on SQLite). The poll here is a
+// minute, so only a wake-up admits the row within the test's wait.
+func TestInboxWakes(t *testing.T) {
+	for _, kind := range testdb.Selected(t) {
+		t.Run(kind, func(t *testing.T) {
+			ctx := context.Background()
+			c, err := bq.Open(ctx, testdb.Fresh(t, kind), bq.Config{NoGauges: true, PollInterval: time.Minute,
+				Queues: map[string]int{"inbox-idle": 1}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { c.Close() })
+			if err := c.Migrate(ctx); err != nil {
+				t.Fatal(err)
+			}
+			runClient(t, c)
+			time.Sleep(time.Second) // the first pass, and the listener, are done
+			var id int64
+			if err := c.InTx(ctx, func(ctx context.Context, tx bq.Tx) (err error) {
+				id, err = inboxWrite(ctx, tx, inboxCharge.Name(), `{"tenant":"w","n":1}`, `{}`)
+				return err
+			}); err != nil {
+				t.Fatal(err)
+			}
+			if r := waitDecided(t, c, id); r.outcome != "ready" {
+				t.Fatalf("row %d after 15s = %+v, want ready: no wake-up reached the process", id, r)
+			}
+		})
+	}
+}
