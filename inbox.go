@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/bqueue/bq/internal/driver"
@@ -38,10 +39,7 @@ type inboxDecided struct {
 // decided again row by row, so that no row holds up those behind it: a
 // row that still fails stays pending for the next pass.
 func (c *Client) inboxPass(ctx context.Context) (more bool, err error) {
-	kinds := worker.Kinds()
-	if len(kinds) == 0 {
-		return false, nil
-	}
+	kinds := append(worker.Kinds(), driver.InboxPolicies)
 	ids, err := c.decideInbox(ctx, driver.InboxLockParams{Kinds: kinds, Max: inboxBatch})
 	if err == nil || ctx.Err() != nil {
 		return len(ids) == inboxBatch, err
@@ -75,10 +73,8 @@ func (c *Client) decideInbox(ctx context.Context, p driver.InboxLockParams) ([]i
 	if err != nil {
 		return taken, c.explainErr(ctx, err)
 	}
-	if len(done.jobs) > 0 {
-		c.enqueued(ctx, done.jobs, done.verdicts)
-		c.rt.ReadyAll(done.queues)
-	}
+	c.enqueued(ctx, done.jobs, done.verdicts)
+	c.rt.ReadyAll(done.queues)
 	return taken, nil
 }
 
@@ -94,6 +90,15 @@ func (c *Client) decideRows(ctx context.Context, ex driver.Executor, rows []driv
 	var of []int // of[k]: the row of d.jobs[k]
 	for i, r := range rows {
 		outcomes[i].ID = r.ID
+		if r.Kind == driver.InboxPolicies {
+			o, woken, err := c.applyInboxPolicies(ctx, ex, r, now)
+			if err != nil {
+				return d, err
+			}
+			outcomes[i] = o
+			d.queues = append(d.queues, woken.Queues...)
+			continue
+		}
 		job, err := c.inboxJob(ctx, r, now)
 		if err != nil {
 			outcomes[i].Outcome, outcomes[i].Detail = driver.InboxRefused, err.Error()
@@ -114,7 +119,8 @@ func (c *Client) decideRows(ctx context.Context, ex driver.Executor, rows []driv
 		case err != nil:
 			return d, err
 		default:
-			d.verdicts, d.queues = verdicts, readyQueues(d.jobs, verdicts, promoted)
+			d.verdicts = verdicts
+			d.queues = append(d.queues, readyQueues(d.jobs, verdicts, promoted)...)
 			for k, v := range verdicts {
 				outcomes[of[k]] = outcomeOf(rows[of[k]].ID, d.jobs[k], v)
 			}
@@ -156,4 +162,39 @@ func (c *Client) inboxJob(ctx context.Context, r driver.InboxRow, now time.Time)
 		return nil, err
 	}
 	return def.d.inboxJob(ctx, c, r.Args, &o, now)
+}
+
+// applyInboxPolicies applies the stored policies of the queues row r
+// names to the keys of their unfinished jobs, as SyncPolicies does after
+// it writes them: a client in another language wrote the policies in the
+// transaction that wrote r.
+func (c *Client) applyInboxPolicies(ctx context.Context, ex driver.Executor, r driver.InboxRow, now time.Time) (driver.InboxOutcome, driver.Promotion, error) {
+	var args struct {
+		Queues []string `json:"queues"`
+	}
+	if err := decodeStrict(r.Args, &args); err != nil {
+		return driver.InboxOutcome{ID: r.ID, Outcome: driver.InboxRefused, Detail: fmt.Sprintf("args of %s: %v", r.Kind, err)}, driver.Promotion{}, nil
+	}
+	slices.Sort(args.Queues)
+	queues := slices.Compact(args.Queues)
+	stored, err := ex.PolicyLockMany(ctx, "", queues)
+	if err != nil {
+		return driver.InboxOutcome{}, driver.Promotion{}, err
+	}
+	var rerate []driver.Policy
+	for _, p := range stored {
+		if p.MaxStartsPerKey > 0 {
+			rerate = append(rerate, p)
+		}
+	}
+	woken, err := c.relimitQueues(ctx, ex, queues, now)
+	if err != nil {
+		return driver.InboxOutcome{}, woken, err
+	}
+	rated, err := c.rerateQueues(ctx, ex, rerate, now)
+	woken.Add(rated)
+	for _, q := range queues {
+		woken.AddQueue(q)
+	}
+	return driver.InboxOutcome{ID: r.ID, Outcome: driver.InboxApplied}, woken, err
 }

@@ -21,7 +21,16 @@ const (
 	InboxDiscarded = "discarded"
 	InboxDuplicate = "duplicate"
 	InboxRefused   = "refused"
+	// InboxApplied: a row of kind InboxPolicies was applied.
+	InboxApplied = "applied"
 )
+
+// InboxPolicies is the kind of the row a client in another language
+// writes beside the policies it synced, in the same transaction: args
+// {"queues": [...]} name the queues whose MaxActivePerKey or rate it
+// changed or removed, and a Go process applies their policies to the
+// keys of their unfinished jobs, as SyncPolicies does in Go.
+const InboxPolicies = "bq.policies"
 
 // InboxWake is the "queue" a Notifier's Listen hands ready when a client
 // wrote to the inbox (PostgreSQL's channel {prefix}inbox): no queue name
