@@ -9,7 +9,8 @@ schedules as a Go enqueue, and stamps the row's outcome::
 
     import psycopg, bqueue
 
-    with psycopg.connect(dsn) as conn:          # one transaction
+    conn = psycopg.connect(dsn)
+    with conn.transaction():                    # yours: commit, or nothing
         conn.execute("INSERT INTO orders ...")
         h = bqueue.enqueue(conn, "billing.charge", {"order_id": 42},
                            concurrency_key=bqueue.ConcurrencyKey("tenant:acme", to=2))
