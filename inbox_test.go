@@ -78,11 +78,11 @@ func inboxRead(ctx context.Context, c *bq.Client, id int64) (r inboxRow, err err
 
 // inboxClient opens a migrated client on a fresh database of kind whose
 // workers work only a queue no job uses, so admitted jobs stay as
-// admitted.
-func inboxClient(t *testing.T, kind string) *bq.Client {
+// admitted; poll is its PollInterval (0: the default).
+func inboxClient(t *testing.T, kind string, poll time.Duration) *bq.Client {
 	t.Helper()
 	ctx := context.Background()
-	c, err := bq.Open(ctx, testdb.Fresh(t, kind), bq.Config{NoGauges: true, PollInterval: 200 * time.Millisecond,
+	c, err := bq.Open(ctx, testdb.Fresh(t, kind), bq.Config{NoGauges: true, PollInterval: poll,
 		Queues: map[string]int{"inbox-idle": 1}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
@@ -130,7 +130,7 @@ func TestInboxAdmitsAsGo(t *testing.T) {
 	for _, kind := range testdb.Selected(t) {
 		t.Run(kind, func(t *testing.T) {
 			ctx := context.Background()
-			c := inboxClient(t, kind)
+			c := inboxClient(t, kind, 200*time.Millisecond)
 			charge := inboxCharge.Name()
 			type row struct{ kind, args, options string }
 			rows := []row{
@@ -224,15 +224,7 @@ func TestInboxLatency(t *testing.T) {
 	for _, kind := range testdb.Selected(t) {
 		t.Run(kind, func(t *testing.T) {
 			ctx := context.Background()
-			c, err := bq.Open(ctx, testdb.Fresh(t, kind), bq.Config{NoGauges: true,
-				Queues: map[string]int{"inbox-idle": 1}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { c.Close() })
-			if err := c.Migrate(ctx); err != nil {
-				t.Fatal(err)
-			}
+			c := inboxClient(t, kind, 0)
 			runClient(t, c)
 			time.Sleep(300 * time.Millisecond) // listening
 			var waits []time.Duration
@@ -272,15 +264,7 @@ func TestInboxWakes(t *testing.T) {
 	for _, kind := range testdb.Selected(t) {
 		t.Run(kind, func(t *testing.T) {
 			ctx := context.Background()
-			c, err := bq.Open(ctx, testdb.Fresh(t, kind), bq.Config{NoGauges: true, PollInterval: time.Minute,
-				Queues: map[string]int{"inbox-idle": 1}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { c.Close() })
-			if err := c.Migrate(ctx); err != nil {
-				t.Fatal(err)
-			}
+			c := inboxClient(t, kind, time.Minute)
 			runClient(t, c)
 			time.Sleep(time.Second) // the first pass, and the listener, are done
 			var id int64

@@ -13,7 +13,7 @@ schedules as a Go enqueue, and stamps the row's outcome::
     with conn.transaction():                    # yours: commit, or nothing
         conn.execute("INSERT INTO orders ...")
         h = bqueue.enqueue(conn, "billing.charge", {"order_id": 42},
-                           concurrency_key=bqueue.ConcurrencyKey("tenant:acme", to=2))
+                           bqueue.Options(concurrency_key=bqueue.ConcurrencyKey("tenant:acme", to=2)))
     print(bqueue.wait(conn, h))                   # Outcome(outcome='ready', job_id=...)
 
 See docs/clients.md in bq's repository.
@@ -22,13 +22,13 @@ See docs/clients.md in bq's repository.
 from ._db import DEFAULT_PREFIX, validate_prefix
 from .health import Health, QueueHealth, health
 from .inbox import InboxHandle, Outcome, WaitTimeout, enqueue, enqueue_many, outcome, wait
-from .options import ConcurrencyKey, KeyLimit, RateKey, Unique
+from .options import ConcurrencyKey, KeyLimit, Options, RateKey, Unique
 from .policies import InvalidArgument, Policy, PolicyConflict, StoredPolicy, list_policies, sync_policies
 
 __all__ = [
     "DEFAULT_PREFIX", "validate_prefix",
     "enqueue", "enqueue_many", "outcome", "wait", "InboxHandle", "Outcome", "WaitTimeout",
-    "ConcurrencyKey", "KeyLimit", "RateKey", "Unique",
+    "Options", "ConcurrencyKey", "KeyLimit", "RateKey", "Unique",
     "sync_policies", "list_policies", "Policy", "StoredPolicy", "PolicyConflict", "InvalidArgument",
     "health", "Health", "QueueHealth",
 ]

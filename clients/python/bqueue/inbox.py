@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from datetime import datetime, timedelta
 from typing import Any, Literal, Mapping, Optional, Sequence
 
 from ._db import DEFAULT_PREFIX, MYSQL, POSTGRES, open_db
-from .options import ConcurrencyKey, KeyLimit, RateKey, Unique, args_json, options_json
+from .options import Options, args_json
 
 #: Where the Go enqueue put the job, or why it stored none.
 OutcomeWord = Literal["ready", "blocked", "scheduled", "discarded", "duplicate", "refused", "applied"]
@@ -50,53 +49,19 @@ class WaitTimeout(TimeoutError):
     the job's kind?"""
 
 
-def enqueue(
-    conn: Any,
-    kind: str,
-    args: Any,
-    *,
-    prefix: str = DEFAULT_PREFIX,
-    queue: Optional[str] = None,
-    priority: Optional[int] = None,
-    run_at: Optional[datetime] = None,
-    run_in: Optional[timedelta] = None,
-    concurrency_key: Optional[ConcurrencyKey] = None,
-    more_concurrency_keys: Optional[Sequence[KeyLimit]] = None,
-    rate_key: Optional[RateKey] = None,
-    unique: Optional[Unique] = None,
-    metadata: Optional[Mapping[str, str]] = None,
-    tags: Optional[Sequence[str]] = None,
-) -> InboxHandle:
+def enqueue(conn: Any, kind: str, args: Any, options: Optional[Options] = None, *,
+            prefix: str = DEFAULT_PREFIX) -> InboxHandle:
     """Enqueue one job of ``kind`` with ``args`` (a JSON-encodable mapping or
     a dataclass), in the caller's transaction on ``conn`` (a psycopg 3,
     sqlite3 or PyMySQL connection, or a cursor of one). Commit it to
     enqueue; roll it back and nothing is left. On an autocommit connection
-    the row commits at once. The options are Go's EnqueueOptions (see
-    :mod:`bqueue.options`)."""
-    return enqueue_many(
-        conn, kind, [args], prefix=prefix, queue=queue, priority=priority, run_at=run_at, run_in=run_in,
-        concurrency_key=concurrency_key, more_concurrency_keys=more_concurrency_keys, rate_key=rate_key,
-        unique=unique, metadata=metadata, tags=tags,
-    )[0]
+    the row commits at once. ``options`` are Go's EnqueueOptions
+    (:class:`bqueue.Options`)."""
+    return enqueue_many(conn, kind, [args], options, prefix=prefix)[0]
 
 
-def enqueue_many(
-    conn: Any,
-    kind: str,
-    args: Sequence[Any],
-    *,
-    prefix: str = DEFAULT_PREFIX,
-    queue: Optional[str] = None,
-    priority: Optional[int] = None,
-    run_at: Optional[datetime] = None,
-    run_in: Optional[timedelta] = None,
-    concurrency_key: Optional[ConcurrencyKey] = None,
-    more_concurrency_keys: Optional[Sequence[KeyLimit]] = None,
-    rate_key: Optional[RateKey] = None,
-    unique: Optional[Unique] = None,
-    metadata: Optional[Mapping[str, str]] = None,
-    tags: Optional[Sequence[str]] = None,
-) -> list[InboxHandle]:
+def enqueue_many(conn: Any, kind: str, args: Sequence[Any], options: Optional[Options] = None, *,
+                 prefix: str = DEFAULT_PREFIX) -> list[InboxHandle]:
     """Enqueue one job per item of ``args``, all with the same options, in
     one multi-row INSERT; the handles follow ``args``' order."""
     db = open_db(conn, prefix)
@@ -104,10 +69,7 @@ def enqueue_many(
         raise ValueError("kind is empty: name the job kind as bq.Define names it in Go")
     if isinstance(args, (str, bytes, Mapping)):
         raise TypeError("enqueue_many takes a sequence of args, one per job")
-    opts = options_json(
-        queue=queue, priority=priority, run_at=run_at, run_in=run_in, concurrency_key=concurrency_key,
-        more_concurrency_keys=more_concurrency_keys, rate_key=rate_key, unique=unique, metadata=metadata, tags=tags,
-    )
+    opts = (options or Options()).to_json()
     rows = [args_json(a) for a in args]
     if not rows:
         return []

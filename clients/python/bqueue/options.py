@@ -67,59 +67,64 @@ def _ms(d: timedelta, what: str) -> int:
     return int(d / timedelta(milliseconds=1))
 
 
-def options_json(
-    *,
-    queue: Optional[str] = None,
-    priority: Optional[int] = None,
-    run_at: Optional[datetime] = None,
-    run_in: Optional[timedelta] = None,
-    concurrency_key: Optional[ConcurrencyKey] = None,
-    more_concurrency_keys: Optional[Sequence[KeyLimit]] = None,
-    rate_key: Optional[RateKey] = None,
-    unique: Optional[Unique] = None,
-    metadata: Optional[Mapping[str, str]] = None,
-    tags: Optional[Sequence[str]] = None,
-) -> str:
-    """The options JSON object of an inbox row; only what is set."""
-    o: dict[str, Any] = {}
-    if queue is not None:
-        o["queue"] = queue
-    if priority is not None:
-        if isinstance(priority, bool) or not isinstance(priority, int):
-            raise TypeError(f"priority is a {type(priority).__name__}: give an int")
-        o["priority"] = priority
-    if run_at is not None and run_in is not None:
-        raise ValueError("run_at and run_in are both set: give one")
-    if run_at is not None:
-        if not isinstance(run_at, datetime) or run_at.tzinfo is None:
-            raise ValueError("run_at must be a datetime with a time zone, e.g. datetime.now(timezone.utc)")
-        o["run_at"] = run_at.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")
-    if run_in is not None:
-        o["run_in_ms"] = _ms(run_in, "run_in")
-    if concurrency_key is not None:
-        k: dict[str, Any] = {"key": concurrency_key.key, "to": concurrency_key.to}
-        if concurrency_key.on_conflict is not None:
-            k["on_conflict"] = concurrency_key.on_conflict
-        o["concurrency_key"] = k
-    if more_concurrency_keys is not None:
-        o["more_concurrency_keys"] = [{"key": k.key, "to": k.to, "on_conflict": k.on_conflict} for k in more_concurrency_keys]
-    if rate_key is not None:
-        r: dict[str, Any] = {"key": rate_key.key, "limit": rate_key.limit}
-        if rate_key.period is not None:
-            r["period_ms"] = _ms(rate_key.period, "rate_key.period")
-        o["rate_key"] = r
-    if unique is not None:
-        u: dict[str, Any] = {"by_args": unique.by_args, "by_queue": unique.by_queue}
-        if unique.by_period is not None:
-            u["by_period_ms"] = _ms(unique.by_period, "unique.by_period")
-        if unique.by_states:
-            u["by_states"] = list(unique.by_states)
-        o["unique"] = u
-    if metadata is not None:
-        o["metadata"] = dict(metadata)
-    if tags is not None:
-        o["tags"] = list(tags)
-    return json.dumps(o, separators=(",", ":"))
+@dataclass(frozen=True)
+class Options:
+    """The options of an enqueue, each the Go EnqueueOption of its name;
+    None leaves it to the job's definition (bq.JobOptions)."""
+
+    queue: Optional[str] = None  # bq.Queue
+    priority: Optional[int] = None  # bq.Priority: higher runs first
+    run_at: Optional[datetime] = None  # bq.At: aware datetime
+    run_in: Optional[timedelta] = None  # bq.In
+    concurrency_key: Optional[ConcurrencyKey] = None  # bq.WithConcurrencyKey
+    more_concurrency_keys: Optional[Sequence[KeyLimit]] = None  # bq.WithMoreConcurrencyKeys
+    rate_key: Optional[RateKey] = None  # bq.WithRateKey
+    unique: Optional[Unique] = None  # bq.WithUnique
+    metadata: Optional[Mapping[str, str]] = None  # bq.WithMetadata
+    tags: Optional[Sequence[str]] = None  # bq.WithTags
+
+    def to_json(self) -> str:
+        """The options JSON object of an inbox row; only what is set."""
+        o: dict[str, Any] = {}
+        if self.queue is not None:
+            o["queue"] = self.queue
+        if self.priority is not None:
+            if isinstance(self.priority, bool) or not isinstance(self.priority, int):
+                raise TypeError(f"priority is a {type(self.priority).__name__}: give an int")
+            o["priority"] = self.priority
+        if self.run_at is not None and self.run_in is not None:
+            raise ValueError("run_at and run_in are both set: give one")
+        if self.run_at is not None:
+            if not isinstance(self.run_at, datetime) or self.run_at.tzinfo is None:
+                raise ValueError("run_at must be a datetime with a time zone, e.g. datetime.now(timezone.utc)")
+            o["run_at"] = self.run_at.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")
+        if self.run_in is not None:
+            o["run_in_ms"] = _ms(self.run_in, "run_in")
+        if (k := self.concurrency_key) is not None:
+            key: dict[str, Any] = {"key": k.key, "to": k.to}
+            if k.on_conflict is not None:
+                key["on_conflict"] = k.on_conflict
+            o["concurrency_key"] = key
+        if self.more_concurrency_keys is not None:
+            o["more_concurrency_keys"] = [{"key": m.key, "to": m.to, "on_conflict": m.on_conflict}
+                                          for m in self.more_concurrency_keys]
+        if (r := self.rate_key) is not None:
+            rate: dict[str, Any] = {"key": r.key, "limit": r.limit}
+            if r.period is not None:
+                rate["period_ms"] = _ms(r.period, "rate_key.period")
+            o["rate_key"] = rate
+        if (u := self.unique) is not None:
+            uniq: dict[str, Any] = {"by_args": u.by_args, "by_queue": u.by_queue}
+            if u.by_period is not None:
+                uniq["by_period_ms"] = _ms(u.by_period, "unique.by_period")
+            if u.by_states:
+                uniq["by_states"] = list(u.by_states)
+            o["unique"] = uniq
+        if self.metadata is not None:
+            o["metadata"] = dict(self.metadata)
+        if self.tags is not None:
+            o["tags"] = list(self.tags)
+        return json.dumps(o, separators=(",", ":"))
 
 
 def args_json(args: Any) -> str:

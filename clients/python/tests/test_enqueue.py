@@ -53,7 +53,7 @@ def test_rolled_back_transaction_leaves_nothing(db: Database) -> None:
 def test_outside_a_transaction(db: Database) -> None:
     conn = db.connect(autocommit=True)
     db.worker()
-    h = bqueue.enqueue(conn, "py.charge", {"tenant": "auto", "n": 1}, tags=["py"], metadata={"from": "python"})
+    h = bqueue.enqueue(conn, "py.charge", {"tenant": "auto", "n": 1}, bqueue.Options(tags=["py"], metadata={"from": "python"}))
     got = bqueue.wait(conn, h)
     assert got.outcome == "ready", got
 
@@ -64,15 +64,15 @@ def test_outcomes_are_the_go_enqueues(db: Database) -> None:
     # One slot per tenant, discarding the excess: the second is discarded.
     a, b = bqueue.enqueue_many(conn, "py.charge", [Charge("a", 1), Charge("a", 2)])
     dup1, dup2 = bqueue.enqueue_many(conn, "py.charge", [Charge("u", 1), Charge("u", 1)],
-                                     unique=bqueue.Unique(by_args=True))
-    later = bqueue.enqueue(conn, "py.charge", Charge("later", 1), run_in=timedelta(hours=1))
-    blocked = bqueue.enqueue_many(conn, "py.charge", [Charge("k", 1), Charge("k", 2)],
-                                  concurrency_key=bqueue.ConcurrencyKey("k", to=1, on_conflict="block"), priority=2)
+                                     bqueue.Options(unique=bqueue.Unique(by_args=True)))
+    later = bqueue.enqueue(conn, "py.charge", Charge("later", 1), bqueue.Options(run_in=timedelta(hours=1)))
+    blocked = bqueue.enqueue_many(conn, "py.charge", [Charge("k", 1), Charge("k", 2)], bqueue.Options(
+        concurrency_key=bqueue.ConcurrencyKey("k", to=1, on_conflict="block"), priority=2))
     bad_type = bqueue.enqueue(conn, "py.charge", {"tenant": "x", "n": "one"})
     unknown = bqueue.enqueue(conn, "py.charge", {"tenant": "x", "n": 1, "amount": 5})
     missing = bqueue.enqueue(conn, "py.charge", {"tenant": "x"})
     bad_key = bqueue.enqueue(conn, "py.charge", Charge("x", 1),
-                             concurrency_key=bqueue.ConcurrencyKey("x\x00y", to=1))
+                             bqueue.Options(concurrency_key=bqueue.ConcurrencyKey("x\x00y", to=1)))
     conn.commit()
     want = {
         a: ("ready", None), b: ("discarded", "no free slot"),
@@ -100,7 +100,7 @@ def test_bad_input_refused_before_the_database(db: Database) -> None:
         bqueue.enqueue(conn, "", {})
     with pytest.raises(ValueError):
         from datetime import datetime
-        bqueue.enqueue(conn, "py.charge", {}, run_at=datetime(2030, 1, 1))  # no time zone
+        bqueue.enqueue(conn, "py.charge", {}, bqueue.Options(run_at=datetime(2030, 1, 1)))  # no time zone
     with pytest.raises(TypeError):
         bqueue.enqueue(object(), "py.charge", {})
     with pytest.raises(TypeError):

@@ -47,10 +47,10 @@ def main() -> None:
     items = []
     for i in range(per_key):
         for k in range(3):
-            items.append(("c.limit1", f"k{k}", {}))
+            items.append(("c.limit1", f"k{k}", None))
         for k in range(2):
-            items.append(("c.discard1", f"d{k}", {}))
-        items.append(("c.unkeyed", f"u{i}", {"unique": bqueue.Unique(by_args=True)}))
+            items.append(("c.discard1", f"d{k}", None))
+        items.append(("c.unkeyed", f"u{i}", bqueue.Options(unique=bqueue.Unique(by_args=True))))
     out = []
     for start in range(0, len(items), 3):
         batch = items[start:start + 3]
@@ -59,7 +59,7 @@ def main() -> None:
         for n, (kind, key, opts) in enumerate(batch):
             # The unique rows' args are the same in every producer: Seq 0.
             seq = 0 if kind == "c.unkeyed" else producer * 100000 + start + n
-            h = bqueue.enqueue(conn, kind, args(test, key, seq), **opts)
+            h = bqueue.enqueue(conn, kind, args(test, key, seq), opts)
             rows.append({"id": h.id, "kind": kind, "key": key, "seq": seq, "rolled_back": rolled_back})
         if rolled_back:
             conn.rollback()
