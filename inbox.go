@@ -40,6 +40,11 @@ type inboxDecided struct {
 // row that still fails stays pending for the next pass.
 func (c *Client) inboxPass(ctx context.Context) (more bool, err error) {
 	kinds := append(worker.Kinds(), driver.InboxPolicies)
+	// A look first, outside any transaction: an idle inbox costs one
+	// read, not a write transaction (SQLite's one write lock) per poll.
+	if has, err := c.drv.Exec().InboxHasPending(ctx, kinds); err != nil || !has {
+		return false, err
+	}
 	ids, err := c.decideInbox(ctx, driver.InboxLockParams{Kinds: kinds, Max: inboxBatch})
 	if err == nil || ctx.Err() != nil {
 		return len(ids) == inboxBatch, err

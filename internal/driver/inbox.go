@@ -78,6 +78,9 @@ type InboxStore interface {
 	// its decided_at, if the row is still pending; it returns the rows
 	// stamped.
 	InboxDecide(ctx context.Context, outcomes []InboxOutcome) (int, error)
+	// InboxHasPending reports whether a row of kinds is pending, without
+	// locking: the drain's look before it begins a transaction.
+	InboxHasPending(ctx context.Context, kinds []string) (bool, error)
 	// InboxCountPending counts the pending rows, of every kind.
 	InboxCountPending(ctx context.Context) (int, error)
 	// InboxDeleteDecided removes up to max rows decided more than age ago

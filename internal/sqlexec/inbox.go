@@ -21,9 +21,9 @@ type InboxQueries struct {
 	Lock string
 	// Decide takes the outcome, job id, detail and row id.
 	Decide string
-	// CountPending takes nothing; DeleteDecided the age in milliseconds
-	// and max.
-	CountPending, DeleteDecided string
+	// HasPending takes the kinds (Conn.Names); CountPending nothing;
+	// DeleteDecided the age in milliseconds and max.
+	HasPending, CountPending, DeleteDecided string
 }
 
 // InboxSpelling is what a dialect spells its own way in the inbox's
@@ -57,6 +57,7 @@ func InboxStatements(spell func(string) string, s InboxSpelling) InboxQueries {
 		Lock: spell(`SELECT id, kind, args, options FROM {p}inbox
 WHERE id > ? AND outcome IS NULL AND ` + s.KindIn + ` ORDER BY id LIMIT ?` + s.SkipLocked),
 		Decide:        spell(`UPDATE {p}inbox SET outcome = ?, job_id = ?, detail = ?, decided_at = ` + s.Now + ` WHERE id = ? AND outcome IS NULL`),
+		HasPending:    spell(`SELECT EXISTS (SELECT 1 FROM {p}inbox WHERE outcome IS NULL AND ` + s.KindIn + `)`),
 		CountPending:  spell(`SELECT count(*) FROM {p}inbox WHERE outcome IS NULL`),
 		DeleteDecided: spell(del),
 	}
@@ -102,6 +103,18 @@ func (s Shared) InboxDecide(ctx context.Context, outcomes []driver.InboxOutcome)
 		n += int(m)
 	}
 	return n, nil
+}
+
+func (s Shared) InboxHasPending(ctx context.Context, kinds []string) (bool, error) {
+	if len(kinds) == 0 {
+		return false, nil
+	}
+	query, args := s.c.Names(s.q.Inbox.HasPending, kinds)
+	var has bool
+	if err := s.c.QueryRow(ctx, query, args...).Scan(&has); err != nil {
+		return false, fmt.Errorf("look for pending inbox rows: %w", err)
+	}
+	return has, nil
 }
 
 func (s Shared) InboxCountPending(ctx context.Context) (int, error) {

@@ -16,6 +16,14 @@ var _ = add("inbox",
 		f.inboxRow("b", `{"n":2}`, `{}`)
 		a3 := f.inboxRow("a", `{"n":3}`, `{}`)
 		f.wantPending(3)
+		for _, c := range []struct {
+			kinds []string
+			want  bool
+		}{{[]string{"a"}, true}, {[]string{"c", "b"}, true}, {[]string{"c"}, false}, {nil, false}} {
+			if has, err := f.ex().InboxHasPending(f.ctx, c.kinds); has != c.want || err != nil {
+				t.Errorf("InboxHasPending(%q) = %v, %v; want %v", c.kinds, has, err, c.want)
+			}
+		}
 		var rows []driver.InboxRow
 		f.tx(func(ex driver.Executor) (err error) {
 			rows, err = ex.InboxLockPending(f.ctx, driver.InboxLockParams{Kinds: []string{"a", "c"}, Max: 10})
