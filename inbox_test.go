@@ -146,6 +146,9 @@ func TestInboxAdmitsAsGo(t *testing.T) {
 				{charge, `{"tenant":"e"}`, `{}`},                                // missing field
 				{charge, `{"tenant":"e","n":9}`, `{"prio":1}`},                  // unknown option
 				{charge, `{"tenant":"e","n":10}`, `{"concurrency_key":{"key":"e","on_conflict":"wait"}}`},
+				// Refused by admission (its queue's policy sets no rate), which
+				// fails the batch: the rest are decided row by row.
+				{charge, `{"tenant":"f","n":11}`, `{"rate_key":{"key":"r"}}`},
 				{"inbox.nobody", `{}`, `{}`}, // no process defines it: it waits
 			}
 			ids := make([]int64, len(rows))
@@ -180,6 +183,7 @@ func TestInboxAdmitsAsGo(t *testing.T) {
 				{"refused", `Go struct field inboxArgs.n of type int`}, {"refused", `unknown field "extra"`},
 				{"refused", `field "n" (inboxArgs.N) is missing`}, {"refused", `unknown field "prio"`},
 				{"refused", `concurrency_key.on_conflict is "wait"`},
+				{"refused", "MaxStartsPerKey"},
 			}
 			for i, w := range want {
 				if g := got[i]; g.outcome != w.outcome || !strings.Contains(g.detail, w.detail) {
