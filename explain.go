@@ -142,6 +142,11 @@ func (c *Client) explain(ctx context.Context, info *JobInfo) (*Explanation, erro
 		} else if !c.worksQueue(procs, info.Queue, now) {
 			e.Summary += fmt.Sprintf(" No live process works queue %q: start a worker that does.", info.Queue)
 		}
+		fair, err := c.fairWait(ctx, info)
+		if err != nil {
+			return nil, err
+		}
+		e.Summary += fair
 	case StateRunning:
 		e.Since, e.ProcessID, e.ProcessName, e.Token = x.ClaimedAt, x.ProcessID, x.ProcessName, x.Fence
 		e.ProcessAlive = c.alive(x.ProcessBeat, 0, now)

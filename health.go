@@ -40,6 +40,8 @@ type Health struct {
 	Rates     []RateGroupHealth `json:"rates"`
 	TopKeys   []KeyHealth       `json:"top_keys"`
 	Processes []ProcessHealth   `json:"processes"`
+	// FairShares lists the keys of each fair-share queue with live jobs.
+	FairShares []FairShareHealth `json:"fair_shares,omitempty"`
 	// Periodic lists the schedules the fleet runs (Config.Periodic):
 	// next tick, last tick and its job.
 	Periodic []PeriodicStatus `json:"periodic"`
@@ -65,6 +67,18 @@ type QueueHealth struct {
 	OldestReadyAge time.Duration `json:"oldest_ready_age_ns"`
 	// Paused: PauseQueue stopped its claims; its ready jobs wait.
 	Paused bool `json:"paused,omitzero"`
+	// FairShare: the queue's policy shares its slots among its keys
+	// (Policy.FairShare); Health.FairShares lists them.
+	FairShare bool `json:"fair_share,omitzero"`
+}
+
+// FairShareHealth is a fair-share queue's keys with work, the furthest
+// below its share first (at most 100), and the Capacity their shares
+// divide (KeyShare.Share).
+type FairShareHealth struct {
+	Queue    string     `json:"queue"`
+	Capacity int        `json:"capacity"`
+	Keys     []KeyShare `json:"keys"`
 }
 
 // GroupHealth sums one limit group's keys. A group is the part of a full
@@ -163,6 +177,9 @@ func (c *Client) health(ctx context.Context, top int) (*Health, error) {
 			qh.OldestReadyAge = max(now.Sub(t), 0)
 		}
 		h.Queues = append(h.Queues, qh)
+	}
+	if err := c.fairHealth(ctx, h); err != nil {
+		return nil, err
 	}
 	groups, err := ex.GroupListStats(ctx, maxGroups+1)
 	if err != nil {

@@ -41,6 +41,19 @@ type Policy struct {
 	// keep their key's last rate.
 	MaxStartsPerKey int
 	StartsPeriod    time.Duration
+	// FairShare shares the queue's slots among its keys: while its
+	// ready jobs outnumber its free slots, each claim takes the jobs of
+	// the keys furthest below their weighted share of the queue's running
+	// jobs first, so a key's first job starts when a slot frees, whatever
+	// the other keys' backlogs; uncontended, one key may take every free
+	// slot. Keyless jobs share as one key. Each key stays within its own
+	// limit (To). See docs/limits.md, "Fair share".
+	FairShare bool
+	// KeyWeight is the weight of the queue's keys under FairShare that
+	// have none of their own (SetKeyWeight): a key of weight 3 gets three
+	// times the slots of a key of weight 1. 0 means 1; at most
+	// MaxKeyWeight.
+	KeyWeight int
 }
 
 // StoredPolicy is a policy as the database holds it.
@@ -95,7 +108,8 @@ func (c *Client) SyncPolicies(ctx context.Context, namespace string, policies []
 		for _, p := range policies {
 			want := driver.Policy{Queue: p.Queue, Namespace: namespace, MaxActive: p.MaxActive,
 				MaxActivePerKey: p.MaxActivePerKey, MaxBlocked: p.MaxBlocked,
-				MaxStartsPerKey: p.MaxStartsPerKey, StartsPeriod: p.StartsPeriod, UpdatedAt: now}
+				MaxStartsPerKey: p.MaxStartsPerKey, StartsPeriod: p.StartsPeriod, FairShare: p.FairShare,
+				KeyWeight: p.KeyWeight, UpdatedAt: now}
 			have, exists := byQueue[p.Queue]
 			switch {
 			case exists && have.Namespace != namespace:
@@ -156,7 +170,7 @@ func (c *Client) SyncPolicies(ctx context.Context, namespace string, policies []
 func samePolicy(have, want driver.Policy) bool {
 	return have.MaxActive == want.MaxActive && have.MaxActivePerKey == want.MaxActivePerKey &&
 		have.MaxBlocked == want.MaxBlocked && have.MaxStartsPerKey == want.MaxStartsPerKey &&
-		have.StartsPeriod == want.StartsPeriod
+		have.StartsPeriod == want.StartsPeriod && have.FairShare == want.FairShare && have.KeyWeight == want.KeyWeight
 }
 
 // relimitQueues applies a changed MaxActivePerKey to the keys of the
@@ -234,6 +248,11 @@ func validatePolicies(namespace string, policies []Policy) error {
 			errs = append(errs, fmt.Errorf("queue %q: MaxActive %d, MaxActivePerKey %d, MaxBlocked %d: use 0 (no limit) or more",
 				p.Queue, p.MaxActive, p.MaxActivePerKey, p.MaxBlocked))
 		}
+		if p.KeyWeight < 0 || p.KeyWeight > MaxKeyWeight {
+			errs = append(errs, fmt.Errorf("queue %q: KeyWeight %d: use 1 to %d (0 means 1)", p.Queue, p.KeyWeight, MaxKeyWeight))
+		} else if p.KeyWeight > 0 && !p.FairShare {
+			errs = append(errs, fmt.Errorf("queue %q: KeyWeight %d without FairShare: set FairShare too, or leave KeyWeight 0", p.Queue, p.KeyWeight))
+		}
 		if p.MaxStartsPerKey != 0 || p.StartsPeriod != 0 {
 			if err := validateRateNamed(fmt.Sprintf("queue %q: Policy", p.Queue), "MaxStartsPerKey", "StartsPeriod",
 				p.MaxStartsPerKey, p.StartsPeriod); err != nil {
@@ -257,7 +276,7 @@ func (c *Client) ListPolicies(ctx context.Context) ([]StoredPolicy, error) {
 	for i, p := range ps {
 		out[i] = StoredPolicy{
 			Policy: Policy{Queue: p.Queue, MaxActive: p.MaxActive, MaxActivePerKey: p.MaxActivePerKey, MaxBlocked: p.MaxBlocked,
-				MaxStartsPerKey: p.MaxStartsPerKey, StartsPeriod: p.StartsPeriod},
+				MaxStartsPerKey: p.MaxStartsPerKey, StartsPeriod: p.StartsPeriod, FairShare: p.FairShare, KeyWeight: p.KeyWeight},
 			Namespace: p.Namespace, CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt,
 		}
 	}

@@ -52,6 +52,7 @@ type benchOptions struct {
 	rateKeys     int           // rate: rate keys, jobs round-robin over them
 	window       time.Duration // steady: also report the latency per window of enqueue time (0: not)
 	plans        string        // PostgreSQL: write every statement's plan to this file (auto_explain)
+	fair         bool          // the bench queue's policy has FairShare
 }
 
 // benchResult is the one JSON line `bq bench --json` prints; River's peer
@@ -181,6 +182,7 @@ processes, as a fleet does.`)
 	f.IntVar(&o.to, "to", 0, "keyed, hotkey: limit per key (default 2 keyed, 50 hotkey)")
 	f.Float64Var(&o.rate, "rate", 500, "steady: enqueue rate, jobs per second in total")
 	f.IntVar(&o.batch, "batch", 1000, "jobs per EnqueueMany")
+	f.BoolVar(&o.fair, "fair", false, "the bench queue's policy has FairShare: its claims go key by key (docs/limits.md, Fair share)")
 	f.IntVar(&o.producers, "producers", 2, "goroutines enqueueing the batches at once (the enqueue ceiling uses 2 connections)")
 	f.IntVar(&o.backlogSmall, "backlog-small", 1000, "backlog: jobs blocked on the key, small case")
 	f.IntVar(&o.backlogLarge, "backlog-large", 1000000, "backlog: jobs blocked on the key, large case")

@@ -121,6 +121,12 @@ func (b *bencher) freshDB(ctx context.Context) (*benchDB, error) {
 		db.close()
 		return nil, err
 	}
+	if b.o.fair {
+		if err := c.SyncPolicies(ctx, "bench", []bq.Policy{{Queue: benchQueue, FairShare: true}}); err != nil {
+			db.close()
+			return nil, fmt.Errorf("bench: store the fair-share policy: %w", err)
+		}
+	}
 	if b.o.tableStats {
 		if db.tables, err = pgstats.Begin(ctx, db.admin, db.schema, b.o.autovacuum == "on"); err != nil {
 			db.close()

@@ -11,6 +11,8 @@
 //	bq cancel --dsn DSN JOB_ID
 //	bq queue pause|resume --dsn DSN QUEUE
 //	bq rate list|show|set|clear --dsn DSN [KEY [LIMIT PERIOD]]
+//	bq policy list --dsn DSN [--json]
+//	bq weight list|set|clear --dsn DSN [KEY [WEIGHT]]
 //	bq ui --dsn DSN [--addr 127.0.0.1:8080] [--token T]
 //	bq demo [--dsn DSN]
 //	bq bench --dsn DSN --mode drain|steady|keyed|hotkey|backlog [--processes N [--pool P]] [--json]
@@ -55,6 +57,7 @@ var commands = []command{
 	{"queue", "pause or resume a queue in every process (pause|resume QUEUE)", runQueue},
 	{"rate", "list, show, set or clear rate keys' limits (list|show KEY|set KEY LIMIT PERIOD|clear KEY)", runRate},
 	{"policy", "list the stored queue policies SyncPolicies wrote (list)", runPolicy},
+	{"weight", "list, set or clear keys' fair-share weights (list|set KEY WEIGHT|clear KEY)", runWeight},
 	{"ui", "serve the web dashboard (127.0.0.1:8080 by default)", runUI},
 	{"demo", "run a self-contained demo of per-key concurrency limits", runDemo},
 	{"bench", "measure throughput and latency on a fresh schema or file", runBench},

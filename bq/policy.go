@@ -20,10 +20,12 @@ func runPolicy(ctx context.Context, e *env, args []string) error {
 client.SyncPolicies wrote it: its namespace, MaxActive (claimed jobs of the
 queue across the fleet), MaxActivePerKey (the concurrency limit of keyed
 jobs that set none), MaxBlocked (a key's backlog cap), the default rate
-of rated jobs that set none (MaxStartsPerKey per StartsPeriod), and when
-it last changed. A 0 or "-" is no limit. Change a policy in the code that
-calls SyncPolicies; override one key at run time with client.SetKeyLimit
-or bq rate set.`)
+of rated jobs that set none (MaxStartsPerKey per StartsPeriod), whether
+its slots are shared fairly among its keys (FairShare: "yes", with the
+KeyWeight of its keys that have no weight of their own when set), and
+when it last changed. A 0 or "-" is no limit. Change a policy in the code
+that calls SyncPolicies; override one key at run time with
+client.SetKeyLimit, bq rate set or bq weight set.`)
 	var db dbFlags
 	db.register(f)
 	asJSON := f.Bool("json", false, "print as JSON")
@@ -59,6 +61,8 @@ type policyJSON struct {
 	MaxBlocked      int       `json:"max_blocked"`
 	MaxStartsPerKey int       `json:"max_starts_per_key"`
 	StartsPeriodMS  int64     `json:"starts_period_ms"`
+	FairShare       bool      `json:"fair_share"`
+	KeyWeight       int       `json:"key_weight"`
 	CreatedAt       time.Time `json:"created_at"`
 	UpdatedAt       time.Time `json:"updated_at"`
 }
@@ -68,7 +72,7 @@ func policiesJSON(ps []bq.StoredPolicy) []policyJSON {
 	for i, p := range ps {
 		out[i] = policyJSON{Queue: p.Queue, Namespace: p.Namespace, MaxActive: p.MaxActive, MaxActivePerKey: p.MaxActivePerKey,
 			MaxBlocked: p.MaxBlocked, MaxStartsPerKey: p.MaxStartsPerKey, StartsPeriodMS: p.StartsPeriod.Milliseconds(),
-			CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt}
+			FairShare: p.FairShare, KeyWeight: p.KeyWeight, CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt}
 	}
 	return out
 }
@@ -85,14 +89,26 @@ func printPolicies(w io.Writer, ps []bq.StoredPolicy, now time.Time) {
 		return strconv.Itoa(n)
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "QUEUE\tNAMESPACE\tMAX ACTIVE\tPER KEY\tMAX BLOCKED\tRATE PER KEY\tCHANGED")
+	fmt.Fprintln(tw, "QUEUE\tNAMESPACE\tMAX ACTIVE\tPER KEY\tMAX BLOCKED\tRATE PER KEY\tFAIR SHARE\tCHANGED")
 	for _, p := range ps {
 		rate := "-"
 		if p.MaxStartsPerKey > 0 {
 			rate = fmt.Sprintf("%d per %s", p.MaxStartsPerKey, p.StartsPeriod)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", term(p.Queue), term(p.Namespace), limit(p.MaxActive),
-			limit(p.MaxActivePerKey), limit(p.MaxBlocked), rate, ago(p.UpdatedAt, now))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", term(p.Queue), term(p.Namespace), limit(p.MaxActive),
+			limit(p.MaxActivePerKey), limit(p.MaxBlocked), rate, fairShareCell(p.Policy), ago(p.UpdatedAt, now))
 	}
 	tw.Flush()
+}
+
+// fairShareCell is the FAIR SHARE column: "-", "yes", or "yes, weight 3"
+// when the policy gives its keys a KeyWeight.
+func fairShareCell(p bq.Policy) string {
+	switch {
+	case !p.FairShare:
+		return "-"
+	case p.KeyWeight > 0:
+		return fmt.Sprintf("yes, weight %d", p.KeyWeight)
+	}
+	return "yes"
 }

@@ -11,26 +11,20 @@ import (
 )
 
 // TestPolicyCommand: bq policy list prints the policies SyncPolicies
-// stored, as text and JSON, the same on every database.
+// stored, as text and JSON, the same on every database, fair share and
+// its key weight included.
 func TestPolicyCommand(t *testing.T) {
 	ctx := context.Background()
 	for _, db := range testDatabases(t) {
 		t.Run(db.name, func(t *testing.T) {
-			dsn := db.fresh(t)
-			if code, out, errOut := bqCmd(t, ctx, "migrate", "up", "--dsn", dsn); code != 0 {
-				t.Fatalf("migrate up: exit %d\n%s%s", code, out, errOut)
-			}
+			dsn, c := migratedClient(t, ctx, db)
 			if text, err := runCmd(runPolicy, "list", "--dsn", dsn); err != nil || !strings.Contains(text, "No queue policies") {
 				t.Errorf("bq policy list with none: %v\n%s", err, text)
 			}
-			c, err := bq.Open(ctx, dsn, bq.Config{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
-			err = c.SyncPolicies(ctx, "billing", []bq.Policy{
+			err := c.SyncPolicies(ctx, "billing", []bq.Policy{
 				{Queue: "charges", MaxActive: 20, MaxActivePerKey: 2},
-				{Queue: "calls", MaxStartsPerKey: 10, StartsPeriod: time.Second, MaxBlocked: 500},
+				{Queue: "calls", MaxStartsPerKey: 10, StartsPeriod: time.Second, MaxBlocked: 500, FairShare: true},
+				{Queue: "shared", FairShare: true, KeyWeight: 3},
 			})
 			if err != nil {
 				t.Fatal(err)
@@ -39,15 +33,19 @@ func TestPolicyCommand(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			wantIn(t, text, "QUEUE    NAMESPACE  MAX ACTIVE  PER KEY  MAX BLOCKED  RATE PER KEY  CHANGED",
-				"calls    billing    -           -        500          10 per 1s", "charges  billing    20          2        -            -")
+			wantIn(t, text, "QUEUE    NAMESPACE  MAX ACTIVE  PER KEY  MAX BLOCKED  RATE PER KEY  FAIR SHARE     CHANGED",
+				"calls    billing    -           -        500          10 per 1s     yes            ",
+				"charges  billing    20          2        -            -             -              ",
+				"shared   billing    -           -        -            -             yes, weight 3  ")
 			text, err = runCmd(runPolicy, "list", "--json", "--dsn", dsn)
 			if err != nil {
 				t.Fatal(err)
 			}
 			var ps []map[string]any
-			if err := json.Unmarshal([]byte(text), &ps); err != nil || len(ps) != 2 || ps[0]["queue"] != "calls" ||
-				ps[0]["max_starts_per_key"] != float64(10) || ps[0]["starts_period_ms"] != float64(1000) || ps[1]["max_active"] != float64(20) {
+			if err := json.Unmarshal([]byte(text), &ps); err != nil || len(ps) != 3 || ps[0]["queue"] != "calls" ||
+				ps[0]["max_starts_per_key"] != float64(10) || ps[0]["starts_period_ms"] != float64(1000) || ps[1]["max_active"] != float64(20) ||
+				ps[0]["fair_share"] != true || ps[0]["key_weight"] != float64(0) || ps[1]["fair_share"] != false ||
+				ps[2]["fair_share"] != true || ps[2]["key_weight"] != float64(3) {
 				t.Errorf("bq policy list --json: %v\n%s", err, text)
 			}
 			if _, err := runCmd(runPolicy, "set", "--dsn", dsn); err == nil {

@@ -134,10 +134,7 @@ func TestRateCommand(t *testing.T) {
 // fix; a rate the client refuses is its error, printed as is.
 func TestRateCommandBadInput(t *testing.T) {
 	_, dsn := migratedSQLite(t)
-	for _, c := range []struct {
-		args []string
-		want string
-	}{
+	wantUsageErrors(t, runRate, "rate", dsn, []argsWant{
 		{nil, "want an action"},
 		{[]string{"frob"}, `unknown action "frob"`},
 		{[]string{"show"}, "give one rate key"},
@@ -150,27 +147,44 @@ func TestRateCommandBadInput(t *testing.T) {
 		{[]string{"set", "a/b", "5", "1s", "--json"}, "--json is a flag of bq rate list and show"},
 		{[]string{"list", "extra"}, "unexpected argument"},
 		{[]string{"list", "--max", "0"}, "--max 0: use 1 to 1000"},
-	} {
-		var out, errOut strings.Builder
-		err := runRate(context.Background(), &env{stdout: &out, stderr: &errOut}, append(c.args, "--dsn", dsn))
-		if !errors.Is(err, errUsage) || !strings.Contains(errOut.String(), c.want) {
-			t.Errorf("bq rate %q: %v, stderr %q; want a usage error saying %q", c.args, err, errOut.String(), c.want)
-		}
-	}
-	for _, c := range []struct {
-		args []string
-		want string
-	}{
+	})
+	wantInvalidArguments(t, runRate, "rate", dsn, []argsWant{
 		{[]string{"set", "a/b", "0", "1s"}, "Limit is 0: use 1 to 10000"},
 		{[]string{"set", "a/b", "1", "1500us"}, "use whole milliseconds"},
 		{[]string{"show", "a/b\x00"}, "NUL"},
-	} {
-		_, err := runCmd(runRate, append(c.args, "--dsn", dsn)...)
-		if !errors.Is(err, bq.ErrInvalidArgument) || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("bq rate %q: %v, want the client's ErrInvalidArgument saying %q", c.args, err, c.want)
-		}
-	}
+	})
 	if code, _, errOut := bqCmd(t, context.Background(), "rate", "set", "a/b", "x", "1s", "--dsn", dsn); code != 2 || !strings.Contains(errOut, "run 'bq rate -h' for its flags") {
 		t.Errorf("bq rate set with a bad limit: exit %d, stderr %q; want 2 with the hint to the usage", code, errOut)
+	}
+}
+
+// argsWant is a command line of a command and what its error must say.
+type argsWant struct {
+	args []string
+	want string
+}
+
+// wantUsageErrors runs command run (bq name) with each case's args and
+// --dsn dsn, and wants a usage error whose message on stderr says want.
+func wantUsageErrors(t *testing.T, run func(context.Context, *env, []string) error, name, dsn string, cases []argsWant) {
+	t.Helper()
+	for _, c := range cases {
+		var out, errOut strings.Builder
+		err := run(context.Background(), &env{stdout: &out, stderr: &errOut}, append(c.args, "--dsn", dsn))
+		if !errors.Is(err, errUsage) || !strings.Contains(errOut.String(), c.want) {
+			t.Errorf("bq %s %q: %v, stderr %q; want a usage error saying %q", name, c.args, err, errOut.String(), c.want)
+		}
+	}
+}
+
+// wantInvalidArguments runs command run (bq name) with each case's args
+// and --dsn dsn, and wants the client's ErrInvalidArgument saying want.
+func wantInvalidArguments(t *testing.T, run func(context.Context, *env, []string) error, name, dsn string, cases []argsWant) {
+	t.Helper()
+	for _, c := range cases {
+		_, err := runCmd(run, append(c.args, "--dsn", dsn)...)
+		if !errors.Is(err, bq.ErrInvalidArgument) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("bq %s %q: %v, want the client's ErrInvalidArgument saying %q", name, c.args, err, c.want)
+		}
 	}
 }

@@ -54,6 +54,9 @@ jobs by state, and the blocked jobs of the most blocked keys.`)
 	return printHealth(w, h)
 }
 
+// statusShares is how many keys of a fair-share queue bq status lists.
+const statusShares = 10
+
 // printHealth writes the report as aligned tables; every name in it goes
 // through term.
 func printHealth(w io.Writer, h *bq.Health) error {
@@ -71,6 +74,21 @@ func printHealth(w io.Writer, h *bq.Health) error {
 				oldest = age(q.OldestReadyAge)
 			}
 			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\n", term(q.Queue), q.Ready, q.Running, q.Scheduled, q.Blocked, q.Failed, oldest, yesNo(q.Paused))
+		}
+	}
+
+	for _, q := range h.FairShares {
+		if len(q.Keys) == 0 {
+			continue
+		}
+		section(fmt.Sprintf("FAIR SHARE OF QUEUE %s (capacity %d; the furthest below its share first)", term(q.Queue), q.Capacity))
+		fmt.Fprintln(tw, "KEY\tWEIGHT\tRUNNING\tREADY\tSHARE")
+		for _, s := range q.Keys[:min(len(q.Keys), statusShares)] {
+			key := term(s.Key)
+			if s.Key == "" {
+				key = "(no key)"
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%.1f\n", key, s.Weight, s.Running, s.Ready, s.Share)
 		}
 	}
 

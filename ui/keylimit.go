@@ -26,10 +26,10 @@ func (s *server) setLimit(w http.ResponseWriter, r *http.Request) {
 	// fail a larger one as a database error: here it is bad input.
 	limit, err := strconv.ParseInt(text, 10, 32)
 	if err != nil {
-		s.badLimitForm(w, r, fmt.Sprintf("Limit %q: write a whole number of jobs at once, 1 to %d.", text, math.MaxInt32))
+		s.badKeyForm(w, r, badLimit, fmt.Sprintf("Limit %q: write a whole number of jobs at once, 1 to %d.", text, math.MaxInt32))
 		return
 	}
-	s.changeLimit(w, r, key, fmt.Sprintf("set:%d", limit), func() error {
+	s.changeKey(w, r, key, badLimit, limitNotice+fmt.Sprintf("set:%d", limit), func() error {
 		return s.client.SetKeyLimit(r.Context(), key, int(limit))
 	})
 }
@@ -41,33 +41,37 @@ func (s *server) clearLimit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	key := r.PostFormValue("key")
-	s.changeLimit(w, r, key, "cleared", func() error { return s.client.ClearKeyLimit(r.Context(), key) })
+	s.changeKey(w, r, key, badLimit, limitNotice+"cleared", func() error { return s.client.ClearKeyLimit(r.Context(), key) })
 }
 
-// changeLimit runs a limit action, then redirects (303) to the key's
-// page, which tells what was done.
-func (s *server) changeLimit(w http.ResponseWriter, r *http.Request, key, done string, action func() error) {
+// badLimit titles the 400 page of a limit form's bad input.
+const badLimit = "Bad limit"
+
+// changeKey runs an action of a key page's form (its limit, its weight),
+// then redirects (303) to the key's page, which tells what was done:
+// notice, signed into a cookie. Bad input, the action's
+// ErrInvalidArgument included, is a 400 page titled bad.
+func (s *server) changeKey(w http.ResponseWriter, r *http.Request, key, bad, notice string, action func() error) {
 	if key == "" {
-		s.badLimitForm(w, r, "The form names no key: open the key's page (from the Blocked page or the search) and use its form.")
+		s.badKeyForm(w, r, bad, "The form names no key: open the key's page (from the Blocked page or the search) and use its form.")
 		return
 	}
 	if err := action(); err != nil {
 		if errors.Is(err, bq.ErrInvalidArgument) {
-			s.badLimitForm(w, r, err.Error())
+			s.badKeyForm(w, r, bad, err.Error())
 			return
 		}
 		s.fail(w, r, err)
 		return
 	}
 	// The notice holds no key (any bytes; the page names it): only what
-	// was done, letters, digits and a colon.
-	v := limitNotice + done
-	s.setCookie(w, r, noticeCookie, v+"."+s.sign(v), 60)
+	// was done, letters, digits and colons.
+	s.setCookie(w, r, noticeCookie, notice+"."+s.sign(notice), 60)
 	http.Redirect(w, r, s.opts.Path+keyURL(key), http.StatusSeeOther)
 }
 
-func (s *server) badLimitForm(w http.ResponseWriter, r *http.Request, problem string) {
-	s.render(w, r, http.StatusBadRequest, "error", view{Title: "Bad limit", Data: problem})
+func (s *server) badKeyForm(w http.ResponseWriter, r *http.Request, title, problem string) {
+	s.render(w, r, http.StatusBadRequest, "error", view{Title: title, Data: problem})
 }
 
 // limitNotice starts the notice a limit action leaves: "l:" done.

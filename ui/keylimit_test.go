@@ -24,13 +24,8 @@ func TestKeyLimitForm(t *testing.T) {
 	for _, db := range selectedDatabases(t) {
 		t.Run(db.name, func(t *testing.T) {
 			ctx := context.Background()
-			f := newFixture(t, db)
 			const key = "ui.export/acme" // limit 2: 2 running, 3 blocked
-			keyPage := "/key?key=" + url.QueryEscape(key)
-			srv := httptest.NewServer(ui.Handler(f.client, ui.Options{}))
-			defer srv.Close()
-			c := srv.Client()
-			c.Jar, _ = cookiejar.New(nil)
+			f, srv, c, keyPage := keyForms(t, db, key)
 			state := func() *bq.KeyState {
 				t.Helper()
 				k, err := f.client.KeyState(ctx, key)
@@ -54,26 +49,9 @@ func TestKeyLimitForm(t *testing.T) {
 
 			post := func(action string, form url.Values, header http.Header) (int, string) {
 				t.Helper()
-				req, _ := http.NewRequest(http.MethodPost, srv.URL+"/key/limit/"+action, strings.NewReader(form.Encode()))
-				req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-				for k, v := range header {
-					req.Header[k] = v
-				}
-				resp, err := c.Do(req)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer resp.Body.Close()
-				b, _ := io.ReadAll(resp.Body)
-				return resp.StatusCode, string(b)
+				return postForm(t, c, srv.URL+"/key/limit/"+action, form, header)
 			}
-			if code, _ := post("set", url.Values{"key": {key}, "limit": {"5"}}, nil); code != http.StatusForbidden {
-				t.Errorf("a set without the form token: %d, want 403", code)
-			}
-			if code, _ := post("set", url.Values{"csrf": {m[1]}, "key": {key}, "limit": {"5"}},
-				http.Header{"Sec-Fetch-Site": {"cross-site"}}); code != http.StatusForbidden {
-				t.Errorf("a cross-site set: %d, want 403", code)
-			}
+			wantFormsGuarded(t, c, srv.URL, url.Values{"key": {key}, "limit": {"5"}}, m[1], "/key/limit/set", "/key/limit/clear")
 			for _, bad := range []struct {
 				form url.Values
 				want string
@@ -120,14 +98,61 @@ func TestKeyLimitForm(t *testing.T) {
 				t.Errorf("after the clear: limit %d, want the jobs' own 2", k.Limit)
 			}
 
-			for _, action := range []string{"/key/limit/set", "/key/limit/clear"} {
-				if code, _ := get(t, c, srv.URL+action+"?key="+url.QueryEscape(key)+"&limit=9"); code != http.StatusMethodNotAllowed {
-					t.Errorf("GET %s: %d, want 405", action, code)
-				}
-			}
-			if k := state(); k.Limit != 2 {
-				t.Errorf("a GET of the action changed the limit to %d", k.Limit)
-			}
 		})
 	}
+}
+
+// keyForms serves the dashboard of a fresh fixture of db, for the tests
+// of the forms on key's page: it returns the fixture, the server, a
+// client that keeps cookies (the notices) and the key page's path.
+func keyForms(t *testing.T, db database, key string) (*fixture, *httptest.Server, *http.Client, string) {
+	t.Helper()
+	f := newFixture(t, db)
+	srv := httptest.NewServer(ui.Handler(f.client, ui.Options{}))
+	t.Cleanup(srv.Close)
+	c := srv.Client()
+	c.Jar, _ = cookiejar.New(nil)
+	return f, srv, c, "/key?key=" + url.QueryEscape(key)
+}
+
+// wantFormsGuarded checks the protections of the actions (paths under
+// base) of a form: a POST of form without the CSRF token, or with it
+// (csrf) from another site, is 403; a GET with form as its query is 405.
+// The caller checks that nothing changed.
+func wantFormsGuarded(t *testing.T, c *http.Client, base string, form url.Values, csrf string, actions ...string) {
+	t.Helper()
+	for _, action := range actions {
+		if code, _ := postForm(t, c, base+action, form, nil); code != http.StatusForbidden {
+			t.Errorf("POST %s without the form token: %d, want 403", action, code)
+		}
+		withToken := url.Values{"csrf": {csrf}}
+		for k, v := range form {
+			withToken[k] = v
+		}
+		if code, _ := postForm(t, c, base+action, withToken, http.Header{"Sec-Fetch-Site": {"cross-site"}}); code != http.StatusForbidden {
+			t.Errorf("a cross-site POST %s: %d, want 403", action, code)
+		}
+		if code, _ := get(t, c, base+action+"?"+withToken.Encode()); code != http.StatusMethodNotAllowed {
+			t.Errorf("GET %s: %d, want 405", action, code)
+		}
+	}
+}
+
+// postForm POSTs form to target through c, with header's fields, and returns
+// the status and body of the answer (the page redirected to, if c follows
+// redirects).
+func postForm(t *testing.T, c *http.Client, target string, form url.Values, header http.Header) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, target, strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	for k, v := range header {
+		req.Header[k] = v
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
 }

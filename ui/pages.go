@@ -82,8 +82,13 @@ func (s *server) key(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
+	weight, err := s.keyWeight(r.Context(), key)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
 	s.render(w, r, http.StatusOK, "key", view{Title: "Key " + key, Nav: "blocked", Notice: s.notice(w, r),
-		Refresh: int(s.opts.Refresh.Seconds() + 0.5), Data: k})
+		Refresh: int(s.opts.Refresh.Seconds() + 0.5), Data: keyData{KeyState: k, Weight: weight}})
 }
 
 // jobData is a job's page. Args and Error are what the page shows of

@@ -178,6 +178,9 @@ func (s *server) notice(w http.ResponseWriter, r *http.Request) string {
 	if done, ok := strings.CutPrefix(c.Value[:i], limitNotice); ok {
 		return limitSaid(done)
 	}
+	if done, ok := strings.CutPrefix(c.Value[:i], weightNotice); ok {
+		return weightSaid(done)
+	}
 	if done, ok := strings.CutPrefix(c.Value[:i], verifyNotice); ok {
 		return verifySaid(done)
 	}

@@ -166,6 +166,8 @@ func Handler(client *bq.Client, opts Options) http.Handler {
 	mux.HandleFunc("POST /rate/clear", s.clearRate)
 	mux.HandleFunc("POST /key/limit/set", s.setLimit)
 	mux.HandleFunc("POST /key/limit/clear", s.clearLimit)
+	mux.HandleFunc("POST /key/weight/set", s.setWeight)
+	mux.HandleFunc("POST /key/weight/clear", s.clearWeight)
 	mux.HandleFunc("POST /verify/repair", s.repair)
 	// A link to an action, followed or prefetched, does nothing.
 	mux.HandleFunc("/jobs/{id}/retry", postOnly)
@@ -177,6 +179,8 @@ func Handler(client *bq.Client, opts Options) http.Handler {
 	mux.HandleFunc("/rate/clear", postOnly)
 	mux.HandleFunc("/key/limit/set", postOnly)
 	mux.HandleFunc("/key/limit/clear", postOnly)
+	mux.HandleFunc("/key/weight/set", postOnly)
+	mux.HandleFunc("/key/weight/clear", postOnly)
 	mux.HandleFunc("/verify/repair", postOnly)
 	mux.HandleFunc("/", s.notFound)
 

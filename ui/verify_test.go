@@ -3,7 +3,6 @@ package ui_test
 import (
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
@@ -97,18 +96,7 @@ func TestVerifyPage(t *testing.T) {
 
 			post := func(form url.Values, header http.Header) (int, string) {
 				t.Helper()
-				req, _ := http.NewRequest(http.MethodPost, srv.URL+"/verify/repair", strings.NewReader(form.Encode()))
-				req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-				for k, v := range header {
-					req.Header[k] = v
-				}
-				resp, err := c.Do(req)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer resp.Body.Close()
-				b, _ := io.ReadAll(resp.Body)
-				return resp.StatusCode, string(b)
+				return postForm(t, c, srv.URL+"/verify/repair", form, header)
 			}
 			if code, _ := post(url.Values{}, nil); code != http.StatusForbidden {
 				t.Errorf("a repair without the form token: %d, want 403", code)

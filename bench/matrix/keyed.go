@@ -4,7 +4,7 @@ import "strings"
 
 // keyedBase is the unkeyed run keyed run id is divided by, "" for a run
 // that is not keyed: the drain of the same database (keyed, keyed-second,
-// hotkey), or for a fleet run the unkeyed fleet drain of as many
+// keyed-fair, hotkey), or for a fleet run the unkeyed fleet drain of as many
 // processes (fleet-keyed-N, fleet-hotkey-N: fleet-N).
 func keyedBase(id string) string {
 	db, rest, ok := strings.Cut(id, "/bq/")
@@ -12,7 +12,7 @@ func keyedBase(id string) string {
 		return ""
 	}
 	switch {
-	case rest == "keyed" || rest == "keyed-second" || rest == "hotkey":
+	case rest == "keyed" || rest == "keyed-second" || rest == "keyed-fair" || rest == "hotkey":
 		return db + "/bq/drain"
 	case strings.HasPrefix(rest, "fleet-keyed-") || strings.HasPrefix(rest, "fleet-hotkey-"):
 		return db + "/bq/fleet-" + rest[strings.LastIndex(rest, "-")+1:]

@@ -393,6 +393,9 @@ func matrix(d, dsn, mysqlDSN string, s sizes, rounds int) []item {
 			bqItem("keyed", "--mode", "keyed", "--jobs", n(s.keyed), "--keys", "1000", "--to", "2"),
 			// The cost of a second key per job (never binding: limit 1000).
 			bqItem("keyed-second", "--mode", "keyed", "--jobs", n(s.keyed), "--keys", "1000", "--to", "2", "--second-keys", "10"),
+			// The cost of fair share (issue 35): the keyed drain in a queue whose
+			// policy has FairShare.
+			bqItem("keyed-fair", "--mode", "keyed", "--jobs", n(s.keyed), "--keys", "1000", "--to", "2", "--fair"),
 			bqItem("hotkey", "--mode", "hotkey", "--jobs", n(s.hotkey), "--to", "50"),
 			bqItem("steady", "--mode", "steady", "--jobs", n(s.steady), "--rate", rate),
 			rateItem,
@@ -407,6 +410,9 @@ func matrix(d, dsn, mysqlDSN string, s sizes, rounds int) []item {
 		bqItem("keyed", "--mode", "keyed", "--jobs", n(s.keyed), "--keys", "1000", "--to", "2"),
 		// The cost of a second key per job (never binding: limit 1000).
 		bqItem("keyed-second", "--mode", "keyed", "--jobs", n(s.keyed), "--keys", "1000", "--to", "2", "--second-keys", "10"),
+		// The cost of fair share (issue 35): the keyed drain in a queue whose
+		// policy has FairShare.
+		bqItem("keyed-fair", "--mode", "keyed", "--jobs", n(s.keyed), "--keys", "1000", "--to", "2", "--fair"),
 		bqItem("hotkey", "--mode", "hotkey", "--jobs", n(s.hotkey), "--to", "50"),
 		bqItem("steady", "--mode", "steady", "--jobs", n(s.steady), "--rate", rate),
 		riverItem("steady", "--mode", "steady", "--jobs", n(s.steady), "--rate", rate),

@@ -40,6 +40,9 @@ func (d *engine) Claim(ctx context.Context, p driver.ClaimParams) ([]*driver.Cla
 // ready rows: nothing waits for them but a change of the same job, which
 // the claim would skip anyway.
 func (e executor) ReadyClaim(ctx context.Context, p driver.ClaimParams) ([]*driver.Claim, error) {
+	if p.Among != nil {
+		return e.Executor.ReadyClaim(ctx, p)
+	}
 	return e.claim(ctx, p, e.d.dl.own.pickClaim, p.Queue, p.Max)
 }
 

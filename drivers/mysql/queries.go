@@ -105,6 +105,7 @@ ORDER BY u.job_id DESC LIMIT 1 LOCK IN SHARE MODE`)
 
 	q.PickReady = p(`SELECT job_id FROM {p}ready_executions FORCE INDEX ({p}ready_poll)
 WHERE queue = ? ORDER BY priority DESC, job_id LIMIT ? FOR UPDATE SKIP LOCKED`)
+	q.PickAmong = p(sqlexec.AmongPick(list, " FOR UPDATE SKIP LOCKED"))
 	q.PickHandOff = p(sqlexec.HandOffPick(list, " FOR UPDATE SKIP LOCKED"))
 	q.DeleteReady = p(`DELETE FROM {p}ready_executions WHERE job_id IN ` + list + ` ORDER BY job_id` + byKey)
 	q.InsertClaims = p(`INSERT INTO {p}claimed_executions (job_id, queue, process_id, claimed_at) VALUES `)
@@ -241,7 +242,8 @@ ORDER BY s.expires_at LIMIT ? FOR UPDATE SKIP LOCKED`)
 
 	q.LockPolicies += " FOR UPDATE"
 	q.InsertPolicy = p(`INSERT INTO {p}policies (queue, namespace, max_active, max_active_per_key, max_blocked,
-	max_starts_per_key, starts_period_ms, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON DUPLICATE KEY UPDATE queue = queue`)
+	max_starts_per_key, starts_period_ms, fair_share, key_weight, created_at, updated_at)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON DUPLICATE KEY UPDATE queue = queue`)
 	q.Periodic.Lock += " FOR UPDATE"
 	q.Periodic.Insert = p(`INSERT INTO {p}periodic_jobs (name, kind, schedule, next_run_at, created_at, seen_at)
 VALUES (?, ?, ?, ?, ?, ?) ON DUPLICATE KEY UPDATE name = name`)
@@ -249,6 +251,11 @@ VALUES (?, ?, ?, ?, ?, ?) ON DUPLICATE KEY UPDATE name = name`)
 	q.SetKeyLimit = p("INSERT INTO {p}key_limits (key_hash, `key`, lim, updated_at) VALUES (?, ?, ?, ?)\n" +
 		"ON DUPLICATE KEY UPDATE lim = VALUES(lim), updated_at = VALUES(updated_at)")
 	q.DeleteKeyLimit = p("DELETE FROM {p}key_limits WHERE key_hash = ? AND `key` = ?")
+	q.ReadyByKey = p(sqltext.ReadyByKey("w.key_hash = j.concurrency_key_hash AND w.`key` = j.concurrency_key"))
+	q.SetKeyWeight = p("INSERT INTO {p}key_weights (key_hash, `key`, weight, updated_at) VALUES (?, ?, ?, ?)\n" +
+		"ON DUPLICATE KEY UPDATE weight = VALUES(weight), updated_at = VALUES(updated_at)")
+	q.DeleteKeyWeight = p("DELETE FROM {p}key_weights WHERE key_hash = ? AND `key` = ?")
+	q.KeyWeights = p("SELECT `key`, weight, updated_at FROM {p}key_weights ORDER BY `key`")
 
 	// Rates: keys by their hash; the rate row alone is locked (the
 	// override comes from subqueries). The idle pick skips rows others
@@ -313,7 +320,7 @@ WHERE b.concurrency_key_hash = ? AND b.concurrency_key = ? ORDER BY b.priority D
 		// to the optimizer, and take no lock (a locking read locks only
 		// the rows of its outer query). Args: queue 3 times, max.
 		pickUncapped: p(pickClaim(`
-	AND NOT EXISTS (SELECT 1 FROM {p}policies c WHERE c.queue = ? AND c.max_active > 0)
+	AND NOT EXISTS (SELECT 1 FROM {p}policies c WHERE c.queue = ? AND ` + sqltext.ClaimedByRule + `)
 	AND NOT EXISTS (SELECT 1 FROM {p}paused_queues z WHERE z.queue = ?)`)),
 		// Lost claims are found by a plain read joining jobs and
 		// processes, then locked by fence alone (lockClaims): PostgreSQL's

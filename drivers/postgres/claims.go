@@ -9,12 +9,13 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/bqueue/bq/internal/driver"
+	"github.com/bqueue/bq/internal/sqltext"
 )
 
 // claimQueries are the claims' statements.
 type claimQueries struct {
-	claimUncapped, claimReady, claimHandOff, queueGate, lockQueueGate, hasReady, countClaimed string
-	deleteClaim, completeClaims, completeDelete, lostClaims, lostClaimsOfKey                  string
+	claimUncapped, claimReady, claimAmong, claimHandOff, queueGate, lockQueueGate, hasReady, countClaimed string
+	deleteClaim, completeClaims, completeDelete, lostClaims, lostClaimsOfKey                              string
 }
 
 func newClaimQueries(p func(string) string) claimQueries {
@@ -23,23 +24,29 @@ func newClaimQueries(p func(string) string) claimQueries {
 		// transaction; this one-statement claim leaves them alone, and
 		// paused queues too (lifecycle.Claim then reads their gate).
 		claimUncapped: p(claimFrom(`
-		AND NOT EXISTS (SELECT 1 FROM {p}policies WHERE queue = $1 AND max_active > 0)
+		AND NOT EXISTS (SELECT 1 FROM {p}policies c WHERE c.queue = $1 AND ` + sqltext.ClaimedByRule + `)
 		AND NOT EXISTS (SELECT 1 FROM {p}paused_queues WHERE queue = $1)`)),
 		claimReady: p(claimFrom("")),
+		// A fair-share claim's pick: of the jobs $5 (at most $2), those
+		// still ready, found by their keys (no order: it would walk the
+		// ready line's index to find them).
+		claimAmong: p(claimPicked(`
+		SELECT job_id FROM {p}ready_executions WHERE job_id = ANY($5::bigint[]) AND queue = $1 LIMIT $2
+		FOR UPDATE SKIP LOCKED`)),
 		// A hand-off: of the jobs $5 promoted by this transaction, those
 		// still ready in queue $1 with no rate key, from a queue with no
 		// cap that is not paused.
 		claimHandOff: p(claimPicked(`
 		SELECT r.job_id FROM {p}ready_executions r JOIN {p}jobs j ON j.id = r.job_id
 		WHERE r.job_id = ANY($5::bigint[]) AND r.queue = $1 AND j.rate_key IS NULL
-		AND NOT EXISTS (SELECT 1 FROM {p}policies WHERE queue = $1 AND max_active > 0)
+		AND NOT EXISTS (SELECT 1 FROM {p}policies c WHERE c.queue = $1 AND ` + sqltext.ClaimedByRule + `)
 		AND NOT EXISTS (SELECT 1 FROM {p}paused_queues WHERE queue = $1)
 		ORDER BY r.priority DESC, r.job_id LIMIT $2
 		FOR UPDATE OF r SKIP LOCKED`)),
-		queueGate: p(`SELECT coalesce(max(max_active), 0), ` + isPaused + ` FROM {p}policies WHERE queue = $1`),
+		queueGate: p(`SELECT ` + gateOf + ` FROM {p}policies WHERE queue = $1`),
 		// No row, no cap: coalesce(max()) reads 0 rather than no rows.
-		lockQueueGate: p(`SELECT coalesce(max(max_active), 0), ` + isPaused + `
-FROM (SELECT max_active FROM {p}policies WHERE queue = $1 FOR UPDATE) p`),
+		lockQueueGate: p(`SELECT ` + gateOf + `
+FROM (SELECT max_active, fair_share, key_weight FROM {p}policies WHERE queue = $1 FOR UPDATE) p`),
 		hasReady:     p(`SELECT EXISTS (SELECT 1 FROM {p}ready_executions WHERE queue = $1)`),
 		countClaimed: p(`SELECT count(*) FROM {p}claimed_executions WHERE queue = $1`),
 		deleteClaim:  p(`DELETE FROM {p}claimed_executions WHERE job_id = $1 AND fence = $2`),
@@ -110,6 +117,9 @@ WHERE j.id = ANY(ARRAY(SELECT job_id FROM claimed))
 ORDER BY j.priority DESC, j.id`
 }
 
+// gateOf reads the gate of queue $1 from its policy rows (none or one).
+const gateOf = `coalesce(max(max_active), 0), ` + isPaused + `, coalesce(bool_or(fair_share), false), coalesce(max(key_weight), 0)`
+
 // isPaused reads whether queue $1 is paused.
 const isPaused = `EXISTS (SELECT 1 FROM {p}paused_queues WHERE queue = $1)`
 
@@ -151,6 +161,9 @@ func (e *executor) ReadyClaimHandOff(ctx context.Context, p driver.HandOffParams
 }
 
 func (e *executor) ReadyClaim(ctx context.Context, p driver.ClaimParams) ([]*driver.Claim, error) {
+	if p.Among != nil {
+		return claims(ctx, e.db, false, p.Now, e.q.claimAmong, p.Queue, p.Max, p.ProcessID, p.Now, p.Among)
+	}
 	return claims(ctx, e.db, false, p.Now, e.q.claimReady, p.Queue, p.Max, p.ProcessID, p.Now)
 }
 
@@ -168,7 +181,7 @@ func (e *executor) QueueGateGet(ctx context.Context, queue string) (driver.Gate,
 		query = e.q.queueGate
 	}
 	var g driver.Gate
-	if err := e.db.QueryRow(ctx, query, queue).Scan(&g.MaxActive, &g.Paused); err != nil {
+	if err := e.db.QueryRow(ctx, query, queue).Scan(&g.MaxActive, &g.Paused, &g.Fair, &g.Weight); err != nil {
 		return g, fmt.Errorf("read the cap and pause of queue %q: %w", queue, err)
 	}
 	return g, nil

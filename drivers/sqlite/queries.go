@@ -18,7 +18,7 @@ import (
 const idList = `(SELECT value FROM json_each(?))`
 
 // inboxNow is the time now in Unix microseconds, as the inbox's
-// created_at default reads it (migrations/sqlite/00013_inbox.sql).
+// created_at default reads it (migrations/sqlite/00014_inbox.sql).
 const inboxNow = `CAST((julianday('now') - 2440587.5) * 86400000000 AS INTEGER)`
 
 // rowsMarker is where a statement takes rows of bound values (see
@@ -63,6 +63,7 @@ func newQueries(prefix string) (*sqlexec.Queries, *ownQueries) {
 	})
 	q.PickReady = p(`SELECT job_id FROM {p}ready_executions WHERE queue = ?
 ORDER BY priority DESC, job_id LIMIT ?`)
+	q.PickAmong = p(sqlexec.AmongPick(idList, ""))
 	q.PickHandOff = p(sqlexec.HandOffPick(idList, ""))
 	q.DeleteReady = p(`DELETE FROM {p}ready_executions WHERE job_id IN ` + idList)
 	q.InsertClaims = p(`INSERT INTO {p}claimed_executions (job_id, queue, process_id, claimed_at)

@@ -250,14 +250,16 @@ type chaosFleet struct {
 	// busyFirst: kill a worker with a run in progress (test_runs) when
 	// there is one, so that kills land on claims.
 	busyFirst bool
+	// env is the workers' further environment (e.g. BQ_QUEUE).
+	env []string
 }
 
 // chaosFleet starts a dispatcher process and n worker processes of slots
-// slots each.
-func (h *harness) chaosFleet(n, slots int) *chaosFleet {
+// slots each, env added to the workers' environment.
+func (h *harness) chaosFleet(n, slots int, env ...string) *chaosFleet {
 	h.t.Helper()
 	f := &chaosFleet{h: h, slots: slots, disp: h.spawn("dispatcher", 0, chaosEnv()...),
-		workers: map[int]*exec.Cmd{}, killedAt: map[int]time.Time{}}
+		workers: map[int]*exec.Cmd{}, killedAt: map[int]time.Time{}, env: env}
 	for range n {
 		f.startWorker()
 	}
@@ -276,7 +278,7 @@ func (h *harness) chaosFleet(n, slots int) *chaosFleet {
 }
 
 func (f *chaosFleet) startWorker() {
-	cmd := f.h.spawn("workers", f.slots, chaosEnv()...)
+	cmd := f.h.spawn("workers", f.slots, append(chaosEnv(), f.env...)...)
 	f.mu.Lock()
 	f.workers[cmd.Process.Pid] = cmd
 	f.mu.Unlock()

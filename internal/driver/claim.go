@@ -31,7 +31,9 @@ type ClaimWays struct {
 // is locked for the claim's transaction, so its claimers take turns and
 // each counts the claims committed before its turn; the count and the
 // claim are in the same transaction, so no two claimers can both fill
-// the last free run.
+// the last free run. A fair-share queue's claimers take turns the same
+// way, and each takes the jobs of the keys furthest below their share
+// (claimFair).
 //
 // The claims of a transaction that failed are not returned: it rolled
 // back, or its COMMIT failed and may yet have landed (a connection lost
@@ -45,9 +47,9 @@ func ClaimWithin(ctx context.Context, d Driver, p ClaimParams, w ClaimWays) ([]*
 		if err != nil || len(claims) > 0 {
 			return claims, err
 		}
-		// Nothing: the queue is empty, paused or capped.
+		// Nothing: the queue is empty, paused, capped or fair.
 		gate, err := ex.QueueGateGet(ctx, p.Queue)
-		if err != nil || gate.Paused || gate.MaxActive == 0 {
+		if err != nil || gate.Paused || (gate.MaxActive == 0 && !gate.Fair) {
 			return nil, err
 		}
 	case w.LookFirst:
@@ -64,7 +66,7 @@ func ClaimWithin(ctx context.Context, d Driver, p ClaimParams, w ClaimWays) ([]*
 			}
 		}
 		gate, err := tx.QueueGateGet(ctx, p.Queue)
-		if err != nil || (w.InTx != nil && gate.MaxActive == 0) {
+		if err != nil || (w.InTx != nil && gate.MaxActive == 0 && !gate.Fair) {
 			// Uncapped and tried: empty, or paused.
 			return err
 		}
@@ -72,7 +74,12 @@ func ClaimWithin(ctx context.Context, d Driver, p ClaimParams, w ClaimWays) ([]*
 		if err != nil || n <= 0 {
 			return err
 		}
-		claims, err = tx.ReadyClaim(ctx, ClaimParams{Queue: p.Queue, Max: n, ProcessID: p.ProcessID, Now: p.Now})
+		p := ClaimParams{Queue: p.Queue, Max: n, ProcessID: p.ProcessID, Now: p.Now}
+		if gate.Fair {
+			claims, err = claimFair(ctx, tx, p, gate.Weight)
+			return err
+		}
+		claims, err = tx.ReadyClaim(ctx, p)
 		return err
 	})
 	if err != nil {
@@ -118,18 +125,40 @@ type Fenced struct {
 }
 
 // Gate is what decides whether and how much a claim of a queue may take:
-// a paused queue claims nothing; a MaxActive above 0 caps its claimed jobs.
+// a paused queue claims nothing; a MaxActive above 0 caps its claimed
+// jobs; a fair-share queue is claimed key by key (ClaimFair), its keys
+// weighing Weight (0: 1) unless they have a weight of their own.
 type Gate struct {
 	MaxActive int
 	Paused    bool
+	Fair      bool
+	Weight    int
 }
 
-// ClaimParams asks for up to Max ready jobs of Queue.
+// ClaimParams asks for up to Max ready jobs of Queue; with Among, only
+// for those of the jobs it names (a fair-share claim's pick).
 type ClaimParams struct {
 	Queue     string
 	Max       int
 	ProcessID int64
 	Now       time.Time
+	Among     []int64
+}
+
+// KeyReady is one key's part of a fair-share queue's ready jobs
+// (ReadyByKey): Key "" stands for the queue's jobs with no key.
+type KeyReady struct {
+	Key string
+	// Weight is the key's own weight (KeyWeightSet); 0 when it has none.
+	Weight int
+	// Running counts the key's claimed jobs in the queue.
+	Running int
+	// Ready counts the key's ready jobs in the queue (JobIDs holds the
+	// first of them).
+	Ready int
+	// JobIDs are the key's first ready jobs in claim order: priority
+	// descending, then id.
+	JobIDs []int64
 }
 
 // HandOffParams asks a hand-off's claim: up to Max of the jobs IDs, just
@@ -176,10 +205,16 @@ type ClaimStore interface {
 	// a claim holds.
 	ReadyClaimHandOff(ctx context.Context, p HandOffParams) ([]*Claim, error)
 	// ReadyClaim moves up to p.Max ready jobs of p.Queue to claimed, in
-	// priority then FIFO order, skipping rows other claimers hold. It
-	// knows no cap: the engine's claim rule (lifecycle.Claim) decides
-	// p.Max. It may run several statements: run it in a transaction.
+	// priority then FIFO order, skipping rows other claimers hold; with
+	// p.Among, only jobs it names. It knows no cap: the engine's claim
+	// rule (lifecycle.Claim) decides p.Max. It may run several
+	// statements: run it in a transaction.
 	ReadyClaim(ctx context.Context, p ClaimParams) ([]*Claim, error)
+	// ReadyByKey reads a fair-share claim's view of queue: each key with
+	// ready or running jobs, its weight (0 when it has none of its own;
+	// also for a key with none ready), its running jobs and its first max
+	// ready jobs, ordered by key.
+	ReadyByKey(ctx context.Context, queue string, max int) ([]KeyReady, error)
 	// ClaimDelete removes the claim matching both jobID and fence. It
 	// reports false when the claim no longer exists (a stale fence).
 	ClaimDelete(ctx context.Context, jobID, fence int64) (bool, error)

@@ -16,8 +16,21 @@ type Policy struct {
 	// rated jobs whose own Rate sets no Limit; 0 for none.
 	MaxStartsPerKey int
 	StartsPeriod    time.Duration
-	CreatedAt       time.Time
-	UpdatedAt       time.Time
+	// FairShare claims the queue key by key, the key furthest below its
+	// weighted share of the running jobs first (ClaimWithin).
+	FairShare bool
+	// KeyWeight is the weight of the queue's keys that have none of
+	// their own (KeyWeightSet); 0 for 1.
+	KeyWeight int
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+// KeyWeight is a key's fair-share weight (KeyWeightSet).
+type KeyWeight struct {
+	Key       string
+	Weight    int
+	UpdatedAt time.Time
 }
 
 // PausedQueue is a queue PauseQueue stopped: it claims nothing until resumed.
@@ -50,6 +63,12 @@ type PolicyStore interface {
 	KeyLimitSet(ctx context.Context, key string, limit int, now time.Time) error
 	// KeyLimitDelete removes key's override; false when it had none.
 	KeyLimitDelete(ctx context.Context, key string) (bool, error)
+	// KeyWeightSet stores (or replaces) key's fair-share weight.
+	KeyWeightSet(ctx context.Context, key string, weight int, now time.Time) error
+	// KeyWeightDelete removes key's weight; false when it had none.
+	KeyWeightDelete(ctx context.Context, key string) (bool, error)
+	// KeyWeightList returns every key's weight, ordered by key.
+	KeyWeightList(ctx context.Context) ([]KeyWeight, error)
 	// JobLimitGetLatest returns the limit and queue of key's newest unfinished
 	// job; ok is false when it has none.
 	JobLimitGetLatest(ctx context.Context, key string) (l Limit, queue string, ok bool, err error)

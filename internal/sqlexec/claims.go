@@ -14,10 +14,19 @@ import (
 // so the engine runs it in a transaction (lifecycle.Claim).
 func (e *Executor) ReadyClaim(ctx context.Context, p driver.ClaimParams) ([]*driver.Claim, error) {
 	queue := e.d.Text(p.Queue)
+	pick, args := e.q.PickReady, []any{queue, p.Max}
+	if p.Among != nil {
+		if len(p.Among) == 0 {
+			return nil, nil
+		}
+		// The fair-share claim's pick: of the jobs Among, those ready.
+		pick = e.d.List(e.q.PickAmong, len(p.Among))
+		args = append(append([]any{queue}, e.d.ListArgs(Anys(p.Among))...), p.Max)
+	}
 	var claims []*driver.Claim
 	err := e.Atomic(ctx, func(x *Executor) error {
 		claims = nil
-		picked, err := Column[int64](ctx, x.db, x.q.PickReady, queue, p.Max)
+		picked, err := Column[int64](ctx, x.db, pick, args...)
 		if err != nil {
 			return err
 		}
@@ -78,7 +87,7 @@ func (e *Executor) ReadyExists(ctx context.Context, queue string) (bool, error) 
 // the write lock.
 func (e *Executor) QueueGateGet(ctx context.Context, queue string) (driver.Gate, error) {
 	var g driver.Gate
-	if err := e.db.QueryRowContext(ctx, e.q.Gate, e.d.Text(queue)).Scan(&g.MaxActive, &g.Paused); err != nil {
+	if err := e.db.QueryRowContext(ctx, e.q.Gate, e.d.Text(queue)).Scan(&g.MaxActive, &g.Paused, &g.Fair, &g.Weight); err != nil {
 		return g, fmt.Errorf("read the pause and cap of queue %q: %w", queue, err)
 	}
 	return g, nil

@@ -20,8 +20,8 @@ type Queries struct {
 
 	FinishJob, DeleteJobs, RecordError, InsertFailed string
 
-	HasReady, Gate, CountClaimed, PickReady, PickHandOff, DeleteReady, InsertClaims, SelectClaims string
-	DeleteClaim                                                                                   string
+	HasReady, Gate, CountClaimed, PickReady, PickAmong, PickHandOff, DeleteReady, InsertClaims, SelectClaims string
+	DeleteClaim                                                                                              string
 	// The set-wise end of claims (ClaimCompleteMany; a dialect ending them its
 	// own way, SQLite, leaves them empty). LockEnding reads fence, job_id
 	// of the listed fences, locking them; DeleteClaims deletes the listed
@@ -90,10 +90,12 @@ func Common(spell func(string) string, keys KeySpelling) Queries {
 		InsertFailed: p(`INSERT INTO {p}failed_executions (job_id, queue, error, failed_at)
 SELECT id, queue, ?, ? FROM {p}jobs WHERE id = ?`),
 
-		// The claim's gate: the queue's pause and its cap (0: none), in one
-		// read; a dialect with row locks locks the policy row (MySQL).
-		Gate: p(`SELECT coalesce(c.max_active, 0), EXISTS (SELECT 1 FROM {p}paused_queues z WHERE z.queue = q.queue)
-FROM (SELECT ? AS queue) q LEFT JOIN {p}policies c ON c.queue = q.queue AND c.max_active > 0`),
+		// The claim's gate: the queue's pause, its cap (0: none) and its
+		// fair share, in one read; a dialect with row locks locks the
+		// policy row (MySQL).
+		Gate: p(`SELECT coalesce(c.max_active, 0), EXISTS (SELECT 1 FROM {p}paused_queues z WHERE z.queue = q.queue),
+	coalesce(c.fair_share, FALSE), coalesce(c.key_weight, 0)
+FROM (SELECT ? AS queue) q LEFT JOIN {p}policies c ON c.queue = q.queue AND ` + sqltext.ClaimedByRule),
 		HasReady: p(`SELECT EXISTS (SELECT 1 FROM {p}ready_executions WHERE queue = ?)`),
 		SelectClaims: p(`SELECT ` + sqltext.JobColumns + `, c.fence, c.claimed_at
 FROM {p}claimed_executions c JOIN {p}jobs j ON j.id = c.job_id
@@ -128,6 +130,17 @@ AND concurrency_key IS NOT NULL AND finished_at IS NULL ORDER BY 1`),
 	return q
 }
 
+// AmongPick is the pick of a fair-share claim (ReadyClaim with Among),
+// list the dialect's spelling of the ids' list and lock its locking
+// clause: the jobs among the list ready in the queue. Args: queue, the
+// ids, max.
+func AmongPick(list, lock string) string {
+	// No ORDER BY: the ids are at most max, and an order would have the
+	// ready line's index walked to find them.
+	return `SELECT job_id FROM {p}ready_executions WHERE queue = ? AND job_id IN ` + list + `
+LIMIT ?` + lock
+}
+
 // HandOffPick is the pick of a hand-off (ReadyClaimHandOff), list the
 // dialect's spelling of the ids' list and lock its locking clause: the
 // jobs among the list ready in the queue with no rate key, from a queue
@@ -136,7 +149,7 @@ AND concurrency_key IS NOT NULL AND finished_at IS NULL ORDER BY 1`),
 func HandOffPick(list, lock string) string {
 	return `SELECT r.job_id FROM {p}ready_executions r JOIN {p}jobs j ON j.id = r.job_id
 WHERE r.queue = ? AND r.job_id IN ` + list + ` AND j.rate_key IS NULL
-	AND NOT EXISTS (SELECT 1 FROM {p}policies c WHERE c.queue = ? AND c.max_active > 0)
+	AND NOT EXISTS (SELECT 1 FROM {p}policies c WHERE c.queue = ? AND ` + sqltext.ClaimedByRule + `)
 	AND NOT EXISTS (SELECT 1 FROM {p}paused_queues z WHERE z.queue = ?)
 ORDER BY r.priority DESC, r.job_id LIMIT ?` + lock
 }

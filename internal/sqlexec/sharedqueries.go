@@ -18,6 +18,9 @@ type SharedQueries struct {
 	// PolicyInsert affects no row when the queue has one.
 	LockPolicies, InsertPolicy, UpdatePolicy, DeletePolicy, ListPolicies string
 	PolicyRate, PolicyRateKeys, SetKeyLimit, DeleteKeyLimit              string
+	// Fair share: a queue's ready jobs by key and its running jobs by
+	// key (ReadyByKey), and the keys' weights.
+	ReadyByKey, RunningByKey, SetKeyWeight, DeleteKeyWeight, KeyWeights string
 
 	Periodic PeriodicQueries // periodic.go
 
@@ -58,9 +61,10 @@ func SharedStatements(spell func(string) string) SharedQueries {
 		LockPolicies: p(`SELECT ` + sqltext.PolicyColumns + ` FROM {p}policies
 WHERE namespace = ? OR queue IN ` + ListMarker + ` ORDER BY queue`),
 		InsertPolicy: p(`INSERT INTO {p}policies (queue, namespace, max_active, max_active_per_key, max_blocked,
-	max_starts_per_key, starts_period_ms, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (queue) DO NOTHING`),
+	max_starts_per_key, starts_period_ms, fair_share, key_weight, created_at, updated_at)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (queue) DO NOTHING`),
 		UpdatePolicy: p(`UPDATE {p}policies SET max_active = ?, max_active_per_key = ?, max_blocked = ?,
-	max_starts_per_key = ?, starts_period_ms = ?, updated_at = ? WHERE queue = ?`),
+	max_starts_per_key = ?, starts_period_ms = ?, fair_share = ?, key_weight = ?, updated_at = ? WHERE queue = ?`),
 		DeletePolicy: p(`DELETE FROM {p}policies WHERE queue = ?`),
 		ListPolicies: p(`SELECT ` + sqltext.PolicyColumns + ` FROM {p}policies ORDER BY queue`),
 		PolicyRate:   p(`SELECT max_starts_per_key, starts_period_ms FROM {p}policies WHERE queue = ?`),
@@ -69,6 +73,13 @@ AND rate_key IS NOT NULL AND finished_at IS NULL ORDER BY 1`),
 		SetKeyLimit: p(`INSERT INTO {p}key_limits (key, lim, updated_at) VALUES (?, ?, ?)
 ON CONFLICT (key) DO UPDATE SET lim = excluded.lim, updated_at = excluded.updated_at`),
 		DeleteKeyLimit: p(`DELETE FROM {p}key_limits WHERE key = ?`),
+
+		ReadyByKey:   p(sqltext.ReadyByKey(`w.key = j.concurrency_key`)),
+		RunningByKey: p(sqltext.RunningByKey),
+		SetKeyWeight: p(`INSERT INTO {p}key_weights (key, weight, updated_at) VALUES (?, ?, ?)
+ON CONFLICT (key) DO UPDATE SET weight = excluded.weight, updated_at = excluded.updated_at`),
+		DeleteKeyWeight: p(`DELETE FROM {p}key_weights WHERE key = ?`),
+		KeyWeights:      p(`SELECT key, weight, updated_at FROM {p}key_weights ORDER BY key`),
 
 		Periodic: periodicQueries(p),
 

@@ -22,9 +22,31 @@ const (
 	jobColumnsTail = `, j.created_at, j.metadata, j.tags, coalesce(j.rate_key, ''), j.rate_limit, j.rate_period_ms, j.more_keys`
 )
 
+// ClaimedByRule is the condition on a queue's policy row c under which
+// the queue is claimed only by the claim rule's transaction
+// (driver.ClaimWithin): it has a cap or fair share.
+const ClaimedByRule = `(c.max_active > 0 OR c.fair_share = TRUE)`
+
+// ReadyByKey reads a fair-share queue's ready jobs in claim order
+// (priority, then id: the ready line's index order, so nothing is
+// sorted) with each one's key (empty for none) and the key's weight (0:
+// none), weightOn joining key_weights w to job j. The caller keeps each
+// key's first jobs (driver.ReadyByKey): a window ranking them in SQL
+// sorts the rows by key and costs twice the read. Args: queue.
+func ReadyByKey(weightOn string) string {
+	return `SELECT coalesce(j.concurrency_key, ''), r.job_id, coalesce(w.weight, 0)
+FROM {p}ready_executions r JOIN {p}jobs j ON j.id = r.job_id LEFT JOIN {p}key_weights w ON ` + weightOn + `
+WHERE r.queue = ? ORDER BY r.priority DESC, r.job_id`
+}
+
+// RunningByKey counts a queue's claimed jobs by key (empty for those
+// with none). Args: queue.
+const RunningByKey = `SELECT coalesce(j.concurrency_key, ''), count(*)
+FROM {p}claimed_executions c JOIN {p}jobs j ON j.id = c.job_id WHERE c.queue = ? GROUP BY j.concurrency_key`
+
 // PolicyColumns are the columns of a policy row, in scanning order.
 const PolicyColumns = `queue, namespace, max_active, max_active_per_key, max_blocked,
-	max_starts_per_key, starts_period_ms, created_at, updated_at`
+	max_starts_per_key, starts_period_ms, fair_share, key_weight, created_at, updated_at`
 
 // PeriodicColumns are the columns of a periodic schedule's row, in
 // scanning order.

@@ -44,6 +44,7 @@ type Store struct {
 	Rates      map[string]*driver.Rate
 	Rings      map[string][]Slot
 	RateLimits map[string]driver.RateSpec // SetKeyRate overrides
+	Weights    map[string]int             // fair-share weights by key
 	nextID     int64
 	nextFence  int64
 }
@@ -53,7 +54,7 @@ func New() *Store {
 	return &Store{Jobs: map[int64]*Row{}, Semaphores: map[string]*driver.Semaphore{},
 		Overrides: map[string]int{}, Policies: map[string]driver.Policy{},
 		Paused: map[string]time.Time{}, Rates: map[string]*driver.Rate{}, Rings: map[string][]Slot{},
-		RateLimits: map[string]driver.RateSpec{}}
+		RateLimits: map[string]driver.RateSpec{}, Weights: map[string]int{}}
 }
 
 var (
@@ -198,17 +199,21 @@ func (s *Store) ReadyExists(_ context.Context, queue string) (bool, error) {
 
 func (s *Store) QueueGateGet(_ context.Context, queue string) (driver.Gate, error) {
 	_, paused := s.Paused[queue]
-	return driver.Gate{MaxActive: s.Policies[queue].MaxActive, Paused: paused}, nil
+	pol := s.Policies[queue]
+	return driver.Gate{MaxActive: pol.MaxActive, Paused: paused, Fair: pol.FairShare, Weight: pol.KeyWeight}, nil
 }
 
 func (s *Store) RunningCount(_ context.Context, queue string) (int, error) {
 	return len(s.sorted(func(r *Row) bool { return r.State == driver.StateRunning && r.Queue == queue })), nil
 }
 
-// ReadyClaim takes up to p.Max ready jobs of p.Queue.
+// ReadyClaim takes up to p.Max ready jobs of p.Queue (of p.Among, if
+// given).
 func (s *Store) ReadyClaim(_ context.Context, p driver.ClaimParams) ([]*driver.Claim, error) {
 	var out []*driver.Claim
-	for _, r := range s.sorted(func(r *Row) bool { return r.State == driver.StateReady && r.Queue == p.Queue }) {
+	for _, r := range s.sorted(func(r *Row) bool {
+		return r.State == driver.StateReady && r.Queue == p.Queue && (p.Among == nil || slices.Contains(p.Among, r.ID))
+	}) {
 		if len(out) == p.Max {
 			break
 		}
@@ -219,8 +224,37 @@ func (s *Store) ReadyClaim(_ context.Context, p driver.ClaimParams) ([]*driver.C
 	return out, nil
 }
 
+// ReadyByKey groups the queue's ready jobs by their first key.
+func (s *Store) ReadyByKey(_ context.Context, queue string, max int) ([]driver.KeyReady, error) {
+	var out []driver.KeyReady
+	at := map[string]int{}
+	for _, r := range s.sorted(func(r *Row) bool { return r.State == driver.StateReady && r.Queue == queue }) {
+		i, ok := at[r.Limit.Key]
+		if !ok {
+			i = len(out)
+			at[r.Limit.Key] = i
+			out = append(out, driver.KeyReady{Key: r.Limit.Key, Weight: s.Weights[r.Limit.Key]})
+		}
+		out[i].Ready++
+		if len(out[i].JobIDs) < max {
+			out[i].JobIDs = append(out[i].JobIDs, r.ID)
+		}
+	}
+	for _, r := range s.sorted(func(r *Row) bool { return r.State == driver.StateRunning && r.Queue == queue }) {
+		i, ok := at[r.Limit.Key]
+		if !ok {
+			i = len(out)
+			at[r.Limit.Key] = i
+			out = append(out, driver.KeyReady{Key: r.Limit.Key})
+		}
+		out[i].Running++
+	}
+	slices.SortFunc(out, func(a, b driver.KeyReady) int { return cmp.Compare(a.Key, b.Key) })
+	return out, nil
+}
+
 func (s *Store) ReadyClaimHandOff(_ context.Context, p driver.HandOffParams) ([]*driver.Claim, error) {
-	if _, paused := s.Paused[p.Queue]; paused || s.Policies[p.Queue].MaxActive > 0 {
+	if _, paused := s.Paused[p.Queue]; paused || s.Policies[p.Queue].MaxActive > 0 || s.Policies[p.Queue].FairShare {
 		return nil, nil
 	}
 	ids := map[int64]bool{}

@@ -1,0 +1,93 @@
+package driver
+
+import (
+	"slices"
+	"testing"
+)
+
+func noShuffle(int, func(i, j int)) {}
+
+func ids(from, n int) []int64 {
+	out := make([]int64, n)
+	for i := range out {
+		out[i] = int64(from + i)
+	}
+	return out
+}
+
+// count tallies the picked jobs by key, given each key's first id.
+func count(picked []int64, keys []KeyReady) map[string]int {
+	out := map[string]int{}
+	for _, id := range picked {
+		for _, k := range keys {
+			if slices.Contains(k.JobIDs, id) {
+				out[k.Key]++
+			}
+		}
+	}
+	return out
+}
+
+func TestPickFair(t *testing.T) {
+	t.Run("a newcomer goes before a backlog", func(t *testing.T) {
+		keys := []KeyReady{{Key: "a", Running: 20, JobIDs: ids(1, 50)}, {Key: "b", JobIDs: ids(100, 5)}}
+		got := PickFair(keys, 0, 1, noShuffle)
+		if !slices.Equal(got, []int64{100}) {
+			t.Fatalf("picked %v, want b's first job 100", got)
+		}
+	})
+	t.Run("a lone key takes every slot", func(t *testing.T) {
+		keys := []KeyReady{{Key: "a", Running: 3, JobIDs: ids(1, 50)}}
+		if got := PickFair(keys, 0, 17, noShuffle); !slices.Equal(got, ids(1, 17)) {
+			t.Fatalf("picked %v, want a's first 17", got)
+		}
+	})
+	t.Run("equal keys share evenly", func(t *testing.T) {
+		var keys []KeyReady
+		for i, k := range []string{"a", "b", "c", "d"} {
+			keys = append(keys, KeyReady{Key: k, JobIDs: ids(i*100, 50)})
+		}
+		c := count(PickFair(keys, 0, 20, noShuffle), keys)
+		for _, k := range keys {
+			if c[k.Key] != 5 {
+				t.Fatalf("shares %v, want 5 each", c)
+			}
+		}
+	})
+	t.Run("weights 3 to 1", func(t *testing.T) {
+		keys := []KeyReady{{Key: "a", Weight: 3, JobIDs: ids(1, 50)}, {Key: "b", JobIDs: ids(100, 50)}}
+		if c := count(PickFair(keys, 0, 20, noShuffle), keys); c["a"] != 15 || c["b"] != 5 {
+			t.Fatalf("shares %v, want a 15, b 5", c)
+		}
+	})
+	t.Run("the policy's weight for keys with none", func(t *testing.T) {
+		keys := []KeyReady{{Key: "a", JobIDs: ids(1, 50)}, {Key: "b", Weight: 1, JobIDs: ids(100, 50)}}
+		if c := count(PickFair(keys, 4, 10, noShuffle), keys); c["a"] != 8 || c["b"] != 2 {
+			t.Fatalf("shares %v, want a 8, b 2", c)
+		}
+	})
+	t.Run("running jobs count", func(t *testing.T) {
+		keys := []KeyReady{{Key: "a", Running: 6, JobIDs: ids(1, 50)}, {Key: "b", Running: 2, JobIDs: ids(100, 50)}}
+		// b catches up to a's 6, then they alternate: 4 + 2 and 2... of 8.
+		if c := count(PickFair(keys, 0, 8, noShuffle), keys); c["a"] != 2 || c["b"] != 6 {
+			t.Fatalf("shares %v, want a 2, b 6", c)
+		}
+	})
+	t.Run("ties go in the shuffled order", func(t *testing.T) {
+		keys := []KeyReady{{Key: "a", JobIDs: ids(1, 5)}, {Key: "b", JobIDs: ids(100, 5)}}
+		reverse := func(n int, swap func(i, j int)) {
+			for i := 0; i < n/2; i++ {
+				swap(i, n-1-i)
+			}
+		}
+		if got := PickFair(keys, 0, 1, reverse); !slices.Equal(got, []int64{100}) {
+			t.Fatalf("picked %v, want b's job first once shuffled ahead", got)
+		}
+	})
+	t.Run("a key runs out", func(t *testing.T) {
+		keys := []KeyReady{{Key: "a", JobIDs: ids(1, 2)}, {Key: "b", JobIDs: ids(100, 50)}}
+		if c := count(PickFair(keys, 0, 10, noShuffle), keys); c["a"] != 2 || c["b"] != 8 {
+			t.Fatalf("shares %v, want a 2, b 8", c)
+		}
+	})
+}
