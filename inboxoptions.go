@@ -156,40 +156,59 @@ func (j *Job[A]) inboxJob(ctx context.Context, c *Client, raw []byte, o *enqueue
 }
 
 // requireFields refuses a JSON object that lacks a field of struct type t
-// that encoding/json always writes (exported, not omitempty, not "-").
-func requireFields(raw []byte, t reflect.Type) error {
-	if t.Kind() != reflect.Struct {
+// that encoding/json always writes (exported, not omitempty, not "-"),
+// in t and in the structs its fields hold (a field that decodes itself,
+// such as time.Time, is its own judge). path names t's place in the args.
+func requireFields(raw []byte, t reflect.Type) error { return requireIn(raw, t, t.Name()) }
+
+func requireIn(raw []byte, t reflect.Type, path string) error {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t.Kind() != reflect.Struct || reflect.PointerTo(t).Implements(unmarshaler) {
 		return nil
 	}
 	var present map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &present); err != nil {
-		return nil // not an object: decoding said what was wrong, if anything
+	if err := json.Unmarshal(raw, &present); err != nil || present == nil {
+		return nil // not an object (null): decoding said what was wrong, if anything
 	}
 	for f := range t.Fields() {
 		if !f.IsExported() || f.Anonymous {
 			continue
 		}
 		name, flags, _ := strings.Cut(f.Tag.Get("json"), ",")
-		if name == "-" && flags == "" || strings.Contains(","+flags+",", ",omitempty,") || strings.Contains(","+flags+",", ",omitzero,") {
+		if name == "-" && flags == "" {
 			continue
 		}
 		if name == "" {
 			name = f.Name
 		}
-		if _, ok := present[name]; !ok && !hasFold(present, name) {
-			return fmt.Errorf("field %q (%s.%s) is missing: send every field of the job's args", name, t.Name(), f.Name)
+		value, ok := present[name]
+		if !ok {
+			value, ok = fold(present, name)
+		}
+		optional := strings.Contains(","+flags+",", ",omitempty,") || strings.Contains(","+flags+",", ",omitzero,")
+		switch {
+		case !ok && !optional:
+			return fmt.Errorf("field %q (%s.%s) is missing: send every field of the job's args", name, path, f.Name)
+		case ok:
+			if err := requireIn(value, f.Type, path+"."+f.Name); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
 }
 
-// hasFold reports a key equal to name under case folding, as
+var unmarshaler = reflect.TypeFor[json.Unmarshaler]()
+
+// fold finds the value of a key equal to name under case folding, as
 // encoding/json matches them.
-func hasFold(m map[string]json.RawMessage, name string) bool {
-	for k := range m {
+func fold(m map[string]json.RawMessage, name string) (json.RawMessage, bool) {
+	for k, v := range m {
 		if strings.EqualFold(k, name) {
-			return true
+			return v, true
 		}
 	}
-	return false
+	return nil, false
 }
