@@ -2,9 +2,12 @@
 #
 #   make test   ensure a C compiler (-race needs cgo), the test databases
 #               (installing/starting PostgreSQL and MariaDB if needed),
-#               pgbouncer (the tests through PgBouncer start their own) and
-#               headless Chromium for the dashboard's browser tests, then
-#               run every test with the race detector
+#               pgbouncer (the tests through PgBouncer start their own),
+#               headless Chromium for the dashboard's browser tests and a
+#               python3 with psycopg 3, PyMySQL and pytest (the Python
+#               client's tests, and the conformance suite's Python
+#               producers), then run every test with the race detector,
+#               and the Python client's tests with pytest
 #   make lint   gofmt, go vet, staticcheck
 #   make demo   the self-contained demo (SQLite in a temp dir; no server)
 #   make build  compile everything, including the bq binary
@@ -31,13 +34,16 @@ DEFAULT_MYSQL_DSN := mysql://root@127.0.0.1:3306/test
 export BQ_TEST_POSTGRES_DSN ?= $(DEFAULT_POSTGRES_DSN)
 export BQ_TEST_MYSQL_DSN ?= $(DEFAULT_MYSQL_DSN)
 
-.PHONY: test soak lint demo build bench ensure-cc ensure-databases ensure-pgbench ensure-pgbouncer ensure-chromium staticcheck
+.PHONY: test soak lint demo build bench ensure-cc ensure-databases ensure-pgbench ensure-pgbouncer ensure-chromium ensure-python staticcheck
 
-test: ensure-cc ensure-databases ensure-pgbouncer ensure-chromium
+test: ensure-cc ensure-databases ensure-pgbouncer ensure-chromium ensure-python
 	@# The conformance suite first: it is the longest package, and named
 	@# first it starts as soon as it is built rather than after the
 	@# packages before it in path order (4 min later in a measured run).
-	$(GO) test -race -count=1 -timeout 20m ./internal/conformance ./...
+	@# BQ_PYTHON: the interpreter its Python producers run on.
+	BQ_PYTHON="$$(scripts/ensure-python.sh)" $(GO) test -race -count=1 -timeout 20m ./internal/conformance ./...
+	@# The Python client (clients/python), against the same databases.
+	"$$(scripts/ensure-python.sh)" -m pytest -q clients/python
 	@# Last, on their own: each restarts a server of its own (a private
 	@# port and data directory, never the shared servers above), or turns
 	@# it read-only and writable again, and times how soon work resumes,
@@ -78,6 +84,11 @@ ensure-pgbouncer:
 
 ensure-chromium:
 	scripts/ensure-chromium.sh
+
+# A python3 with psycopg 3, PyMySQL and pytest (Debian's packages when
+# none is there): it prints the interpreter, which test passes on.
+ensure-python:
+	@scripts/ensure-python.sh >/dev/null
 
 lint: staticcheck
 	@unformatted="$$(gofmt -l .)"; \

@@ -248,6 +248,7 @@ func (c *Client) run(ctx context.Context, work, dispatch bool) error {
 	if dispatch && c.sched != nil {
 		o.Periodic = c.sched.Run
 	}
+	o.Inbox = c.inboxPass
 	return c.rt.Run(ctx, o)
 }
 

@@ -45,6 +45,10 @@ type Health struct {
 	// Periodic lists the schedules the fleet runs (Config.Periodic):
 	// next tick, last tick and its job.
 	Periodic []PeriodicStatus `json:"periodic"`
+	// InboxPending counts the jobs clients in other languages wrote to
+	// the inbox that no process has decided yet (docs/clients.md): a
+	// count that stays up means no running process defines their kinds.
+	InboxPending int `json:"inbox_pending"`
 	// Truncated: there were more groups or processes than a report holds
 	// (100 each); the rest are left out.
 	Truncated bool `json:"truncated,omitzero"`
@@ -210,6 +214,9 @@ func (c *Client) health(ctx context.Context, top int) (*Health, error) {
 		return nil, err
 	}
 	if h.Periodic, err = c.periodicStatus(ctx, ex, periodic, now); err != nil {
+		return nil, err
+	}
+	if h.InboxPending, err = ex.InboxCountPending(ctx); err != nil {
 		return nil, err
 	}
 	return h, nil

@@ -499,6 +499,8 @@ type definition interface {
 	definedAt() string
 	middleware() []WorkerMiddleware
 	work(ctx context.Context, args []byte, o worker.WorkOptions) error
+	// inboxJob is the job an inbox row of the kind describes (inbox.go).
+	inboxJob(ctx context.Context, c *Client, args []byte, o *enqueueOptions, now time.Time) (*driver.NewJob, error)
 }
 
 func (j *Job[A]) kind() string                      { return j.name }

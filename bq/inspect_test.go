@@ -101,6 +101,7 @@ func TestStatusCommand(t *testing.T) {
 		"cli_test.inspect  1      1     1       2        1",
 		"cli_test.inspect/a1  1      1        0     2",
 		"none registered",
+		"INBOX\n  nothing waiting",
 	} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("bq status output lacks %q:\n%s", want, out.String())

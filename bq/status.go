@@ -134,6 +134,13 @@ func printHealth(w io.Writer, h *bq.Health) error {
 		}
 	}
 	printPeriodic(tw, h)
+	section("INBOX")
+	switch {
+	case h.InboxPending == 0:
+		fmt.Fprintln(tw, "  nothing waiting: every job other languages' clients wrote is admitted")
+	default:
+		fmt.Fprintf(tw, "  %d waiting in the inbox (written by clients in other languages, not admitted yet: a count that stays up means no running process defines their kinds)\n", h.InboxPending)
+	}
 	if h.Truncated {
 		fmt.Fprintln(tw, "\n(more groups or processes than shown: the report lists 100 of each)")
 	}

@@ -56,6 +56,7 @@ func TestPages(t *testing.T) {
 				{"/", `<tr data-queue="plain"><td>plain</td><td>ui</td><td class="num">5</td><td class="num">–</td><td class="num">–</td><td>–</td><td>–</td>`},
 				{"/", `<tr data-queue="shared"><td>shared</td><td>ui</td><td class="num">–</td><td class="num">–</td><td class="num">–</td><td>–</td><td>yes</td>`},
 				{"/", `<td class="num blocked"><a href="/blocked">3</a></td>`},
+				{"/", `<span class="n">0</span> waiting in the inbox</span>`},
 				{"/blocked", `<td class="num saturated">1</td>`},
 				{"/key?key=" + url.QueryEscape("ui.export/acme"), `<dd class="free">0</dd>`},
 				{fmt.Sprintf("/jobs/%d", f.keyedFailed), `&#34;Tenant&#34;: &#34;acme&#34;`},

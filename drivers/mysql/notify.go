@@ -11,6 +11,7 @@ import (
 
 	gomysql "github.com/go-sql-driver/mysql"
 
+	"github.com/bqueue/bq/internal/driver"
 	"github.com/bqueue/bq/internal/sqlexec"
 )
 
@@ -105,6 +106,9 @@ func (d *engine) Listen(ctx context.Context, _ string, ready func(queue string),
 		if err == nil {
 			err = l.probe(ctx, now)
 		}
+		if err == nil {
+			err = l.inbox(ctx)
+		}
 		l.report(ctx, &l.down, err)
 		if !pruning && now.Sub(lastPrune) >= pruneEvery {
 			lastPrune, pruning = now, true
@@ -115,10 +119,12 @@ func (d *engine) Listen(ctx context.Context, _ string, ready func(queue string),
 }
 
 type listener struct {
-	d      *engine
-	ready  func(queue string)
-	failed func(error)
-	t      *tracker
+	// inboxLast is the highest inbox id seen (inbox).
+	inboxLast int64
+	d         *engine
+	ready     func(queue string)
+	failed    func(error)
+	t         *tracker
 	// down: failed was told of a failing poll, and none worked since;
 	// pruneDown the same of pruning.
 	down, pruneDown bool
@@ -159,6 +165,23 @@ func (l *listener) start(ctx context.Context, now time.Time) error {
 	// What was signalled before this read is not news to this listener:
 	// every queue looks once now instead.
 	l.ready("")
+	return nil
+}
+
+// inbox wakes the inbox's deciders when a row past the highest seen has
+// committed: clients in other languages write the inbox, not the signal
+// log. One read of the primary key's end. A row that commits after a
+// higher one was seen (ids commit out of order) wakes no one: the
+// deciders' poll finds it.
+func (l *listener) inbox(ctx context.Context) error {
+	var last int64
+	if err := l.d.db.QueryRowContext(ctx, "SELECT coalesce(max(id), 0) FROM "+l.d.prefix+"inbox").Scan(&last); err != nil {
+		return err
+	}
+	if last > l.inboxLast {
+		l.inboxLast = last
+		l.ready(driver.InboxWake)
+	}
 	return nil
 }
 

@@ -126,6 +126,15 @@ WHERE id IN ` + list + ` ORDER BY id` + byKey)
 	// A run's end locks its claim before reading its cancel mark, so a
 	// cancel marking it waits for that end (and then finds no claim).
 	q.CancelRequested += " FOR UPDATE"
+	// The inbox's times are DATETIME(6) (a client writes created_at by
+	// its default); a DELETE of one table takes its own LIMIT.
+	q.Inbox = sqlexec.InboxStatements(p, sqlexec.InboxSpelling{
+		KindIn:        `kind IN ` + list,
+		Now:           `CURRENT_TIMESTAMP(6)`,
+		Before:        `{col} < CURRENT_TIMESTAMP(6) - INTERVAL ? * 1000 MICROSECOND`,
+		SkipLocked:    ` FOR UPDATE SKIP LOCKED`,
+		DeleteDecided: `DELETE FROM {p}inbox WHERE {cond} ORDER BY decided_at LIMIT ?`,
+	})
 	q.CountClaimed = p(`SELECT count(*) FROM {p}claimed_executions FORCE INDEX ({p}claimed_queue) WHERE queue = ?`)
 
 	// Never a plain INSERT caught on its duplicate-key error: that leaves

@@ -18,6 +18,10 @@ import (
 // channel is the LISTEN/NOTIFY channel of this prefix's installation.
 func (d *engine) channel() string { return d.prefix + "ready" }
 
+// inboxChannel is the channel clients in other languages notify, in the
+// transaction that writes their inbox rows (docs/clients.md).
+func (d *engine) inboxChannel() string { return d.prefix + "inbox" }
+
 // Notify sends one notification per queue, outside any transaction: a
 // NOTIFY inside the enqueue transaction would serialise every committing
 // enqueue on PostgreSQL's notification queue lock. The payload is the
@@ -131,9 +135,10 @@ func (d *engine) listenOnce(ctx context.Context, self string, ready func(queue s
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	probe := probeChannel()
-	// One simple-protocol query, one implicit transaction: both LISTENs
-	// take hold on one server connection, or neither.
-	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{d.channel()}.Sanitize()+"; LISTEN "+pgx.Identifier{probe}.Sanitize()); err != nil {
+	// One simple-protocol query, one implicit transaction: the LISTENs
+	// take hold on one server connection, or none does.
+	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{d.channel()}.Sanitize()+"; LISTEN "+pgx.Identifier{d.inboxChannel()}.Sanitize()+
+		"; LISTEN "+pgx.Identifier{probe}.Sanitize()); err != nil {
 		return false, err
 	}
 	// Whatever was notified before LISTEN took hold is lost: every queue
@@ -171,6 +176,8 @@ func (d *engine) listenOnce(ctx context.Context, self string, ready func(queue s
 		switch {
 		case n.Channel == probe:
 			heard = true
+		case n.Channel == d.inboxChannel():
+			ready(driver.InboxWake)
 		case n.Channel != d.channel():
 		default:
 			if q, own := notifiedQueue(n.Payload, self); !own {

@@ -17,6 +17,10 @@ import (
 // idList is how a statement reads its list: one JSON argument.
 const idList = `(SELECT value FROM json_each(?))`
 
+// inboxNow is the time now in Unix microseconds, as the inbox's
+// created_at default reads it (migrations/sqlite/00014_inbox.sql).
+const inboxNow = `CAST((julianday('now') - 2440587.5) * 86400000000 AS INTEGER)`
+
 // rowsMarker is where a statement takes rows of bound values (see
 // executor.execRows).
 const rowsMarker = "/*rows*/"
@@ -50,6 +54,13 @@ func newQueries(prefix string) (*sqlexec.Queries, *ownQueries) {
 	q := sqlexec.Common(p, sqlexec.KeySpelling{Column: "concurrency_key", JobKeysColumn: "key", InRateLine: inRateLine})
 
 	q.InsertJobKeys = p(`INSERT INTO {p}job_keys (job_id, key) VALUES `)
+	// The inbox's times are Unix microseconds, of the host's clock as the
+	// column's default reads it; the write transaction is the lock.
+	q.Inbox = sqlexec.InboxStatements(p, sqlexec.InboxSpelling{
+		KindIn: `kind IN ` + sqlexec.ListMarker,
+		Now:    inboxNow,
+		Before: `{col} < ` + inboxNow + ` - ? * 1000`,
+	})
 	q.PickReady = p(`SELECT job_id FROM {p}ready_executions WHERE queue = ?
 ORDER BY priority DESC, job_id LIMIT ?`)
 	q.PickAmong = p(sqlexec.AmongPick(idList, ""))

@@ -295,6 +295,7 @@ func (d *Dispatcher) cleanup(ctx context.Context) error {
 		_, err := ex.SemaphoreDeleteIdle(ctx, now, d.cfg.BatchSize)
 		return err
 	}))
+	errs = append(errs, d.deleteDecidedInbox(ctx))
 	errs = append(errs, d.recountRates(ctx))
 	errs = append(errs, driver.Atomic(ctx, d.drv, func(ex driver.Executor) error {
 		_, err := ex.RateDeleteIdle(ctx, now, d.cfg.BatchSize)
@@ -303,6 +304,29 @@ func (d *Dispatcher) cleanup(ctx context.Context) error {
 	errs = append(errs, d.deleteDeadProcesses(ctx))
 	errs = append(errs, d.pruneHistory(ctx, now))
 	return errors.Join(errs...)
+}
+
+// inboxKeep is how long a decided inbox row stays, for its client to
+// read its outcome, when finished jobs are deleted at once (NoRetention).
+const inboxKeep = time.Hour
+
+// deleteDecidedInbox deletes the inbox rows decided longer ago than the
+// retention of finished jobs (inboxKeep without one), a batch at a time.
+func (d *Dispatcher) deleteDecidedInbox(ctx context.Context) error {
+	age := d.cfg.Retention
+	if age <= 0 {
+		age = inboxKeep
+	}
+	for {
+		var n int
+		err := driver.Atomic(ctx, d.drv, func(ex driver.Executor) (err error) {
+			n, err = ex.InboxDeleteDecided(ctx, age, d.cfg.BatchSize)
+			return err
+		})
+		if err != nil || n < d.cfg.BatchSize || ctx.Err() != nil {
+			return err
+		}
+	}
 }
 
 // notify tells OnReady of queues that got ready jobs.

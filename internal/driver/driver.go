@@ -96,6 +96,7 @@ type Executor interface {
 	PeriodicStore
 	ProcessStore
 	Inspector
+	InboxStore
 }
 
 // SingleWriter is a driver whose write transactions take one lock for

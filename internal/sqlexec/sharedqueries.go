@@ -40,6 +40,9 @@ type SharedQueries struct {
 	// ClaimCancelRequested is a locking read on a dialect with row locks
 	// (FOR UPDATE appended).
 	CancelRequested string
+	// Inbox is the inbox's (inbox.go): each dialect spells it
+	// (InboxStatements).
+	Inbox InboxQueries
 	// ClockNow reads the server's clock; "" for a database with no clock
 	// of its own (SQLite's is its host's).
 	ClockNow string

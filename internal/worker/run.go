@@ -27,6 +27,10 @@ type RunOptions struct {
 	Queues   map[string]int
 	Dispatch bool
 	Periodic func(ctx context.Context)
+	// Inbox, when not nil, decides a batch of the inbox's pending rows
+	// of this process's job kinds; more says a full batch was decided
+	// (see inboxLoop).
+	Inbox func(ctx context.Context) (more bool, err error)
 }
 
 // Run works the queues, the dispatcher and the periodic scheduler o
@@ -84,6 +88,12 @@ func (c *Runtime) Run(ctx context.Context, o RunOptions) error {
 		services.Go(func() { proc.watchCancels(beatCtx) })
 		services.Go(func() { c.listen(beatCtx) })
 		services.Go(func() { c.flushHistory(beatCtx) })
+	}
+	if o.Inbox != nil {
+		if !work {
+			services.Go(func() { c.listen(beatCtx) })
+		}
+		services.Go(func() { c.inboxLoop(ctx, o.Inbox) })
 	}
 	if dispatch {
 		d := c.dispatcher()

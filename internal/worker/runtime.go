@@ -19,6 +19,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -320,6 +322,13 @@ func Of(owner any) Definition {
 	registry.RLock()
 	defer registry.RUnlock()
 	return registry.byOwner[owner]
+}
+
+// Kinds lists the kinds of every registered definition, sorted.
+func Kinds() []string {
+	registry.RLock()
+	defer registry.RUnlock()
+	return slices.Sorted(maps.Keys(registry.byKind))
 }
 
 // Queues lists the queues of every registered definition.
