@@ -83,7 +83,8 @@ SELECT ins.id FROM ins CROSS JOIN (SELECT pg_notify($4, '')) AS notified ORDER B
     const values = args.map(() => "(?, ?, ?)").join(", ");
     const params = args.flatMap((a) => [kind, a, options]);
     const sql = `INSERT INTO ${inbox} (kind, args, options) VALUES ${values}`;
-    const caps = await mysqlCaps(db);
+    // One row: LAST_INSERT_ID is its id, whatever the server.
+    const caps = args.length === 1 ? { returning: false, increment: 1 } : await mysqlCaps(db);
     if (caps.returning) {
       const r = await db.query(`${sql} RETURNING id`, params);
       ids = r.rows.map((row) => Number(row.id));
