@@ -5,6 +5,8 @@
 #               pgbouncer (the tests through PgBouncer start their own) and
 #               headless Chromium for the dashboard's browser tests, then
 #               run every test with the race detector
+#   make test-typescript  build the TypeScript client (clients/typescript)
+#               and run its tests on PostgreSQL and MariaDB
 #   make lint   gofmt, go vet, staticcheck
 #   make demo   the self-contained demo (SQLite in a temp dir; no server)
 #   make build  compile everything, including the bq binary
@@ -31,7 +33,7 @@ DEFAULT_MYSQL_DSN := mysql://root@127.0.0.1:3306/test
 export BQ_TEST_POSTGRES_DSN ?= $(DEFAULT_POSTGRES_DSN)
 export BQ_TEST_MYSQL_DSN ?= $(DEFAULT_MYSQL_DSN)
 
-.PHONY: test soak lint demo build bench ensure-cc ensure-databases ensure-pgbench ensure-pgbouncer ensure-chromium staticcheck
+.PHONY: test soak lint demo build bench ensure-cc ensure-databases ensure-pgbench ensure-pgbouncer ensure-chromium ensure-node-clients test-typescript staticcheck
 
 test: ensure-cc ensure-databases ensure-pgbouncer ensure-chromium
 	@# The conformance suite first: it is the longest package, and named
@@ -78,6 +80,28 @@ ensure-pgbouncer:
 
 ensure-chromium:
 	scripts/ensure-chromium.sh
+
+# Node.js, pg, mysql and tsc for the TypeScript client, from Debian's
+# packages (unpacked into $(BQ_NODE_DEPS) where node is not Debian's).
+export BQ_NODE_DEPS ?= /usr/local/lib/bq-node
+ensure-node-clients:
+	scripts/ensure-node-clients.sh
+
+# The TypeScript client (clients/typescript): compile it with tsc to
+# dist/, then run its tests (node --test) on the databases of
+# BQ_TEST_DRIVERS, each test file in a database of its own migrated by
+# the bq binary built here; the end-to-end test runs the Go worker built
+# here (skipped on a tree without the inbox migration).
+TS_ARTIFACTS := $(CURDIR)/.artifacts/typescript
+test-typescript: ensure-databases ensure-node-clients
+	@mkdir -p $(TS_ARTIFACTS)
+	$(GO) build -o $(TS_ARTIFACTS)/bq ./bq
+	$(GO) build -o $(TS_ARTIFACTS)/e2eworker ./clients/typescript/test/e2eworker
+	cd clients/typescript && \
+		export PATH="$(BQ_NODE_DEPS)/usr/share/nodejs/typescript/bin:$$PATH" \
+			NODE_PATH="$(BQ_NODE_DEPS)/usr/share/nodejs$${NODE_PATH:+:$$NODE_PATH}" \
+			BQ_BIN=$(TS_ARTIFACTS)/bq BQ_E2E_WORKER=$(TS_ARTIFACTS)/e2eworker && \
+		rm -rf dist && tsc -p . && node --test test/*.test.mjs
 
 lint: staticcheck
 	@unformatted="$$(gofmt -l .)"; \
