@@ -53,6 +53,7 @@ export async function connect(dialect, url) {
 }
 
 export async function close(dialect, c) {
+  if (c.pool) c = c.pool;
   if (dialect === "postgres") return c.end();
   return new Promise((resolve) => c.end(() => resolve()));
 }
@@ -115,6 +116,12 @@ export async function testDatabase(dialect) {
       const c = await connect(dialect, url);
       opened.push(c);
       return c;
+    },
+    /** pool opens a pg Pool or a mysql Pool on the database. */
+    pool() {
+      const p = dialect === "postgres" ? new pg.Pool({ connectionString: url, max: 2 }) : mysql.createPool(url + (url.includes("?") ? "&" : "?") + "connectionLimit=2");
+      opened.push({ pool: p });
+      return p;
     },
     async drop() {
       for (const c of opened) await close(dialect, c).catch(() => {});

@@ -87,6 +87,19 @@ for (const dialect of dialects()) {
       );
     });
 
+    it("works on a pool: the sync takes one connection for its transaction", async () => {
+      const pool = tdb.pool();
+      await bq.syncPolicies(pool, "svc-pool", [{ queue: "pooled", maxActivePerKey: 2 }]);
+      assert.deepEqual((await bq.listPolicies(pool)).filter((p) => p.namespace === "svc-pool").map((p) => p.queue), ["pooled"]);
+      await assert.rejects(bq.syncPolicies(pool, "svc-pool", [{ queue: "mail" }]), bq.PolicyConflictError);
+      await bq.syncPolicies(pool, "svc-pool", []);
+      const { id } = await bq.enqueue(pool, "pooled.job", {});
+      assert.ok(id > 0);
+      const h = await bq.health(pool);
+      assert.equal(h.inbox.find((k) => k.kind === "pooled.job").pending, 1);
+      await exec(dialect, c, `DELETE FROM bq_inbox WHERE kind = 'pooled.job'`);
+    });
+
     it("health counts each queue's jobs and the inbox's pending rows per kind", async () => {
       const h0 = await bq.health(c);
       assert.equal(h0.inboxPending, 0);
