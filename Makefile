@@ -88,7 +88,8 @@ ensure-node-clients:
 	scripts/ensure-node-clients.sh
 
 # The TypeScript client (clients/typescript): compile it with tsc to
-# dist/, then run its tests (node --test) on the databases of
+# dist/, type-check test/types.ts (the API as users' code meets it),
+# then run its tests (node --test) on the databases of
 # BQ_TEST_DRIVERS, each test file in a database of its own migrated by
 # the bq binary built here; the end-to-end test runs the Go worker built
 # here (skipped on a tree without the inbox migration).
@@ -101,7 +102,7 @@ test-typescript: ensure-databases ensure-node-clients
 		export PATH="$(BQ_NODE_DEPS)/usr/share/nodejs/typescript/bin:$$PATH" \
 			NODE_PATH="$(BQ_NODE_DEPS)/usr/share/nodejs$${NODE_PATH:+:$$NODE_PATH}" \
 			BQ_BIN=$(TS_ARTIFACTS)/bq BQ_E2E_WORKER=$(TS_ARTIFACTS)/e2eworker && \
-		rm -rf dist && tsc -p . && node --test test/*.test.mjs
+		rm -rf dist && tsc -p . && tsc -p test && node --test test/*.test.mjs
 
 lint: staticcheck
 	@unformatted="$$(gofmt -l .)"; \
