@@ -7,7 +7,10 @@
 #               python3 with psycopg 3, PyMySQL and pytest (the Python
 #               client's tests, and the conformance suite's Python
 #               producers), then run every test with the race detector,
-#               and the Python client's tests with pytest
+#               the Python client's tests with pytest and the TypeScript
+#               client's (make test-typescript)
+#   make test-typescript  build the TypeScript client (clients/typescript)
+#               and run its tests on PostgreSQL and MariaDB
 #   make lint   gofmt, go vet, staticcheck
 #   make demo   the self-contained demo (SQLite in a temp dir; no server)
 #   make build  compile everything, including the bq binary
@@ -34,7 +37,7 @@ DEFAULT_MYSQL_DSN := mysql://root@127.0.0.1:3306/test
 export BQ_TEST_POSTGRES_DSN ?= $(DEFAULT_POSTGRES_DSN)
 export BQ_TEST_MYSQL_DSN ?= $(DEFAULT_MYSQL_DSN)
 
-.PHONY: test soak lint demo build bench ensure-cc ensure-databases ensure-pgbench ensure-pgbouncer ensure-chromium ensure-python staticcheck
+.PHONY: test soak lint demo build bench ensure-cc ensure-databases ensure-pgbench ensure-pgbouncer ensure-chromium ensure-python ensure-node-clients test-typescript staticcheck
 
 test: ensure-cc ensure-databases ensure-pgbouncer ensure-chromium ensure-python
 	@# The conformance suite first: it is the longest package, and named
@@ -42,8 +45,10 @@ test: ensure-cc ensure-databases ensure-pgbouncer ensure-chromium ensure-python
 	@# packages before it in path order (4 min later in a measured run).
 	@# BQ_PYTHON: the interpreter its Python producers run on.
 	BQ_PYTHON="$$(scripts/ensure-python.sh)" $(GO) test -race -count=1 -timeout 20m ./internal/conformance ./...
-	@# The Python client (clients/python), against the same databases.
+	@# The Python client (clients/python), against the same databases,
+	@# and the TypeScript client (clients/typescript).
 	"$$(scripts/ensure-python.sh)" -m pytest -q clients/python
+	$(MAKE) --no-print-directory test-typescript
 	@# Last, on their own: each restarts a server of its own (a private
 	@# port and data directory, never the shared servers above), or turns
 	@# it read-only and writable again, and times how soon work resumes,
@@ -89,6 +94,29 @@ ensure-chromium:
 # none is there): it prints the interpreter, which test passes on.
 ensure-python:
 	@scripts/ensure-python.sh >/dev/null
+
+# Node.js, pg, mysql and tsc for the TypeScript client, from Debian's
+# packages (unpacked into $(BQ_NODE_DEPS) where node is not Debian's).
+export BQ_NODE_DEPS ?= /usr/local/lib/bq-node
+ensure-node-clients:
+	scripts/ensure-node-clients.sh
+
+# The TypeScript client (clients/typescript): compile it with tsc to
+# dist/, type-check test/types.ts (the API as users' code meets it),
+# then run its tests (node --test) on the databases of
+# BQ_TEST_DRIVERS, each test file in a database of its own migrated by
+# the bq binary built here; the end-to-end test runs the Go worker built
+# here (skipped on a tree without the inbox migration).
+TS_ARTIFACTS := $(CURDIR)/.artifacts/typescript
+test-typescript: ensure-databases ensure-node-clients
+	@mkdir -p $(TS_ARTIFACTS)
+	$(GO) build -o $(TS_ARTIFACTS)/bq ./bq
+	$(GO) build -o $(TS_ARTIFACTS)/e2eworker ./clients/typescript/test/e2eworker
+	cd clients/typescript && \
+		export PATH="$(BQ_NODE_DEPS)/usr/share/nodejs/typescript/bin:$$PATH" \
+			NODE_PATH="$(BQ_NODE_DEPS)/usr/share/nodejs$${NODE_PATH:+:$$NODE_PATH}" \
+			BQ_BIN=$(TS_ARTIFACTS)/bq BQ_E2E_WORKER=$(TS_ARTIFACTS)/e2eworker && \
+		rm -rf dist && tsc -p . && tsc -p test && node --test test/*.test.mjs
 
 lint: staticcheck
 	@unformatted="$$(gofmt -l .)"; \
