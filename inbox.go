@@ -113,8 +113,13 @@ func (c *Client) decideRows(ctx context.Context, ex driver.Executor, rows []driv
 		of = append(of, i)
 	}
 	if len(d.jobs) > 0 {
+		// A replacing job beside another of its key fails the batch,
+		// which is then decided row by row.
+		if err := checkReplaces(d.jobs); err != nil {
+			return d, err
+		}
 		ctx, traced := c.traceSend(ctx, d.jobs)
-		verdicts, promoted, err := lifecycle.Admit(ctx, ex, d.jobs, now)
+		verdicts, replaced, promoted, err := admitReplacing(ctx, ex, d.jobs, now)
 		traced(verdicts, err)
 		switch {
 		case errors.Is(err, lifecycle.ErrNoRate) && len(d.jobs) == 1:
@@ -127,7 +132,7 @@ func (c *Client) decideRows(ctx context.Context, ex driver.Executor, rows []driv
 			d.verdicts = verdicts
 			d.queues = append(d.queues, readyQueues(d.jobs, verdicts, promoted)...)
 			for k, v := range verdicts {
-				outcomes[of[k]] = outcomeOf(rows[of[k]].ID, d.jobs[k], v)
+				outcomes[of[k]] = outcomeOf(rows[of[k]].ID, d.jobs[k], v, replaced[k])
 			}
 		}
 	}
@@ -137,13 +142,16 @@ func (c *Client) decideRows(ctx context.Context, ex driver.Executor, rows []driv
 	return d, nil
 }
 
-// outcomeOf is the stamp of row id whose job admission judged v.
-func outcomeOf(id int64, job *driver.NewJob, v lifecycle.Verdict) driver.InboxOutcome {
+// outcomeOf is the stamp of row id whose job admission judged v, having
+// replaced the jobs replaced (named in the detail).
+func outcomeOf(id int64, job *driver.NewJob, v lifecycle.Verdict, replaced []int64) driver.InboxOutcome {
 	switch {
 	case v.Duplicate:
 		return driver.InboxOutcome{ID: id, Outcome: driver.InboxDuplicate, JobID: v.DuplicateOf, Detail: v.Reason}
 	case v.State == driver.StateDiscarded:
 		return driver.InboxOutcome{ID: id, Outcome: driver.InboxDiscarded, Detail: v.Reason}
+	case len(replaced) > 0:
+		return driver.InboxOutcome{ID: id, Outcome: string(v.State), JobID: job.ID, Detail: "replaced " + jobList(replaced)}
 	default:
 		return driver.InboxOutcome{ID: id, Outcome: string(v.State), JobID: job.ID}
 	}

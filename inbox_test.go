@@ -149,6 +149,9 @@ func TestInboxAdmitsAsGo(t *testing.T) {
 				// Refused by admission (its queue's policy sets no rate), which
 				// fails the batch: the rest are decided row by row.
 				{charge, `{"tenant":"f","n":11}`, `{"rate_key":{"key":"r"}}`},
+				// Decided after row 0 (row by row): it takes the place of
+				// row 0's job, still ready (no worker runs the queue).
+				{charge, `{"tenant":"a","n":12}`, `{"concurrency_key":{"key":"a","to":1,"on_conflict":"replace"}}`},
 				{"inbox.nobody", `{}`, `{}`}, // no process defines it: it waits
 			}
 			ids := make([]int64, len(rows))
@@ -184,11 +187,15 @@ func TestInboxAdmitsAsGo(t *testing.T) {
 				{"refused", `field "n" (inboxArgs.N) is missing`}, {"refused", `unknown field "prio"`},
 				{"refused", `concurrency_key.on_conflict is "wait"`},
 				{"refused", "MaxStartsPerKey"},
+				{"ready", fmt.Sprintf("replaced job %d", got[0].jobID)},
 			}
 			for i, w := range want {
 				if g := got[i]; g.outcome != w.outcome || !strings.Contains(g.detail, w.detail) {
 					t.Errorf("row %d (%s %s) = %s %q, want %s containing %q", i, rows[i].args, rows[i].options, g.outcome, g.detail, w.outcome, w.detail)
 				}
+			}
+			if st := inboxState(t, c, got[0].jobID); st != bq.StateCancelled {
+				t.Errorf("row 0's job is %s, want cancelled (replaced by row %d's)", st, len(want)-1)
 			}
 			if got[6].jobID != got[5].jobID || got[5].jobID == 0 {
 				t.Errorf("duplicate row names job %d, want the first's %d", got[6].jobID, got[5].jobID)
@@ -283,4 +290,14 @@ func TestInboxWakes(t *testing.T) {
 			}
 		})
 	}
+}
+
+// inboxState is the state of job id.
+func inboxState(t *testing.T, c *bq.Client, id int64) bq.JobState {
+	t.Helper()
+	info, err := c.Job(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.State
 }

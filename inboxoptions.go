@@ -31,7 +31,7 @@ type inboxOptions struct {
 
 // inboxKey is a concurrency key: the key (a full key, Group + "/" + key,
 // in more_concurrency_keys), its limit (0: the default) and on_conflict
-// ("block" or "discard"; left out: the definition's).
+// ("block", "discard" or "replace"; left out: the definition's).
 type inboxKey struct {
 	Key        string  `json:"key"`
 	To         int     `json:"to"`
@@ -135,8 +135,10 @@ func onConflictOf(field, s string) (OnConflict, error) {
 		return Block, nil
 	case "discard":
 		return Discard, nil
+	case "replace":
+		return Replace, nil
 	}
-	return Block, fmt.Errorf("%w: options: %s is %q: use \"block\" or \"discard\"", ErrInvalidJob, field, s)
+	return Block, fmt.Errorf("%w: options: %s is %q: use \"block\", \"discard\" or \"replace\"", ErrInvalidJob, field, s)
 }
 
 // inboxJob is newJob for args given as JSON by a client in another

@@ -26,18 +26,20 @@ func replaces(first *driver.Limit, more []driver.Limit, later bool) (bool, error
 	return first.Key != "", nil
 }
 
-// checkReplaces refuses a batch in which two jobs replace on one key: the
-// second would replace the first at once.
+// checkReplaces refuses a batch in which a replacing job shares its key
+// with another job of the batch: the replace cancels the key's queued
+// jobs before the batch is admitted, so it would not see the other.
 func checkReplaces(jobs []*driver.NewJob) error {
-	seen := map[string]bool{}
+	holders := map[string]int{}
 	for _, j := range jobs {
-		if !j.Replace {
-			continue
+		for _, l := range j.Keys() {
+			holders[l.Key]++
 		}
-		if seen[j.Limit.Key] {
-			return fmt.Errorf("%w: two jobs of one enqueue replace on key %q: the second would replace the first at once; enqueue only the newest", ErrInvalidJob, j.Limit.Key)
+	}
+	for _, j := range jobs {
+		if j.Replace && holders[j.Limit.Key] > 1 {
+			return fmt.Errorf("%w: a job replacing on key %q shares the key with another job of this enqueue, which it would not replace: enqueue the replacing job on its own (and only the newest)", ErrInvalidJob, j.Limit.Key)
 		}
-		seen[j.Limit.Key] = true
 	}
 	return nil
 }

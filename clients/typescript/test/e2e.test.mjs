@@ -12,7 +12,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { after, before, describe, it } from "node:test";
-import { bq, dialects, inboxMigrated, repoRoot, testDatabase } from "./helpers.mjs";
+import { bq, dialects, repoRoot, testDatabase } from "./helpers.mjs";
 
 const kind = "ts.e2e.hold";
 
@@ -26,8 +26,7 @@ function worker() {
 }
 
 for (const dialect of dialects()) {
-  const skip = inboxMigrated(dialect) ? false : "this tree's migrations have no inbox yet (issue 40's Go side is not in it)";
-  describe(`end to end on ${dialect}`, { skip }, () => {
+  describe(`end to end on ${dialect}`, () => {
     let tdb, c, proc, built, stderr = "";
 
     before(async () => {

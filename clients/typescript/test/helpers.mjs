@@ -10,7 +10,7 @@
 
 import { execFileSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { readdirSync, readFileSync } from "node:fs";
+
 import { createRequire } from "node:module";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -64,29 +64,11 @@ export function exec(dialect, c, sql, params = []) {
   return new Promise((resolve, reject) => c.query(sql, params, (err, rows) => (err ? reject(err) : resolve(rows))));
 }
 
-/** inboxMigrated reports whether bq's migrations of dialect create the inbox (issue 40's Go side is in the tree). */
-export function inboxMigrated(dialect) {
-  const dir = path.join(repoRoot, "migrations", dialect);
-  return readdirSync(dir).some((f) => f.endsWith(".sql") && readFileSync(path.join(dir, f), "utf8").includes("{prefix}inbox"));
-}
-
 /** bqCommand runs the bq CLI from the repository root. */
 export function bqCommand(args) {
   const [cmd, pre] = process.env.BQ_BIN ? [process.env.BQ_BIN, []] : ["go", ["run", "./bq"]];
   return execFileSync(cmd, [...pre, ...args], { cwd: repoRoot, encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] });
 }
-
-// The inbox as specs/inbox.md has it, for a tree whose migrations do not
-// create it yet (a branch without issue 40's Go side). With them, unused.
-const inboxDDL = {
-  postgres: `CREATE TABLE bq_inbox (id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY, kind TEXT NOT NULL,
-    args TEXT NOT NULL, options TEXT NOT NULL DEFAULT '{}', created_at TIMESTAMPTZ NOT NULL DEFAULT now(),
-    outcome TEXT, job_id BIGINT, detail TEXT, decided_at TIMESTAMPTZ)`,
-  mysql: `CREATE TABLE bq_inbox (id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY, kind VARCHAR(255) NOT NULL,
-    args LONGTEXT NOT NULL, options TEXT NOT NULL, created_at DATETIME(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6),
-    outcome VARCHAR(16), job_id BIGINT, detail TEXT, decided_at DATETIME(6), KEY bq_inbox_pending (outcome, id))
-    ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`,
-};
 
 /**
  * testDatabase creates a database of its own on dialect's server and
@@ -103,10 +85,6 @@ export async function testDatabase(dialect) {
   }
   const url = withDatabase(dsns[dialect], name);
   bqCommand(["migrate", "up", "--dsn", url]);
-  if (!inboxMigrated(dialect)) {
-    const c = await connect(dialect, url);
-    await exec(dialect, c, inboxDDL[dialect]).finally(() => close(dialect, c));
-  }
   const opened = [];
   return {
     dialect,

@@ -69,9 +69,9 @@ describe("bad input is refused before the database", () => {
     await assert.rejects(bq.enqueueMany(db, "k", [{}, []]), /argsList\[1\] is an array/);
   });
 
-  it("a bad on_conflict, naming both words", () => {
+  it("a bad on_conflict, naming the three words", () => {
     refused(() => bq.encodeOptions({ concurrencyKey: { key: "k", onConflict: "drop" } }),
-      /options\.concurrencyKey\.onConflict is "drop": use "block" .* or "discard"/);
+      /options\.concurrencyKey\.onConflict is "drop": use "block" .*, "discard" .* or "replace"/);
     refused(() => bq.encodeOptions({ moreConcurrencyKeys: [{ key: "g/k", onConflict: "Block" }] }), /moreConcurrencyKeys\[0\]\.onConflict/);
   });
 
