@@ -37,13 +37,14 @@ DEFAULT_MYSQL_DSN := mysql://root@127.0.0.1:3306/test
 export BQ_TEST_POSTGRES_DSN ?= $(DEFAULT_POSTGRES_DSN)
 export BQ_TEST_MYSQL_DSN ?= $(DEFAULT_MYSQL_DSN)
 
-.PHONY: test soak lint demo build bench ensure-cc ensure-databases ensure-pgbench ensure-pgbouncer ensure-chromium ensure-python ensure-node-clients test-typescript staticcheck
+.PHONY: test soak lint demo build bench ensure-cc ensure-databases ensure-pgbench ensure-pgbouncer ensure-chromium ensure-python ensure-node-clients build-typescript test-typescript staticcheck
 
-test: ensure-cc ensure-databases ensure-pgbouncer ensure-chromium ensure-python
+test: ensure-cc ensure-databases ensure-pgbouncer ensure-chromium ensure-python build-typescript
 	@# The conformance suite first: it is the longest package, and named
 	@# first it starts as soon as it is built rather than after the
 	@# packages before it in path order (4 min later in a measured run).
-	@# BQ_PYTHON: the interpreter its Python producers run on.
+	@# BQ_PYTHON: the interpreter its Python producers run on; its
+	@# TypeScript producers load clients/typescript/dist (build-typescript).
 	BQ_PYTHON="$$(scripts/ensure-python.sh)" $(GO) test -race -count=1 -timeout 20m ./internal/conformance ./...
 	@# The Python client (clients/python), against the same databases,
 	@# and the TypeScript client (clients/typescript).
@@ -108,6 +109,14 @@ ensure-node-clients:
 # the bq binary built here; the end-to-end test runs the Go worker built
 # here (skipped on a tree without the inbox migration).
 TS_ARTIFACTS := $(CURDIR)/.artifacts/typescript
+TS_ENV := export PATH="$(BQ_NODE_DEPS)/usr/share/nodejs/typescript/bin:$$PATH" \
+	NODE_PATH="$(BQ_NODE_DEPS)/usr/share/nodejs$${NODE_PATH:+:$$NODE_PATH}"
+
+# The TypeScript client compiled to clients/typescript/dist, which the
+# conformance suite's TypeScript producers load.
+build-typescript: ensure-node-clients
+	cd clients/typescript && $(TS_ENV) && rm -rf dist && tsc -p .
+
 test-typescript: ensure-databases ensure-node-clients
 	@mkdir -p $(TS_ARTIFACTS)
 	$(GO) build -o $(TS_ARTIFACTS)/bq ./bq

@@ -19,7 +19,7 @@ import (
 )
 
 var _ = register(
-	scenario{"PythonProducersRaceGoProducers", testPythonRacesGo},
+	scenario{"ClientProducersRaceGoProducers", testPythonRacesGo},
 )
 
 // pythonFor returns a python3 that imports what the Python client needs
@@ -44,7 +44,38 @@ func pythonFor(t *testing.T, db string) string {
 	return ""
 }
 
-// pyRow is one inbox row a Python producer wrote.
+// nodePath is where the TypeScript producers find pg and mysql: make
+// test-typescript's unpacked Debian packages (BQ_NODE_DEPS), then any
+// NODE_PATH of the environment.
+func nodePath() string {
+	deps := os.Getenv("BQ_NODE_DEPS")
+	if deps == "" {
+		deps = "/usr/local/lib/bq-node"
+	}
+	return strings.Trim(deps+"/usr/share/nodejs:"+os.Getenv("NODE_PATH"), ":")
+}
+
+// nodeFor returns a node that loads the built TypeScript client and the
+// driver of db, or fails the test saying how to get them: the scenario
+// is never skipped quietly.
+func nodeFor(t *testing.T, db string) string {
+	t.Helper()
+	module := map[string]string{"postgres": "pg", "mysql": "mysql"}[db]
+	node, err := exec.LookPath("node")
+	if err == nil {
+		cmd := exec.Command(node, "-e", `require("../../clients/typescript/dist/index.js"); require("`+module+`")`)
+		cmd.Env = append(os.Environ(), "NODE_PATH="+nodePath())
+		out, err := cmd.CombinedOutput()
+		if err == nil {
+			return node
+		}
+		t.Fatalf("node cannot load the TypeScript client or %s (%v): %s\nrun make test (make test-typescript builds clients/typescript/dist and installs pg and mysql)", module, err, bytes.TrimSpace(out))
+	}
+	t.Fatalf("no node for the TypeScript producers (%v): run make test, or scripts/ensure-node-clients.sh and make test-typescript", err)
+	return ""
+}
+
+// pyRow is one inbox row a Python or TypeScript producer wrote.
 type pyRow struct {
 	ID         int64  `json:"id"`
 	Kind       string `json:"kind"`
@@ -56,18 +87,23 @@ type pyRow struct {
 // attempts counts one kind's attempts by what became of them.
 type attempts struct{ stored, discarded, duplicate int }
 
-// testPythonRacesGo: two Python processes (bqueue, clients/python) and two
+// testPythonRacesGo: two Python processes (bqueue, clients/python), on
+// PostgreSQL and MySQL two TypeScript ones (clients/typescript), and two
 // Go producers enqueue on the same keys at once, while three worker
-// processes admit the Python rows (through the inbox) and run every job:
-// limit-1 keys that block, limit-1 keys that discard, and unique jobs.
-// Judged from the jobs' own start and end records and from every
+// processes admit the clients' rows (through the inbox) and run every
+// job: limit-1 keys that block, limit-1 keys that discard, and unique
+// jobs. Judged from the jobs' own start and end records and from every
 // attempt's result: no key ran two at once; every stored job ran to
 // completion exactly once; the jobs stored are exactly the attempts that
 // said stored (ready/blocked), and the rest said discarded or duplicate;
 // exactly one job per unique key, the other attempts naming it; every
-// committed Python row decided, every rolled-back one absent.
+// committed client row decided, every rolled-back one absent.
 func testPythonRacesGo(t *testing.T, h *harness) {
 	py := pythonFor(t, h.db)
+	node := ""
+	if h.db != "sqlite" {
+		node = nodeFor(t, h.db)
+	}
 	ctx := context.Background()
 	const perKey = 15 // per producer: 3 block keys, 2 discard keys, 1 unique key each round
 	stop := h.spawnWorkers(3, 4)
@@ -106,11 +142,23 @@ func testPythonRacesGo(t *testing.T, h *harness) {
 			}
 		})
 	}
-	pyRows := make([][]pyRow, 2)
-	pyErrs := make([]error, 2)
-	for p := range 2 {
+	// Two Python producers, and on PostgreSQL and MySQL (the TypeScript
+	// client's databases) two TypeScript ones.
+	producers := 2
+	if node != "" {
+		producers = 4
+	}
+	pyRows := make([][]pyRow, producers)
+	pyErrs := make([]error, producers)
+	for p := range producers {
 		wg.Go(func() {
-			pyRows[p], pyErrs[p] = runPythonProducer(py, h.dsn, h.test, p+1, perKey)
+			if p < 2 {
+				pyRows[p], pyErrs[p] = runProducer(exec.Command(py, "testdata/inbox_producer.py"), h.dsn, h.test, p+1, perKey)
+				return
+			}
+			cmd := exec.Command(node, "testdata/inbox_producer.mjs")
+			cmd.Env = append(os.Environ(), "NODE_PATH="+nodePath())
+			pyRows[p], pyErrs[p] = runProducer(cmd, h.dsn, h.test, p+1, perKey)
 		})
 	}
 	wg.Wait()
@@ -170,7 +218,7 @@ func testPythonRacesGo(t *testing.T, h *harness) {
 	for _, kind := range []string{"c.limit1", "c.discard1", "c.unkeyed"} {
 		attempts, stored, discarded, duplicate := total(kind)
 		jobs := h.count(fmt.Sprintf(`SELECT count(*) FROM bq_jobs WHERE kind = '%s'`, kind))
-		t.Logf("%s: %d attempts (Go %+v, Python %+v): %d stored, %d discarded, %d duplicates; %d jobs in the table",
+		t.Logf("%s: %d attempts (Go %+v, Python and TypeScript %+v): %d stored, %d discarded, %d duplicates; %d jobs in the table",
 			kind, attempts, *goTally[kind], *pyTally[kind], stored, discarded, duplicate, jobs)
 		if jobs != stored {
 			t.Errorf("%s: %d jobs stored, but %d attempts said stored (discards or duplicates not exact)", kind, jobs, stored)
@@ -289,21 +337,22 @@ func countAttempt(t *attempts, res bq.EnqueueResult, err error, errs *[]error) {
 	}
 }
 
-// runPythonProducer runs testdata/inbox_producer.py and reads its rows.
-func runPythonProducer(py, dsn, test string, producer, perKey int) ([]pyRow, error) {
-	cmd := exec.Command(py, "testdata/inbox_producer.py", dsn, test, strconv.Itoa(producer), strconv.Itoa(perKey))
+// runProducer runs cmd, testdata/inbox_producer.py or .mjs, as producer
+// number producer, and reads its rows.
+func runProducer(cmd *exec.Cmd, dsn, test string, producer, perKey int) ([]pyRow, error) {
+	cmd.Args = append(cmd.Args, dsn, test, strconv.Itoa(producer), strconv.Itoa(perKey))
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		return nil, fmt.Errorf("python producer %d: %w: %s", producer, err, stderr.String())
+		return nil, fmt.Errorf("producer %d (%s): %w: %s", producer, cmd.Args[1], err, stderr.String())
 	}
 	var rows []pyRow
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	for sc.Scan() {
 		var r pyRow
 		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-			return nil, fmt.Errorf("python producer %d: line %q: %w", producer, sc.Text(), err)
+			return nil, fmt.Errorf("producer %d (%s): line %q: %w", producer, cmd.Args[1], sc.Text(), err)
 		}
 		rows = append(rows, r)
 	}
