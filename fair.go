@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/bqueue/bq/internal/driver"
+	"github.com/bqueue/bq/internal/metrics"
 )
 
 // MaxKeyWeight is the largest fair-share weight of a key (SetKeyWeight,
@@ -173,4 +174,45 @@ func (c *Client) fairWait(ctx context.Context, info *JobInfo) (string, error) {
 	}
 	return fmt.Sprintf(" Queue %q shares its slots fairly: %s runs %d, its share is %.1f of %d (weight %d among %d keys with work); each claim takes the key furthest below its share first.",
 		info.Queue, key, s.Running, s.Share, capacity, s.Weight, len(shares)), nil
+}
+
+// fairGauges reads each fair-share queue's keys with work and Jain's
+// index of their running jobs against their shares (Share), for the
+// gauges; no key is named.
+func (c *Client) fairGauges(ctx context.Context) ([]metrics.FairQueue, error) {
+	policies, err := c.drv.Exec().PolicyList(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []metrics.FairQueue
+	for _, p := range policies {
+		if !p.FairShare {
+			continue
+		}
+		shares, _, err := c.fairShares(ctx, p, math.MaxInt)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, metrics.FairQueue{Queue: p.Queue, Keys: len(shares), Index: jain(shares)})
+	}
+	return out, nil
+}
+
+// jain is Jain's fairness index of the keys' running jobs against their
+// shares: (sum x)^2 / (n sum x^2) with x = running / share; 1 with no
+// key running.
+func jain(shares []KeyShare) float64 {
+	var sum, squares float64
+	for _, s := range shares {
+		if s.Share <= 0 {
+			continue
+		}
+		x := float64(s.Running) / s.Share
+		sum += x
+		squares += x * x
+	}
+	if squares == 0 {
+		return 1
+	}
+	return sum * sum / (float64(len(shares)) * squares)
 }

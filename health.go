@@ -273,5 +273,9 @@ func (c *Client) gaugeSnapshot(ctx context.Context) (metrics.Snapshot, error) {
 	if err != nil {
 		return metrics.Snapshot{}, fmt.Errorf("bq gauges: %w", err)
 	}
-	return metrics.Snapshot{Queues: queues, Groups: groups, Rates: rates}, nil
+	fair, err := c.fairGauges(ctx)
+	if err != nil {
+		return metrics.Snapshot{}, fmt.Errorf("bq gauges: %w", err)
+	}
+	return metrics.Snapshot{Queues: queues, Groups: groups, Rates: rates, Fair: fair}, nil
 }

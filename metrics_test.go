@@ -205,6 +205,10 @@ func readMetrics(t *testing.T, rm metricdata.ResourceMetrics) points {
 				for _, dp := range d.DataPoints {
 					out = append(out, point{m.Name, dp.Attributes.ToSlice(), dp.Value})
 				}
+			case metricdata.Gauge[float64]: // in thousandths
+				for _, dp := range d.DataPoints {
+					out = append(out, point{m.Name, dp.Attributes.ToSlice(), int64(dp.Value*1000 + 0.5)})
+				}
 			case metricdata.Histogram[float64]:
 				for _, dp := range d.DataPoints {
 					out = append(out, point{m.Name, dp.Attributes.ToSlice(), int64(dp.Count)})
@@ -268,6 +272,37 @@ func TestQueueGaugeReportsADrainedQueue(t *testing.T) {
 	}
 	if n, ok := collect().sum("bq.queue.jobs", "state=ready"); !ok || n != 0 {
 		t.Errorf("bq.queue.jobs{state=ready} of the drained queue = %d (reported %v), want 0 reported", n, ok)
+	}
+}
+
+// TestFairShareGauges: a fair-share queue reports its keys with work and
+// Jain's index of their running jobs against their shares, by queue
+// alone (no key in any attribute).
+func TestFairShareGauges(t *testing.T) {
+	ctx := context.Background()
+	client, collect := meteredClient(t, bq.Config{})
+	if err := client.SyncPolicies(ctx, "metrics", []bq.Policy{{Queue: "metrics", FairShare: true}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{secret, secret, "other"} {
+		if _, err := mBlock.Enqueue(ctx, client, metricArgs{Key: key}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ps := collect()
+	if n, ok := ps.sum("bq.fair_share.keys", "queue=metrics"); !ok || n != 2 {
+		t.Errorf("bq.fair_share.keys{queue=metrics} = %d (reported %v), want 2", n, ok)
+	}
+	// Nothing runs: every key is at its share of nothing.
+	if n, ok := ps.sum("bq.fair_share.index", "queue=metrics"); !ok || n != 1000 {
+		t.Errorf("bq.fair_share.index{queue=metrics} = %d/1000 (reported %v), want 1", n, ok)
+	}
+	for _, p := range ps {
+		for _, a := range p.attrs {
+			if strings.Contains(a.Value.String(), secret) {
+				t.Errorf("%s carries the key in %s", p.name, a.Key)
+			}
+		}
 	}
 }
 

@@ -15,6 +15,17 @@ type Snapshot struct {
 	Queues []driver.QueueCounts
 	Groups []driver.GroupStats
 	Rates  []driver.RateGroupStats
+	Fair   []FairQueue
+}
+
+// FairQueue is how a fair-share queue shares its slots, with no key
+// named: how many keys have work, and Jain's fairness index of their
+// running jobs against their weighted shares (1: each key runs its
+// share; 1/Keys: one key runs everything).
+type FairQueue struct {
+	Queue string
+	Keys  int
+	Index float64
 }
 
 // ObserveGauges registers the gauges of jobs per queue and state and of
@@ -48,6 +59,16 @@ func (m *Instruments) ObserveGauges(read func(ctx context.Context) (Snapshot, er
 	}
 	throttled, err := m.meter.Int64ObservableGauge(ThrottledKeys, metric.WithUnit("{key}"),
 		metric.WithDescription("Rate keys of a group with jobs waiting for a start."))
+	if err != nil {
+		return nil, err
+	}
+	fairKeys, err := m.meter.Int64ObservableGauge(FairKeys, metric.WithUnit("{key}"),
+		metric.WithDescription("Keys of a fair-share queue with jobs ready or running."))
+	if err != nil {
+		return nil, err
+	}
+	fairIndex, err := m.meter.Float64ObservableGauge(FairIndex, metric.WithUnit("1"),
+		metric.WithDescription("Jain's fairness index of a fair-share queue's running jobs against its keys' weighted shares: 1 is every key at its share."))
 	if err != nil {
 		return nil, err
 	}
@@ -95,8 +116,13 @@ func (m *Instruments) ObserveGauges(read func(ctx context.Context) (Snapshot, er
 			o.ObserveInt64(rateWaiting, int64(g.Waiting), attrs)
 			o.ObserveInt64(throttled, int64(g.Throttled), attrs)
 		}
+		for _, f := range snap.Fair {
+			attrs := metric.WithAttributes(attribute.String("queue", f.Queue))
+			o.ObserveInt64(fairKeys, int64(f.Keys), attrs)
+			o.ObserveFloat64(fairIndex, f.Index, attrs)
+		}
 		return nil
-	}, queueJobs, active, blocked, saturated, rateWaiting, throttled)
+	}, queueJobs, active, blocked, saturated, rateWaiting, throttled, fairKeys, fairIndex)
 	if err != nil {
 		return nil, err
 	}

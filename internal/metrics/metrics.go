@@ -47,6 +47,8 @@ const (
 	SaturatedKeys = "bq.group.saturated_keys"
 	RateWaiting   = "bq.rate.waiting"
 	ThrottledKeys = "bq.rate.throttled_keys"
+	FairKeys      = "bq.fair_share.keys"
+	FairIndex     = "bq.fair_share.index"
 )
 
 // Job is what an event's attributes are made of. Key is used only to
