@@ -48,8 +48,13 @@ type EnqueueResult struct {
 	Duplicate   bool
 	DuplicateOf int64
 	// Replaced names the jobs of its key this one replaced (OnConflict
-	// Replace): ready or blocked until this enqueue, cancelled by it.
+	// Replace or CancelRunning): ready or blocked until this enqueue,
+	// cancelled by it.
 	Replaced []int64
+	// Stopping names the running jobs of its key whose cancel it
+	// requested (OnConflict CancelRunning): each ends as its run returns,
+	// and frees its slot then.
+	Stopping []int64
 }
 
 // EnqueueOption changes one enqueue.
@@ -299,7 +304,7 @@ func (j *Job[A]) newJob(ctx context.Context, c *Client, args A, o *enqueueOption
 	if err != nil {
 		return nil, err
 	}
-	replace, err := replaces(&limit, more, at.After(now))
+	replace, cancelRunning, err := replaces(&limit, more, at.After(now))
 	if err != nil {
 		return nil, err
 	}
@@ -319,7 +324,7 @@ func (j *Job[A]) newJob(ctx context.Context, c *Client, args A, o *enqueueOption
 	}
 	job := &driver.NewJob{Kind: j.name, Queue: queue, Args: raw, Priority: priority,
 		MaxAttempts: j.opts.MaxAttempts, Limit: limit, More: more, Rate: rate, ScheduledAt: at, Metadata: metadata, Tags: tags,
-		Replace: replace}
+		Replace: replace, CancelRunning: cancelRunning}
 	if unique != nil {
 		job.UniqueKey, job.UniqueStates = unique.key(j.name, queue, raw, at), unique.states()
 	}
@@ -346,6 +351,7 @@ func (c *Client) enqueueJobs(ctx context.Context, tx any, jobs []*driver.NewJob,
 		return nil, err
 	}
 	c.enqueued(ctx, jobs, verdicts)
+	c.replaced(ctx, tx, jobs, replaced)
 	results := make([]EnqueueResult, len(jobs))
 	for i, v := range verdicts {
 		switch {
@@ -354,7 +360,8 @@ func (c *Client) enqueueJobs(ctx context.Context, tx any, jobs []*driver.NewJob,
 		case v.State == driver.StateDiscarded:
 			results[i] = EnqueueResult{State: StateDiscarded, Reason: v.Reason, HeldBy: v.HeldBy}
 		default:
-			results[i] = EnqueueResult{ID: jobs[i].ID, State: JobState(v.State), Replaced: replaced[i]}
+			r := replaced[i]
+			results[i] = EnqueueResult{ID: jobs[i].ID, State: JobState(v.State), Replaced: ids(r.Cancelled), Stopping: ids(r.Stopping)}
 		}
 	}
 	return results, nil
@@ -362,7 +369,7 @@ func (c *Client) enqueueJobs(ctx context.Context, tx any, jobs []*driver.NewJob,
 
 // insert admits and stores jobs, in ex when given (the caller's
 // transaction) or in a transaction of the client's own.
-func (c *Client) insert(ctx context.Context, ex driver.Executor, tx any, jobs []*driver.NewJob, now time.Time) ([]lifecycle.Verdict, map[int][]int64, error) {
+func (c *Client) insert(ctx context.Context, ex driver.Executor, tx any, jobs []*driver.NewJob, now time.Time) ([]lifecycle.Verdict, map[int]lifecycle.Replaced, error) {
 	if ex != nil {
 		out, replaced, promoted, err := admitReplacing(ctx, ex, jobs, now)
 		if err != nil && c.drv.Retryable(err) {
@@ -375,7 +382,7 @@ func (c *Client) insert(ctx context.Context, ex driver.Executor, tx any, jobs []
 		return out, replaced, nil
 	}
 	var verdicts []lifecycle.Verdict
-	var replaced map[int][]int64
+	var replaced map[int]lifecycle.Replaced
 	var promoted driver.Promotion
 	var err error
 	run := driver.InTx
@@ -396,7 +403,7 @@ func (c *Client) insert(ctx context.Context, ex driver.Executor, tx any, jobs []
 
 // admitReplacing cancels what the replacing jobs replace, then admits
 // jobs, in ex's transaction (lifecycle.Replace, lifecycle.Admit).
-func admitReplacing(ctx context.Context, ex driver.Executor, jobs []*driver.NewJob, now time.Time) ([]lifecycle.Verdict, map[int][]int64, driver.Promotion, error) {
+func admitReplacing(ctx context.Context, ex driver.Executor, jobs []*driver.NewJob, now time.Time) ([]lifecycle.Verdict, map[int]lifecycle.Replaced, driver.Promotion, error) {
 	replaced, promoted, err := lifecycle.Replace(ctx, ex, jobs, now)
 	if err != nil {
 		return nil, nil, promoted, err

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/bqueue/bq/internal/driver"
@@ -31,6 +32,7 @@ type inboxDecided struct {
 	jobs     []*driver.NewJob
 	verdicts []lifecycle.Verdict
 	queues   []string
+	replaced map[int]lifecycle.Replaced
 }
 
 // inboxPass decides a batch of the inbox's pending rows of this
@@ -79,6 +81,7 @@ func (c *Client) decideInbox(ctx context.Context, p driver.InboxLockParams) ([]i
 		return taken, c.explainErr(ctx, err)
 	}
 	c.enqueued(ctx, done.jobs, done.verdicts)
+	c.replaced(ctx, nil, done.jobs, done.replaced)
 	c.rt.ReadyAll(done.queues)
 	return taken, nil
 }
@@ -134,6 +137,9 @@ func (c *Client) decideRows(ctx context.Context, ex driver.Executor, rows []driv
 			for k, v := range verdicts {
 				outcomes[of[k]] = outcomeOf(rows[of[k]].ID, d.jobs[k], v, replaced[k])
 			}
+			if len(replaced) > 0 {
+				d.replaced = replaced
+			}
 		}
 	}
 	if _, err := ex.InboxDecide(ctx, outcomes); err != nil {
@@ -144,14 +150,21 @@ func (c *Client) decideRows(ctx context.Context, ex driver.Executor, rows []driv
 
 // outcomeOf is the stamp of row id whose job admission judged v, having
 // replaced the jobs replaced (named in the detail).
-func outcomeOf(id int64, job *driver.NewJob, v lifecycle.Verdict, replaced []int64) driver.InboxOutcome {
+func outcomeOf(id int64, job *driver.NewJob, v lifecycle.Verdict, r lifecycle.Replaced) driver.InboxOutcome {
 	switch {
 	case v.Duplicate:
 		return driver.InboxOutcome{ID: id, Outcome: driver.InboxDuplicate, JobID: v.DuplicateOf, Detail: v.Reason}
 	case v.State == driver.StateDiscarded:
 		return driver.InboxOutcome{ID: id, Outcome: driver.InboxDiscarded, Detail: v.Reason}
-	case len(replaced) > 0:
-		return driver.InboxOutcome{ID: id, Outcome: string(v.State), JobID: job.ID, Detail: "replaced " + jobList(replaced)}
+	case len(r.Cancelled)+len(r.Stopping) > 0:
+		var said []string
+		if len(r.Cancelled) > 0 {
+			said = append(said, "replaced "+jobList(ids(r.Cancelled)))
+		}
+		if len(r.Stopping) > 0 {
+			said = append(said, "asked "+jobList(ids(r.Stopping))+" to stop")
+		}
+		return driver.InboxOutcome{ID: id, Outcome: string(v.State), JobID: job.ID, Detail: strings.Join(said, "; ")}
 	default:
 		return driver.InboxOutcome{ID: id, Outcome: string(v.State), JobID: job.ID}
 	}

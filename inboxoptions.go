@@ -31,7 +31,8 @@ type inboxOptions struct {
 
 // inboxKey is a concurrency key: the key (a full key, Group + "/" + key,
 // in more_concurrency_keys), its limit (0: the default) and on_conflict
-// ("block", "discard" or "replace"; left out: the definition's).
+// ("block", "discard", "replace" or "cancel_running"; left out: the
+// definition's).
 type inboxKey struct {
 	Key        string  `json:"key"`
 	To         int     `json:"to"`
@@ -137,8 +138,10 @@ func onConflictOf(field, s string) (OnConflict, error) {
 		return Discard, nil
 	case "replace":
 		return Replace, nil
+	case "cancel_running":
+		return CancelRunning, nil
 	}
-	return Block, fmt.Errorf("%w: options: %s is %q: use \"block\", \"discard\" or \"replace\"", ErrInvalidJob, field, s)
+	return Block, fmt.Errorf("%w: options: %s is %q: use \"block\", \"discard\", \"replace\" or \"cancel_running\"", ErrInvalidJob, field, s)
 }
 
 // inboxJob is newJob for args given as JSON by a client in another

@@ -44,6 +44,12 @@ const (
 	// with At or In); a retry waits its turn as with Block. See
 	// docs/flow-control.md.
 	Replace
+	// CancelRunning replaces as Replace does, and also cancels the key's
+	// running jobs through the cancel path (as Client.Cancel does: their
+	// runs' contexts are cancelled, each keeps its slot until its run
+	// ends, EnqueueResult.Stopping names them); the job runs when a slot
+	// frees. Hatchet's CANCEL_IN_PROGRESS, CI's cancel-in-progress.
+	CancelRunning
 )
 
 func (o OnConflict) String() string {
@@ -52,6 +58,8 @@ func (o OnConflict) String() string {
 		return "discard"
 	case Replace:
 		return "replace"
+	case CancelRunning:
+		return "cancel-running"
 	}
 	return "block"
 }
@@ -307,8 +315,8 @@ func sameKeyTwice[A any](first *Concurrency[A], more []Concurrency[A]) error {
 // they return the same. A func value is a pointer to its closure; reflect
 // offers only the code pointer, which the closures of one literal share
 // whatever they captured (field("tenant") and field("region")).
-// replaceOneKey refuses Replace on a job of several keys.
-const replaceOneKey = "OnConflict bq.Replace is for a job with one concurrency key: " +
+// replaceOneKey refuses Replace or CancelRunning on a job of several keys.
+const replaceOneKey = "OnConflict bq.Replace or bq.CancelRunning is for a job with one concurrency key: " +
 	"a job of several keys waits in one line at a time, so what it would replace is not one key's queue; use bq.Block or drop the further keys"
 
 // replacesWithMore reports whether a job of several keys names Replace.
@@ -316,10 +324,10 @@ func replacesWithMore[A any](first *Concurrency[A], more []Concurrency[A]) bool 
 	if len(more) == 0 {
 		return false
 	}
-	if first != nil && first.OnConflict == Replace {
+	if first != nil && first.OnConflict >= Replace {
 		return true
 	}
-	return slices.ContainsFunc(more, func(c Concurrency[A]) bool { return c.OnConflict == Replace })
+	return slices.ContainsFunc(more, func(c Concurrency[A]) bool { return c.OnConflict >= Replace })
 }
 
 func sameFunc[F any](f, g F) bool {
@@ -352,8 +360,8 @@ func validateSpec(d time.Duration, oc OnConflict) error {
 	if d < 0 {
 		errs = append(errs, fmt.Errorf("concurrency Duration is %s: use a positive duration (default %s)", d, defaultDuration))
 	}
-	if oc != Block && oc != Discard && oc != Replace {
-		errs = append(errs, fmt.Errorf("concurrency OnConflict is %d: use bq.Block, bq.Discard or bq.Replace", oc))
+	if oc < Block || oc > CancelRunning {
+		errs = append(errs, fmt.Errorf("concurrency OnConflict is %d: use bq.Block, bq.Discard, bq.Replace or bq.CancelRunning", oc))
 	}
 	return errors.Join(errs...)
 }

@@ -1,29 +1,35 @@
 package bq
 
 import (
+	"context"
 	"fmt"
 	"slices"
 
 	"github.com/bqueue/bq/internal/driver"
+	"github.com/bqueue/bq/internal/lifecycle"
+	"github.com/bqueue/bq/internal/metrics"
+	"github.com/bqueue/bq/internal/worker"
 )
 
-// replaces reports whether a job whose limits are first and more replaces
-// its key's queued jobs (OnConflict Replace), storing first as Block (the
-// job waits its turn as Block does once admitted), and refuses Replace on
-// a job of several keys or one due later.
-func replaces(first *driver.Limit, more []driver.Limit, later bool) (bool, error) {
-	isReplace := func(l driver.Limit) bool { return l.OnConflict == driver.OnConflict(Replace) }
+// replaces reports whether a job whose limits are first and more
+// replaces its key's queued jobs (OnConflict Replace or CancelRunning)
+// and whether it also stops the running ones, storing first as Block
+// (the job waits its turn as Block does once admitted); it refuses
+// either on a job of several keys or one due later.
+func replaces(first *driver.Limit, more []driver.Limit, later bool) (replace, running bool, err error) {
+	isReplace := func(l driver.Limit) bool { return l.OnConflict >= driver.OnConflict(Replace) }
 	if !isReplace(*first) && !slices.ContainsFunc(more, isReplace) {
-		return false, nil
+		return false, false, nil
 	}
 	if len(more) > 0 {
-		return false, fmt.Errorf("%w: %s", ErrInvalidJob, replaceOneKey)
+		return false, false, fmt.Errorf("%w: %s", ErrInvalidJob, replaceOneKey)
 	}
 	if later {
-		return false, fmt.Errorf("%w: OnConflict bq.Replace with bq.At or bq.In: a job replaces its key's queued jobs when it is enqueued, so it must be due now; drop At/In, or use bq.Block", ErrInvalidJob)
+		return false, false, fmt.Errorf("%w: OnConflict %s with bq.At or bq.In: a job replaces its key's jobs when it is enqueued, so it must be due now; drop At/In, or use bq.Block", ErrInvalidJob, OnConflict(first.OnConflict))
 	}
+	running = first.OnConflict == driver.OnConflict(CancelRunning)
 	first.OnConflict = driver.Block
-	return first.Key != "", nil
+	return first.Key != "", running && first.Key != "", nil
 }
 
 // checkReplaces refuses a batch in which a replacing job shares its key
@@ -42,4 +48,41 @@ func checkReplaces(jobs []*driver.NewJob) error {
 		}
 	}
 	return nil
+}
+
+// replaced records what the replacing jobs did, after the commit: the
+// cancelled jobs counted and logged as a cancel is, and, when a run was
+// asked to stop, every process woken to look for its marked runs (in
+// that transaction's notifications when it is the caller's).
+func (c *Client) replaced(ctx context.Context, tx any, jobs []*driver.NewJob, out map[int]lifecycle.Replaced) {
+	stopping := false
+	for i, r := range out {
+		for _, x := range r.Cancelled {
+			c.log.Info("job replaced by a newer one of its key: cancelled", "job_id", x.Job.ID, "kind", x.Job.Kind,
+				"queue", x.Job.Queue, "key", x.Job.Limit.Key, "replaced_by_kind", jobs[i].Kind)
+			c.met.Cancelled(ctx, metrics.JobOf(x.Job), "replace")
+		}
+		for _, x := range r.Stopping {
+			c.log.Info("running job asked to stop for a newer one of its key", "job_id", x.Job.ID, "kind", x.Job.Kind,
+				"queue", x.Job.Queue, "key", x.Job.Limit.Key, "requested_at", x.RequestedAt)
+			stopping = true
+		}
+	}
+	if !stopping {
+		return
+	}
+	if tx != nil {
+		c.rt.NotifyTx(ctx, tx, []string{worker.CancelSignal})
+	} else {
+		c.rt.Ready(worker.CancelSignal)
+	}
+}
+
+// ids lists the jobs of cs.
+func ids(cs []lifecycle.Cancellation) []int64 {
+	out := make([]int64, len(cs))
+	for i, x := range cs {
+		out[i] = x.Job.ID
+	}
+	return out
 }

@@ -96,44 +96,22 @@ func (d *demo) enqueueShares(ctx context.Context, tenant string, n int, at map[s
 // waitShares enqueues the small tenants' jobs demoShareAfter after the
 // large one's, then waits until the queue has nothing live.
 func (d *demo) waitShares(ctx context.Context, errs <-chan error, at map[string]time.Duration) error {
-	deadline := time.After(demoDeadline)
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
 	small := true
-	for {
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("demo interrupted: %w", ctx.Err())
-		case err := <-errs:
-			return fmt.Errorf("a worker stopped early: %w", err)
-		case <-deadline:
-			return fmt.Errorf("demo: fair-share jobs still unfinished after %s; see `bq status`", demoDeadline)
-		case <-tick.C:
+	return d.poll(ctx, errs, "fair-share jobs", func() (bool, error) {
+		if !small {
+			return d.drained(ctx)
 		}
-		if small && time.Since(d.rec.t0) >= demoShareAfter {
-			small = false
-			for _, t := range demoTenants[1:] {
-				if err := d.enqueueShares(ctx, t, demoShareSmall, at); err != nil {
-					return err
-				}
+		if time.Since(d.rec.t0) < demoShareAfter {
+			return false, nil
+		}
+		small = false
+		for _, t := range demoTenants[1:] {
+			if err := d.enqueueShares(ctx, t, demoShareSmall, at); err != nil {
+				return false, err
 			}
-			continue
 		}
-		if small {
-			continue
-		}
-		stats, err := d.clients[0].QueueStats(ctx)
-		if err != nil {
-			return err
-		}
-		live := 0
-		for _, s := range stats {
-			live += s.Ready + s.Running + s.Blocked + s.Scheduled
-		}
-		if live == 0 {
-			return nil
-		}
-	}
+		return false, nil
+	})
 }
 
 // reportShares says, from the runs' own records, how many slots acme used

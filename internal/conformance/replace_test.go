@@ -16,11 +16,17 @@ var _ = register(
 	scenario{"ReplaceLeavesOneQueued", testReplaceRace},
 	scenario{"ReplaceSparesTheRunningHolder", testReplaceRunning},
 	scenario{"ReplaceRefusesBadInput", testReplaceRefusesBadInput},
+	scenario{"CancelRunningStopsTheHolder", testCancelRunning},
 )
 
 // replaceJob keeps one job of a key queued: each new one replaces it.
-var replaceJob = bq.Define("c.replace", behave, bq.JobOptions[Args]{Queue: "replace",
-	Concurrency: &bq.Concurrency[Args]{Key: keyOf, To: 1, OnConflict: bq.Replace}})
+// cancelRunningJob also stops the key's running one.
+var (
+	replaceJob = bq.Define("c.replace", behave, bq.JobOptions[Args]{Queue: "replace",
+		Concurrency: &bq.Concurrency[Args]{Key: keyOf, To: 1, OnConflict: bq.Replace}})
+	cancelRunningJob = bq.Define("c.cancelrunning", behave, bq.JobOptions[Args]{Queue: "replace",
+		Concurrency: &bq.Concurrency[Args]{Key: keyOf, To: 1, OnConflict: bq.CancelRunning, Group: "c.replace"}})
+)
 
 // testReplaceRace: three clients (three connection pools) enqueue 20
 // replacing jobs each on one key at once, with no worker. Exactly one job
@@ -165,4 +171,49 @@ func testReplaceRefusesBadInput(t *testing.T, h *harness) {
 	if n := h.count(`SELECT count(*) FROM bq_jobs`); n != 0 {
 		t.Errorf("%d jobs stored by refused enqueues, want 0", n)
 	}
+}
+
+// testCancelRunning: J1 runs (it would wait 15 s on its context); J2 is
+// blocked behind it; J3 with CancelRunning replaces J2 and asks J1 to
+// stop: J1's run sees its context cancelled and ends cancelled, then J3
+// runs, never beside it, long before J1's 15 s.
+func testCancelRunning(t *testing.T, h *harness) {
+	ctx := context.Background()
+	cmd := h.spawn("worker", 2, "BQ_QUEUE=replace")
+	defer h.stop(cmd)
+	j1, err := cancelRunningJob.Enqueue(ctx, h.client, Args{Test: h.test, Key: "k", Mode: "wait-ctx", SleepMS: 15000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.waitState(j1.ID, bq.StateRunning)
+	j2, err := replaceJob.Enqueue(ctx, h.client, Args{Test: h.test, Key: "k", SleepMS: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j2.State != bq.StateBlocked {
+		t.Fatalf("J2 is %s, want blocked behind the running J1 (one key: both kinds' Group is c.replace)", j2.State)
+	}
+	start := time.Now()
+	j3, err := cancelRunningJob.Enqueue(ctx, h.client, Args{Test: h.test, Key: "k", SleepMS: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j3.State != bq.StateBlocked || !slices.Equal(j3.Stopping, []int64{j1.ID}) || !slices.Equal(j3.Replaced, []int64{j2.ID}) {
+		t.Fatalf("J3: %s, stopping %v, replaced %v; want blocked, stopping J1 (%d), replacing J2 (%d)", j3.State, j3.Stopping, j3.Replaced, j1.ID, j2.ID)
+	}
+	h.eventually(10*time.Second, "J3 to complete", func() bool { return h.state(j3.ID) == bq.StateCompleted })
+	if took := time.Since(start); took > 8*time.Second {
+		t.Errorf("J3 completed %s after its enqueue: J1 was not stopped", took.Round(time.Millisecond))
+	}
+	if st := h.state(j1.ID); st != bq.StateCancelled {
+		t.Errorf("J1 is %s, want cancelled (stopped for J3)", st)
+	}
+	if st := h.state(j2.ID); st != bq.StateCancelled {
+		t.Errorf("J2 is %s, want cancelled (replaced by J3)", st)
+	}
+	runs := h.dbRuns(t)
+	if n := maxOverlap(runs)["k"]; n > 1 {
+		t.Errorf("%d runs of the key overlapped, limit 1", n)
+	}
+	h.checkSemaphores()
 }

@@ -36,8 +36,8 @@ type NewJob struct {
 	Metadata, Tags []byte
 	// Replace: the job takes the place of its key's queued jobs
 	// (lifecycle.Replace cancels them before it is admitted); stored as
-	// Block.
-	Replace bool
+	// Block. CancelRunning: it also asks its key's running jobs to stop.
+	Replace, CancelRunning bool
 }
 
 // LineList is the key of the line a blocked new job waits in.

@@ -10,22 +10,32 @@ import (
 	"github.com/bqueue/bq/internal/driver"
 )
 
-// replaceBatch is how many of a key's queued jobs Replace reads at a time.
+// replaceBatch is how many of a key's jobs Replace reads at a time.
 const replaceBatch = 500
+
+// Replaced is what the replace of one new job did to its key's jobs.
+type Replaced struct {
+	// Cancelled are the queued (ready or blocked) jobs it cancelled.
+	Cancelled []Cancellation
+	// Stopping are the running jobs whose cancel it requested
+	// (NewJob.CancelRunning): each ends as its run returns.
+	Stopping []Cancellation
+}
 
 // Replace makes room for the jobs of jobs that replace (NewJob.Replace):
 // for each of their keys, in key order, it creates the key's semaphore
 // if it has none and locks it, then cancels the key's queued jobs, the
 // blocked first (they leave the line), then the ready ones (each
-// releases its slot, with no blocked job left to take it), and returns
-// the ids it cancelled by the index of the job that replaced them. The
-// caller then admits jobs in the same transaction, so each replacing
-// job takes the place of those it replaced: producers replacing on one
-// key take turns on its lock, and each finds only the job the one before
-// it left. Running jobs keep their slots. A job claimed meanwhile (its
-// ready row gone before the cancel took it) is running, not queued, and
-// is left alone.
-func Replace(ctx context.Context, ex driver.Executor, jobs []*driver.NewJob, now time.Time) (map[int][]int64, driver.Promotion, error) {
+// releases its slot, with no blocked job left to take it), and with
+// NewJob.CancelRunning requests the cancel of its running ones (their
+// runs' contexts are cancelled; each keeps its slot until it ends). It
+// returns what it did by the index of the job that replaced. The caller
+// then admits jobs in the same transaction, so each replacing job takes
+// the place of those it replaced: producers replacing on one key take
+// turns on its lock, and each finds only the job the one before it left.
+// A job claimed meanwhile (its ready row gone before the cancel took it)
+// is running, not queued: it is left alone, or asked to stop.
+func Replace(ctx context.Context, ex driver.Executor, jobs []*driver.NewJob, now time.Time) (map[int]Replaced, driver.Promotion, error) {
 	var promoted driver.Promotion
 	var order []int
 	for i, j := range jobs {
@@ -37,7 +47,7 @@ func Replace(ctx context.Context, ex driver.Executor, jobs []*driver.NewJob, now
 		return nil, promoted, nil
 	}
 	slices.SortFunc(order, func(a, b int) int { return strings.Compare(jobs[a].Limit.Key, jobs[b].Limit.Key) })
-	out := map[int][]int64{}
+	out := map[int]Replaced{}
 	for _, i := range order {
 		j := jobs[i]
 		if err := ex.SemaphoreEnsure(ctx, j.Limit, now); err != nil {
@@ -46,42 +56,45 @@ func Replace(ctx context.Context, ex driver.Executor, jobs []*driver.NewJob, now
 		if _, _, err := ex.SemaphoreLock(ctx, j.Limit.Key, j.Queue); err != nil {
 			return nil, promoted, err
 		}
-		ids, p, err := cancelQueued(ctx, ex, j.Limit.Key, now)
+		r, p, err := replaceKey(ctx, ex, j.Limit.Key, j.CancelRunning, now)
 		if err != nil {
-			return nil, promoted, fmt.Errorf("replace the queued jobs of key %q: %w", j.Limit.Key, err)
+			return nil, promoted, fmt.Errorf("replace the jobs of key %q: %w", j.Limit.Key, err)
 		}
 		promoted.Add(p)
-		if len(ids) > 0 {
-			out[i] = ids
+		if len(r.Cancelled)+len(r.Stopping) > 0 {
+			out[i] = r
 		}
 	}
 	return out, promoted, nil
 }
 
-// cancelQueued cancels key's blocked jobs, then its ready ones, with the
-// key locked, and returns the ids it cancelled.
-func cancelQueued(ctx context.Context, ex driver.Executor, key string, now time.Time) ([]int64, driver.Promotion, error) {
-	var ids []int64
+// replaceKey cancels key's blocked jobs, then its ready ones, and with
+// running its running ones, with the key locked.
+func replaceKey(ctx context.Context, ex driver.Executor, key string, running bool, now time.Time) (Replaced, driver.Promotion, error) {
+	var r Replaced
 	var promoted driver.Promotion
 	cancel := func(id int64) error {
 		c, err := Cancel(ctx, ex, id, now)
-		if err != nil {
+		if err != nil || c.Moved || c.Finished {
 			return err
 		}
 		promoted.Add(c.Promoted)
-		if c.State == driver.StateCancelled && !c.Moved && !c.Finished {
-			ids = append(ids, id)
+		switch c.State {
+		case driver.StateCancelled:
+			r.Cancelled = append(r.Cancelled, c)
+		case driver.StateRunning:
+			r.Stopping = append(r.Stopping, c)
 		}
 		return nil
 	}
 	for {
 		line, err := ex.LineList(ctx, key, replaceBatch)
 		if err != nil {
-			return nil, promoted, err
+			return r, promoted, err
 		}
 		for _, b := range line {
 			if err := cancel(b.JobID); err != nil {
-				return nil, promoted, err
+				return r, promoted, err
 			}
 		}
 		if len(line) < replaceBatch {
@@ -92,22 +105,22 @@ func cancelQueued(ctx context.Context, ex driver.Executor, key string, now time.
 	for {
 		holders, err := ex.HolderList(ctx, key, replaceBatch)
 		if err != nil {
-			return nil, promoted, err
+			return r, promoted, err
 		}
 		n := 0
 		for _, h := range holders {
-			if h.Running || seen[h.JobID] {
+			if seen[h.JobID] || (h.Running && !running) {
 				continue
 			}
 			seen[h.JobID] = true
 			n++
 			if err := cancel(h.JobID); err != nil {
-				return nil, promoted, err
+				return r, promoted, err
 			}
 		}
 		if n == 0 || len(holders) < replaceBatch {
 			break
 		}
 	}
-	return ids, promoted, nil
+	return r, promoted, nil
 }

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any, Literal, Mapping, Optional, Sequence
 
-OnConflict = Literal["block", "discard", "replace"]
+OnConflict = Literal["block", "discard", "replace", "cancel_running"]
 
 #: The states a Unique may name (bq.JobState).
 JobState = Literal["scheduled", "ready", "blocked", "running", "completed", "failed", "discarded", "cancelled"]

@@ -9,8 +9,8 @@ import {
 } from "./validate";
 
 /** What a job does when its key has no free slot: wait in the key's line, or be dropped. */
-/** "replace" is for a job's one key only (Go refuses it beside further keys). */
-export type OnConflict = "block" | "discard" | "replace";
+/** "replace" and "cancel_running" are for a job's one key only (Go refuses them beside further keys). */
+export type OnConflict = "block" | "discard" | "replace" | "cancel_running";
 
 /** A job state a unique spec may name. */
 export type UniqueState = (typeof UNIQUE_STATES)[number];

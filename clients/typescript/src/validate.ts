@@ -101,10 +101,10 @@ export function checkPriority(p: unknown): number {
   return checkInt(p, "priority", INT32_MIN, INT32_MAX, `use a whole number between ${INT32_MIN} and ${INT32_MAX}`);
 }
 
-/** checkOnConflict is Go's OnConflict: "block" (the default), "discard" or "replace". */
-export function checkOnConflict(v: unknown, what: string): "block" | "discard" | "replace" {
-  if (v !== "block" && v !== "discard" && v !== "replace") {
-    fail(`${what} is ${quoted(v)}: use "block" (wait for the key's slot), "discard" (drop the job when the key is full) or "replace" (take the place of the key's queued jobs)`);
+/** checkOnConflict is Go's OnConflict: "block" (the default), "discard", "replace" or "cancel_running". */
+export function checkOnConflict(v: unknown, what: string): "block" | "discard" | "replace" | "cancel_running" {
+  if (v !== "block" && v !== "discard" && v !== "replace" && v !== "cancel_running") {
+    fail(`${what} is ${quoted(v)}: use "block" (wait for the key's slot), "discard" (drop the job when the key is full), "replace" (take the place of the key's queued jobs) or "cancel_running" (and stop its running ones)`);
   }
   return v;
 }

@@ -71,7 +71,7 @@ describe("bad input is refused before the database", () => {
 
   it("a bad on_conflict, naming the three words", () => {
     refused(() => bq.encodeOptions({ concurrencyKey: { key: "k", onConflict: "drop" } }),
-      /options\.concurrencyKey\.onConflict is "drop": use "block" .*, "discard" .* or "replace"/);
+      /options\.concurrencyKey\.onConflict is "drop": use "block" .*, "discard" .*, "replace" .* or "cancel_running"/);
     refused(() => bq.encodeOptions({ moreConcurrencyKeys: [{ key: "g/k", onConflict: "Block" }] }), /moreConcurrencyKeys\[0\]\.onConflict/);
   });
 
