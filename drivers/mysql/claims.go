@@ -30,7 +30,7 @@ var _ driver.Tx = txExecutor{}
 func (d *engine) Claim(ctx context.Context, p driver.ClaimParams) ([]*driver.Claim, error) {
 	return driver.ClaimWithin(ctx, d, p, driver.ClaimWays{InTx: func(ctx context.Context, tx driver.Executor, p driver.ClaimParams) ([]*driver.Claim, error) {
 		return tx.(txExecutor).claimUncapped(ctx, p)
-	}})
+	}, ByRule: &d.byRule})
 }
 
 // ReadyClaim claims in three statements: a locking read of the queue's

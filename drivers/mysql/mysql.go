@@ -90,6 +90,7 @@ type engine struct {
 	prefix string
 	srv    serverCaps
 	dl     *dialect
+	byRule driver.RuleQueues // the queues claimed by the rule's transaction (claims.go)
 }
 
 // serverCaps is what Open learned of the server and of the sessions it set

@@ -140,7 +140,7 @@ func claims(ctx context.Context, db dbtx, withClaimedAt bool, now time.Time, que
 // transaction; from a capped or paused one by the rule's transaction.
 func (d *engine) Claim(ctx context.Context, p driver.ClaimParams) ([]*driver.Claim, error) {
 	ex := d.Exec().(*executor)
-	return driver.ClaimWithin(ctx, d, p, driver.ClaimWays{OneStatement: ex.claimUncapped})
+	return driver.ClaimWithin(ctx, d, p, driver.ClaimWays{OneStatement: ex.claimUncapped, ByRule: &d.byRule})
 }
 
 // claimUncapped is the one-statement claim: it leaves queues with a

@@ -49,8 +49,9 @@ type engine struct {
 	q      *queries
 	txIdle string // SET LOCAL value of bq's transactions; "" when the session carries a bound
 	plans  genericPlans
-	listen *pgx.ConnConfig // the listener's own connection; nil: one taken out of pool
-	probe  probeTimes      // the listener's check that it hears (notify.go)
+	listen *pgx.ConnConfig   // the listener's own connection; nil: one taken out of pool
+	probe  probeTimes        // the listener's check that it hears (notify.go)
+	byRule driver.RuleQueues // the queues claimed by the rule's transaction (claims.go)
 
 	sqlOnce sync.Once
 	sqlDB   *sql.DB

@@ -2,6 +2,7 @@ package driver
 
 import (
 	"context"
+	"sync"
 	"time"
 )
 
@@ -23,6 +24,30 @@ type ClaimWays struct {
 	// whose write transactions lock the whole database (SQLite) keeps
 	// idle polls from holding up other writers.
 	LookFirst bool
+	// ByRule, when set, remembers the queues whose last gate said they
+	// are claimed by the rule's transaction (capped or fair), so their
+	// claims go straight to it rather than first trying OneStatement or
+	// InTx, which leave such queues alone. The transaction reads the gate
+	// anyway: a stale memory costs one claim its shortcut, never a rule.
+	ByRule *RuleQueues
+}
+
+// RuleQueues is ClaimWays.ByRule: queue -> claimed by the rule's
+// transaction at its last gate.
+type RuleQueues struct{ m sync.Map }
+
+func (r *RuleQueues) is(queue string) bool {
+	if r == nil {
+		return false
+	}
+	v, _ := r.m.Load(queue)
+	return v == true
+}
+
+func (r *RuleQueues) set(queue string, g Gate) {
+	if r != nil {
+		r.m.Store(queue, g.MaxActive > 0 || g.Fair)
+	}
 }
 
 // ClaimWithin takes up to p.Max ready jobs of p.Queue for p.ProcessID,
@@ -41,7 +66,9 @@ type ClaimWays struct {
 // check unclaims.
 func ClaimWithin(ctx context.Context, d Driver, p ClaimParams, w ClaimWays) ([]*Claim, error) {
 	ex := d.Exec()
+	byRule := w.ByRule.is(p.Queue)
 	switch {
+	case byRule:
 	case w.OneStatement != nil:
 		claims, err := w.OneStatement(ctx, p)
 		if err != nil || len(claims) > 0 {
@@ -60,15 +87,20 @@ func ClaimWithin(ctx context.Context, d Driver, p ClaimParams, w ClaimWays) ([]*
 	var claims []*Claim
 	err := InTx(ctx, d, func(tx Executor) (err error) {
 		claims = nil
-		if w.InTx != nil {
+		tried := w.InTx != nil && !byRule
+		if tried {
 			if claims, err = w.InTx(ctx, tx, p); err != nil || len(claims) > 0 {
 				return err
 			}
 		}
 		gate, err := tx.QueueGateGet(ctx, p.Queue)
-		if err != nil || (w.InTx != nil && gate.MaxActive == 0 && !gate.Fair) {
-			// Uncapped and tried: empty, or paused.
+		if err != nil {
 			return err
+		}
+		w.ByRule.set(p.Queue, gate)
+		if tried && gate.MaxActive == 0 && !gate.Fair {
+			// Uncapped and tried: empty, or paused.
+			return nil
 		}
 		n, err := claimable(ctx, tx, p, gate)
 		if err != nil || n <= 0 {
