@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -126,6 +127,9 @@ func testReplaceRunning(t *testing.T, h *harness) {
 	})
 	if st := h.state(j2.ID); st != bq.StateCancelled {
 		t.Errorf("J2 is %s, want cancelled (replaced)", st)
+	}
+	if e, err := h.client.Explain(ctx, j2.ID); err != nil || !strings.Contains(e.Summary, `replaced by a newer job of key "c.replace/k"`) {
+		t.Errorf("Explain(J2) = %+v, %v; want it to say J2 was replaced", e, err)
 	}
 	runs := h.dbRuns(t)
 	if len(runs) != 2 {

@@ -51,6 +51,12 @@ type Cancellation struct {
 // (Moved) is never finished twice: the delete, or for a running job the
 // claim row, decides the race.
 func Cancel(ctx context.Context, ex Store, id int64, now time.Time) (Cancellation, error) {
+	return CancelBecause(ctx, ex, id, now, "")
+}
+
+// CancelBecause is Cancel recording why as the cancelled job's last error
+// (Explain shows it); a running job's mark records nothing.
+func CancelBecause(ctx context.Context, ex Store, id int64, now time.Time, why string) (Cancellation, error) {
 	info, ok, err := ex.JobGet(ctx, id)
 	if err != nil || !ok {
 		return Cancellation{}, err
@@ -76,7 +82,7 @@ func Cancel(ctx context.Context, ex Store, id int64, now time.Time) (Cancellatio
 		}
 		if job.Rate.Key != "" {
 			// Its reserved start slot, if any, goes back to the ring.
-			return cancelRated(ctx, ex, out, take, false, now)
+			return cancelRated(ctx, ex, out, take, false, why, now)
 		}
 		took, err = take()
 	case driver.StateBlocked:
@@ -88,7 +94,7 @@ func Cancel(ctx context.Context, ex Store, id int64, now time.Time) (Cancellatio
 			if err := lockKeys(ctx, ex, job); err != nil {
 				return Cancellation{}, err
 			}
-			return cancelRated(ctx, ex, out, take, true, now)
+			return cancelRated(ctx, ex, out, take, true, why, now)
 		} else if ok {
 			key = line // a multi-key job waits in the line of one of its keys
 		}
@@ -106,7 +112,7 @@ func Cancel(ctx context.Context, ex Store, id int64, now time.Time) (Cancellatio
 		out.Moved = true
 		return out, nil
 	}
-	if err := ex.JobCancel(ctx, driver.JobCancelParams{JobID: id, Now: now, Ran: false, Msg: ""}); err != nil {
+	if err := ex.JobCancel(ctx, driver.JobCancelParams{JobID: id, Now: now, Ran: false, Msg: why}); err != nil {
 		return Cancellation{}, err
 	}
 	if info.State == driver.StateReady {
@@ -123,7 +129,7 @@ func Cancel(ctx context.Context, ex Store, id int64, now time.Time) (Cancellatio
 // them in): a ready job's reserved slot goes back to the ring, and a
 // waiting one leaves the line; then the slot of its concurrency key, if
 // it has one, is released as for any holder.
-func cancelRated(ctx context.Context, ex Store, out Cancellation, take func() (bool, error), waiting bool, now time.Time) (Cancellation, error) {
+func cancelRated(ctx context.Context, ex Store, out Cancellation, take func() (bool, error), waiting bool, why string, now time.Time) (Cancellation, error) {
 	job := out.Job
 	w, err := ratelimit.Lock(ctx, ex, job.Rate, job.Queue, now)
 	if err != nil {
@@ -140,7 +146,7 @@ func cancelRated(ctx context.Context, ex Store, out Cancellation, take func() (b
 		}
 		out.Promoted.Add(w.Promoted())
 	}
-	if err := ex.JobCancel(ctx, driver.JobCancelParams{JobID: job.ID, Now: now, Ran: false, Msg: ""}); err != nil {
+	if err := ex.JobCancel(ctx, driver.JobCancelParams{JobID: job.ID, Now: now, Ran: false, Msg: why}); err != nil {
 		return Cancellation{}, err
 	}
 	p, err := releaseJob(ctx, ex, job, now)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -74,7 +75,7 @@ func replaceKey(ctx context.Context, ex driver.Executor, key string, running boo
 	var r Replaced
 	var promoted driver.Promotion
 	cancel := func(id int64) error {
-		c, err := Cancel(ctx, ex, id, now)
+		c, err := CancelBecause(ctx, ex, id, now, "replaced by a newer job of key "+strconv.Quote(key)+" (OnConflict Replace)")
 		if err != nil || c.Moved || c.Finished {
 			return err
 		}
