@@ -308,6 +308,13 @@ func (j *Job[A]) newJob(ctx context.Context, c *Client, args A, o *enqueueOption
 	if err != nil {
 		return nil, err
 	}
+	debounce, err := j.debounce(limit, more, !o.at.IsZero() || o.in > 0)
+	if err != nil {
+		return nil, err
+	}
+	if debounce > 0 {
+		at, replace, cancelRunning = now.Add(debounce), true, false
+	}
 	rate, err := j.rateOf(args, o)
 	if err != nil {
 		return nil, err
@@ -324,7 +331,7 @@ func (j *Job[A]) newJob(ctx context.Context, c *Client, args A, o *enqueueOption
 	}
 	job := &driver.NewJob{Kind: j.name, Queue: queue, Args: raw, Priority: priority,
 		MaxAttempts: j.opts.MaxAttempts, Limit: limit, More: more, Rate: rate, ScheduledAt: at, Metadata: metadata, Tags: tags,
-		Replace: replace, CancelRunning: cancelRunning}
+		Replace: replace, CancelRunning: cancelRunning, Debounce: debounce > 0}
 	if unique != nil {
 		job.UniqueKey, job.UniqueStates = unique.key(j.name, queue, raw, at), unique.states()
 	}

@@ -98,6 +98,14 @@ type Concurrency[A any] struct {
 	// limited, so a missing tenant is an error rather than a job that
 	// ignores the limit. Default false.
 	RequireKey bool
+	// Debounce, when positive, runs a key's jobs once per quiet period:
+	// each enqueue stores its job scheduled Debounce later, in place of
+	// the key's job still waiting to come due (cancelled, named by
+	// EnqueueResult.Replaced), so one job runs, with the last args, once
+	// no newer job of its key arrived for Debounce. Jobs already due are
+	// left to run. Only on Concurrency (a job's one key), not with At or
+	// In. See docs/flow-control.md.
+	Debounce time.Duration
 }
 
 // JobOptions configures a job kind. Zero values take the defaults.
@@ -262,6 +270,18 @@ func (j *Job[A]) validate() error {
 	}
 	if replacesWithMore(j.opts.Concurrency, j.opts.MoreConcurrency) {
 		errs = append(errs, errors.New(replaceOneKey))
+	}
+	for i, c := range j.opts.MoreConcurrency {
+		if c.Debounce != 0 {
+			errs = append(errs, fmt.Errorf("MoreConcurrency[%d].Debounce is %s: debounce a job's one key, on Concurrency", i, c.Debounce))
+		}
+	}
+	if c := j.opts.Concurrency; c != nil && c.Debounce != 0 {
+		if c.Debounce < 0 {
+			errs = append(errs, fmt.Errorf("Concurrency.Debounce is %s: use a positive duration, or 0 for none", c.Debounce))
+		} else if len(j.opts.MoreConcurrency) > 0 {
+			errs = append(errs, errors.New("Concurrency.Debounce with MoreConcurrency: debounce is for a job with one concurrency key; drop the further keys or the debounce"))
+		}
 	}
 	if n := len(j.opts.MoreConcurrency); n > 0 && n+1 > MaxConcurrencyKeys {
 		errs = append(errs, fmt.Errorf("MoreConcurrency has %d limits: a job carries at most %d concurrency keys (bq.MaxConcurrencyKeys), Concurrency's among them; combine limits or drop one", n, MaxConcurrencyKeys))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/bqueue/bq/internal/driver"
 	"github.com/bqueue/bq/internal/lifecycle"
@@ -30,6 +31,23 @@ func replaces(first *driver.Limit, more []driver.Limit, later bool) (replace, ru
 	running = first.OnConflict == driver.OnConflict(CancelRunning)
 	first.OnConflict = driver.Block
 	return first.Key != "", running && first.Key != "", nil
+}
+
+// debounce is the quiet period of a job whose first limit is first: its
+// Concurrency's Debounce, when that limit is its key (0 for none); with
+// At or In (timed) or further keys, refused.
+func (j *Job[A]) debounce(first driver.Limit, more []driver.Limit, timed bool) (time.Duration, error) {
+	c := j.opts.Concurrency
+	if c == nil || c.Debounce <= 0 || first.Key == "" {
+		return 0, nil
+	}
+	if len(more) > 0 {
+		return 0, fmt.Errorf("%w: Concurrency.Debounce on a job of several keys: debounce is for a job with one concurrency key; drop the further keys", ErrInvalidJob)
+	}
+	if timed {
+		return 0, fmt.Errorf("%w: Concurrency.Debounce with bq.At or bq.In: a debounced job is due its Debounce after its enqueue; drop At/In", ErrInvalidJob)
+	}
+	return c.Debounce, nil
 }
 
 // checkReplaces refuses a batch in which a replacing job shares its key

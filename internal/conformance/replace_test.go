@@ -18,6 +18,7 @@ var _ = register(
 	scenario{"ReplaceSparesTheRunningHolder", testReplaceRunning},
 	scenario{"ReplaceRefusesBadInput", testReplaceRefusesBadInput},
 	scenario{"CancelRunningStopsTheHolder", testCancelRunning},
+	scenario{"DebounceRunsOncePerQuietPeriod", testDebounce},
 )
 
 // replaceJob keeps one job of a key queued: each new one replaces it.
@@ -27,7 +28,11 @@ var (
 		Concurrency: &bq.Concurrency[Args]{Key: keyOf, To: 1, OnConflict: bq.Replace}})
 	cancelRunningJob = bq.Define("c.cancelrunning", behave, bq.JobOptions[Args]{Queue: "replace",
 		Concurrency: &bq.Concurrency[Args]{Key: keyOf, To: 1, OnConflict: bq.CancelRunning, Group: "c.replace"}})
+	debounceJob = bq.Define("c.debounce", behave, bq.JobOptions[Args]{Queue: "replace",
+		Concurrency: &bq.Concurrency[Args]{Key: keyOf, To: 1, Debounce: debounceWait}})
 )
+
+const debounceWait = 600 * time.Millisecond
 
 // testReplaceRace: three clients (three connection pools) enqueue 20
 // replacing jobs each on one key at once, with no worker. Exactly one job
@@ -152,6 +157,11 @@ func testReplaceRefusesBadInput(t *testing.T, h *harness) {
 	if err := multi.Err(); err == nil || !errors.Is(err, bq.ErrInvalidJob) {
 		t.Errorf("Define with Replace and MoreConcurrency: %v, want ErrInvalidJob", err)
 	}
+	negative := bq.Define("c.debounce.negative."+h.test, behave, bq.JobOptions[Args]{Queue: "replace",
+		Concurrency: &bq.Concurrency[Args]{Key: keyOf, Debounce: -time.Second}})
+	if err := negative.Err(); err == nil || !strings.Contains(err.Error(), "Concurrency.Debounce is -1s") {
+		t.Errorf("Define with a negative Debounce: %v, want it refused naming the field", err)
+	}
 	for name, enqueue := range map[string]func() error{
 		"with In": func() error {
 			_, err := replaceJob.Enqueue(ctx, h.client, Args{Test: h.test, Key: "x"}, bq.In(time.Minute))
@@ -163,6 +173,14 @@ func testReplaceRefusesBadInput(t *testing.T, h *harness) {
 		},
 		"with a further key": func() error {
 			_, err := replaceJob.Enqueue(ctx, h.client, Args{Test: h.test, Key: "x"}, bq.WithMoreConcurrencyKeys(bq.KeyLimit{Key: "other/x", To: 1}))
+			return err
+		},
+		"(Debounce) with In": func() error {
+			_, err := debounceJob.Enqueue(ctx, h.client, Args{Test: h.test, Key: "x"}, bq.In(time.Minute))
+			return err
+		},
+		"(Debounce) with a further key": func() error {
+			_, err := debounceJob.Enqueue(ctx, h.client, Args{Test: h.test, Key: "x"}, bq.WithMoreConcurrencyKeys(bq.KeyLimit{Key: "other/x", To: 1}))
 			return err
 		},
 	} {
@@ -220,4 +238,79 @@ func testCancelRunning(t *testing.T, h *harness) {
 		t.Errorf("%d runs of the key overlapped, limit 1", n)
 	}
 	h.checkSemaphores()
+}
+
+// testDebounce: three clients enqueue 8 debounced jobs each (Debounce
+// 600 ms) on one key, 40 ms apart, while a worker process runs the queue:
+// exactly one of them runs, the one left scheduled (the others cancelled,
+// each named replaced by exactly one result), and not before the key's
+// quiet period after the last enqueue. A later enqueue, after the quiet
+// period, runs once more.
+func testDebounce(t *testing.T, h *harness) {
+	ctx := context.Background()
+	cmd := h.spawn("worker", 2, "BQ_QUEUE=replace")
+	defer h.stop(cmd)
+	var mu sync.Mutex
+	var stored []int64
+	replacedBy := map[int64]int{}
+	var last time.Time
+	var wg sync.WaitGroup
+	errs := make(chan error, 3)
+	for p := range 3 {
+		c := h.clientWith(testConfig())
+		wg.Go(func() {
+			for i := range 8 {
+				res, err := debounceJob.Enqueue(ctx, c, Args{Test: h.test, Key: "d", Seq: p*100 + i, SleepMS: 10})
+				if err != nil {
+					errs <- err
+					return
+				}
+				mu.Lock()
+				stored = append(stored, res.ID)
+				for _, id := range res.Replaced {
+					replacedBy[id]++
+				}
+				last = time.Now()
+				mu.Unlock()
+				time.Sleep(40 * time.Millisecond)
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("enqueue: %v", err)
+	}
+	h.eventually(15*time.Second, "the debounced job to run", func() bool { return len(h.dbRuns(t)) >= 1 })
+	time.Sleep(debounceWait) // a second run would show by now
+	runs := h.dbRuns(t)
+	if len(runs) != 1 {
+		t.Fatalf("%d runs after one burst of %d debounced enqueues, want 1", len(runs), len(stored))
+	}
+	if early := last.Add(debounceWait).Sub(runs[0].Start); early > 50*time.Millisecond {
+		t.Errorf("the debounced job started %s before the key's quiet period ended", early.Round(time.Millisecond))
+	}
+	for _, id := range stored {
+		st := h.state(id)
+		switch {
+		case id == runs[0].JobID:
+			if st != bq.StateCompleted {
+				t.Errorf("the job that ran, %d, is %s", id, st)
+			}
+		case st != bq.StateCancelled || replacedBy[id] != 1:
+			t.Errorf("job %d is %s, named replaced by %d results; want cancelled, named once", id, st, replacedBy[id])
+		}
+	}
+	res, err := debounceJob.Enqueue(ctx, h.client, Args{Test: h.test, Key: "d", Seq: 999, SleepMS: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Replaced) != 0 {
+		t.Errorf("an enqueue after the quiet period replaced %v, want nothing (the last burst's job ran)", res.Replaced)
+	}
+	h.waitState(res.ID, bq.StateCompleted)
+	if n := len(h.dbRuns(t)); n != 2 {
+		t.Errorf("%d runs after a second quiet period, want 2", n)
+	}
+	t.Logf("%d debounced enqueues from 3 clients: job %d ran %s after the last enqueue", len(stored), runs[0].JobID, runs[0].Start.Sub(last).Round(time.Millisecond))
 }

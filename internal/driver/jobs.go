@@ -37,7 +37,9 @@ type NewJob struct {
 	// Replace: the job takes the place of its key's queued jobs
 	// (lifecycle.Replace cancels them before it is admitted); stored as
 	// Block. CancelRunning: it also asks its key's running jobs to stop.
-	Replace, CancelRunning bool
+	// Debounce: it replaces only its key's scheduled jobs (a debounced
+	// job waits scheduled for its key's quiet period).
+	Replace, CancelRunning, Debounce bool
 }
 
 // LineList is the key of the line a blocked new job waits in.

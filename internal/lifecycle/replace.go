@@ -57,7 +57,14 @@ func Replace(ctx context.Context, ex driver.Executor, jobs []*driver.NewJob, now
 		if _, _, err := ex.SemaphoreLock(ctx, j.Limit.Key, j.Queue); err != nil {
 			return nil, promoted, err
 		}
-		r, p, err := replaceKey(ctx, ex, j.Limit.Key, j.CancelRunning, now)
+		var r Replaced
+		var p driver.Promotion
+		var err error
+		if j.Debounce {
+			r, err = replaceScheduled(ctx, ex, j.Limit.Key, now)
+		} else {
+			r, p, err = replaceKey(ctx, ex, j.Limit.Key, j.CancelRunning, now)
+		}
 		if err != nil {
 			return nil, promoted, fmt.Errorf("replace the jobs of key %q: %w", j.Limit.Key, err)
 		}
@@ -124,4 +131,32 @@ func replaceKey(ctx context.Context, ex driver.Executor, key string, running boo
 		}
 	}
 	return r, promoted, nil
+}
+
+// replaceScheduled cancels key's scheduled jobs, with the key locked: a
+// debounced job takes the place of the one waiting for the key's quiet
+// period (jobs already due are left to run).
+func replaceScheduled(ctx context.Context, ex driver.Executor, key string, now time.Time) (Replaced, error) {
+	var r Replaced
+	why := "replaced by a newer job of key " + strconv.Quote(key) + " within its debounce wait"
+	for {
+		jobs, err := ex.JobList(ctx, driver.JobFilter{Key: key, States: []driver.JobState{driver.StateScheduled}, Max: replaceBatch})
+		if err != nil {
+			return r, err
+		}
+		n := 0
+		for _, j := range jobs {
+			c, err := CancelBecause(ctx, ex, j.ID, now, why)
+			if err != nil {
+				return r, err
+			}
+			if c.State == driver.StateCancelled && !c.Moved && !c.Finished {
+				r.Cancelled = append(r.Cancelled, c)
+				n++
+			}
+		}
+		if n == 0 || len(jobs) < replaceBatch {
+			return r, nil
+		}
+	}
 }
