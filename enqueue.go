@@ -441,7 +441,9 @@ func admits(jobs []*driver.NewJob, now time.Time) bool {
 		// A job leaving its rate to its policy reads the policy in the
 		// insert's transaction.
 		policyRate := j.Rate.Key != "" && j.Rate.Limit == 0
-		if j.UniqueKey != "" || policyRate || (due && (j.Limit.Key != "" || j.Rate.Key != "")) {
+		// A replacing job (Replace, CancelRunning, Debounce) cancels what
+		// it replaces under its key's lock, held to the commit.
+		if j.UniqueKey != "" || policyRate || j.Replace || (due && (j.Limit.Key != "" || j.Rate.Key != "")) {
 			return true
 		}
 	}
