@@ -288,11 +288,21 @@ func (d *demo) work(ctx context.Context) error {
 	fmt.Fprintf(out, "\nStart %d workers (separate clients, %d slots each, polling every 20ms);\n", demoWorkers, demoSlots)
 	fmt.Fprintf(out, "each job sleeps 150-400ms and records when it started and ended.\n")
 
+	d.rec.start()
+	if err := d.runWorkers(ctx, d.wait); err != nil {
+		return err
+	}
+	return d.report(ctx)
+}
+
+// runWorkers runs every client's workers until wait returns (it gets the
+// channel a worker that stops early reports on), stops them, and returns
+// wait's error joined with theirs.
+func (d *demo) runWorkers(ctx context.Context, wait func(context.Context, <-chan error) error) error {
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	var wg sync.WaitGroup
-	errs := make(chan error, demoWorkers)
-	d.rec.start()
+	errs := make(chan error, len(d.clients))
 	for i, c := range d.clients {
 		name := fmt.Sprintf("worker-%d", i+1)
 		wctx := context.WithValue(runCtx, workerKey{}, name)
@@ -302,17 +312,14 @@ func (d *demo) work(ctx context.Context) error {
 			}
 		})
 	}
-	err := d.wait(ctx, errs)
+	err := wait(ctx, errs)
 	stop()
 	wg.Wait()
 	close(errs)
 	for e := range errs {
 		err = errors.Join(err, e)
 	}
-	if err != nil {
-		return err
-	}
-	return d.report(ctx)
+	return err
 }
 
 func (d *demo) close() {

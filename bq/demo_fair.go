@@ -2,9 +2,7 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/bqueue/bq"
@@ -49,30 +47,14 @@ func (d *demo) fairShare(ctx context.Context) error {
 		return err
 	}
 	d.rec = &recorder{}
-	runCtx, stop := context.WithCancel(ctx)
-	defer stop()
-	var wg sync.WaitGroup
-	errs := make(chan error, len(d.clients))
 	d.rec.start()
 	enqueued := map[string]time.Duration{}
 	if err := d.enqueueShares(ctx, demoLarge, demoShareLarge, enqueued); err != nil {
 		return err
 	}
-	for i, cl := range d.clients {
-		name := fmt.Sprintf("worker-%d", i+1)
-		wg.Go(func() {
-			if err := cl.Run(context.WithValue(runCtx, workerKey{}, name)); err != nil {
-				errs <- fmt.Errorf("%s: %w", name, err)
-			}
-		})
-	}
-	err := d.waitShares(ctx, errs, enqueued)
-	stop()
-	wg.Wait()
-	close(errs)
-	for e := range errs {
-		err = errors.Join(err, e)
-	}
+	err := d.runWorkers(ctx, func(ctx context.Context, errs <-chan error) error {
+		return d.waitShares(ctx, errs, enqueued)
+	})
 	if err != nil {
 		return err
 	}
