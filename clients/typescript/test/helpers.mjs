@@ -104,6 +104,17 @@ export async function testDatabase(dialect) {
     async drop() {
       for (const c of opened) await close(dialect, c).catch(() => {});
       const a = await connect(dialect, dsns[dialect]);
+      if (dialect === "postgres") {
+        // A pg Pool's end() resolves before its connections' backends have
+        // gone; dropping WITH (FORCE) then would terminate one still being
+        // closed, and pg raises that on a client nobody listens to any more
+        // (an uncaught exception). Wait for them to go first.
+        for (let i = 0; i < 100; i++) {
+          const [{ n }] = await exec(dialect, a, "SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = $1", [name]);
+          if (n === 0) break;
+          await new Promise((r) => setTimeout(r, 50));
+        }
+      }
       const force = dialect === "postgres" ? " WITH (FORCE)" : "";
       await exec(dialect, a, `DROP DATABASE IF EXISTS ${name}${force}`).finally(() => close(dialect, a));
     },
