@@ -91,10 +91,11 @@ const maxShares = 100
 // furthest below its share first, at most max; capacity is what the
 // shares divide.
 func (c *Client) fairShares(ctx context.Context, p driver.Policy, max int) (shares []KeyShare, capacity int, err error) {
-	keys, err := c.drv.Exec().ReadyByKey(ctx, p.Queue, 0)
+	view, err := c.drv.Exec().ReadyByKey(ctx, driver.KeyViewParams{Queue: p.Queue})
 	if err != nil {
 		return nil, 0, err
 	}
+	keys := view.Keys
 	stored, err := c.drv.Exec().KeyWeightList(ctx)
 	if err != nil {
 		return nil, 0, err

@@ -44,8 +44,8 @@ func TestHotPlansUseIndexes(t *testing.T) {
 	defer tx.Rollback(ctx)
 	txdb := tx.(*txExecutor).db
 	claimTx := explain(txdb, e.q.claimReady, "q", 10, int64(1), now)
-	var inTx string
-	if err := txdb.QueryRow(ctx, "SELECT current_setting('enable_seqscan')").Scan(&inTx); err != nil {
+	var inTx, jitInTx string
+	if err := txdb.QueryRow(ctx, "SELECT current_setting('enable_seqscan'), current_setting('jit')").Scan(&inTx, &jitInTx); err != nil {
 		t.Fatal(err)
 	}
 	if err := tx.Commit(ctx); err != nil {
@@ -68,5 +68,10 @@ func TestHotPlansUseIndexes(t *testing.T) {
 	}
 	if inTx != "off" || after != "on" {
 		t.Errorf("enable_seqscan: %q in bq's transaction, %q after it; want off, then the session's on", inTx, after)
+	}
+	// A scan costed past jit_above_cost by enable_seqscan off is not
+	// compiled at each run.
+	if jitInTx != "off" {
+		t.Errorf("jit: %q in bq's transaction, want off", jitInTx)
 	}
 }

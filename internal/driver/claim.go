@@ -185,12 +185,35 @@ type KeyReady struct {
 	Weight int
 	// Running counts the key's claimed jobs in the queue.
 	Running int
-	// Ready counts the key's ready jobs in the queue (JobIDs holds the
+	// Ready counts the key's ready jobs read of the queue's (JobIDs holds the
 	// first of them).
 	Ready int
 	// JobIDs are the key's first ready jobs in claim order: priority
 	// descending, then id.
 	JobIDs []int64
+	// Head is the place of the key's first ready job among the rows read,
+	// in claim order (0 first); -1 when none of its jobs was read.
+	Head int
+}
+
+// KeyViewParams asks ReadyByKey for a fair-share queue's view: each key's
+// first Max ready jobs, from the queue's first Rows ready jobs in claim
+// order (all of them when Rows is 0).
+type KeyViewParams struct {
+	Queue     string
+	Max, Rows int
+}
+
+// KeyView is a fair-share queue's view by key (ReadyByKey).
+type KeyView struct {
+	// Keys are the keys with jobs read or running, ordered by key.
+	Keys []KeyReady
+	// Whole: the read reached the end of the queue's ready jobs, so Keys
+	// hold every key with ready work.
+	Whole bool
+	// MaxWeight is the largest weight any key has of its own (0: none
+	// has), read with the ready jobs.
+	MaxWeight int
 }
 
 // HandOffParams asks a hand-off's claim: up to Max of the jobs IDs, just
@@ -242,11 +265,12 @@ type ClaimStore interface {
 	// rule (lifecycle.Claim) decides p.Max. It may run several
 	// statements: run it in a transaction.
 	ReadyClaim(ctx context.Context, p ClaimParams) ([]*Claim, error)
-	// ReadyByKey reads a fair-share claim's view of queue: each key with
-	// ready or running jobs, its weight (0 when it has none of its own;
-	// also for a key with none ready), its running jobs and its first max
-	// ready jobs, ordered by key.
-	ReadyByKey(ctx context.Context, queue string, max int) ([]KeyReady, error)
+	// ReadyByKey reads a fair-share claim's view of p.Queue from its first
+	// p.Rows ready jobs in claim order (all when 0): each key with jobs
+	// read or running, its weight (0 when it has none of its own; also
+	// for a key with none read), its running jobs and its first p.Max
+	// ready jobs read, ordered by key.
+	ReadyByKey(ctx context.Context, p KeyViewParams) (KeyView, error)
 	// ClaimDelete removes the claim matching both jobID and fence. It
 	// reports false when the claim no longer exists (a stale fence).
 	ClaimDelete(ctx context.Context, jobID, fence int64) (bool, error)

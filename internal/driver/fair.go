@@ -1,22 +1,79 @@
 package driver
 
 import (
+	"cmp"
 	"container/heap"
 	"context"
 	"math/rand/v2"
+	"slices"
 )
 
 // claimFair is the claim of a fair-share queue, inside the claim rule's
 // transaction (its claimers take turns on the queue's policy row): it
 // reads each key's ready jobs and running count (ReadyByKey), picks up to
 // p.Max jobs key by key (PickFair), and claims those still ready.
+//
+// It first reads only the head of the ready line (headRows(p.Max) jobs in
+// claim order): when that holds p.Max keys with nothing running and the
+// queue's weight, which no key can be further below its share than, the
+// head's pick (PickHead) is PickFair's, and the claim costs O(p.Max) rows
+// rather than O(ready jobs). Otherwise it reads the whole line.
 func claimFair(ctx context.Context, tx Executor, p ClaimParams, weight int) ([]*Claim, error) {
-	keys, err := tx.ReadyByKey(ctx, p.Queue, p.Max)
-	if err != nil || len(keys) == 0 {
+	view, err := tx.ReadyByKey(ctx, KeyViewParams{Queue: p.Queue, Max: p.Max, Rows: headRows(p.Max)})
+	if err != nil {
 		return nil, err
 	}
-	p.Among = PickFair(keys, weight, p.Max, rand.Shuffle)
+	if !view.Whole {
+		p.Among = PickHead(view, weight, p.Max)
+		if p.Among == nil {
+			if view, err = tx.ReadyByKey(ctx, KeyViewParams{Queue: p.Queue, Max: p.Max}); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if p.Among == nil {
+		p.Among = PickFair(view.Keys, weight, p.Max, rand.Shuffle)
+	}
+	if len(p.Among) == 0 {
+		return nil, nil
+	}
 	return tx.ReadyClaim(ctx, p)
+}
+
+// headRows is how many ready jobs a fair claim of n reads first: enough
+// to find n keys with nothing running past the jobs of keys that run or
+// have several ready.
+func headRows(n int) int { return 4*n + 16 }
+
+// PickHead is a fair pick of n jobs from the head of the ready line
+// alone, or nil when the head cannot tell. No key can be further below
+// its share than one with nothing running and the largest weight a key
+// has; when no key has a weight of its own above the queue's (weight, at
+// least 1), those are the keys with nothing running and the queue's
+// weight. If the head holds n such keys, the pick is the first ready job
+// of each of the first n, in the order of those jobs (priority, then
+// age): what PickFair picks, its ties taken in that order rather than
+// drawn.
+func PickHead(view KeyView, weight, n int) []int64 {
+	weight = max(weight, 1)
+	if view.MaxWeight > weight {
+		return nil
+	}
+	var best []KeyReady
+	for _, k := range view.Keys {
+		if k.Running == 0 && len(k.JobIDs) > 0 && (k.Weight == 0 || k.Weight == weight) {
+			best = append(best, k)
+		}
+	}
+	if len(best) < n {
+		return nil
+	}
+	slices.SortFunc(best, func(a, b KeyReady) int { return cmp.Compare(a.Head, b.Head) })
+	out := make([]int64, n)
+	for i := range out {
+		out[i] = best[i].JobIDs[0]
+	}
+	return out
 }
 
 // PickFair picks up to n of the keys' ready jobs, one at a time, each

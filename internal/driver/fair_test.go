@@ -91,3 +91,51 @@ func TestPickFair(t *testing.T) {
 		}
 	})
 }
+
+func TestPickHead(t *testing.T) {
+	// The head of a line: a runs, b and c idle, d has a weight of its own
+	// below the queue's, e idle; heads in claim order a, b, d, c, e.
+	head := KeyView{Keys: []KeyReady{
+		{Key: "a", Running: 2, JobIDs: ids(1, 2), Head: 0},
+		{Key: "b", JobIDs: ids(10, 2), Head: 1},
+		{Key: "c", JobIDs: ids(30, 1), Head: 4},
+		{Key: "d", Weight: 1, JobIDs: ids(20, 1), Head: 3},
+		{Key: "e", Weight: 2, JobIDs: ids(40, 1), Head: 6},
+		{Key: "f", Running: 1, Head: -1},
+	}}
+	t.Run("one job of each idle key of the queue's weight, in line order", func(t *testing.T) {
+		got := PickHead(head, 2, 3)
+		if !slices.Equal(got, []int64{10, 30, 40}) {
+			t.Fatalf("picked %v, want b's, c's and e's first jobs", got)
+		}
+		// What PickFair picks from the same keys, whatever its tie order:
+		// the same three keys, each once.
+		fair := PickFair(head.Keys, 2, 3, noShuffle)
+		slices.Sort(fair)
+		if !slices.Equal(fair, got) {
+			t.Fatalf("PickFair picked %v, PickHead %v", fair, got)
+		}
+	})
+	t.Run("not enough such keys: it cannot tell", func(t *testing.T) {
+		if got := PickHead(head, 2, 4); got != nil {
+			t.Fatalf("picked %v from a head with 3 idle keys of weight 2 for 4 slots, want nil", got)
+		}
+	})
+	t.Run("a key with a larger weight may wait past the head: it cannot tell", func(t *testing.T) {
+		v := head
+		v.MaxWeight = 3
+		if got := PickHead(v, 2, 1); got != nil {
+			t.Fatalf("picked %v with a stored weight above the queue's, want nil", got)
+		}
+		v.MaxWeight = 2
+		if got := PickHead(v, 2, 1); !slices.Equal(got, []int64{10}) {
+			t.Fatalf("picked %v, want b's first job", got)
+		}
+	})
+	t.Run("weight 0 is 1", func(t *testing.T) {
+		v := KeyView{Keys: []KeyReady{{Key: "d", Weight: 1, JobIDs: ids(20, 1), Head: 0}, {Key: "x", JobIDs: ids(50, 1), Head: 1}}}
+		if got := PickHead(v, 0, 2); !slices.Equal(got, []int64{20, 50}) {
+			t.Fatalf("picked %v, want both", got)
+		}
+	})
+}

@@ -3,6 +3,7 @@ package sqlexec
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -10,36 +11,41 @@ import (
 	"github.com/bqueue/bq/internal/driver"
 )
 
-// ReadyByKey reads a fair-share queue's ready jobs in claim order, keeping
-// each key's first max, then its running jobs by key: two statements of
-// the claim's transaction. A key with running jobs and none ready has no
-// JobIDs and, when it has a weight of its own, a Weight of 0 (no ready
-// row carried it).
-func (s Shared) ReadyByKey(ctx context.Context, queue string, max int) ([]driver.KeyReady, error) {
+// ReadyByKey reads a fair-share queue's first p.Rows ready jobs in claim
+// order (all when 0), keeping each key's first p.Max, then its running
+// jobs by key: two statements of the claim's transaction. A key with
+// running jobs and none read has no JobIDs, a Head of -1 and, when it has
+// a weight of its own, a Weight of 0 (no ready row carried it).
+func (s Shared) ReadyByKey(ctx context.Context, p driver.KeyViewParams) (driver.KeyView, error) {
 	type row struct {
-		key    string
-		id     int64
-		weight int
+		key               string
+		id                int64
+		weight, maxWeight int
+	}
+	limit := int64(p.Rows)
+	if p.Rows <= 0 {
+		limit = math.MaxInt64
 	}
 	rows, err := collect(ctx, s.c, func(r Row) (x row, err error) {
-		err = r.Scan(&x.key, &x.id, &x.weight)
+		err = r.Scan(&x.key, &x.id, &x.weight, &x.maxWeight)
 		return x, err
-	}, s.q.ReadyByKey, s.c.Text(queue))
+	}, s.q.ReadyByKey, s.c.Text(p.Queue), limit)
 	if err != nil {
-		return nil, readyByKeyErr(queue, err)
+		return driver.KeyView{}, readyByKeyErr(p.Queue, err)
 	}
-	var out []driver.KeyReady
+	view := driver.KeyView{Whole: p.Rows <= 0 || len(rows) < p.Rows}
 	at := map[string]int{}
-	for _, x := range rows {
+	for n, x := range rows {
+		view.MaxWeight = x.maxWeight
 		i, ok := at[x.key]
 		if !ok {
-			i = len(out)
+			i = len(view.Keys)
 			at[x.key] = i
-			out = append(out, driver.KeyReady{Key: x.key, Weight: x.weight})
+			view.Keys = append(view.Keys, driver.KeyReady{Key: x.key, Weight: x.weight, Head: n})
 		}
-		out[i].Ready++
-		if len(out[i].JobIDs) < max {
-			out[i].JobIDs = append(out[i].JobIDs, x.id)
+		view.Keys[i].Ready++
+		if len(view.Keys[i].JobIDs) < p.Max {
+			view.Keys[i].JobIDs = append(view.Keys[i].JobIDs, x.id)
 		}
 	}
 	type running struct {
@@ -49,22 +55,22 @@ func (s Shared) ReadyByKey(ctx context.Context, queue string, max int) ([]driver
 	counts, err := collect(ctx, s.c, func(r Row) (x running, err error) {
 		err = r.Scan(&x.key, &x.n)
 		return x, err
-	}, s.q.RunningByKey, s.c.Text(queue))
+	}, s.q.RunningByKey, s.c.Text(p.Queue))
 	if err != nil {
-		return nil, readyByKeyErr(queue, err)
+		return driver.KeyView{}, readyByKeyErr(p.Queue, err)
 	}
 	for _, c := range counts {
 		i, ok := at[c.key]
 		if !ok {
-			// Running, none ready: its share counts, it takes nothing.
-			i = len(out)
+			// Running, none read: its share counts, it takes nothing.
+			i = len(view.Keys)
 			at[c.key] = i
-			out = append(out, driver.KeyReady{Key: c.key})
+			view.Keys = append(view.Keys, driver.KeyReady{Key: c.key, Head: -1})
 		}
-		out[i].Running = c.n
+		view.Keys[i].Running = c.n
 	}
-	slices.SortFunc(out, func(a, b driver.KeyReady) int { return strings.Compare(a.Key, b.Key) })
-	return out, nil
+	slices.SortFunc(view.Keys, func(a, b driver.KeyReady) int { return strings.Compare(a.Key, b.Key) })
+	return view, nil
 }
 
 func readyByKeyErr(queue string, err error) error {

@@ -27,16 +27,21 @@ const (
 // (driver.ClaimWithin): it has a cap or fair share.
 const ClaimedByRule = `(c.max_active > 0 OR c.fair_share = TRUE)`
 
-// ReadyByKey reads a fair-share queue's ready jobs in claim order
+// ReadyByKey reads a fair-share queue's first ready jobs in claim order
 // (priority, then id: the ready line's index order, so nothing is
-// sorted) with each one's key (empty for none) and the key's weight (0:
-// none), weightOn joining key_weights w to job j. The caller keeps each
-// key's first jobs (driver.ReadyByKey): a window ranking them in SQL
-// sorts the rows by key and costs twice the read. Args: queue.
+// sorted) with each one's key (empty for none), the key's weight (0:
+// none) and the largest weight any key has (0: none has), weightOn
+// joining key_weights w to job j. The caller keeps each key's first jobs
+// (driver.ReadyByKey): a window ranking them in SQL sorts the rows by key
+// and costs twice the read. The jobs and weights are joined to the rows
+// taken only, so a claim that reads the line's head pays for the head.
+// Args: queue, the most rows to read.
 func ReadyByKey(weightOn string) string {
-	return `SELECT coalesce(j.concurrency_key, ''), r.job_id, coalesce(w.weight, 0)
-FROM {p}ready_executions r JOIN {p}jobs j ON j.id = r.job_id LEFT JOIN {p}key_weights w ON ` + weightOn + `
-WHERE r.queue = ? ORDER BY r.priority DESC, r.job_id`
+	return `SELECT coalesce(j.concurrency_key, ''), r.job_id, coalesce(w.weight, 0),
+	(SELECT coalesce(max(mw.weight), 0) FROM {p}key_weights mw)
+FROM (SELECT job_id, priority FROM {p}ready_executions WHERE queue = ? ORDER BY priority DESC, job_id LIMIT ?) r
+JOIN {p}jobs j ON j.id = r.job_id LEFT JOIN {p}key_weights w ON ` + weightOn + `
+ORDER BY r.priority DESC, r.job_id`
 }
 
 // RunningByKey counts a queue's claimed jobs by key (empty for those

@@ -1,6 +1,7 @@
 package drivertest
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -25,21 +26,44 @@ var _ = add("fair",
 			_, err := ex.ReadyClaim(f.ctx, driver.ClaimParams{Queue: "f", Max: 5, ProcessID: 1, Now: T0, Among: []int64{a[1], plain[2], d[0]}})
 			return err
 		})
-		var got []driver.KeyReady
-		f.tx(func(ex driver.Executor) (err error) {
-			got, err = ex.ReadyByKey(f.ctx, "f", 2)
-			return err
-		})
-		want := []driver.KeyReady{
-			{Key: "", Running: 1, Ready: 2, JobIDs: plain[:2]},
-			{Key: "g/a", Running: 1, Ready: 3, JobIDs: []int64{a[0], a[2]}},
-			{Key: "g/b", Weight: 3, Ready: 1, JobIDs: b},
-			{Key: "g/d", Running: 1},
+		view := func(rows int) (v driver.KeyView) {
+			f.tx(func(ex driver.Executor) (err error) {
+				v, err = ex.ReadyByKey(f.ctx, driver.KeyViewParams{Queue: "f", Max: 2, Rows: rows})
+				return err
+			})
+			return v
 		}
-		if !slices.EqualFunc(got, want, func(x, y driver.KeyReady) bool {
-			return x.Key == y.Key && x.Weight == y.Weight && x.Running == y.Running && x.Ready == y.Ready && slices.Equal(x.JobIDs, y.JobIDs)
-		}) {
-			t.Fatalf("ReadyByKey = %+v\nwant %+v", got, want)
+		same := func(x, y driver.KeyReady) bool {
+			return x.Key == y.Key && x.Weight == y.Weight && x.Running == y.Running && x.Ready == y.Ready && slices.Equal(x.JobIDs, y.JobIDs) && x.Head == y.Head
+		}
+		// The ready line in claim order: a[0], a[2], a[3], b, plain[0], plain[1].
+		got := view(0)
+		want := []driver.KeyReady{
+			{Key: "", Running: 1, Ready: 2, JobIDs: plain[:2], Head: 4},
+			{Key: "g/a", Running: 1, Ready: 3, JobIDs: []int64{a[0], a[2]}, Head: 0},
+			{Key: "g/b", Weight: 3, Ready: 1, JobIDs: b, Head: 3},
+			{Key: "g/d", Running: 1, Head: -1},
+		}
+		if !slices.EqualFunc(got.Keys, want, same) || !got.Whole || got.MaxWeight != 3 {
+			t.Fatalf("ReadyByKey = %+v\nwant %+v, whole, max weight 3", got, want)
+		}
+		// The head alone: its first 4 jobs; the keys running count still.
+		got = view(4)
+		want = []driver.KeyReady{
+			{Key: "", Running: 1, Head: -1},
+			{Key: "g/a", Running: 1, Ready: 3, JobIDs: []int64{a[0], a[2]}, Head: 0},
+			{Key: "g/b", Weight: 3, Ready: 1, JobIDs: b, Head: 3},
+			{Key: "g/d", Running: 1, Head: -1},
+		}
+		if !slices.EqualFunc(got.Keys, want, same) || got.Whole || got.MaxWeight != 3 {
+			t.Fatalf("ReadyByKey of the first 4 = %+v\nwant %+v, not whole, max weight 3", got, want)
+		}
+		// 6 rows read of 6 cannot tell the line ended; 7 can.
+		if v := view(6); v.Whole || len(v.Keys) != 4 {
+			t.Errorf("ReadyByKey of the first 6 = %+v, want the 4 keys, not whole", v)
+		}
+		if v := view(7); !v.Whole {
+			t.Errorf("ReadyByKey of the first 7 = %+v, want whole", v)
 		}
 	}},
 	test{"ReadyClaimAmongTakesOnlyThoseReadyInTheQueue", func(t *testing.T, f *fixture) {
@@ -85,6 +109,34 @@ var _ = add("fair",
 		})
 		if len(handed) != 0 {
 			t.Errorf("hand-off from a fair-share queue took %v, want none", claimIDs(handed))
+		}
+	}},
+	test{"FairClaimReadsTheHeadThenTheLine", func(t *testing.T, f *fixture) {
+		_, err := f.ex().PolicyInsert(f.ctx, driver.Policy{Queue: "f", Namespace: "ns", FairShare: true, UpdatedAt: T0})
+		f.must(err)
+		// A line longer than a claim of 2 reads first (driver.claimFair):
+		// 40 keys of one job each; the head holds 2 idle keys, and the
+		// claim takes the first job of each of the first two.
+		var many []*driver.NewJob
+		for i := range 40 {
+			many = append(many, job("f", keyed(fmt.Sprintf("g/k%02d", i), 9)))
+		}
+		ids := f.insert(T0, many...)
+		if got := claimIDs(f.engineClaim("f", 2, 1, T0)); !slices.Equal(got, ids[:2]) {
+			t.Fatalf("fair claim of 2 from 40 idle keys took %v, want the line's first two %v", got, ids[:2])
+		}
+		// a's backlog of 40 then b's and c's jobs: the head is all a's, so
+		// the claim reads the whole line; a, b and c are equally far below
+		// their share, and the claim takes the first jobs of two of them
+		// (drawn), never two of a's.
+		a := f.insert(T0, jobs(40, "q", keyed("g/a", 99))...)
+		bc := f.insert(T0, job("q", keyed("g/b", 9)), job("q", keyed("g/c", 9)))
+		_, err = f.ex().PolicyInsert(f.ctx, driver.Policy{Queue: "q", Namespace: "ns", FairShare: true, UpdatedAt: T0})
+		f.must(err)
+		got := claimIDs(f.engineClaim("q", 2, 1, T0))
+		firsts := []int64{a[0], bc[0], bc[1]}
+		if len(got) != 2 || !slices.Contains(firsts, got[0]) || !slices.Contains(firsts, got[1]) {
+			t.Fatalf("fair claim of 2 behind a backlog took %v, want two of a's, b's and c's first jobs %v", got, firsts)
 		}
 	}},
 	test{"KeyWeightsRoundTrip", func(t *testing.T, f *fixture) {

@@ -224,33 +224,41 @@ func (s *Store) ReadyClaim(_ context.Context, p driver.ClaimParams) ([]*driver.C
 	return out, nil
 }
 
-// ReadyByKey groups the queue's ready jobs by their first key.
-func (s *Store) ReadyByKey(_ context.Context, queue string, max int) ([]driver.KeyReady, error) {
-	var out []driver.KeyReady
+// ReadyByKey groups the queue's first p.Rows ready jobs by their first key.
+func (s *Store) ReadyByKey(_ context.Context, p driver.KeyViewParams) (driver.KeyView, error) {
+	var view driver.KeyView
+	for _, w := range s.Weights {
+		view.MaxWeight = max(view.MaxWeight, w)
+	}
 	at := map[string]int{}
-	for _, r := range s.sorted(func(r *Row) bool { return r.State == driver.StateReady && r.Queue == queue }) {
+	ready := s.sorted(func(r *Row) bool { return r.State == driver.StateReady && r.Queue == p.Queue })
+	view.Whole = p.Rows <= 0 || len(ready) < p.Rows
+	if !view.Whole {
+		ready = ready[:p.Rows]
+	}
+	for n, r := range ready {
 		i, ok := at[r.Limit.Key]
 		if !ok {
-			i = len(out)
+			i = len(view.Keys)
 			at[r.Limit.Key] = i
-			out = append(out, driver.KeyReady{Key: r.Limit.Key, Weight: s.Weights[r.Limit.Key]})
+			view.Keys = append(view.Keys, driver.KeyReady{Key: r.Limit.Key, Weight: s.Weights[r.Limit.Key], Head: n})
 		}
-		out[i].Ready++
-		if len(out[i].JobIDs) < max {
-			out[i].JobIDs = append(out[i].JobIDs, r.ID)
+		view.Keys[i].Ready++
+		if len(view.Keys[i].JobIDs) < p.Max {
+			view.Keys[i].JobIDs = append(view.Keys[i].JobIDs, r.ID)
 		}
 	}
-	for _, r := range s.sorted(func(r *Row) bool { return r.State == driver.StateRunning && r.Queue == queue }) {
+	for _, r := range s.sorted(func(r *Row) bool { return r.State == driver.StateRunning && r.Queue == p.Queue }) {
 		i, ok := at[r.Limit.Key]
 		if !ok {
-			i = len(out)
+			i = len(view.Keys)
 			at[r.Limit.Key] = i
-			out = append(out, driver.KeyReady{Key: r.Limit.Key})
+			view.Keys = append(view.Keys, driver.KeyReady{Key: r.Limit.Key, Head: -1})
 		}
-		out[i].Running++
+		view.Keys[i].Running++
 	}
-	slices.SortFunc(out, func(a, b driver.KeyReady) int { return cmp.Compare(a.Key, b.Key) })
-	return out, nil
+	slices.SortFunc(view.Keys, func(a, b driver.KeyReady) int { return cmp.Compare(a.Key, b.Key) })
+	return view, nil
 }
 
 func (s *Store) ReadyClaimHandOff(_ context.Context, p driver.HandOffParams) ([]*driver.Claim, error) {
