@@ -191,7 +191,7 @@ func (c *Client) newRuntime(drv driver.Driver) {
 	}, c.log, c.met, c.tr)
 	worker.Attach(c, c.rt)
 	c.sched = c.rt.Scheduler(c.periodics(), func(ctx context.Context, jobs []*driver.NewJob, verdicts []lifecycle.Verdict, promoted driver.Promotion) {
-		c.enqueued(ctx, jobs, verdicts)
+		c.enqueued(ctx, jobs, verdicts, nil)
 		c.rt.ReadyAll(readyQueues(jobs, verdicts, promoted))
 	})
 }

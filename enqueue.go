@@ -51,6 +51,12 @@ type EnqueueResult struct {
 	// requested (OnConflict CancelRunning): each ends as its run returns,
 	// and frees its slot then.
 	Stopping []int64
+	// Debounced: no job was stored; the job of its key and kind waiting
+	// out its quiet period (ID, StateScheduled) took this enqueue
+	// (Concurrency.Debounce): it now comes due Debounce from now (within
+	// DebounceMaxWait of its own enqueue), with this enqueue's args
+	// unless DebounceFirst.
+	Debounced bool
 }
 
 // Enqueue stores one job, admitting it through its concurrency key.
@@ -240,6 +246,9 @@ func (j *Job[A]) newJob(ctx context.Context, c *Client, args A, o *enqueueOption
 	job := &driver.NewJob{Kind: j.name, Queue: queue, Args: raw, Priority: priority,
 		MaxAttempts: j.opts.MaxAttempts, Limit: limit, More: more, Rate: rate, ScheduledAt: at, Metadata: metadata, Tags: tags,
 		Replace: replace, CancelRunning: cancelRunning, Debounce: debounce > 0}
+	if debounce > 0 {
+		job.DebounceMaxWait, job.DebounceFirst = j.opts.Concurrency.DebounceMaxWait, j.opts.Concurrency.DebounceFirst
+	}
 	if unique != nil {
 		job.UniqueKey, job.UniqueStates = unique.key(j.name, queue, raw, at), unique.states()
 	}
@@ -265,7 +274,7 @@ func (c *Client) enqueueJobs(ctx context.Context, tx any, jobs []*driver.NewJob,
 	if err != nil {
 		return nil, err
 	}
-	c.enqueued(ctx, jobs, verdicts)
+	c.enqueued(ctx, jobs, verdicts, replaced)
 	c.replaced(ctx, tx, jobs, replaced)
 	results := make([]EnqueueResult, len(jobs))
 	for i, v := range verdicts {
@@ -274,6 +283,8 @@ func (c *Client) enqueueJobs(ctx context.Context, tx any, jobs []*driver.NewJob,
 			results[i] = EnqueueResult{State: JobState(v.State), Reason: v.Reason, Duplicate: true, DuplicateOf: v.DuplicateOf}
 		case v.State == driver.StateDiscarded:
 			results[i] = EnqueueResult{State: StateDiscarded, Reason: v.Reason, HeldBy: v.HeldBy}
+		case replaced[i].Into != 0:
+			results[i] = EnqueueResult{ID: replaced[i].Into, State: StateScheduled, Debounced: true}
 		default:
 			r := replaced[i]
 			results[i] = EnqueueResult{ID: jobs[i].ID, State: JobState(v.State), Replaced: ids(r.Cancelled), Stopping: ids(r.Stopping)}
@@ -318,14 +329,45 @@ func (c *Client) insert(ctx context.Context, ex driver.Executor, tx any, jobs []
 
 // admitReplacing cancels what the replacing jobs replace, then admits
 // jobs, in ex's transaction (lifecycle.Replace, lifecycle.Admit).
+// A debounced job that joined its key's waiting job is not admitted: its
+// verdict is that job's state, scheduled.
 func admitReplacing(ctx context.Context, ex driver.Executor, jobs []*driver.NewJob, now time.Time) ([]lifecycle.Verdict, map[int]lifecycle.Replaced, driver.Promotion, error) {
 	replaced, promoted, err := lifecycle.Replace(ctx, ex, jobs, now)
 	if err != nil {
 		return nil, nil, promoted, err
 	}
-	verdicts, admitted, err := lifecycle.Admit(ctx, ex, jobs, now)
+	admit, at := jobs, []int(nil)
+	if joined(replaced) {
+		admit = nil
+		for i, j := range jobs {
+			if replaced[i].Into == 0 {
+				admit, at = append(admit, j), append(at, i)
+			}
+		}
+	}
+	verdicts, admitted, err := lifecycle.Admit(ctx, ex, admit, now)
 	promoted.Add(admitted)
-	return verdicts, replaced, promoted, err
+	if err != nil || !joined(replaced) {
+		return verdicts, replaced, promoted, err
+	}
+	all := make([]lifecycle.Verdict, len(jobs))
+	for i := range all {
+		all[i] = lifecycle.Verdict{State: driver.StateScheduled}
+	}
+	for n, k := range at {
+		all[k] = verdicts[n]
+	}
+	return all, replaced, promoted, nil
+}
+
+// joined reports whether a debounced job joined its key's waiting job.
+func joined(replaced map[int]lifecycle.Replaced) bool {
+	for _, r := range replaced {
+		if r.Into != 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // readyQueues lists the queues that got ready jobs, once each: those of
@@ -360,10 +402,16 @@ func admits(jobs []*driver.NewJob, now time.Time) bool {
 
 // enqueued logs and counts stored and discarded jobs. Jobs enqueued in the
 // caller's transaction are counted at once, even if it later rolls back.
-func (c *Client) enqueued(ctx context.Context, jobs []*driver.NewJob, verdicts []lifecycle.Verdict) {
+func (c *Client) enqueued(ctx context.Context, jobs []*driver.NewJob, verdicts []lifecycle.Verdict, replaced map[int]lifecycle.Replaced) {
 	debug := c.log.Enabled(ctx, slog.LevelDebug)
 	for i, v := range verdicts {
 		j := jobs[i]
+		if into := replaced[i].Into; into != 0 {
+			if debug {
+				c.log.Debug("job not enqueued: debounced into its key's waiting job", "kind", j.Kind, "queue", j.Queue, "job_id", into)
+			}
+			continue
+		}
 		if v.Duplicate {
 			if debug {
 				c.log.Debug("job not enqueued: duplicate", "kind", j.Kind, "queue", j.Queue, "duplicate_of", v.DuplicateOf)

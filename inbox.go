@@ -80,7 +80,7 @@ func (c *Client) decideInbox(ctx context.Context, p driver.InboxLockParams) ([]i
 	if err != nil {
 		return taken, c.explainErr(ctx, err)
 	}
-	c.enqueued(ctx, done.jobs, done.verdicts)
+	c.enqueued(ctx, done.jobs, done.verdicts, done.replaced)
 	c.replaced(ctx, nil, done.jobs, done.replaced)
 	c.rt.ReadyAll(done.queues)
 	return taken, nil
@@ -156,6 +156,9 @@ func outcomeOf(id int64, job *driver.NewJob, v lifecycle.Verdict, r lifecycle.Re
 		return driver.InboxOutcome{ID: id, Outcome: driver.InboxDuplicate, JobID: v.DuplicateOf, Detail: v.Reason}
 	case v.State == driver.StateDiscarded:
 		return driver.InboxOutcome{ID: id, Outcome: driver.InboxDiscarded, Detail: v.Reason}
+	case r.Into != 0:
+		return driver.InboxOutcome{ID: id, Outcome: string(driver.StateScheduled), JobID: r.Into,
+			Detail: fmt.Sprintf("debounced: joined job %d, waiting out its key's quiet period", r.Into)}
 	case len(r.Cancelled)+len(r.Stopping) > 0:
 		var said []string
 		if len(r.Cancelled) > 0 {

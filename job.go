@@ -99,13 +99,21 @@ type Concurrency[A any] struct {
 	// ignores the limit. Default false.
 	RequireKey bool
 	// Debounce, when positive, runs a key's jobs once per quiet period:
-	// each enqueue stores its job scheduled Debounce later, in place of
-	// the key's job still waiting to come due (cancelled, named by
-	// EnqueueResult.Replaced), so one job runs, with the last args, once
-	// no newer job of its key arrived for Debounce. Jobs already due are
-	// left to run. Only on Concurrency (a job's one key), not with At or
-	// In. See docs/flow-control.md.
+	// an enqueue joins the key's job of its kind still waiting to come due
+	// (EnqueueResult.Debounced, its ID that job's), moving it to come due
+	// Debounce from now with this enqueue's args; with none waiting, the
+	// job is stored scheduled Debounce later. So one job runs per burst,
+	// with the last args, once no newer job of its key arrived for
+	// Debounce. Jobs already due are left to run. Only on Concurrency (a
+	// job's one key), not with At or In. See docs/flow-control.md.
 	Debounce time.Duration
+	// DebounceMaxWait bounds a burst that never goes quiet: its job comes
+	// due at most DebounceMaxWait after the burst's first enqueue (0: no
+	// bound; else at least Debounce).
+	DebounceMaxWait time.Duration
+	// DebounceFirst runs a burst with its first enqueue's args rather than
+	// its last.
+	DebounceFirst bool
 }
 
 // JobOptions configures a job kind. Zero values take the defaults.
@@ -271,18 +279,7 @@ func (j *Job[A]) validate() error {
 	if replacesWithMore(j.opts.Concurrency, j.opts.MoreConcurrency) {
 		errs = append(errs, errors.New(replaceOneKey))
 	}
-	for i, c := range j.opts.MoreConcurrency {
-		if c.Debounce != 0 {
-			errs = append(errs, fmt.Errorf("MoreConcurrency[%d].Debounce is %s: debounce a job's one key, on Concurrency", i, c.Debounce))
-		}
-	}
-	if c := j.opts.Concurrency; c != nil && c.Debounce != 0 {
-		if c.Debounce < 0 {
-			errs = append(errs, fmt.Errorf("Concurrency.Debounce is %s: use a positive duration, or 0 for none", c.Debounce))
-		} else if len(j.opts.MoreConcurrency) > 0 {
-			errs = append(errs, errors.New("Concurrency.Debounce with MoreConcurrency: debounce is for a job with one concurrency key; drop the further keys or the debounce"))
-		}
-	}
+	errs = append(errs, debounceProblems(j.opts.Concurrency, j.opts.MoreConcurrency)...)
 	if n := len(j.opts.MoreConcurrency); n > 0 && n+1 > MaxConcurrencyKeys {
 		errs = append(errs, fmt.Errorf("MoreConcurrency has %d limits: a job carries at most %d concurrency keys (bq.MaxConcurrencyKeys), Concurrency's among them; combine limits or drop one", n, MaxConcurrencyKeys))
 	}

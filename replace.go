@@ -2,6 +2,7 @@ package bq
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -48,6 +49,33 @@ func (j *Job[A]) debounce(first driver.Limit, more []driver.Limit, timed bool) (
 		return 0, fmt.Errorf("%w: Concurrency.Debounce with bq.At or bq.In: a debounced job is due its Debounce after its enqueue; drop At/In", ErrInvalidJob)
 	}
 	return c.Debounce, nil
+}
+
+// debounceProblems are what is wrong with a kind's debounce settings
+// (Define): on Concurrency only, positive, bounded by a MaxWait no
+// shorter than itself.
+func debounceProblems[A any](c *Concurrency[A], more []Concurrency[A]) []error {
+	var errs []error
+	for i, m := range more {
+		if m.Debounce != 0 || m.DebounceMaxWait != 0 || m.DebounceFirst {
+			errs = append(errs, fmt.Errorf("MoreConcurrency[%d] sets a debounce: debounce a job's one key, on Concurrency", i))
+		}
+	}
+	if c == nil {
+		return errs
+	}
+	switch {
+	case c.Debounce < 0:
+		errs = append(errs, fmt.Errorf("Concurrency.Debounce is %s: use a positive duration, or 0 for none", c.Debounce))
+	case c.Debounce == 0 && (c.DebounceMaxWait != 0 || c.DebounceFirst):
+		errs = append(errs, errors.New("Concurrency.DebounceMaxWait or DebounceFirst without Debounce: set Debounce, the quiet period they apply to"))
+	case c.Debounce > 0 && len(more) > 0:
+		errs = append(errs, errors.New("Concurrency.Debounce with MoreConcurrency: debounce is for a job with one concurrency key; drop the further keys or the debounce"))
+	}
+	if w := c.DebounceMaxWait; w != 0 && c.Debounce > 0 && w < c.Debounce {
+		errs = append(errs, fmt.Errorf("Concurrency.DebounceMaxWait is %s, below Debounce %s: a burst's job would come due before its first quiet period ends; set it at least Debounce, or 0 for no bound", w, c.Debounce))
+	}
+	return errs
 }
 
 // checkReplaces refuses a batch in which a replacing job shares its key

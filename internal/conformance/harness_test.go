@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"os"
@@ -186,6 +187,20 @@ func (h *harness) state(id int64) bq.JobState {
 		h.t.Fatalf("job %d: %v", id, err)
 	}
 	return info.State
+}
+
+// argsOf decodes the args job id has stored (those its run gets).
+func (h *harness) argsOf(id int64) Args {
+	h.t.Helper()
+	info, err := h.client.Job(context.Background(), id)
+	if err != nil {
+		h.t.Fatalf("job %d: %v", id, err)
+	}
+	var a Args
+	if err := json.Unmarshal(info.Args, &a); err != nil {
+		h.t.Fatalf("job %d's args %s: %v", id, info.Args, err)
+	}
+	return a
 }
 
 func (h *harness) waitState(id int64, want bq.JobState) {

@@ -19,6 +19,7 @@ var _ = register(
 	scenario{"ReplaceRefusesBadInput", testReplaceRefusesBadInput},
 	scenario{"CancelRunningStopsTheHolder", testCancelRunning},
 	scenario{"DebounceRunsOncePerQuietPeriod", testDebounce},
+	scenario{"DebounceMaxWaitBoundsABurst", testDebounceMaxWait},
 )
 
 // replaceJob keeps one job of a key queued: each new one replaces it.
@@ -30,7 +31,13 @@ var (
 		Concurrency: &bq.Concurrency[Args]{Key: keyOf, To: 1, OnConflict: bq.CancelRunning, Group: "c.replace"}})
 	debounceJob = bq.Define("c.debounce", behave, bq.JobOptions[Args]{Queue: "replace",
 		Concurrency: &bq.Concurrency[Args]{Key: keyOf, To: 1, Debounce: debounceWait}})
+	// debounceBoundJob runs a burst at most debounceMaxWait after its
+	// first enqueue, with the first enqueue's args.
+	debounceBoundJob = bq.Define("c.debounce.bound", behave, bq.JobOptions[Args]{Queue: "replace",
+		Concurrency: &bq.Concurrency[Args]{Key: keyOf, To: 1, Debounce: time.Second, DebounceMaxWait: debounceMaxWait, DebounceFirst: true}})
 )
+
+const debounceMaxWait = 2 * time.Second
 
 // debounceWait is long beside the burst's 40 ms gaps, so a loaded machine
 // stalling an enqueue does not end the quiet period.
@@ -159,10 +166,15 @@ func testReplaceRefusesBadInput(t *testing.T, h *harness) {
 	if err := multi.Err(); err == nil || !errors.Is(err, bq.ErrInvalidJob) {
 		t.Errorf("Define with Replace and MoreConcurrency: %v, want ErrInvalidJob", err)
 	}
-	negative := bq.Define("c.debounce.negative."+h.test, behave, bq.JobOptions[Args]{Queue: "replace",
-		Concurrency: &bq.Concurrency[Args]{Key: keyOf, Debounce: -time.Second}})
-	if err := negative.Err(); err == nil || !strings.Contains(err.Error(), "Concurrency.Debounce is -1s") {
-		t.Errorf("Define with a negative Debounce: %v, want it refused naming the field", err)
+	for want, c := range map[string]*bq.Concurrency[Args]{
+		"Concurrency.Debounce is -1s":                                   {Key: keyOf, Debounce: -time.Second},
+		"Concurrency.DebounceMaxWait is 1s, below Debounce 2s":          {Key: keyOf, Debounce: 2 * time.Second, DebounceMaxWait: time.Second},
+		"Concurrency.DebounceMaxWait or DebounceFirst without Debounce": {Key: keyOf, DebounceFirst: true},
+	} {
+		d := bq.Define("c.debounce.bad."+h.test, behave, bq.JobOptions[Args]{Queue: "replace", Concurrency: c})
+		if err := d.Err(); !errors.Is(err, bq.ErrInvalidJob) || !strings.Contains(err.Error(), want) {
+			t.Errorf("Define with %+v: %v, want ErrInvalidJob saying %q", *c, err, want)
+		}
 	}
 	for name, enqueue := range map[string]func() error{
 		"with In": func() error {
@@ -243,37 +255,47 @@ func testCancelRunning(t *testing.T, h *harness) {
 }
 
 // testDebounce: three clients enqueue 8 debounced jobs each (Debounce
-// 2 s) on one key, 40 ms apart, while a worker process runs the queue:
-// exactly one of them runs, the one left scheduled (the others cancelled,
-// each named replaced by exactly one result), and not before the key's
-// quiet period after the last enqueue. A later enqueue, after the quiet
-// period, runs once more.
+// 2 s) on one key, 40 ms apart, while a worker process runs the queue,
+// then one enqueue more once they are done: every enqueue but the first
+// joins the first's job (Debounced, its ID), nothing else is stored, and
+// that one job runs once, with the last enqueue's args, not before the
+// key's quiet period after the last enqueue. A later enqueue, after the
+// quiet period, runs once more.
 func testDebounce(t *testing.T, h *harness) {
 	ctx := context.Background()
 	cmd := h.spawn("worker", 2, "BQ_QUEUE=replace")
 	defer h.stop(cmd)
 	var mu sync.Mutex
-	var stored []int64
-	replacedBy := map[int64]int{}
+	ids := map[int64]int{}
+	debounced := 0
 	var last time.Time
+	enqueue := func(c *bq.Client, seq int) error {
+		res, err := debounceJob.Enqueue(ctx, c, Args{Test: h.test, Key: "d", Seq: seq, SleepMS: 10})
+		if err != nil {
+			return err
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		ids[res.ID]++
+		if res.Debounced {
+			debounced++
+			if res.State != bq.StateScheduled {
+				t.Errorf("a debounced enqueue's result says %s, want scheduled", res.State)
+			}
+		}
+		last = time.Now()
+		return nil
+	}
 	var wg sync.WaitGroup
 	errs := make(chan error, 3)
 	for p := range 3 {
 		c := h.clientWith(testConfig())
 		wg.Go(func() {
 			for i := range 8 {
-				res, err := debounceJob.Enqueue(ctx, c, Args{Test: h.test, Key: "d", Seq: p*100 + i, SleepMS: 10})
-				if err != nil {
+				if err := enqueue(c, p*100+i); err != nil {
 					errs <- err
 					return
 				}
-				mu.Lock()
-				stored = append(stored, res.ID)
-				for _, id := range res.Replaced {
-					replacedBy[id]++
-				}
-				last = time.Now()
-				mu.Unlock()
 				time.Sleep(40 * time.Millisecond)
 			}
 		})
@@ -283,36 +305,85 @@ func testDebounce(t *testing.T, h *harness) {
 	for err := range errs {
 		t.Fatalf("enqueue: %v", err)
 	}
+	if err := enqueue(h.client, 777); err != nil {
+		t.Fatal(err)
+	}
+	if len(ids) != 1 || debounced != 24 {
+		t.Fatalf("25 debounced enqueues in one burst named jobs %v, %d of them debounced; want one job, 24 debounced into it", ids, debounced)
+	}
+	if n := h.count(`SELECT count(*) FROM bq_jobs`); n != 1 {
+		t.Errorf("%d jobs stored by one burst, want 1", n)
+	}
 	h.eventually(20*time.Second, "the debounced job to run", func() bool { return len(h.dbRuns(t)) >= 1 })
 	time.Sleep(debounceWait) // a second run would show by now
 	runs := h.dbRuns(t)
 	if len(runs) != 1 {
-		t.Fatalf("%d runs after one burst of %d debounced enqueues, want 1", len(runs), len(stored))
+		t.Fatalf("%d runs after one burst of 25 debounced enqueues, want 1", len(runs))
+	}
+	if _, ok := ids[runs[0].JobID]; !ok {
+		t.Errorf("job %d ran, want the burst's job %v", runs[0].JobID, ids)
 	}
 	if early := last.Add(debounceWait).Sub(runs[0].Start); early > 50*time.Millisecond {
 		t.Errorf("the debounced job started %s before the key's quiet period ended", early.Round(time.Millisecond))
 	}
-	for _, id := range stored {
-		st := h.state(id)
-		switch {
-		case id == runs[0].JobID:
-			if st != bq.StateCompleted {
-				t.Errorf("the job that ran, %d, is %s", id, st)
-			}
-		case st != bq.StateCancelled || replacedBy[id] != 1:
-			t.Errorf("job %d is %s, named replaced by %d results; want cancelled, named once", id, st, replacedBy[id])
-		}
+	if seq := h.argsOf(runs[0].JobID).Seq; seq != 777 {
+		t.Errorf("the burst's job ran with the args of enqueue %d, want the last's (777)", seq)
 	}
 	res, err := debounceJob.Enqueue(ctx, h.client, Args{Test: h.test, Key: "d", Seq: 999, SleepMS: 10})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res.Replaced) != 0 {
-		t.Errorf("an enqueue after the quiet period replaced %v, want nothing (the last burst's job ran)", res.Replaced)
+	if res.Debounced || ids[res.ID] != 0 {
+		t.Errorf("an enqueue after the quiet period joined job %d, want a job of its own (the last burst's job ran)", res.ID)
 	}
 	h.waitState(res.ID, bq.StateCompleted)
 	if n := len(h.dbRuns(t)); n != 2 {
 		t.Errorf("%d runs after a second quiet period, want 2", n)
 	}
-	t.Logf("%d debounced enqueues from 3 clients: job %d ran %s after the last enqueue", len(stored), runs[0].JobID, runs[0].Start.Sub(last).Round(time.Millisecond))
+	t.Logf("25 debounced enqueues from 3 clients into job %d: it ran %s after the last enqueue", runs[0].JobID, runs[0].Start.Sub(last).Round(time.Millisecond))
+}
+
+// testDebounceMaxWait: a client enqueues a debounced job (Debounce 1 s,
+// DebounceMaxWait 2 s, DebounceFirst) every 150 ms for 3 s, so the key
+// never goes quiet for its Debounce: the burst's job comes due 2 s after
+// its first enqueue, not 1 s after the last, and runs with the first
+// enqueue's args; the enqueues after it start a burst of their own, and
+// every enqueue's job runs once.
+func testDebounceMaxWait(t *testing.T, h *harness) {
+	ctx := context.Background()
+	cmd := h.spawn("worker", 2, "BQ_QUEUE=replace")
+	defer h.stop(cmd)
+	ids := map[int64]bool{}
+	var first time.Time
+	for i := range 20 {
+		res, err := debounceBoundJob.Enqueue(ctx, h.client, Args{Test: h.test, Key: "m", Seq: i, SleepMS: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			first = time.Now()
+		}
+		ids[res.ID] = true
+		time.Sleep(150 * time.Millisecond)
+	}
+	h.eventually(20*time.Second, "every burst's job to complete", func() bool {
+		for id := range ids {
+			if h.state(id) != bq.StateCompleted {
+				return false
+			}
+		}
+		return true
+	})
+	runs := h.dbRuns(t)
+	slices.SortFunc(runs, func(a, b run) int { return a.Start.Compare(b.Start) })
+	if len(runs) != len(ids) || len(runs) < 2 || len(runs) > 3 {
+		t.Fatalf("%d runs for %d jobs stored over 3 s of enqueues every 150 ms, want one per job and 2 or 3 jobs", len(runs), len(ids))
+	}
+	if at := runs[0].Start.Sub(first); at < debounceMaxWait-50*time.Millisecond || at > debounceMaxWait+900*time.Millisecond {
+		t.Errorf("the first burst's job started %s after its first enqueue, want its DebounceMaxWait (%s): the key never went quiet", at.Round(time.Millisecond), debounceMaxWait)
+	}
+	if seq := h.argsOf(runs[0].JobID).Seq; seq != 0 {
+		t.Errorf("the first burst's job ran with the args of enqueue %d, want the first's (DebounceFirst)", seq)
+	}
+	t.Logf("%d jobs for 20 enqueues; the first burst's ran %s after its first enqueue", len(runs), runs[0].Start.Sub(first).Round(time.Millisecond))
 }

@@ -37,9 +37,26 @@ type NewJob struct {
 	// Replace: the job takes the place of its key's queued jobs
 	// (lifecycle.Replace cancels them before it is admitted); stored as
 	// Block. CancelRunning: it also asks its key's running jobs to stop.
-	// Debounce: it replaces only its key's scheduled jobs (a debounced
-	// job waits scheduled for its key's quiet period).
+	// Debounce: a debounced job (ScheduledAt is its quiet period from
+	// now): it joins its key's job of its kind still waiting to come due,
+	// when there is one, rather than being stored (lifecycle.Replace).
 	Replace, CancelRunning, Debounce bool
+	// DebounceMaxWait bounds a debounced burst: the job it joins comes
+	// due at most this long after that job's enqueue (0: no bound).
+	// DebounceFirst: the joined job keeps its args (the burst's first).
+	DebounceMaxWait time.Duration
+	DebounceFirst   bool
+}
+
+// DebounceParams moves a scheduled job's due time, a debounced enqueue
+// joining it (ScheduledDebounce).
+type DebounceParams struct {
+	JobID int64
+	// At is the job's new due time; Now the enqueue's instant: the job is
+	// moved only if it is still not due at Now.
+	At, Now time.Time
+	// Args, unless nil, become the job's args.
+	Args []byte
 }
 
 // LineList is the key of the line a blocked new job waits in.
@@ -142,6 +159,11 @@ type JobStore interface {
 	// ScheduledTakeDue removes up to max scheduled executions due at now
 	// and returns their jobs.
 	ScheduledTakeDue(ctx context.Context, now time.Time, max int) ([]*Job, error)
+	// ScheduledDebounce moves job p.JobID, scheduled and not yet due at
+	// p.Now, to come due at p.At, and gives it p.Args unless nil. It
+	// reports false, changing nothing, when the job is not waiting any
+	// more (due, taken by the dispatcher, or gone).
+	ScheduledDebounce(ctx context.Context, p DebounceParams) (bool, error)
 	// FailedDelete removes job id's failed execution, as it is retried or
 	// discarded by hand. It reports false when the job is not failed.
 	FailedDelete(ctx context.Context, jobID int64) (bool, error)

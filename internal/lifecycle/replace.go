@@ -21,6 +21,10 @@ type Replaced struct {
 	// Stopping are the running jobs whose cancel it requested
 	// (NewJob.CancelRunning): each ends as its run returns.
 	Stopping []Cancellation
+	// Into is the job a debounced job joined (NewJob.Debounce): its key's
+	// job of its kind still waiting to come due, moved to come due at the
+	// new job's time; the new job is not stored. 0: none was waiting.
+	Into int64
 }
 
 // Replace makes room for the jobs of jobs that replace (NewJob.Replace):
@@ -61,7 +65,7 @@ func Replace(ctx context.Context, ex driver.Executor, jobs []*driver.NewJob, now
 		var p driver.Promotion
 		var err error
 		if j.Debounce {
-			r, err = replaceScheduled(ctx, ex, j.Limit.Key, now)
+			r.Into, err = debounceJoin(ctx, ex, j, now)
 		} else {
 			r, p, err = replaceKey(ctx, ex, j.Limit.Key, j.CancelRunning, now)
 		}
@@ -69,7 +73,7 @@ func Replace(ctx context.Context, ex driver.Executor, jobs []*driver.NewJob, now
 			return nil, promoted, fmt.Errorf("replace the jobs of key %q: %w", j.Limit.Key, err)
 		}
 		promoted.Add(p)
-		if len(r.Cancelled)+len(r.Stopping) > 0 {
+		if len(r.Cancelled)+len(r.Stopping) > 0 || r.Into != 0 {
 			out[i] = r
 		}
 	}
@@ -133,30 +137,47 @@ func replaceKey(ctx context.Context, ex driver.Executor, key string, running boo
 	return r, promoted, nil
 }
 
-// replaceScheduled cancels key's scheduled jobs, with the key locked: a
-// debounced job takes the place of the one waiting for the key's quiet
-// period (jobs already due are left to run).
-func replaceScheduled(ctx context.Context, ex driver.Executor, key string, now time.Time) (Replaced, error) {
-	var r Replaced
-	why := "replaced by a newer job of key " + strconv.Quote(key) + " within its debounce wait"
-	for {
-		jobs, err := ex.JobList(ctx, driver.JobFilter{Key: key, States: []driver.JobState{driver.StateScheduled}, Max: replaceBatch})
-		if err != nil {
-			return r, err
-		}
-		n := 0
-		for _, j := range jobs {
-			c, err := CancelBecause(ctx, ex, j.ID, now, why)
-			if err != nil {
-				return r, err
-			}
-			if c.State == driver.StateCancelled && !c.Moved && !c.Finished {
-				r.Cancelled = append(r.Cancelled, c)
-				n++
-			}
-		}
-		if n == 0 || len(jobs) < replaceBatch {
-			return r, nil
-		}
+// debounceJoin joins debounced job j to its key's job of its kind and
+// queue still waiting to come due (a first attempt, scheduled; the
+// newest if several), with the key locked: that job is moved to come due
+// at j's time, bounded by j.DebounceMaxWait from its own enqueue, and
+// takes j's args unless j.DebounceFirst. It returns the job joined, or 0
+// when none was waiting (j starts a burst of its own). Other scheduled
+// jobs of the key (another kind's, a retry's) are left alone.
+func debounceJoin(ctx context.Context, ex driver.Executor, j *driver.NewJob, now time.Time) (int64, error) {
+	waiting, err := ex.JobList(ctx, driver.JobFilter{Key: j.Limit.Key, Kinds: []string{j.Kind}, Queues: []string{j.Queue},
+		States: []driver.JobState{driver.StateScheduled}, Max: replaceBatch})
+	if err != nil {
+		return 0, err
 	}
+	for _, w := range waiting {
+		if w.Attempt != 0 {
+			continue
+		}
+		at := j.ScheduledAt
+		if j.DebounceMaxWait > 0 {
+			at = minTime(at, w.CreatedAt.Add(j.DebounceMaxWait))
+		}
+		p := driver.DebounceParams{JobID: w.ID, At: at, Now: now, Args: j.Args}
+		if j.DebounceFirst {
+			p.Args = nil
+		}
+		ok, err := ex.ScheduledDebounce(ctx, p)
+		if err != nil {
+			return 0, err
+		}
+		if ok {
+			return w.ID, nil
+		}
+		// It came due meanwhile: it runs as it is, and j starts a burst.
+		return 0, nil
+	}
+	return 0, nil
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
 }

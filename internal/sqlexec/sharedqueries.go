@@ -21,6 +21,9 @@ type SharedQueries struct {
 	// Fair share: a queue's ready jobs by key and its running jobs by
 	// key (ReadyByKey), and the keys' weights.
 	ReadyByKey, RunningByKey, SetKeyWeight, DeleteKeyWeight, KeyWeights string
+	// A debounced enqueue joining a waiting job: its scheduled row moved
+	// if still not due, then its row's due time and args.
+	DebounceScheduled, DebounceJob string
 
 	Periodic PeriodicQueries // periodic.go
 
@@ -80,6 +83,9 @@ ON CONFLICT (key) DO UPDATE SET lim = excluded.lim, updated_at = excluded.update
 ON CONFLICT (key) DO UPDATE SET weight = excluded.weight, updated_at = excluded.updated_at`),
 		DeleteKeyWeight: p(`DELETE FROM {p}key_weights WHERE key = ?`),
 		KeyWeights:      p(`SELECT key, weight, updated_at FROM {p}key_weights ORDER BY key`),
+
+		DebounceScheduled: p(`UPDATE {p}scheduled_executions SET scheduled_at = ? WHERE job_id = ? AND scheduled_at > ?`),
+		DebounceJob:       p(`UPDATE {p}jobs SET scheduled_at = ?, args = coalesce(?, args) WHERE id = ?`),
 
 		Periodic: periodicQueries(p),
 

@@ -178,6 +178,18 @@ func (s *Store) ScheduledTakeDue(_ context.Context, now time.Time, max int) ([]*
 	return out, nil
 }
 
+func (s *Store) ScheduledDebounce(_ context.Context, p driver.DebounceParams) (bool, error) {
+	r, ok := s.Jobs[p.JobID]
+	if !ok || r.State != driver.StateScheduled || !r.ScheduledAt.After(p.Now) {
+		return false, nil
+	}
+	r.ScheduledAt = p.At
+	if p.Args != nil {
+		r.Args = p.Args
+	}
+	return true, nil
+}
+
 // sorted returns the rows that match in promotion order: priority
 // descending, then id.
 func (s *Store) sorted(match func(*Row) bool) []*Row {
