@@ -196,31 +196,42 @@ func shellQuote(s string) string {
 // define points the demo's two job kinds at this run.
 func (d *demo) define() {
 	demoRun.Store(d)
-	d.export, d.refresh = demoExport, demoRefresh
+	k := demoKinds()
+	d.export, d.refresh = k.export, k.refresh
 }
 
 // The demo's job kinds are defined once per process (bq refuses a kind
-// defined twice) and record into the demo run under way: runs follow one
-// another.
+// defined twice), by the first demo run, not at start: every other
+// command of this binary (a worker, bq bench) would otherwise define
+// them too and warn that it works none of their queues. They record
+// into the demo run under way: runs follow one another.
 var (
-	demoRun    atomic.Pointer[demo]
-	demoExport = bq.Define("demo.export", func(ctx context.Context, a exportArgs) error {
-		return demoRun.Load().rec.run(ctx, "export", a.Tenant, fmt.Sprintf("export #%d", a.N))
-	}, bq.JobOptions[exportArgs]{
-		Concurrency: &bq.Concurrency[exportArgs]{
-			Key:        func(a exportArgs) string { return a.Tenant },
-			To:         demoExportLimit,
-			OnConflict: bq.Block,
-		},
-	})
-	demoRefresh = bq.Define("demo.refresh", func(ctx context.Context, a refreshArgs) error {
-		return demoRun.Load().rec.run(ctx, "refresh", a.Target, "refresh")
-	}, bq.JobOptions[refreshArgs]{
-		Concurrency: &bq.Concurrency[refreshArgs]{
-			Key:        func(a refreshArgs) string { return a.Target },
-			To:         1,
-			OnConflict: bq.Discard,
-		},
+	demoRun   atomic.Pointer[demo]
+	demoKinds = sync.OnceValue(func() (k struct {
+		export  *bq.Job[exportArgs]
+		refresh *bq.Job[refreshArgs]
+		share   *bq.Job[shareArgs]
+	}) {
+		k.export = bq.Define("demo.export", func(ctx context.Context, a exportArgs) error {
+			return demoRun.Load().rec.run(ctx, "export", a.Tenant, fmt.Sprintf("export #%d", a.N))
+		}, bq.JobOptions[exportArgs]{
+			Concurrency: &bq.Concurrency[exportArgs]{
+				Key:        func(a exportArgs) string { return a.Tenant },
+				To:         demoExportLimit,
+				OnConflict: bq.Block,
+			},
+		})
+		k.refresh = bq.Define("demo.refresh", func(ctx context.Context, a refreshArgs) error {
+			return demoRun.Load().rec.run(ctx, "refresh", a.Target, "refresh")
+		}, bq.JobOptions[refreshArgs]{
+			Concurrency: &bq.Concurrency[refreshArgs]{
+				Key:        func(a refreshArgs) string { return a.Target },
+				To:         1,
+				OnConflict: bq.Discard,
+			},
+		})
+		k.share = defineDemoShare()
+		return k
 	})
 )
 

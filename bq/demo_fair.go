@@ -24,18 +24,20 @@ type shareArgs struct {
 	N      int    `json:"n"`
 }
 
-// demoShare may use every slot of its queue for one tenant (To is the
-// fleet's slots): the policy's fair share, not a limit, makes room for
-// the others.
-var demoShare = bq.Define("demo.share", func(ctx context.Context, a shareArgs) error {
-	return demoRun.Load().rec.run(ctx, "share", a.Tenant, fmt.Sprintf("share #%d", a.N))
-}, bq.JobOptions[shareArgs]{
-	Queue: demoShareQueue,
-	Concurrency: &bq.Concurrency[shareArgs]{
-		Key: func(a shareArgs) string { return a.Tenant },
-		To:  demoShareSlots,
-	},
-})
+// defineDemoShare defines the fair-share part's kind (demoKinds): it may
+// use every slot of its queue for one tenant (To is the fleet's slots):
+// the policy's fair share, not a limit, makes room for the others.
+func defineDemoShare() *bq.Job[shareArgs] {
+	return bq.Define("demo.share", func(ctx context.Context, a shareArgs) error {
+		return demoRun.Load().rec.run(ctx, "share", a.Tenant, fmt.Sprintf("share #%d", a.N))
+	}, bq.JobOptions[shareArgs]{
+		Queue: demoShareQueue,
+		Concurrency: &bq.Concurrency[shareArgs]{
+			Key: func(a shareArgs) string { return a.Tenant },
+			To:  demoShareSlots,
+		},
+	})
+}
 
 // fairShare runs the second part: the policy, acme's backlog, the workers,
 // the small tenants 0.7 s later; then reports from the runs' records.
@@ -68,7 +70,7 @@ func (d *demo) enqueueShares(ctx context.Context, tenant string, n int, at map[s
 		args[i] = shareArgs{Tenant: tenant, N: i + 1}
 	}
 	at[tenant] = time.Since(d.rec.t0)
-	if _, err := demoShare.EnqueueMany(ctx, d.clients[0], args); err != nil {
+	if _, err := demoKinds().share.EnqueueMany(ctx, d.clients[0], args); err != nil {
 		return err
 	}
 	fmt.Fprintf(d.e.stdout, "  %5.2fs  %-8s enqueues %d\n", at[tenant].Seconds(), tenant, n)
