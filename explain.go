@@ -372,7 +372,7 @@ func (c *Client) scheduledSummary(info *JobInfo, due time.Time, procs []driver.P
 	if info.Key != "" {
 		s += fmt.Sprintf(", then admitted through key %q (limit %d)", info.Key, info.Limit)
 	}
-	s += "."
+	s += "." + debounceSummary(info, now)
 	if !due.After(now) && !c.dispatcherAlive(procs, now) {
 		s += " It is due but no live dispatcher is registered to admit it: start one (client.Run or `bq dispatcher`)."
 	}

@@ -524,6 +524,8 @@ type definition interface {
 	definedAt() string
 	middleware() []WorkerMiddleware
 	work(ctx context.Context, args []byte, o worker.WorkOptions) error
+	// debounced is the kind's Debounce and DebounceMaxWait (replace.go).
+	debounced() (wait, maxWait time.Duration)
 	// inboxJob is the job an inbox row of the kind describes (inbox.go).
 	inboxJob(ctx context.Context, c *Client, args []byte, o *enqueueOptions, now time.Time) (*driver.NewJob, error)
 }

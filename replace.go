@@ -78,6 +78,32 @@ func debounceProblems[A any](c *Concurrency[A], more []Concurrency[A]) []error {
 	return errs
 }
 
+func (j *Job[A]) debounced() (wait, maxWait time.Duration) {
+	if c := j.opts.Concurrency; c != nil {
+		return c.Debounce, c.DebounceMaxWait
+	}
+	return 0, 0
+}
+
+// debounceSummary is Explain's sentence on a waiting first attempt of a
+// debounced kind defined in this process ("" for any other): what moves
+// it, and by when it comes due at the latest.
+func debounceSummary(info *JobInfo, now time.Time) string {
+	def, ok := worker.Lookup(info.Kind).(runDef)
+	if !ok || info.Attempts > 0 {
+		return ""
+	}
+	wait, maxWait := def.d.debounced()
+	if wait <= 0 {
+		return ""
+	}
+	s := fmt.Sprintf(" Debounced: each enqueue of its kind on its key joins it and moves it to %s after that enqueue", wait)
+	if maxWait > 0 {
+		s += fmt.Sprintf(", but no later than %s (DebounceMaxWait %s after its own enqueue)", when(info.CreatedAt.Add(maxWait), now), maxWait)
+	}
+	return s + "."
+}
+
 // checkReplaces refuses a batch in which a replacing job shares its key
 // with another job of the batch: the replace cancels the key's queued
 // jobs before the batch is admitted, so it would not see the other.

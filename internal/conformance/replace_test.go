@@ -362,6 +362,12 @@ func testDebounceMaxWait(t *testing.T, h *harness) {
 		}
 		if i == 0 {
 			first = time.Now()
+			e, err := h.client.Explain(ctx, res.ID)
+			if err != nil || !strings.Contains(e.Summary, "Debounced: each enqueue of its kind on its key joins it and moves it to 1s after that enqueue, but no later than") {
+				t.Errorf("Explain of a waiting debounced job: %v, %v; want it to say what moves it and its bound", e, err)
+			} else {
+				t.Logf("Explain: %s", e.Summary)
+			}
 		}
 		ids[res.ID] = true
 		time.Sleep(150 * time.Millisecond)
