@@ -133,6 +133,9 @@ func (c *Client) explain(ctx context.Context, info *JobInfo) (*Explanation, erro
 			e.Summary += fmt.Sprintf(" It needs a slot of each of its keys %s at once, holding none meanwhile; it waits in the line of %q, the first of them with none to give.",
 				quotedList(info.Keys), line)
 		}
+		if e.Summary, err = keyPausedSummary(ctx, ex, info, e.Summary, now); err != nil {
+			return nil, err
+		}
 	case StateReady:
 		e.Since = x.ReadySince
 		e.Summary = fmt.Sprintf("Ready since %s: waiting for a worker of queue %q.", when(e.Since, now), info.Queue)
@@ -141,6 +144,9 @@ func (c *Client) explain(ctx context.Context, info *JobInfo) (*Explanation, erro
 				when(e.Since, now), info.Queue)
 		} else if !c.worksQueue(procs, info.Queue, now) {
 			e.Summary += fmt.Sprintf(" No live process works queue %q: start a worker that does.", info.Queue)
+		}
+		if e.Summary, err = keyPausedSummary(ctx, ex, info, e.Summary, now); err != nil {
+			return nil, err
 		}
 		fair, err := c.fairWait(ctx, info)
 		if err != nil {

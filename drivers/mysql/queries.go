@@ -76,8 +76,15 @@ func pickClaim(condition string) string {
 	return `SELECT ` + sqltext.JobColumns + `
 FROM {p}ready_executions r FORCE INDEX ({p}ready_poll)
 STRAIGHT_JOIN {p}jobs j FORCE INDEX (PRIMARY) ON j.id = r.job_id
-WHERE r.queue = ?` + condition + `
+WHERE r.queue = ?` + condition + ` AND ` + keyNotPaused(`r.job_id`) + `
 ORDER BY r.priority DESC, r.job_id LIMIT ? FOR UPDATE SKIP LOCKED`
+}
+
+// keyNotPaused is sqltext.KeyNotPaused as MySQL spells it: keys matched
+// by their hash, then byte for byte.
+func keyNotPaused(id string) string {
+	return sqltext.KeyNotPaused(id, "pk.key_hash = pj.concurrency_key_hash AND pk.`key` = pj.concurrency_key",
+		"pk.key_hash = jk.key_hash AND pk.`key` = jk.`key`")
 }
 
 func newQueries(prefix string) (*sqlexec.Queries, *ownQueries) {
@@ -104,9 +111,10 @@ ORDER BY u.job_id DESC LIMIT 1 LOCK IN SHARE MODE`)
 	q.UniqueKeyOf = p(`SELECT coalesce(max(unique_key), '') FROM {p}unique_keys WHERE job_id = ?`)
 
 	q.PickReady = p(`SELECT job_id FROM {p}ready_executions FORCE INDEX ({p}ready_poll)
-WHERE queue = ? ORDER BY priority DESC, job_id LIMIT ? FOR UPDATE SKIP LOCKED`)
-	q.PickAmong = p(sqlexec.AmongPick(list, " FOR UPDATE SKIP LOCKED"))
-	q.PickHandOff = p(sqlexec.HandOffPick(list, " FOR UPDATE SKIP LOCKED"))
+WHERE queue = ? AND ` + keyNotPaused(`{p}ready_executions.job_id`) + `
+ORDER BY priority DESC, job_id LIMIT ? FOR UPDATE SKIP LOCKED`)
+	q.PickAmong = p(sqlexec.AmongPick(list, " FOR UPDATE SKIP LOCKED", keyNotPaused))
+	q.PickHandOff = p(sqlexec.HandOffPick(list, " FOR UPDATE SKIP LOCKED", keyNotPaused))
 	q.DeleteReady = p(`DELETE FROM {p}ready_executions WHERE job_id IN ` + list + ` ORDER BY job_id` + byKey)
 	q.InsertClaims = p(`INSERT INTO {p}claimed_executions (job_id, queue, process_id, claimed_at) VALUES `)
 	q.DeleteJobs = p(`DELETE FROM {p}jobs WHERE id IN ` + list + ` ORDER BY id` + byKey)
@@ -248,10 +256,13 @@ ORDER BY s.expires_at LIMIT ? FOR UPDATE SKIP LOCKED`)
 	q.Periodic.Insert = p(`INSERT INTO {p}periodic_jobs (name, kind, schedule, next_run_at, created_at, seen_at)
 VALUES (?, ?, ?, ?, ?, ?) ON DUPLICATE KEY UPDATE name = name`)
 	q.PauseQueue = p(`INSERT INTO {p}paused_queues (queue, paused_at) VALUES (?, ?) ON DUPLICATE KEY UPDATE queue = queue`)
+	q.PauseKey = p("INSERT INTO {p}paused_keys (key_hash, `key`, paused_at) VALUES (?, ?, ?) ON DUPLICATE KEY UPDATE key_hash = key_hash")
+	q.ResumeKey = p("DELETE FROM {p}paused_keys WHERE key_hash = ? AND `key` = ?")
+	q.PausedKeys = p("SELECT `key`, paused_at FROM {p}paused_keys ORDER BY `key`")
 	q.SetKeyLimit = p("INSERT INTO {p}key_limits (key_hash, `key`, lim, updated_at) VALUES (?, ?, ?, ?)\n" +
 		"ON DUPLICATE KEY UPDATE lim = VALUES(lim), updated_at = VALUES(updated_at)")
 	q.DeleteKeyLimit = p("DELETE FROM {p}key_limits WHERE key_hash = ? AND `key` = ?")
-	q.ReadyByKey = p(sqltext.ReadyByKey("w.key_hash = j.concurrency_key_hash AND w.`key` = j.concurrency_key"))
+	q.ReadyByKey = p(sqltext.ReadyByKey("w.key_hash = j.concurrency_key_hash AND w.`key` = j.concurrency_key", keyNotPaused(`{p}ready_executions.job_id`)))
 	q.SetKeyWeight = p("INSERT INTO {p}key_weights (key_hash, `key`, weight, updated_at) VALUES (?, ?, ?, ?)\n" +
 		"ON DUPLICATE KEY UPDATE weight = VALUES(weight), updated_at = VALUES(updated_at)")
 	q.DeleteKeyWeight = p("DELETE FROM {p}key_weights WHERE key_hash = ? AND `key` = ?")

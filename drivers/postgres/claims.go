@@ -31,14 +31,15 @@ func newClaimQueries(p func(string) string) claimQueries {
 		// still ready, found by their keys (no order: it would walk the
 		// ready line's index to find them).
 		claimAmong: p(claimPicked(`
-		SELECT job_id FROM {p}ready_executions WHERE job_id = ANY($5::bigint[]) AND queue = $1 LIMIT $2
+		SELECT job_id FROM {p}ready_executions WHERE job_id = ANY($5::bigint[]) AND queue = $1
+		AND ` + sqltext.KeyNotPausedOf(`{p}ready_executions.job_id`) + ` LIMIT $2
 		FOR UPDATE SKIP LOCKED`)),
 		// A hand-off: of the jobs $5 promoted by this transaction, those
 		// still ready in queue $1 with no rate key, from a queue with no
 		// cap that is not paused.
 		claimHandOff: p(claimPicked(`
 		SELECT r.job_id FROM {p}ready_executions r JOIN {p}jobs j ON j.id = r.job_id
-		WHERE r.job_id = ANY($5::bigint[]) AND r.queue = $1 AND j.rate_key IS NULL
+		WHERE r.job_id = ANY($5::bigint[]) AND r.queue = $1 AND j.rate_key IS NULL AND ` + sqltext.KeyNotPausedOf(`r.job_id`) + `
 		AND NOT EXISTS (SELECT 1 FROM {p}policies c WHERE c.queue = $1 AND ` + sqltext.ClaimedByRule + `)
 		AND NOT EXISTS (SELECT 1 FROM {p}paused_queues WHERE queue = $1)
 		ORDER BY r.priority DESC, r.job_id LIMIT $2
@@ -96,6 +97,7 @@ FOR UPDATE OF c SKIP LOCKED`),
 func claimFrom(guard string) string {
 	return claimPicked(`
 		SELECT job_id FROM {p}ready_executions WHERE queue = $1` + guard + `
+		AND ` + sqltext.KeyNotPausedOf(`{p}ready_executions.job_id`) + `
 		ORDER BY priority DESC, job_id LIMIT $2
 		FOR UPDATE SKIP LOCKED`)
 }

@@ -62,9 +62,10 @@ func newQueries(prefix string) (*sqlexec.Queries, *ownQueries) {
 		Before: `{col} < ` + inboxNow + ` - ? * 1000`,
 	})
 	q.PickReady = p(`SELECT job_id FROM {p}ready_executions WHERE queue = ?
+	AND ` + sqltext.KeyNotPausedOf(`{p}ready_executions.job_id`) + `
 ORDER BY priority DESC, job_id LIMIT ?`)
-	q.PickAmong = p(sqlexec.AmongPick(idList, ""))
-	q.PickHandOff = p(sqlexec.HandOffPick(idList, ""))
+	q.PickAmong = p(sqlexec.AmongPick(idList, "", sqltext.KeyNotPausedOf))
+	q.PickHandOff = p(sqlexec.HandOffPick(idList, "", sqltext.KeyNotPausedOf))
 	q.DeleteReady = p(`DELETE FROM {p}ready_executions WHERE job_id IN ` + idList)
 	q.InsertClaims = p(`INSERT INTO {p}claimed_executions (job_id, queue, process_id, claimed_at)
 SELECT value, ?, ?, ? FROM json_each(?)`)

@@ -84,4 +84,17 @@ type PauseStore interface {
 	QueueResume(ctx context.Context, queue string) (bool, error)
 	// QueueListPaused returns the paused queues, ordered by queue.
 	QueueListPaused(ctx context.Context) ([]PausedQueue, error)
+	// KeyPause marks the full key paused at now; false when it already
+	// was (its first paused_at is kept).
+	KeyPause(ctx context.Context, key string, now time.Time) (bool, error)
+	// KeyResume removes key's pause; false when it was not paused.
+	KeyResume(ctx context.Context, key string) (bool, error)
+	// KeyListPaused returns the paused keys, ordered by key.
+	KeyListPaused(ctx context.Context) ([]PausedKey, error)
+}
+
+// PausedKey is a key PauseKey stopped.
+type PausedKey struct {
+	Key      string
+	PausedAt time.Time
 }

@@ -132,23 +132,25 @@ AND concurrency_key IS NOT NULL AND finished_at IS NULL ORDER BY 1`),
 
 // AmongPick is the pick of a fair-share claim (ReadyClaim with Among),
 // list the dialect's spelling of the ids' list and lock its locking
-// clause: the jobs among the list ready in the queue. Args: queue, the
-// ids, max.
-func AmongPick(list, lock string) string {
+// clause: the jobs among the list ready in the queue, none of a paused
+// key (notPaused spells sqltext.KeyNotPaused of a job id). Args: queue,
+// the ids, max.
+func AmongPick(list, lock string, notPaused func(id string) string) string {
 	// No ORDER BY: the ids are at most max, and an order would have the
 	// ready line's index walked to find them.
 	return `SELECT job_id FROM {p}ready_executions WHERE queue = ? AND job_id IN ` + list + `
+	AND ` + notPaused(`{p}ready_executions.job_id`) + `
 LIMIT ?` + lock
 }
 
 // HandOffPick is the pick of a hand-off (ReadyClaimHandOff), list the
 // dialect's spelling of the ids' list and lock its locking clause: the
 // jobs among the list ready in the queue with no rate key, from a queue
-// with no cap that is not paused. Args: queue, the ids, queue, queue,
-// max.
-func HandOffPick(list, lock string) string {
+// with no cap that is not paused, none of a paused key (notPaused, as
+// AmongPick's). Args: queue, the ids, queue, queue, max.
+func HandOffPick(list, lock string, notPaused func(id string) string) string {
 	return `SELECT r.job_id FROM {p}ready_executions r JOIN {p}jobs j ON j.id = r.job_id
-WHERE r.queue = ? AND r.job_id IN ` + list + ` AND j.rate_key IS NULL
+WHERE r.queue = ? AND r.job_id IN ` + list + ` AND j.rate_key IS NULL AND ` + notPaused(`r.job_id`) + `
 	AND NOT EXISTS (SELECT 1 FROM {p}policies c WHERE c.queue = ? AND ` + sqltext.ClaimedByRule + `)
 	AND NOT EXISTS (SELECT 1 FROM {p}paused_queues z WHERE z.queue = ?)
 ORDER BY r.priority DESC, r.job_id LIMIT ?` + lock

@@ -12,6 +12,8 @@ type SharedQueries struct {
 	// PauseQueue inserts the queue's row unless it exists, affecting no
 	// row then.
 	PauseQueue, ResumeQueue, PausedQueues string
+	// PauseKey, ResumeKey and PausedKeys do the same for keys.
+	PauseKey, ResumeKey, PausedKeys string
 
 	// PolicyLockMany reads the policies of a namespace and of a list of
 	// queues (Conn.Names), locking them where the dialect has row locks.
@@ -60,6 +62,9 @@ func SharedStatements(spell func(string) string) SharedQueries {
 		PauseQueue:   p(`INSERT INTO {p}paused_queues (queue, paused_at) VALUES (?, ?) ON CONFLICT (queue) DO NOTHING`),
 		ResumeQueue:  p(`DELETE FROM {p}paused_queues WHERE queue = ?`),
 		PausedQueues: p(`SELECT queue, paused_at FROM {p}paused_queues ORDER BY queue`),
+		PauseKey:     p(`INSERT INTO {p}paused_keys (key, paused_at) VALUES (?, ?) ON CONFLICT (key) DO NOTHING`),
+		ResumeKey:    p(`DELETE FROM {p}paused_keys WHERE key = ?`),
+		PausedKeys:   p(`SELECT key, paused_at FROM {p}paused_keys ORDER BY key`),
 
 		LockPolicies: p(`SELECT ` + sqltext.PolicyColumns + ` FROM {p}policies
 WHERE namespace = ? OR queue IN ` + ListMarker + ` ORDER BY queue`),
@@ -77,7 +82,7 @@ AND rate_key IS NOT NULL AND finished_at IS NULL ORDER BY 1`),
 ON CONFLICT (key) DO UPDATE SET lim = excluded.lim, updated_at = excluded.updated_at`),
 		DeleteKeyLimit: p(`DELETE FROM {p}key_limits WHERE key = ?`),
 
-		ReadyByKey:   p(sqltext.ReadyByKey(`w.key = j.concurrency_key`)),
+		ReadyByKey:   p(sqltext.ReadyByKey(`w.key = j.concurrency_key`, sqltext.KeyNotPausedOf(`{p}ready_executions.job_id`))),
 		RunningByKey: p(sqltext.RunningByKey),
 		SetKeyWeight: p(`INSERT INTO {p}key_weights (key, weight, updated_at) VALUES (?, ?, ?)
 ON CONFLICT (key) DO UPDATE SET weight = excluded.weight, updated_at = excluded.updated_at`),

@@ -35,13 +35,36 @@ const ClaimedByRule = `(c.max_active > 0 OR c.fair_share = TRUE)`
 // (driver.ReadyByKey): a window ranking them in SQL sorts the rows by key
 // and costs twice the read. The jobs and weights are joined to the rows
 // taken only, so a claim that reads the line's head pays for the head.
-// Args: queue, the most rows to read.
-func ReadyByKey(weightOn string) string {
+// Jobs of a paused key are left out (notPaused, KeyNotPaused of
+// {p}ready_executions.job_id): they take no share. Args: queue, the most
+// rows to read.
+func ReadyByKey(weightOn, notPaused string) string {
 	return `SELECT coalesce(j.concurrency_key, ''), r.job_id, coalesce(w.weight, 0),
 	(SELECT coalesce(max(mw.weight), 0) FROM {p}key_weights mw)
-FROM (SELECT job_id, priority FROM {p}ready_executions WHERE queue = ? ORDER BY priority DESC, job_id LIMIT ?) r
+FROM (SELECT job_id, priority FROM {p}ready_executions WHERE queue = ? AND ` + notPaused + `
+	ORDER BY priority DESC, job_id LIMIT ?) r
 JOIN {p}jobs j ON j.id = r.job_id LEFT JOIN {p}key_weights w ON ` + weightOn + `
 ORDER BY r.priority DESC, r.job_id`
+}
+
+// KeyNotPaused is the condition that the job whose id is the expression
+// id has no paused key (PauseKey): neither its concurrency key nor, for a
+// multi-key job, one of its further keys (job_keys). firstOn matches a
+// paused_keys row pk to the job pj's concurrency key, moreOn pk to a
+// job_keys row jk (MySQL matches by hash, then key). While no key is
+// paused, the first subquery, uncorrelated, is all a statement reads of
+// it: one probe of an empty table.
+func KeyNotPaused(id, firstOn, moreOn string) string {
+	return `(NOT EXISTS (SELECT 1 FROM {p}paused_keys)
+	OR NOT EXISTS (SELECT 1 FROM {p}jobs pj WHERE pj.id = ` + id + ` AND (
+		EXISTS (SELECT 1 FROM {p}paused_keys pk WHERE ` + firstOn + `)
+		OR (pj.more_keys IS NOT NULL AND EXISTS (SELECT 1 FROM {p}job_keys jk JOIN {p}paused_keys pk ON ` + moreOn + `
+			WHERE jk.job_id = pj.id)))))`
+}
+
+// KeyNotPausedOf is KeyNotPaused as PostgreSQL and SQLite spell it.
+func KeyNotPausedOf(id string) string {
+	return KeyNotPaused(id, `pk.key = pj.concurrency_key`, `pk.key = jk.key`)
 }
 
 // RunningByKey counts a queue's claimed jobs by key (empty for those
