@@ -1,5 +1,5 @@
 // The rules of bq's Go enqueue (job.go validateQueue / validateKey /
-// validateTo, rate.go validateRate, unique.go, enqueue.go's labels and
+// validateTo, rate.go validateRate, unique.go, enqueue_labels.go and
 // sizes) that a client can check before a row reaches the inbox. The Go
 // side checks every rule again when it admits the row (a broken one ends
 // as outcome "refused"); checking here turns a mistake into an exception
