@@ -43,6 +43,9 @@ type Health struct {
 	Processes []ProcessHealth   `json:"processes"`
 	// FairShares lists the keys of each fair-share queue with live jobs.
 	FairShares []FairShareHealth `json:"fair_shares,omitempty"`
+	// PausedKeys lists the keys PauseKey stopped, ordered by key: their
+	// jobs wait, ready or blocked, until ResumeKey.
+	PausedKeys []PausedKey `json:"paused_keys,omitempty"`
 	// Periodic lists the schedules the fleet runs (Config.Periodic):
 	// next tick, last tick and its job.
 	Periodic []PeriodicStatus `json:"periodic"`
@@ -202,6 +205,13 @@ func (c *Client) health(ctx context.Context, top int) (*Health, error) {
 	}
 	for _, s := range keys {
 		h.TopKeys = append(h.TopKeys, keyHealth(s))
+	}
+	pausedKeys, err := ex.KeyListPaused(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range pausedKeys {
+		h.PausedKeys = append(h.PausedKeys, PausedKey(p))
 	}
 	procs, err := ex.ProcessList(ctx)
 	if err != nil {

@@ -120,6 +120,24 @@ func (f *flagSet) parse(args []string) ([]string, error) {
 	}
 }
 
+// action parses the arguments of a command of actions (bq key, bq
+// weight): the first positional argument names the action, the rest are
+// its own; --json belongs to its list action alone. want says which
+// actions there are, for the usage error of none.
+func (f *flagSet) action(args []string, want string) (string, []string, error) {
+	pos, err := f.parse(args)
+	if err != nil {
+		return "", nil, err
+	}
+	if len(pos) == 0 {
+		return "", nil, f.fail("want an action: %s", want)
+	}
+	if f.given("json") && pos[0] != "list" {
+		return "", nil, f.fail("--json is a flag of bq %s list, not of %s", f.name, pos[0])
+	}
+	return pos[0], pos[1:], nil
+}
+
 // fail reports bad usage: the message on one line, then where to find
 // the flags (the whole usage would bury the message). run exits 2.
 func (f *flagSet) fail(format string, args ...any) error {

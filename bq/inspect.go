@@ -3,8 +3,10 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
+	"text/tabwriter"
 	"time"
 
 	"github.com/bqueue/bq/internal/humanize"
@@ -34,6 +36,22 @@ func yesNo(b bool) string {
 // term makes a name from the database safe to print: see
 // humanize.Terminal. Every printer of user data goes through it.
 func term(s string) string { return humanize.Terminal(s) }
+
+// printTable writes a list action's table (bq weight list, bq key list):
+// none when it has no rows (n), else the header and rows that table
+// writes, aligned; what names the rows in an error.
+func printTable(w io.Writer, n int, none, what string, table func(tw io.Writer)) error {
+	if n == 0 {
+		fmt.Fprintln(w, none)
+		return nil
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	table(tw)
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("print %s: %w", what, err)
+	}
+	return nil
+}
 
 // writeJSON prints v as indented JSON, with the characters that drive a
 // terminal written as JSON escapes (the encoder leaves DEL, C1 controls

@@ -10,6 +10,7 @@
 //	bq jobs --dsn DSN [--kind K] [--state S] [--key K | --key-prefix P] [--meta k=v] [--tag T] [--json]
 //	bq cancel --dsn DSN JOB_ID
 //	bq queue pause|resume --dsn DSN QUEUE
+//	bq key pause|resume|list --dsn DSN [KEY]
 //	bq rate list|show|set|clear --dsn DSN [KEY [LIMIT PERIOD]]
 //	bq policy list --dsn DSN [--json]
 //	bq weight list|set|clear --dsn DSN [KEY [WEIGHT]]
@@ -55,6 +56,7 @@ var commands = []command{
 	{"retry", "retry a failed job (it goes through admission again)", runRetry},
 	{"discard", "discard a failed job (it is never run again)", runDiscard},
 	{"queue", "pause or resume a queue in every process (pause|resume QUEUE)", runQueue},
+	{"key", "pause, resume or list paused keys in every process (pause|resume KEY|list)", runKey},
 	{"rate", "list, show, set or clear rate keys' limits (list|show KEY|set KEY LIMIT PERIOD|clear KEY)", runRate},
 	{"policy", "list the stored queue policies SyncPolicies wrote (list)", runPolicy},
 	{"weight", "list, set or clear keys' fair-share weights (list|set KEY WEIGHT|clear KEY)", runWeight},

@@ -11,15 +11,16 @@ import (
 )
 
 // runStatus prints the Health report: queues, limit groups, the most
-// blocked keys and the processes.
+// blocked keys, the paused keys and the processes.
 func runStatus(ctx context.Context, e *env, args []string) error {
 	f := newFlagSet(e, "status", "status --dsn DSN [--prefix bq_] [--json | --watch] [--top 10]",
 		`Shows each queue's ready, running, scheduled, blocked and failed jobs and
 whether it is paused, the limit groups and their saturated keys, the most
-blocked keys, the registered processes and the periodic jobs' schedules
-(next run, last run and its job). With --watch it redraws them every 2s until Ctrl-C,
-with the last hour's history as sparklines: runs completed and failed,
-jobs by state, and the blocked jobs of the most blocked keys.`)
+blocked keys, the paused keys (bq key), the registered processes and the
+periodic jobs' schedules (next run, last run and its job). With --watch
+it redraws them every 2s until Ctrl-C, with the last hour's history as
+sparklines: runs completed and failed, jobs by state, and the blocked
+jobs of the most blocked keys.`)
 	var db dbFlags
 	db.register(f)
 	asJSON := f.Bool("json", false, "print the report as JSON")
@@ -118,6 +119,11 @@ func printHealth(w io.Writer, h *bq.Health) error {
 		for _, k := range h.TopKeys {
 			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\n", term(k.Key), k.Limit, k.Holders, k.Free, k.Blocked)
 		}
+	}
+
+	if len(h.PausedKeys) > 0 {
+		section("PAUSED KEYS (their jobs wait until 'bq key resume')")
+		pausedKeysTable(tw, h.PausedKeys, h.At)
 	}
 
 	section("PROCESSES")

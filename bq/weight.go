@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"strconv"
-	"text/tabwriter"
 	"time"
 
 	"github.com/bqueue/bq"
@@ -28,16 +27,9 @@ next claim on, until "clear", which goes back to the policy's.`, bq.MaxKeyWeight
 	var db dbFlags
 	db.register(f)
 	asJSON := f.Bool("json", false, "print as JSON (list)")
-	pos, err := f.parse(args)
+	action, pos, err := f.action(args, "list, set KEY WEIGHT or clear KEY, e.g. bq weight list --dsn DSN")
 	if err != nil {
 		return err
-	}
-	if len(pos) == 0 {
-		return f.fail("want an action: list, set KEY WEIGHT or clear KEY, e.g. bq weight list --dsn DSN")
-	}
-	action, pos := pos[0], pos[1:]
-	if f.given("json") && action != "list" {
-		return f.fail("--json is a flag of bq weight list, not of %s", action)
 	}
 	var weight int
 	switch action {
@@ -107,17 +99,11 @@ func weightsJSON(ws []bq.KeyWeight) []weightJSON {
 
 // printWeights writes bq weight list's table.
 func printWeights(w io.Writer, ws []bq.KeyWeight, now time.Time) error {
-	if len(ws) == 0 {
-		fmt.Fprintln(w, "no key weights: none is set (each key weighs its queue policy's KeyWeight, else 1; bq weight set KEY WEIGHT sets one)")
-		return nil
-	}
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "KEY\tWEIGHT\tCHANGED")
-	for _, kw := range ws {
-		fmt.Fprintf(tw, "%s\t%d\t%s\n", term(kw.Key), kw.Weight, ago(kw.UpdatedAt, now))
-	}
-	if err := tw.Flush(); err != nil {
-		return fmt.Errorf("print key weights: %w", err)
-	}
-	return nil
+	none := "no key weights: none is set (each key weighs its queue policy's KeyWeight, else 1; bq weight set KEY WEIGHT sets one)"
+	return printTable(w, len(ws), none, "key weights", func(tw io.Writer) {
+		fmt.Fprintln(tw, "KEY\tWEIGHT\tCHANGED")
+		for _, kw := range ws {
+			fmt.Fprintf(tw, "%s\t%d\t%s\n", term(kw.Key), kw.Weight, ago(kw.UpdatedAt, now))
+		}
+	})
 }

@@ -2,6 +2,7 @@ package ui_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -136,6 +137,20 @@ func wantFormsGuarded(t *testing.T, c *http.Client, base string, form url.Values
 			t.Errorf("GET %s: %d, want 405", action, code)
 		}
 	}
+}
+
+// postRedirected POSTs form to target through c, following the
+// redirect, and returns the status and path of the redirect ("303
+// /key?key=…"), with the status and body of the page it led to.
+func postRedirected(t *testing.T, c *http.Client, target string, form url.Values) (redirect string, code int, body string) {
+	t.Helper()
+	follow := *c
+	follow.CheckRedirect = func(req *http.Request, _ []*http.Request) error {
+		redirect = fmt.Sprint(req.Response.StatusCode, " ", req.URL.RequestURI())
+		return nil
+	}
+	code, body = postForm(t, &follow, target, form, nil)
+	return redirect, code, body
 }
 
 // postForm POSTs form to target through c, with header's fields, and returns

@@ -14,11 +14,13 @@ import (
 // sets it (client.SetKeyWeight) and one that clears it
 // (client.ClearKeyWeight), as it does for the key's limit override.
 
-// keyData is a key's page: its semaphore, holders and line, and its
-// stored fair-share weight (nil: none, it weighs its queue policy's).
+// keyData is a key's page: its semaphore, holders and line, its stored
+// fair-share weight (nil: none, it weighs its queue policy's) and its
+// pause (PausedAt zero: not paused).
 type keyData struct {
 	*bq.KeyState
 	Weight *bq.KeyWeight
+	Pause  bq.PausedKey
 }
 
 // MaxWeight is the largest weight the page's form takes.

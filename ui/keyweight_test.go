@@ -78,13 +78,7 @@ func TestKeyWeightForm(t *testing.T) {
 				t.Fatalf("after refused and unguarded requests, the stored weights are %v; want none", ws)
 			}
 
-			var redirect string // the status and path of the set's redirect
-			c.CheckRedirect = func(req *http.Request, _ []*http.Request) error {
-				redirect = fmt.Sprint(req.Response.StatusCode, " ", req.URL.RequestURI())
-				return nil
-			}
-			code, body = post("set", url.Values{"csrf": {m[1]}, "key": {key}, "weight": {" 3 "}}, nil)
-			c.CheckRedirect = nil
+			redirect, code, body := postRedirected(t, c, srv.URL+"/key/weight/set", url.Values{"csrf": {m[1]}, "key": {key}, "weight": {" 3 "}})
 			if want := fmt.Sprint(http.StatusSeeOther, " ", keyPage); redirect != want {
 				t.Errorf("the set redirects %q, want %q", redirect, want)
 			}

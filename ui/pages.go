@@ -87,8 +87,13 @@ func (s *server) key(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
+	pause, err := s.keyPause(r.Context(), key)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
 	s.render(w, r, http.StatusOK, "key", view{Title: "Key " + key, Nav: "blocked", Notice: s.notice(w, r),
-		Refresh: int(s.opts.Refresh.Seconds() + 0.5), Data: keyData{KeyState: k, Weight: weight}})
+		Refresh: int(s.opts.Refresh.Seconds() + 0.5), Data: keyData{KeyState: k, Weight: weight, Pause: pause}})
 }
 
 // jobData is a job's page. Args and Error are what the page shows of

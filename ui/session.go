@@ -181,6 +181,9 @@ func (s *server) notice(w http.ResponseWriter, r *http.Request) string {
 	if done, ok := strings.CutPrefix(c.Value[:i], weightNotice); ok {
 		return weightSaid(done)
 	}
+	if done, ok := strings.CutPrefix(c.Value[:i], keyPauseNotice); ok {
+		return keyPauseSaid(done)
+	}
 	if done, ok := strings.CutPrefix(c.Value[:i], verifyNotice); ok {
 		return verifySaid(done)
 	}

@@ -5,7 +5,8 @@
 // time), each job with its explanation, metadata and tags and a cancel
 // button while it is live, failed jobs with retry, discard and cancel,
 // the rate keys, each with its line and a form to override its rate,
-// each key with a form to override its limit, the processes, the
+// each key with a form to override its limit and a pause or resume
+// button (the paused keys listed on the overview), the processes, the
 // Verify page (client.Verify's report, with a Repair button), and a
 // search by job id, key, tenant (a key's end, or a metadata value: see
 // Options.SearchMetadata), tag or metadata (key=value). Mount it in your
@@ -16,9 +17,10 @@
 // or run `bq ui --dsn ...`. Pages, charts included (inline SVG), are
 // rendered on the server; the CSS and the small script that refreshes
 // them are embedded, so it works offline. Retry, discard, cancel, pause,
-// resume, a rate override, a key's limit override and Verify's repair
-// are POST forms protected against cross-site requests; retry goes
-// through admission like any enqueue: it never bypasses a limit.
+// resume (of a queue or a key), a rate override, a key's limit override
+// and Verify's repair are POST forms protected against cross-site
+// requests; retry goes through admission like any enqueue: it never
+// bypasses a limit.
 //
 // The handler has no access control of its own beyond Options.Token: put
 // your application's authentication in front of it. Without a token it
@@ -168,6 +170,8 @@ func Handler(client *bq.Client, opts Options) http.Handler {
 	mux.HandleFunc("POST /key/limit/clear", s.clearLimit)
 	mux.HandleFunc("POST /key/weight/set", s.setWeight)
 	mux.HandleFunc("POST /key/weight/clear", s.clearWeight)
+	mux.HandleFunc("POST /key/pause", s.pauseKey)
+	mux.HandleFunc("POST /key/resume", s.resumeKey)
 	mux.HandleFunc("POST /verify/repair", s.repair)
 	// A link to an action, followed or prefetched, does nothing.
 	mux.HandleFunc("/jobs/{id}/retry", postOnly)
@@ -181,6 +185,8 @@ func Handler(client *bq.Client, opts Options) http.Handler {
 	mux.HandleFunc("/key/limit/clear", postOnly)
 	mux.HandleFunc("/key/weight/set", postOnly)
 	mux.HandleFunc("/key/weight/clear", postOnly)
+	mux.HandleFunc("/key/pause", postOnly)
+	mux.HandleFunc("/key/resume", postOnly)
 	mux.HandleFunc("/verify/repair", postOnly)
 	mux.HandleFunc("/", s.notFound)
 
