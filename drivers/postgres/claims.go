@@ -32,14 +32,14 @@ func newClaimQueries(p func(string) string) claimQueries {
 		// ready line's index to find them).
 		claimAmong: p(claimPicked(`
 		SELECT job_id FROM {p}ready_executions WHERE job_id = ANY($5::bigint[]) AND queue = $1
-		AND ` + sqltext.KeyNotPausedOf(`{p}ready_executions.job_id`) + ` LIMIT $2
+		AND ` + keyNotPaused(`{p}ready_executions.job_id`) + ` LIMIT $2
 		FOR UPDATE SKIP LOCKED`)),
 		// A hand-off: of the jobs $5 promoted by this transaction, those
 		// still ready in queue $1 with no rate key, from a queue with no
 		// cap that is not paused.
 		claimHandOff: p(claimPicked(`
 		SELECT r.job_id FROM {p}ready_executions r JOIN {p}jobs j ON j.id = r.job_id
-		WHERE r.job_id = ANY($5::bigint[]) AND r.queue = $1 AND j.rate_key IS NULL AND ` + sqltext.KeyNotPausedOf(`r.job_id`) + `
+		WHERE r.job_id = ANY($5::bigint[]) AND r.queue = $1 AND j.rate_key IS NULL AND ` + keyNotPaused(`r.job_id`) + `
 		AND NOT EXISTS (SELECT 1 FROM {p}policies c WHERE c.queue = $1 AND ` + sqltext.ClaimedByRule + `)
 		AND NOT EXISTS (SELECT 1 FROM {p}paused_queues WHERE queue = $1)
 		ORDER BY r.priority DESC, r.job_id LIMIT $2
@@ -97,7 +97,7 @@ FOR UPDATE OF c SKIP LOCKED`),
 func claimFrom(guard string) string {
 	return claimPicked(`
 		SELECT job_id FROM {p}ready_executions WHERE queue = $1` + guard + `
-		AND ` + sqltext.KeyNotPausedOf(`{p}ready_executions.job_id`) + `
+		AND ` + keyNotPaused(`{p}ready_executions.job_id`) + `
 		ORDER BY priority DESC, job_id LIMIT $2
 		FOR UPDATE SKIP LOCKED`)
 }
@@ -118,6 +118,10 @@ FROM {p}jobs j JOIN claimed c ON c.job_id = j.id
 WHERE j.id = ANY(ARRAY(SELECT job_id FROM claimed))
 ORDER BY j.priority DESC, j.id`
 }
+
+// keyNotPaused is sqltext.KeyNotPaused of job id, its correlated part the
+// function job_key_paused (migration 00018).
+func keyNotPaused(id string) string { return sqltext.KeyNotPausedCall(id, "job_key_paused") }
 
 // gateOf reads the gate of queue $1 from its policy rows (none or one).
 const gateOf = `coalesce(max(max_active), 0), ` + isPaused + `, coalesce(bool_or(fair_share), false), coalesce(max(key_weight), 0)`

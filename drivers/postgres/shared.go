@@ -28,6 +28,7 @@ WHERE namespace = $1 OR queue = ANY($2::text[]) ORDER BY queue FOR UPDATE`)
 		Before:     `{col} < now() - ? * interval '1 millisecond'`,
 		SkipLocked: ` FOR UPDATE SKIP LOCKED`,
 	})
+	q.ReadyByKey = sqltext.Rebind(p(sqltext.ReadyByKey(`w.key = j.concurrency_key`, keyNotPaused(`{p}ready_executions.job_id`))))
 	q.CountByQueue = p(sqltext.CountByQueue(func(col string) string { return "sum(" + col + ")::int" }))
 	// The time now, not the transaction's start (now()).
 	q.ClockNow = `SELECT clock_timestamp()`

@@ -62,7 +62,14 @@ func KeyNotPaused(id, firstOn, moreOn string) string {
 			WHERE jk.job_id = pj.id)))))`
 }
 
-// KeyNotPausedOf is KeyNotPaused as PostgreSQL and SQLite spell it.
+// KeyNotPausedCall is KeyNotPaused with its correlated part a call of the
+// schema's function fn (PostgreSQL's job_key_paused): planned as one call.
+func KeyNotPausedCall(id, fn string) string {
+	return `(NOT EXISTS (SELECT 1 FROM {p}paused_keys) OR NOT {p}` + fn + `(` + id + `))`
+}
+
+// KeyNotPausedOf is KeyNotPaused as SQLite (and sqlexec's shared
+// statements) spell it.
 func KeyNotPausedOf(id string) string {
 	return KeyNotPaused(id, `pk.key = pj.concurrency_key`, `pk.key = jk.key`)
 }
