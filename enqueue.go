@@ -265,6 +265,8 @@ func (c *Client) enqueueJobs(ctx context.Context, tx any, jobs []*driver.NewJob,
 			return nil, fmt.Errorf("use the transaction: %w", err)
 		}
 	}
+	given := jobs
+	jobs, standsFor := collapseDebounced(jobs)
 	if err := checkReplaces(jobs); err != nil {
 		return nil, err
 	}
@@ -289,6 +291,17 @@ func (c *Client) enqueueJobs(ctx context.Context, tx any, jobs []*driver.NewJob,
 			r := replaced[i]
 			results[i] = EnqueueResult{ID: jobs[i].ID, State: JobState(v.State), Replaced: ids(r.Cancelled), Stopping: ids(r.Stopping)}
 		}
+	}
+	if len(jobs) < len(given) {
+		// A debounced job folded into another of the enqueue joined it.
+		all := make([]EnqueueResult, len(given))
+		for i, k := range standsFor {
+			all[i] = results[k]
+			if given[i] != jobs[k] {
+				all[i] = EnqueueResult{ID: results[k].ID, State: results[k].State, Debounced: true}
+			}
+		}
+		results = all
 	}
 	return results, nil
 }

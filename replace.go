@@ -104,6 +104,48 @@ func debounceSummary(info *JobInfo, now time.Time) string {
 	return s + "."
 }
 
+// collapseDebounced folds the debounced jobs of one kind, queue and key
+// among jobs into one, as the same enqueues one after another would: the
+// last is kept (the first, with DebounceFirst), the others joining it.
+// It returns the jobs kept, in their order, and for each job given the
+// index among them of the one that stands for it.
+func collapseDebounced(jobs []*driver.NewJob) ([]*driver.NewJob, []int) {
+	type burst struct{ kind, queue, key string }
+	keep := map[burst]int{} // the index given of the job kept
+	for i, j := range jobs {
+		if !j.Debounce {
+			continue
+		}
+		b := burst{j.Kind, j.Queue, j.Limit.Key}
+		if _, seen := keep[b]; !seen || !j.DebounceFirst {
+			keep[b] = i
+		}
+	}
+	if len(keep) == 0 {
+		return jobs, nil
+	}
+	kept := make([]*driver.NewJob, 0, len(jobs))
+	at := make([]int, len(jobs)) // given index -> kept index, for kept jobs
+	for i, j := range jobs {
+		if j.Debounce && keep[burst{j.Kind, j.Queue, j.Limit.Key}] != i {
+			continue
+		}
+		at[i] = len(kept)
+		kept = append(kept, j)
+	}
+	if len(kept) == len(jobs) {
+		return jobs, nil
+	}
+	standsFor := make([]int, len(jobs))
+	for i, j := range jobs {
+		standsFor[i] = at[i]
+		if j.Debounce {
+			standsFor[i] = at[keep[burst{j.Kind, j.Queue, j.Limit.Key}]]
+		}
+	}
+	return kept, standsFor
+}
+
 // checkReplaces refuses a batch in which a replacing job shares its key
 // with another job of the batch: the replace cancels the key's queued
 // jobs before the batch is admitted, so it would not see the other.

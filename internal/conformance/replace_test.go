@@ -340,6 +340,23 @@ func testDebounce(t *testing.T, h *harness) {
 	if n := len(h.dbRuns(t)); n != 2 {
 		t.Errorf("%d runs after a second quiet period, want 2", n)
 	}
+	// Three debounced jobs of one key in one EnqueueMany fold into one,
+	// as three enqueues would: the last stored, the others joining it.
+	many, err := debounceJob.EnqueueMany(ctx, h.client, []Args{
+		{Test: h.test, Key: "e", Seq: 1, SleepMS: 10}, {Test: h.test, Key: "e", Seq: 2, SleepMS: 10}, {Test: h.test, Key: "e", Seq: 3, SleepMS: 10}})
+	if err != nil {
+		t.Fatalf("EnqueueMany of three debounced jobs of one key: %v", err)
+	}
+	if many[0].ID != many[2].ID || many[1].ID != many[2].ID || !many[0].Debounced || !many[1].Debounced || many[2].Debounced {
+		t.Fatalf("EnqueueMany of three debounced jobs of one key = %+v, want one job, the first two Debounced into the last", many)
+	}
+	h.waitState(many[2].ID, bq.StateCompleted)
+	if seq := h.argsOf(many[2].ID).Seq; seq != 3 {
+		t.Errorf("the folded job ran with the args of item %d, want the last's (3)", seq)
+	}
+	if n := len(h.dbRuns(t)); n != 3 {
+		t.Errorf("%d runs after the EnqueueMany's quiet period, want 3", n)
+	}
 	t.Logf("25 debounced enqueues from 3 clients into job %d: it ran %s after the last enqueue", runs[0].JobID, runs[0].Start.Sub(last).Round(time.Millisecond))
 }
 
