@@ -218,6 +218,9 @@ func (j *Job[A]) newJob(ctx context.Context, c *Client, args A, o *enqueueOption
 	if err != nil {
 		return nil, err
 	}
+	if err := j.keyedForReplace(limit); err != nil {
+		return nil, err
+	}
 	replace, cancelRunning, err := replaces(&limit, more, at.After(now))
 	if err != nil {
 		return nil, err

@@ -34,13 +34,28 @@ func replaces(first *driver.Limit, more []driver.Limit, later bool) (replace, ru
 	return first.Key != "", running && first.Key != "", nil
 }
 
+// keyedForReplace refuses a job of a kind that replaces (OnConflict
+// Replace or CancelRunning on Concurrency) whose key came out empty, its
+// limit being limit: there is no key whose jobs it would replace, and
+// running it unlimited would not be what the kind asked for.
+func (j *Job[A]) keyedForReplace(limit driver.Limit) error {
+	c := j.opts.Concurrency
+	if c == nil || c.OnConflict < Replace || limit.Key != "" {
+		return nil
+	}
+	return fmt.Errorf("%w: OnConflict %s on a job with no key (its Key returned \"\"): there is no key whose jobs it would replace; return a key for every job of the kind (RequireKey refuses the rest)", ErrInvalidJob, c.OnConflict)
+}
+
 // debounce is the quiet period of a job whose first limit is first: its
 // Concurrency's Debounce, when that limit is its key (0 for none); with
 // At or In (timed) or further keys, refused.
 func (j *Job[A]) debounce(first driver.Limit, more []driver.Limit, timed bool) (time.Duration, error) {
 	c := j.opts.Concurrency
-	if c == nil || c.Debounce <= 0 || first.Key == "" {
+	if c == nil || c.Debounce <= 0 {
 		return 0, nil
+	}
+	if first.Key == "" {
+		return 0, fmt.Errorf("%w: Concurrency.Debounce on a job with no key (its Key returned \"\"): debounce runs a key's jobs once per quiet period, so each job needs its key; return a key for every job of the kind", ErrInvalidJob)
 	}
 	if len(more) > 0 {
 		return 0, fmt.Errorf("%w: Concurrency.Debounce on a job of several keys: debounce is for a job with one concurrency key; drop the further keys", ErrInvalidJob)

@@ -189,6 +189,14 @@ func testReplaceRefusesBadInput(t *testing.T, h *harness) {
 			_, err := replaceJob.Enqueue(ctx, h.client, Args{Test: h.test, Key: "x"}, bq.WithMoreConcurrencyKeys(bq.KeyLimit{Key: "other/x", To: 1}))
 			return err
 		},
+		"with no key": func() error {
+			_, err := replaceJob.Enqueue(ctx, h.client, Args{Test: h.test, Key: ""})
+			return err
+		},
+		"(Debounce) with no key": func() error {
+			_, err := debounceJob.Enqueue(ctx, h.client, Args{Test: h.test, Key: ""})
+			return err
+		},
 		"(Debounce) with In": func() error {
 			_, err := debounceJob.Enqueue(ctx, h.client, Args{Test: h.test, Key: "x"}, bq.In(time.Minute))
 			return err
