@@ -6,6 +6,8 @@ import (
 	"context"
 	"math/rand/v2"
 	"slices"
+	"sync"
+	"time"
 )
 
 // claimFair is the claim of a fair-share queue, inside the claim rule's
@@ -18,17 +20,29 @@ import (
 // queue's weight, which no key can be further below its share than, the
 // head's pick (PickHead) is PickFair's, and the claim costs O(p.Max) rows
 // rather than O(ready jobs). Otherwise it reads the whole line.
+//
+// A queue whose head could not decide (one key's backlog ahead, weights
+// above the policy's) is claimed by the whole line for headPause before
+// its head is tried again (headUndecided), so such a queue's claims do
+// not pay both reads each time.
 func claimFair(ctx context.Context, tx Executor, p ClaimParams, weight int) ([]*Claim, error) {
-	view, err := tx.ReadyByKey(ctx, KeyViewParams{Queue: p.Queue, Max: p.Max, Rows: headRows(p.Max)})
+	rows := headRows(p.Max)
+	if until, ok := headUndecided.Load(p.Queue); ok && p.Now.Before(until.(time.Time)) {
+		rows = 0
+	}
+	view, err := tx.ReadyByKey(ctx, KeyViewParams{Queue: p.Queue, Max: p.Max, Rows: rows})
 	if err != nil {
 		return nil, err
 	}
 	if !view.Whole {
 		p.Among = PickHead(view, weight, p.Max)
 		if p.Among == nil {
+			headUndecided.Store(p.Queue, p.Now.Add(headPause))
 			if view, err = tx.ReadyByKey(ctx, KeyViewParams{Queue: p.Queue, Max: p.Max}); err != nil {
 				return nil, err
 			}
+		} else {
+			headUndecided.Delete(p.Queue)
 		}
 	}
 	if p.Among == nil {
@@ -39,6 +53,15 @@ func claimFair(ctx context.Context, tx Executor, p ClaimParams, weight int) ([]*
 	}
 	return tx.ReadyClaim(ctx, p)
 }
+
+// headUndecided holds, by queue, until when its fair claims skip the
+// head read: the last one found that the head could not decide. A hint
+// shared by every driver of the process: either read claims the same.
+var headUndecided sync.Map
+
+// headPause is how long a queue whose head could not decide is claimed by
+// its whole line before the head is tried again.
+const headPause = time.Second
 
 // headRows is how many ready jobs a fair claim of n reads first: enough
 // to find n keys with nothing running past the jobs of keys that run or
