@@ -343,49 +343,6 @@ func (c *Client) insert(ctx context.Context, ex driver.Executor, tx any, jobs []
 	return verdicts, replaced, nil
 }
 
-// admitReplacing cancels what the replacing jobs replace, then admits
-// jobs, in ex's transaction (lifecycle.Replace, lifecycle.Admit).
-// A debounced job that joined its key's waiting job is not admitted: its
-// verdict is that job's state, scheduled.
-func admitReplacing(ctx context.Context, ex driver.Executor, jobs []*driver.NewJob, now time.Time) ([]lifecycle.Verdict, map[int]lifecycle.Replaced, driver.Promotion, error) {
-	replaced, promoted, err := lifecycle.Replace(ctx, ex, jobs, now)
-	if err != nil {
-		return nil, nil, promoted, err
-	}
-	admit, at := jobs, []int(nil)
-	if joined(replaced) {
-		admit = nil
-		for i, j := range jobs {
-			if replaced[i].Into == 0 {
-				admit, at = append(admit, j), append(at, i)
-			}
-		}
-	}
-	verdicts, admitted, err := lifecycle.Admit(ctx, ex, admit, now)
-	promoted.Add(admitted)
-	if err != nil || !joined(replaced) {
-		return verdicts, replaced, promoted, err
-	}
-	all := make([]lifecycle.Verdict, len(jobs))
-	for i := range all {
-		all[i] = lifecycle.Verdict{State: driver.StateScheduled}
-	}
-	for n, k := range at {
-		all[k] = verdicts[n]
-	}
-	return all, replaced, promoted, nil
-}
-
-// joined reports whether a debounced job joined its key's waiting job.
-func joined(replaced map[int]lifecycle.Replaced) bool {
-	for _, r := range replaced {
-		if r.Into != 0 {
-			return true
-		}
-	}
-	return false
-}
-
 // readyQueues lists the queues that got ready jobs, once each: those of
 // the jobs admitted, and those admission promoted.
 func readyQueues(jobs []*driver.NewJob, verdicts []lifecycle.Verdict, promoted driver.Promotion) []string {

@@ -215,3 +215,46 @@ func ids(cs []lifecycle.Cancellation) []int64 {
 	}
 	return out
 }
+
+// admitReplacing cancels what the replacing jobs replace, then admits
+// jobs, in ex's transaction (lifecycle.Replace, lifecycle.Admit).
+// A debounced job that joined its key's waiting job is not admitted: its
+// verdict is that job's state, scheduled.
+func admitReplacing(ctx context.Context, ex driver.Executor, jobs []*driver.NewJob, now time.Time) ([]lifecycle.Verdict, map[int]lifecycle.Replaced, driver.Promotion, error) {
+	replaced, promoted, err := lifecycle.Replace(ctx, ex, jobs, now)
+	if err != nil {
+		return nil, nil, promoted, err
+	}
+	admit, at := jobs, []int(nil)
+	if joined(replaced) {
+		admit = nil
+		for i, j := range jobs {
+			if replaced[i].Into == 0 {
+				admit, at = append(admit, j), append(at, i)
+			}
+		}
+	}
+	verdicts, admitted, err := lifecycle.Admit(ctx, ex, admit, now)
+	promoted.Add(admitted)
+	if err != nil || !joined(replaced) {
+		return verdicts, replaced, promoted, err
+	}
+	all := make([]lifecycle.Verdict, len(jobs))
+	for i := range all {
+		all[i] = lifecycle.Verdict{State: driver.StateScheduled}
+	}
+	for n, k := range at {
+		all[k] = verdicts[n]
+	}
+	return all, replaced, promoted, nil
+}
+
+// joined reports whether a debounced job joined its key's waiting job.
+func joined(replaced map[int]lifecycle.Replaced) bool {
+	for _, r := range replaced {
+		if r.Into != 0 {
+			return true
+		}
+	}
+	return false
+}
