@@ -37,7 +37,7 @@ type gatedTx struct {
 	gate <-chan struct{}
 }
 
-func (t gatedTx) ClaimCompleteMany(ctx context.Context, claims []*driver.Claim, keep bool, now time.Time) ([]driver.Fenced, error) {
+func (t gatedTx) ClaimCompleteMany(ctx context.Context, claims []*driver.Claim, keep bool, now time.Time) ([]driver.Ended, error) {
 	select {
 	case <-t.gate:
 	case <-ctx.Done():

@@ -23,6 +23,8 @@ type EnqueueResult struct {
 	//	StateReady      stored, holding a slot of its key if keyed
 	//	StateBlocked    stored, waiting for a slot of its key
 	//	StateScheduled  stored to run later; admitted when due
+	//	StateWaiting    stored, waiting for the jobs it depends on
+	//	StateCancelled  stored cancelled: a job it depends on had failed
 	//	StateDiscarded  its key had no free slot and the job discards on
 	//	                conflict (or its key's backlog was full): nothing
 	//	                was stored
@@ -229,6 +231,10 @@ func (j *Job[A]) newJob(ctx context.Context, c *Client, args A, o *enqueueOption
 	if err != nil {
 		return nil, err
 	}
+	deps, err := o.dependencies(debounce > 0, replace || cancelRunning)
+	if err != nil {
+		return nil, err
+	}
 	if debounce > 0 {
 		at, replace, cancelRunning = now.Add(debounce), true, false
 	}
@@ -248,7 +254,7 @@ func (j *Job[A]) newJob(ctx context.Context, c *Client, args A, o *enqueueOption
 	}
 	job := &driver.NewJob{Kind: j.name, Queue: queue, Args: raw, Priority: priority,
 		MaxAttempts: j.opts.MaxAttempts, Limit: limit, More: more, Rate: rate, ScheduledAt: at, Metadata: metadata, Tags: tags,
-		Replace: replace, CancelRunning: cancelRunning, Debounce: debounce > 0}
+		Replace: replace, CancelRunning: cancelRunning, Debounce: debounce > 0, DependsOn: deps, EvenIfFailed: o.evenIfFailed}
 	if debounce > 0 {
 		job.DebounceMaxWait, job.DebounceFirst = j.opts.Concurrency.DebounceMaxWait, j.opts.Concurrency.DebounceFirst
 	}

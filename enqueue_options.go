@@ -20,6 +20,9 @@ type enqueueOptions struct {
 	unique   *Unique
 	metadata map[string]string
 	tags     []string
+	// dependsOn and evenIfFailed: depend.go.
+	dependsOn    []int64
+	evenIfFailed bool
 }
 
 type keyOption struct {

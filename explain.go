@@ -46,6 +46,10 @@ type Explanation struct {
 	// UniqueKey is the unique key of a unique job (see Unique), as
 	// stored: a SHA-256 in hex; "" for a job that is not unique.
 	UniqueKey string `json:"unique_key,omitempty"`
+	// WaitingFor are the jobs a waiting job still waits for (DependsOn),
+	// in id order; Dependencies is how many it waited for in all.
+	WaitingFor   []int64 `json:"waiting_for,omitempty"`
+	Dependencies int     `json:"dependencies,omitzero"`
 }
 
 // MaxCountedAhead is how many jobs ahead of a blocked job Explain counts
@@ -178,6 +182,13 @@ func (c *Client) explain(ctx context.Context, info *JobInfo) (*Explanation, erro
 	case StateScheduled:
 		e.DueAt = x.DueAt
 		e.Summary = c.scheduledSummary(info, x.DueAt, procs, now)
+	case StateWaiting:
+		w, open, _, err := ex.WaitingGet(ctx, info.ID)
+		if err != nil {
+			return nil, err
+		}
+		e.Since, e.WaitingFor, e.Dependencies = w.At, open, w.Total
+		e.Summary = waitingSummary(w, open, now)
 	case StateFailed:
 		e.Since = x.FailedAt
 		e.Summary = fmt.Sprintf("Failed at %s after %s: %s. Retry or discard it by hand.",
@@ -449,4 +460,19 @@ func quotedList(keys []string) string {
 		q[i] = strconv.Quote(k)
 	}
 	return strings.Join(q, ", ")
+}
+
+// waitingSummary says what a waiting job waits for.
+func waitingSummary(w driver.Waiting, open []int64, now time.Time) string {
+	ids := make([]string, len(open))
+	for i, id := range open {
+		ids[i] = strconv.FormatInt(id, 10)
+	}
+	what := "job " + strings.Join(ids, "")
+	if len(ids) > 1 {
+		what = "jobs " + strings.Join(ids[:len(ids)-1], ", ") + " and " + ids[len(ids)-1]
+	}
+	return fmt.Sprintf("Waiting since %s for %s (%d of %d done): it holds no slot until the last of them completes, "+
+		"then it is admitted like a new job; if one fails for good or is cancelled, it is cancelled too unless it was enqueued with EvenIfDependenciesFail.",
+		when(w.At, now), what, w.Total-len(open), w.Total)
 }

@@ -66,6 +66,8 @@ type QueueHealth struct {
 	Scheduled int    `json:"scheduled"`
 	Blocked   int    `json:"blocked"`
 	Failed    int    `json:"failed"`
+	// Waiting: jobs waiting for the jobs they depend on (DependsOn).
+	Waiting int `json:"waiting"`
 	// OldestReadyAge is how long the oldest ready job has waited for a
 	// worker since it became ready; 0 with none ready.
 	OldestReadyAge time.Duration `json:"oldest_ready_age_ns"`
@@ -176,7 +178,7 @@ func (c *Client) health(ctx context.Context, top int) (*Health, error) {
 	}
 	for _, q := range counts {
 		qh := QueueHealth{Queue: q.Queue, Ready: q.Ready, Running: q.Running, Scheduled: q.Scheduled,
-			Blocked: q.Blocked, Failed: q.Failed, Paused: paused[q.Queue]}
+			Blocked: q.Blocked, Failed: q.Failed, Waiting: q.Waiting, Paused: paused[q.Queue]}
 		if t, ok := oldest[q.Queue]; ok && q.Ready > 0 {
 			qh.OldestReadyAge = max(now.Sub(t), 0)
 		}

@@ -23,6 +23,9 @@ type JobState string
 const (
 	// StateScheduled: stored to run later; admitted when due.
 	StateScheduled JobState = "scheduled"
+	// StateWaiting: waiting for the jobs it depends on (DependsOn) to
+	// finish; it holds no slot, rate start or place in a line until then.
+	StateWaiting JobState = "waiting"
 	// StateReady: waiting for a worker, holding its key's slot if keyed.
 	StateReady JobState = "ready"
 	// StateBlocked: waiting for a slot of its concurrency key.
@@ -160,9 +163,10 @@ type JobPage struct {
 // ErrInvalidFilter wraps every problem with a JobFilter.
 var ErrInvalidFilter = errors.New("invalid job filter")
 
-// allStates are the states a filter may name, in the order of a job's life.
+// allStates are the states a filter may name, in the order of a job's life
+// (waiting, which comes before the others, last: it came last).
 var allStates = []JobState{StateScheduled, StateBlocked, StateReady, StateRunning,
-	StateFailed, StateCompleted, StateDiscarded, StateCancelled}
+	StateFailed, StateCompleted, StateDiscarded, StateCancelled, StateWaiting}
 
 // ParseJobState reads a state's name, naming the valid ones if s is none.
 func ParseJobState(s string) (JobState, error) {
@@ -300,6 +304,8 @@ type QueueStats struct {
 	Scheduled int    `json:"scheduled"`
 	Blocked   int    `json:"blocked"`
 	Failed    int    `json:"failed"`
+	// Waiting: jobs waiting for the jobs they depend on (DependsOn).
+	Waiting int `json:"waiting"`
 	// Paused: PauseQueue stopped its claims.
 	Paused bool `json:"paused,omitzero"`
 }
@@ -315,7 +321,7 @@ func (c *Client) QueueStats(ctx context.Context) ([]QueueStats, error) {
 	out := make([]QueueStats, len(counts))
 	for i, q := range counts {
 		out[i] = QueueStats{Queue: q.Queue, Ready: q.Ready, Running: q.Running, Scheduled: q.Scheduled,
-			Blocked: q.Blocked, Failed: q.Failed, Paused: paused[q.Queue]}
+			Blocked: q.Blocked, Failed: q.Failed, Waiting: q.Waiting, Paused: paused[q.Queue]}
 	}
 	return out, nil
 }

@@ -68,13 +68,14 @@ func printHealth(w io.Writer, h *bq.Health) error {
 	if len(h.Queues) == 0 {
 		fmt.Fprintln(tw, "  no live jobs, no paused queue")
 	} else {
-		fmt.Fprintln(tw, "QUEUE\tREADY\tRUNNING\tSCHEDULED\tBLOCKED\tFAILED\tOLDEST READY\tPAUSED")
+		fmt.Fprintln(tw, "QUEUE\tREADY\tRUNNING\tSCHEDULED\tBLOCKED\tFAILED\tOLDEST READY\tPAUSED\tWAITING ON JOBS")
 		for _, q := range h.Queues {
 			oldest := "-"
 			if q.Ready > 0 {
 				oldest = age(q.OldestReadyAge)
 			}
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\n", term(q.Queue), q.Ready, q.Running, q.Scheduled, q.Blocked, q.Failed, oldest, yesNo(q.Paused))
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%d\n", term(q.Queue), q.Ready, q.Running, q.Scheduled, q.Blocked, q.Failed,
+				oldest, yesNo(q.Paused), q.Waiting)
 		}
 	}
 

@@ -18,7 +18,7 @@ func (s *server) cancel(w http.ResponseWriter, r *http.Request) {
 // not finished, and no cancel is already pending on its run.
 func cancellable(s bq.JobState, pending bool) bool {
 	switch s {
-	case bq.StateReady, bq.StateBlocked, bq.StateScheduled, bq.StateFailed:
+	case bq.StateReady, bq.StateBlocked, bq.StateScheduled, bq.StateFailed, bq.StateWaiting:
 		return true
 	case bq.StateRunning:
 		return !pending

@@ -15,7 +15,7 @@ import (
 )
 
 // jobStates are the states the jobs page offers, in a job's life order.
-var jobStates = []bq.JobState{bq.StateScheduled, bq.StateBlocked, bq.StateReady, bq.StateRunning,
+var jobStates = []bq.JobState{bq.StateWaiting, bq.StateScheduled, bq.StateBlocked, bq.StateReady, bq.StateRunning,
 	bq.StateFailed, bq.StateCompleted, bq.StateDiscarded, bq.StateCancelled}
 
 // jobsForm is the jobs page's filter form, as typed: shown back as it was.

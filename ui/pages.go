@@ -15,9 +15,9 @@ import (
 
 // overviewData sums the report for the overview's cards.
 type overviewData struct {
-	Health                                                *bq.Health
-	Ready, Running, Scheduled, Blocked, Failed, Saturated int
-	Fleet                                                 fleet
+	Health                                                         *bq.Health
+	Ready, Running, Scheduled, Blocked, Waiting, Failed, Saturated int
+	Fleet                                                          fleet
 	// Charts are the last hour's throughput and depth; HistoryErr says
 	// why there are none.
 	Charts     []chart
@@ -50,6 +50,7 @@ func (s *server) overview(w http.ResponseWriter, r *http.Request) {
 		d.Running += q.Running
 		d.Scheduled += q.Scheduled
 		d.Blocked += q.Blocked
+		d.Waiting += q.Waiting
 		d.Failed += q.Failed
 	}
 	for _, g := range h.Groups {

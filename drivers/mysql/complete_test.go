@@ -94,7 +94,7 @@ func TestCompleteClaimsStatementsPerChunk(t *testing.T) {
 		if !keep {
 			half = claims[n/2:]
 		}
-		var matched []driver.Fenced
+		var matched []driver.Ended
 		n := counted(t, e, func(tx txExecutor) (err error) {
 			matched, err = tx.ClaimCompleteMany(ctx, half, keep, now)
 			return err

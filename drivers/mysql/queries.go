@@ -121,8 +121,11 @@ ORDER BY priority DESC, job_id LIMIT ? FOR UPDATE SKIP LOCKED`)
 	// A batch of completions locks its claims by fence, the primary key,
 	// in its order, then ends them and their jobs by key: a stale fence
 	// names no row and locks nothing (READ COMMITTED takes no gap lock).
-	q.LockEnding = p(`SELECT fence, job_id FROM {p}claimed_executions WHERE fence IN ` + list +
-		` ORDER BY fence` + byKey + ` FOR UPDATE`)
+	// Their jobs' rows are locked with them: a dependent enqueued while
+	// a job ran marks its row (DependencyMark), and the completion reads
+	// the mark once that enqueue has committed.
+	q.LockEnding = p(`SELECT c.fence, c.job_id, j.has_dependents FROM {p}claimed_executions c
+JOIN {p}jobs j ON j.id = c.job_id WHERE c.fence IN ` + list + ` ORDER BY c.fence` + byKey + ` FOR UPDATE`)
 	q.DeleteClaims = p(`DELETE FROM {p}claimed_executions WHERE fence IN ` + list + ` ORDER BY fence` + byKey)
 	q.FinishJobs = p(`UPDATE {p}jobs SET attempt = attempt + 1, finished_at = ?, discarded = FALSE
 WHERE id IN ` + list + ` ORDER BY id` + byKey)
@@ -134,6 +137,8 @@ WHERE id IN ` + list + ` ORDER BY id` + byKey)
 	// A run's end locks its claim before reading its cancel mark, so a
 	// cancel marking it waits for that end (and then finds no claim).
 	q.CancelRequested += " FOR UPDATE"
+	// Two finishes of one job cannot both take its edges.
+	q.Dependencies.LockDependents += " FOR UPDATE"
 	// The inbox's times are DATETIME(6) (a client writes created_at by
 	// its default); a DELETE of one table takes its own LIMIT.
 	q.Inbox = sqlexec.InboxStatements(p, sqlexec.InboxSpelling{

@@ -59,13 +59,13 @@ WITH done AS (
 	WHERE c.job_id = ANY($1::bigint[]) AND c.job_id = t.job_id AND c.fence = t.fence RETURNING c.job_id, c.fence
 )
 UPDATE {p}jobs j SET attempt = j.attempt + 1, finished_at = $3 FROM done WHERE j.id = done.job_id
-RETURNING j.id, done.fence`),
+RETURNING j.id, done.fence, j.has_dependents`),
 		completeDelete: p(`
 WITH done AS (
 	DELETE FROM {p}claimed_executions c USING unnest($1::bigint[], $2::bigint[]) AS t(job_id, fence)
 	WHERE c.job_id = ANY($1::bigint[]) AND c.job_id = t.job_id AND c.fence = t.fence RETURNING c.job_id, c.fence
 )
-DELETE FROM {p}jobs j USING done WHERE j.id = done.job_id RETURNING j.id, done.fence`),
+DELETE FROM {p}jobs j USING done WHERE j.id = done.job_id RETURNING j.id, done.fence, j.has_dependents`),
 		lostClaims: p(`
 SELECT ` + jobColumns + `, c.fence, c.claimed_at
 FROM {p}claimed_executions c
@@ -201,7 +201,7 @@ func (e *executor) RunningCount(ctx context.Context, queue string) (int, error) 
 	return n, nil
 }
 
-func (e *executor) ClaimCompleteMany(ctx context.Context, claims []*driver.Claim, keep bool, now time.Time) ([]driver.Fenced, error) {
+func (e *executor) ClaimCompleteMany(ctx context.Context, claims []*driver.Claim, keep bool, now time.Time) ([]driver.Ended, error) {
 	ids, fences := make([]int64, len(claims)), make([]int64, len(claims))
 	for i, c := range claims {
 		ids[i], fences[i] = c.ID, c.Fence
@@ -210,8 +210,8 @@ func (e *executor) ClaimCompleteMany(ctx context.Context, claims []*driver.Claim
 	if !keep {
 		query, args = e.q.completeDelete, args[:2]
 	}
-	matched, err := collectGeneric(ctx, e, func(row pgx.CollectableRow) (f driver.Fenced, err error) {
-		err = row.Scan(&f.JobID, &f.Fence)
+	matched, err := collectGeneric(ctx, e, func(row pgx.CollectableRow) (f driver.Ended, err error) {
+		err = row.Scan(&f.JobID, &f.Fence, &f.HasDependents)
 		return f, err
 	}, query, args...)
 	if err != nil {

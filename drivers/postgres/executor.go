@@ -86,7 +86,7 @@ func scanJob(row pgx.Row, j *driver.Job, extra ...any) error {
 	var more []byte
 	dest := append([]any{&j.ID, &j.Kind, &j.Queue, &j.Args, &j.Priority, &j.Attempt, &j.MaxAttempts,
 		&j.Limit.Key, &j.Limit.To, &durMS, &conflict, &j.Limit.MaxBlocked, &j.ScheduledAt, &j.CreatedAt,
-		&j.Metadata, &j.Tags, &j.Rate.Key, &j.Rate.Limit, &rateMS, &more}, extra...)
+		&j.Metadata, &j.Tags, &j.Rate.Key, &j.Rate.Limit, &rateMS, &more, &j.HasDependents}, extra...)
 	if err := row.Scan(dest...); err != nil {
 		return err
 	}

@@ -22,6 +22,8 @@ WHERE namespace = $1 OR queue = ANY($2::text[]) ORDER BY queue FOR UPDATE`)
 	q.Periodic.Lock = p(`SELECT ` + sqltext.PeriodicColumns + ` FROM {p}periodic_jobs WHERE name = ANY($1::text[]) ORDER BY name FOR UPDATE`)
 	// Locks the claim: a cancel marking it waits for the run's end.
 	q.CancelRequested += " FOR UPDATE"
+	// Two finishes of one job cannot both take its edges.
+	q.Dependencies.LockDependents += " FOR UPDATE"
 	q.Inbox = sqlexec.InboxStatements(func(s string) string { return sqltext.Rebind(p(s)) }, sqlexec.InboxSpelling{
 		KindIn:     `kind = ANY(?::text[])`,
 		Now:        `now()`,

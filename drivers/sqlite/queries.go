@@ -44,9 +44,9 @@ func deadFor(silenceMS string) string {
 // set-wise completion and release (release.go), and dead processes that
 // beacons may show alive (beacon.go, dialect.go).
 type ownQueries struct {
-	endClaims, finishJobs, readSems, pickBlockedOfKeys, settleKeys, promoteReady string
-	ensureSems, lockSems, saveSems, expireSems, tryLockSems, lineHeadsOfKeys     string
-	deadProcesses, claimsOfDead, lostClaimsOfKey, renewSems, deleteProcesses     string
+	endClaims, finishJobs, withDependents, readSems, pickBlockedOfKeys, settleKeys, promoteReady string
+	ensureSems, lockSems, saveSems, expireSems, tryLockSems, lineHeadsOfKeys                     string
+	deadProcesses, claimsOfDead, lostClaimsOfKey, renewSems, deleteProcesses                     string
 }
 
 func newQueries(prefix string) (*sqlexec.Queries, *ownQueries) {
@@ -149,6 +149,9 @@ ORDER BY j.id LIMIT ?`)
 WHERE (fence, job_id) IN (SELECT value->>1, value->>0 FROM json_each(?))
 RETURNING job_id, fence`),
 		finishJobs: p(`UPDATE {p}jobs SET attempt = attempt + 1, finished_at = ? WHERE id IN ` + idList),
+		// The ended jobs others wait for (DependsOn): their edges are
+		// taken in the same transaction.
+		withDependents: p(`SELECT id FROM {p}jobs WHERE has_dependents AND id IN ` + idList),
 		// Set-wise release reads the keys' semaphores, computes release
 		// and promotion in Go, and writes each row once (settleKeys).
 		readSems: p(`SELECT key, value, lim, blocked, multi, duration_ms, expires_at FROM {p}semaphores

@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"slices"
 	"time"
@@ -31,13 +32,13 @@ var (
 
 // ClaimCompleteMany ends the claims set-wise: one DELETE ... RETURNING
 // finds those whose fences match.
-func (e executor) ClaimCompleteMany(ctx context.Context, claims []*driver.Claim, keep bool, now time.Time) ([]driver.Fenced, error) {
+func (e executor) ClaimCompleteMany(ctx context.Context, claims []*driver.Claim, keep bool, now time.Time) ([]driver.Ended, error) {
 	pairs := make([][2]int64, len(claims))
 	for i, c := range claims {
 		pairs[i] = [2]int64{c.ID, c.Fence}
 	}
 	arg := jsonOf(pairs)
-	var matched []driver.Fenced
+	var matched []driver.Ended
 	err := e.Atomic(ctx, func(x *sqlexec.Executor) error {
 		matched = matched[:0]
 		rows, err := x.DB().QueryContext(ctx, e.d.dl.own.endClaims, arg)
@@ -46,7 +47,7 @@ func (e executor) ClaimCompleteMany(ctx context.Context, claims []*driver.Claim,
 		}
 		ended := make([]int64, 0, len(claims))
 		for rows.Next() {
-			var f driver.Fenced
+			var f driver.Ended
 			if err := rows.Scan(&f.JobID, &f.Fence); err != nil {
 				rows.Close()
 				return err
@@ -55,6 +56,9 @@ func (e executor) ClaimCompleteMany(ctx context.Context, claims []*driver.Claim,
 			ended = append(ended, f.JobID)
 		}
 		if err := sqlexec.CloseRows(rows); err != nil || len(ended) == 0 {
+			return err
+		}
+		if err := e.markDependents(ctx, x, matched, ended); err != nil {
 			return err
 		}
 		if keep {
@@ -230,4 +234,20 @@ func (e executor) promoteFirst(ctx context.Context, x *sqlexec.Executor, keys []
 		return nil, fmt.Errorf("promote %d blocked jobs: %d copied, %d deleted (%v)", len(picked), len(copied), deleted, err)
 	}
 	return out, nil
+}
+
+// markDependents sets HasDependents on the ended claims whose jobs others
+// wait for, read before the jobs are finished or deleted.
+func (e executor) markDependents(ctx context.Context, x *sqlexec.Executor, matched []driver.Ended, ended []int64) error {
+	ids, err := sqlexec.Collect(ctx, x.DB(), func(r *sql.Rows) (id int64, err error) {
+		err = r.Scan(&id)
+		return id, err
+	}, e.d.dl.own.withDependents, jsonOf(ended))
+	if err != nil || len(ids) == 0 {
+		return err
+	}
+	for i := range matched {
+		matched[i].HasDependents = slices.Contains(ids, matched[i].JobID)
+	}
+	return nil
 }

@@ -338,7 +338,7 @@ func testListBadFilter(t *testing.T, h *harness) {
 		f    bq.JobFilter
 		want string
 	}{
-		{"unknown state", bq.JobFilter{States: []bq.JobState{"done"}}, "use one of scheduled, blocked, ready, running, failed, completed, discarded, cancelled"},
+		{"unknown state", bq.JobFilter{States: []bq.JobState{"done"}}, "use one of scheduled, blocked, ready, running, failed, completed, discarded, cancelled, waiting"},
 		{"key and prefix", bq.JobFilter{Key: "g/a", KeyPrefix: "g/"}, "set Key for one full key, or KeyPrefix"},
 		{"negative limit", bq.JobFilter{Limit: -1}, "use 1 to 500"},
 		{"limit too high", bq.JobFilter{Limit: bq.MaxListLimit + 1}, "use 1 to 500"},

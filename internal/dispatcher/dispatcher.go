@@ -124,6 +124,7 @@ func (d *Dispatcher) Pass(ctx context.Context) error {
 		d.reapClaims(ctx),
 		d.reclaimExpired(ctx),
 		d.promoteBlocked(ctx),
+		d.settleEnded(ctx),
 		d.snapshotHistory(ctx),
 	}
 	if now := d.cfg.Now(); now.Sub(d.lastCleanup) >= d.cfg.CleanupInterval {
@@ -135,6 +136,30 @@ func (d *Dispatcher) Pass(ctx context.Context) error {
 
 func (d *Dispatcher) inTx(ctx context.Context, fn func(ex driver.Executor) error) error {
 	return driver.InTx(ctx, d.drv, fn)
+}
+
+// settleEnded settles the jobs that ended with jobs still waiting for
+// them: a completion whose settling was left to a transaction of its own
+// that never ran (its process died between the two).
+func (d *Dispatcher) settleEnded(ctx context.Context) error {
+	// Look before taking a write lock: there is almost never any.
+	if ids, err := d.drv.Exec().DependencyListEnded(ctx, 1); err != nil || len(ids) == 0 {
+		return err
+	}
+	var woken driver.Promotion
+	var n int
+	err := d.inTx(ctx, func(ex driver.Executor) (err error) {
+		n, woken, err = lifecycle.SettleEnded(ctx, ex, d.cfg.BatchSize, d.cfg.Now())
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if n > 0 {
+		d.cfg.Logger.Info("settled the jobs waiting for jobs that ended", "ended", n)
+	}
+	d.notify(woken.Queues)
+	return nil
 }
 
 // admitDue admits due scheduled jobs, a batch per transaction.

@@ -156,6 +156,14 @@ type Fenced struct {
 	JobID, Fence int64
 }
 
+// Ended is a claim a completion ended: HasDependents, its job has jobs
+// waiting for it (read as the job row was written, so a dependent
+// enqueued while it ran is seen).
+type Ended struct {
+	Fenced
+	HasDependents bool
+}
+
 // Gate is what decides whether and how much a claim of a queue may take:
 // a paused queue claims nothing; a MaxActive above 0 caps its claimed
 // jobs; a fair-share queue is claimed key by key (ClaimFair), its keys
@@ -289,5 +297,5 @@ type ClaimStore interface {
 	// fence still matches is deleted and its job finished (attempt+1,
 	// finished_at) or, with keep false, deleted. It returns the claims
 	// that matched.
-	ClaimCompleteMany(ctx context.Context, claims []*Claim, keep bool, now time.Time) ([]Fenced, error)
+	ClaimCompleteMany(ctx context.Context, claims []*Claim, keep bool, now time.Time) ([]Ended, error)
 }

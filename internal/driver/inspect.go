@@ -97,6 +97,7 @@ type QueueCounts struct {
 	Scheduled int    `json:"scheduled"`
 	Blocked   int    `json:"blocked"`
 	Failed    int    `json:"failed"`
+	Waiting   int    `json:"waiting"`
 }
 
 // Inspector reads, for Health, Explain, the CLI and the dashboard:

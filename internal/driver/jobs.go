@@ -46,6 +46,11 @@ type NewJob struct {
 	// DebounceFirst: the joined job keeps its args (the burst's first).
 	DebounceMaxWait time.Duration
 	DebounceFirst   bool
+	// DependsOn are the jobs it waits for (it is stored waiting until they
+	// end); EvenIfFailed: it runs even if one of them fails for good or is
+	// cancelled, rather than being cancelled with it.
+	DependsOn    []int64
+	EvenIfFailed bool
 }
 
 // DebounceParams moves a scheduled job's due time, a debounced enqueue
@@ -83,6 +88,9 @@ type Job struct {
 	CreatedAt   time.Time
 	// Metadata and Tags are the JSON NewJob stored; nil when none.
 	Metadata, Tags []byte
+	// HasDependents: jobs wait for this one (DependsOn), as read; a
+	// dependent enqueued later marks the row, which its finish sees.
+	HasDependents bool
 }
 
 // Execution is the row that puts an existing job into a state table.

@@ -25,6 +25,7 @@ type Store interface {
 	driver.ClaimStore
 	driver.SemaphoreStore
 	driver.RateStore
+	driver.DependencyStore
 }
 
 // Admission leaves a job in one of these states: ready (holding a slot if
@@ -188,6 +189,10 @@ func Admit(ctx context.Context, ex Store, jobs []*driver.NewJob, now time.Time) 
 	if err != nil {
 		return nil, driver.Promotion{}, err
 	}
+	waits, err := planWaits(ctx, ex, jobs)
+	if err != nil {
+		return nil, driver.Promotion{}, err
+	}
 	// The job rows of the jobs admission decides on go in first, pending:
 	// the keys' locks are then held only while admission decides and
 	// writes the execution rows, not while the job rows (most of the
@@ -201,6 +206,13 @@ func Admit(ctx context.Context, ex Store, jobs []*driver.NewJob, now time.Time) 
 		}
 		c := newCandidate(i, &driver.Job{Limit: j.Limit, More: j.More, Rate: j.Rate, Queue: j.Queue, Priority: j.Priority}, driver.StateScheduled)
 		cands[i] = c
+		if w, ok := waits[i]; ok && (w.pending > 0 || w.failed != 0) {
+			// Waiting for its dependencies, or cancelled by one:
+			// storeWaits writes the rest once its row is in.
+			j.State = driver.StatePending
+			store = append(store, j)
+			continue
+		}
 		switch {
 		case j.ScheduledAt.After(now):
 			j.State = driver.StateScheduled
@@ -215,6 +227,15 @@ func Admit(ctx context.Context, ex Store, jobs []*driver.NewJob, now time.Time) 
 	}
 	if err := ex.JobInsertMany(ctx, now, store); err != nil {
 		return nil, driver.Promotion{}, err
+	}
+	if waits != nil {
+		states, err := storeWaits(ctx, ex, jobs, waits, now)
+		if err != nil {
+			return nil, driver.Promotion{}, err
+		}
+		for i, state := range states {
+			cands[i].outcome = state
+		}
 	}
 	promoted, err := admit(ctx, ex, due, now)
 	if err != nil {
@@ -330,6 +351,7 @@ func admitExisting(ctx context.Context, ex Store, jobs []*driver.Job, now time.T
 	}
 	outcomes := make([]driver.JobState, len(jobs))
 	var rows placement
+	var discarded []Ending
 	for i, c := range cands {
 		j := jobs[i]
 		outcomes[i] = c.outcome
@@ -337,6 +359,7 @@ func admitExisting(ctx context.Context, ex Store, jobs []*driver.Job, now time.T
 			if err := ex.JobFinish(ctx, j.ID, now, true); err != nil {
 				return nil, promoted, err
 			}
+			discarded = append(discarded, Ending{JobID: j.ID})
 			continue
 		}
 		rows.place(c, j.ID, j.Queue, j.Priority, j.Limit.Key, now)
@@ -347,7 +370,10 @@ func admitExisting(ctx context.Context, ex Store, jobs []*driver.Job, now time.T
 	if err := rates.finish(ctx, func(c *candidate) int64 { return jobs[c.index].ID }); err != nil {
 		return nil, promoted, err
 	}
-	return outcomes, promoted, nil
+	// A discarded job ended: the jobs waiting for it learn it.
+	more, err := Settle(ctx, ex, discarded, now)
+	promoted.Add(more)
+	return outcomes, promoted, err
 }
 
 // placement gathers the execution rows of admitted jobs by the state

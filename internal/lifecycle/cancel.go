@@ -99,7 +99,7 @@ func CancelBecause(ctx context.Context, ex Store, id int64, now time.Time, why s
 			key = line // a multi-key job waits in the line of one of its keys
 		}
 		took, err = semaphore.Leave(ctx, ex, key, len(job.More) > 0, take)
-	case driver.StateScheduled, driver.StateFailed:
+	case driver.StateScheduled, driver.StateFailed, driver.StateWaiting:
 		took, err = take()
 	default:
 		out.Finished = true
@@ -119,6 +119,13 @@ func CancelBecause(ctx context.Context, ex Store, id int64, now time.Time, why s
 		if out.Promoted, err = releaseJob(ctx, ex, job, now); err != nil {
 			return Cancellation{}, err
 		}
+	}
+	if info.State != driver.StateFailed { // a failed job's dependents learnt it as it failed
+		more, err := Settle(ctx, ex, []Ending{{JobID: id}}, now)
+		if err != nil {
+			return Cancellation{}, err
+		}
+		out.Promoted.Add(more)
 	}
 	out.State = driver.StateCancelled
 	return out, nil
@@ -151,6 +158,10 @@ func cancelRated(ctx context.Context, ex Store, out Cancellation, take func() (b
 	}
 	p, err := releaseJob(ctx, ex, job, now)
 	if err != nil {
+		return Cancellation{}, err
+	}
+	out.Promoted.Add(p)
+	if p, err = Settle(ctx, ex, []Ending{{JobID: job.ID}}, now); err != nil {
 		return Cancellation{}, err
 	}
 	out.Promoted.Add(p)
@@ -195,6 +206,11 @@ func CancelRun(ctx context.Context, ex Store, c *driver.Claim, msg string, now t
 		return Result{}, err
 	}
 	promoted, err := release(ctx, ex, c, now)
+	if err != nil {
+		return Result{}, err
+	}
+	more, err := Settle(ctx, ex, []Ending{{JobID: c.ID}}, now)
+	promoted.Add(more)
 	return Result{Matched: true, State: driver.StateCancelled, Promoted: promoted}, err
 }
 

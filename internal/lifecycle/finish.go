@@ -23,8 +23,12 @@ type Result struct {
 	// State is the job's state after the step.
 	State driver.JobState
 	// Promoted is what took the slot the step released (blocked jobs of
-	// the job's key), or was promoted as the job was admitted again.
+	// the job's key), or was promoted as the job was admitted again, and
+	// the jobs waiting for it that it made ready.
 	Promoted driver.Promotion
+	// HasDependents (CompleteMany): jobs wait for the job; SettleMany
+	// takes them.
+	HasDependents bool
 }
 
 // Woken lists the queues whose workers the step gave work: those of the
@@ -91,6 +95,11 @@ func Complete(ctx context.Context, ex Store, c *driver.Claim, keep bool, now tim
 		return Result{}, err
 	}
 	promoted, err := release(ctx, ex, c, now)
+	if err != nil {
+		return Result{}, err
+	}
+	more, err := Settle(ctx, ex, []Ending{{JobID: c.ID, Completed: true}}, now)
+	promoted.Add(more)
 	return Result{Matched: true, State: driver.StateCompleted, Promoted: promoted}, err
 }
 
@@ -105,18 +114,19 @@ func CompleteMany(ctx context.Context, ex Store, claims []*driver.Claim, keep bo
 	}
 	// By job and fence: a stale claim of a job may share the batch with
 	// the job's live claim, and only the live one releases.
-	done := make(map[driver.Fenced]bool, len(matched))
+	done := make(map[driver.Fenced]driver.Ended, len(matched))
 	for _, f := range matched {
-		done[f] = true
+		done[f.Fenced] = f
 	}
 	results := make([]Result, len(claims))
 	first := map[string]int{} // key -> index of its first finished claim
 	count := map[string]int{}
 	for i, c := range claims {
-		if !done[driver.Fenced{JobID: c.ID, Fence: c.Fence}] {
+		f, ok := done[driver.Fenced{JobID: c.ID, Fence: c.Fence}]
+		if !ok {
 			continue
 		}
-		results[i] = Result{Matched: true, State: driver.StateCompleted}
+		results[i] = Result{Matched: true, State: driver.StateCompleted, HasDependents: f.HasDependents}
 		for _, l := range c.Keys() {
 			if _, ok := first[l.Key]; !ok {
 				first[l.Key] = i
@@ -219,6 +229,11 @@ func fail(ctx context.Context, ex Store, c *driver.Claim, msg string, now time.T
 		return Result{}, err
 	}
 	promoted, err := release(ctx, ex, c, now)
+	if err != nil {
+		return Result{}, err
+	}
+	more, err := Settle(ctx, ex, []Ending{{JobID: c.ID}}, now)
+	promoted.Add(more)
 	return Result{Matched: true, State: driver.StateFailed, Promoted: promoted}, err
 }
 
@@ -260,4 +275,29 @@ func Reap(ctx context.Context, ex Store, c *driver.Claim, msg string, now time.T
 	}
 	row := driver.Execution{JobID: c.ID, Queue: c.Queue, Priority: c.Priority, At: now}
 	return Result{Matched: true, State: driver.StateReady}, ex.ExecutionInsertMany(ctx, driver.StateReady, []driver.Execution{row})
+}
+
+// SettleMany settles the jobs CompleteMany ended that others wait for
+// (Settle), in the caller's transaction, adding what it made ready to
+// their results.
+func SettleMany(ctx context.Context, ex Store, results []Result, claims []*driver.Claim, now time.Time) error {
+	var ended []Ending
+	first := -1
+	for i, r := range results {
+		if r.HasDependents {
+			ended = append(ended, Ending{JobID: claims[i].ID, Completed: true})
+			results[i].HasDependents = false
+			if first < 0 {
+				first = i
+			}
+		}
+	}
+	if first < 0 {
+		return nil
+	}
+	// Together: a dependent of several of them (a batch's callback) is
+	// counted down once.
+	p, err := Settle(ctx, ex, ended, now)
+	results[first].Promoted.Add(p)
+	return err
 }

@@ -107,8 +107,8 @@ func (e *Executor) RunningCount(ctx context.Context, queue string) (int, error) 
 // keeps those whose job still matches; one DELETE of those claims; one
 // UPDATE (or, keep false, DELETE) of their jobs. A stale fence locks and
 // changes nothing. SQLite ends its claims its own way (RETURNING).
-func (e *Executor) ClaimCompleteMany(ctx context.Context, claims []*driver.Claim, keep bool, now time.Time) ([]driver.Fenced, error) {
-	var matched []driver.Fenced
+func (e *Executor) ClaimCompleteMany(ctx context.Context, claims []*driver.Claim, keep bool, now time.Time) ([]driver.Ended, error) {
+	var matched []driver.Ended
 	err := e.Atomic(ctx, func(x *Executor) error {
 		matched = matched[:0]
 		size := len(claims)
@@ -132,7 +132,7 @@ func (e *Executor) ClaimCompleteMany(ctx context.Context, claims []*driver.Claim
 
 // completeChunk ends the claims of one chunk that still match and
 // returns them in the chunk's order.
-func (x *Executor) completeChunk(ctx context.Context, claims []*driver.Claim, keep bool, now time.Time) ([]driver.Fenced, error) {
+func (x *Executor) completeChunk(ctx context.Context, claims []*driver.Claim, keep bool, now time.Time) ([]driver.Ended, error) {
 	fences := make([]int64, 0, len(claims))
 	seen := make(map[int64]bool, len(claims))
 	for _, c := range claims {
@@ -143,26 +143,26 @@ func (x *Executor) completeChunk(ctx context.Context, claims []*driver.Claim, ke
 	}
 	slices.Sort(fences)
 	q, args := in(x, x.q.LockEnding, fences)
-	rows, err := Collect(ctx, x.db, func(rows *sql.Rows) (f driver.Fenced, err error) {
-		err = rows.Scan(&f.Fence, &f.JobID)
+	rows, err := Collect(ctx, x.db, func(rows *sql.Rows) (f driver.Ended, err error) {
+		err = rows.Scan(&f.Fence, &f.JobID, &f.HasDependents)
 		return f, err
 	}, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("lock the claims: %w", err)
 	}
-	locked := make(map[driver.Fenced]bool, len(rows))
+	locked := make(map[driver.Fenced]driver.Ended, len(rows))
 	for _, f := range rows {
-		locked[f] = true
+		locked[f.Fenced] = f
 	}
 	// A fence names one claim; a claim matches only with its own job, and
 	// once however often the batch repeats it.
-	var matched []driver.Fenced
+	var matched []driver.Ended
 	var ended, jobs []int64
 	for _, c := range claims {
 		f := driver.Fenced{JobID: c.ID, Fence: c.Fence}
-		if locked[f] {
+		if e, ok := locked[f]; ok {
 			delete(locked, f)
-			matched = append(matched, f)
+			matched = append(matched, e)
 			ended = append(ended, c.Fence)
 			jobs = append(jobs, c.ID)
 		}

@@ -16,7 +16,7 @@ func (s Shared) key(key string, more ...any) []any { return append(s.c.KeyArgs(k
 
 func (s Shared) JobCountByQueue(ctx context.Context) ([]driver.QueueCounts, error) {
 	out, err := collect(ctx, s.c, func(r Row) (c driver.QueueCounts, err error) {
-		err = r.Scan(&c.Queue, &c.Ready, &c.Running, &c.Scheduled, &c.Blocked, &c.Failed)
+		err = r.Scan(&c.Queue, &c.Ready, &c.Running, &c.Scheduled, &c.Blocked, &c.Failed, &c.Waiting)
 		return c, err
 	}, s.q.CountByQueue)
 	if err != nil {

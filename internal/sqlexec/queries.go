@@ -23,8 +23,8 @@ type Queries struct {
 	HasReady, Gate, CountClaimed, PickReady, PickAmong, PickHandOff, DeleteReady, InsertClaims, SelectClaims string
 	DeleteClaim                                                                                              string
 	// The set-wise end of claims (ClaimCompleteMany; a dialect ending them its
-	// own way, SQLite, leaves them empty). LockEnding reads fence, job_id
-	// of the listed fences, locking them; DeleteClaims deletes the listed
+	// own way, SQLite, leaves them empty). LockEnding reads fence, job_id,
+	// has_dependents of the listed fences, locking them and their jobs; DeleteClaims deletes the listed
 	// fences; FinishJobs completes the listed jobs (arg: finished_at).
 	LockEnding, DeleteClaims, FinishJobs string
 	Release                              ReleaseQueries // release.go

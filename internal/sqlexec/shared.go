@@ -129,7 +129,7 @@ func (s optStamp) Scan(src any) error {
 
 // Executions names a statement per execution table a job can be taken
 // out of by hand.
-type Executions struct{ Ready, Scheduled, Blocked string }
+type Executions struct{ Ready, Scheduled, Blocked, Waiting string }
 
 // Of is the statement of state's table; false for a state with none.
 func (x Executions) Of(state driver.JobState) (string, bool) {
@@ -140,6 +140,8 @@ func (x Executions) Of(state driver.JobState) (string, bool) {
 		return x.Scheduled, true
 	case driver.StateBlocked:
 		return x.Blocked, true
+	case driver.StateWaiting:
+		return x.Waiting, true
 	}
 	return "", false
 }

@@ -48,6 +48,8 @@ type SharedQueries struct {
 	// Inbox is the inbox's (inbox.go): each dialect spells it
 	// (InboxStatements).
 	Inbox InboxQueries
+	// Dependencies are the statements of dependencies.go.
+	Dependencies DependencyQueries
 	// ClockNow reads the server's clock; "" for a database with no clock
 	// of its own (SQLite's is its host's).
 	ClockNow string
@@ -122,7 +124,9 @@ WHERE b.concurrency_key = ? ORDER BY b.priority DESC, b.job_id LIMIT ?`),
 			Ready:     p(`DELETE FROM {p}ready_executions WHERE job_id = ?`),
 			Scheduled: p(`DELETE FROM {p}scheduled_executions WHERE job_id = ?`),
 			Blocked:   p(`DELETE FROM {p}blocked_executions WHERE job_id = ?`),
+			Waiting:   p(`DELETE FROM {p}waiting_executions WHERE job_id = ?`),
 		},
+		Dependencies:    dependencyStatements(p),
 		DeleteFailed:    p(`DELETE FROM {p}failed_executions WHERE job_id = ?`),
 		CancelRequested: p(`SELECT cancel_requested_at IS NOT NULL FROM {p}claimed_executions WHERE fence = ? AND job_id = ?`),
 	}

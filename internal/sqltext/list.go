@@ -40,6 +40,7 @@ var stateConds = map[driver.JobState]string{
 	driver.StateReady:     `j.id IN (SELECT job_id FROM {p}ready_executions)`,
 	driver.StateBlocked:   `j.id IN (SELECT job_id FROM {p}blocked_executions)`,
 	driver.StateScheduled: `j.id IN (SELECT job_id FROM {p}scheduled_executions)`,
+	driver.StateWaiting:   `j.id IN (SELECT job_id FROM {p}waiting_executions)`,
 	driver.StateFailed:    `j.id IN (SELECT job_id FROM {p}failed_executions)`,
 	driver.StateDiscarded: `(j.finished_at IS NOT NULL AND j.discarded)`,
 	driver.StateCancelled: `(j.finished_at IS NOT NULL AND j.cancelled AND NOT j.discarded)`,

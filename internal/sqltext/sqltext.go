@@ -19,7 +19,7 @@ const (
 	jobColumnsHead = `j.id, j.kind, j.queue, j.args, j.priority, j.attempt, j.max_attempts,
 	coalesce(j.concurrency_key, ''), j.concurrency_limit, j.concurrency_duration_ms, j.on_conflict,
 	j.max_blocked, `
-	jobColumnsTail = `, j.created_at, j.metadata, j.tags, coalesce(j.rate_key, ''), j.rate_limit, j.rate_period_ms, j.more_keys`
+	jobColumnsTail = `, j.created_at, j.metadata, j.tags, coalesce(j.rate_key, ''), j.rate_limit, j.rate_period_ms, j.more_keys, j.has_dependents`
 )
 
 // ClaimedByRule is the condition on a queue's policy row c under which
@@ -94,6 +94,7 @@ const JobState = `CASE
 		WHEN EXISTS (SELECT 1 FROM {p}ready_executions x WHERE x.job_id = j.id) THEN 'ready'
 		WHEN EXISTS (SELECT 1 FROM {p}blocked_executions x WHERE x.job_id = j.id) THEN 'blocked'
 		WHEN EXISTS (SELECT 1 FROM {p}scheduled_executions x WHERE x.job_id = j.id) THEN 'scheduled'
+		WHEN EXISTS (SELECT 1 FROM {p}waiting_executions x WHERE x.job_id = j.id) THEN 'waiting'
 		WHEN EXISTS (SELECT 1 FROM {p}failed_executions x WHERE x.job_id = j.id) THEN 'failed'
 		WHEN j.discarded THEN 'discarded'
 		WHEN j.cancelled THEN 'cancelled'
@@ -103,23 +104,24 @@ const JobState = `CASE
 
 // QueueCounts counts each queue's jobs in each live state, a row per
 // queue and state table, as columns queue, ready, running, scheduled,
-// blocked, failed: a dialect sums them per queue, casting the sums its
+// blocked, failed, waiting: a dialect sums them per queue, casting the sums its
 // own way.
 const QueueCounts = `
-	SELECT queue, count(*) AS ready, 0 AS running, 0 AS scheduled, 0 AS blocked, 0 AS failed
+	SELECT queue, count(*) AS ready, 0 AS running, 0 AS scheduled, 0 AS blocked, 0 AS failed, 0 AS waiting
 		FROM {p}ready_executions GROUP BY queue
-	UNION ALL SELECT j.queue, 0, count(*), 0, 0, 0
+	UNION ALL SELECT j.queue, 0, count(*), 0, 0, 0, 0
 		FROM {p}claimed_executions c JOIN {p}jobs j ON j.id = c.job_id GROUP BY j.queue
-	UNION ALL SELECT queue, 0, 0, count(*), 0, 0 FROM {p}scheduled_executions GROUP BY queue
-	UNION ALL SELECT queue, 0, 0, 0, count(*), 0 FROM {p}blocked_executions GROUP BY queue
-	UNION ALL SELECT queue, 0, 0, 0, 0, count(*) FROM {p}failed_executions GROUP BY queue
+	UNION ALL SELECT queue, 0, 0, count(*), 0, 0, 0 FROM {p}scheduled_executions GROUP BY queue
+	UNION ALL SELECT queue, 0, 0, 0, count(*), 0, 0 FROM {p}blocked_executions GROUP BY queue
+	UNION ALL SELECT queue, 0, 0, 0, 0, count(*), 0 FROM {p}failed_executions GROUP BY queue
+	UNION ALL SELECT queue, 0, 0, 0, 0, 0, count(*) FROM {p}waiting_executions GROUP BY queue
 `
 
 // JobCountByQueue sums QueueCounts per queue, each sum of column col
 // spelled by sum: a dialect casts it its own way.
 func CountByQueue(sum func(col string) string) string {
 	return `SELECT queue, ` + sum("ready") + `, ` + sum("running") + `, ` + sum("scheduled") + `, ` + sum("blocked") + `, ` +
-		sum("failed") + `
+		sum("failed") + `, ` + sum("waiting") + `
 FROM (` + QueueCounts + `) t GROUP BY queue ORDER BY queue`
 }
 
@@ -139,7 +141,7 @@ LEFT JOIN {p}processes p ON p.id = c.process_id
 
 // StrandedJobs lists unfinished jobs after the first argument (an id)
 // whose state rows are not exactly one (ready, blocked, scheduled,
-// claimed or failed), with how many they have, up to the second
+// claimed, failed or waiting), with how many they have, up to the second
 // argument; one statement, so a job moving between two tables is seen on
 // one side of its move.
 const StrandedJobs = `
@@ -148,7 +150,8 @@ SELECT id, n FROM (SELECT j.id AS id,
 	+ (SELECT count(*) FROM {p}blocked_executions b WHERE b.job_id = j.id)
 	+ (SELECT count(*) FROM {p}scheduled_executions s WHERE s.job_id = j.id)
 	+ (SELECT count(*) FROM {p}claimed_executions c WHERE c.job_id = j.id)
-	+ (SELECT count(*) FROM {p}failed_executions f WHERE f.job_id = j.id) AS n
+	+ (SELECT count(*) FROM {p}failed_executions f WHERE f.job_id = j.id)
+	+ (SELECT count(*) FROM {p}waiting_executions w WHERE w.job_id = j.id) AS n
 	FROM {p}jobs j WHERE j.finished_at IS NULL AND j.id > ?) t
 WHERE n <> 1 ORDER BY id LIMIT ?`
 

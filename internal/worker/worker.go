@@ -777,7 +777,7 @@ func (cp *completer) run() {
 
 func anyKeyed(claims []*driver.Claim) bool {
 	for _, c := range claims {
-		if c.Limit.Key != "" {
+		if c.Limit.Key != "" || c.HasDependents {
 			return true
 		}
 	}
@@ -841,16 +841,25 @@ func (cp *completer) write(batch []*completion) {
 	tries := 0
 	err := cp.c.retryDB(ctx, "record completions", func() error {
 		tries++
-		run := driver.InTx
+		run, inTx := driver.InTx, true
 		if !anyKeyed(claims) {
-			// No slot to release: ending the claims is one write.
-			run = driver.Atomic
+			// No slot to release and no job waiting for them, as they
+			// were claimed: ending the claims is one write.
+			run, inTx = driver.Atomic, false
 		}
 		return run(ctx, cp.c.drv, func(ex driver.Executor) (err error) {
 			now := cp.c.cfg.Now()
 			handed = nil
-			if results, err = lifecycle.CompleteMany(ctx, ex, claims, keep, now); err != nil || len(room) == 0 {
+			if results, err = lifecycle.CompleteMany(ctx, ex, claims, keep, now); err != nil {
 				return err
+			}
+			if inTx {
+				if err = lifecycle.SettleMany(ctx, ex, results, claims, now); err != nil {
+					return err
+				}
+			}
+			if len(room) == 0 {
+				return nil
 			}
 			handed, err = lifecycle.HandOff(ctx, ex, results, room, cp.proc.ID(), now)
 			return err
@@ -858,6 +867,8 @@ func (cp *completer) write(batch []*completion) {
 	})
 	if err != nil {
 		handed = nil
+	} else {
+		cp.settleLate(results, claims)
 	}
 	if len(room) > 0 && (err != nil || tries > 1) {
 		// An attempt failed: its COMMIT may have landed unseen, with
@@ -874,6 +885,35 @@ func (cp *completer) write(batch []*completion) {
 		} else {
 			b.then(results[i], nil)
 		}
+	}
+}
+
+// settleLate settles, in a transaction of its own, the completed jobs
+// that others came to wait for while they ran, which one write ended
+// without a transaction (write): rare, as a dependent is enqueued on a
+// running job. Should it fail, or the process die first, the
+// dispatcher's repair settles them (lifecycle.SettleEnded).
+func (cp *completer) settleLate(results []lifecycle.Result, claims []*driver.Claim) {
+	ctx := cp.ctx
+	for i := range results {
+		if !results[i].HasDependents {
+			continue
+		}
+		err := cp.c.retryDB(ctx, "settle the jobs waiting for a completed job", func() error {
+			return driver.InTx(ctx, cp.c.drv, func(ex driver.Executor) error {
+				r := []lifecycle.Result{{HasDependents: true}}
+				if err := lifecycle.SettleMany(ctx, ex, r, claims[i:i+1], cp.c.cfg.Now()); err != nil {
+					return err
+				}
+				results[i].Promoted.Add(r[0].Promoted)
+				return nil
+			})
+		})
+		if err != nil {
+			cp.c.log.Warn("bq: could not settle the jobs waiting for a completed job; the dispatcher will",
+				"job_id", claims[i].ID, "err", err)
+		}
+		results[i].HasDependents = false
 	}
 }
 

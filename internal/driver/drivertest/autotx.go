@@ -45,8 +45,8 @@ func (a autoTx) ReadyClaim(ctx context.Context, p driver.ClaimParams) ([]*driver
 	return atomically(ctx, a.d, func(ex driver.Executor) ([]*driver.Claim, error) { return ex.ReadyClaim(ctx, p) })
 }
 
-func (a autoTx) ClaimCompleteMany(ctx context.Context, claims []*driver.Claim, keep bool, now time.Time) ([]driver.Fenced, error) {
-	return atomically(ctx, a.d, func(ex driver.Executor) ([]driver.Fenced, error) {
+func (a autoTx) ClaimCompleteMany(ctx context.Context, claims []*driver.Claim, keep bool, now time.Time) ([]driver.Ended, error) {
+	return atomically(ctx, a.d, func(ex driver.Executor) ([]driver.Ended, error) {
 		return ex.ClaimCompleteMany(ctx, claims, keep, now)
 	})
 }

@@ -161,8 +161,9 @@ var _ = add("claims",
 			stale := *claims[1]
 			stale.Fence++
 			end := T0.Add(time.Minute)
-			matched, err := g.ex().ClaimCompleteMany(g.ctx, []*driver.Claim{claims[0], &stale, claims[2]}, keep, end)
+			ended, err := g.ex().ClaimCompleteMany(g.ctx, []*driver.Claim{claims[0], &stale, claims[2]}, keep, end)
 			g.must(err)
+			matched := fencesOf(ended)
 			want := []driver.Fenced{{JobID: claims[0].ID, Fence: claims[0].Fence}, {JobID: claims[2].ID, Fence: claims[2].Fence}}
 			slices.SortFunc(matched, func(a, b driver.Fenced) int { return int(a.JobID - b.JobID) })
 			slices.SortFunc(want, func(a, b driver.Fenced) int { return int(a.JobID - b.JobID) })

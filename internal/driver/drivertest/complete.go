@@ -60,7 +60,7 @@ var _ = add("complete",
 			matched, err := g.ex().ClaimCompleteMany(g.ctx, batch, keep, end)
 			g.must(err)
 			seen := map[driver.Fenced]bool{}
-			for _, m := range matched {
+			for _, m := range fencesOf(matched) {
 				if !live[m] || seen[m] {
 					t.Errorf("keep %v: CompleteClaims matched %+v: stale, or twice", keep, m)
 				}
@@ -111,3 +111,12 @@ var _ = add("complete",
 		}
 	}},
 )
+
+// fencesOf is the claims of ended.
+func fencesOf(ended []driver.Ended) []driver.Fenced {
+	out := make([]driver.Fenced, len(ended))
+	for i, e := range ended {
+		out[i] = e.Fenced
+	}
+	return out
+}

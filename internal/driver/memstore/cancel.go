@@ -9,7 +9,7 @@ import (
 )
 
 func (s *Store) ExecutionDelete(_ context.Context, state driver.JobState, id int64) (bool, error) {
-	if !driver.Executes(state) && state != driver.StateFailed {
+	if !driver.Executes(state) && state != driver.StateFailed && state != driver.StateWaiting {
 		return false, errors.New("memstore: no execution table for that state")
 	}
 	r, ok := s.Jobs[id]
@@ -17,6 +17,7 @@ func (s *Store) ExecutionDelete(_ context.Context, state driver.JobState, id int
 		return false, nil
 	}
 	r.State = ""
+	delete(s.Waits, id)
 	return true, nil
 }
 

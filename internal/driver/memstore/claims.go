@@ -108,13 +108,13 @@ func (s *Store) ClaimDelete(_ context.Context, id, fence int64) (bool, error) {
 	return true, nil
 }
 
-func (s *Store) ClaimCompleteMany(ctx context.Context, claims []*driver.Claim, keep bool, now time.Time) ([]driver.Fenced, error) {
-	var out []driver.Fenced
+func (s *Store) ClaimCompleteMany(ctx context.Context, claims []*driver.Claim, keep bool, now time.Time) ([]driver.Ended, error) {
+	var out []driver.Ended
 	for _, c := range claims {
 		if ok, _ := s.ClaimDelete(ctx, c.ID, c.Fence); !ok {
 			continue
 		}
-		out = append(out, driver.Fenced{JobID: c.ID, Fence: c.Fence})
+		out = append(out, driver.Ended{Fenced: driver.Fenced{JobID: c.ID, Fence: c.Fence}, HasDependents: s.Jobs[c.ID].HasDependents})
 		if keep {
 			_ = s.JobFinish(ctx, c.ID, now, false)
 		} else {

@@ -45,6 +45,8 @@ type Store struct {
 	Rings      map[string][]Slot
 	RateLimits map[string]driver.RateSpec // SetKeyRate overrides
 	Weights    map[string]int             // fair-share weights by key
+	Deps       []driver.Dependency        // edges between jobs (DependsOn)
+	Waits      map[int64]*driver.Waiting  // waiting jobs' rows
 	nextID     int64
 	nextFence  int64
 }
@@ -54,14 +56,15 @@ func New() *Store {
 	return &Store{Jobs: map[int64]*Row{}, Semaphores: map[string]*driver.Semaphore{},
 		Overrides: map[string]int{}, Policies: map[string]driver.Policy{},
 		Paused: map[string]time.Time{}, Rates: map[string]*driver.Rate{}, Rings: map[string][]Slot{},
-		RateLimits: map[string]driver.RateSpec{}, Weights: map[string]int{}}
+		RateLimits: map[string]driver.RateSpec{}, Weights: map[string]int{}, Waits: map[int64]*driver.Waiting{}}
 }
 
 var (
-	_ driver.JobStore       = (*Store)(nil)
-	_ driver.ClaimStore     = (*Store)(nil)
-	_ driver.SemaphoreStore = (*Store)(nil)
-	_ driver.UniqueStore    = (*Store)(nil)
+	_ driver.JobStore        = (*Store)(nil)
+	_ driver.ClaimStore      = (*Store)(nil)
+	_ driver.SemaphoreStore  = (*Store)(nil)
+	_ driver.UniqueStore     = (*Store)(nil)
+	_ driver.DependencyStore = (*Store)(nil)
 )
 
 // has reports whether key is one of the row's concurrency keys.

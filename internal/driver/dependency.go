@@ -1,0 +1,70 @@
+package driver
+
+import (
+	"context"
+	"time"
+)
+
+// StateWaiting is a job waiting for other jobs (its dependencies) to
+// finish: it holds no slot, rate start or place in a line until its last
+// dependency completes, and is then admitted like a new job.
+const StateWaiting JobState = "waiting"
+
+// Dependency is an edge: job JobID waits for job DependsOn. EvenIfFailed:
+// a DependsOn that fails for good or is cancelled counts as done rather
+// than cancelling JobID.
+type Dependency struct {
+	JobID, DependsOn int64
+	EvenIfFailed     bool
+}
+
+// DependencyEnd is how a dependency ended, as its dependent sees it.
+type DependencyEnd int
+
+const (
+	// DependencyOpen: not finished yet (waiting, scheduled, ready,
+	// blocked or running).
+	DependencyOpen DependencyEnd = iota
+	// DependencyCompleted: it ran to completion.
+	DependencyCompleted
+	// DependencyFailed: it failed for good, or was cancelled or discarded.
+	DependencyFailed
+)
+
+// Waiting is a waiting job's row: Pending of its Total dependencies are
+// still to end.
+type Waiting struct {
+	JobID          int64
+	Queue          string
+	Priority       int
+	Pending, Total int
+	At             time.Time
+}
+
+// DependencyStore keeps the dependencies between jobs and the jobs
+// waiting for theirs. Every method runs in the caller's transaction.
+type DependencyStore interface {
+	// DependencyMark marks job id as having dependents, locking its row,
+	// and reports how it ended so far; ok is false when it does not
+	// exist. A finish of the job that commits after the mark sees it (it
+	// writes the same row) and takes the job's edges.
+	DependencyMark(ctx context.Context, id int64) (end DependencyEnd, ok bool, err error)
+	// DependencyInsertMany stores edges.
+	DependencyInsertMany(ctx context.Context, deps []Dependency) error
+	// DependentsTake deletes and returns the edges from job id to the
+	// jobs waiting for it, in job order; the first taker gets them.
+	DependentsTake(ctx context.Context, id int64) ([]Dependency, error)
+	// WaitingInsert stores a waiting job's row.
+	WaitingInsert(ctx context.Context, w Waiting) error
+	// WaitingCountDown subtracts n from job id's pending count and
+	// returns what is left; ok is false when the job is not waiting.
+	WaitingCountDown(ctx context.Context, id int64, n int) (left int, ok bool, err error)
+	// WaitingGet reads job id's waiting row and the dependencies it still
+	// waits for, in id order.
+	WaitingGet(ctx context.Context, id int64) (w Waiting, open []int64, ok bool, err error)
+	// DependencyListEnded lists up to max jobs that ended (finished,
+	// failed, or gone) and still have edges: the dispatcher takes them
+	// (a finish whose edges were left to a second transaction that never
+	// ran).
+	DependencyListEnded(ctx context.Context, max int) ([]int64, error)
+}

@@ -1,0 +1,88 @@
+package memstore
+
+import (
+	"cmp"
+	"context"
+	"slices"
+
+	"github.com/bqueue/bq/internal/driver"
+)
+
+func (s *Store) DependencyMark(_ context.Context, id int64) (driver.DependencyEnd, bool, error) {
+	r, ok := s.Jobs[id]
+	if !ok {
+		return 0, false, nil
+	}
+	r.HasDependents = true
+	switch r.State {
+	case driver.StateCompleted:
+		return driver.DependencyCompleted, true, nil
+	case driver.StateFailed, driver.StateCancelled, driver.StateDiscarded:
+		return driver.DependencyFailed, true, nil
+	}
+	return driver.DependencyOpen, true, nil
+}
+
+func (s *Store) DependencyInsertMany(_ context.Context, deps []driver.Dependency) error {
+	s.Deps = append(s.Deps, deps...)
+	return nil
+}
+
+func (s *Store) DependentsTake(_ context.Context, id int64) ([]driver.Dependency, error) {
+	var took, left []driver.Dependency
+	for _, d := range s.Deps {
+		if d.DependsOn == id {
+			took = append(took, d)
+		} else {
+			left = append(left, d)
+		}
+	}
+	s.Deps = left
+	slices.SortFunc(took, func(a, b driver.Dependency) int { return cmp.Compare(a.JobID, b.JobID) })
+	return took, nil
+}
+
+func (s *Store) WaitingInsert(_ context.Context, w driver.Waiting) error {
+	s.Waits[w.JobID] = &w
+	if r, ok := s.Jobs[w.JobID]; ok {
+		r.State = driver.StateWaiting
+	}
+	return nil
+}
+
+func (s *Store) WaitingCountDown(_ context.Context, id int64, n int) (int, bool, error) {
+	w, ok := s.Waits[id]
+	if !ok {
+		return 0, false, nil
+	}
+	w.Pending -= n
+	return w.Pending, true, nil
+}
+
+func (s *Store) WaitingGet(_ context.Context, id int64) (driver.Waiting, []int64, bool, error) {
+	w, ok := s.Waits[id]
+	if !ok {
+		return driver.Waiting{}, nil, false, nil
+	}
+	var open []int64
+	for _, d := range s.Deps {
+		if d.JobID == id {
+			open = append(open, d.DependsOn)
+		}
+	}
+	slices.Sort(open)
+	return *w, open, true, nil
+}
+
+func (s *Store) DependencyListEnded(_ context.Context, max int) ([]int64, error) {
+	var out []int64
+	for _, d := range s.Deps {
+		r, ok := s.Jobs[d.DependsOn]
+		if (!ok || r.State == driver.StateCompleted || r.State == driver.StateFailed || r.State == driver.StateCancelled ||
+			r.State == driver.StateDiscarded) && !slices.Contains(out, d.DependsOn) {
+			out = append(out, d.DependsOn)
+		}
+	}
+	slices.Sort(out)
+	return out[:min(len(out), max)], nil
+}

@@ -1,0 +1,434 @@
+package bq
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/bqueue/bq/internal/driver"
+)
+
+// The metadata keys bq sets on the jobs of a workflow and of a batch, so
+// that ListJobs (JobFilter.Metadata), the CLI and the dashboard find them.
+const (
+	// MetaWorkflow is a workflow's id, on each of its tasks' jobs.
+	MetaWorkflow = "bq.workflow"
+	// MetaWorkflowName is the name NewWorkflow was given.
+	MetaWorkflowName = "bq.workflow_name"
+	// MetaTask is a task's name within its workflow.
+	MetaTask = "bq.task"
+	// MetaBatch is a batch's id, on its jobs and its callbacks.
+	MetaBatch = "bq.batch"
+	// MetaCallback is "success" or "finish" on a batch's callback jobs.
+	MetaCallback = "bq.callback"
+)
+
+// Workflow is a graph of jobs (tasks), each named, each running once the
+// tasks it comes after completed: a fan-out, a fan-in, a diamond. Add the
+// tasks, then Enqueue: the whole graph is checked first (a cycle, a
+// dependency on no task, a name used twice refuse it, storing nothing),
+// then stored in one transaction, each task a job that waits for the jobs
+// of the tasks it comes after (DependsOn). Limits hold as for any job:
+// a task is admitted, its keys' limits and rate applied, only as its last
+// dependency completes. See docs/workflows.md.
+//
+//	wf := bq.NewWorkflow("nightly-report")
+//	wf.Add("fetch", Fetch.Item(FetchArgs{Day: day}))
+//	wf.Add("parse", Parse.Item(ParseArgs{Day: day}), "fetch")
+//	wf.Add("charts", Charts.Item(ChartArgs{Day: day}), "parse")
+//	wf.Add("totals", Totals.Item(TotalArgs{Day: day}), "parse")
+//	wf.Add("mail", Mail.Item(MailArgs{Day: day}), "charts", "totals")
+//	res, err := wf.Enqueue(ctx, client)
+type Workflow struct {
+	name  string
+	tasks []workflowTask
+	errs  []error
+}
+
+type workflowTask struct {
+	name         string
+	item         Item
+	after        []string
+	evenIfFailed bool
+}
+
+// MaxWorkflowTasks is the most tasks one workflow holds.
+const MaxWorkflowTasks = 10_000
+
+// NewWorkflow starts a workflow; name (MaxLabelBytes of letters, digits
+// and _-.:) is stored on each task's job (MetaWorkflowName).
+func NewWorkflow(name string) *Workflow {
+	w := &Workflow{name: name}
+	if err := validateLabel("workflow name", name); err != nil {
+		w.errs = append(w.errs, err)
+	}
+	return w
+}
+
+// Add adds task name, the job item (a job kind's Item, with any enqueue
+// options), run after the tasks named in after have completed. If one
+// of them fails for good or is cancelled, this task is cancelled, and
+// so are the tasks after it; AddEvenIfFailed runs it anyway. It returns
+// w, for chaining; problems are reported by Enqueue.
+func (w *Workflow) Add(name string, item Item, after ...string) *Workflow {
+	return w.add(name, item, after, false)
+}
+
+// AddEvenIfFailed is Add for a task that runs once every task it comes
+// after has ended, however each ended: a clean-up, a report.
+func (w *Workflow) AddEvenIfFailed(name string, item Item, after ...string) *Workflow {
+	return w.add(name, item, after, true)
+}
+
+func (w *Workflow) add(name string, item Item, after []string, evenIfFailed bool) *Workflow {
+	w.tasks = append(w.tasks, workflowTask{name: name, item: item, after: slices.Clone(after), evenIfFailed: evenIfFailed})
+	return w
+}
+
+// WorkflowResult is what Enqueue stored: the workflow's id (MetaWorkflow)
+// and each task's result by name.
+type WorkflowResult struct {
+	ID    string
+	Tasks map[string]EnqueueResult
+}
+
+// Enqueue checks and stores the workflow in one transaction of its own.
+func (w *Workflow) Enqueue(ctx context.Context, c *Client) (*WorkflowResult, error) {
+	return inOwnTx(ctx, c, "workflow", w.EnqueueTx)
+}
+
+// EnqueueTx stores the workflow inside tx, the caller's transaction: it
+// exists only if tx commits.
+func (w *Workflow) EnqueueTx(ctx context.Context, c *Client, tx Tx) (*WorkflowResult, error) {
+	order, err := w.check()
+	if err != nil {
+		return nil, fmt.Errorf("enqueue workflow %q: %w", w.name, err)
+	}
+	raw, err := unwrapTx(c, tx, "Workflow.EnqueueTx")
+	if err != nil {
+		return nil, err
+	}
+	res := &WorkflowResult{ID: newGroupID(), Tasks: map[string]EnqueueResult{}}
+	md := map[string]string{MetaWorkflow: res.ID, MetaWorkflowName: w.name}
+	now := c.cfg.Now()
+	// One enqueue per level: a task's dependencies are stored (and have
+	// ids) before it.
+	for _, level := range order {
+		jobs := make([]*driver.NewJob, len(level))
+		for i, t := range level {
+			j, err := t.item.make(ctx, c, now)
+			if err != nil {
+				return nil, fmt.Errorf("enqueue workflow %q: task %q: %w", w.name, t.name, err)
+			}
+			md[MetaTask] = t.name
+			if j.Metadata, err = withMetadata(j.Metadata, md); err != nil {
+				return nil, fmt.Errorf("enqueue workflow %q: task %q: %w", w.name, t.name, err)
+			}
+			for _, a := range t.after {
+				if id := res.Tasks[a].ID; id != 0 {
+					j.DependsOn = append(j.DependsOn, id)
+				} else if !t.evenIfFailed {
+					// A task admission discarded, or a duplicate: it will
+					// never complete in this workflow.
+					return nil, fmt.Errorf("enqueue workflow %q: task %q comes after %q, which was not stored (%s: %s)",
+						w.name, t.name, a, res.Tasks[a].State, res.Tasks[a].Reason)
+				}
+			}
+			j.EvenIfFailed = t.evenIfFailed && len(j.DependsOn) > 0
+			jobs[i] = j
+		}
+		results, err := c.enqueueJobs(ctx, raw, jobs, now)
+		if err != nil {
+			return nil, fmt.Errorf("enqueue workflow %q: %w", w.name, err)
+		}
+		for i, t := range level {
+			res.Tasks[t.name] = results[i]
+		}
+	}
+	return res, nil
+}
+
+// check refuses a workflow with a bad or repeated name, a task coming
+// after no task, or a cycle, and returns its tasks by level: each after
+// only tasks of earlier levels.
+func (w *Workflow) check() ([][]workflowTask, error) {
+	errs := slices.Clone(w.errs)
+	if len(w.tasks) == 0 {
+		errs = append(errs, errors.New("it has no task: Add some"))
+	}
+	if len(w.tasks) > MaxWorkflowTasks {
+		errs = append(errs, fmt.Errorf("it has %d tasks, above MaxWorkflowTasks (%d)", len(w.tasks), MaxWorkflowTasks))
+	}
+	byName := map[string]int{}
+	for i, t := range w.tasks {
+		if err := validateLabel("task name", t.name); err != nil {
+			errs = append(errs, err)
+		}
+		if _, dup := byName[t.name]; dup {
+			errs = append(errs, fmt.Errorf("task name %q is used twice: name each task once", t.name))
+		}
+		byName[t.name] = i
+		if t.item.newJob == nil {
+			errs = append(errs, fmt.Errorf("task %q has the zero bq.Item: make it with its job's Item method, e.g. Charge.Item(args)", t.name))
+		}
+	}
+	for _, t := range w.tasks {
+		for _, a := range t.after {
+			if _, ok := byName[a]; !ok {
+				errs = append(errs, fmt.Errorf("task %q comes after %q, which is no task of the workflow: Add it, or fix the name", t.name, a))
+			} else if a == t.name {
+				errs = append(errs, fmt.Errorf("task %q comes after itself", t.name))
+			}
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidJob, err)
+	}
+	// Kahn's order, level by level.
+	left := map[string]int{}
+	for _, t := range w.tasks {
+		left[t.name] = len(slices.Compact(slices.Sorted(slices.Values(t.after))))
+	}
+	var levels [][]workflowTask
+	placed := 0
+	for placed < len(w.tasks) {
+		var level []workflowTask
+		for _, t := range w.tasks {
+			if n, ok := left[t.name]; ok && n == 0 {
+				level = append(level, t)
+			}
+		}
+		if len(level) == 0 {
+			var stuck []string
+			for _, t := range w.tasks {
+				if _, ok := left[t.name]; ok {
+					stuck = append(stuck, t.name)
+				}
+			}
+			return nil, fmt.Errorf("%w: the tasks %s come after each other in a cycle: a workflow runs each task once, after the ones it names",
+				ErrInvalidJob, quotedList(stuck))
+		}
+		for _, t := range level {
+			delete(left, t.name)
+		}
+		for _, t := range w.tasks {
+			if _, ok := left[t.name]; !ok {
+				continue
+			}
+			for _, a := range slices.Compact(slices.Sorted(slices.Values(t.after))) {
+				if slices.ContainsFunc(level, func(l workflowTask) bool { return l.name == a }) {
+					left[t.name]--
+				}
+			}
+		}
+		levels = append(levels, level)
+		placed += len(level)
+	}
+	return levels, nil
+}
+
+// Batch is a set of jobs with callbacks: OnSuccess runs once every job
+// of the batch completed (it is cancelled if one fails for good or is
+// cancelled), OnFinish once every job ended, however. Each callback is
+// stored with the batch, waiting for its jobs (DependsOn), and is
+// admitted by the transaction that ends the batch's last job: exactly
+// once across a fleet, even when the last two jobs end at the same
+// instant in two processes, or a worker dies right after. See
+// docs/workflows.md.
+//
+//	res, err := bq.NewBatch(items...).OnSuccess(Notify.Item(NotifyArgs{Import: id})).Enqueue(ctx, client)
+type Batch struct {
+	items               []Item
+	onSuccess, onFinish *Item
+}
+
+// NewBatch starts a batch of items (a job kind's Item each, with its own
+// options).
+func NewBatch(items ...Item) *Batch { return &Batch{items: slices.Clone(items)} }
+
+// OnSuccess sets the job that runs once every job of the batch completed.
+func (b *Batch) OnSuccess(item Item) *Batch { b.onSuccess = &item; return b }
+
+// OnFinish sets the job that runs once every job of the batch ended,
+// whatever each outcome.
+func (b *Batch) OnFinish(item Item) *Batch { b.onFinish = &item; return b }
+
+// BatchResult is what Enqueue stored: the batch's id (MetaBatch), its
+// jobs' results in the items' order, and its callbacks' (ID 0 when
+// unset).
+type BatchResult struct {
+	ID                  string
+	Jobs                []EnqueueResult
+	OnSuccess, OnFinish EnqueueResult
+}
+
+// Enqueue stores the batch and its callbacks in one transaction.
+func (b *Batch) Enqueue(ctx context.Context, c *Client) (*BatchResult, error) {
+	return inOwnTx(ctx, c, "batch", b.EnqueueTx)
+}
+
+// inOwnTx runs enqueue (of a workflow or a batch: what) in a transaction
+// of its own.
+func inOwnTx[R any](ctx context.Context, c *Client, what string, enqueue func(context.Context, *Client, Tx) (R, error)) (R, error) {
+	var res R
+	if c == nil {
+		return res, fmt.Errorf("enqueue %s: the client is nil: pass the *bq.Client from bq.Open or bq.NewClient", what)
+	}
+	err := c.InTx(ctx, func(ctx context.Context, tx Tx) (err error) {
+		res, err = enqueue(ctx, c, tx)
+		return err
+	})
+	return res, err
+}
+
+// EnqueueTx stores the batch inside tx, the caller's transaction.
+func (b *Batch) EnqueueTx(ctx context.Context, c *Client, tx Tx) (*BatchResult, error) {
+	switch {
+	case len(b.items) == 0:
+		return nil, fmt.Errorf("%w: enqueue batch: it has no job: pass items to NewBatch", ErrInvalidJob)
+	case len(b.items) > MaxDependencies:
+		return nil, fmt.Errorf("%w: enqueue batch: %d jobs, above MaxDependencies (%d): split it into batches", ErrInvalidJob, len(b.items), MaxDependencies)
+	case b.onSuccess == nil && b.onFinish == nil:
+		return nil, fmt.Errorf("%w: enqueue batch: no callback: set OnSuccess or OnFinish, or use EnqueueBatch for jobs alone", ErrInvalidJob)
+	}
+	raw, err := unwrapTx(c, tx, "Batch.EnqueueTx")
+	if err != nil {
+		return nil, err
+	}
+	res := &BatchResult{ID: newGroupID()}
+	md := map[string]string{MetaBatch: res.ID}
+	now := c.cfg.Now()
+	jobs := make([]*driver.NewJob, len(b.items))
+	for i, it := range b.items {
+		if jobs[i], err = it.make(ctx, c, now); err != nil {
+			return nil, fmt.Errorf("enqueue batch: items[%d]: %w", i, err)
+		}
+		if jobs[i].Metadata, err = withMetadata(jobs[i].Metadata, md); err != nil {
+			return nil, fmt.Errorf("enqueue batch: items[%d]: %w", i, err)
+		}
+	}
+	if res.Jobs, err = c.enqueueJobs(ctx, raw, jobs, now); err != nil {
+		return nil, fmt.Errorf("enqueue batch: %w", err)
+	}
+	var ids []int64
+	for _, r := range res.Jobs {
+		if r.ID != 0 && !r.Duplicate {
+			ids = append(ids, r.ID)
+		}
+	}
+	callback := func(it *Item, which string, evenIfFailed bool) (EnqueueResult, error) {
+		if it == nil {
+			return EnqueueResult{}, nil
+		}
+		j, err := it.make(ctx, c, now)
+		if err != nil {
+			return EnqueueResult{}, fmt.Errorf("enqueue batch: the %s callback: %w", which, err)
+		}
+		md[MetaCallback] = which
+		if j.Metadata, err = withMetadata(j.Metadata, md); err != nil {
+			return EnqueueResult{}, fmt.Errorf("enqueue batch: the %s callback: %w", which, err)
+		}
+		j.DependsOn, j.EvenIfFailed = ids, evenIfFailed && len(ids) > 0
+		r, err := c.enqueueJobs(ctx, raw, []*driver.NewJob{j}, now)
+		if err != nil {
+			return EnqueueResult{}, fmt.Errorf("enqueue batch: the %s callback: %w", which, err)
+		}
+		return r[0], nil
+	}
+	if res.OnSuccess, err = callback(b.onSuccess, "success", false); err != nil {
+		return nil, err
+	}
+	if res.OnFinish, err = callback(b.onFinish, "finish", true); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// make is the item's job, refusing the zero Item.
+func (it Item) make(ctx context.Context, c *Client, now time.Time) (*driver.NewJob, error) {
+	if it.newJob == nil {
+		return nil, fmt.Errorf("%w: the zero bq.Item: make it with its job's Item method, e.g. Charge.Item(args)", ErrInvalidJob)
+	}
+	return it.newJob(ctx, c, now)
+}
+
+// withMetadata adds md to a job's metadata (JSON, nil for none), checked
+// as WithMetadata's.
+func withMetadata(raw []byte, md map[string]string) ([]byte, error) {
+	all := map[string]string{}
+	if len(raw) > 0 {
+		if err := json.Unmarshal(raw, &all); err != nil {
+			return nil, fmt.Errorf("read the job's metadata: %w", err)
+		}
+	}
+	for k, v := range md {
+		all[k] = v
+	}
+	return encodeMetadata(all)
+}
+
+// newGroupID is a workflow's or a batch's id: 16 random bytes in hex.
+func newGroupID() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	return strings.ToLower(hex.EncodeToString(b))
+}
+
+// CancelWorkflow cancels every job of workflow id (WorkflowResult.ID)
+// that has not finished, as Cancel does each: waiting and queued tasks
+// end cancelled, running ones are asked to stop. It returns how many
+// jobs it cancelled or asked to stop.
+func (c *Client) CancelWorkflow(ctx context.Context, id string) (int, error) {
+	return c.cancelGroup(ctx, MetaWorkflow, id)
+}
+
+// CancelBatch cancels every job of batch id (BatchResult.ID) that has
+// not finished, its callbacks included, as CancelWorkflow does.
+func (c *Client) CancelBatch(ctx context.Context, id string) (int, error) {
+	return c.cancelGroup(ctx, MetaBatch, id)
+}
+
+// unfinishedStates are the states a cancel takes a job out of.
+var unfinishedStates = []JobState{StateWaiting, StateScheduled, StateBlocked, StateReady, StateRunning, StateFailed}
+
+func (c *Client) cancelGroup(ctx context.Context, key, id string) (int, error) {
+	if id == "" {
+		return 0, fmt.Errorf("cancel %s: the id is empty: pass the ID its Enqueue returned", key)
+	}
+	f := JobFilter{Metadata: map[string]string{key: id}, States: unfinishedStates, Limit: 500}
+	var ids []int64
+	for {
+		page, err := c.ListJobs(ctx, f)
+		if err != nil {
+			return 0, fmt.Errorf("cancel %s %s: %w", key, id, err)
+		}
+		for _, j := range page.Jobs {
+			ids = append(ids, j.ID)
+		}
+		if page.Next == "" {
+			break
+		}
+		f.After = page.Next
+	}
+	// The tasks after others first: each is cancelled by hand, not as
+	// the end of the one it waits for.
+	slices.Sort(ids)
+	slices.Reverse(ids)
+	n := 0
+	for _, jid := range ids {
+		switch _, err := c.Cancel(ctx, jid); {
+		case err == nil:
+			n++
+		case errors.Is(err, ErrJobFinished), errors.Is(err, ErrJobNotFound):
+		default:
+			return n, fmt.Errorf("cancel %s %s: %w", key, id, err)
+		}
+	}
+	return n, nil
+}
