@@ -129,6 +129,9 @@ func (c *Client) explain(ctx context.Context, info *JobInfo) (*Explanation, erro
 		}
 		e.place(ahead)
 		e.Summary = c.blockedSummary(e.Key, ahead, procs, paused, now)
+		if e.Summary, err = c.sequenceSummary(ctx, e.Key, ahead, e.Summary, now); err != nil {
+			return nil, err
+		}
 		if len(info.Keys) > 0 {
 			e.Summary += fmt.Sprintf(" It needs a slot of each of its keys %s at once, holding none meanwhile; it waits in the line of %q, the first of them with none to give.",
 				quotedList(info.Keys), line)

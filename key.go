@@ -15,12 +15,13 @@ const (
 )
 
 // Holder is a job holding one slot of a concurrency key: ready (waiting
-// for a worker) or running.
+// for a worker) or running, or, a sequence's job (Concurrency.Sequence),
+// scheduled for its retry keeping its place.
 type Holder struct {
 	JobID int64    `json:"job_id"`
 	Kind  string   `json:"kind"`
 	Queue string   `json:"queue"`
-	State JobState `json:"state"` // ready or running
+	State JobState `json:"state"` // ready, running or scheduled
 	// The process running it; zero unless running.
 	ProcessID   int64  `json:"process_id,omitzero"`
 	ProcessName string `json:"process_name,omitzero"`
@@ -102,6 +103,9 @@ func (c *Client) keyState(ctx context.Context, key string, line int) (*KeyState,
 
 func (c *Client) holder(h driver.Holder, now time.Time) Holder {
 	out := Holder{JobID: h.JobID, Kind: h.Kind, Queue: h.Queue, State: StateReady}
+	if h.Scheduled {
+		out.State = StateScheduled
+	}
 	if h.Running {
 		out.State, out.ProcessID, out.ProcessName, out.RunningSince = StateRunning, h.ProcessID, h.ProcessName, h.ClaimedAt
 		// The claim's process interval is not read back: judge by the

@@ -42,6 +42,9 @@ type Holder struct {
 	Kind    string
 	Queue   string
 	Running bool // claimed by a worker; otherwise ready, waiting for one
+	// Scheduled: a sequence's job holding its slot until its retry (or
+	// snooze) comes due (Limit.Sequence); neither ready nor running.
+	Scheduled bool
 	// The claim's process; zero unless Running. ProcessBeat is zero when
 	// the process row is gone.
 	ProcessID   int64

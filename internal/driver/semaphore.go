@@ -26,6 +26,33 @@ type Limit struct {
 	// MaxBlocked caps the key's backlog; 0 leaves it to the queue's
 	// policy, else unbounded.
 	MaxBlocked int
+	// Sequence: the key's jobs run one at a time in enqueue order, and a
+	// failing job keeps its slot, and so its place, through its retries
+	// (a job's primary key only; stored in jobs.sequence).
+	Sequence bool
+}
+
+// Values of the jobs.sequence column.
+const (
+	SequenceNone = 0 // not a sequence's job
+	SequenceJob  = 1 // a job of a sequence
+	// SequenceHeld: a sequence's job scheduled (a retry, a snooze) that
+	// holds its key's slot meanwhile.
+	SequenceHeld = 2
+)
+
+// SequenceColumn is the jobs.sequence value of a new job of l.
+func SequenceColumn(l Limit) int {
+	if l.Sequence && l.Key != "" {
+		return SequenceJob
+	}
+	return SequenceNone
+}
+
+// ScanSequence sets the fields of j that jobs.sequence value v holds.
+func ScanSequence(j *Job, v int) {
+	j.Limit.Sequence = v != SequenceNone
+	j.SlotHeld = v == SequenceHeld
 }
 
 // Promotion is what moving blocked jobs to ready did: how many moved, and

@@ -19,7 +19,7 @@ const (
 	jobColumnsHead = `j.id, j.kind, j.queue, j.args, j.priority, j.attempt, j.max_attempts,
 	coalesce(j.concurrency_key, ''), j.concurrency_limit, j.concurrency_duration_ms, j.on_conflict,
 	j.max_blocked, `
-	jobColumnsTail = `, j.created_at, j.metadata, j.tags, coalesce(j.rate_key, ''), j.rate_limit, j.rate_period_ms, j.more_keys`
+	jobColumnsTail = `, j.created_at, j.metadata, j.tags, coalesce(j.rate_key, ''), j.rate_limit, j.rate_period_ms, j.more_keys, j.sequence`
 )
 
 // ClaimedByRule is the condition on a queue's policy row c under which
@@ -165,3 +165,11 @@ FROM {p}failed_executions f JOIN {p}jobs j ON j.id = f.job_id
 const FindUnique = `SELECT j.id, ` + JobState + `
 FROM {p}jobs j WHERE j.unique_key = ? AND ` + JobState + ` IN (/*list*/)
 ORDER BY j.id DESC LIMIT 1`
+
+// SequenceHeld is jobs.sequence of a sequence's job scheduled holding its
+// key's slot (driver.SequenceHeld), as SQL spells it.
+const SequenceHeld = "2"
+
+// HeldScheduled is the condition that job j is a sequence's job that
+// holds its key's slot while scheduled (a retry or a snooze).
+const HeldScheduled = `(j.sequence = ` + SequenceHeld + ` AND EXISTS (SELECT 1 FROM {p}scheduled_executions s WHERE s.job_id = j.id))`

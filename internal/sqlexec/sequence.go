@@ -1,0 +1,21 @@
+package sqlexec
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/bqueue/bq/internal/driver"
+)
+
+// JobHoldSlot marks a sequence's job as holding its key's slot while
+// scheduled (jobs.sequence 2), or no longer (1).
+func (s Shared) JobHoldSlot(ctx context.Context, id int64, held bool) error {
+	v := driver.SequenceJob
+	if held {
+		v = driver.SequenceHeld
+	}
+	if _, err := s.c.Write(ctx, s.q.HoldSlot, v, id); err != nil {
+		return fmt.Errorf("mark job %d of a sequence (holding its slot: %t): %w", id, held, err)
+	}
+	return nil
+}
