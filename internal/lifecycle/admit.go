@@ -311,19 +311,22 @@ func AdmitDue(ctx context.Context, ex Store, max int, now time.Time) ([]*driver.
 	if err != nil || len(jobs) == 0 {
 		return nil, nil, driver.Promotion{}, err
 	}
-	var admitted []*driver.Job
-	var held []driver.Execution
+	var admitted, held []*driver.Job
+	var rows []driver.Execution
 	for _, j := range jobs {
 		if !j.SlotHeld {
 			admitted = append(admitted, j)
 			continue
 		}
+		held = append(held, j)
+		rows = append(rows, driver.Execution{JobID: j.ID, Queue: j.Queue, Priority: j.Priority, At: now})
+	}
+	for _, j := range held {
 		if err := ex.JobHoldSlot(ctx, j.ID, false); err != nil {
 			return nil, nil, driver.Promotion{}, err
 		}
-		held = append(held, driver.Execution{JobID: j.ID, Queue: j.Queue, Priority: j.Priority, At: now})
 	}
-	if err := ex.ExecutionInsertMany(ctx, driver.StateReady, held); err != nil {
+	if err := ex.ExecutionInsertMany(ctx, driver.StateReady, rows); err != nil {
 		return nil, nil, driver.Promotion{}, err
 	}
 	outcomes := make([]driver.JobState, 0, len(jobs))
@@ -333,14 +336,11 @@ func AdmitDue(ctx context.Context, ex Store, max int, now time.Time) ([]*driver.
 			return nil, nil, promoted, err
 		}
 	}
-	// The held jobs last, in the order of the jobs returned.
-	for _, j := range jobs {
-		if j.SlotHeld {
-			admitted = append(admitted, j)
-			outcomes = append(outcomes, driver.StateReady)
-		}
+	// The held jobs last: outcomes follow the jobs returned.
+	for range held {
+		outcomes = append(outcomes, driver.StateReady)
 	}
-	return admitted, outcomes, promoted, nil
+	return append(admitted, held...), outcomes, promoted, nil
 }
 
 // admitExisting admits jobs that are already stored (due scheduled jobs,
