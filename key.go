@@ -57,6 +57,10 @@ type KeyState struct {
 	Blocked   int          `json:"blocked"`
 	Line      []BlockedJob `json:"line"`
 	ExpiresAt time.Time    `json:"expires_at,omitzero"`
+	// Sequence: the key's newest unfinished job is a sequence's
+	// (Concurrency.Sequence): its jobs run one at a time in enqueue
+	// order, a failing job keeping its place (a scheduled holder).
+	Sequence bool `json:"sequence,omitzero"`
 }
 
 // KeyState reports a full concurrency key (Group + "/" + Key).
@@ -80,6 +84,11 @@ func (c *Client) keyState(ctx context.Context, key string, line int) (*KeyState,
 	}
 	if ok {
 		k.Exists, k.Limit, k.Free, k.Taken, k.Blocked, k.ExpiresAt = true, s.Limit, s.Value, s.Limit-s.Value, s.Blocked, s.ExpiresAt
+		l, _, found, err := ex.JobLimitGetLatest(ctx, key)
+		if err != nil {
+			return nil, err
+		}
+		k.Sequence = found && l.Sequence
 	}
 	holders, err := ex.HolderList(ctx, key, maxHolders)
 	if err != nil {
