@@ -72,8 +72,9 @@ type JobInfo struct {
 	Metadata map[string]string `json:"metadata,omitempty"`
 	Tags     []string          `json:"tags,omitempty"`
 	// Sequence: its key is a sequence (Concurrency.Sequence); HoldsSlot:
-	// it is scheduled for a retry (or a snooze) keeping its key's slot,
-	// so the next job of the sequence waits for it.
+	// it is scheduled for a retry (or a snooze), or failed in a sequence
+	// that halts (SequenceHaltOnFailure), keeping its key's slot, so the
+	// next job of the sequence waits for it.
 	Sequence  bool `json:"sequence,omitzero"`
 	HoldsSlot bool `json:"holds_slot,omitzero"`
 }
@@ -108,7 +109,7 @@ func jobInfoOf(info *driver.JobInfo) (*JobInfo, error) {
 		State: JobState(info.State), Attempts: info.Attempt, MaxAttempts: info.MaxAttempts,
 		Key: info.Limit.Key, RateKey: info.Rate.Key, Limit: info.Limit.To, ScheduledAt: info.ScheduledAt,
 		CreatedAt: info.CreatedAt, FinishedAt: info.FinishedAt, LastError: info.LastError,
-		Metadata: md, Tags: tags, Sequence: info.Limit.Sequence, HoldsSlot: info.SlotHeld && info.State == driver.StateScheduled,
+		Metadata: md, Tags: tags, Sequence: info.Limit.Sequence, HoldsSlot: info.SlotHeld && (info.State == driver.StateScheduled || info.State == driver.StateFailed),
 	}, nil
 }
 

@@ -123,6 +123,13 @@ type Concurrency[A any] struct {
 	// OnConflict Block, and no MoreConcurrency or Debounce. River Pro's
 	// sequences, Oban Pro's chains. See docs/flow-control.md.
 	Sequence bool
+	// SequenceHaltOnFailure halts a Sequence when one of its jobs fails
+	// for good (attempts spent, or bq.Permanent): the failed job keeps the
+	// key's slot, so the next job waits until it is retried
+	// (Client.RetryFailed: it runs again first) or discarded
+	// (Client.DiscardFailed, Client.Cancel: the line continues). Default
+	// false: the line continues past a job that fails for good.
+	SequenceHaltOnFailure bool
 }
 
 // JobOptions configures a job kind. Zero values take the defaults.
@@ -416,7 +423,7 @@ func (j *Job[A]) limit(args A, o *enqueueOptions) (driver.Limit, error) {
 	group := j.name
 	if c != nil {
 		group, l.To, l.Duration, l.OnConflict, l.MaxBlocked = c.Group, c.To, c.Duration, driver.OnConflict(c.OnConflict), c.MaxBlocked
-		l.Sequence = c.Sequence
+		l.Sequence, l.SequenceHalt = c.Sequence, c.SequenceHaltOnFailure
 	}
 	key := ""
 	switch k := o.key; {

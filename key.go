@@ -16,12 +16,13 @@ const (
 
 // Holder is a job holding one slot of a concurrency key: ready (waiting
 // for a worker) or running, or, a sequence's job (Concurrency.Sequence),
-// scheduled for its retry keeping its place.
+// scheduled for its retry, or failed in a sequence that halts, keeping its
+// place.
 type Holder struct {
 	JobID int64    `json:"job_id"`
 	Kind  string   `json:"kind"`
 	Queue string   `json:"queue"`
-	State JobState `json:"state"` // ready, running or scheduled
+	State JobState `json:"state"` // ready, running, or scheduled or failed (a sequence's)
 	// The process running it; zero unless running.
 	ProcessID   int64  `json:"process_id,omitzero"`
 	ProcessName string `json:"process_name,omitzero"`
@@ -96,7 +97,18 @@ func (c *Client) keyState(ctx context.Context, key string, line int) (*KeyState,
 	}
 	now := c.cfg.Now()
 	for _, h := range holders {
-		k.Holders = append(k.Holders, c.holder(h, now))
+		out := c.holder(h, now)
+		if h.Held {
+			// A sequence's job keeping its slot: scheduled or failed.
+			info, ok, err := ex.JobGet(ctx, h.JobID)
+			if err != nil {
+				return nil, err
+			}
+			if ok {
+				out.State = JobState(info.State)
+			}
+		}
+		k.Holders = append(k.Holders, out)
 	}
 	if line > 0 && k.Blocked > 0 {
 		blocked, err := ex.LineList(ctx, key, line)
@@ -112,8 +124,8 @@ func (c *Client) keyState(ctx context.Context, key string, line int) (*KeyState,
 
 func (c *Client) holder(h driver.Holder, now time.Time) Holder {
 	out := Holder{JobID: h.JobID, Kind: h.Kind, Queue: h.Queue, State: StateReady}
-	if h.Scheduled {
-		out.State = StateScheduled
+	if h.Held {
+		out.State = StateScheduled // or failed: keyState reads which
 	}
 	if h.Running {
 		out.State, out.ProcessID, out.ProcessName, out.RunningSince = StateRunning, h.ProcessID, h.ProcessName, h.ClaimedAt

@@ -17,9 +17,12 @@ import (
 func sequenceProblems[A any](c *Concurrency[A], more []Concurrency[A]) []error {
 	var errs []error
 	for i, m := range more {
-		if m.Sequence {
+		if m.Sequence || m.SequenceHaltOnFailure {
 			errs = append(errs, fmt.Errorf("MoreConcurrency[%d] sets Sequence: a sequence is a job's one key; set Sequence on Concurrency and drop the further keys", i))
 		}
+	}
+	if c != nil && c.SequenceHaltOnFailure && !c.Sequence {
+		errs = append(errs, errors.New("Concurrency.SequenceHaltOnFailure without Sequence: it halts a sequence after a failure; set Sequence too, or drop it"))
 	}
 	if c == nil || !c.Sequence {
 		return errs
@@ -56,10 +59,10 @@ func sequenceKeyProblem(key string, to int, onConflict *OnConflict, more bool) e
 
 // sequenceSummary says what a blocked job of a sequence waits for when its
 // key's holder is a job scheduled for a retry keeping its place: "Waiting
-// for job 41 of the sequence, attempt 3 of 25, retrying at …". Otherwise
-// it returns summary unchanged.
+// for job 41 of the sequence, attempt 3 of 25, retrying at …", or a
+// failed job halting it. Otherwise it returns summary unchanged.
 func (c *Client) sequenceSummary(ctx context.Context, k *KeyState, ahead int, summary string, now time.Time) (string, error) {
-	i := slices.IndexFunc(k.Holders, func(h Holder) bool { return h.State == StateScheduled })
+	i := slices.IndexFunc(k.Holders, func(h Holder) bool { return h.State == StateScheduled || h.State == StateFailed })
 	if i < 0 {
 		return summary, nil
 	}
@@ -67,8 +70,15 @@ func (c *Client) sequenceSummary(ctx context.Context, k *KeyState, ahead int, su
 	if err != nil {
 		return "", fmt.Errorf("read the holder of %q: %w", k.Key, err)
 	}
-	if !ok || info.State != driver.StateScheduled {
+	switch {
+	case !ok || !info.SlotHeld:
 		return summary, nil // it moved on meanwhile
+	case info.State == driver.StateFailed:
+		return fmt.Sprintf("Waiting for job %d of the sequence %q, which failed for good (attempt %d of %d) and halts the sequence: "+
+			"retry it (bq retry, Client.RetryFailed) to run it again first, or discard it (bq discard, Client.DiscardFailed) to go on; %s.",
+			info.ID, k.Key, info.Attempt, info.MaxAttempts, aheadOf(ahead)), nil
+	case info.State != driver.StateScheduled:
+		return summary, nil
 	}
 	retry := "retrying"
 	if info.LastError == "" {

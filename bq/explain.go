@@ -103,8 +103,11 @@ func printExplanation(w io.Writer, e *bq.Explanation) error {
 			since = humanize.Time(h.RunningSince)
 		}
 		state := string(h.State)
-		if h.State == bq.StateScheduled {
+		switch h.State {
+		case bq.StateScheduled:
 			state += " (a sequence's retry, keeping its place)"
+		case bq.StateFailed:
+			state += " (halting its sequence until retried or discarded)"
 		}
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", h.JobID, term(h.Kind), state, proc, since)
 	}

@@ -48,7 +48,7 @@ SELECT job_id, queue FROM moved ORDER BY priority DESC, job_id`),
 		// (MATERIALIZED), as the job_keys side joins jobs for finished_at.
 		// They hold it while ready, claimed, or waiting in a rate line
 		// (kept from admission), or, a sequence's job, scheduled for its
-		// retry holding its slot; a multi-key job waiting in a concurrency
+		// retry or failed holding its slot; a multi-key job waiting in a concurrency
 		// line holds none of its keys.
 		countHolders: p(`
 WITH mine AS MATERIALIZED (
@@ -61,8 +61,7 @@ SELECT
 	+ (SELECT count(*) FROM mine m JOIN {p}claimed_executions c ON c.job_id = m.id)
 	+ (SELECT count(*) FROM mine m JOIN {p}blocked_executions b ON b.job_id = m.id
 		WHERE b.concurrency_key LIKE '` + rateLine + `%')
-	+ (SELECT count(*) FROM mine m JOIN {p}scheduled_executions s ON s.job_id = m.id
-		JOIN {p}jobs j ON j.id = m.id WHERE j.sequence = ` + sqltext.SequenceHeld + `),
+	+ (SELECT count(*) FROM mine m JOIN {p}jobs j ON j.id = m.id WHERE ` + sqltext.HeldSlot + `),
 	(SELECT count(*) FROM {p}blocked_executions WHERE concurrency_key = $1),
 	(SELECT count(*) FROM {p}blocked_executions b WHERE b.concurrency_key = $1
 		AND EXISTS (SELECT 1 FROM {p}job_keys jk WHERE jk.job_id = b.job_id))`),

@@ -29,6 +29,7 @@ var _ = register(
 	scenario{"SequenceKeepsItsPlaceThroughRetries", testSequenceKeepsItsPlace},
 	scenario{"SequenceHeldRetryIsAHolder", testSequenceHeldRetry},
 	scenario{"SequenceRefusesALimitAboveOne", testSequenceRefusesALimitAboveOne},
+	scenario{"SequenceHaltsAfterAFailure", testSequenceHaltsAfterAFailure},
 )
 
 // testSequenceKeepsItsPlaceThroughRetries: from three worker processes, a
@@ -202,4 +203,66 @@ func testSequenceRefusesALimitAboveOne(t *testing.T, h *harness) {
 	if res, err := sequenceJob.Enqueue(ctx, h.client, Args{Test: h.test, Key: "b"}, bq.WithConcurrencyKey("b", 1)); err != nil || res.State != bq.StateReady {
 		t.Errorf("WithConcurrencyKey(b, 1) on a sequence: %+v %v, want it ready", res, err)
 	}
+}
+
+// haltingSequenceJob halts its sequence when a job fails for good.
+var haltingSequenceJob = bq.Define("c.sequence.halt", behave, bq.JobOptions[Args]{
+	MaxAttempts: 2, Backoff: func(int) time.Duration { return 50 * time.Millisecond },
+	Concurrency: &bq.Concurrency[Args]{Key: keyOf, Sequence: true, SequenceHaltOnFailure: true}})
+
+// testSequenceHaltsAfterAFailure: with SequenceHaltOnFailure, a job that
+// fails for good keeps its key's slot: the next job waits (Explain says
+// why, the semaphore and Verify count the failed holder) until the
+// failed job is retried by hand, which runs it again before the next;
+// a second failure discarded by hand lets the line go on.
+func testSequenceHaltsAfterAFailure(t *testing.T, h *harness) {
+	ctx := context.Background()
+	failing := enqueue(t, h, haltingSequenceJob, Args{Key: "x", Mode: "permanent-first", SleepMS: 10})
+	next := enqueue(t, h, haltingSequenceJob, Args{Key: "x", Mode: "permanent", SleepMS: 10})
+	last := enqueue(t, h, haltingSequenceJob, Args{Key: "x", SleepMS: 10})
+	rec := h.recorder()
+	worker(h, 3)
+	h.waitState(failing.ID, bq.StateFailed)
+	time.Sleep(500 * time.Millisecond)
+	if st := h.state(next.ID); st != bq.StateBlocked {
+		t.Fatalf("the job after one that failed for good is %s, want blocked: the sequence halts", st)
+	}
+	if info := jobInfo(t, h, failing.ID); !info.HoldsSlot {
+		t.Errorf("the failed job of a halting sequence: HoldsSlot false, want true")
+	}
+	h.checkSemaphores()
+	e, err := h.client.Explain(ctx, next.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(e.Summary, "failed for good") || !strings.Contains(e.Summary, "halts the sequence") {
+		t.Errorf("Explain: %q, want it to say the sequence halts on the failed job", e.Summary)
+	}
+	if st, err := h.client.RetryFailed(ctx, failing.ID); err != nil || st != bq.StateReady {
+		t.Fatalf("RetryFailed of the halting job: %s, %v; want ready (it holds the slot)", st, err)
+	}
+	h.waitState(failing.ID, bq.StateCompleted)
+	h.waitState(next.ID, bq.StateFailed) // fails for good at once: halts again
+	time.Sleep(300 * time.Millisecond)
+	if st := h.state(last.ID); st != bq.StateBlocked {
+		t.Fatalf("the last job is %s behind a second failure, want blocked", st)
+	}
+	h.checkSemaphores()
+	if err := h.client.DiscardFailed(ctx, next.ID); err != nil {
+		t.Fatal(err)
+	}
+	h.waitState(last.ID, bq.StateCompleted)
+	runs := rec.all()
+	slices.SortFunc(runs, func(a, b run) int { return a.Start.Compare(b.Start) })
+	var order []int64
+	for _, r := range runs {
+		order = append(order, r.JobID)
+	}
+	if want := []int64{failing.ID, failing.ID, next.ID, last.ID}; !slices.Equal(order, want) {
+		t.Errorf("runs in the order %v, want %v", order, want)
+	}
+	if n := maxOverlap(runs)["x"]; n > 1 {
+		t.Errorf("a sequence ran %d jobs at once", n)
+	}
+	h.checkSemaphores()
 }

@@ -83,8 +83,9 @@ type Job struct {
 	CreatedAt   time.Time
 	// Metadata and Tags are the JSON NewJob stored; nil when none.
 	Metadata, Tags []byte
-	// SlotHeld: a sequence's job (Limit.Sequence) that is scheduled
-	// holding its key's slot; admitted when due without taking one again.
+	// SlotHeld: a sequence's job (Limit.Sequence) that holds its key's
+	// slot while scheduled (admitted when due without taking one again) or
+	// failed (Limit.SequenceHalt: until retried or discarded).
 	SlotHeld bool
 }
 
@@ -168,10 +169,10 @@ type JobStore interface {
 	// more (due, taken by the dispatcher, or gone).
 	ScheduledDebounce(ctx context.Context, p DebounceParams) (bool, error)
 	// JobHoldSlot marks a sequence's job (Limit.Sequence) as holding its
-	// key's slot while it is scheduled (a retry, a snooze), or, held
-	// false, no longer: it is counted as a holder of its key (HolderCount,
-	// HolderList) while held and scheduled. A job that is not a
-	// sequence's is left unchanged.
+	// key's slot while it is scheduled (a retry, a snooze) or failed
+	// (SequenceHalt), or, held false, no longer: it is counted as a holder
+	// of its key (HolderCount, HolderList) while held and scheduled or
+	// failed. A job that is not a sequence's is left unchanged.
 	JobHoldSlot(ctx context.Context, jobID int64, held bool) error
 	// FailedDelete removes job id's failed execution, as it is retried or
 	// discarded by hand. It reports false when the job is not failed.

@@ -29,30 +29,36 @@ type Limit struct {
 	// Sequence: the key's jobs run one at a time in enqueue order, and a
 	// failing job keeps its slot, and so its place, through its retries
 	// (a job's primary key only; stored in jobs.sequence).
-	Sequence bool
+	// SequenceHalt: a job of the sequence that fails for good keeps the
+	// slot too, until it is retried or discarded by hand.
+	Sequence, SequenceHalt bool
 }
 
-// Values of the jobs.sequence column.
+// Bits of the jobs.sequence column.
 const (
-	SequenceNone = 0 // not a sequence's job
-	SequenceJob  = 1 // a job of a sequence
-	// SequenceHeld: a sequence's job scheduled (a retry, a snooze) that
-	// holds its key's slot meanwhile.
+	SequenceJob = 1 // a job of a sequence
+	// SequenceHeld: a sequence's job that holds its key's slot while
+	// scheduled (a retry, a snooze) or failed (SequenceHalt).
 	SequenceHeld = 2
+	SequenceHalt = 4 // its sequence halts when it fails for good
 )
 
 // SequenceColumn is the jobs.sequence value of a new job of l.
 func SequenceColumn(l Limit) int {
-	if l.Sequence && l.Key != "" {
-		return SequenceJob
+	switch {
+	case !l.Sequence || l.Key == "":
+		return 0
+	case l.SequenceHalt:
+		return SequenceJob | SequenceHalt
 	}
-	return SequenceNone
+	return SequenceJob
 }
 
 // ScanSequence sets the fields of j that jobs.sequence value v holds.
 func ScanSequence(j *Job, v int) {
-	j.Limit.Sequence = v != SequenceNone
-	j.SlotHeld = v == SequenceHeld
+	j.Limit.Sequence = v&SequenceJob != 0
+	j.Limit.SequenceHalt = v&SequenceHalt != 0
+	j.SlotHeld = v&SequenceHeld != 0
 }
 
 // Promotion is what moving blocked jobs to ready did: how many moved, and

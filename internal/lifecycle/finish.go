@@ -226,6 +226,11 @@ func fail(ctx context.Context, ex Store, c *driver.Claim, msg string, now time.T
 	if err := ex.FailedInsert(ctx, c.ID, msg, now); err != nil {
 		return Result{}, err
 	}
+	if inSequence(&c.Job) && c.Limit.SequenceHalt {
+		// The sequence halts: the failed job keeps the slot until it is
+		// retried or discarded by hand (RetryFailed, DiscardFailed).
+		return Result{Matched: true, State: driver.StateFailed}, ex.JobHoldSlot(ctx, c.ID, true)
+	}
 	promoted, err := release(ctx, ex, c, now)
 	return Result{Matched: true, State: driver.StateFailed, Promoted: promoted}, err
 }

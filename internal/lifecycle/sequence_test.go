@@ -82,3 +82,29 @@ func TestSequenceImmediateRetryStaysReady(t *testing.T) {
 	}
 	honest(t, s, "k")
 }
+
+// A halting sequence's job that fails for good keeps the slot; retried
+// by hand it is ready at once; discarded by hand it releases the slot.
+func TestSequenceHaltKeepsTheSlotUntilRetriedOrDiscarded(t *testing.T) {
+	s := memstore.New()
+	halting := func() *driver.NewJob { j := sequenceJob(); j.Limit.SequenceHalt = true; return j }
+	enqueue(t, s, halting(), halting())
+	c := claim(t, s)
+	if r, err := lifecycle.Fail(ctx, s, c, "boom", now); err != nil || r.Promoted.Jobs != 0 {
+		t.Fatalf("Fail = %+v, %v; want nothing promoted: the sequence halts", r, err)
+	}
+	honest(t, s, "k")
+	job, state, promoted, err := lifecycle.RetryFailed(ctx, s, c.ID, now)
+	if err != nil || job == nil || state != driver.StateReady || promoted.Jobs != 0 {
+		t.Fatalf("RetryFailed = %v %s %+v %v; want ready, nothing promoted", job, state, promoted, err)
+	}
+	honest(t, s, "k")
+	c = claim(t, s)
+	if _, err := lifecycle.Fail(ctx, s, c, "boom again", now); err != nil {
+		t.Fatal(err)
+	}
+	if _, p, err := lifecycle.DiscardFailed(ctx, s, c.ID, now); err != nil || p.Jobs != 1 {
+		t.Fatalf("DiscardFailed promoted %+v, %v; want the next job", p, err)
+	}
+	honest(t, s, "k")
+}

@@ -8,9 +8,10 @@ import (
 )
 
 // JobHoldSlot marks a sequence's job as holding its key's slot while
-// scheduled (jobs.sequence 2), or no longer (1).
+// scheduled or failed (the SequenceHeld bit of jobs.sequence), or no
+// longer.
 func (s Shared) JobHoldSlot(ctx context.Context, id int64, held bool) error {
-	v := driver.SequenceJob
+	v := 0
 	if held {
 		v = driver.SequenceHeld
 	}

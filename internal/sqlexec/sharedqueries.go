@@ -93,7 +93,7 @@ ON CONFLICT (key) DO UPDATE SET weight = excluded.weight, updated_at = excluded.
 
 		DebounceScheduled: p(`UPDATE {p}scheduled_executions SET scheduled_at = ? WHERE job_id = ? AND scheduled_at > ?`),
 		DebounceJob:       p(`UPDATE {p}jobs SET scheduled_at = ?, args = coalesce(?, args) WHERE id = ?`),
-		HoldSlot:          p(`UPDATE {p}jobs SET sequence = ? WHERE id = ? AND sequence > 0`),
+		HoldSlot:          p(`UPDATE {p}jobs SET sequence = (sequence & ` + sqltext.SequenceUnheld + `) | ? WHERE id = ? AND sequence > 0`),
 
 		Periodic: periodicQueries(p),
 

@@ -166,10 +166,16 @@ const FindUnique = `SELECT j.id, ` + JobState + `
 FROM {p}jobs j WHERE j.unique_key = ? AND ` + JobState + ` IN (/*list*/)
 ORDER BY j.id DESC LIMIT 1`
 
-// SequenceHeld is jobs.sequence of a sequence's job scheduled holding its
-// key's slot (driver.SequenceHeld), as SQL spells it.
-const SequenceHeld = "2"
+// SequenceUnheld masks jobs.sequence's bits but driver.SequenceHeld.
+const SequenceUnheld = "5"
 
-// HeldScheduled is the condition that job j is a sequence's job that
-// holds its key's slot while scheduled (a retry or a snooze).
-const HeldScheduled = `(j.sequence = ` + SequenceHeld + ` AND EXISTS (SELECT 1 FROM {p}scheduled_executions s WHERE s.job_id = j.id))`
+// HeldSlot is the condition that job j is a sequence's job that holds its
+// key's slot while scheduled (a retry, a snooze) or failed (a sequence
+// that halts): the driver.SequenceHeld bit of jobs.sequence, and a row in
+// one of those tables.
+const HeldSlot = `((j.sequence & 2) <> 0 AND (EXISTS (SELECT 1 FROM {p}scheduled_executions s WHERE s.job_id = j.id)
+		OR EXISTS (SELECT 1 FROM {p}failed_executions f WHERE f.job_id = j.id)))`
+
+// HeldColumn is whether job j, not claimed by claim c, is a HeldSlot
+// holder, as a holder listing reads it.
+const HeldColumn = `(j.sequence & 2) <> 0 AND c.job_id IS NULL`

@@ -52,7 +52,7 @@ var _ = add("sequence",
 		}
 		list, err := f.ex().HolderList(f.ctx, "g/s", 10)
 		f.must(err)
-		if len(list) != 2 || list[0].JobID != seq || !list[0].Scheduled || list[0].Running || list[1].Scheduled {
+		if len(list) != 2 || list[0].JobID != seq || !list[0].Held || list[0].Running || list[1].Held {
 			t.Errorf("HolderList = %+v, want the held retry (scheduled) then the ready job", list)
 		}
 		var due []*driver.Job
@@ -69,6 +69,39 @@ var _ = add("sequence",
 		}
 		if n := holders(); n != 1 {
 			t.Errorf("HolderCount after the hold ends = %d, want 1", n)
+		}
+	}},
+	// A halting sequence's job stores SequenceHalt; failed and held, it
+	// counts as a holder of its key until the hold ends.
+	test{"HeldFailureIsAHolder", func(t *testing.T, f *fixture) {
+		halting := func(j *driver.NewJob) { sequenceKeyed("g/h")(j); j.Limit.SequenceHalt = true }
+		id := f.insert(T0, job("q", halting))[0]
+		f.tx(func(ex driver.Executor) error {
+			if _, err := ex.ExecutionDelete(f.ctx, driver.StateReady, id); err != nil {
+				return err
+			}
+			if err := ex.FailedInsert(f.ctx, id, "boom", T0); err != nil {
+				return err
+			}
+			return ex.JobHoldSlot(f.ctx, id, true)
+		})
+		info := find(f.ex().JobGet(f.ctx, id)).of(f, "the failed job")
+		if !info.Limit.Sequence || !info.Limit.SequenceHalt || !info.SlotHeld || info.State != driver.StateFailed {
+			t.Errorf("a held failed job of a halting sequence: %+v (state %s), want Sequence, SequenceHalt, SlotHeld, failed", info.Limit, info.State)
+		}
+		n, err := f.ex().HolderCount(f.ctx, "g/h")
+		f.must(err)
+		list, err := f.ex().HolderList(f.ctx, "g/h", 10)
+		f.must(err)
+		if n.Holders != 1 || len(list) != 1 || !list[0].Held {
+			t.Errorf("HolderCount %d, HolderList %+v; want the failed job, held", n.Holders, list)
+		}
+		f.tx(func(ex driver.Executor) error { return ex.JobHoldSlot(f.ctx, id, false) })
+		if n, err := f.ex().HolderCount(f.ctx, "g/h"); err != nil || n.Holders != 0 {
+			t.Errorf("HolderCount after the hold ends = %+v, %v; want 0", n, err)
+		}
+		if info := find(f.ex().JobGet(f.ctx, id)).of(f, "the job let go"); !info.Limit.SequenceHalt || info.SlotHeld {
+			t.Errorf("after JobHoldSlot(false): %+v, SlotHeld %v; want SequenceHalt kept, not held", info.Limit, info.SlotHeld)
 		}
 	}},
 )

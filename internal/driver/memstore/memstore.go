@@ -268,8 +268,8 @@ func (s *Store) HolderCount(_ context.Context, key string) (driver.HolderCount, 
 		case !r.has(key):
 		case r.State == driver.StateReady || r.State == driver.StateRunning:
 			n.Holders++
-		case r.State == driver.StateScheduled && r.SlotHeld:
-			n.Holders++ // a sequence's retry, keeping its slot
+		case (r.State == driver.StateScheduled || r.State == driver.StateFailed) && r.SlotHeld:
+			n.Holders++ // a sequence's retry or halting failure, keeping its slot
 		case r.State == driver.StateBlocked && strings.HasPrefix(r.line(), driver.RateLinePrefix):
 			n.Holders++ // waiting in a rate line, its slots kept
 		}
