@@ -120,7 +120,7 @@ type Concurrency[A any] struct {
 	// so the next job starts only once it completes, fails for good, or is
 	// cancelled or discarded; the line then continues. To must be 1 (or 0:
 	// a sequence's limit is 1 whatever a policy or SetKeyLimit says),
-	// OnConflict Block, and no MoreConcurrency or Debounce. River Pro's
+	// OnConflict Block, and no MoreConcurrency, Debounce or Rate. River Pro's
 	// sequences, Oban Pro's chains. See docs/flow-control.md.
 	Sequence bool
 	// SequenceHaltOnFailure halts a Sequence when one of its jobs fails
@@ -297,6 +297,9 @@ func (j *Job[A]) validate() error {
 	}
 	errs = append(errs, debounceProblems(j.opts.Concurrency, j.opts.MoreConcurrency)...)
 	errs = append(errs, sequenceProblems(j.opts.Concurrency, j.opts.MoreConcurrency)...)
+	if c := j.opts.Concurrency; c != nil && c.Sequence && j.opts.Rate != nil {
+		errs = append(errs, errors.New("Concurrency.Sequence with Rate: a sequence's retry keeps its place without waiting for a start again; drop Rate, or drop Sequence"))
+	}
 	if n := len(j.opts.MoreConcurrency); n > 0 && n+1 > MaxConcurrencyKeys {
 		errs = append(errs, fmt.Errorf("MoreConcurrency has %d limits: a job carries at most %d concurrency keys (bq.MaxConcurrencyKeys), Concurrency's among them; combine limits or drop one", n, MaxConcurrencyKeys))
 	}

@@ -196,6 +196,9 @@ func testSequenceRefusesALimitAboveOne(t *testing.T, h *harness) {
 	if !errors.Is(err, bq.ErrInvalidJob) || !strings.Contains(err.Error(), "WithConcurrencyKey") || !strings.Contains(err.Error(), "pass a limit of 1") {
 		t.Errorf("WithConcurrencyKey(b, 3) on a sequence: %v, want ErrInvalidJob naming it and the fix", err)
 	}
+	if _, err := sequenceJob.Enqueue(ctx, h.client, Args{Test: h.test, Key: "b"}, bq.WithRateKey("r", 1, time.Second)); !errors.Is(err, bq.ErrInvalidJob) || !strings.Contains(err.Error(), "drop the rate key") {
+		t.Errorf("WithRateKey on a sequence: %v, want ErrInvalidJob naming the fix", err)
+	}
 	if n := h.count(`SELECT count(*) FROM bq_jobs`); n != 0 {
 		t.Errorf("%d jobs stored by refused enqueues, want none", n)
 	}
