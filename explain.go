@@ -181,10 +181,16 @@ func (c *Client) explain(ctx context.Context, info *JobInfo) (*Explanation, erro
 	case StateScheduled:
 		e.DueAt = x.DueAt
 		e.Summary = c.scheduledSummary(info, x.DueAt, procs, now)
+		if info.HoldsSlot {
+			e.Summary += fmt.Sprintf(" As a sequence's job it keeps key %q's slot meanwhile: the next job of the key waits for it.", info.Key)
+		}
 	case StateFailed:
 		e.Since = x.FailedAt
 		e.Summary = fmt.Sprintf("Failed at %s after %s: %s. Retry or discard it by hand.",
 			when(e.Since, now), count(info.Attempts, "attempt"), firstLine(info.LastError))
+		if info.HoldsSlot {
+			e.Summary += fmt.Sprintf(" It halts its sequence, keeping key %q's slot: the next job of the key starts once it is retried (and done) or discarded.", info.Key)
+		}
 	case StateCompleted:
 		e.Summary = fmt.Sprintf("Completed at %s after %s.", whenPtr(info.FinishedAt, now), count(info.Attempts, "attempt"))
 	case StateDiscarded:

@@ -139,6 +139,9 @@ func testSequenceHeldRetry(t *testing.T, h *harness) {
 	if info := jobInfo(t, h, failing.ID); !info.Sequence || !info.HoldsSlot {
 		t.Errorf("the scheduled retry: Sequence %v, HoldsSlot %v, want both", info.Sequence, info.HoldsSlot)
 	}
+	if e, err := h.client.Explain(ctx, failing.ID); err != nil || !strings.Contains(e.Summary, "keeps key") {
+		t.Errorf("Explain of the held retry: %v %v, want it to say it keeps the key's slot", e, err)
+	}
 	// Past a dispatcher pass or two, the next job still waits.
 	time.Sleep(500 * time.Millisecond)
 	if st := h.state(next.ID); st != bq.StateBlocked {
