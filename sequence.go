@@ -74,9 +74,9 @@ func (c *Client) sequenceSummary(ctx context.Context, k *KeyState, ahead int, su
 	case !ok || !info.SlotHeld:
 		return summary, nil // it moved on meanwhile
 	case info.State == driver.StateFailed:
-		return fmt.Sprintf("Waiting for job %d of the sequence %q, which failed for good (attempt %d of %d) and halts the sequence: "+
+		return fmt.Sprintf("Waiting for job %d of the sequence, which failed for good (attempt %d of %d) and halts the sequence of key %q: "+
 			"retry it (bq retry, Client.RetryFailed) to run it again first, or discard it (bq discard, Client.DiscardFailed) to go on; %s.",
-			info.ID, k.Key, info.Attempt, info.MaxAttempts, aheadOf(ahead)), nil
+			info.ID, info.Attempt, info.MaxAttempts, k.Key, aheadOf(ahead)), nil
 	case info.State != driver.StateScheduled:
 		return summary, nil
 	}
@@ -84,6 +84,6 @@ func (c *Client) sequenceSummary(ctx context.Context, k *KeyState, ahead int, su
 	if info.LastError == "" {
 		retry = "snoozed until" // no attempt failed: it snoozed
 	}
-	return fmt.Sprintf("Waiting for job %d of the sequence %q, attempt %d of %d, %s at %s: a sequence's job keeps its place through its retries; %s.",
-		info.ID, k.Key, info.Attempt+1, info.MaxAttempts, retry, when(info.ScheduledAt, now), aheadOf(ahead)), nil
+	return fmt.Sprintf("Waiting for job %d of the sequence, attempt %d of %d, %s at %s: the sequence of key %q keeps a failing job's place through its retries; %s.",
+		info.ID, info.Attempt+1, info.MaxAttempts, retry, when(info.ScheduledAt, now), k.Key, aheadOf(ahead)), nil
 }

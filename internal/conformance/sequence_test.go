@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -169,7 +170,7 @@ func testSequenceHeldRetry(t *testing.T, h *harness) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"Waiting for job", "of the sequence", "attempt 2 of 25", "retrying at"} {
+	for _, want := range []string{"Waiting for job " + strconv.FormatInt(failing.ID, 10) + " of the sequence, attempt 2 of 25, retrying at"} {
 		if !strings.Contains(e.Summary, want) {
 			t.Errorf("Explain: %q, want it to say %q", e.Summary, want)
 		}
