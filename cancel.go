@@ -126,7 +126,9 @@ func (c *Client) FailedJobs(ctx context.Context, before int64, limit int) ([]Fai
 // a free slot, StateBlocked behind the key's holders otherwise, or
 // StateDiscarded when its kind discards on conflict. Limits are never
 // bypassed. Its attempt count is kept, so a job that fails again fails
-// for good.
+// for good. A failed job of a sequence that halts
+// (Concurrency.SequenceHaltOnFailure) still holds its key's slot, so it is
+// ready at once.
 func (c *Client) RetryFailed(ctx context.Context, id int64) (JobState, error) {
 	var job *driver.Job
 	var state driver.JobState
@@ -152,11 +154,14 @@ func (c *Client) RetryFailed(ctx context.Context, id int64) (JobState, error) {
 }
 
 // DiscardFailed gives up on a failed job: its failed record is deleted
-// and the job finishes as discarded.
+// and the job finishes as discarded. A failed job of a sequence that
+// halts (Concurrency.SequenceHaltOnFailure) gives its key's slot to the
+// next job of the sequence.
 func (c *Client) DiscardFailed(ctx context.Context, id int64) error {
 	var job *driver.Job
+	var woken driver.Promotion
 	err := driver.InTx(ctx, c.drv, func(ex driver.Executor) (err error) {
-		job, err = lifecycle.DiscardFailed(ctx, ex, id, c.cfg.Now())
+		job, woken, err = lifecycle.DiscardFailed(ctx, ex, id, c.cfg.Now())
 		return err
 	})
 	if err != nil {
@@ -167,6 +172,7 @@ func (c *Client) DiscardFailed(ctx context.Context, id int64) error {
 	}
 	c.log.Info("failed job discarded by hand", "job_id", id, "kind", job.Kind, "queue", job.Queue, "key", job.Limit.Key)
 	c.met.DiscardedByHand(ctx, metrics.JobOf(job))
+	c.rt.ReadyAll(woken.Queues) // the next job of a halted sequence
 	return nil
 }
 

@@ -242,6 +242,9 @@ func (j *Job[A]) newJob(ctx context.Context, c *Client, args A, o *enqueueOption
 	if err != nil {
 		return nil, err
 	}
+	if limit.Sequence && rate.Key != "" {
+		return nil, fmt.Errorf("%w: WithRateKey(%s) on a job whose Concurrency.Sequence is set: a sequence's retry keeps its place without waiting for a start again; drop the rate key, or define the job without Sequence", ErrInvalidJob, quoted(rate.Key))
+	}
 	if len(c.cfg.EnqueueHooks)+len(j.opts.EnqueueHooks) > 0 {
 		p := pendingOf(j.name, queue, limit.Key, raw, priority, md, tagList)
 		if err := c.applyHooks(ctx, j.opts.EnqueueHooks, p); err != nil {

@@ -133,6 +133,9 @@ func (c *Client) explain(ctx context.Context, info *JobInfo) (*Explanation, erro
 		}
 		e.place(ahead)
 		e.Summary = c.blockedSummary(e.Key, ahead, procs, paused, now)
+		if e.Summary, err = c.sequenceSummary(ctx, e.Key, ahead, e.Summary, now); err != nil {
+			return nil, err
+		}
 		if len(info.Keys) > 0 {
 			e.Summary += fmt.Sprintf(" It needs a slot of each of its keys %s at once, holding none meanwhile; it waits in the line of %q, the first of them with none to give.",
 				quotedList(info.Keys), line)
@@ -182,6 +185,9 @@ func (c *Client) explain(ctx context.Context, info *JobInfo) (*Explanation, erro
 	case StateScheduled:
 		e.DueAt = x.DueAt
 		e.Summary = c.scheduledSummary(info, x.DueAt, procs, now)
+		if info.HoldsSlot {
+			e.Summary += fmt.Sprintf(" As a sequence's job it keeps key %q's slot meanwhile: the next job of the key waits for it.", info.Key)
+		}
 	case StateWaiting:
 		w, open, _, err := ex.WaitingGet(ctx, info.ID)
 		if err != nil {
@@ -193,6 +199,9 @@ func (c *Client) explain(ctx context.Context, info *JobInfo) (*Explanation, erro
 		e.Since = x.FailedAt
 		e.Summary = fmt.Sprintf("Failed at %s after %s: %s. Retry or discard it by hand.",
 			when(e.Since, now), count(info.Attempts, "attempt"), firstLine(info.LastError))
+		if info.HoldsSlot {
+			e.Summary += fmt.Sprintf(" It halts its sequence, keeping key %q's slot: the next job of the key starts once it is retried (and done) or discarded.", info.Key)
+		}
 	case StateCompleted:
 		e.Summary = fmt.Sprintf("Completed at %s after %s.", whenPtr(info.FinishedAt, now), count(info.Attempts, "attempt"))
 	case StateDiscarded:

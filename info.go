@@ -74,6 +74,12 @@ type JobInfo struct {
 	// JobOptions.Tags attached; nil when none.
 	Metadata map[string]string `json:"metadata,omitempty"`
 	Tags     []string          `json:"tags,omitempty"`
+	// Sequence: its key is a sequence (Concurrency.Sequence); HoldsSlot:
+	// it is scheduled for a retry (or a snooze), or failed in a sequence
+	// that halts (SequenceHaltOnFailure), keeping its key's slot, so the
+	// next job of the sequence waits for it.
+	Sequence  bool `json:"sequence,omitzero"`
+	HoldsSlot bool `json:"holds_slot,omitzero"`
 }
 
 // Job returns the job with id and its current state.
@@ -106,7 +112,7 @@ func jobInfoOf(info *driver.JobInfo) (*JobInfo, error) {
 		State: JobState(info.State), Attempts: info.Attempt, MaxAttempts: info.MaxAttempts,
 		Key: info.Limit.Key, RateKey: info.Rate.Key, Limit: info.Limit.To, ScheduledAt: info.ScheduledAt,
 		CreatedAt: info.CreatedAt, FinishedAt: info.FinishedAt, LastError: info.LastError,
-		Metadata: md, Tags: tags,
+		Metadata: md, Tags: tags, Sequence: info.Limit.Sequence, HoldsSlot: info.SlotHeld && (info.State == driver.StateScheduled || info.State == driver.StateFailed),
 	}, nil
 }
 

@@ -114,6 +114,22 @@ type Concurrency[A any] struct {
 	// DebounceFirst runs a burst with its first enqueue's args rather than
 	// its last.
 	DebounceFirst bool
+	// Sequence runs a key's jobs one at a time in enqueue order (priority
+	// first, as in any line), and a failing job keeps its place through its
+	// retries: it keeps the key's slot while its retry (or snooze) waits,
+	// so the next job starts only once it completes, fails for good, or is
+	// cancelled or discarded; the line then continues. To must be 1 (or 0:
+	// a sequence's limit is 1 whatever a policy or SetKeyLimit says),
+	// OnConflict Block, and no MoreConcurrency, Debounce or Rate. River Pro's
+	// sequences, Oban Pro's chains. See docs/flow-control.md.
+	Sequence bool
+	// SequenceHaltOnFailure halts a Sequence when one of its jobs fails
+	// for good (attempts spent, or bq.Permanent): the failed job keeps the
+	// key's slot, so the next job waits until it is retried
+	// (Client.RetryFailed: it runs again first) or discarded
+	// (Client.DiscardFailed, Client.Cancel: the line continues). Default
+	// false: the line continues past a job that fails for good.
+	SequenceHaltOnFailure bool
 }
 
 // JobOptions configures a job kind. Zero values take the defaults.
@@ -280,6 +296,10 @@ func (j *Job[A]) validate() error {
 		errs = append(errs, errors.New(replaceOneKey))
 	}
 	errs = append(errs, debounceProblems(j.opts.Concurrency, j.opts.MoreConcurrency)...)
+	errs = append(errs, sequenceProblems(j.opts.Concurrency, j.opts.MoreConcurrency)...)
+	if c := j.opts.Concurrency; c != nil && c.Sequence && j.opts.Rate != nil {
+		errs = append(errs, errors.New("Concurrency.Sequence with Rate: a sequence's retry keeps its place without waiting for a start again; drop Rate, or drop Sequence"))
+	}
 	if n := len(j.opts.MoreConcurrency); n > 0 && n+1 > MaxConcurrencyKeys {
 		errs = append(errs, fmt.Errorf("MoreConcurrency has %d limits: a job carries at most %d concurrency keys (bq.MaxConcurrencyKeys), Concurrency's among them; combine limits or drop one", n, MaxConcurrencyKeys))
 	}
@@ -406,12 +426,18 @@ func (j *Job[A]) limit(args A, o *enqueueOptions) (driver.Limit, error) {
 	group := j.name
 	if c != nil {
 		group, l.To, l.Duration, l.OnConflict, l.MaxBlocked = c.Group, c.To, c.Duration, driver.OnConflict(c.OnConflict), c.MaxBlocked
+		l.Sequence, l.SequenceHalt = c.Sequence, c.SequenceHaltOnFailure
 	}
 	key := ""
 	switch k := o.key; {
 	case k != nil:
 		if err := validateTo("To", k.to); err != nil {
 			return driver.Limit{}, fmt.Errorf("%w: WithConcurrencyKey(%s, %d): %w", ErrInvalidJob, quoted(k.key), k.to, err)
+		}
+		if l.Sequence {
+			if err := sequenceKeyProblem(k.key, k.to, k.onConflict, false); err != nil {
+				return driver.Limit{}, err
+			}
 		}
 		if k.onConflict != nil {
 			if err := validateSpec(l.Duration, *k.onConflict); err != nil {
@@ -440,6 +466,9 @@ func (j *Job[A]) limit(args A, o *enqueueOptions) (driver.Limit, error) {
 	if err := validateKey(l.Key); err != nil {
 		return driver.Limit{}, fmt.Errorf("%w: %w", ErrInvalidJob, err)
 	}
+	if l.Sequence {
+		l.To = 1
+	}
 	return l, nil
 }
 
@@ -462,6 +491,9 @@ func (j *Job[A]) limits(args A, o *enqueueOptions) (driver.Limit, []driver.Limit
 		return driver.Limit{}, nil, err
 	}
 	var more []driver.Limit
+	if o.more != nil && first.Sequence && len(*o.more) > 0 {
+		return driver.Limit{}, nil, sequenceKeyProblem("", 0, nil, true)
+	}
 	if o.more != nil {
 		for _, k := range *o.more {
 			l := driver.Limit{Key: k.Key, To: k.To, Duration: defaultDuration, OnConflict: driver.OnConflict(k.OnConflict)}

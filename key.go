@@ -15,12 +15,14 @@ const (
 )
 
 // Holder is a job holding one slot of a concurrency key: ready (waiting
-// for a worker) or running.
+// for a worker) or running, or, a sequence's job (Concurrency.Sequence),
+// scheduled for its retry, or failed in a sequence that halts, keeping its
+// place.
 type Holder struct {
 	JobID int64    `json:"job_id"`
 	Kind  string   `json:"kind"`
 	Queue string   `json:"queue"`
-	State JobState `json:"state"` // ready or running
+	State JobState `json:"state"` // ready, running, or scheduled or failed (a sequence's)
 	// The process running it; zero unless running.
 	ProcessID   int64  `json:"process_id,omitzero"`
 	ProcessName string `json:"process_name,omitzero"`
@@ -56,6 +58,10 @@ type KeyState struct {
 	Blocked   int          `json:"blocked"`
 	Line      []BlockedJob `json:"line"`
 	ExpiresAt time.Time    `json:"expires_at,omitzero"`
+	// Sequence: the key's newest unfinished job is a sequence's
+	// (Concurrency.Sequence): its jobs run one at a time in enqueue
+	// order, a failing job keeping its place (a scheduled holder).
+	Sequence bool `json:"sequence,omitzero"`
 }
 
 // KeyState reports a full concurrency key (Group + "/" + Key).
@@ -79,6 +85,11 @@ func (c *Client) keyState(ctx context.Context, key string, line int) (*KeyState,
 	}
 	if ok {
 		k.Exists, k.Limit, k.Free, k.Taken, k.Blocked, k.ExpiresAt = true, s.Limit, s.Value, s.Limit-s.Value, s.Blocked, s.ExpiresAt
+		l, _, found, err := ex.JobLimitGetLatest(ctx, key)
+		if err != nil {
+			return nil, err
+		}
+		k.Sequence = found && l.Sequence
 	}
 	holders, err := ex.HolderList(ctx, key, maxHolders)
 	if err != nil {
@@ -86,7 +97,18 @@ func (c *Client) keyState(ctx context.Context, key string, line int) (*KeyState,
 	}
 	now := c.cfg.Now()
 	for _, h := range holders {
-		k.Holders = append(k.Holders, c.holder(h, now))
+		out := c.holder(h, now)
+		if h.Held {
+			// A sequence's job keeping its slot: scheduled or failed.
+			info, ok, err := ex.JobGet(ctx, h.JobID)
+			if err != nil {
+				return nil, err
+			}
+			if ok {
+				out.State = JobState(info.State)
+			}
+		}
+		k.Holders = append(k.Holders, out)
 	}
 	if line > 0 && k.Blocked > 0 {
 		blocked, err := ex.LineList(ctx, key, line)
@@ -102,6 +124,9 @@ func (c *Client) keyState(ctx context.Context, key string, line int) (*KeyState,
 
 func (c *Client) holder(h driver.Holder, now time.Time) Holder {
 	out := Holder{JobID: h.JobID, Kind: h.Kind, Queue: h.Queue, State: StateReady}
+	if h.Held {
+		out.State = StateScheduled // or failed: keyState reads which
+	}
 	if h.Running {
 		out.State, out.ProcessID, out.ProcessName, out.RunningSince = StateRunning, h.ProcessID, h.ProcessName, h.ClaimedAt
 		// The claim's process interval is not read back: judge by the

@@ -65,6 +65,14 @@ func printExplanation(w io.Writer, e *bq.Explanation) error {
 		}
 		fmt.Fprintf(w, "Concurrency keys: %s (a slot of each at once)\n", strings.Join(keys, ", "))
 	}
+	if j.Sequence {
+		held := ""
+		if j.HoldsSlot {
+			held = "; this job holds its key's slot until it runs again"
+		}
+		fmt.Fprintf(w, "Sequence: key %s runs its jobs one at a time in enqueue order, a failing job keeping its place through its retries%s\n",
+			term(j.Key), held)
+	}
 	if r := e.Rate; r != nil {
 		fmt.Fprintf(w, "\n%s; this job is number %s in line\n", rateSentence(r, time.Now()), e.Place())
 		if len(r.Line) > 0 {
@@ -94,7 +102,14 @@ func printExplanation(w io.Writer, e *bq.Explanation) error {
 			}
 			since = humanize.Time(h.RunningSince)
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", h.JobID, term(h.Kind), h.State, proc, since)
+		state := string(h.State)
+		switch h.State {
+		case bq.StateScheduled:
+			state += " (a sequence's retry, keeping its place)"
+		case bq.StateFailed:
+			state += " (halting its sequence until retried or discarded)"
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", h.JobID, term(h.Kind), state, proc, since)
 	}
 	return tw.Flush()
 }

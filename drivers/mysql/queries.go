@@ -311,7 +311,7 @@ WHERE j.rate_key_hash = ? AND j.finished_at IS NULL ORDER BY j.id DESC LIMIT 1`)
 	q.ReadSem = p("SELECT value, lim, blocked, multi, duration_ms, expires_at FROM {p}semaphores WHERE key_hash = ? AND `key` = ?")
 	q.KeyHolders = p(`
 SELECT j.id, j.kind, j.queue, c.job_id IS NOT NULL, coalesce(c.process_id, 0), coalesce(p.name, ''),
-	p.last_heartbeat_at, c.claimed_at
+	p.last_heartbeat_at, c.claimed_at, ` + sqltext.HeldColumn + `
 FROM (SELECT x.id FROM {p}jobs x FORCE INDEX ({p}jobs_live_key)
 		WHERE x.concurrency_key_hash = ? AND x.concurrency_key = ? AND x.finished_at IS NULL
 	UNION SELECT k.job_id FROM {p}job_keys k WHERE k.key_hash = ? AND k.` + "`key`" + ` = ?) h
@@ -319,7 +319,8 @@ JOIN {p}jobs j ON j.id = h.id
 LEFT JOIN {p}claimed_executions c ON c.job_id = j.id
 LEFT JOIN {p}processes p ON p.id = c.process_id
 WHERE j.finished_at IS NULL
-	AND (c.job_id IS NOT NULL OR EXISTS (SELECT 1 FROM {p}ready_executions r WHERE r.job_id = j.id))
+	AND (c.job_id IS NOT NULL OR EXISTS (SELECT 1 FROM {p}ready_executions r WHERE r.job_id = j.id)
+		OR ` + sqltext.HeldSlot + `)
 ORDER BY j.id LIMIT ?`)
 	q.BlockedAhead = p(`SELECT count(*) FROM (SELECT 1 FROM {p}blocked_executions FORCE INDEX ({p}blocked_line)
 WHERE concurrency_key_hash = ? AND concurrency_key = ? AND (priority > ? OR (priority = ? AND job_id < ?)) LIMIT ?) ahead`)

@@ -82,14 +82,15 @@ func found(err error) (bool, error) {
 // scanJob reads jobColumns, then extra.
 func scanJob(row pgx.Row, j *driver.Job, extra ...any) error {
 	var durMS, rateMS int64
-	var conflict int16
+	var conflict, sequence int16
 	var more []byte
 	dest := append([]any{&j.ID, &j.Kind, &j.Queue, &j.Args, &j.Priority, &j.Attempt, &j.MaxAttempts,
 		&j.Limit.Key, &j.Limit.To, &durMS, &conflict, &j.Limit.MaxBlocked, &j.ScheduledAt, &j.CreatedAt,
-		&j.Metadata, &j.Tags, &j.Rate.Key, &j.Rate.Limit, &rateMS, &more, &j.HasDependents}, extra...)
+		&j.Metadata, &j.Tags, &j.Rate.Key, &j.Rate.Limit, &rateMS, &more, &sequence, &j.HasDependents}, extra...)
 	if err := row.Scan(dest...); err != nil {
 		return err
 	}
+	driver.ScanSequence(j, int(sequence))
 	var err error
 	if j.More, err = driver.DecodeMore(more); err != nil {
 		return err

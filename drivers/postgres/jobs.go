@@ -26,15 +26,15 @@ func newJobQueries(p func(string) string) jobQueries {
 WITH input AS (
 	SELECT * FROM unnest($1::text[], $2::text[], $3::jsonb[], $4::int[], $5::int[], $6::text[],
 		$7::int[], $8::bigint[], $9::smallint[], $10::timestamptz[], $11::text[], $13::int[], $14::text[], $15::text[],
-		$16::text[], $17::int[], $18::bigint[], $19::text[], $20::text[])
+		$16::text[], $17::int[], $18::bigint[], $19::text[], $20::text[], $23::smallint[])
 	WITH ORDINALITY AS t(kind, queue, args, priority, max_attempts, ckey, clim, cdur, conflict, scheduled_at, state, mblocked,
-		meta, tags, rkey, rlim, rperiod, line, more, ord)
+		meta, tags, rkey, rlim, rperiod, line, more, seq, ord)
 ), inserted AS (
 	INSERT INTO {p}jobs (kind, queue, args, priority, max_attempts, concurrency_key, concurrency_limit,
 		concurrency_duration_ms, on_conflict, max_blocked, scheduled_at, created_at, metadata, tags,
-		rate_key, rate_limit, rate_period_ms, more_keys)
+		rate_key, rate_limit, rate_period_ms, more_keys, sequence)
 	SELECT kind, queue, args, priority, max_attempts, NULLIF(ckey, ''), clim, cdur, conflict, mblocked, scheduled_at, $12,
-		NULLIF(meta, '')::jsonb, NULLIF(tags, '')::jsonb, NULLIF(rkey, ''), rlim, rperiod, NULLIF(more, '')
+		NULLIF(meta, '')::jsonb, NULLIF(tags, '')::jsonb, NULLIF(rkey, ''), rlim, rperiod, NULLIF(more, ''), seq
 	FROM input ORDER BY ord
 	RETURNING id
 ), numbered AS (
@@ -109,10 +109,10 @@ const deleteHotRows = `, r AS (DELETE FROM {p}ready_executions x USING gone WHER
 func leanInsertJobs(keyed bool) string {
 	var cols, sel, arrays, names string
 	if keyed {
-		cols = ", concurrency_key, concurrency_limit, concurrency_duration_ms, on_conflict, max_blocked"
-		sel = ", NULLIF(ckey, ''), clim, cdur, conflict, mblocked"
-		arrays = ", $8::text[], $9::int[], $10::bigint[], $11::smallint[], $12::int[]"
-		names = ", ckey, clim, cdur, conflict, mblocked"
+		cols = ", concurrency_key, concurrency_limit, concurrency_duration_ms, on_conflict, max_blocked, sequence"
+		sel = ", NULLIF(ckey, ''), clim, cdur, conflict, mblocked, seq"
+		arrays = ", $8::text[], $9::int[], $10::bigint[], $11::smallint[], $12::int[], $13::smallint[]"
+		names = ", ckey, clim, cdur, conflict, mblocked, seq"
 	}
 	return `
 WITH inserted AS (
@@ -166,6 +166,7 @@ func (e *executor) JobInsertMany(ctx context.Context, now time.Time, jobs []*dri
 		conflicts, states          = make([]int16, n), make([]string, n)
 		scheduled                  = make([]time.Time, n)
 		maxBlocked                 = make([]int32, n)
+		sequences                  = make([]int16, n)
 		metadata, tags             = make([]string, n), make([]string, n)
 		rateKeys, lines            = make([]string, n), make([]string, n)
 		rateLimits                 = make([]int32, n)
@@ -180,7 +181,7 @@ func (e *executor) JobInsertMany(ctx context.Context, now time.Time, jobs []*dri
 		prios[i], maxAttempts[i] = int32(j.Priority), int32(j.MaxAttempts)
 		keys[i], limits[i], durations[i] = j.Limit.Key, int32(j.Limit.To), j.Limit.Duration.Milliseconds()
 		conflicts[i], states[i] = int16(j.Limit.OnConflict), string(j.State)
-		maxBlocked[i] = int32(j.Limit.MaxBlocked)
+		maxBlocked[i], sequences[i] = int32(j.Limit.MaxBlocked), int16(driver.SequenceColumn(j.Limit))
 		scheduled[i] = j.ScheduledAt
 		metadata[i], tags[i] = string(j.Metadata), string(j.Tags)
 		rateKeys[i], rateLimits[i], ratePeriods[i], lines[i] = j.Rate.Key, int32(j.Rate.Limit), j.Rate.Period.Milliseconds(), j.Line
@@ -198,7 +199,7 @@ func (e *executor) JobInsertMany(ctx context.Context, now time.Time, jobs []*dri
 	}
 	return e.setIDs(ctx, jobs, e.q.insertJobs, kinds, queues, args, prios, maxAttempts, keys,
 		limits, durations, conflicts, scheduled, states, now, maxBlocked, metadata, tags, rateKeys, rateLimits, ratePeriods, lines,
-		more, keyOrds, keyKeys)
+		more, keyOrds, keyKeys, sequences)
 }
 
 // isLean reports whether leanInsertJobs writes all of j: no rate,
@@ -234,12 +235,13 @@ func (e *executor) insertLeanJobs(ctx context.Context, now time.Time, jobs []*dr
 		return e.setIDs(ctx, jobs, e.q.insertPlainJobs, params...)
 	}
 	keys, limits, durations := make([]string, n), make([]int32, n), make([]int64, n)
-	conflicts, maxBlocked := make([]int16, n), make([]int32, n)
+	conflicts, maxBlocked, sequences := make([]int16, n), make([]int32, n), make([]int16, n)
 	for i, j := range jobs {
 		keys[i], limits[i], durations[i] = j.Limit.Key, int32(j.Limit.To), j.Limit.Duration.Milliseconds()
 		conflicts[i], maxBlocked[i] = int16(j.Limit.OnConflict), int32(j.Limit.MaxBlocked)
+		sequences[i] = int16(driver.SequenceColumn(j.Limit))
 	}
-	return e.setIDs(ctx, jobs, e.q.insertKeyedJobs, append(params, keys, limits, durations, conflicts, maxBlocked)...)
+	return e.setIDs(ctx, jobs, e.q.insertKeyedJobs, append(params, keys, limits, durations, conflicts, maxBlocked, sequences)...)
 }
 
 // setIDs runs an insert of jobs that returns their ids in input order and

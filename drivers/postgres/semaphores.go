@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/bqueue/bq/internal/driver"
+	"github.com/bqueue/bq/internal/sqltext"
 )
 
 // semaphoreQueries are the semaphores' statements: one key at a time, a
@@ -46,7 +47,8 @@ SELECT job_id, queue FROM moved ORDER BY priority DESC, job_id`),
 		// theirs, the first too), so each is counted once; read once
 		// (MATERIALIZED), as the job_keys side joins jobs for finished_at.
 		// They hold it while ready, claimed, or waiting in a rate line
-		// (kept from admission); a multi-key job waiting in a concurrency
+		// (kept from admission), or, a sequence's job, scheduled for its
+		// retry or failed holding its slot; a multi-key job waiting in a concurrency
 		// line holds none of its keys.
 		countHolders: p(`
 WITH mine AS MATERIALIZED (
@@ -58,7 +60,8 @@ SELECT
 	(SELECT count(*) FROM mine m JOIN {p}ready_executions r ON r.job_id = m.id)
 	+ (SELECT count(*) FROM mine m JOIN {p}claimed_executions c ON c.job_id = m.id)
 	+ (SELECT count(*) FROM mine m JOIN {p}blocked_executions b ON b.job_id = m.id
-		WHERE b.concurrency_key LIKE '` + rateLine + `%'),
+		WHERE b.concurrency_key LIKE '` + rateLine + `%')
+	+ (SELECT count(*) FROM mine m JOIN {p}jobs j ON j.id = m.id WHERE ` + sqltext.HeldSlot + `),
 	(SELECT count(*) FROM {p}blocked_executions WHERE concurrency_key = $1),
 	(SELECT count(*) FROM {p}blocked_executions b WHERE b.concurrency_key = $1
 		AND EXISTS (SELECT 1 FROM {p}job_keys jk WHERE jk.job_id = b.job_id))`),

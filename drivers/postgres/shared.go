@@ -51,7 +51,7 @@ WITH held AS (
 	ORDER BY jk.job_id LIMIT $3)
 )
 SELECT j.id, j.kind, j.queue, c.job_id IS NOT NULL, coalesce(c.process_id, 0), coalesce(p.name, ''),
-	p.last_heartbeat_at, c.claimed_at
+	p.last_heartbeat_at, c.claimed_at, ` + sqltext.HeldColumn + `
 FROM (SELECT id FROM held ORDER BY id LIMIT $3) h
 JOIN {p}jobs j ON j.id = h.id
 LEFT JOIN {p}claimed_executions c ON c.job_id = j.id
@@ -61,9 +61,9 @@ ORDER BY j.id`)
 }
 
 // holding is the condition that job j holds its keys as a holder the
-// inspector lists: it is claimed or ready.
+// inspector lists: it is claimed or ready, or a sequence's held job.
 const holding = `(EXISTS (SELECT 1 FROM {p}claimed_executions c WHERE c.job_id = j.id)
-		OR EXISTS (SELECT 1 FROM {p}ready_executions r WHERE r.job_id = j.id))`
+		OR EXISTS (SELECT 1 FROM {p}ready_executions r WHERE r.job_id = j.id) OR ` + sqltext.HeldSlot + `)`
 
 // conn runs the statements every dialect runs alike (sqlexec.Shared) on
 // pgx: times as timestamptz, queues and keys as text, a list of names as

@@ -133,14 +133,15 @@ SELECT CASE WHEN instr(key, '/') > 0 THEN substr(key, 1, instr(key, '/') - 1) EL
 FROM {p}semaphores GROUP BY grp ORDER BY grp LIMIT ?`)
 	q.KeyHolders = p(`
 SELECT j.id, j.kind, j.queue, c.job_id IS NOT NULL, coalesce(c.process_id, 0), coalesce(p.name, ''),
-	p.last_heartbeat_at, c.claimed_at
+	p.last_heartbeat_at, c.claimed_at, ` + sqltext.HeldColumn + `
 FROM {p}jobs j
 LEFT JOIN {p}claimed_executions c ON c.job_id = j.id
 LEFT JOIN {p}processes p ON p.id = c.process_id
 WHERE j.id IN (SELECT x.id FROM {p}jobs x WHERE x.concurrency_key = ? AND x.finished_at IS NULL
 		UNION SELECT k.job_id FROM {p}job_keys k WHERE k.key = ?)
 	AND j.finished_at IS NULL
-	AND (c.job_id IS NOT NULL OR EXISTS (SELECT 1 FROM {p}ready_executions r WHERE r.job_id = j.id))
+	AND (c.job_id IS NOT NULL OR EXISTS (SELECT 1 FROM {p}ready_executions r WHERE r.job_id = j.id)
+		OR ` + sqltext.HeldSlot + `)
 ORDER BY j.id LIMIT ?`)
 
 	own := &ownQueries{

@@ -24,8 +24,8 @@ type Args struct {
 	Key     string
 	Seq     int
 	SleepMS int
-	Mode    string // "", "fail-first", "fail", "permanent", "permanent-first", "panic", "wait-ctx", "ignore-ctx", "poll-ctx", "poll-ctx-first", "snooze-first", "snooze-zero", "rerun-n"
-	N       int    // for decode tests: the wrong type is written as a string; for snooze-first, the delay in ms; for rerun-n, a later attempt's sleep in ms
+	Mode    string // "", "fail-first", "fail-n", "fail", "permanent", "permanent-first", "panic", "wait-ctx", "ignore-ctx", "poll-ctx", "poll-ctx-first", "snooze-first", "snooze-zero", "rerun-n"
+	N       int    // for decode tests: the wrong type is written as a string; for snooze-first, the delay in ms; for rerun-n, a later attempt's sleep in ms; for fail-n, the attempts that fail
 	// Until, for poll-ctx: a file whose appearance ends the run early, so
 	// a test can end a long run (and its re-runs) once it has seen enough.
 	Until string `json:",omitempty"`
@@ -250,6 +250,12 @@ func act(ctx context.Context, a Args, meta bq.JobMeta) error {
 		// is still running when its first attempt's late outcome lands.
 		if meta.Attempt > 1 {
 			a.SleepMS = a.N
+		}
+	case "fail-n":
+		// The first N attempts fail, after SleepMS each; then it completes.
+		if meta.Attempt <= a.N {
+			time.Sleep(time.Duration(a.SleepMS) * time.Millisecond)
+			return fmt.Errorf("attempt %d of the first %d fails", meta.Attempt, a.N)
 		}
 	case "fail-first":
 		if meta.Attempt == 1 {

@@ -42,6 +42,10 @@ type Holder struct {
 	Kind    string
 	Queue   string
 	Running bool // claimed by a worker; otherwise ready, waiting for one
+	// Held: a sequence's job holding its slot while scheduled for its
+	// retry (or snooze) or failed (Limit.SequenceHalt); neither ready nor
+	// running.
+	Held bool
 	// The claim's process; zero unless Running. ProcessBeat is zero when
 	// the process row is gone.
 	ProcessID   int64

@@ -91,6 +91,10 @@ type Job struct {
 	// HasDependents: jobs wait for this one (DependsOn), as read; a
 	// dependent enqueued later marks the row, which its finish sees.
 	HasDependents bool
+	// SlotHeld: a sequence's job (Limit.Sequence) that holds its key's
+	// slot while scheduled (admitted when due without taking one again) or
+	// failed (Limit.SequenceHalt: until retried or discarded).
+	SlotHeld bool
 }
 
 // Execution is the row that puts an existing job into a state table.
@@ -172,6 +176,12 @@ type JobStore interface {
 	// reports false, changing nothing, when the job is not waiting any
 	// more (due, taken by the dispatcher, or gone).
 	ScheduledDebounce(ctx context.Context, p DebounceParams) (bool, error)
+	// JobHoldSlot marks a sequence's job (Limit.Sequence) as holding its
+	// key's slot while it is scheduled (a retry, a snooze) or failed
+	// (SequenceHalt), or, held false, no longer: it is counted as a holder
+	// of its key (HolderCount, HolderList) while held and scheduled or
+	// failed. A job that is not a sequence's is left unchanged.
+	JobHoldSlot(ctx context.Context, jobID int64, held bool) error
 	// FailedDelete removes job id's failed execution, as it is retried or
 	// discarded by hand. It reports false when the job is not failed.
 	FailedDelete(ctx context.Context, jobID int64) (bool, error)

@@ -26,6 +26,39 @@ type Limit struct {
 	// MaxBlocked caps the key's backlog; 0 leaves it to the queue's
 	// policy, else unbounded.
 	MaxBlocked int
+	// Sequence: the key's jobs run one at a time in enqueue order, and a
+	// failing job keeps its slot, and so its place, through its retries
+	// (a job's primary key only; stored in jobs.sequence).
+	// SequenceHalt: a job of the sequence that fails for good keeps the
+	// slot too, until it is retried or discarded by hand.
+	Sequence, SequenceHalt bool
+}
+
+// Bits of the jobs.sequence column.
+const (
+	SequenceJob = 1 // a job of a sequence
+	// SequenceHeld: a sequence's job that holds its key's slot while
+	// scheduled (a retry, a snooze) or failed (SequenceHalt).
+	SequenceHeld = 2
+	SequenceHalt = 4 // its sequence halts when it fails for good
+)
+
+// SequenceColumn is the jobs.sequence value of a new job of l.
+func SequenceColumn(l Limit) int {
+	switch {
+	case !l.Sequence || l.Key == "":
+		return 0
+	case l.SequenceHalt:
+		return SequenceJob | SequenceHalt
+	}
+	return SequenceJob
+}
+
+// ScanSequence sets the fields of j that jobs.sequence value v holds.
+func ScanSequence(j *Job, v int) {
+	j.Limit.Sequence = v&SequenceJob != 0
+	j.Limit.SequenceHalt = v&SequenceHalt != 0
+	j.SlotHeld = v&SequenceHeld != 0
 }
 
 // Promotion is what moving blocked jobs to ready did: how many moved, and

@@ -323,14 +323,45 @@ func checkPolicyRates(ctx context.Context, ex Store, jobs []*driver.NewJob) erro
 
 // AdmitDue admits up to max scheduled jobs that are due, as if
 // they were enqueued now. It returns the jobs it took, what admission did
-// with each, and what it promoted of the jobs already blocked.
+// with each, and what it promoted of the jobs already blocked. A
+// sequence's job that kept its key's slot while scheduled (a retry, a
+// snooze) becomes ready without taking one again: no blocked job could
+// take its place meanwhile.
 func AdmitDue(ctx context.Context, ex Store, max int, now time.Time) ([]*driver.Job, []driver.JobState, driver.Promotion, error) {
 	jobs, err := ex.ScheduledTakeDue(ctx, now, max)
 	if err != nil || len(jobs) == 0 {
 		return nil, nil, driver.Promotion{}, err
 	}
-	outcomes, promoted, err := admitExisting(ctx, ex, jobs, now)
-	return jobs, outcomes, promoted, err
+	var admitted, held []*driver.Job
+	var rows []driver.Execution
+	for _, j := range jobs {
+		if !j.SlotHeld {
+			admitted = append(admitted, j)
+			continue
+		}
+		held = append(held, j)
+		rows = append(rows, driver.Execution{JobID: j.ID, Queue: j.Queue, Priority: j.Priority, At: now})
+	}
+	for _, j := range held {
+		if err := ex.JobHoldSlot(ctx, j.ID, false); err != nil {
+			return nil, nil, driver.Promotion{}, err
+		}
+	}
+	if err := ex.ExecutionInsertMany(ctx, driver.StateReady, rows); err != nil {
+		return nil, nil, driver.Promotion{}, err
+	}
+	outcomes := make([]driver.JobState, 0, len(jobs))
+	var promoted driver.Promotion
+	if len(admitted) > 0 {
+		if outcomes, promoted, err = admitExisting(ctx, ex, admitted, now); err != nil {
+			return nil, nil, promoted, err
+		}
+	}
+	// The held jobs last: outcomes follow the jobs returned.
+	for range held {
+		outcomes = append(outcomes, driver.StateReady)
+	}
+	return append(admitted, held...), outcomes, promoted, nil
 }
 
 // admitExisting admits jobs that are already stored (due scheduled jobs,

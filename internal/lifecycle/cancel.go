@@ -43,6 +43,9 @@ type Cancellation struct {
 //   - blocked: it leaves the line (the blocked count drops; no slot
 //     changes) and finishes cancelled;
 //   - scheduled or failed: its row is deleted and it finishes cancelled;
+//     a sequence's job holding its key's slot there (a retry, a halting
+//     failure) releases it, passed to the next blocked job, as a ready
+//     job does;
 //   - running: its claim is marked. The slot stays held: the run may
 //     still execute, so the job ends, and frees its slot, only as its run
 //     ends or its claim is reaped (see CancelRun).
@@ -115,7 +118,9 @@ func CancelBecause(ctx context.Context, ex Store, id int64, now time.Time, why s
 	if err := ex.JobCancel(ctx, driver.JobCancelParams{JobID: id, Now: now, Ran: false, Msg: why}); err != nil {
 		return Cancellation{}, err
 	}
-	if info.State == driver.StateReady {
+	// A held sequence job's scheduled (or failed) row goes before its
+	// key's lock, the order the dispatcher taking it due locks them in.
+	if info.State == driver.StateReady || job.SlotHeld {
 		if out.Promoted, err = releaseJob(ctx, ex, job, now); err != nil {
 			return Cancellation{}, err
 		}

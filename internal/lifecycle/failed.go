@@ -15,10 +15,20 @@ import (
 // one more run. It returns the job, its outcome and what its admission
 // promoted of the jobs already blocked, or a nil job, having changed
 // nothing, when the job is not failed.
+//
+// A failed job of a sequence that halts (Limit.SequenceHalt) still holds
+// its key's slot: it becomes ready at once, taking none again.
 func RetryFailed(ctx context.Context, ex Store, id int64, now time.Time) (*driver.Job, driver.JobState, driver.Promotion, error) {
 	job, err := takeFailed(ctx, ex, id)
 	if job == nil || err != nil {
 		return nil, "", driver.Promotion{}, err
+	}
+	if job.SlotHeld {
+		if err := ex.JobHoldSlot(ctx, id, false); err != nil {
+			return nil, "", driver.Promotion{}, err
+		}
+		row := driver.Execution{JobID: id, Queue: job.Queue, Priority: job.Priority, At: now}
+		return job, driver.StateReady, driver.Promotion{}, ex.ExecutionInsertMany(ctx, driver.StateReady, []driver.Execution{row})
 	}
 	outcomes, promoted, err := admitExisting(ctx, ex, []*driver.Job{job}, now)
 	if err != nil {
@@ -28,14 +38,20 @@ func RetryFailed(ctx context.Context, ex Store, id int64, now time.Time) (*drive
 }
 
 // DiscardFailed takes a failed job out of the failed table and finishes
-// it as discarded. A failed job holds no slot, so nothing is released. It
+// it as discarded. A failed job holds no slot, so nothing is released,
+// but for one of a sequence that halts (Limit.SequenceHalt): its slot
+// goes to the next job of the sequence, which the promotion says. It
 // returns the job, or nil, having changed nothing, when it is not failed.
-func DiscardFailed(ctx context.Context, ex Store, id int64, now time.Time) (*driver.Job, error) {
+func DiscardFailed(ctx context.Context, ex Store, id int64, now time.Time) (*driver.Job, driver.Promotion, error) {
 	job, err := takeFailed(ctx, ex, id)
 	if job == nil || err != nil {
-		return nil, err
+		return nil, driver.Promotion{}, err
 	}
-	return job, ex.JobFinish(ctx, id, now, true)
+	if err := ex.JobFinish(ctx, id, now, true); err != nil || !job.SlotHeld {
+		return job, driver.Promotion{}, err
+	}
+	promoted, err := releaseJob(ctx, ex, job, now)
+	return job, promoted, err
 }
 
 // takeFailed deletes job id's failed row and reads the job; nil when the

@@ -157,6 +157,7 @@ func CompleteMany(ctx context.Context, ex Store, claims []*driver.Claim, keep bo
 // slot is released before the retry is admitted, so the retry competes
 // for it like any job and is not discarded by its own failing run; a
 // retry due now is admitted at once, after any job already blocked.
+// A sequence's job keeps its slot instead (see holdPlace).
 func Retry(ctx context.Context, ex Store, c *driver.Claim, msg string, at, now time.Time) (Result, error) {
 	if r, done, err := cancelIfMarked(ctx, ex, c, msg, now); done || err != nil {
 		return r, err
@@ -166,6 +167,9 @@ func Retry(ctx context.Context, ex Store, c *driver.Claim, msg string, at, now t
 	}
 	if err := ex.JobFailAttempt(ctx, c.ID, msg); err != nil {
 		return Result{}, err
+	}
+	if inSequence(&c.Job) {
+		return holdPlace(ctx, ex, c, at, now)
 	}
 	promoted, err := release(ctx, ex, c, now)
 	if err != nil {
@@ -188,7 +192,8 @@ func Retry(ctx context.Context, ex Store, c *driver.Claim, msg string, at, now t
 // Snooze ends a run that asked to run again at `at`, later, without
 // counting the attempt or recording an error: the slot is released (and
 // handed to the next blocked job) and the job is scheduled, to be
-// admitted again when due like any scheduled job.
+// admitted again when due like any scheduled job. A sequence's job keeps
+// its slot and its place instead (see holdPlace).
 func Snooze(ctx context.Context, ex Store, c *driver.Claim, at, now time.Time) (Result, error) {
 	if !at.After(now) {
 		return Result{}, fmt.Errorf("snooze job %d: due at %s, not after now (%s)", c.ID, at, now)
@@ -198,6 +203,9 @@ func Snooze(ctx context.Context, ex Store, c *driver.Claim, at, now time.Time) (
 	}
 	if ok, err := ex.ClaimDelete(ctx, c.ID, c.Fence); !ok || err != nil {
 		return Result{}, err
+	}
+	if inSequence(&c.Job) {
+		return holdPlace(ctx, ex, c, at, now)
 	}
 	promoted, err := release(ctx, ex, c, now)
 	if err != nil {
@@ -228,10 +236,20 @@ func fail(ctx context.Context, ex Store, c *driver.Claim, msg string, now time.T
 	if err := ex.FailedInsert(ctx, c.ID, msg, now); err != nil {
 		return Result{}, err
 	}
-	promoted, err := release(ctx, ex, c, now)
-	if err != nil {
-		return Result{}, err
+	var promoted driver.Promotion
+	if inSequence(&c.Job) && c.Limit.SequenceHalt {
+		// The sequence halts: the failed job keeps the slot until it is
+		// retried or discarded by hand (RetryFailed, DiscardFailed).
+		if err := ex.JobHoldSlot(ctx, c.ID, true); err != nil {
+			return Result{}, err
+		}
+	} else {
+		var err error
+		if promoted, err = release(ctx, ex, c, now); err != nil {
+			return Result{}, err
+		}
 	}
+	// Its dependents learn it failed, however its key goes on.
 	more, err := Settle(ctx, ex, []Ending{{JobID: c.ID}}, now)
 	promoted.Add(more)
 	return Result{Matched: true, State: driver.StateFailed, Promoted: promoted}, err
@@ -300,4 +318,27 @@ func SettleMany(ctx context.Context, ex Store, results []Result, claims []*drive
 	p, err := Settle(ctx, ex, ended, now)
 	results[first].Promoted.Add(p)
 	return err
+}
+
+// inSequence reports whether j is a sequence's job: its key's jobs run one
+// at a time in enqueue order, and a failing job keeps its place.
+func inSequence(j *driver.Job) bool { return j.Limit.Sequence && j.Limit.Key != "" }
+
+// holdPlace ends a run of a sequence's job that will run again (a retry, a
+// snooze) keeping its key's slot, so the next job of the sequence does not
+// start before it: due later, it is scheduled holding the slot (counted as
+// a holder of its key until it is admitted, without taking a slot again,
+// or cancelled); due now, it goes back to ready, as a reaped job does.
+// Nothing is released, so nothing is promoted. The claim is already
+// deleted.
+func holdPlace(ctx context.Context, ex Store, c *driver.Claim, at, now time.Time) (Result, error) {
+	row := driver.Execution{JobID: c.ID, Queue: c.Queue, Priority: c.Priority, At: at}
+	if !at.After(now) {
+		row.At = now
+		return Result{Matched: true, State: driver.StateReady}, ex.ExecutionInsertMany(ctx, driver.StateReady, []driver.Execution{row})
+	}
+	if err := ex.JobHoldSlot(ctx, c.ID, true); err != nil {
+		return Result{}, err
+	}
+	return Result{Matched: true, State: driver.StateScheduled}, ex.ExecutionInsertMany(ctx, driver.StateScheduled, []driver.Execution{row})
 }

@@ -30,11 +30,13 @@ type Semaphore struct {
 	set        *Set // the transaction's semaphores, once it reaches other keys
 }
 
-// Limit resolves a key's limit: a key override (SetKeyLimit) beats the
-// job's own To, which beats its queue policy's MaxActivePerKey; the
-// default is 1.
+// Limit resolves a key's limit: a sequence's is 1; a key override
+// (SetKeyLimit) beats the job's own To, which beats its queue policy's
+// MaxActivePerKey; the default is 1.
 func Limit(l driver.Limit, override int, policy driver.Policy) int {
 	switch {
+	case l.Sequence:
+		return 1
 	case override > 0:
 		return override
 	case l.To > 0:

@@ -113,7 +113,7 @@ func (s Shared) SemaphoreGet(ctx context.Context, key string) (driver.Semaphore,
 
 func (s Shared) HolderList(ctx context.Context, key string, max int) ([]driver.Holder, error) {
 	out, err := collect(ctx, s.c, func(r Row) (h driver.Holder, err error) {
-		err = r.Scan(&h.JobID, &h.Kind, &h.Queue, &h.Running, &h.ProcessID, &h.ProcessName, At(&h.ProcessBeat), At(&h.ClaimedAt))
+		err = r.Scan(&h.JobID, &h.Kind, &h.Queue, &h.Running, &h.ProcessID, &h.ProcessName, At(&h.ProcessBeat), At(&h.ClaimedAt), &h.Held)
 		return h, err
 	}, s.q.KeyHolders, append(s.key(key), s.key(key, max)...)...)
 	if err != nil {

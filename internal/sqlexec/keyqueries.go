@@ -30,7 +30,8 @@ func keyStatements(p func(string) string, k KeySpelling) (countHolders, lineHead
 	// A job holds the key by its concurrency_key or, a multi-key job, by
 	// a job_keys row (counted there only when its concurrency_key is
 	// another key, so each job once); blocked, it holds only in a rate
-	// line. Args: the key's KeyIndex seven times.
+	// line; scheduled or failed, only as a sequence's held job (HeldSlot).
+	// Args: the key's KeyIndex eight times.
 	countHolders = s(`
 SELECT
 	(SELECT count(*) FROM {jobs} JOIN {p}ready_executions r ON r.job_id = j.id
@@ -39,6 +40,7 @@ SELECT
 		WHERE j.{key} = ? AND j.finished_at IS NULL)
 	+ (SELECT count(*) FROM {jobs} JOIN {p}blocked_executions b ON b.job_id = j.id
 		WHERE j.{key} = ? AND j.finished_at IS NULL AND {rateLine})
+	+ (SELECT count(*) FROM {jobs} WHERE j.{key} = ? AND j.finished_at IS NULL AND ` + sqltext.HeldSlot + `)
 	+ (SELECT count(*) FROM {p}job_keys k JOIN {p}jobs j ON j.id = k.job_id
 		WHERE k.{jk} = ? AND j.{key} <> ? AND j.finished_at IS NULL
 		AND (EXISTS (SELECT 1 FROM {p}ready_executions r WHERE r.job_id = j.id)

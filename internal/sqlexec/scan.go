@@ -11,14 +11,15 @@ import (
 // ScanJob reads sqltext.JobColumns into j, then extra.
 func ScanJob(scan func(...any) error, j *driver.Job, extra ...any) error {
 	var durMS, rateMS int64
-	var conflict int
+	var conflict, sequence int
 	var args, more []byte
 	dest := append([]any{&j.ID, &j.Kind, &j.Queue, &args, &j.Priority, &j.Attempt, &j.MaxAttempts,
 		&j.Limit.Key, &j.Limit.To, &durMS, &conflict, &j.Limit.MaxBlocked, At(&j.ScheduledAt), At(&j.CreatedAt),
-		&j.Metadata, &j.Tags, &j.Rate.Key, &j.Rate.Limit, &rateMS, &more, &j.HasDependents}, extra...)
+		&j.Metadata, &j.Tags, &j.Rate.Key, &j.Rate.Limit, &rateMS, &more, &sequence, &j.HasDependents}, extra...)
 	if err := scan(dest...); err != nil {
 		return err
 	}
+	driver.ScanSequence(j, sequence)
 	var err error
 	if j.More, err = driver.DecodeMore(more); err != nil {
 		return err

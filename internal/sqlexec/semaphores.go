@@ -101,11 +101,11 @@ func (e *Executor) LinePromote(ctx context.Context, key string, n int, now time.
 }
 
 // HolderCount passes the key's KeyIndex to each of the statement's
-// seven places.
+// eight places.
 func (e *Executor) HolderCount(ctx context.Context, key string) (driver.HolderCount, error) {
 	var n driver.HolderCount
 	k := e.d.KeyIndex(key)
-	if err := e.db.QueryRowContext(ctx, e.q.CountHolders, k, k, k, k, k, k, k).Scan(&n.Holders, &n.Blocked, &n.Multi); err != nil {
+	if err := e.db.QueryRowContext(ctx, e.q.CountHolders, k, k, k, k, k, k, k, k).Scan(&n.Holders, &n.Blocked, &n.Multi); err != nil {
 		return driver.HolderCount{}, fmt.Errorf("count holders of %q: %w", key, err)
 	}
 	return n, nil

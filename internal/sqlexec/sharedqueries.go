@@ -26,6 +26,8 @@ type SharedQueries struct {
 	// A debounced enqueue joining a waiting job: its scheduled row moved
 	// if still not due, then its row's due time and args.
 	DebounceScheduled, DebounceJob string
+	// A sequence's job holding its key's slot while scheduled, or not.
+	HoldSlot string
 
 	Periodic PeriodicQueries // periodic.go
 
@@ -93,6 +95,7 @@ ON CONFLICT (key) DO UPDATE SET weight = excluded.weight, updated_at = excluded.
 
 		DebounceScheduled: p(`UPDATE {p}scheduled_executions SET scheduled_at = ? WHERE job_id = ? AND scheduled_at > ?`),
 		DebounceJob:       p(`UPDATE {p}jobs SET scheduled_at = ?, args = coalesce(?, args) WHERE id = ?`),
+		HoldSlot:          p(`UPDATE {p}jobs SET sequence = (sequence & ` + sqltext.SequenceUnheld + `) | ? WHERE id = ? AND sequence > 0`),
 
 		Periodic: periodicQueries(p),
 

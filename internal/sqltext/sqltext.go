@@ -19,7 +19,7 @@ const (
 	jobColumnsHead = `j.id, j.kind, j.queue, j.args, j.priority, j.attempt, j.max_attempts,
 	coalesce(j.concurrency_key, ''), j.concurrency_limit, j.concurrency_duration_ms, j.on_conflict,
 	j.max_blocked, `
-	jobColumnsTail = `, j.created_at, j.metadata, j.tags, coalesce(j.rate_key, ''), j.rate_limit, j.rate_period_ms, j.more_keys, j.has_dependents`
+	jobColumnsTail = `, j.created_at, j.metadata, j.tags, coalesce(j.rate_key, ''), j.rate_limit, j.rate_period_ms, j.more_keys, j.sequence, j.has_dependents`
 )
 
 // ClaimedByRule is the condition on a queue's policy row c under which
@@ -168,3 +168,17 @@ FROM {p}failed_executions f JOIN {p}jobs j ON j.id = f.job_id
 const FindUnique = `SELECT j.id, ` + JobState + `
 FROM {p}jobs j WHERE j.unique_key = ? AND ` + JobState + ` IN (/*list*/)
 ORDER BY j.id DESC LIMIT 1`
+
+// SequenceUnheld masks jobs.sequence's bits but driver.SequenceHeld.
+const SequenceUnheld = "5"
+
+// HeldSlot is the condition that job j is a sequence's job that holds its
+// key's slot while scheduled (a retry, a snooze) or failed (a sequence
+// that halts): the driver.SequenceHeld bit of jobs.sequence, and a row in
+// one of those tables.
+const HeldSlot = `((j.sequence & 2) <> 0 AND (EXISTS (SELECT 1 FROM {p}scheduled_executions s WHERE s.job_id = j.id)
+		OR EXISTS (SELECT 1 FROM {p}failed_executions f WHERE f.job_id = j.id)))`
+
+// HeldColumn is whether job j, not claimed by claim c, is a HeldSlot
+// holder, as a holder listing reads it.
+const HeldColumn = `(j.sequence & 2) <> 0 AND c.job_id IS NULL`

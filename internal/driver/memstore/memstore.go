@@ -181,6 +181,13 @@ func (s *Store) ScheduledTakeDue(_ context.Context, now time.Time, max int) ([]*
 	return out, nil
 }
 
+func (s *Store) JobHoldSlot(_ context.Context, id int64, held bool) error {
+	if r, ok := s.Jobs[id]; ok && r.Limit.Sequence {
+		r.SlotHeld = held
+	}
+	return nil
+}
+
 func (s *Store) ScheduledDebounce(_ context.Context, p driver.DebounceParams) (bool, error) {
 	r, ok := s.Jobs[p.JobID]
 	if !ok || r.State != driver.StateScheduled || !r.ScheduledAt.After(p.Now) {
@@ -264,6 +271,8 @@ func (s *Store) HolderCount(_ context.Context, key string) (driver.HolderCount, 
 		case !r.has(key):
 		case r.State == driver.StateReady || r.State == driver.StateRunning:
 			n.Holders++
+		case (r.State == driver.StateScheduled || r.State == driver.StateFailed) && r.SlotHeld:
+			n.Holders++ // a sequence's retry or halting failure, keeping its slot
 		case r.State == driver.StateBlocked && strings.HasPrefix(r.line(), driver.RateLinePrefix):
 			n.Holders++ // waiting in a rate line, its slots kept
 		}

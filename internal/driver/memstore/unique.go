@@ -44,9 +44,13 @@ func (s *Store) UniqueGetKey(_ context.Context, id int64) (string, error) {
 // discard names its holder as the drivers' Inspector does.
 func (s *Store) HolderList(_ context.Context, key string, max int) ([]driver.Holder, error) {
 	var out []driver.Holder
-	for _, state := range []driver.JobState{driver.StateReady, driver.StateRunning} {
+	for _, state := range []driver.JobState{driver.StateReady, driver.StateRunning, driver.StateScheduled, driver.StateFailed} {
 		for _, r := range s.Of(key, state) {
-			out = append(out, driver.Holder{JobID: r.ID, Kind: r.Kind, Queue: r.Queue, Running: state == driver.StateRunning})
+			held := state == driver.StateScheduled || state == driver.StateFailed
+			if held && !r.SlotHeld {
+				continue
+			}
+			out = append(out, driver.Holder{JobID: r.ID, Kind: r.Kind, Queue: r.Queue, Running: state == driver.StateRunning, Held: held})
 		}
 	}
 	slices.SortFunc(out, func(a, b driver.Holder) int { return int(a.JobID - b.JobID) })
