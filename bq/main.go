@@ -60,6 +60,7 @@ var commands = []command{
 	{"rate", "list, show, set or clear rate keys' limits (list|show KEY|set KEY LIMIT PERIOD|clear KEY)", runRate},
 	{"policy", "list the stored queue policies SyncPolicies wrote (list)", runPolicy},
 	{"weight", "list, set or clear keys' fair-share weights (list|set KEY WEIGHT|clear KEY)", runWeight},
+	{"workflow", "show or cancel a workflow's tasks, or cancel a batch (show|cancel|cancel-batch ID)", runWorkflow},
 	{"ui", "serve the web dashboard (127.0.0.1:8080 by default)", runUI},
 	{"demo", "run a self-contained demo of per-key concurrency limits", runDemo},
 	{"bench", "measure throughput and latency on a fresh schema or file", runBench},

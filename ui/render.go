@@ -49,7 +49,7 @@ var funcs = template.FuncMap{
 
 func mustParse() *pages {
 	p := &pages{byName: map[string]*template.Template{}}
-	for _, name := range []string{"overview", "blocked", "key", "job", "failed", "processes", "error", "history", "search", "jobs", "periodic", "rates", "rate", "verify"} {
+	for _, name := range []string{"overview", "blocked", "key", "job", "failed", "processes", "error", "history", "search", "jobs", "periodic", "rates", "rate", "verify", "workflow"} {
 		t := template.Must(template.New(name).Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/chart.html",
 			"templates/"+name+".html"))
 		p.byName[name] = t

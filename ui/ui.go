@@ -159,6 +159,7 @@ func Handler(client *bq.Client, opts Options) http.Handler {
 	mux.HandleFunc("GET /rates", s.rates)
 	mux.HandleFunc("GET /rate", s.rateKey)
 	mux.HandleFunc("GET /verify", s.verify)
+	mux.HandleFunc("GET /workflows/{id}", s.workflow)
 	mux.HandleFunc("POST /jobs/{id}/retry", s.retry)
 	mux.HandleFunc("POST /jobs/{id}/discard", s.discard)
 	mux.HandleFunc("POST /jobs/{id}/cancel", s.cancel)
