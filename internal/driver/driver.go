@@ -97,6 +97,7 @@ type Executor interface {
 	ProcessStore
 	Inspector
 	InboxStore
+	AdaptStore
 }
 
 // SingleWriter is a driver whose write transactions take one lock for

@@ -180,6 +180,12 @@ func Retry(ctx context.Context, ex Store, c *driver.Claim, msg string, at, now t
 // handed to the next blocked job) and the job is scheduled, to be
 // admitted again when due like any scheduled job.
 func Snooze(ctx context.Context, ex Store, c *driver.Claim, at, now time.Time) (Result, error) {
+	return snooze(ctx, ex, c, at, now, nil)
+}
+
+// snooze is Snooze, calling before (when not nil) once the claim is
+// deleted, before the slot is released.
+func snooze(ctx context.Context, ex Store, c *driver.Claim, at, now time.Time, before func() error) (Result, error) {
 	if !at.After(now) {
 		return Result{}, fmt.Errorf("snooze job %d: due at %s, not after now (%s)", c.ID, at, now)
 	}
@@ -188,6 +194,11 @@ func Snooze(ctx context.Context, ex Store, c *driver.Claim, at, now time.Time) (
 	}
 	if ok, err := ex.ClaimDelete(ctx, c.ID, c.Fence); !ok || err != nil {
 		return Result{}, err
+	}
+	if before != nil {
+		if err := before(); err != nil {
+			return Result{}, err
+		}
 	}
 	promoted, err := release(ctx, ex, c, now)
 	if err != nil {

@@ -489,7 +489,8 @@ func (w *queueWorker) finish(runCtx context.Context, l *lease, meta Meta, def Jo
 	ctx := w.finishCtx
 	startedLate := errors.Is(runErr, ErrStartedLate) && !fenced
 	if runErr != nil && !shutdown && !fenced && !l.cancelled.Load() && !CancelOf(runErr) && !startedLate {
-		if _, snoozed := SnoozeOf(runErr); !snoozed {
+		_, throttled := ThrottleOf(runErr)
+		if _, snoozed := SnoozeOf(runErr); !snoozed && !throttled {
 			// Before the outcome's transaction: the handler is user code.
 			runErr = w.c.cfg.Jobs.HandleError(runCtx, meta, runErr)
 		}
@@ -497,8 +498,13 @@ func (w *queueWorker) finish(runCtx context.Context, l *lease, meta Meta, def Jo
 	e := outcome{claim: cl, runErr: runErr, cause: context.Cause(runCtx), ran: ran, now: w.c.cfg.Now(), shutdown: shutdown, fenced: fenced, startedLate: startedLate}
 	now := e.now
 	if runErr == nil {
+		floor := adaptiveMin(def)
 		w.completer.complete(cl, func(res lifecycle.Result, err error) {
-			done(w.report(ctx, e, res, err))
+			outcome := w.report(ctx, e, res, err)
+			if floor > 0 && err == nil && res.Matched {
+				w.recoverLimit(ctx, cl)
+			}
+			done(outcome)
 		})
 		return
 	}
@@ -508,6 +514,9 @@ func (w *queueWorker) finish(runCtx context.Context, l *lease, meta Meta, def Jo
 		msg = errorText(runErr.Error() + ": " + context.Cause(runCtx).Error())
 	}
 	snooze, snoozed := SnoozeOf(runErr)
+	if d, ok := ThrottleOf(runErr); ok {
+		snooze, snoozed, e.throttled = d, true, true
+	}
 	e.snoozed = snoozed && !shutdown && !fenced
 	// The job's own bq.Cancel is honoured even as a shutdown cut it short:
 	// it asked not to run again.
@@ -530,6 +539,13 @@ func (w *queueWorker) finish(runCtx context.Context, l *lease, meta Meta, def Jo
 			msg = errorText(cause.Error())
 		}
 		action = func(ex driver.Executor) (lifecycle.Result, error) { return lifecycle.Reap(ctx, ex, cl, msg, now) }
+	case e.snoozed && e.throttled:
+		e.retryAt = now.Add(snooze)
+		floor := adaptiveMin(def)
+		action = func(ex driver.Executor) (res lifecycle.Result, err error) {
+			res, e.adapted, err = lifecycle.Throttle(ctx, ex, cl, floor, e.retryAt, now)
+			return res, err
+		}
 	case e.snoozed:
 		e.retryAt = now.Add(snooze)
 		action = func(ex driver.Executor) (lifecycle.Result, error) {
@@ -571,6 +587,8 @@ type outcome struct {
 	ran                                                time.Duration
 	now, retryAt                                       time.Time
 	shutdown, fenced, startedLate, snoozed, selfCancel bool
+	throttled                                          bool              // snoozed by bq.Throttled
+	adapted                                            lifecycle.Adapted // what the throttle did to its key's limit
 }
 
 // report logs and counts the outcome of e that record wrote (res), or
@@ -611,6 +629,10 @@ func (w *queueWorker) report(ctx context.Context, e outcome, res lifecycle.Resul
 		outcome = "lost"
 		log.Warn("run stopped as its lease lapsed; the job is ready again with its slot, its attempt counted",
 			"state", res.State, "cause", e.cause)
+	case e.snoozed && e.throttled:
+		outcome = "throttled"
+		log.Info("job throttled by its downstream; its slot released, it runs again when due, no attempt spent",
+			"error", runErr, "duration", ran, "run_at", e.retryAt, "limit_from", e.adapted.From, "limit_to", e.adapted.To)
 	case e.snoozed:
 		outcome = "snoozed"
 		log.Debug("job snoozed; its slot released, it runs again when due", "duration", ran, "run_at", e.retryAt)
@@ -633,6 +655,8 @@ func (w *queueWorker) report(ctx context.Context, e outcome, res lifecycle.Resul
 	}
 	switch {
 	case outcome == "cancelled":
+	case e.snoozed && e.throttled:
+		w.c.met.Throttled(ctx, job, e.adapted.To < e.adapted.From)
 	case e.snoozed:
 		w.c.met.Snoozed(ctx, job)
 	case e.startedLate:
@@ -938,4 +962,21 @@ func GatedRun(parent context.Context, now func() time.Time, bound time.Duration,
 	base, cancel := context.WithCancelCause(parent)
 	l := &lease{proc: p, claim: &driver.Claim{StartBy: startBy}, bound: bound, cancel: cancel}
 	return gated(runContext{Context: base, lease: l}), cancel
+}
+
+// recoverLimit counts a completed run of an adaptive key towards raising
+// its limit (lifecycle.Recover), in a transaction of its own after the
+// completion's, and wakes the queues of the jobs a raise promoted. A
+// count lost to a database error only delays the next raise.
+func (w *queueWorker) recoverLimit(ctx context.Context, cl *driver.Claim) {
+	var woken driver.Promotion
+	err := driver.InTx(ctx, w.c.drv, func(ex driver.Executor) (err error) {
+		woken, err = lifecycle.Recover(ctx, ex, &cl.Job, w.c.cfg.Now())
+		return err
+	})
+	if err != nil {
+		w.c.log.Warn("count a completion towards raising its key's adaptive limit", "job_id", cl.ID, "key", cl.Limit.Key, "error", err)
+		return
+	}
+	w.c.ReadyAll(woken.Queues)
 }
