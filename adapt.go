@@ -58,3 +58,28 @@ func adaptiveProblems[A any](first *Concurrency[A], more []Concurrency[A]) []err
 	}
 	return errs
 }
+
+// AdaptedKey is a key whose adaptive limit throttles lowered: it runs at
+// Limit (never below Min) until Successes reach Limit, when it rises by
+// one, up to the key's own limit, where the row goes.
+type AdaptedKey struct {
+	Key       string    `json:"key"`
+	Limit     int       `json:"limit"`
+	Min       int       `json:"min"`
+	Successes int       `json:"successes"`
+	AdaptedAt time.Time `json:"adapted_at"`
+}
+
+// maxAdaptedKeys bounds Health.AdaptedKeys.
+const maxAdaptedKeys = 100
+
+// adaptedSummary is the sentence Explain adds for a job whose key runs
+// at a lowered adaptive limit.
+func adaptedSummary(k *KeyState) string {
+	if k == nil || k.Adaptive == nil {
+		return ""
+	}
+	a := k.Adaptive
+	return fmt.Sprintf(" Its key's limit adapts to its downstream (bq.Adaptive): throttled runs lowered it to %d (min %d) %s; it rises by one after %d more completions.",
+		a.Limit, a.Min, "at "+a.AdaptedAt.UTC().Format(time.RFC3339), max(a.Limit-a.Successes, 1))
+}

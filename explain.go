@@ -128,7 +128,7 @@ func (c *Client) explain(ctx context.Context, info *JobInfo) (*Explanation, erro
 			return nil, err
 		}
 		e.place(ahead)
-		e.Summary = c.blockedSummary(e.Key, ahead, procs, paused, now)
+		e.Summary = c.blockedSummary(e.Key, ahead, procs, paused, now) + adaptedSummary(e.Key)
 		if len(info.Keys) > 0 {
 			e.Summary += fmt.Sprintf(" It needs a slot of each of its keys %s at once, holding none meanwhile; it waits in the line of %q, the first of them with none to give.",
 				quotedList(info.Keys), line)

@@ -56,6 +56,9 @@ type KeyState struct {
 	Blocked   int          `json:"blocked"`
 	Line      []BlockedJob `json:"line"`
 	ExpiresAt time.Time    `json:"expires_at,omitzero"`
+	// Adaptive: throttles (bq.Throttled) lowered the key's limit, now
+	// Limit; nil while it runs at its own.
+	Adaptive *AdaptedKey `json:"adaptive,omitempty"`
 }
 
 // KeyState reports a full concurrency key (Group + "/" + Key).
@@ -79,6 +82,11 @@ func (c *Client) keyState(ctx context.Context, key string, line int) (*KeyState,
 	}
 	if ok {
 		k.Exists, k.Limit, k.Free, k.Taken, k.Blocked, k.ExpiresAt = true, s.Limit, s.Value, s.Limit-s.Value, s.Blocked, s.ExpiresAt
+	}
+	if a, ok, err := ex.KeyAdaptGet(ctx, key); err != nil {
+		return nil, err
+	} else if ok {
+		k.Adaptive = (*AdaptedKey)(&a)
 	}
 	holders, err := ex.HolderList(ctx, key, maxHolders)
 	if err != nil {

@@ -46,6 +46,7 @@ const (
 	GroupActive   = "bq.group.active"
 	GroupBlocked  = "bq.group.blocked"
 	SaturatedKeys = "bq.group.saturated_keys"
+	AdaptedKeys   = "bq.group.adapted_keys"
 	RateWaiting   = "bq.rate.waiting"
 	ThrottledKeys = "bq.rate.throttled_keys"
 	FairKeys      = "bq.fair_share.keys"
