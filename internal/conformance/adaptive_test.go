@@ -83,13 +83,16 @@ func downstreamAdd(file string, delta int) (int, error) {
 // testAdaptiveLimitSettles: a fake downstream answers 429 (bq.Throttled)
 // above N=5 calls at once; 3 worker processes x 6 slots drain one
 // adaptive key (To 12, Min 2). From the runs' own start and end records,
-// sampled over the second half of the drain, the calls in flight settle
-// within [0.7N, N] on average; every job completes with MaxAttempts 1
-// (a throttle spends no attempt); the key's limit, read while it runs,
-// stays within [Min, To] and does fall below To.
+// sampled over the second half of the drain, the runs in progress settle
+// within [0.7N, N] on average and at most a fifth of that half's runs are
+// throttled; every job completes with MaxAttempts 1 (a throttle spends no
+// attempt); the key's limit, read while it runs, stays within [Min, To],
+// does fall below To, and shows in KeyState.Adaptive and
+// Health.AdaptedKeys; no semaphore drifts (free = limit - holders, and
+// Verify).
 func testAdaptiveLimitSettles(t *testing.T, h *harness) {
 	ctx := context.Background()
-	const n, jobs, callMS = 5, 300, 120
+	const n, jobs, callMS = 5, 260, 200
 	file := filepath.Join(t.TempDir(), "downstream")
 	key := "down"
 	full := bq.Key("c.adaptive", key)
@@ -103,12 +106,26 @@ func testAdaptiveLimitSettles(t *testing.T, h *harness) {
 	}
 	stop := h.spawnWorkers(3, 6)
 	lowest, highest := adaptiveTo, 0
+	inView := false // seen lowered in KeyState and Health
 	h.eventually(120*time.Second, fmt.Sprintf("%d jobs to finish", jobs), func() bool {
 		if k, err := h.client.KeyState(ctx, full); err == nil && k.Exists {
 			lowest, highest = min(lowest, k.Limit), max(highest, k.Limit)
+			if a := k.Adaptive; a != nil && !inView {
+				if a.Min != adaptiveMin || a.Limit < adaptiveMin || a.Limit >= adaptiveTo {
+					t.Errorf("KeyState.Adaptive = %+v, want a limit in [%d, %d) of min %d", a, adaptiveMin, adaptiveTo, adaptiveMin)
+				}
+				hl, err := h.client.Health(ctx, bq.HealthOptions{})
+				if err != nil {
+					t.Fatalf("Health: %v", err)
+				}
+				inView = slices.ContainsFunc(hl.AdaptedKeys, func(k bq.AdaptedKey) bool { return k.Key == full })
+			}
 		}
 		return h.count(`SELECT count(*) FROM bq_jobs WHERE finished_at IS NOT NULL`) == jobs
 	})
+	if !inView {
+		t.Errorf("the key's lowered limit never showed in both KeyState.Adaptive and Health.AdaptedKeys")
+	}
 	stop()
 	for _, id := range ids {
 		if st := h.state(id); st != bq.StateCompleted {
