@@ -2,6 +2,8 @@ package lifecycle
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/bqueue/bq/internal/driver"
@@ -49,12 +51,30 @@ func Throttle(ctx context.Context, ex AdaptStore, c *driver.Claim, floor int, at
 	return r, ad, err
 }
 
-// Recover counts a completed run of an adaptive key (see
-// semaphore.Recover), after its completion committed; what it promoted,
-// as a raised limit does, is returned for waking.
-func Recover(ctx context.Context, ex AdaptStore, j *driver.Job, now time.Time) (driver.Promotion, error) {
-	if j.Limit.Key == "" {
-		return driver.Promotion{}, nil
+// RecoverMany counts the completions of claims whose results matched
+// and whose adaptive[i] is set (their kind's key adapts, bq.Adaptive)
+// towards raising their first keys' limits (semaphore.Recover), in the
+// transaction that completed them, keys in sorted order (held already by
+// the release). What a raise promoted is returned for waking.
+func RecoverMany(ctx context.Context, ex AdaptStore, claims []*driver.Claim, adaptive []bool, results []Result, now time.Time) (driver.Promotion, error) {
+	count := map[string]int{}
+	first := map[string]*driver.Claim{}
+	for i, c := range claims {
+		if !adaptive[i] || !results[i].Matched || c.Limit.Key == "" {
+			continue
+		}
+		if count[c.Limit.Key]++; first[c.Limit.Key] == nil {
+			first[c.Limit.Key] = c
+		}
 	}
-	return semaphore.Recover(ctx, ex, j.Limit, j.Queue, 1, now)
+	var out driver.Promotion
+	for _, k := range slices.Sorted(maps.Keys(count)) {
+		c := first[k]
+		p, err := semaphore.Recover(ctx, ex, c.Limit, c.Queue, count[k], now)
+		if err != nil {
+			return driver.Promotion{}, err
+		}
+		out.Add(p)
+	}
+	return out, nil
 }

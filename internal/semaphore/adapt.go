@@ -14,7 +14,7 @@ import (
 // KeyAdapt row beside its semaphore and changed with it, under its lock,
 // so the semaphore's free value stays its limit minus its holders:
 //
-//   - decrease (Throttle): limit = max(Min, min(limit-1, limit*7/10)),
+//   - decrease (Throttle): limit = max(Min, min(limit-1, ⌈limit*3/4⌉)),
 //     once per change: a throttle of a run claimed before the key's last
 //     change answers to the older limit and changes nothing;
 //   - recovery (Recover): +1 once the key has completed as many jobs as
@@ -34,7 +34,7 @@ func Adapted(limit, adapt int) int {
 
 // Lowered is the limit a throttle takes cur to, never below floor.
 func Lowered(cur, floor int) int {
-	return max(floor, min(cur-1, cur*7/10), 1)
+	return max(floor, min(cur-1, (cur*3+3)/4), 1)
 }
 
 // AdaptStore is what adapting a key's limit reads and writes.

@@ -12,7 +12,7 @@ import (
 
 func TestLowered(t *testing.T) {
 	for _, c := range []struct{ cur, floor, want int }{
-		{12, 1, 8}, {10, 1, 7}, {6, 1, 4}, {5, 1, 3}, {3, 1, 2}, {2, 1, 1}, {1, 1, 1}, {12, 10, 10}, {4, 5, 5},
+		{12, 1, 9}, {10, 1, 8}, {6, 1, 5}, {5, 1, 4}, {4, 1, 3}, {3, 1, 2}, {2, 1, 1}, {1, 1, 1}, {12, 10, 10}, {4, 5, 5},
 	} {
 		if got := semaphore.Lowered(c.cur, c.floor); got != c.want {
 			t.Errorf("Lowered(%d, floor %d) = %d, want %d", c.cur, c.floor, got, c.want)
@@ -21,7 +21,7 @@ func TestLowered(t *testing.T) {
 }
 
 // TestThrottleAndRecover: with 6 holders of a To 6 key, a throttle lowers
-// the limit to 4 (free -2: free = limit - holders still), a second
+// the limit to 5 (free -1: free = limit - holders still), a second
 // throttle of a run claimed before that change does nothing, one
 // claimed after lowers it again but never below the floor; completions
 // raise it by one per limit of them, promoting the blocked job, up to
@@ -49,27 +49,29 @@ func TestThrottleAndRecover(t *testing.T) {
 			t.Errorf("%s: limit %d, free %d; want %d, %d", what, row.Limit, row.Value, limit, value)
 		}
 	}
-	from, to, err := semaphore.Throttle(ctx, s, l, "q", 3, now, now.Add(time.Second))
-	if err != nil || from != 6 || to != 4 {
-		t.Fatalf("first throttle: %d -> %d, %v; want 6 -> 4", from, to, err)
+	from, to, err := semaphore.Throttle(ctx, s, l, "q", 4, now, now.Add(time.Second))
+	if err != nil || from != 6 || to != 5 {
+		t.Fatalf("first throttle: %d -> %d, %v; want 6 -> 5", from, to, err)
 	}
-	check("after the first throttle", 4, -2)
-	if from, to, _ = semaphore.Throttle(ctx, s, l, "q", 3, now, now.Add(2*time.Second)); from != to {
+	check("after the first throttle", 5, -1)
+	if from, to, _ = semaphore.Throttle(ctx, s, l, "q", 4, now, now.Add(2*time.Second)); from != to {
 		t.Errorf("a throttle of a run claimed before the change lowered %d -> %d; want no change", from, to)
 	}
-	if _, to, _ = semaphore.Throttle(ctx, s, l, "q", 3, now.Add(3*time.Second), now.Add(3*time.Second)); to != 3 {
-		t.Errorf("a throttle of a run claimed after the change took the limit to %d; want the floor, 3", to)
+	for range 2 {
+		if _, to, _ = semaphore.Throttle(ctx, s, l, "q", 4, now.Add(3*time.Second), now.Add(3*time.Second)); to != 4 {
+			t.Errorf("a throttle of a run claimed after the change took the limit to %d; want the floor, 4", to)
+		}
 	}
-	check("at the floor", 3, -3)
-	// Three holders finish: free 0; three completions raise it to 4,
-	// and the blocked job takes the slot.
-	for range 3 {
+	check("at the floor", 4, -2)
+	// Two holders finish: free 0; four completions raise it to 5, and
+	// the blocked job takes the slot.
+	for range 2 {
 		if _, err := semaphore.Release(ctx, s, "k", now); err != nil {
 			t.Fatal(err)
 		}
 	}
 	var promoted driver.Promotion
-	for range 3 {
+	for range 4 {
 		p, err := semaphore.Recover(ctx, s, l, "q", 1, now.Add(4*time.Second))
 		if err != nil {
 			t.Fatal(err)
@@ -79,13 +81,13 @@ func TestThrottleAndRecover(t *testing.T) {
 	if promoted.Jobs != 1 {
 		t.Errorf("raising the limit promoted %d jobs, want the blocked one", promoted.Jobs)
 	}
-	check("after three completions", 4, 0)
-	for range 4 + 5 {
+	check("after four completions", 5, 0)
+	for range 5 {
 		if _, err := semaphore.Recover(ctx, s, l, "q", 1, now.Add(5*time.Second)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	check("back at To", 6, 2)
+	check("back at To", 6, 1)
 	if _, ok := s.Adapts["k"]; ok {
 		t.Errorf("the adaptive row stayed once the limit was back at To: %+v", s.Adapts["k"])
 	}
@@ -93,5 +95,5 @@ func TestThrottleAndRecover(t *testing.T) {
 	if p, err := semaphore.Recover(ctx, s, l, "q", 1, now.Add(6*time.Second)); err != nil || p.Jobs != 0 {
 		t.Errorf("Recover of a key at its own limit = %+v, %v", p, err)
 	}
-	check("unchanged", 6, 2)
+	check("unchanged", 6, 1)
 }

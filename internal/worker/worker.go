@@ -498,13 +498,8 @@ func (w *queueWorker) finish(runCtx context.Context, l *lease, meta Meta, def Jo
 	e := outcome{claim: cl, runErr: runErr, cause: context.Cause(runCtx), ran: ran, now: w.c.cfg.Now(), shutdown: shutdown, fenced: fenced, startedLate: startedLate}
 	now := e.now
 	if runErr == nil {
-		floor := adaptiveMin(def)
-		w.completer.complete(cl, func(res lifecycle.Result, err error) {
-			outcome := w.report(ctx, e, res, err)
-			if floor > 0 && err == nil && res.Matched {
-				w.recoverLimit(ctx, cl)
-			}
-			done(outcome)
+		w.completer.complete(cl, adaptiveMin(def) > 0, func(res lifecycle.Result, err error) {
+			done(w.report(ctx, e, res, err))
 		})
 		return
 	}
@@ -742,7 +737,10 @@ type completer struct {
 
 type completion struct {
 	claim *driver.Claim
-	then  func(lifecycle.Result, error)
+	// adaptive: the claim's key adapts (bq.Adaptive); its completion
+	// counts towards raising its limit (lifecycle.RecoverMany).
+	adaptive bool
+	then     func(lifecycle.Result, error)
 }
 
 // startCompleter starts a completer; stop it once no worker records.
@@ -757,8 +755,8 @@ func startCompleter(c *Runtime, ctx context.Context) *completer {
 // the completer's goroutine: then must be quick and must not complete.
 // A run that ends after stop (unclaimed at shutdown) is written alone,
 // before complete returns.
-func (cp *completer) complete(claim *driver.Claim, then func(lifecycle.Result, error)) {
-	c := &completion{claim: claim, then: then}
+func (cp *completer) complete(claim *driver.Claim, adaptive bool, then func(lifecycle.Result, error)) {
+	c := &completion{claim: claim, adaptive: adaptive, then: then}
 	cp.mu.RLock()
 	if cp.stopped {
 		cp.mu.RUnlock()
@@ -849,8 +847,15 @@ func (cp *completer) write(batch []*completion) {
 	ctx := cp.ctx
 	keep := cp.c.cfg.Retention != NoRetention
 	claims := make([]*driver.Claim, len(batch))
+	var adaptive []bool // nil while the batch has no adaptive key
 	for i, b := range batch {
 		claims[i] = b.claim
+		if b.adaptive && adaptive == nil {
+			adaptive = make([]bool, len(batch))
+		}
+		if b.adaptive {
+			adaptive[i] = true
+		}
 	}
 	room := cp.reserve(claims)
 	if len(room) > 0 {
@@ -862,6 +867,7 @@ func (cp *completer) write(batch []*completion) {
 	}
 	var results []lifecycle.Result
 	var handed map[string][]*driver.Claim
+	var raised driver.Promotion // by adaptive limits' raises
 	tries := 0
 	err := cp.c.retryDB(ctx, "record completions", func() error {
 		tries++
@@ -872,17 +878,25 @@ func (cp *completer) write(batch []*completion) {
 		}
 		return run(ctx, cp.c.drv, func(ex driver.Executor) (err error) {
 			now := cp.c.cfg.Now()
-			handed = nil
-			if results, err = lifecycle.CompleteMany(ctx, ex, claims, keep, now); err != nil || len(room) == 0 {
+			handed, raised = nil, driver.Promotion{}
+			if results, err = lifecycle.CompleteMany(ctx, ex, claims, keep, now); err != nil {
 				return err
 			}
-			handed, err = lifecycle.HandOff(ctx, ex, results, room, cp.proc.ID(), now)
+			if len(room) > 0 {
+				if handed, err = lifecycle.HandOff(ctx, ex, results, room, cp.proc.ID(), now); err != nil {
+					return err
+				}
+			}
+			if adaptive != nil {
+				raised, err = lifecycle.RecoverMany(ctx, ex, claims, adaptive, results, now)
+			}
 			return err
 		})
 	})
 	if err != nil {
 		handed = nil
 	}
+	cp.c.ReadyAll(raised.Queues)
 	if len(room) > 0 && (err != nil || tries > 1) {
 		// An attempt failed: its COMMIT may have landed unseen, with
 		// hand-off claims no run holds; the next claim check unclaims
@@ -962,21 +976,4 @@ func GatedRun(parent context.Context, now func() time.Time, bound time.Duration,
 	base, cancel := context.WithCancelCause(parent)
 	l := &lease{proc: p, claim: &driver.Claim{StartBy: startBy}, bound: bound, cancel: cancel}
 	return gated(runContext{Context: base, lease: l}), cancel
-}
-
-// recoverLimit counts a completed run of an adaptive key towards raising
-// its limit (lifecycle.Recover), in a transaction of its own after the
-// completion's, and wakes the queues of the jobs a raise promoted. A
-// count lost to a database error only delays the next raise.
-func (w *queueWorker) recoverLimit(ctx context.Context, cl *driver.Claim) {
-	var woken driver.Promotion
-	err := driver.InTx(ctx, w.c.drv, func(ex driver.Executor) (err error) {
-		woken, err = lifecycle.Recover(ctx, ex, &cl.Job, w.c.cfg.Now())
-		return err
-	})
-	if err != nil {
-		w.c.log.Warn("count a completion towards raising its key's adaptive limit", "job_id", cl.ID, "key", cl.Limit.Key, "error", err)
-		return
-	}
-	w.c.ReadyAll(woken.Queues)
 }
