@@ -26,8 +26,9 @@ const DefaultThrottleDelay = time.Second
 // as with Snooze, its slot released; and when its kind's
 // Concurrency.Adaptive is set, its key's limit is lowered fleet-wide in
 // the same transaction (see docs/flow-control.md). err says what the
-// downstream answered, for logs; it may be nil. A negative retryAfter
-// fails the run with an error saying so, as any error would.
+// downstream answered, for logs; it may be nil. As with Snooze, the
+// error handler (Config.ErrorHandler) is not told of it. A negative
+// retryAfter fails the run with an error saying so, as any error would.
 func Throttled(err error, retryAfter time.Duration) error {
 	if retryAfter < 0 {
 		return fmt.Errorf("%w: bq.Throttled: retryAfter is %s: pass how long the downstream asked to wait (its Retry-After), or 0 for %s",
