@@ -132,7 +132,7 @@ func (c *Client) explain(ctx context.Context, info *JobInfo) (*Explanation, erro
 			return nil, err
 		}
 		e.place(ahead)
-		e.Summary = c.blockedSummary(e.Key, ahead, procs, paused, now)
+		e.Summary = c.blockedSummary(e.Key, ahead, procs, paused, now) + adaptedSummary(e.Key)
 		if e.Summary, err = c.sequenceSummary(ctx, e.Key, ahead, e.Summary, now); err != nil {
 			return nil, err
 		}

@@ -46,6 +46,9 @@ type Health struct {
 	// PausedKeys lists the keys PauseKey stopped, ordered by key: their
 	// jobs wait, ready or blocked, until ResumeKey.
 	PausedKeys []PausedKey `json:"paused_keys,omitempty"`
+	// AdaptedKeys lists up to 100 keys whose adaptive limit throttles
+	// lowered (bq.Adaptive), ordered by key.
+	AdaptedKeys []AdaptedKey `json:"adapted_keys,omitempty"`
 	// Periodic lists the schedules the fleet runs (Config.Periodic):
 	// next tick, last tick and its job.
 	Periodic []PeriodicStatus `json:"periodic"`
@@ -215,6 +218,13 @@ func (c *Client) health(ctx context.Context, top int) (*Health, error) {
 	for _, p := range pausedKeys {
 		h.PausedKeys = append(h.PausedKeys, PausedKey(p))
 	}
+	adapted, err := ex.KeyAdaptList(ctx, maxAdaptedKeys+1)
+	if err != nil {
+		return nil, err
+	}
+	for _, a := range cut(h, adapted, maxAdaptedKeys) {
+		h.AdaptedKeys = append(h.AdaptedKeys, AdaptedKey(a))
+	}
 	procs, err := ex.ProcessList(ctx)
 	if err != nil {
 		return nil, err
@@ -361,6 +371,9 @@ func (c *Client) Verify(ctx context.Context, o VerifyOptions) (*VerifyReport, er
 // The wiring of bq's metrics: internal/metrics holds the instruments,
 // docs/observability.md describes them.
 
+// maxAdaptedGauge bounds the adapted keys a collection reads.
+const maxAdaptedGauge = 10000
+
 // gaugeSnapshot feeds the observable gauges: three aggregate queries per
 // collection, bounded by the number of queues and groups.
 func (c *Client) gaugeSnapshot(ctx context.Context) (metrics.Snapshot, error) {
@@ -381,5 +394,13 @@ func (c *Client) gaugeSnapshot(ctx context.Context) (metrics.Snapshot, error) {
 	if err != nil {
 		return metrics.Snapshot{}, fmt.Errorf("bq gauges: %w", err)
 	}
-	return metrics.Snapshot{Queues: queues, Groups: groups, Rates: rates, Fair: fair}, nil
+	adapted, err := ex.KeyAdaptList(ctx, maxAdaptedGauge)
+	if err != nil {
+		return metrics.Snapshot{}, fmt.Errorf("bq gauges: %w", err)
+	}
+	byGroup := map[string]int{}
+	for _, a := range adapted {
+		byGroup[driver.GroupOf(a.Key)]++
+	}
+	return metrics.Snapshot{Queues: queues, Groups: groups, Rates: rates, Fair: fair, Adapted: byGroup}, nil
 }

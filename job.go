@@ -130,6 +130,13 @@ type Concurrency[A any] struct {
 	// (Client.DiscardFailed, Client.Cancel: the line continues). Default
 	// false: the line continues past a job that fails for good.
 	SequenceHaltOnFailure bool
+	// Adaptive lets the key's limit follow its downstream: a run that
+	// returns Throttled lowers the limit fleet-wide (multiplicatively, not
+	// below Adaptive.Min), completions raise it back by one at a time up
+	// to the key's own limit (To, its override or its policy's). Only on
+	// Concurrency (a job's first key). See docs/flow-control.md.
+	// Default: nil, the limit stays put.
+	Adaptive *Adaptive
 }
 
 // JobOptions configures a job kind. Zero values take the defaults.
@@ -289,6 +296,7 @@ func (j *Job[A]) validate() error {
 			errs = append(errs, err)
 		}
 	}
+	errs = append(errs, adaptiveProblems(j.opts.Concurrency, j.opts.MoreConcurrency)...)
 	if err := sameKeyTwice(j.opts.Concurrency, j.opts.MoreConcurrency); err != nil {
 		errs = append(errs, err)
 	}
@@ -553,6 +561,7 @@ type definition interface {
 	run(ctx context.Context, args []byte) error
 	timeout() time.Duration
 	backoff(attempt int) time.Duration
+	adaptiveMin() int
 	definedAt() string
 	middleware() []WorkerMiddleware
 	work(ctx context.Context, args []byte, o worker.WorkOptions) error
@@ -568,6 +577,15 @@ func (j *Job[A]) timeout() time.Duration            { return j.opts.Timeout }
 func (j *Job[A]) backoff(attempt int) time.Duration { return j.opts.Backoff(attempt) }
 func (j *Job[A]) definedAt() string                 { return j.site }
 func (j *Job[A]) middleware() []WorkerMiddleware    { return j.opts.Middleware }
+
+// adaptiveMin is the floor of the kind's adaptive limit; 0 when its
+// limit does not adapt.
+func (j *Job[A]) adaptiveMin() int {
+	if c := j.opts.Concurrency; c != nil && c.Adaptive != nil {
+		return c.Adaptive.Min
+	}
+	return 0
+}
 
 func (j *Job[A]) run(ctx context.Context, raw []byte) error {
 	var args A

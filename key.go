@@ -62,6 +62,9 @@ type KeyState struct {
 	// (Concurrency.Sequence): its jobs run one at a time in enqueue
 	// order, a failing job keeping its place (a scheduled holder).
 	Sequence bool `json:"sequence,omitzero"`
+	// Adaptive: throttles (bq.Throttled) lowered the key's limit, now
+	// Limit; nil while it runs at its own.
+	Adaptive *AdaptedKey `json:"adaptive,omitempty"`
 }
 
 // KeyState reports a full concurrency key (Group + "/" + Key).
@@ -90,6 +93,11 @@ func (c *Client) keyState(ctx context.Context, key string, line int) (*KeyState,
 			return nil, err
 		}
 		k.Sequence = found && l.Sequence
+	}
+	if a, ok, err := ex.KeyAdaptGet(ctx, key); err != nil {
+		return nil, err
+	} else if ok {
+		k.Adaptive = (*AdaptedKey)(&a)
 	}
 	holders, err := ex.HolderList(ctx, key, maxHolders)
 	if err != nil {

@@ -61,6 +61,7 @@ func (j runDef) Kind() string                      { return j.d.kind() }
 func (j runDef) Queue() string                     { return j.d.queue() }
 func (j runDef) Timeout() time.Duration            { return j.d.timeout() }
 func (j runDef) Backoff(attempt int) time.Duration { return j.d.backoff(attempt) }
+func (j runDef) AdaptiveMin() int                  { return j.d.adaptiveMin() }
 
 func (j runDef) Work(ctx context.Context, args []byte, o worker.WorkOptions) error {
 	return j.d.work(ctx, args, o)

@@ -127,6 +127,14 @@ func printHealth(w io.Writer, h *bq.Health) error {
 		pausedKeysTable(tw, h.PausedKeys, h.At)
 	}
 
+	if len(h.AdaptedKeys) > 0 {
+		section("ADAPTED KEYS (limits lowered by bq.Throttled; they rise back with completions)")
+		fmt.Fprintln(tw, "KEY\tLIMIT\tMIN\tSUCCESSES\tCHANGED")
+		for _, k := range h.AdaptedKeys {
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\n", term(k.Key), k.Limit, k.Min, k.Successes, ago(k.AdaptedAt, h.At))
+		}
+	}
+
 	section("PROCESSES")
 	if len(h.Processes) == 0 {
 		fmt.Fprintln(tw, "  none registered: no worker or dispatcher is running")

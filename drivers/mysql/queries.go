@@ -160,6 +160,7 @@ WHERE id IN ` + list + ` ORDER BY id` + byKey)
 	// read does not lock: only the semaphore row is locked.
 	q.SemLock = p(`SELECT s.value, s.lim, s.blocked, s.multi, s.duration_ms, s.expires_at,
 	coalesce((SELECT k.lim FROM {p}key_limits k WHERE k.key_hash = s.key_hash), 0),
+	coalesce((SELECT a.lim FROM {p}key_adapt a WHERE a.key_hash = s.key_hash), 0),
 	coalesce((SELECT p.queue FROM {p}policies p WHERE p.queue = ?), ''),
 	coalesce((SELECT p.max_active_per_key FROM {p}policies p WHERE p.queue = ?), 0),
 	coalesce((SELECT p.max_blocked FROM {p}policies p WHERE p.queue = ?), 0)
@@ -218,6 +219,7 @@ WHERE b.concurrency_key_hash = ? ORDER BY b.priority DESC, b.job_id LIMIT ?`),
 		EnsureTail: "\nON DUPLICATE KEY UPDATE `key` = `key`",
 		Lock: p(`SELECT t.at, s.value, s.lim, s.blocked, s.multi, s.duration_ms, s.expires_at,
 	coalesce((SELECT k.lim FROM {p}key_limits k WHERE k.key_hash = s.key_hash), 0),
+	coalesce((SELECT a.lim FROM {p}key_adapt a WHERE a.key_hash = s.key_hash), 0),
 	coalesce((SELECT p.queue FROM {p}policies p WHERE p.queue = t.q), ''),
 	coalesce((SELECT p.max_active_per_key FROM {p}policies p WHERE p.queue = t.q), 0),
 	coalesce((SELECT p.max_blocked FROM {p}policies p WHERE p.queue = t.q), 0)
@@ -264,6 +266,11 @@ VALUES (?, ?, ?, ?, ?, ?) ON DUPLICATE KEY UPDATE name = name`)
 	q.PauseKey = p("INSERT INTO {p}paused_keys (key_hash, `key`, paused_at) VALUES (?, ?, ?) ON DUPLICATE KEY UPDATE key_hash = key_hash")
 	q.ResumeKey = p("DELETE FROM {p}paused_keys WHERE key_hash = ? AND `key` = ?")
 	q.PausedKeys = p("SELECT `key`, paused_at FROM {p}paused_keys ORDER BY `key`")
+	q.GetKeyAdapt = p("SELECT `key`, lim, min_lim, successes, adapted_at FROM {p}key_adapt WHERE key_hash = ? AND `key` = ?")
+	q.SetKeyAdapt = p("INSERT INTO {p}key_adapt (key_hash, `key`, lim, min_lim, successes, adapted_at) VALUES (?, ?, ?, ?, ?, ?)\n" +
+		"ON DUPLICATE KEY UPDATE lim = VALUES(lim), min_lim = VALUES(min_lim), successes = VALUES(successes), adapted_at = VALUES(adapted_at)")
+	q.DeleteKeyAdapt = p("DELETE FROM {p}key_adapt WHERE key_hash = ? AND `key` = ?")
+	q.ListKeyAdapt = p("SELECT `key`, lim, min_lim, successes, adapted_at FROM {p}key_adapt ORDER BY `key` LIMIT ?")
 	q.SetKeyLimit = p("INSERT INTO {p}key_limits (key_hash, `key`, lim, updated_at) VALUES (?, ?, ?, ?)\n" +
 		"ON DUPLICATE KEY UPDATE lim = VALUES(lim), updated_at = VALUES(updated_at)")
 	q.DeleteKeyLimit = p("DELETE FROM {p}key_limits WHERE key_hash = ? AND `key` = ?")

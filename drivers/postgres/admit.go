@@ -40,7 +40,7 @@ ON CONFLICT (key) DO NOTHING`),
 		// again (it locked them itself, FOR UPDATE OF s, before).
 		semReadMany: p(`
 SELECT s.key, s.value, s.lim, s.blocked, s.multi, s.duration_ms, s.expires_at,
-	coalesce(k.lim, 0), coalesce(p.queue, ''), coalesce(p.max_active_per_key, 0), coalesce(p.max_blocked, 0)
+	coalesce(k.lim, 0), coalesce((SELECT a.lim FROM {p}key_adapt a WHERE a.key = s.key), 0), coalesce(p.queue, ''), coalesce(p.max_active_per_key, 0), coalesce(p.max_blocked, 0)
 FROM {p}semaphores s
 JOIN unnest($1::text[], $2::text[]) AS r(key, queue) ON r.key = s.key
 LEFT JOIN {p}key_limits k ON k.key = s.key
@@ -116,7 +116,7 @@ func (e *executor) lockMany(ctx context.Context, limits []driver.Limit, queues [
 	var s driver.Semaphore
 	var durMS int64
 	_, err = pgx.ForEachRow(rows, []any{&s.Key, &s.Value, &s.Limit, &s.Blocked, &s.Multi, &durMS, &s.ExpiresAt,
-		&s.Override, &s.Policy.Queue, &s.Policy.MaxActivePerKey, &s.Policy.MaxBlocked}, func() error {
+		&s.Override, &s.Adapt, &s.Policy.Queue, &s.Policy.MaxActivePerKey, &s.Policy.MaxBlocked}, func() error {
 		s.Duration = time.Duration(durMS) * time.Millisecond
 		out[at[s.Key]] = s
 		seen[s.Key] = true

@@ -25,7 +25,7 @@ func newSemaphoreQueries(p func(string) string) semaphoreQueries {
 VALUES ($1, $2, $2, 0, $3, $4) ON CONFLICT (key) DO NOTHING`),
 		semLock: p(`
 SELECT s.value, s.lim, s.blocked, s.multi, s.duration_ms, s.expires_at,
-	coalesce(k.lim, 0), coalesce(p.queue, ''), coalesce(p.max_active_per_key, 0), coalesce(p.max_blocked, 0)
+	coalesce(k.lim, 0), coalesce((SELECT a.lim FROM {p}key_adapt a WHERE a.key = s.key), 0), coalesce(p.queue, ''), coalesce(p.max_active_per_key, 0), coalesce(p.max_blocked, 0)
 FROM {p}semaphores s
 LEFT JOIN {p}key_limits k ON k.key = s.key
 LEFT JOIN {p}policies p ON p.queue = $2
@@ -163,7 +163,7 @@ func (e *executor) SemaphoreLock(ctx context.Context, key, queue string) (driver
 	s := driver.Semaphore{Key: key}
 	var durMS int64
 	ok, err := found(e.db.QueryRow(ctx, e.q.semLock, key, queue).Scan(&s.Value, &s.Limit, &s.Blocked, &s.Multi, &durMS, &s.ExpiresAt,
-		&s.Override, &s.Policy.Queue, &s.Policy.MaxActivePerKey, &s.Policy.MaxBlocked))
+		&s.Override, &s.Adapt, &s.Policy.Queue, &s.Policy.MaxActivePerKey, &s.Policy.MaxBlocked))
 	if err != nil {
 		return s, false, fmt.Errorf("lock semaphore %q: %w", key, err)
 	}

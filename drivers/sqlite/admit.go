@@ -68,7 +68,7 @@ func (e executor) lockSems(ctx context.Context, x *sqlexec.Executor, limits []dr
 		var durMS, expires int64
 		var s driver.Semaphore
 		if err := rows.Scan(&at, &s.Value, &s.Limit, &s.Blocked, &s.Multi, &durMS, &expires,
-			&s.Override, &s.Policy.Queue, &s.Policy.MaxActivePerKey, &s.Policy.MaxBlocked); err != nil {
+			&s.Override, &s.Adapt, &s.Policy.Queue, &s.Policy.MaxActivePerKey, &s.Policy.MaxBlocked); err != nil {
 			rows.Close()
 			return nil, err
 		}

@@ -76,6 +76,7 @@ SELECT value, ?, ?, ? FROM json_each(?)`)
 VALUES (?, ?, ?, 0, ?, ?) ON CONFLICT (key) DO NOTHING`)
 	q.SemLock = p(`SELECT s.value, s.lim, s.blocked, s.multi, s.duration_ms, s.expires_at,
 	coalesce((SELECT k.lim FROM {p}key_limits k WHERE k.key = s.key), 0),
+	coalesce((SELECT a.lim FROM {p}key_adapt a WHERE a.key = s.key), 0),
 	coalesce((SELECT p.queue FROM {p}policies p WHERE p.queue = ?), ''),
 	coalesce((SELECT p.max_active_per_key FROM {p}policies p WHERE p.queue = ?), 0),
 	coalesce((SELECT p.max_blocked FROM {p}policies p WHERE p.queue = ?), 0)
@@ -201,7 +202,7 @@ RETURNING job_id`),
 SELECT value->>0, value->>1, value->>1, 0, value->>2, value->>3 FROM json_each(?) WHERE true
 ON CONFLICT (key) DO NOTHING`),
 		lockSems: p(`
-SELECT t.key, s.value, s.lim, s.blocked, s.multi, s.duration_ms, s.expires_at, coalesce(k.lim, 0),
+SELECT t.key, s.value, s.lim, s.blocked, s.multi, s.duration_ms, s.expires_at, coalesce(k.lim, 0), coalesce((SELECT a.lim FROM {p}key_adapt a WHERE a.key = s.key), 0),
 	coalesce(p.queue, ''), coalesce(p.max_active_per_key, 0), coalesce(p.max_blocked, 0)
 FROM json_each(?) t
 JOIN {p}semaphores s ON s.key = t.value->>0

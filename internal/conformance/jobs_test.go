@@ -29,6 +29,10 @@ type Args struct {
 	// Until, for poll-ctx: a file whose appearance ends the run early, so
 	// a test can end a long run (and its re-runs) once it has seen enough.
 	Until string `json:",omitempty"`
+	// Downstream, for mode "downstream": a file counting the calls in
+	// flight to a fake downstream that answers 429 (bq.Throttled, retry
+	// after SleepMS) above N of them at once (adaptive_test.go).
+	Downstream string `json:",omitempty"`
 }
 
 func keyOf(a Args) string { return a.Key }
@@ -245,6 +249,8 @@ func act(ctx context.Context, a Args, meta bq.JobMeta) error {
 		return nil
 	case "snooze-zero":
 		return bq.Snooze(0)
+	case "downstream":
+		return callDownstream(ctx, a)
 	case "rerun-n":
 		// A first attempt sleeps SleepMS, later ones N ms: a re-run that
 		// is still running when its first attempt's late outcome lands.

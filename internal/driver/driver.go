@@ -98,6 +98,7 @@ type Executor interface {
 	Inspector
 	InboxStore
 	DependencyStore
+	AdaptStore
 }
 
 // SingleWriter is a driver whose write transactions take one lock for

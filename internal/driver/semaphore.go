@@ -108,6 +108,7 @@ type Semaphore struct {
 
 	// Read by SemaphoreLock, never saved:
 	Override int    // the key's SetKeyLimit override; 0 when none
+	Adapt    int    // the key's adaptive limit (KeyAdapt.Limit); 0 when none
 	Policy   Policy // the policy of the queue named to SemaphoreLock
 }
 

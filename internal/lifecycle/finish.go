@@ -195,6 +195,12 @@ func Retry(ctx context.Context, ex Store, c *driver.Claim, msg string, at, now t
 // admitted again when due like any scheduled job. A sequence's job keeps
 // its slot and its place instead (see holdPlace).
 func Snooze(ctx context.Context, ex Store, c *driver.Claim, at, now time.Time) (Result, error) {
+	return snooze(ctx, ex, c, at, now, nil)
+}
+
+// snooze is Snooze, calling before (when not nil) once the claim is
+// deleted, before the slot is released.
+func snooze(ctx context.Context, ex Store, c *driver.Claim, at, now time.Time, before func() error) (Result, error) {
 	if !at.After(now) {
 		return Result{}, fmt.Errorf("snooze job %d: due at %s, not after now (%s)", c.ID, at, now)
 	}
@@ -203,6 +209,11 @@ func Snooze(ctx context.Context, ex Store, c *driver.Claim, at, now time.Time) (
 	}
 	if ok, err := ex.ClaimDelete(ctx, c.ID, c.Fence); !ok || err != nil {
 		return Result{}, err
+	}
+	if before != nil {
+		if err := before(); err != nil {
+			return Result{}, err
+		}
 	}
 	if inSequence(&c.Job) {
 		return holdPlace(ctx, ex, c, at, now)

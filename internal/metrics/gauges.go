@@ -16,6 +16,9 @@ type Snapshot struct {
 	Groups []driver.GroupStats
 	Rates  []driver.RateGroupStats
 	Fair   []FairQueue
+	// Adapted counts, by limit group, the keys whose adaptive limit
+	// throttles lowered.
+	Adapted map[string]int
 }
 
 // FairQueue is how a fair-share queue shares its slots, with no key
@@ -72,6 +75,11 @@ func (m *Instruments) ObserveGauges(read func(ctx context.Context) (Snapshot, er
 	if err != nil {
 		return nil, err
 	}
+	adapted, err := m.meter.Int64ObservableGauge(AdaptedKeys, metric.WithUnit("{key}"),
+		metric.WithDescription("Keys of a limit group whose adaptive limit throttled runs lowered (bq.Adaptive)."))
+	if err != nil {
+		return nil, err
+	}
 	// Queues seen at an earlier collection, each reported with zeros
 	// once it drains (a queue with no live job is in no count): a gauge
 	// that stops reporting reads as "no data", not 0.
@@ -121,8 +129,11 @@ func (m *Instruments) ObserveGauges(read func(ctx context.Context) (Snapshot, er
 			o.ObserveInt64(fairKeys, int64(f.Keys), attrs)
 			o.ObserveFloat64(fairIndex, f.Index, attrs)
 		}
+		for g, n := range snap.Adapted {
+			o.ObserveInt64(adapted, int64(n), metric.WithAttributes(attribute.String("group", g)))
+		}
 		return nil
-	}, queueJobs, active, blocked, saturated, rateWaiting, throttled, fairKeys, fairIndex)
+	}, queueJobs, active, blocked, saturated, rateWaiting, throttled, fairKeys, fairIndex, adapted)
 	if err != nil {
 		return nil, err
 	}

@@ -31,6 +31,7 @@ const (
 	Retried     = "bq.jobs.retried"
 	Reaped      = "bq.jobs.reaped"
 	Snoozed     = "bq.jobs.snoozed"
+	Throttled   = "bq.jobs.throttled"
 	Cancelled   = "bq.jobs.cancelled"
 	QueueWait   = "bq.job.queue_wait"
 	RunDuration = "bq.job.run_duration"
@@ -45,6 +46,7 @@ const (
 	GroupActive   = "bq.group.active"
 	GroupBlocked  = "bq.group.blocked"
 	SaturatedKeys = "bq.group.saturated_keys"
+	AdaptedKeys   = "bq.group.adapted_keys"
 	RateWaiting   = "bq.rate.waiting"
 	ThrottledKeys = "bq.rate.throttled_keys"
 	FairKeys      = "bq.fair_share.keys"
@@ -99,7 +101,7 @@ type Instruments struct {
 	meter                                  metric.Meter
 	enqueued, blocked, discarded, promoted metric.Int64Counter
 	completed, failed, retried, reaped     metric.Int64Counter
-	snoozed, cancelled                     metric.Int64Counter
+	snoozed, cancelled, throttled          metric.Int64Counter
 	queueWait, runDuration                 metric.Float64Histogram
 	// The messaging conventions' instruments; nil unless asked for.
 	msgSent, msgConsumed metric.Int64Counter
@@ -132,6 +134,7 @@ func New(mp metric.MeterProvider, messaging bool) (*Instruments, error) {
 	m.retried = counter(Retried, "Failed attempts that will run again, and failed jobs retried by hand.")
 	m.reaped = counter(Reaped, "Claims of lost processes returned to ready, failed or (a cancel requested) cancelled by the dispatcher.")
 	m.snoozed = counter(Snoozed, "Runs that ended with bq.Snooze: rescheduled, their attempt not spent.")
+	m.throttled = counter(Throttled, "Runs that ended with bq.Throttled: rescheduled, their attempt not spent; lowered=true when their key's adaptive limit fell.")
 	m.cancelled = counter(Cancelled, "Jobs finished as cancelled: by client.Cancel (from=client) or by their own bq.Cancel (from=job).")
 	m.queueWait = histogram(QueueWait, "Time from a job's due time to its first claim.")
 	m.runDuration = histogram(RunDuration, "Time one run of a job took.")
@@ -248,6 +251,12 @@ func (m *Instruments) Finished(ctx context.Context, j Job, state driver.JobState
 // Snoozed counts a run that ended with bq.Snooze.
 func (m *Instruments) Snoozed(ctx context.Context, j Job) {
 	m.snoozed.Add(ctx, 1, j.attrs())
+}
+
+// Throttled counts a run that ended with bq.Throttled; lowered: its
+// key's adaptive limit fell.
+func (m *Instruments) Throttled(ctx context.Context, j Job, lowered bool) {
+	m.throttled.Add(ctx, 1, j.attrs(attribute.Bool("lowered", lowered)))
 }
 
 // Cancelled counts a job finished as cancelled; from says who asked:

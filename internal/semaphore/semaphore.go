@@ -59,7 +59,7 @@ func lock(ctx context.Context, ex driver.SemaphoreStore, l driver.Limit, queue s
 		}
 		if ok {
 			s := &Semaphore{ex: ex, row: row, now: now}
-			s.setLimit(Limit(l, row.Override, row.Policy))
+			s.setLimit(Adapted(Limit(l, row.Override, row.Policy), row.Adapt))
 			return s, nil
 		}
 		if err := ex.SemaphoreEnsure(ctx, l, now); err != nil {
@@ -123,7 +123,7 @@ func LockMany(ctx context.Context, ex driver.SemaphoreStore, limits []driver.Lim
 			return nil, fmt.Errorf("lock semaphore %q: the driver returned %q in its place", l.Key, rows[i].Key)
 		}
 		s := &Semaphore{ex: ex, row: rows[i], now: now}
-		s.setLimit(Limit(l, s.row.Override, s.row.Policy))
+		s.setLimit(Adapted(Limit(l, s.row.Override, s.row.Policy), s.row.Adapt))
 		s.admitting(l)
 		out[i] = s
 	}

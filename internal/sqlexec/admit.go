@@ -99,7 +99,7 @@ func (x *Executor) lockChunk(ctx context.Context, limits []driver.Limit, queues 
 			var s driver.Semaphore
 			var queue []byte
 			if err := rows.Scan(&at, &s.Value, &s.Limit, &s.Blocked, &s.Multi, &durMS, &expires,
-				&s.Override, &queue, &s.Policy.MaxActivePerKey, &s.Policy.MaxBlocked); err != nil {
+				&s.Override, &s.Adapt, &queue, &s.Policy.MaxActivePerKey, &s.Policy.MaxBlocked); err != nil {
 				rows.Close()
 				return fmt.Errorf("lock %d semaphores: %w", len(want), err)
 			}

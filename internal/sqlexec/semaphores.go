@@ -33,7 +33,7 @@ func (e *Executor) SemaphoreLock(ctx context.Context, key, queue string) (driver
 	var durMS, expires int64
 	q := e.d.Text(queue)
 	ok, err := found(e.db.QueryRowContext(ctx, e.q.SemLock, append([]any{q, q, q}, e.d.KeyArgs(key)...)...).Scan(&s.Value,
-		&s.Limit, &s.Blocked, &s.Multi, &durMS, &expires, &s.Override, &s.Policy.Queue, &s.Policy.MaxActivePerKey, &s.Policy.MaxBlocked))
+		&s.Limit, &s.Blocked, &s.Multi, &durMS, &expires, &s.Override, &s.Adapt, &s.Policy.Queue, &s.Policy.MaxActivePerKey, &s.Policy.MaxBlocked))
 	if err != nil {
 		return s, false, fmt.Errorf("lock semaphore %q: %w", key, err)
 	}

@@ -14,6 +14,10 @@ type SharedQueries struct {
 	PauseQueue, ResumeQueue, PausedQueues string
 	// PauseKey, ResumeKey and PausedKeys do the same for keys.
 	PauseKey, ResumeKey, PausedKeys string
+	// Adaptive limits (key_adapt): read one key's (its KeyArgs), upsert
+	// (KeyArgs, lim, min, successes, adapted_at), delete (KeyArgs) and
+	// list (max).
+	GetKeyAdapt, SetKeyAdapt, DeleteKeyAdapt, ListKeyAdapt string
 
 	// PolicyLockMany reads the policies of a namespace and of a list of
 	// queues (Conn.Names), locking them where the dialect has row locks.
@@ -69,6 +73,12 @@ func SharedStatements(spell func(string) string) SharedQueries {
 		PauseKey:     p(`INSERT INTO {p}paused_keys (key, paused_at) VALUES (?, ?) ON CONFLICT (key) DO NOTHING`),
 		ResumeKey:    p(`DELETE FROM {p}paused_keys WHERE key = ?`),
 		PausedKeys:   p(`SELECT key, paused_at FROM {p}paused_keys ORDER BY key`),
+		GetKeyAdapt:  p(`SELECT key, lim, min_lim, successes, adapted_at FROM {p}key_adapt WHERE key = ?`),
+		SetKeyAdapt: p(`INSERT INTO {p}key_adapt (key, lim, min_lim, successes, adapted_at) VALUES (?, ?, ?, ?, ?)
+ON CONFLICT (key) DO UPDATE SET lim = excluded.lim, min_lim = excluded.min_lim, successes = excluded.successes,
+	adapted_at = excluded.adapted_at`),
+		DeleteKeyAdapt: p(`DELETE FROM {p}key_adapt WHERE key = ?`),
+		ListKeyAdapt:   p(`SELECT key, lim, min_lim, successes, adapted_at FROM {p}key_adapt ORDER BY key LIMIT ?`),
 
 		LockPolicies: p(`SELECT ` + sqltext.PolicyColumns + ` FROM {p}policies
 WHERE namespace = ? OR queue IN ` + ListMarker + ` ORDER BY queue`),

@@ -403,3 +403,45 @@ func CancelOf(err error) bool {
 	var c *CancelError
 	return errors.As(err, &c)
 }
+
+// ThrottleError asks for the job to run again after Delay, its key's
+// limit lowered if it adapts (bq.Throttled); Err is what the downstream
+// answered, maybe nil.
+type ThrottleError struct {
+	Err   error
+	Delay time.Duration
+}
+
+func (e *ThrottleError) Error() string {
+	if e.Err == nil {
+		return fmt.Sprintf("bq.Throttled: run again in %s", e.Delay)
+	}
+	return fmt.Sprintf("bq.Throttled: run again in %s: %v", e.Delay, e.Err)
+}
+
+func (e *ThrottleError) Unwrap() error { return e.Err }
+
+// ThrottleOf is the delay a run asked for with a ThrottleError, if it
+// did.
+func ThrottleOf(err error) (time.Duration, bool) {
+	var t *ThrottleError
+	if errors.As(err, &t) {
+		return t.Delay, true
+	}
+	return 0, false
+}
+
+// Adaptive is a Job whose key's limit adapts (bq.Adaptive).
+type Adaptive interface {
+	// AdaptiveMin is the floor of its key's limit; 0 when it does not
+	// adapt.
+	AdaptiveMin() int
+}
+
+// adaptiveMin is def's AdaptiveMin, 0 for a Job without one.
+func adaptiveMin(def Job) int {
+	if a, ok := def.(Adaptive); ok {
+		return a.AdaptiveMin()
+	}
+	return 0
+}

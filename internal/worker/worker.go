@@ -489,7 +489,8 @@ func (w *queueWorker) finish(runCtx context.Context, l *lease, meta Meta, def Jo
 	ctx := w.finishCtx
 	startedLate := errors.Is(runErr, ErrStartedLate) && !fenced
 	if runErr != nil && !shutdown && !fenced && !l.cancelled.Load() && !CancelOf(runErr) && !startedLate {
-		if _, snoozed := SnoozeOf(runErr); !snoozed {
+		_, throttled := ThrottleOf(runErr)
+		if _, snoozed := SnoozeOf(runErr); !snoozed && !throttled {
 			// Before the outcome's transaction: the handler is user code.
 			runErr = w.c.cfg.Jobs.HandleError(runCtx, meta, runErr)
 		}
@@ -497,7 +498,7 @@ func (w *queueWorker) finish(runCtx context.Context, l *lease, meta Meta, def Jo
 	e := outcome{claim: cl, runErr: runErr, cause: context.Cause(runCtx), ran: ran, now: w.c.cfg.Now(), shutdown: shutdown, fenced: fenced, startedLate: startedLate}
 	now := e.now
 	if runErr == nil {
-		w.completer.complete(cl, func(res lifecycle.Result, err error) {
+		w.completer.complete(cl, adaptiveMin(def) > 0, func(res lifecycle.Result, err error) {
 			done(w.report(ctx, e, res, err))
 		})
 		return
@@ -508,6 +509,9 @@ func (w *queueWorker) finish(runCtx context.Context, l *lease, meta Meta, def Jo
 		msg = errorText(runErr.Error() + ": " + context.Cause(runCtx).Error())
 	}
 	snooze, snoozed := SnoozeOf(runErr)
+	if d, ok := ThrottleOf(runErr); ok {
+		snooze, snoozed, e.throttled = d, true, true
+	}
 	e.snoozed = snoozed && !shutdown && !fenced
 	// The job's own bq.Cancel is honoured even as a shutdown cut it short:
 	// it asked not to run again.
@@ -530,6 +534,13 @@ func (w *queueWorker) finish(runCtx context.Context, l *lease, meta Meta, def Jo
 			msg = errorText(cause.Error())
 		}
 		action = func(ex driver.Executor) (lifecycle.Result, error) { return lifecycle.Reap(ctx, ex, cl, msg, now) }
+	case e.snoozed && e.throttled:
+		e.retryAt = now.Add(snooze)
+		floor := adaptiveMin(def)
+		action = func(ex driver.Executor) (res lifecycle.Result, err error) {
+			res, e.adapted, err = lifecycle.Throttle(ctx, ex, cl, floor, e.retryAt, now)
+			return res, err
+		}
 	case e.snoozed:
 		e.retryAt = now.Add(snooze)
 		action = func(ex driver.Executor) (lifecycle.Result, error) {
@@ -571,6 +582,8 @@ type outcome struct {
 	ran                                                time.Duration
 	now, retryAt                                       time.Time
 	shutdown, fenced, startedLate, snoozed, selfCancel bool
+	throttled                                          bool              // snoozed by bq.Throttled
+	adapted                                            lifecycle.Adapted // what the throttle did to its key's limit
 }
 
 // report logs and counts the outcome of e that record wrote (res), or
@@ -611,6 +624,10 @@ func (w *queueWorker) report(ctx context.Context, e outcome, res lifecycle.Resul
 		outcome = "lost"
 		log.Warn("run stopped as its lease lapsed; the job is ready again with its slot, its attempt counted",
 			"state", res.State, "cause", e.cause)
+	case e.snoozed && e.throttled:
+		outcome = "throttled"
+		log.Info("job throttled by its downstream; its slot released, it runs again when due, no attempt spent",
+			"error", runErr, "duration", ran, "run_at", e.retryAt, "limit_from", e.adapted.From, "limit_to", e.adapted.To)
 	case e.snoozed:
 		outcome = "snoozed"
 		log.Debug("job snoozed; its slot released, it runs again when due", "duration", ran, "run_at", e.retryAt)
@@ -633,6 +650,8 @@ func (w *queueWorker) report(ctx context.Context, e outcome, res lifecycle.Resul
 	}
 	switch {
 	case outcome == "cancelled":
+	case e.snoozed && e.throttled:
+		w.c.met.Throttled(ctx, job, e.adapted.To < e.adapted.From)
 	case e.snoozed:
 		w.c.met.Snoozed(ctx, job)
 	case e.startedLate:
@@ -718,7 +737,10 @@ type completer struct {
 
 type completion struct {
 	claim *driver.Claim
-	then  func(lifecycle.Result, error)
+	// adaptive: the claim's key adapts (bq.Adaptive); its completion
+	// counts towards raising its limit (lifecycle.RecoverMany).
+	adaptive bool
+	then     func(lifecycle.Result, error)
 }
 
 // startCompleter starts a completer; stop it once no worker records.
@@ -733,8 +755,8 @@ func startCompleter(c *Runtime, ctx context.Context) *completer {
 // the completer's goroutine: then must be quick and must not complete.
 // A run that ends after stop (unclaimed at shutdown) is written alone,
 // before complete returns.
-func (cp *completer) complete(claim *driver.Claim, then func(lifecycle.Result, error)) {
-	c := &completion{claim: claim, then: then}
+func (cp *completer) complete(claim *driver.Claim, adaptive bool, then func(lifecycle.Result, error)) {
+	c := &completion{claim: claim, adaptive: adaptive, then: then}
 	cp.mu.RLock()
 	if cp.stopped {
 		cp.mu.RUnlock()
@@ -825,8 +847,15 @@ func (cp *completer) write(batch []*completion) {
 	ctx := cp.ctx
 	keep := cp.c.cfg.Retention != NoRetention
 	claims := make([]*driver.Claim, len(batch))
+	var adaptive []bool // nil while the batch has no adaptive key
 	for i, b := range batch {
 		claims[i] = b.claim
+		if b.adaptive && adaptive == nil {
+			adaptive = make([]bool, len(batch))
+		}
+		if b.adaptive {
+			adaptive[i] = true
+		}
 	}
 	room := cp.reserve(claims)
 	if len(room) > 0 {
@@ -838,6 +867,7 @@ func (cp *completer) write(batch []*completion) {
 	}
 	var results []lifecycle.Result
 	var handed map[string][]*driver.Claim
+	var raised driver.Promotion // by adaptive limits' raises
 	tries := 0
 	err := cp.c.retryDB(ctx, "record completions", func() error {
 		tries++
@@ -849,7 +879,7 @@ func (cp *completer) write(batch []*completion) {
 		}
 		return run(ctx, cp.c.drv, func(ex driver.Executor) (err error) {
 			now := cp.c.cfg.Now()
-			handed = nil
+			handed, raised = nil, driver.Promotion{}
 			if results, err = lifecycle.CompleteMany(ctx, ex, claims, keep, now); err != nil {
 				return err
 			}
@@ -858,10 +888,14 @@ func (cp *completer) write(batch []*completion) {
 					return err
 				}
 			}
-			if len(room) == 0 {
-				return nil
+			if len(room) > 0 {
+				if handed, err = lifecycle.HandOff(ctx, ex, results, room, cp.proc.ID(), now); err != nil {
+					return err
+				}
 			}
-			handed, err = lifecycle.HandOff(ctx, ex, results, room, cp.proc.ID(), now)
+			if adaptive != nil {
+				raised, err = lifecycle.RecoverMany(ctx, ex, claims, adaptive, results, now)
+			}
 			return err
 		})
 	})
@@ -870,6 +904,7 @@ func (cp *completer) write(batch []*completion) {
 	} else {
 		cp.settleLate(results, claims)
 	}
+	cp.c.ReadyAll(raised.Queues)
 	if len(room) > 0 && (err != nil || tries > 1) {
 		// An attempt failed: its COMMIT may have landed unseen, with
 		// hand-off claims no run holds; the next claim check unclaims

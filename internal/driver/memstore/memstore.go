@@ -47,6 +47,7 @@ type Store struct {
 	Weights    map[string]int             // fair-share weights by key
 	Deps       []driver.Dependency        // edges between jobs (DependsOn)
 	Waits      map[int64]*driver.Waiting  // waiting jobs' rows
+	Adapts     map[string]driver.KeyAdapt // adaptive limits by key
 	nextID     int64
 	nextFence  int64
 }
@@ -56,7 +57,8 @@ func New() *Store {
 	return &Store{Jobs: map[int64]*Row{}, Semaphores: map[string]*driver.Semaphore{},
 		Overrides: map[string]int{}, Policies: map[string]driver.Policy{},
 		Paused: map[string]time.Time{}, Rates: map[string]*driver.Rate{}, Rings: map[string][]Slot{},
-		RateLimits: map[string]driver.RateSpec{}, Weights: map[string]int{}, Waits: map[int64]*driver.Waiting{}}
+		RateLimits: map[string]driver.RateSpec{}, Weights: map[string]int{}, Waits: map[int64]*driver.Waiting{},
+		Adapts: map[string]driver.KeyAdapt{}}
 }
 
 var (
@@ -65,6 +67,7 @@ var (
 	_ driver.SemaphoreStore  = (*Store)(nil)
 	_ driver.UniqueStore     = (*Store)(nil)
 	_ driver.DependencyStore = (*Store)(nil)
+	_ driver.AdaptStore      = (*Store)(nil)
 )
 
 // has reports whether key is one of the row's concurrency keys.
@@ -230,6 +233,7 @@ func (s *Store) SemaphoreLock(_ context.Context, key, queue string) (driver.Sema
 	}
 	out := *row
 	out.Override = s.Overrides[key]
+	out.Adapt = s.Adapts[key].Limit
 	out.Policy = s.Policies[queue]
 	return out, true, nil
 }
@@ -240,7 +244,7 @@ func (s *Store) SemaphoreTryLock(_ context.Context, key string) (bool, error) {
 }
 
 func (s *Store) SemaphoreSave(_ context.Context, sem driver.Semaphore) error {
-	sem.Override, sem.Policy = 0, driver.Policy{}
+	sem.Override, sem.Adapt, sem.Policy = 0, 0, driver.Policy{}
 	s.Semaphores[sem.Key] = &sem
 	return nil
 }
@@ -351,7 +355,7 @@ func (s *Store) SemaphoreTryLockMany(_ context.Context, keys []string) ([]driver
 	for _, k := range keys {
 		if row, ok := s.Semaphores[k]; ok {
 			sem := *row
-			sem.Override, sem.Policy = 0, driver.Policy{}
+			sem.Override, sem.Adapt, sem.Policy = 0, 0, driver.Policy{}
 			out = append(out, sem)
 		}
 	}
