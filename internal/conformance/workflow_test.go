@@ -15,7 +15,62 @@ var _ = register(
 	scenario{"BatchCallbacksRunOnceAcrossTheFleet", testBatchCallbacks},
 	scenario{"BatchSuccessCallbackCancelledOnFailure", testBatchFailure},
 	scenario{"WorkflowRunsInOrderAndRefusesBadGraphs", testWorkflow},
+	scenario{"WorkflowTasksReadTheirDependenciesOutputs", testWorkflowOutputs},
 )
+
+// outArgs: a task whose output is Add plus the outputs of the tasks From.
+type outArgs struct {
+	From []string
+	Add  int
+}
+
+var outputJob = bq.Define("c.output", func(ctx context.Context, a outArgs) error {
+	sum := a.Add
+	for _, task := range a.From {
+		var n int
+		if err := bq.DependencyOutput(ctx, task, &n); err != nil {
+			return bq.Permanent(err)
+		}
+		sum += n
+	}
+	return bq.SetOutput(ctx, sum)
+}, bq.JobOptions[outArgs]{Queue: "output"})
+
+// testWorkflowOutputs: in a diamond, each task adds its dependencies'
+// outputs to its own number and outputs the sum: D reads B's and C's,
+// which read A's. The client reads D's output; a job that stored none
+// is ErrNoOutput; SetOutput outside a run is refused.
+func testWorkflowOutputs(t *testing.T, h *harness) {
+	ctx := context.Background()
+	res, err := bq.NewWorkflow("sums").
+		Add("a", outputJob.Item(outArgs{Add: 1})).
+		Add("b", outputJob.Item(outArgs{From: []string{"a"}, Add: 10}), "a").
+		Add("c", outputJob.Item(outArgs{From: []string{"a"}, Add: 100}), "a").
+		Add("d", outputJob.Item(outArgs{From: []string{"b", "c"}}), "b", "c").
+		Enqueue(ctx, h.client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := testConfig()
+	cfg.Queues = map[string]int{"output": 2}
+	h.run(h.clientWith(cfg))
+	h.waitState(res.Tasks["d"].ID, bq.StateCompleted)
+	var d int
+	if err := h.client.JobOutput(ctx, res.Tasks["d"].ID, &d); err != nil || d != 112 {
+		t.Errorf("JobOutput(d) = %d, %v; want 112 = (1+10) + (1+100)", d, err)
+	}
+	plain := enqueue(t, h, unkeyedJob, Args{Seq: 1})
+	var v any
+	if err := h.client.JobOutput(ctx, plain.ID, &v); !errors.Is(err, bq.ErrNoOutput) {
+		t.Errorf("JobOutput of a job that stored none: %v, want ErrNoOutput", err)
+	}
+	if err := h.client.JobOutput(ctx, 1<<40, &v); !errors.Is(err, bq.ErrJobNotFound) {
+		t.Errorf("JobOutput of no job: %v, want ErrJobNotFound", err)
+	}
+	if err := bq.SetOutput(ctx, 1); err == nil {
+		t.Error("SetOutput outside a run: nil error")
+	}
+}
 
 // testBatchCallbacks: a batch of 1,000 short jobs finished by three
 // worker processes. Its success and finish callbacks each run exactly

@@ -67,4 +67,13 @@ type DependencyStore interface {
 	// (a finish whose edges were left to a second transaction that never
 	// ran).
 	DependencyListEnded(ctx context.Context, max int) ([]int64, error)
+	// JobSetOutput stores job id's output, only while its claim of fence
+	// fence holds; false when it does not (the run was fenced out).
+	JobSetOutput(ctx context.Context, id, fence int64, output []byte) (bool, error)
+	// JobGetOutput reads job id's output (nil when it stored none); ok
+	// is false when the job does not exist.
+	JobGetOutput(ctx context.Context, id int64) (output []byte, ok bool, err error)
+	// JobFindTask returns the id of task task of workflow workflow
+	// (metadata bq.workflow and bq.task); ok is false when none.
+	JobFindTask(ctx context.Context, workflow, task string) (id int64, ok bool, err error)
 }

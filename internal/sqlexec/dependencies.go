@@ -2,6 +2,7 @@ package sqlexec
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 
 	"github.com/bqueue/bq/internal/driver"
@@ -14,6 +15,7 @@ import (
 type DependencyQueries struct {
 	Mark, End, Insert, LockDependents, DeleteDependents            string
 	InsertWaiting, CountDown, Pending, GetWaiting, Open, ListEnded string
+	SetOutput, GetOutput                                            string
 }
 
 func dependencyStatements(p func(string) string) DependencyQueries {
@@ -31,6 +33,9 @@ VALUES (?, ?, ?, ?, ?, ?)`),
 		Pending:    p(`SELECT pending FROM {p}waiting_executions WHERE job_id = ?`),
 		GetWaiting: p(`SELECT queue, priority, pending, total, created_at FROM {p}waiting_executions WHERE job_id = ?`),
 		Open:       p(`SELECT depends_on FROM {p}dependencies WHERE job_id = ? ORDER BY depends_on`),
+		SetOutput: p(`UPDATE {p}jobs SET output = ? WHERE id = ?
+AND EXISTS (SELECT 1 FROM {p}claimed_executions c WHERE c.job_id = ? AND c.fence = ?)`),
+		GetOutput: p(`SELECT output FROM {p}jobs WHERE id = ?`),
 		// The jobs that ended and still have edges: finished, failed, or
 		// gone (deleted as they completed, under NoRetention).
 		ListEnded: p(`SELECT DISTINCT d.depends_on FROM {p}dependencies d
@@ -146,4 +151,33 @@ func wrapErr(err error, format string, args ...any) error {
 		return nil
 	}
 	return fmt.Errorf(format+": %w", append(args, err)...)
+}
+
+func (s Shared) JobSetOutput(ctx context.Context, id, fence int64, output []byte) (bool, error) {
+	n, err := s.c.Write(ctx, s.q.Dependencies.SetOutput, string(output), id, id, fence)
+	if err != nil {
+		return false, fmt.Errorf("store job %d's output: %w", id, err)
+	}
+	return n == 1, nil
+}
+
+func (s Shared) JobGetOutput(ctx context.Context, id int64) ([]byte, bool, error) {
+	var out sql.NullString
+	ok, err := found(s.c.QueryRow(ctx, s.q.Dependencies.GetOutput, id).Scan(&out))
+	if err != nil || !ok || !out.Valid {
+		return nil, ok, wrapErr(err, "read job %d's output", id)
+	}
+	return []byte(out.String), true, nil
+}
+
+func (s Shared) JobFindTask(ctx context.Context, workflow, task string) (int64, bool, error) {
+	query, args := s.c.JobListing(driver.JobFilter{Metadata: map[string]string{"bq.workflow": workflow, "bq.task": task}, Max: 1})
+	jobs, err := collect(ctx, s.c, scanJobInfo, query, args...)
+	if err != nil {
+		return 0, false, fmt.Errorf("find task %q of workflow %s: %w", task, workflow, err)
+	}
+	if len(jobs) == 0 {
+		return 0, false, nil
+	}
+	return jobs[0].ID, true, nil
 }

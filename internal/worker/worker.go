@@ -26,6 +26,41 @@ var errShutdown = errors.New("bq: worker shutting down")
 
 type metaKey struct{}
 
+// outputKey holds a run's output writer (SetOutput).
+type outputKey struct{}
+
+type outputWriter struct {
+	drv       driver.Driver
+	id, fence int64
+}
+
+// ErrNotRunning refuses SetOutput outside a run, or from a run whose
+// claim was taken (its process was paused or cut off past its lease).
+var ErrNotRunning = errors.New("not a live run of a job")
+
+// SetOutput stores raw as the output of the job ctx runs, while its
+// claim holds.
+func SetOutput(ctx context.Context, raw []byte) error {
+	w, ok := ctx.Value(outputKey{}).(outputWriter)
+	if !ok {
+		return fmt.Errorf("%w: call it with the context bq passed the job's function", ErrNotRunning)
+	}
+	stored, err := w.drv.Exec().JobSetOutput(ctx, w.id, w.fence, raw)
+	if err != nil {
+		return err
+	}
+	if !stored {
+		return fmt.Errorf("%w: job %d's claim was taken (fence %d); its output was not stored", ErrNotRunning, w.id, w.fence)
+	}
+	return nil
+}
+
+// RunDriver is the driver of the run ctx belongs to; false outside a run.
+func RunDriver(ctx context.Context) (driver.Driver, bool) {
+	w, ok := ctx.Value(outputKey{}).(outputWriter)
+	return w.drv, ok
+}
+
 // WithMeta returns ctx carrying m, as a run's context does.
 func WithMeta(ctx context.Context, m Meta) context.Context {
 	return context.WithValue(ctx, metaKey{}, m)
@@ -407,7 +442,7 @@ func (w *queueWorker) execute(r run) {
 	if def == nil {
 		runErr = Permanent(fmt.Errorf("unknown job kind %q: no bq.Define in this worker's binary has that name (deploy a worker that defines it, then retry the job)", cl.Kind))
 	} else {
-		runCtx := WithMeta(ctx, meta)
+		runCtx := context.WithValue(WithMeta(ctx, meta), outputKey{}, outputWriter{drv: w.c.drv, id: cl.ID, fence: cl.Fence})
 		if t := def.Timeout(); t > 0 {
 			var cancel context.CancelFunc
 			runCtx, cancel = context.WithTimeout(runCtx, t)

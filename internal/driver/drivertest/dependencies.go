@@ -172,4 +172,33 @@ var _ = add("dependencies",
 			t.Errorf("DependencyListEnded = %v, want [%d]: the completed job, not the ready one", got, claims[0].ID)
 		}
 	}},
+	test{"OutputOnlyWhileTheClaimHolds", func(t *testing.T, f *fixture) {
+		md := func(j *driver.NewJob) { j.Metadata = []byte(`{"bq.task":"load","bq.workflow":"w1"}`) }
+		ids := f.insert(T0, job("q", md))
+		claims := f.claim(f.ex(), "q", 1, 1, T0)
+		if len(claims) != 1 {
+			t.Fatalf("claimed %d jobs, want 1", len(claims))
+		}
+		if out, ok, err := f.ex().JobGetOutput(f.ctx, ids[0]); !ok || out != nil || err != nil {
+			t.Errorf("JobGetOutput before any = %q, %v, %v; want nil, true", out, ok, err)
+		}
+		if ok, err := f.ex().JobSetOutput(f.ctx, ids[0], claims[0].Fence+1, []byte(`1`)); ok || err != nil {
+			t.Errorf("JobSetOutput with a stale fence = %v, %v; want false", ok, err)
+		}
+		if ok, err := f.ex().JobSetOutput(f.ctx, ids[0], claims[0].Fence, []byte(`{"n":42}`)); !ok || err != nil {
+			t.Errorf("JobSetOutput = %v, %v; want true", ok, err)
+		}
+		if out, ok, err := f.ex().JobGetOutput(f.ctx, ids[0]); string(out) != `{"n":42}` || !ok || err != nil {
+			t.Errorf("JobGetOutput = %q, %v, %v; want the stored output", out, ok, err)
+		}
+		if _, ok, err := f.ex().JobGetOutput(f.ctx, ids[0]+1); ok || err != nil {
+			t.Errorf("JobGetOutput of a missing job = %v, %v; want false", ok, err)
+		}
+		if id, ok, err := f.ex().JobFindTask(f.ctx, "w1", "load"); id != ids[0] || !ok || err != nil {
+			t.Errorf("JobFindTask = %d, %v, %v; want %d", id, ok, err, ids[0])
+		}
+		if _, ok, err := f.ex().JobFindTask(f.ctx, "w1", "other"); ok || err != nil {
+			t.Errorf("JobFindTask of no task = %v, %v; want false", ok, err)
+		}
+	}},
 )

@@ -3,6 +3,7 @@ package memstore
 import (
 	"cmp"
 	"context"
+	"errors"
 	"slices"
 
 	"github.com/bqueue/bq/internal/driver"
@@ -85,4 +86,27 @@ func (s *Store) DependencyListEnded(_ context.Context, max int) ([]int64, error)
 	}
 	slices.Sort(out)
 	return out[:min(len(out), max)], nil
+}
+
+func (s *Store) JobSetOutput(_ context.Context, id, fence int64, output []byte) (bool, error) {
+	r, ok := s.Jobs[id]
+	if !ok || r.State != driver.StateRunning || r.Fence != fence {
+		return false, nil
+	}
+	if s.Outputs == nil {
+		s.Outputs = map[int64][]byte{}
+	}
+	s.Outputs[id] = slices.Clone(output)
+	return true, nil
+}
+
+func (s *Store) JobGetOutput(_ context.Context, id int64) ([]byte, bool, error) {
+	if _, ok := s.Jobs[id]; !ok {
+		return nil, false, nil
+	}
+	return s.Outputs[id], true, nil
+}
+
+func (s *Store) JobFindTask(_ context.Context, workflow, task string) (int64, bool, error) {
+	return 0, false, errors.New("memstore: no job metadata search")
 }

@@ -47,6 +47,7 @@ type Store struct {
 	Weights    map[string]int             // fair-share weights by key
 	Deps       []driver.Dependency        // edges between jobs (DependsOn)
 	Waits      map[int64]*driver.Waiting  // waiting jobs' rows
+	Outputs    map[int64][]byte           // jobs' outputs (JobSetOutput)
 	Adapts     map[string]driver.KeyAdapt // adaptive limits by key
 	nextID     int64
 	nextFence  int64
