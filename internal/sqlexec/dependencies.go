@@ -15,7 +15,7 @@ import (
 type DependencyQueries struct {
 	Mark, End, Insert, LockDependents, DeleteDependents            string
 	InsertWaiting, CountDown, Pending, GetWaiting, Open, ListEnded string
-	SetOutput, GetOutput                                            string
+	SetOutput, GetOutput                                           string
 }
 
 func dependencyStatements(p func(string) string) DependencyQueries {
