@@ -139,6 +139,7 @@ WHERE id IN ` + list + ` ORDER BY id` + byKey)
 	q.CancelRequested += " FOR UPDATE"
 	// Two finishes of one job cannot both take its edges.
 	q.Dependencies.LockDependents += " FOR UPDATE"
+	q.Dependencies.LockCancels += " FOR UPDATE"
 	// The inbox's times are DATETIME(6) (a client writes created_at by
 	// its default); a DELETE of one table takes its own LIMIT.
 	q.Inbox = sqlexec.InboxStatements(p, sqlexec.InboxSpelling{

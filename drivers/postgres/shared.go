@@ -24,6 +24,7 @@ WHERE namespace = $1 OR queue = ANY($2::text[]) ORDER BY queue FOR UPDATE`)
 	q.CancelRequested += " FOR UPDATE"
 	// Two finishes of one job cannot both take its edges.
 	q.Dependencies.LockDependents += " FOR UPDATE"
+	q.Dependencies.LockCancels += " FOR UPDATE"
 	q.Inbox = sqlexec.InboxStatements(func(s string) string { return sqltext.Rebind(p(s)) }, sqlexec.InboxSpelling{
 		KindIn:     `kind = ANY(?::text[])`,
 		Now:        `now()`,

@@ -17,7 +17,39 @@ var _ = register(
 	scenario{"DependsDiamondUnderKill9", testDependsDiamondKill9},
 	scenario{"DependsFailureCancelsOrRuns", testDependsFailure},
 	scenario{"DependsFanOutHoldsTheKeyLimit", testDependsFanOut},
+	scenario{"DependsRetryRearmsTheCancelled", testDependsRearm},
 )
+
+// testDependsRearm: A fails for good on its first run, cancelling B,
+// which waits for it, and C, which waits for B. Retrying A by hand makes
+// B and C wait again; A completes, then B, then C run, in that order.
+func testDependsRearm(t *testing.T, h *harness) {
+	ctx := context.Background()
+	a := enqueue(t, h, retryJob, Args{Seq: 0, SleepMS: 20, Mode: "permanent-first"})
+	b := enqueue(t, h, unkeyedJob, Args{Seq: 1}, bq.DependsOn(a.ID))
+	c := enqueue(t, h, unkeyedJob, Args{Seq: 2}, bq.DependsOn(b.ID))
+	worker(h, 2)
+	h.waitState(a.ID, bq.StateFailed)
+	h.waitState(c.ID, bq.StateCancelled)
+	if st := h.state(b.ID); st != bq.StateCancelled {
+		t.Fatalf("B is %s after A failed, want cancelled", st)
+	}
+	if _, err := h.client.RetryFailed(ctx, a.ID); err != nil {
+		t.Fatalf("RetryFailed(A): %v", err)
+	}
+	h.waitState(c.ID, bq.StateCompleted)
+	runs := map[int]run{}
+	for _, r := range h.recorder().all() {
+		runs[r.Seq] = r
+	}
+	if !runs[1].Start.After(runs[0].End) || !runs[2].Start.After(runs[1].End) {
+		t.Errorf("after the retry: A %v-%v, B %v-%v, C %v-%v; want A, then B, then C",
+			runs[0].Start, runs[0].End, runs[1].Start, runs[1].End, runs[2].Start, runs[2].End)
+	}
+	if n := h.count(`SELECT count(*) FROM bq_dependency_cancels`); n != 0 {
+		t.Errorf("%d cancels left recorded after the re-arm", n)
+	}
+}
 
 // testDependsDiamondKill9: diamonds A -> B, C -> D (D waits for B and C,
 // which wait for A) enqueued for 6 s while three worker processes are

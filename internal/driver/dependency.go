@@ -67,6 +67,17 @@ type DependencyStore interface {
 	// (a finish whose edges were left to a second transaction that never
 	// ran).
 	DependencyListEnded(ctx context.Context, max int) ([]int64, error)
+	// DependencyCancelRecord records that job id was cancelled as job by,
+	// which it waited for, failed; DependencyCancelTake deletes and
+	// returns the jobs by's failure cancelled (the first taker gets them).
+	DependencyCancelRecord(ctx context.Context, by, id int64) error
+	DependencyCancelTake(ctx context.Context, by int64) ([]int64, error)
+	// JobRearm takes cancelled job id back to unfinished (no state row:
+	// the caller writes its waiting row), its error cleared; false when it
+	// is not cancelled any more. DependencyCountOpen counts the edges to
+	// job id still standing.
+	JobRearm(ctx context.Context, id int64) (bool, error)
+	DependencyCountOpen(ctx context.Context, id int64) (int, error)
 	// JobSetOutput stores job id's output, only while its claim of fence
 	// fence holds; false when it does not (the run was fenced out).
 	JobSetOutput(ctx context.Context, id, fence int64, output []byte) (bool, error)

@@ -104,6 +104,9 @@ func storeWaits(ctx context.Context, ex Store, jobs []*driver.NewJob, plans map[
 			if err := ex.JobCancel(ctx, driver.JobCancelParams{JobID: j.ID, Now: now, Msg: msg}); err != nil {
 				return nil, err
 			}
+			if err := ex.DependencyCancelRecord(ctx, p.failed, j.ID); err != nil {
+				return nil, err
+			}
 			states[i] = driver.StateCancelled
 		case p.pending > 0:
 			w := driver.Waiting{JobID: j.ID, Queue: j.Queue, Priority: j.Priority, Pending: p.pending, Total: p.total, At: now}
@@ -192,7 +195,58 @@ func cancelWaiting(ctx context.Context, ex Store, id, dep int64, now time.Time) 
 		return false, err
 	}
 	msg := fmt.Sprintf("cancelled: job %d, which it depends on, failed or was cancelled", dep)
-	return true, ex.JobCancel(ctx, driver.JobCancelParams{JobID: id, Now: now, Msg: msg})
+	if err := ex.JobCancel(ctx, driver.JobCancelParams{JobID: id, Now: now, Msg: msg}); err != nil {
+		return false, err
+	}
+	return true, ex.DependencyCancelRecord(ctx, dep, id)
+}
+
+// Rearm takes back what the failure of job by cancelled, as by is
+// retried by hand: each job its failure cancelled waits for it again
+// (and for its dependencies still open), and so, in turn, do the jobs
+// their cancels cancelled. A job cancelled by hand since, or deleted, is
+// left alone. It returns how many jobs wait again.
+func Rearm(ctx context.Context, ex Store, by int64, now time.Time) (int, error) {
+	n := 0
+	for todo := []int64{by}; len(todo) > 0; todo = todo[1:] {
+		dep := todo[0]
+		ids, err := ex.DependencyCancelTake(ctx, dep)
+		if err != nil {
+			return n, err
+		}
+		for _, id := range ids {
+			ok, err := rearmOne(ctx, ex, id, dep, now)
+			if err != nil {
+				return n, err
+			}
+			if ok {
+				n++
+				todo = append(todo, id)
+			}
+		}
+	}
+	return n, nil
+}
+
+// rearmOne makes cancelled job id wait for job dep again; false when it
+// is not cancelled any more.
+func rearmOne(ctx context.Context, ex Store, id, dep int64, now time.Time) (bool, error) {
+	info, ok, err := ex.JobGet(ctx, id)
+	if err != nil || !ok || info.State != driver.StateCancelled {
+		return false, err
+	}
+	if ok, err := ex.JobRearm(ctx, id); !ok || err != nil {
+		return false, err
+	}
+	open, err := ex.DependencyCountOpen(ctx, id)
+	if err != nil {
+		return false, err
+	}
+	w := driver.Waiting{JobID: id, Queue: info.Queue, Priority: info.Priority, Pending: open + 1, Total: open + 1, At: now}
+	if err := ex.WaitingInsert(ctx, w); err != nil {
+		return false, err
+	}
+	return true, ex.DependencyInsertMany(ctx, []driver.Dependency{{JobID: id, DependsOn: dep}})
 }
 
 // admitWaiting admits the waiting jobs ids whose last dependency

@@ -8,7 +8,8 @@ import (
 	"github.com/bqueue/bq/internal/driver"
 )
 
-// RetryFailed takes a failed job out of the failed table and admits it
+// RetryFailed takes a failed job out of the failed table, re-arms the
+// jobs its failure cancelled (Rearm), and admits it
 // again exactly as a scheduled job coming due: ready with a slot of its
 // key, blocked behind the key's holders, or (a key that discards on
 // conflict) finished as discarded. Its attempts are not reset, so it gets
@@ -21,6 +22,10 @@ import (
 func RetryFailed(ctx context.Context, ex Store, id int64, now time.Time) (*driver.Job, driver.JobState, driver.Promotion, error) {
 	job, err := takeFailed(ctx, ex, id)
 	if job == nil || err != nil {
+		return nil, "", driver.Promotion{}, err
+	}
+	// The jobs its failure cancelled wait for it again.
+	if _, err := Rearm(ctx, ex, id, now); err != nil {
 		return nil, "", driver.Promotion{}, err
 	}
 	if job.SlotHeld {

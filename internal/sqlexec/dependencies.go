@@ -16,6 +16,7 @@ type DependencyQueries struct {
 	Mark, End, Insert, LockDependents, DeleteDependents            string
 	InsertWaiting, CountDown, Pending, GetWaiting, Open, ListEnded string
 	SetOutput, GetOutput                                           string
+	RecordCancel, LockCancels, DeleteCancels, Rearm, CountOpen     string
 }
 
 func dependencyStatements(p func(string) string) DependencyQueries {
@@ -29,10 +30,16 @@ FROM {p}jobs j WHERE j.id = ?`),
 		DeleteDependents: p(`DELETE FROM {p}dependencies WHERE depends_on = ?`),
 		InsertWaiting: p(`INSERT INTO {p}waiting_executions (job_id, queue, priority, pending, total, created_at)
 VALUES (?, ?, ?, ?, ?, ?)`),
-		CountDown:  p(`UPDATE {p}waiting_executions SET pending = pending - ? WHERE job_id = ?`),
-		Pending:    p(`SELECT pending FROM {p}waiting_executions WHERE job_id = ?`),
-		GetWaiting: p(`SELECT queue, priority, pending, total, created_at FROM {p}waiting_executions WHERE job_id = ?`),
-		Open:       p(`SELECT depends_on FROM {p}dependencies WHERE job_id = ? ORDER BY depends_on`),
+		CountDown:     p(`UPDATE {p}waiting_executions SET pending = pending - ? WHERE job_id = ?`),
+		Pending:       p(`SELECT pending FROM {p}waiting_executions WHERE job_id = ?`),
+		GetWaiting:    p(`SELECT queue, priority, pending, total, created_at FROM {p}waiting_executions WHERE job_id = ?`),
+		Open:          p(`SELECT depends_on FROM {p}dependencies WHERE job_id = ? ORDER BY depends_on`),
+		RecordCancel:  p(`INSERT INTO {p}dependency_cancels (depends_on, job_id) VALUES (?, ?)`),
+		LockCancels:   p(`SELECT job_id FROM {p}dependency_cancels WHERE depends_on = ? ORDER BY job_id`),
+		DeleteCancels: p(`DELETE FROM {p}dependency_cancels WHERE depends_on = ?`),
+		Rearm: p(`UPDATE {p}jobs SET finished_at = NULL, cancelled = FALSE, last_error = NULL
+WHERE id = ? AND cancelled AND finished_at IS NOT NULL`),
+		CountOpen: p(`SELECT count(*) FROM {p}dependencies WHERE job_id = ?`),
 		SetOutput: p(`UPDATE {p}jobs SET output = ? WHERE id = ?
 AND EXISTS (SELECT 1 FROM {p}claimed_executions c WHERE c.job_id = ? AND c.fence = ?)`),
 		GetOutput: p(`SELECT output FROM {p}jobs WHERE id = ?`),
@@ -180,4 +187,41 @@ func (s Shared) JobFindTask(ctx context.Context, workflow, task string) (int64, 
 		return 0, false, nil
 	}
 	return jobs[0].ID, true, nil
+}
+
+func (s Shared) DependencyCancelRecord(ctx context.Context, by, id int64) error {
+	if _, err := s.c.Write(ctx, s.q.Dependencies.RecordCancel, by, id); err != nil {
+		return fmt.Errorf("record job %d cancelled by job %d's failure: %w", id, by, err)
+	}
+	return nil
+}
+
+func (s Shared) DependencyCancelTake(ctx context.Context, by int64) ([]int64, error) {
+	ids, err := collect(ctx, s.c, func(r Row) (id int64, err error) {
+		err = r.Scan(&id)
+		return id, err
+	}, s.q.Dependencies.LockCancels, by)
+	if err != nil || len(ids) == 0 {
+		return nil, wrapErr(err, "read the jobs job %d's failure cancelled", by)
+	}
+	if _, err := s.c.Write(ctx, s.q.Dependencies.DeleteCancels, by); err != nil {
+		return nil, fmt.Errorf("take the jobs job %d's failure cancelled: %w", by, err)
+	}
+	return ids, nil
+}
+
+func (s Shared) JobRearm(ctx context.Context, id int64) (bool, error) {
+	n, err := s.c.Write(ctx, s.q.Dependencies.Rearm, id)
+	if err != nil {
+		return false, fmt.Errorf("re-arm job %d: %w", id, err)
+	}
+	return n == 1, nil
+}
+
+func (s Shared) DependencyCountOpen(ctx context.Context, id int64) (int, error) {
+	var n int
+	if err := s.c.QueryRow(ctx, s.q.Dependencies.CountOpen, id).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count job %d's open dependencies: %w", id, err)
+	}
+	return n, nil
 }

@@ -110,3 +110,36 @@ func (s *Store) JobGetOutput(_ context.Context, id int64) ([]byte, bool, error) 
 func (s *Store) JobFindTask(_ context.Context, workflow, task string) (int64, bool, error) {
 	return 0, false, errors.New("memstore: no job metadata search")
 }
+
+func (s *Store) DependencyCancelRecord(_ context.Context, by, id int64) error {
+	if s.Cancels == nil {
+		s.Cancels = map[int64][]int64{}
+	}
+	s.Cancels[by] = append(s.Cancels[by], id)
+	return nil
+}
+
+func (s *Store) DependencyCancelTake(_ context.Context, by int64) ([]int64, error) {
+	ids := slices.Sorted(slices.Values(s.Cancels[by]))
+	delete(s.Cancels, by)
+	return ids, nil
+}
+
+func (s *Store) JobRearm(_ context.Context, id int64) (bool, error) {
+	r, ok := s.Jobs[id]
+	if !ok || r.State != driver.StateCancelled {
+		return false, nil
+	}
+	r.State, r.LastError = "", ""
+	return true, nil
+}
+
+func (s *Store) DependencyCountOpen(_ context.Context, id int64) (int, error) {
+	n := 0
+	for _, d := range s.Deps {
+		if d.JobID == id {
+			n++
+		}
+	}
+	return n, nil
+}

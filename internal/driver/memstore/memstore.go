@@ -48,6 +48,7 @@ type Store struct {
 	Deps       []driver.Dependency        // edges between jobs (DependsOn)
 	Waits      map[int64]*driver.Waiting  // waiting jobs' rows
 	Outputs    map[int64][]byte           // jobs' outputs (JobSetOutput)
+	Cancels    map[int64][]int64          // jobs a failure cancelled, by the failed job
 	Adapts     map[string]driver.KeyAdapt // adaptive limits by key
 	nextID     int64
 	nextFence  int64
