@@ -124,9 +124,12 @@ func (c *Client) decideRows(ctx context.Context, ex driver.Executor, rows []driv
 		ctx, traced := c.traceSend(ctx, d.jobs)
 		verdicts, replaced, promoted, err := admitReplacing(ctx, ex, d.jobs, now)
 		traced(verdicts, err)
+		var missing *lifecycle.DependencyError
 		switch {
-		case errors.Is(err, lifecycle.ErrNoRate) && len(d.jobs) == 1:
-			// The job's, not the database's: refused before any write.
+		case (errors.Is(err, lifecycle.ErrNoRate) || errors.As(err, &missing)) && len(d.jobs) == 1:
+			// The job's, not the database's: refused before any write
+			// (but the flags of the dependencies found, which only make
+			// their finishes look for dependents).
 			outcomes[of[0]].Outcome, outcomes[of[0]].Detail = driver.InboxRefused, c.explainErr(ctx, err).Error()
 			d.jobs = nil
 		case err != nil:

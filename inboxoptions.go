@@ -17,16 +17,18 @@ import (
 // the EnqueueOption of the same name (docs/clients.md lists them). An
 // unknown field refuses the row, naming it.
 type inboxOptions struct {
-	Queue               *string           `json:"queue"`                 // Queue
-	Priority            *int              `json:"priority"`              // Priority
-	RunAt               *time.Time        `json:"run_at"`                // At (RFC 3339)
-	RunInMS             *int64            `json:"run_in_ms"`             // In
-	ConcurrencyKey      *inboxKey         `json:"concurrency_key"`       // WithConcurrencyKey
-	MoreConcurrencyKeys *[]inboxKey       `json:"more_concurrency_keys"` // WithMoreConcurrencyKeys
-	RateKey             *inboxRate        `json:"rate_key"`              // WithRateKey
-	Unique              *inboxUnique      `json:"unique"`                // WithUnique
-	Metadata            map[string]string `json:"metadata"`              // WithMetadata
-	Tags                []string          `json:"tags"`                  // WithTags
+	Queue               *string           `json:"queue"`                     // Queue
+	Priority            *int              `json:"priority"`                  // Priority
+	RunAt               *time.Time        `json:"run_at"`                    // At (RFC 3339)
+	RunInMS             *int64            `json:"run_in_ms"`                 // In
+	ConcurrencyKey      *inboxKey         `json:"concurrency_key"`           // WithConcurrencyKey
+	MoreConcurrencyKeys *[]inboxKey       `json:"more_concurrency_keys"`     // WithMoreConcurrencyKeys
+	RateKey             *inboxRate        `json:"rate_key"`                  // WithRateKey
+	Unique              *inboxUnique      `json:"unique"`                    // WithUnique
+	Metadata            map[string]string `json:"metadata"`                  // WithMetadata
+	Tags                []string          `json:"tags"`                      // WithTags
+	DependsOn           []int64           `json:"depends_on"`                // DependsOn
+	EvenIfFailed        bool              `json:"even_if_dependencies_fail"` // EvenIfDependenciesFail
 }
 
 // inboxKey is a concurrency key: the key (a full key, Group + "/" + key,
@@ -126,6 +128,12 @@ func inboxOptionsOf(raw []byte) ([]EnqueueOption, error) {
 	}
 	if len(in.Tags) > 0 {
 		opts = append(opts, WithTags(in.Tags...))
+	}
+	if len(in.DependsOn) > 0 {
+		opts = append(opts, DependsOn(in.DependsOn...))
+	}
+	if in.EvenIfFailed {
+		opts = append(opts, EvenIfDependenciesFail())
 	}
 	return opts, nil
 }

@@ -16,7 +16,7 @@ from ._db import DEFAULT_PREFIX, MYSQL, POSTGRES, open_db
 from .options import Options, args_json
 
 #: Where the Go enqueue put the job, or why it stored none.
-OutcomeWord = Literal["ready", "blocked", "scheduled", "discarded", "duplicate", "refused", "applied"]
+OutcomeWord = Literal["ready", "blocked", "scheduled", "waiting", "cancelled", "discarded", "duplicate", "refused", "applied"]
 
 
 @dataclass(frozen=True)
@@ -28,8 +28,9 @@ class InboxHandle:
 
 @dataclass(frozen=True)
 class Outcome:
-    """A decided row: ``outcome`` is ready, blocked or scheduled (``job_id``
-    is the stored job), discarded (``detail`` says why), duplicate
+    """A decided row: ``outcome`` is ready, blocked, scheduled, waiting (for
+    the jobs of ``depends_on``) or cancelled (one of them had failed)
+    (``job_id`` is the stored job), discarded (``detail`` says why), duplicate
     (``job_id`` is the job it duplicates) or refused (``detail`` is the Go
     error: bad args, naming the field, or bad options)."""
 
@@ -41,7 +42,7 @@ class Outcome:
     @property
     def stored(self) -> bool:
         """Whether a job was stored for the row."""
-        return self.outcome in ("ready", "blocked", "scheduled")
+        return self.outcome in ("ready", "blocked", "scheduled", "waiting", "cancelled")
 
 
 class WaitTimeout(TimeoutError):

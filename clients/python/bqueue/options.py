@@ -82,6 +82,8 @@ class Options:
     unique: Optional[Unique] = None  # bq.WithUnique
     metadata: Optional[Mapping[str, str]] = None  # bq.WithMetadata
     tags: Optional[Sequence[str]] = None  # bq.WithTags
+    depends_on: Optional[Sequence[int]] = None  # bq.DependsOn: ids of stored jobs
+    even_if_dependencies_fail: bool = False  # bq.EvenIfDependenciesFail
 
     def to_json(self) -> str:
         """The options JSON object of an inbox row; only what is set."""
@@ -124,6 +126,16 @@ class Options:
             o["metadata"] = dict(self.metadata)
         if self.tags is not None:
             o["tags"] = list(self.tags)
+        if self.depends_on is not None:
+            ids = list(self.depends_on)
+            for i in ids:
+                if isinstance(i, bool) or not isinstance(i, int) or i <= 0:
+                    raise ValueError(f"depends_on holds {i!r}: give the ids (positive ints) of stored jobs, e.g. an Outcome's job_id")
+            o["depends_on"] = ids
+        if self.even_if_dependencies_fail:
+            if not self.depends_on:
+                raise ValueError("even_if_dependencies_fail without depends_on: name the jobs it waits for")
+            o["even_if_dependencies_fail"] = True
         return json.dumps(o, separators=(",", ":"))
 
 

@@ -121,3 +121,17 @@ def test_unknown_kind_waits_and_health_counts_it(db: Database) -> None:
     conn.commit()
     assert hl.inbox_pending == 1
     assert [(q.queue, q.ready) for q in hl.queues] == [("py", 1)]
+
+
+def test_depends_on(db: Database) -> None:
+    conn = db.connect(autocommit=True)
+    db.worker()
+    first = bqueue.wait(conn, bqueue.enqueue(conn, "py.charge", Charge("dep-a", 1), bqueue.Options(run_in=timedelta(hours=1))))
+    assert first.outcome == "scheduled" and first.job_id, first
+    got = bqueue.wait(conn, bqueue.enqueue(conn, "py.charge", Charge("dep-b", 1), bqueue.Options(depends_on=[first.job_id])))
+    assert got.outcome == "waiting" and got.stored and got.job_id, got
+    missing = bqueue.wait(conn, bqueue.enqueue(conn, "py.charge", Charge("dep-c", 1), bqueue.Options(depends_on=[1 << 40])))
+    assert missing.outcome == "refused" and "does not exist" in (missing.detail or ""), missing
+    for bad in (bqueue.Options(depends_on=[0]), bqueue.Options(even_if_dependencies_fail=True)):
+        with pytest.raises(ValueError):
+            bad.to_json()

@@ -18,12 +18,13 @@ export interface InboxHandle {
 }
 
 /**
- * What became of a row (EnqueueResult's words): ready, blocked or
- * scheduled (jobId is the stored job); discarded (detail says why);
+ * What became of a row (EnqueueResult's words): ready, blocked,
+ * scheduled, waiting (for the jobs of dependsOn) or cancelled (one of
+ * them had failed) (jobId is the stored job); discarded (detail says why);
  * duplicate (jobId is the job it duplicates); refused (detail is the
  * error: bad options, args that do not decode, a refused key...).
  */
-export type OutcomeWord = "ready" | "blocked" | "scheduled" | "discarded" | "duplicate" | "refused";
+export type OutcomeWord = "ready" | "blocked" | "scheduled" | "waiting" | "cancelled" | "discarded" | "duplicate" | "refused";
 
 export interface Outcome {
   outcome: OutcomeWord;

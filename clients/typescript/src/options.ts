@@ -79,9 +79,14 @@ export interface EnqueueOptions {
   metadata?: Record<string, string>;
   /** bq.WithTags: added after the definition's tags. */
   tags?: string[];
+  /** bq.DependsOn: the ids of stored jobs this one waits for. */
+  dependsOn?: number[];
+  /** bq.EvenIfDependenciesFail: run once they ended, however. */
+  evenIfDependenciesFail?: boolean;
 }
 
-const KNOWN = new Set(["queue", "priority", "runAt", "runInMs", "concurrencyKey", "moreConcurrencyKeys", "rateKey", "unique", "metadata", "tags"]);
+const KNOWN = new Set(["queue", "priority", "runAt", "runInMs", "concurrencyKey", "moreConcurrencyKeys", "rateKey", "unique", "metadata", "tags",
+  "dependsOn", "evenIfDependenciesFail"]);
 
 /** refuseUnknown refuses fields a typo or a snake_case name slipped in (plain JS callers). */
 function refuseUnknown(o: object, known: string[], what: string): void {
@@ -216,6 +221,17 @@ export function encodeOptions(options: EnqueueOptions = {}): string {
     const tags = o.tags.filter((t, i) => o.tags!.indexOf(t) === i);
     if (tags.length > MAX_TAGS) fail(`options.tags has ${tags.length} tags: a job carries at most ${MAX_TAGS} (bq.MaxTags), its definition's included`);
     out.tags = tags;
+  }
+  if (o.dependsOn !== undefined) {
+    if (!Array.isArray(o.dependsOn)) fail(`options.dependsOn is ${quoted(o.dependsOn)}: give an array of job ids`);
+    for (const id of o.dependsOn) {
+      if (!Number.isSafeInteger(id) || id <= 0) fail(`options.dependsOn holds ${quoted(id)}: give the ids (positive integers) of stored jobs, e.g. an outcome's jobId`);
+    }
+    out.depends_on = o.dependsOn;
+  }
+  if (o.evenIfDependenciesFail) {
+    if (!o.dependsOn || o.dependsOn.length === 0) fail("options.evenIfDependenciesFail without dependsOn: name the jobs it waits for");
+    out.even_if_dependencies_fail = true;
   }
   return JSON.stringify(out);
 }

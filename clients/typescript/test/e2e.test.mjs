@@ -84,6 +84,17 @@ for (const dialect of dialects()) {
       await assert.rejects(bq.wait(c, gone.id, { timeoutMs: 0 }), bq.InboxRowNotFoundError);
     });
 
+    it("a job waiting for another (dependsOn) is stored waiting; an unknown id is refused", async () => {
+      const first = await decided(await bq.enqueue(c, kind, { tenant: "deps" }, { runInMs: 3_600_000 }));
+      assert.equal(first.outcome, "scheduled", JSON.stringify(first));
+      const next = await decided(await bq.enqueue(c, kind, { tenant: "deps" }, { dependsOn: [first.jobId] }));
+      assert.equal(next.outcome, "waiting", JSON.stringify(next));
+      assert.ok(next.jobId > first.jobId);
+      const missing = await decided(await bq.enqueue(c, kind, { tenant: "deps" }, { dependsOn: [2 ** 40] }));
+      assert.equal(missing.outcome, "refused", JSON.stringify(missing));
+      assert.match(missing.detail, /does not exist/);
+    });
+
     it("args that do not decode are refused, the detail naming the field", async () => {
       const r = await decided(await bq.enqueue(c, kind, { tenant: "acme", bogus: 1 }));
       assert.equal(r.outcome, "refused", JSON.stringify(r));

@@ -37,6 +37,14 @@ describe("encodeOptions", () => {
     });
   });
 
+  it("maps dependsOn and evenIfDependenciesFail, refusing bad ids and the flag alone", () => {
+    assert.deepEqual(JSON.parse(bq.encodeOptions({ dependsOn: [41, 42], evenIfDependenciesFail: true })),
+      { depends_on: [41, 42], even_if_dependencies_fail: true });
+    assert.throws(() => bq.encodeOptions({ dependsOn: [0] }), /dependsOn holds 0/);
+    assert.throws(() => bq.encodeOptions({ dependsOn: "41" }), /give an array of job ids/);
+    assert.throws(() => bq.encodeOptions({ evenIfDependenciesFail: true }), /without dependsOn/);
+  });
+
   it("passes run_in_ms, an RFC 3339 run_at string as given, and leaves unset fields out", () => {
     assert.equal(bq.encodeOptions({ runInMs: 30000 }), '{"run_in_ms":30000}');
     assert.equal(bq.encodeOptions({ runAt: "2026-12-06T11:00:00+01:00" }), '{"run_at":"2026-12-06T11:00:00+01:00"}');
