@@ -1,9 +1,13 @@
 package bq
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
+
+	"github.com/bqueue/bq/internal/worker"
 )
 
 // MaxDependencies is the most jobs one job may wait for (DependsOn).
@@ -62,4 +66,139 @@ func (o *enqueueOptions) dependencies(debounce, replace bool) ([]int64, error) {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidJob, err)
 	}
 	return ids, nil
+}
+
+// MaxOutputBytes bounds a job's output (SetOutput) as JSON: a result
+// for the jobs after it to read (an id, a count, a URL), not a payload.
+const MaxOutputBytes = 64 << 10
+
+// ErrNoOutput: the job stored no output (SetOutput), or not yet.
+var ErrNoOutput = errors.New("the job stored no output")
+
+// SetOutput stores v, encoded as JSON (at most MaxOutputBytes), as the
+// output of the job whose run ctx is (the context bq passed the job's
+// function): the jobs that wait for it read it (DependencyOutput,
+// Client.JobOutput). It is written at once, and only while the run's
+// claim holds: a run whose claim was taken (its process paused or cut
+// off past its lease) stores nothing and gets an error. A later
+// SetOutput, or a later attempt's, replaces it; an attempt that fails
+// after storing it leaves it stored.
+func SetOutput(ctx context.Context, v any) error {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("%w: bq.SetOutput: encode as JSON: %w", ErrInvalidArgument, err)
+	}
+	if len(raw) > MaxOutputBytes {
+		return fmt.Errorf("%w: bq.SetOutput: the output is %d bytes as JSON, above MaxOutputBytes (%d): store large results elsewhere and output a reference",
+			ErrInvalidArgument, len(raw), MaxOutputBytes)
+	}
+	if err := worker.SetOutput(ctx, raw); err != nil {
+		return fmt.Errorf("bq.SetOutput: %w", err)
+	}
+	return nil
+}
+
+// JobOutput reads job id's output (SetOutput) into v, as
+// json.Unmarshal does; ErrJobNotFound for no such job, ErrNoOutput when
+// it stored none.
+func (c *Client) JobOutput(ctx context.Context, id int64, v any) error {
+	raw, ok, err := c.drv.Exec().JobGetOutput(ctx, id)
+	switch {
+	case err != nil:
+		return fmt.Errorf("job %d's output: %w", id, c.explainErr(ctx, err))
+	case !ok:
+		return fmt.Errorf("job %d's output: %w", id, ErrJobNotFound)
+	}
+	return decodeOutput(id, raw, v)
+}
+
+// DependencyOutput reads, inside a workflow's task (ctx is its run's),
+// the output of task of the same workflow (one it runs after, so it
+// completed) into v. ErrNoOutput when that task stored none.
+func DependencyOutput(ctx context.Context, task string, v any) error {
+	meta, ok := JobFromContext(ctx)
+	drv, inRun := worker.RunDriver(ctx)
+	if !ok || !inRun {
+		return errors.New("bq.DependencyOutput: not in a job's run: call it with the context bq passed the task's function")
+	}
+	wf := meta.Metadata[MetaWorkflow]
+	if wf == "" {
+		return fmt.Errorf("bq.DependencyOutput: job %d is no workflow's task: read a job's output by id with Client.JobOutput", meta.ID)
+	}
+	id, found, err := drv.Exec().JobFindTask(ctx, wf, task)
+	switch {
+	case err != nil:
+		return fmt.Errorf("bq.DependencyOutput(%q): %w", task, err)
+	case !found:
+		return fmt.Errorf("bq.DependencyOutput(%q): workflow %s has no such task (or it was deleted after its retention): %w", task, wf, ErrJobNotFound)
+	}
+	raw, _, err := drv.Exec().JobGetOutput(ctx, id)
+	if err != nil {
+		return fmt.Errorf("bq.DependencyOutput(%q): %w", task, err)
+	}
+	return decodeOutput(id, raw, v)
+}
+
+// decodeOutput decodes job id's stored output into v.
+func decodeOutput(id int64, raw []byte, v any) error {
+	if raw == nil {
+		return fmt.Errorf("job %d: %w", id, ErrNoOutput)
+	}
+	if err := json.Unmarshal(raw, v); err != nil {
+		return fmt.Errorf("job %d's output into %T: %w", id, v, err)
+	}
+	return nil
+}
+
+// CancelWorkflow cancels every job of workflow id (WorkflowResult.ID)
+// that has not finished, as Cancel does each: waiting and queued tasks
+// end cancelled, running ones are asked to stop. It returns how many
+// jobs it cancelled or asked to stop.
+func (c *Client) CancelWorkflow(ctx context.Context, id string) (int, error) {
+	return c.cancelGroup(ctx, MetaWorkflow, id)
+}
+
+// CancelBatch cancels every job of batch id (BatchResult.ID) that has
+// not finished, its callbacks included, as CancelWorkflow does.
+func (c *Client) CancelBatch(ctx context.Context, id string) (int, error) {
+	return c.cancelGroup(ctx, MetaBatch, id)
+}
+
+// unfinishedStates are the states a cancel takes a job out of.
+var unfinishedStates = []JobState{StateWaiting, StateScheduled, StateBlocked, StateReady, StateRunning, StateFailed}
+
+func (c *Client) cancelGroup(ctx context.Context, key, id string) (int, error) {
+	if id == "" {
+		return 0, fmt.Errorf("cancel %s: the id is empty: pass the ID its Enqueue returned", key)
+	}
+	f := JobFilter{Metadata: map[string]string{key: id}, States: unfinishedStates, Limit: 500}
+	var ids []int64
+	for {
+		page, err := c.ListJobs(ctx, f)
+		if err != nil {
+			return 0, fmt.Errorf("cancel %s %s: %w", key, id, err)
+		}
+		for _, j := range page.Jobs {
+			ids = append(ids, j.ID)
+		}
+		if page.Next == "" {
+			break
+		}
+		f.After = page.Next
+	}
+	// The tasks after others first: each is cancelled by hand, not as
+	// the end of the one it waits for.
+	slices.Sort(ids)
+	slices.Reverse(ids)
+	n := 0
+	for _, jid := range ids {
+		switch _, err := c.Cancel(ctx, jid); {
+		case err == nil:
+			n++
+		case errors.Is(err, ErrJobFinished), errors.Is(err, ErrJobNotFound):
+		default:
+			return n, fmt.Errorf("cancel %s %s: %w", key, id, err)
+		}
+	}
+	return n, nil
 }

@@ -2,9 +2,10 @@ package bq
 
 import (
 	"context"
-	"github.com/bqueue/bq/internal/driver"
 	"strings"
 	"testing"
+
+	"github.com/bqueue/bq/internal/driver"
 
 	"github.com/bqueue/bq/drivers/mysql"
 	"github.com/bqueue/bq/drivers/postgres"
