@@ -76,7 +76,7 @@ func Drain(ctx context.Context, tb testing.TB, client *bq.Client, opts ...DrainO
 			}
 			tb.Fatalf("bqtest.Drain: work left after %s:\n%s", o.timeout, left)
 		case <-tick.C:
-			idle, later, err := idle(ctx, client)
+			idle, later, waiting, err := idle(ctx, client)
 			if err != nil {
 				_ = stopRun()
 				tb.Fatalf("bqtest.Drain: %v", err)
@@ -89,6 +89,9 @@ func Drain(ctx context.Context, tb testing.TB, client *bq.Client, opts ...DrainO
 			}
 			if later > 0 {
 				tb.Logf("bqtest.Drain: left %s due later", plural(later, "scheduled job"))
+			}
+			if waiting > 0 {
+				tb.Logf("bqtest.Drain: left %s (DependsOn) whose dependencies have not ended", plural(waiting, "waiting job"))
 			}
 			return
 		}
@@ -106,33 +109,35 @@ func cmpErr(err, ctxErr error) error {
 // idle reports whether no job is ready, running or blocked and no
 // scheduled job is due by the client's clock, and how many scheduled
 // jobs are due later.
-func idle(ctx context.Context, client *bq.Client) (bool, int, error) {
+func idle(ctx context.Context, client *bq.Client) (_ bool, later int, waiting int, _ error) {
 	// Due jobs first: one promoted and claimed after this look is counted
 	// ready or running by the next; in the other order it could slip
 	// between the two.
 	rt := worker.For(client)
 	if rt == nil {
-		return false, 0, errors.New("the client is closed")
+		return false, 0, 0, errors.New("the client is closed")
 	}
 	due, err := rt.DueScheduled(ctx)
 	if err != nil {
-		return false, 0, fmt.Errorf("look for due scheduled jobs: %w", err)
+		return false, 0, 0, fmt.Errorf("look for due scheduled jobs: %w", err)
 	}
 	if due {
-		return false, 0, nil // the dispatcher promotes it at its next pass
+		return false, 0, 0, nil // the dispatcher promotes it at its next pass
 	}
 	stats, err := client.QueueStats(ctx) // one statement: one snapshot of every state
 	if err != nil {
-		return false, 0, fmt.Errorf("count jobs: %w", err)
+		return false, 0, 0, fmt.Errorf("count jobs: %w", err)
 	}
-	later := 0
 	for _, q := range stats {
 		if q.Ready+q.Running+q.Blocked > 0 {
-			return false, 0, nil
+			return false, 0, 0, nil
 		}
 		later += q.Scheduled
+		// A job waiting for others (DependsOn) with nothing running
+		// waits for a job due later, or for one that never ends.
+		waiting += q.Waiting
 	}
-	return true, later, nil
+	return true, later, waiting, nil
 }
 
 // leftOver describes the live jobs: counts by state and queue, and the
@@ -148,11 +153,15 @@ func leftOver(ctx context.Context, client *bq.Client) string {
 		if q.Paused {
 			paused = " (paused)"
 		}
-		lines = append(lines, fmt.Sprintf("queue %q%s: ready %d, running %d, blocked %d, scheduled %d, failed %d",
-			q.Queue, paused, q.Ready, q.Running, q.Blocked, q.Scheduled, q.Failed))
+		line := fmt.Sprintf("queue %q%s: ready %d, running %d, blocked %d, scheduled %d, failed %d",
+			q.Queue, paused, q.Ready, q.Running, q.Blocked, q.Scheduled, q.Failed)
+		if q.Waiting > 0 {
+			line += fmt.Sprintf(", waiting for other jobs %d", q.Waiting)
+		}
+		lines = append(lines, line)
 	}
 	page, err := client.ListJobs(ctx, bq.JobFilter{Limit: 5,
-		States: []bq.JobState{bq.StateReady, bq.StateRunning, bq.StateBlocked, bq.StateScheduled}})
+		States: []bq.JobState{bq.StateReady, bq.StateRunning, bq.StateBlocked, bq.StateScheduled, bq.StateWaiting}})
 	if err != nil {
 		lines = append(lines, fmt.Sprintf("(list jobs: %v)", err))
 	}

@@ -104,3 +104,25 @@ func TestDrainLeavesRetriesDueLater(t *testing.T) {
 			info.State, info.Attempts, info.LastError, flakyRuns.Load())
 	}
 }
+
+// Drain runs a job waiting for another (DependsOn) once that one
+// completed, and a workflow's tasks in order.
+func TestDrainRunsDependents(t *testing.T) {
+	client := bqtest.NewClient(t)
+	ctx := context.Background()
+	first := must(Report.Enqueue(ctx, client, struct{}{}))
+	next := must(Report.Enqueue(ctx, client, struct{}{}, bq.DependsOn(first.ID)))
+	if next.State != bq.StateWaiting {
+		t.Fatalf("the dependent: %+v, want waiting", next)
+	}
+	wf, err := bq.NewWorkflow("drain").Add("a", Report.Item(struct{}{})).Add("b", Report.Item(struct{}{}), "a").Enqueue(ctx, client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bqtest.Drain(ctx, t, client)
+	for _, id := range []int64{first.ID, next.ID, wf.Tasks["a"].ID, wf.Tasks["b"].ID} {
+		if info := must(client.Job(ctx, id)); info.State != bq.StateCompleted {
+			t.Errorf("job %d is %s after Drain, want completed", id, info.State)
+		}
+	}
+}
