@@ -15,6 +15,7 @@ import (
 
 var _ = register(
 	scenario{"DependsDiamondUnderKill9", testDependsDiamondKill9},
+	scenario{"DependsDiamondUnderPauses", testDependsDiamondPauses},
 	scenario{"DependsFailureCancelsOrRuns", testDependsFailure},
 	scenario{"DependsFanOutHoldsTheKeyLimit", testDependsFanOut},
 	scenario{"DependsRetryRearmsTheCancelled", testDependsRearm},
@@ -247,4 +248,113 @@ func testDependsFanOut(t *testing.T, h *harness) {
 	overlap := checkOverlap(t, fan, map[string]int{"fan": 2})
 	h.checkSemaphores()
 	t.Logf("%s: %d runs of the fan-out, max overlap %v", h.db, len(fan), overlap)
+}
+
+// pauseFor freezes a worker (one with a run in progress when there is
+// one) with SIGSTOP past ProcessDeadAfter, so its claims are reaped and
+// run elsewhere, then resumes it, over and over for d.
+func (f *chaosFleet) pauseFor(d, frozen time.Duration) int {
+	n := 0
+	for deadline := time.Now().Add(d); time.Now().Before(deadline); {
+		time.Sleep(time.Second + rand.N(time.Second))
+		busy := f.busy()
+		f.mu.Lock()
+		victim := values(f.workers)[rand.IntN(len(f.workers))]
+		for pid, c := range f.workers {
+			if busy[pid] {
+				victim = c
+				break
+			}
+		}
+		f.mu.Unlock()
+		f.h.pause(victim)
+		time.Sleep(frozen)
+		f.h.resume(victim)
+		n++
+	}
+	return n
+}
+
+// testDependsDiamondPauses: diamonds A -> B, C -> D while the worker
+// processes are frozen (SIGSTOP) past ProcessDeadAfter and resumed, so
+// runs are reaped and run again elsewhere while the frozen run may still
+// finish (its completion fenced). Every job completes once; no dependent
+// starts before a run of each job it waits for ended, nor twice at once,
+// and the bookkeeping is empty after.
+func testDependsDiamondPauses(t *testing.T, h *harness) {
+	ctx := context.Background()
+	f := h.chaosFleet(3, 4)
+	f.busyFirst = true
+	type diamond struct{ a, b, c, d int64 }
+	var diamonds []diamond
+	enqueued := make(chan struct{})
+	go func() {
+		defer close(enqueued)
+		for start := time.Now(); time.Since(start) < 6*time.Second; {
+			in := func(opts ...bq.EnqueueOption) int64 {
+				res, err := unkeyedJob.Enqueue(ctx, h.client, Args{Test: h.test, SleepMS: 100 + rand.IntN(300)}, opts...)
+				if err != nil {
+					t.Errorf("enqueue a diamond's job: %v", err)
+					return 0
+				}
+				return res.ID
+			}
+			var x diamond
+			x.a = in()
+			x.b = in(bq.DependsOn(x.a))
+			x.c = in(bq.DependsOn(x.a))
+			x.d = in(bq.DependsOn(x.b, x.c))
+			if x.d == 0 {
+				return
+			}
+			diamonds = append(diamonds, x)
+			time.Sleep(300 * time.Millisecond)
+		}
+	}()
+	pauses := f.pauseFor(6*time.Second, chaosDeadAfter+time.Second)
+	<-enqueued
+	var ids []int64
+	for _, x := range diamonds {
+		ids = append(ids, x.a, x.b, x.c, x.d)
+	}
+	h.waitFinished(len(ids), 2*time.Minute)
+	h.checkDrained(ids)
+	for _, table := range []string{"bq_waiting_executions", "bq_dependencies"} {
+		if n := h.count(`SELECT count(*) FROM ` + table); n != 0 {
+			t.Errorf("%d rows left in %s after every job completed", n, table)
+		}
+	}
+	byJob := map[int64][]run{}
+	for _, r := range h.dbRuns(t) {
+		byJob[r.JobID] = append(byJob[r.JobID], r)
+	}
+	firstEnd := func(id int64) time.Time {
+		var end time.Time
+		for _, r := range byJob[id] {
+			if r.End.UnixNano() > 0 && (end.IsZero() || r.End.Before(end)) {
+				end = r.End
+			}
+		}
+		return end
+	}
+	after := func(dependent int64, deps ...int64) {
+		for _, dep := range deps {
+			end := firstEnd(dep)
+			for _, r := range byJob[dependent] {
+				if end.IsZero() || !r.Start.After(end) {
+					t.Errorf("job %d started at %s, before any run of job %d, which it waits for, ended (%s)", dependent, r.Start, dep, end)
+				}
+			}
+		}
+	}
+	for _, x := range diamonds {
+		after(x.b, x.a)
+		after(x.c, x.a)
+		after(x.d, x.b, x.c)
+	}
+	if len(diamonds) < 5 || pauses == 0 {
+		t.Errorf("%d diamonds, %d pauses: the scenario tested little", len(diamonds), pauses)
+	}
+	again := h.count(`SELECT count(*) FROM bq_jobs WHERE attempt > 1`)
+	t.Logf("%s: %d pauses of %s, %d diamonds, %d jobs run again after a pause", h.db, pauses, chaosDeadAfter+time.Second, len(diamonds), again)
 }
