@@ -133,12 +133,12 @@ func WithUnique(u Unique) EnqueueOption {
 }
 
 // defaultUniqueStates are River's: every state but the endings that did
-// not do the job's work.
-var defaultUniqueStates = []JobState{StateScheduled, StateReady, StateBlocked, StateRunning, StateCompleted}
+// not do the job's work (waiting, for the jobs it depends on, included).
+var defaultUniqueStates = []JobState{StateScheduled, StateReady, StateBlocked, StateRunning, StateCompleted, StateWaiting}
 
 // uniqueStates are the states ByStates may name.
 var uniqueStates = []JobState{StateScheduled, StateReady, StateBlocked, StateRunning, StateCompleted,
-	StateFailed, StateDiscarded, StateCancelled}
+	StateFailed, StateDiscarded, StateCancelled, StateWaiting}
 
 // validate refuses a spec that names nothing, a bad period or an unknown
 // or repeated state.

@@ -29,6 +29,12 @@ func testDependsRearm(t *testing.T, h *harness) {
 	a := enqueue(t, h, retryJob, Args{Seq: 0, SleepMS: 20, Mode: "permanent-first"})
 	b := enqueue(t, h, unkeyedJob, Args{Seq: 1}, bq.DependsOn(a.ID))
 	c := enqueue(t, h, unkeyedJob, Args{Seq: 2}, bq.DependsOn(b.ID))
+	// A unique job waiting counts for its unique key by default.
+	unique := bq.WithUnique(bq.Unique{ByArgs: true})
+	u1 := enqueue(t, h, unkeyedJob, Args{Seq: 3}, bq.DependsOn(a.ID), unique)
+	if u2 := enqueue(t, h, unkeyedJob, Args{Seq: 3}, bq.DependsOn(a.ID), unique); !u2.Duplicate || u2.DuplicateOf != u1.ID {
+		t.Errorf("a second unique job while the first waits: %+v, want a duplicate of %d", u2, u1.ID)
+	}
 	worker(h, 2)
 	h.waitState(a.ID, bq.StateFailed)
 	h.waitState(c.ID, bq.StateCancelled)

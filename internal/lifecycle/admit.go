@@ -193,6 +193,9 @@ func Admit(ctx context.Context, ex Store, jobs []*driver.NewJob, now time.Time) 
 	if err != nil {
 		return nil, driver.Promotion{}, err
 	}
+	for i := range dups {
+		delete(waits, i) // a duplicate is not stored: nothing waits
+	}
 	// The job rows of the jobs admission decides on go in first, pending:
 	// the keys' locks are then held only while admission decides and
 	// writes the execution rows, not while the job rows (most of the

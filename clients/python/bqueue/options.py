@@ -16,7 +16,7 @@ from typing import Any, Literal, Mapping, Optional, Sequence
 OnConflict = Literal["block", "discard", "replace", "cancel_running"]
 
 #: The states a Unique may name (bq.JobState).
-JobState = Literal["scheduled", "ready", "blocked", "running", "completed", "failed", "discarded", "cancelled"]
+JobState = Literal["scheduled", "ready", "blocked", "running", "completed", "failed", "discarded", "cancelled", "waiting"]
 
 
 @dataclass(frozen=True)

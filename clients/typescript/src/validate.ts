@@ -29,7 +29,7 @@ const LABEL_RULE = "use 1 to 64 ASCII letters, digits, '_', '-', '.' or ':'";
 const KEY_RULE = `keys (Group + "/" + Key) are valid UTF-8 without NUL bytes, at most ${MAX_KEY_BYTES} bytes (bq.MaxKeyBytes); hash a longer or binary key, e.g. hex of its SHA-256`;
 
 /** The job states a unique spec may name (bq.Unique.ByStates). */
-export const UNIQUE_STATES = ["scheduled", "ready", "blocked", "running", "completed", "failed", "discarded", "cancelled"] as const;
+export const UNIQUE_STATES = ["scheduled", "ready", "blocked", "running", "completed", "failed", "discarded", "cancelled", "waiting"] as const;
 
 /** quoted spells a value in a message as Go's %q would, near enough. */
 export function quoted(v: unknown): string {
