@@ -121,8 +121,8 @@ type Unique struct {
 	// ByQueue adds the queue the job is enqueued on.
 	ByQueue bool
 	// ByStates are the states of an existing job that make a new one a
-	// duplicate. Default: scheduled, ready, blocked, running, completed;
-	// a failed, discarded or cancelled job does not count.
+	// duplicate. Default: scheduled, ready, blocked, running, completed,
+	// waiting; a failed, discarded or cancelled job does not count.
 	ByStates []JobState
 }
 
