@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
+	"github.com/bqueue/bq/internal/driver"
 	"github.com/bqueue/bq/internal/worker"
 )
 
@@ -201,4 +203,15 @@ func (c *Client) cancelGroup(ctx context.Context, key, id string) (int, error) {
 		}
 	}
 	return n, nil
+}
+
+// waitingSummary says what a waiting job waits for.
+func waitingSummary(w driver.Waiting, open []int64, now time.Time) string {
+	what := "the jobs it depends on"
+	if len(open) > 0 {
+		what = jobList(open)
+	}
+	return fmt.Sprintf("Waiting since %s for %s (%d of %d done): it holds no slot until the last of them completes, "+
+		"then it is admitted like a new job; if one fails for good or is cancelled, it is cancelled too unless it was enqueued with EvenIfDependenciesFail.",
+		when(w.At, now), what, w.Total-len(open), w.Total)
 }

@@ -222,3 +222,105 @@ func adaptedSummary(k *KeyState) string {
 	return fmt.Sprintf(" Its key's limit adapts to its downstream (bq.Adaptive): throttled runs lowered it to %d (min %d) %s; it rises by one after %d more completions.",
 		a.Limit, a.Min, "at "+a.AdaptedAt.UTC().Format(time.RFC3339), max(a.Limit-a.Successes, 1))
 }
+
+// blockedSummary says what would release a blocked job.
+func (c *Client) blockedSummary(k *KeyState, ahead int, procs []driver.Process, paused map[string]bool, now time.Time) string {
+	line := aheadOf(ahead)
+	dispatcher := c.dispatcherAlive(procs, now)
+	// Only a dispatcher recreates, promotes and reclaims: say it will
+	// only when one is alive.
+	tail := ""
+	if !dispatcher {
+		tail = noDispatcher
+	}
+	switch {
+	case !k.Exists:
+		s := fmt.Sprintf("Blocked on key %q, which has no semaphore", k.Key)
+		if dispatcher {
+			return s + ": the dispatcher recreates and promotes it within one interval."
+		}
+		return s + "." + tail
+	case k.Free > 0:
+		s := fmt.Sprintf("Blocked on key %q, which has %s of %d", k.Key, count(k.Free, "free slot"), k.Limit)
+		if dispatcher {
+			return fmt.Sprintf("%s: the dispatcher promotes blocked jobs into them within one interval; %s.", s, line)
+		}
+		return fmt.Sprintf("%s; %s.%s", s, line, tail)
+	case len(k.Holders) == 0:
+		return fmt.Sprintf("Blocked on key %q (limit %d): no ready or running job holds its slots, which were lost; they come back when its semaphore expires at %s; %s.%s",
+			k.Key, k.Limit, when(k.ExpiresAt, now), line, tail)
+	}
+	var running, ready int
+	var dead []string                // processes that stopped heartbeating, in order
+	deadJobs := map[string][]int64{} // their running holders
+	readyIn := map[string]int{}      // ready holders by queue
+	var queues []string
+	for _, h := range k.Holders {
+		if h.State != StateRunning {
+			ready++
+			if readyIn[h.Queue] == 0 {
+				queues = append(queues, h.Queue)
+			}
+			readyIn[h.Queue]++
+			continue
+		}
+		running++
+		if !h.ProcessAlive {
+			p := processLabel(h.ProcessID, h.ProcessName)
+			if deadJobs[p] == nil {
+				dead = append(dead, p)
+			}
+			deadJobs[p] = append(deadJobs[p], h.JobID)
+		}
+	}
+	var s string
+	switch {
+	case ready == 0 && running == 1:
+		s = fmt.Sprintf("Waiting for the running job of key %q to finish (limit %d); %s.", k.Key, k.Limit, line)
+	case ready == 0:
+		s = fmt.Sprintf("Waiting for one of %s of key %q to finish (limit %d); %s.", count(running, "running job"), k.Key, k.Limit, line)
+	case running+ready == 1:
+		s = fmt.Sprintf("Waiting for the holder of key %q, a ready job waiting for a worker, to run and finish (limit %d); %s.", k.Key, k.Limit, line)
+	default:
+		s = fmt.Sprintf("Waiting for one of the %s of key %q to finish (limit %d: %d running, %d ready and waiting for a worker); %s.",
+			count(running+ready, "holder"), k.Key, k.Limit, running, ready, line)
+	}
+	for _, q := range queues {
+		switch {
+		case paused[q]:
+			keep := "they keep their slots"
+			if readyIn[q] == 1 {
+				keep = "it keeps its slot"
+			}
+			s += fmt.Sprintf(" Queue %q, where %s, is paused: %s until the queue is resumed.", q, waits(readyIn[q]), keep)
+		case !c.worksQueue(procs, q, now):
+			s += fmt.Sprintf(" No live process works queue %q, where %s: start a worker that does.", q, waits(readyIn[q]))
+		}
+	}
+	// One sentence per process: only the dispatcher's reaper frees these
+	// slots.
+	for _, p := range dead {
+		jobs := deadJobs[p]
+		claims := "its claim"
+		if len(jobs) > 1 {
+			claims = "their claims"
+		}
+		reap := "the dispatcher will reap " + claims
+		if !dispatcher {
+			reap = claims + " will be reaped once a dispatcher runs"
+		}
+		s += fmt.Sprintf(" Process %s stopped heartbeating while running %s: %s.", p, jobList(jobs), reap)
+	}
+	if len(dead) > 0 {
+		s += tail
+	}
+	return s
+}
+
+// waits writes "1 ready holder waits", "2 ready holders wait".
+func waits(n int) string {
+	if n == 1 {
+		return "1 ready holder waits"
+	}
+	return fmt.Sprintf("%d ready holders wait", n)
+}

@@ -65,16 +65,37 @@ func testDependsRearm(t *testing.T, h *harness) {
 // of each job it waits for ended (the run whose completion admitted it),
 // and a D that was never reaped ran once.
 func testDependsDiamondKill9(t *testing.T, h *harness) {
-	ctx := context.Background()
 	f := h.chaosFleet(3, 4)
 	f.busyFirst = true
-	type diamond struct{ a, b, c, d int64 }
-	var diamonds []diamond
-	enqueued := make(chan struct{})
+	got := h.enqueueDiamonds(t, func() int { return 50 + rand.IntN(250) })
+	f.killFor(6*time.Second, nil)
+	diamonds := <-got
+	byJob := h.checkDiamonds(t, diamonds, lastEnd)
+	once := 0
+	for _, x := range diamonds {
+		if h.count(`SELECT attempt FROM bq_jobs WHERE id = `+itoa(x.d)) == 1 {
+			once++
+			if n := len(byJob[x.d]); n != 1 {
+				t.Errorf("diamond end %d, never reaped, ran %d times", x.d, n)
+			}
+		}
+	}
+	t.Logf("%s: %d kills, %d diamonds, %d ends run once and never reaped", h.db, f.kills, len(diamonds), once)
+}
+
+// diamond is A, then B and C (each waiting for A), then D (waiting for
+// both), by job id.
+type diamond struct{ a, b, c, d int64 }
+
+// enqueueDiamonds enqueues a diamond of unkeyed jobs (runs of sleep() ms)
+// every 300 ms for 6 s, and sends them all once done.
+func (h *harness) enqueueDiamonds(t *testing.T, sleep func() int) <-chan []diamond {
+	out := make(chan []diamond, 1)
 	go func() {
-		defer close(enqueued)
+		ctx := context.Background()
+		var diamonds []diamond
+		defer func() { out <- diamonds }()
 		for start := time.Now(); time.Since(start) < 6*time.Second; {
-			sleep := func() int { return 50 + rand.IntN(250) }
 			in := func(opts ...bq.EnqueueOption) int64 {
 				res, err := unkeyedJob.Enqueue(ctx, h.client, Args{Test: h.test, SleepMS: sleep()}, opts...)
 				if err != nil {
@@ -95,8 +116,16 @@ func testDependsDiamondKill9(t *testing.T, h *harness) {
 			time.Sleep(300 * time.Millisecond)
 		}
 	}()
-	f.killFor(6*time.Second, nil)
-	<-enqueued
+	return out
+}
+
+// checkDiamonds waits for every job of diamonds to complete, then checks
+// that each completed once, that no edge or waiting row is left, and,
+// from the runs the jobs recorded, that no dependent's run started before
+// depEnd of each job it waits for (depEnd reads a job's runs). It returns
+// the runs by job.
+func (h *harness) checkDiamonds(t *testing.T, diamonds []diamond, depEnd func([]run) time.Time) map[int64][]run {
+	t.Helper()
 	var ids []int64
 	for _, x := range diamonds {
 		ids = append(ids, x.a, x.b, x.c, x.d)
@@ -112,43 +141,50 @@ func testDependsDiamondKill9(t *testing.T, h *harness) {
 	for _, r := range h.dbRuns(t) {
 		byJob[r.JobID] = append(byJob[r.JobID], r)
 	}
-	// lastEnd is when the last run of id that ended did: the one whose
-	// completion committed (a run killed before its end recorded none).
-	lastEnd := func(id int64) time.Time {
-		var end time.Time
-		for _, r := range byJob[id] {
-			if r.End.UnixNano() > 0 && r.End.After(end) {
-				end = r.End
-			}
-		}
-		return end
-	}
 	after := func(dependent int64, deps ...int64) {
 		for _, dep := range deps {
-			end := lastEnd(dep)
+			end := depEnd(byJob[dep])
 			for _, r := range byJob[dependent] {
-				if !r.Start.After(end) {
-					t.Errorf("job %d started %s before job %d, which it waits for, last ended", dependent, end.Sub(r.Start), dep)
+				if end.IsZero() || !r.Start.After(end) {
+					t.Errorf("job %d started at %s, before job %d, which it waits for, ended (%s)", dependent, r.Start, dep, end)
 				}
 			}
 		}
 	}
-	once := 0
 	for _, x := range diamonds {
 		after(x.b, x.a)
 		after(x.c, x.a)
 		after(x.d, x.b, x.c)
-		if h.count(`SELECT attempt FROM bq_jobs WHERE id = `+itoa(x.d)) == 1 {
-			once++
-			if n := len(byJob[x.d]); n != 1 {
-				t.Errorf("diamond end %d, never reaped, ran %d times", x.d, n)
-			}
-		}
 	}
 	if len(diamonds) < 5 {
 		t.Errorf("only %d diamonds were enqueued: the scenario tested little", len(diamonds))
 	}
-	t.Logf("%s: %d kills, %d diamonds, %d ends run once and never reaped", h.db, f.kills, len(diamonds), once)
+	return byJob
+}
+
+// lastEnd is when the last of runs that ended did: the run whose
+// completion committed (a run killed before its end recorded none).
+func lastEnd(runs []run) time.Time {
+	var end time.Time
+	for _, r := range runs {
+		if r.End.UnixNano() > 0 && r.End.After(end) {
+			end = r.End
+		}
+	}
+	return end
+}
+
+// firstEnd is when the first of runs that ended did: under pauses a
+// stale run may end after the one whose completion committed, so only
+// "some run had ended" can be judged from the runs alone.
+func firstEnd(runs []run) time.Time {
+	var end time.Time
+	for _, r := range runs {
+		if r.End.UnixNano() > 0 && (end.IsZero() || r.End.Before(end)) {
+			end = r.End
+		}
+	}
+	return end
 }
 
 // testDependsFailure: A fails for good. B, waiting for A, is cancelled,
@@ -265,13 +301,7 @@ func (f *chaosFleet) pauseFor(d, frozen time.Duration) int {
 		time.Sleep(time.Second + rand.N(time.Second))
 		busy := f.busy()
 		f.mu.Lock()
-		victim := values(f.workers)[rand.IntN(len(f.workers))]
-		for pid, c := range f.workers {
-			if busy[pid] {
-				victim = c
-				break
-			}
-		}
+		victim := f.victim(busy)
 		f.mu.Unlock()
 		f.h.pause(victim)
 		time.Sleep(frozen)
@@ -288,78 +318,14 @@ func (f *chaosFleet) pauseFor(d, frozen time.Duration) int {
 // starts before a run of each job it waits for ended, nor twice at once,
 // and the bookkeeping is empty after.
 func testDependsDiamondPauses(t *testing.T, h *harness) {
-	ctx := context.Background()
 	f := h.chaosFleet(3, 4)
 	f.busyFirst = true
-	type diamond struct{ a, b, c, d int64 }
-	var diamonds []diamond
-	enqueued := make(chan struct{})
-	go func() {
-		defer close(enqueued)
-		for start := time.Now(); time.Since(start) < 6*time.Second; {
-			in := func(opts ...bq.EnqueueOption) int64 {
-				res, err := unkeyedJob.Enqueue(ctx, h.client, Args{Test: h.test, SleepMS: 100 + rand.IntN(300)}, opts...)
-				if err != nil {
-					t.Errorf("enqueue a diamond's job: %v", err)
-					return 0
-				}
-				return res.ID
-			}
-			var x diamond
-			x.a = in()
-			x.b = in(bq.DependsOn(x.a))
-			x.c = in(bq.DependsOn(x.a))
-			x.d = in(bq.DependsOn(x.b, x.c))
-			if x.d == 0 {
-				return
-			}
-			diamonds = append(diamonds, x)
-			time.Sleep(300 * time.Millisecond)
-		}
-	}()
+	got := h.enqueueDiamonds(t, func() int { return 100 + rand.IntN(300) })
 	pauses := f.pauseFor(6*time.Second, chaosDeadAfter+time.Second)
-	<-enqueued
-	var ids []int64
-	for _, x := range diamonds {
-		ids = append(ids, x.a, x.b, x.c, x.d)
-	}
-	h.waitFinished(len(ids), 2*time.Minute)
-	h.checkDrained(ids)
-	for _, table := range []string{"bq_waiting_executions", "bq_dependencies"} {
-		if n := h.count(`SELECT count(*) FROM ` + table); n != 0 {
-			t.Errorf("%d rows left in %s after every job completed", n, table)
-		}
-	}
-	byJob := map[int64][]run{}
-	for _, r := range h.dbRuns(t) {
-		byJob[r.JobID] = append(byJob[r.JobID], r)
-	}
-	firstEnd := func(id int64) time.Time {
-		var end time.Time
-		for _, r := range byJob[id] {
-			if r.End.UnixNano() > 0 && (end.IsZero() || r.End.Before(end)) {
-				end = r.End
-			}
-		}
-		return end
-	}
-	after := func(dependent int64, deps ...int64) {
-		for _, dep := range deps {
-			end := firstEnd(dep)
-			for _, r := range byJob[dependent] {
-				if end.IsZero() || !r.Start.After(end) {
-					t.Errorf("job %d started at %s, before any run of job %d, which it waits for, ended (%s)", dependent, r.Start, dep, end)
-				}
-			}
-		}
-	}
-	for _, x := range diamonds {
-		after(x.b, x.a)
-		after(x.c, x.a)
-		after(x.d, x.b, x.c)
-	}
-	if len(diamonds) < 5 || pauses == 0 {
-		t.Errorf("%d diamonds, %d pauses: the scenario tested little", len(diamonds), pauses)
+	diamonds := <-got
+	h.checkDiamonds(t, diamonds, firstEnd)
+	if pauses == 0 {
+		t.Error("no pause: the scenario tested nothing of a frozen worker")
 	}
 	again := h.count(`SELECT count(*) FROM bq_jobs WHERE attempt > 1`)
 	t.Logf("%s: %d pauses of %s, %d diamonds, %d jobs run again after a pause", h.db, pauses, chaosDeadAfter+time.Second, len(diamonds), again)

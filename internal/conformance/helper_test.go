@@ -294,13 +294,7 @@ func (f *chaosFleet) killFor(d time.Duration, every func() time.Duration) {
 		time.Sleep(every())
 		busy := f.busy()
 		f.mu.Lock()
-		victim := values(f.workers)[rand.IntN(len(f.workers))]
-		for pid, c := range f.workers {
-			if busy[pid] {
-				victim = c
-				break
-			}
-		}
+		victim := f.victim(busy)
 		_ = victim.Process.Kill()
 		_ = victim.Wait()
 		f.lastKill = time.Now()
@@ -310,6 +304,17 @@ func (f *chaosFleet) killFor(d time.Duration, every func() time.Duration) {
 		f.mu.Unlock()
 		f.startWorker()
 	}
+}
+
+// victim picks a worker: one with a run in progress (busy) when there
+// is one, else any. f.mu is held.
+func (f *chaosFleet) victim(busy map[int]bool) *exec.Cmd {
+	for pid, c := range f.workers {
+		if busy[pid] {
+			return c
+		}
+	}
+	return values(f.workers)[rand.IntN(len(f.workers))]
 }
 
 // busy returns the worker processes with a run in progress, when

@@ -3,6 +3,8 @@ package lifecycle
 import (
 	"cmp"
 	"context"
+	"errors"
+	"fmt"
 	"slices"
 	"time"
 
@@ -324,4 +326,37 @@ func RecountRate(ctx context.Context, ex Store, key string, now time.Time) (int,
 		return 0, driver.Promotion{}, err
 	}
 	return n, w.Promoted(), w.Save(ctx)
+}
+
+// ErrNoRate refuses a job that leaves its rate to its queue's policy
+// when the policy sets none: its starts would count against no rate.
+var ErrNoRate = errors.New("the job's rate key has no rate")
+
+// checkPolicyRates refuses (ErrNoRate) the first job with a rate key and
+// no limit of its own whose queue's policy sets no MaxStartsPerKey. Each
+// queue's policy is read once. A job admitted later (due scheduled, a
+// retry) whose policy rate was removed meanwhile is not refused: it keeps
+// its key's stored rate (see ratelimit.Lock).
+func checkPolicyRates(ctx context.Context, ex Store, jobs []*driver.NewJob) error {
+	rated := map[string]bool{}
+	for _, j := range jobs {
+		if j.Rate.Key == "" || j.Rate.Limit > 0 {
+			continue
+		}
+		has, seen := rated[j.Queue]
+		if !seen {
+			p, err := ex.PolicyGetRate(ctx, j.Queue)
+			if err != nil {
+				return err
+			}
+			has = p.Limit > 0
+			rated[j.Queue] = has
+		}
+		if !has {
+			return fmt.Errorf("%w: job %s has rate key %q but its Rate sets no Limit and Period, and queue %q has no policy "+
+				"MaxStartsPerKey: set Rate.Limit and Rate.Period (or WithRateKey's limit and period), or sync a Policy for queue %q "+
+				"with MaxStartsPerKey and StartsPeriod", ErrNoRate, j.Kind, j.Rate.Key, j.Queue, j.Queue)
+		}
+	}
+	return nil
 }
