@@ -8,6 +8,7 @@ import (
 	"unsafe"
 
 	"github.com/bqueue/bq/internal/driver"
+	"github.com/bqueue/bq/internal/lifecycle"
 )
 
 // OnConflict says what happens to a job whose concurrency key has no free
@@ -79,6 +80,20 @@ type Concurrency[A any] struct {
 	// further enqueues of the key are discarded (the result says why).
 	// Default: the queue policy's MaxBlocked, else unbounded.
 	MaxBlocked int
+	// MaxWait is backpressure: an enqueue of a job that would be blocked
+	// and is expected to wait longer than MaxWait for its slot is refused
+	// (nothing is stored; Enqueue and EnqueueTx return a
+	// *WaitTooLongError, errors.Is ErrWaitTooLong, with a RetryAfter; in
+	// EnqueueMany, EnqueueManyTx and EnqueueBatch that job's result says
+	// so in Refused and the others go on). The expected wait is the job's
+	// place in the key's line times the key's recent release interval
+	// (EnqueueResult.ExpectedStart; see docs/flow-control.md): while the
+	// key has none measured, nothing is refused. It is decided under the
+	// key's lock, as ready or blocked is, so it holds across a fleet. Only
+	// a job due now is refused: one enqueued with At or In, a retry, a
+	// promotion, a replacing job (Replace, CancelRunning) never are.
+	// Default 0: no bound.
+	MaxWait time.Duration
 	// RequireKey refuses an enqueue whose key for this limit is empty
 	// (from Key, or from WithConcurrencyKey for Concurrency) with
 	// ErrInvalidJob, where an empty key otherwise means the job runs
@@ -194,6 +209,9 @@ func (c *Concurrency[A]) validate(what string) error {
 	if c.MaxBlocked < 0 {
 		errs = append(errs, fmt.Errorf("concurrency MaxBlocked is %d: use 1 or more, or 0 for no cap", c.MaxBlocked))
 	}
+	if c.MaxWait < 0 {
+		errs = append(errs, fmt.Errorf("%s.MaxWait is %s: use a positive duration (the longest a job may be expected to wait for its slot), or 0 for no bound", what, c.MaxWait))
+	}
 	if err := validateSpec(c.Duration, c.OnConflict); err != nil {
 		errs = append(errs, err)
 	}
@@ -218,7 +236,7 @@ func (j *Job[A]) limit(args A, o *enqueueOptions) (driver.Limit, error) {
 	l := driver.Limit{Duration: defaultDuration}
 	group := j.name
 	if c != nil {
-		group, l.To, l.Duration, l.OnConflict, l.MaxBlocked = c.Group, c.To, c.Duration, driver.OnConflict(c.OnConflict), c.MaxBlocked
+		group, l.To, l.Duration, l.OnConflict, l.MaxBlocked, l.MaxWait = c.Group, c.To, c.Duration, driver.OnConflict(c.OnConflict), c.MaxBlocked, c.MaxWait
 		l.Sequence, l.SequenceHalt = c.Sequence, c.SequenceHaltOnFailure
 	}
 	key := ""
@@ -313,7 +331,7 @@ func (j *Job[A]) limits(args A, o *enqueueOptions) (driver.Limit, []driver.Limit
 			if key == "" {
 				continue
 			}
-			l := driver.Limit{Key: fullKey(c.Group, key), To: c.To, Duration: c.Duration, OnConflict: driver.OnConflict(c.OnConflict), MaxBlocked: c.MaxBlocked}
+			l := driver.Limit{Key: fullKey(c.Group, key), To: c.To, Duration: c.Duration, OnConflict: driver.OnConflict(c.OnConflict), MaxBlocked: c.MaxBlocked, MaxWait: c.MaxWait}
 			if err := validateKey(l.Key); err != nil {
 				return driver.Limit{}, nil, fmt.Errorf("%w: MoreConcurrency: %w", ErrInvalidJob, err)
 			}
@@ -337,4 +355,46 @@ func (j *Job[A]) limits(args A, o *enqueueOptions) (driver.Limit, []driver.Limit
 		seen[l.Key] = true
 	}
 	return first, more, nil
+}
+
+// ErrWaitTooLong is what a *WaitTooLongError matches with errors.Is: an
+// enqueue refused by its key's Concurrency.MaxWait.
+var ErrWaitTooLong = errors.New("expected wait for a concurrency slot too long")
+
+// WaitTooLongError refuses the enqueue of a job whose expected wait in
+// its key's line exceeds the key's Concurrency.MaxWait: nothing was
+// stored. Enqueue again after RetryAfter, when the line is expected to
+// have moved enough for the job to fit, or shed the work.
+type WaitTooLongError struct {
+	Key          string        // the full key whose line is too long
+	ExpectedWait time.Duration // place in line × the key's release interval
+	MaxWait      time.Duration // the bound it exceeded
+	// Policy: MaxWait is the queue policy's (Policy.MaxWait), the job's
+	// definition setting none.
+	Policy   bool
+	Interval time.Duration // the key's recent release interval
+	// RetryAfter is ExpectedWait - MaxWait, at least one Interval.
+	RetryAfter time.Duration
+}
+
+func (e *WaitTooLongError) Error() string {
+	whose := "its Concurrency.MaxWait"
+	if e.Policy {
+		whose = "its queue policy's MaxWait"
+	}
+	return fmt.Sprintf("concurrency key %q: a job joining its line now is expected to wait %s for a slot (its place in line × the key's release interval %s), above %s %s: nothing was stored; enqueue again after %s, raise the key's limit or MaxWait, or shed the work",
+		e.Key, e.ExpectedWait.Round(time.Millisecond), e.Interval, whose, e.MaxWait, e.RetryAfter.Round(time.Millisecond))
+}
+
+// Is matches ErrWaitTooLong.
+func (e *WaitTooLongError) Is(target error) bool { return target == ErrWaitTooLong }
+
+// waitTooLong is the error of a job its key's MaxWait refused (w.MaxWait
+// set), else nil.
+func waitTooLong(w lifecycle.Wait) *WaitTooLongError {
+	if w.MaxWait <= 0 {
+		return nil
+	}
+	return &WaitTooLongError{Key: w.Key, ExpectedWait: w.Expected, MaxWait: w.MaxWait, Policy: w.Policy, Interval: w.Interval,
+		RetryAfter: max(w.Expected-w.MaxWait, w.Interval)}
 }

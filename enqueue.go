@@ -59,6 +59,16 @@ type EnqueueResult struct {
 	// DebounceMaxWait of its own enqueue), with this enqueue's args
 	// unless DebounceFirst.
 	Debounced bool
+	// ExpectedStart is when a blocked job is expected to start: now plus
+	// its place in its key's line times the key's recent release interval
+	// (see docs/flow-control.md). Zero when the job is not blocked or its
+	// key has no release interval measured yet (never a made-up figure).
+	ExpectedStart time.Time
+	// Refused is set, with State StateDiscarded and nothing stored, for a
+	// job of EnqueueMany, EnqueueManyTx or EnqueueBatch that its key's
+	// Concurrency.MaxWait refused; Enqueue and EnqueueTx return it as
+	// their error instead.
+	Refused *WaitTooLongError
 }
 
 // Enqueue stores one job, admitting it through its concurrency key.
@@ -67,26 +77,16 @@ func (j *Job[A]) Enqueue(ctx context.Context, c *Client, args A, opts ...Enqueue
 	if err != nil {
 		return EnqueueResult{}, err
 	}
-	return res[0], nil
+	return j.one(res[0])
 }
 
-// Tx is a transaction of yours for EnqueueTx, EnqueueManyTx,
-// EnqueueBatchTx and ListJobsTx: the one Client.InTx hands its function
-// on any database, or one you began, wrapped by the driver of its
-// database: postgres.Tx(pgxTx), mysql.Tx(sqlTx) or sqlite.Tx(sqlTx).
-// RawTx returns the pgx.Tx or *sql.Tx inside.
-//
-// A raw pgx.Tx or *sql.Tx is not a Tx, so passing one fails to compile,
-// with an error naming the wrappers: "pgx.Tx does not implement bq.Tx
-// (missing method MadeByPostgresTxMySQLTxOrSQLiteTx)". Wrap it, or let
-// InTx begin the transaction.
-type Tx interface {
-	// MadeByPostgresTxMySQLTxOrSQLiteTx marks a transaction a driver
-	// wrapped; it does nothing. Its name is the compiler's hint.
-	MadeByPostgresTxMySQLTxOrSQLiteTx()
-	// TxDialect names the database the transaction is on: "postgres",
-	// "mysql" or "sqlite".
-	TxDialect() string
+// one is the result of Enqueue or EnqueueTx: a job MaxWait refused is
+// their error.
+func (j *Job[A]) one(res EnqueueResult) (EnqueueResult, error) {
+	if res.Refused != nil {
+		return EnqueueResult{}, fmt.Errorf("enqueue %q: %w", j.name, res.Refused)
+	}
+	return res, nil
 }
 
 // EnqueueTx stores one job inside tx, the caller's transaction on the
@@ -108,18 +108,7 @@ func (j *Job[A]) EnqueueTx(ctx context.Context, c *Client, tx Tx, args A, opts .
 	if err != nil {
 		return EnqueueResult{}, err
 	}
-	return res[0], nil
-}
-
-// unwrapTx returns the pgx.Tx or *sql.Tx inside tx, checking that it is
-// on the client's kind of database; call names the method for the
-// error, which suggests the same call without "Tx" instead.
-func unwrapTx(c *Client, tx Tx, call string) (any, error) {
-	var dialect driver.Dialect
-	if c != nil {
-		dialect = c.drv.Dialect()
-	}
-	return driver.UnwrapUserTx(tx, dialect, call)
+	return j.one(res[0])
 }
 
 // EnqueueMany stores many jobs in one transaction. Keyed jobs are
@@ -227,6 +216,11 @@ func (j *Job[A]) newJob(ctx context.Context, c *Client, args A, o *enqueueOption
 	if err != nil {
 		return nil, err
 	}
+	if replace || cancelRunning {
+		// It takes the place of the key's queued jobs, which it cancels
+		// first: refusing it then would leave the key none.
+		limit.MaxWait = 0
+	}
 	debounce, err := j.debounce(limit, more, !o.at.IsZero() || o.in > 0)
 	if err != nil {
 		return nil, err
@@ -242,6 +236,13 @@ func (j *Job[A]) newJob(ctx context.Context, c *Client, args A, o *enqueueOption
 	if err != nil {
 		return nil, err
 	}
+	slots := j.opts.Slots
+	if o.slots != nil {
+		slots = *o.slots
+	}
+	if err := slotsAtEnqueue(slots, limit, more, j.adaptiveMin()).problem(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidJob, err)
+	}
 	if limit.Sequence && rate.Key != "" {
 		return nil, fmt.Errorf("%w: WithRateKey(%s) on a job whose Concurrency.Sequence is set: a sequence's retry keeps its place without waiting for a start again; drop the rate key, or define the job without Sequence", ErrInvalidJob, quoted(rate.Key))
 	}
@@ -256,7 +257,7 @@ func (j *Job[A]) newJob(ctx context.Context, c *Client, args A, o *enqueueOption
 		tags, _ = encodeTags(p.Tags)
 	}
 	job := &driver.NewJob{Kind: j.name, Queue: queue, Args: raw, Priority: priority,
-		MaxAttempts: j.opts.MaxAttempts, Limit: limit, More: more, Rate: rate, ScheduledAt: at, Metadata: metadata, Tags: tags,
+		MaxAttempts: j.opts.MaxAttempts, Limit: limit, More: more, Slots: driver.SlotsOf(slots), Rate: rate, ScheduledAt: at, Metadata: metadata, Tags: tags,
 		Replace: replace, CancelRunning: cancelRunning, Debounce: debounce > 0, DependsOn: deps, EvenIfFailed: o.evenIfFailed}
 	if debounce > 0 {
 		job.DebounceMaxWait, job.DebounceFirst = j.opts.Concurrency.DebounceMaxWait, j.opts.Concurrency.DebounceFirst
@@ -296,12 +297,15 @@ func (c *Client) enqueueJobs(ctx context.Context, tx any, jobs []*driver.NewJob,
 		case v.Duplicate:
 			results[i] = EnqueueResult{State: JobState(v.State), Reason: v.Reason, Duplicate: true, DuplicateOf: v.DuplicateOf}
 		case v.State == driver.StateDiscarded:
-			results[i] = EnqueueResult{State: StateDiscarded, Reason: v.Reason, HeldBy: v.HeldBy}
+			results[i] = EnqueueResult{State: StateDiscarded, Reason: v.Reason, HeldBy: v.HeldBy, Refused: waitTooLong(v.Wait)}
 		case replaced[i].Into != 0:
 			results[i] = EnqueueResult{ID: replaced[i].Into, State: StateScheduled, Debounced: true}
 		default:
 			r := replaced[i]
 			results[i] = EnqueueResult{ID: jobs[i].ID, State: JobState(v.State), Replaced: ids(r.Cancelled), Stopping: ids(r.Stopping)}
+			if v.State == driver.StateBlocked && v.Wait.Expected > 0 {
+				results[i].ExpectedStart = now.Add(v.Wait.Expected)
+			}
 		}
 	}
 	if len(jobs) < len(given) {

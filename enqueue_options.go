@@ -19,6 +19,7 @@ type enqueueOptions struct {
 	at       time.Time
 	in       time.Duration
 	priority *int
+	slots    *int
 	queue    *string
 	key      *keyOption
 	more     *[]KeyLimit
@@ -198,4 +199,76 @@ func (u *Unique) states() []driver.JobState {
 		out[i] = driver.JobState(s)
 	}
 	return out
+}
+
+// MaxSlots is the most slots a job may take of each of its concurrency
+// keys (JobOptions.Slots, Slots).
+const MaxSlots = driver.MaxSlots
+
+// Slots overrides the definition's Slots for this enqueue: the job takes
+// k slots of every one of its concurrency keys (see JobOptions.Slots).
+func Slots(k int) EnqueueOption { return func(o *enqueueOptions) { o.slots = &k } }
+
+// slotsOf is the Slots of one job: its keys' limits (limit first, then
+// more) and its kind's adaptive floor (0: none), checked by slotsProblem.
+type slotsOf struct {
+	slots       int
+	keyed       bool
+	sequence    bool
+	adaptiveMin int
+	limits      []keyLimit
+}
+
+// keyLimit is a key's own To (0: left to its queue's policy), named as
+// the error names it.
+type keyLimit struct {
+	name string
+	to   int
+}
+
+// slotsAtEnqueue is s of a job about to be stored.
+func slotsAtEnqueue(slots int, limit driver.Limit, more []driver.Limit, adaptiveMin int) slotsOf {
+	s := slotsOf{slots: slots, keyed: limit.Key != "", sequence: limit.Sequence, adaptiveMin: adaptiveMin}
+	for _, l := range append([]driver.Limit{limit}, more...) {
+		s.limits = append(s.limits, keyLimit{name: "concurrency key " + quoted(l.Key), to: l.To})
+	}
+	return s
+}
+
+// problem is why the job cannot take its slots, or nil. Only a key's own
+// To is checked: a limit left to the queue's policy, or set by
+// SetKeyLimit, is known at admission only (the job then waits until the
+// limit is raised; Explain says so).
+func (s slotsOf) problem() error {
+	switch {
+	case s.slots < 0 || s.slots > MaxSlots:
+		return fmt.Errorf("Slots is %d: use 1 to %d (bq.MaxSlots), or 0 for 1", s.slots, MaxSlots)
+	case s.slots <= 1:
+		return nil
+	case !s.keyed:
+		return fmt.Errorf("Slots is %d on a job with no concurrency key: slots count against a key's limit: give the job a Concurrency key, or drop Slots", s.slots)
+	case s.sequence:
+		return fmt.Errorf("Slots is %d on a job of a Concurrency.Sequence: a sequence runs one job at a time: drop Slots, or drop Sequence", s.slots)
+	case s.adaptiveMin > 0 && s.slots > s.adaptiveMin:
+		return fmt.Errorf("Slots is %d, above Concurrency.Adaptive.Min %d: a throttled key's limit may fall to Min, and the job would then wait for slots no completion gives back: raise Min to at least %d or lower Slots", s.slots, s.adaptiveMin, s.slots)
+	}
+	for _, l := range s.limits {
+		if l.to > 0 && s.slots > l.to {
+			return fmt.Errorf("Slots is %d, above the limit %d of %s: the job could never start: raise To to at least %d or lower Slots", s.slots, l.to, l.name, s.slots)
+		}
+	}
+	return nil
+}
+
+// slotsDefined is s of the kind's definition.
+func (j *Job[A]) slotsDefined() slotsOf {
+	c := j.opts.Concurrency
+	s := slotsOf{slots: j.opts.Slots, keyed: c != nil || len(j.opts.MoreConcurrency) > 0, sequence: c != nil && c.Sequence, adaptiveMin: j.adaptiveMin()}
+	if c != nil {
+		s.limits = append(s.limits, keyLimit{name: "Concurrency", to: c.To})
+	}
+	for i, m := range j.opts.MoreConcurrency {
+		s.limits = append(s.limits, keyLimit{name: fmt.Sprintf("MoreConcurrency[%d]", i), to: m.To})
+	}
+	return s
 }

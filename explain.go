@@ -43,6 +43,10 @@ type Explanation struct {
 	// Position is MaxCountedAhead+1 and PositionAtLeast is set.
 	Position        int  `json:"position,omitzero"`
 	PositionAtLeast bool `json:"position_at_least,omitzero"`
+	// ExpectedStart is when a blocked job is expected to start: now plus
+	// Position times its key's release interval (Key.ReleaseInterval; see
+	// docs/flow-control.md); zero when the key has none measured yet.
+	ExpectedStart time.Time `json:"expected_start,omitzero"`
 	// UniqueKey is the unique key of a unique job (see Unique), as
 	// stored: a SHA-256 in hex; "" for a job that is not unique.
 	UniqueKey string `json:"unique_key,omitempty"`
@@ -132,13 +136,16 @@ func (c *Client) explain(ctx context.Context, info *JobInfo) (*Explanation, erro
 			return nil, err
 		}
 		e.place(ahead)
-		e.Summary = c.blockedSummary(e.Key, ahead, procs, paused, now) + adaptedSummary(e.Key)
+		e.Summary = c.blockedSummary(e.Key, ahead, procs, paused, now) + adaptedSummary(e.Key) + e.expect(now)
 		if e.Summary, err = c.sequenceSummary(ctx, e.Key, ahead, e.Summary, now); err != nil {
 			return nil, err
 		}
+		if info.Slots > 1 {
+			e.Summary = heavySummary(e.Key, info.Slots, ahead, e.Summary)
+		}
 		if len(info.Keys) > 0 {
-			e.Summary += fmt.Sprintf(" It needs a slot of each of its keys %s at once, holding none meanwhile; it waits in the line of %q, the first of them with none to give.",
-				quotedList(info.Keys), line)
+			e.Summary += fmt.Sprintf(" It needs %s of each of its keys %s at once, holding none meanwhile; it waits in the line of %q, the first of them with too few to give.",
+				count(info.Slots, "slot"), quotedList(info.Keys), line)
 		}
 		if e.Summary, err = keyPausedSummary(ctx, ex, info, e.Summary, now); err != nil {
 			return nil, err
@@ -220,7 +227,35 @@ func (c *Client) explain(ctx context.Context, info *JobInfo) (*Explanation, erro
 	default:
 		e.Summary = "The job is in no state table: it is being moved right now, or its rows are inconsistent."
 	}
+	if info.Slots > 1 && (info.State == StateReady || info.State == StateRunning) {
+		e.Summary += fmt.Sprintf(" It takes %d slots of %s.", info.Slots, keysPhrase(info))
+	}
 	return e, nil
+}
+
+// keysPhrase names a job's concurrency keys: "key \"k\"", or "each of
+// its keys \"a\", \"b\"".
+func keysPhrase(info *JobInfo) string {
+	if len(info.Keys) > 0 {
+		return "each of its keys " + quotedList(info.Keys)
+	}
+	return fmt.Sprintf("key %q", info.Key)
+}
+
+// heavySummary is the summary of a blocked job of slots (more than one)
+// whose line is k, ahead the jobs before it there; summary is what
+// blockedSummary said, kept where it still holds. Such a job starts only
+// when its slots are free at once, and the jobs behind it wait for it.
+func heavySummary(k *KeyState, slots, ahead int, summary string) string {
+	switch {
+	case k.Exists && k.Limit < slots:
+		return fmt.Sprintf("Blocked on key %q: it needs %d slots; the key's limit is now %d: raise it (client.SetKeyLimit, or the job's To) to at least %d, or it waits for good; %s.",
+			k.Key, slots, k.Limit, slots, aheadOf(ahead))
+	case k.Exists && ahead == 0 && k.Free < slots:
+		return fmt.Sprintf("Blocked on key %q, which has %s of %d: it needs %d slots at once, holding none meanwhile, and starts when its holders give back enough; the jobs behind it wait for it.",
+			k.Key, count(max(k.Free, 0), "free slot"), k.Limit, slots)
+	}
+	return summary + fmt.Sprintf(" It needs %d slots at once.", slots)
 }
 
 // explainRateWait explains a job waiting in its rate key's line.
@@ -243,6 +278,10 @@ func (c *Client) explainRateWait(ctx context.Context, e *Explanation, since time
 		e.Summary += fmt.Sprintf("; next start at %s", when(r.NextStartAt, now))
 	}
 	e.Summary += "."
+	if a := r.Adaptive; a != nil {
+		e.Summary += fmt.Sprintf(" The rate adapts to its downstream (Rate.Adaptive): throttled runs lowered it to %d (min %d) at %s; it rises by one after %d more completions.",
+			a.Limit, a.Min, a.AdaptedAt.UTC().Format(time.RFC3339), max(a.Limit-a.Successes, 1))
+	}
 	if len(info.Keys) > 0 {
 		e.Summary += fmt.Sprintf(" It holds its slots of concurrency keys %s meanwhile.", quotedList(info.Keys))
 	} else if info.Key != "" {

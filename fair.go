@@ -74,7 +74,9 @@ type KeyShare struct {
 	Key string `json:"key"`
 	// Weight is the key's weight: its own (SetKeyWeight), else its queue
 	// policy's KeyWeight, else 1.
-	Weight  int `json:"weight"`
+	Weight int `json:"weight"`
+	// Running is the slots its running jobs take (JobOptions.Slots: a
+	// job of k slots counts k, as against the queue's MaxActive).
 	Running int `json:"running"`
 	Ready   int `json:"ready"`
 	// Share is the key's part of the queue's capacity by weight among the

@@ -47,7 +47,8 @@ type Health struct {
 	// jobs wait, ready or blocked, until ResumeKey.
 	PausedKeys []PausedKey `json:"paused_keys,omitempty"`
 	// AdaptedKeys lists up to 100 keys whose adaptive limit throttles
-	// lowered (bq.Adaptive), ordered by key.
+	// lowered (bq.Adaptive), ordered by key, the rate keys whose
+	// adaptive rate they lowered (Rate.Adaptive, marked Rate) first.
 	AdaptedKeys []AdaptedKey `json:"adapted_keys,omitempty"`
 	// Periodic lists the schedules the fleet runs (Config.Periodic):
 	// next tick, last tick and its job.
@@ -137,6 +138,10 @@ type KeyHealth struct {
 	Holders int `json:"holders"`
 	Free    int `json:"free"`
 	Blocked int `json:"blocked"`
+	// ReleaseInterval is the key's recent release interval (see
+	// KeyState.ReleaseInterval): its line of Blocked jobs is expected to
+	// clear in Blocked × ReleaseInterval. 0 until one was measured.
+	ReleaseInterval time.Duration `json:"release_interval,omitzero"`
 }
 
 // ProcessHealth is one registered worker or dispatcher process.
@@ -223,7 +228,7 @@ func (c *Client) health(ctx context.Context, top int) (*Health, error) {
 		return nil, err
 	}
 	for _, a := range cut(h, adapted, maxAdaptedKeys) {
-		h.AdaptedKeys = append(h.AdaptedKeys, AdaptedKey(a))
+		h.AdaptedKeys = append(h.AdaptedKeys, adaptedKey(a))
 	}
 	procs, err := ex.ProcessList(ctx)
 	if err != nil {
@@ -257,7 +262,7 @@ func cut[T any](h *Health, rows []T, max int) []T {
 
 func keyHealth(s driver.Semaphore) KeyHealth {
 	return KeyHealth{Key: s.Key, Group: driver.GroupOf(s.Key), Limit: s.Limit,
-		Holders: s.Limit - s.Value, Free: max(s.Value, 0), Blocked: s.Blocked}
+		Holders: s.Limit - s.Value, Free: max(s.Value, 0), Blocked: s.Blocked, ReleaseInterval: s.Interval}
 }
 
 func (c *Client) processHealth(p driver.Process, now time.Time) ProcessHealth {
@@ -398,9 +403,13 @@ func (c *Client) gaugeSnapshot(ctx context.Context) (metrics.Snapshot, error) {
 	if err != nil {
 		return metrics.Snapshot{}, fmt.Errorf("bq gauges: %w", err)
 	}
-	byGroup := map[string]int{}
+	byGroup, byRateGroup := map[string]int{}, map[string]int{}
 	for _, a := range adapted {
-		byGroup[driver.GroupOf(a.Key)]++
+		if k := adaptedKey(a); k.Rate {
+			byRateGroup[driver.GroupOf(k.Key)]++
+		} else {
+			byGroup[driver.GroupOf(k.Key)]++
+		}
 	}
-	return metrics.Snapshot{Queues: queues, Groups: groups, Rates: rates, Fair: fair, Adapted: byGroup}, nil
+	return metrics.Snapshot{Queues: queues, Groups: groups, Rates: rates, Fair: fair, Adapted: byGroup, AdaptedRates: byRateGroup}, nil
 }

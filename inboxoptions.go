@@ -19,6 +19,7 @@ import (
 type inboxOptions struct {
 	Queue               *string           `json:"queue"`                     // Queue
 	Priority            *int              `json:"priority"`                  // Priority
+	Slots               *int              `json:"slots"`                     // Slots
 	RunAt               *time.Time        `json:"run_at"`                    // At (RFC 3339)
 	RunInMS             *int64            `json:"run_in_ms"`                 // In
 	ConcurrencyKey      *inboxKey         `json:"concurrency_key"`           // WithConcurrencyKey
@@ -82,6 +83,9 @@ func inboxOptionsOf(raw []byte) ([]EnqueueOption, error) {
 	}
 	if in.Priority != nil {
 		opts = append(opts, Priority(*in.Priority))
+	}
+	if in.Slots != nil {
+		opts = append(opts, Slots(*in.Slots))
 	}
 	switch {
 	case in.RunAt != nil && in.RunInMS != nil:

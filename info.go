@@ -64,6 +64,9 @@ type JobInfo struct {
 	// (MoreConcurrency), Key first; nil for one key or none.
 	Keys []string `json:"keys,omitempty"`
 	// RateKey is the full rate key (see Rate); "" when not rate-limited.
+	// Slots is how many slots of each of its keys the job takes
+	// (JobOptions.Slots); 1 for most jobs.
+	Slots       int        `json:"slots"`
 	RateKey     string     `json:"rate_key,omitempty"`
 	Limit       int        `json:"limit,omitzero"`
 	ScheduledAt time.Time  `json:"scheduled_at"`
@@ -110,7 +113,7 @@ func jobInfoOf(info *driver.JobInfo) (*JobInfo, error) {
 		Keys: keys,
 		ID:   info.ID, Kind: info.Kind, Queue: info.Queue, Args: info.Args, Priority: info.Priority,
 		State: JobState(info.State), Attempts: info.Attempt, MaxAttempts: info.MaxAttempts,
-		Key: info.Limit.Key, RateKey: info.Rate.Key, Limit: info.Limit.To, ScheduledAt: info.ScheduledAt,
+		Key: info.Limit.Key, Slots: driver.SlotsOf(info.Slots), RateKey: info.Rate.Key, Limit: info.Limit.To, ScheduledAt: info.ScheduledAt,
 		CreatedAt: info.CreatedAt, FinishedAt: info.FinishedAt, LastError: info.LastError,
 		Metadata: md, Tags: tags, Sequence: info.Limit.Sequence, HoldsSlot: info.SlotHeld && (info.State == driver.StateScheduled || info.State == driver.StateFailed),
 	}, nil

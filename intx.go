@@ -166,3 +166,33 @@ func beginPgx(ctx context.Context, d Driver) (userTx, error) {
 func txDone(err error) bool {
 	return errors.Is(err, sql.ErrTxDone) || err.Error() == "tx is closed"
 }
+
+// Tx is a transaction of yours for EnqueueTx, EnqueueManyTx,
+// EnqueueBatchTx and ListJobsTx: the one Client.InTx hands its function
+// on any database, or one you began, wrapped by the driver of its
+// database: postgres.Tx(pgxTx), mysql.Tx(sqlTx) or sqlite.Tx(sqlTx).
+// RawTx returns the pgx.Tx or *sql.Tx inside.
+//
+// A raw pgx.Tx or *sql.Tx is not a Tx, so passing one fails to compile,
+// with an error naming the wrappers: "pgx.Tx does not implement bq.Tx
+// (missing method MadeByPostgresTxMySQLTxOrSQLiteTx)". Wrap it, or let
+// InTx begin the transaction.
+type Tx interface {
+	// MadeByPostgresTxMySQLTxOrSQLiteTx marks a transaction a driver
+	// wrapped; it does nothing. Its name is the compiler's hint.
+	MadeByPostgresTxMySQLTxOrSQLiteTx()
+	// TxDialect names the database the transaction is on: "postgres",
+	// "mysql" or "sqlite".
+	TxDialect() string
+}
+
+// unwrapTx returns the pgx.Tx or *sql.Tx inside tx, checking that it is
+// on the client's kind of database; call names the method for the
+// error, which suggests the same call without "Tx" instead.
+func unwrapTx(c *Client, tx Tx, call string) (any, error) {
+	var dialect driver.Dialect
+	if c != nil {
+		dialect = c.drv.Dialect()
+	}
+	return driver.UnwrapUserTx(tx, dialect, call)
+}

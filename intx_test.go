@@ -5,8 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"os"
 	"os/exec"
 	"strings"
@@ -69,14 +67,7 @@ func TestInTx(t *testing.T) {
 	for _, kind := range testdb.Selected(t) {
 		t.Run(kind, func(t *testing.T) {
 			ctx := context.Background()
-			c, err := bq.Open(ctx, testdb.Fresh(t, kind), bq.Config{NoGauges: true, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { c.Close() })
-			if err := c.Migrate(ctx); err != nil {
-				t.Fatal(err)
-			}
+			c := migratedClient(t, kind)
 			if err := c.InTx(ctx, func(ctx context.Context, tx bq.Tx) error {
 				return execTx(ctx, tx, "CREATE TABLE intx_orders (id INT NOT NULL)")
 			}); err != nil {
@@ -84,7 +75,7 @@ func TestInTx(t *testing.T) {
 			}
 
 			var seen int
-			err = c.InTx(ctx, func(ctx context.Context, tx bq.Tx) error {
+			err := c.InTx(ctx, func(ctx context.Context, tx bq.Tx) error {
 				if err := execTx(ctx, tx, "INSERT INTO intx_orders (id) VALUES (1)"); err != nil {
 					return err
 				}
@@ -204,20 +195,13 @@ func TestRolledBackJobID(t *testing.T) {
 	for _, kind := range testdb.Selected(t) {
 		t.Run(kind, func(t *testing.T) {
 			ctx := context.Background()
-			c, err := bq.Open(ctx, testdb.Fresh(t, kind), bq.Config{NoGauges: true, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { c.Close() })
-			if err := c.Migrate(ctx); err != nil {
-				t.Fatal(err)
-			}
+			c := migratedClient(t, kind)
 			if _, err := shipOrder.Enqueue(ctx, c, orderArgs{Order: 1}); err != nil {
 				t.Fatal(err)
 			}
 			var rolledBack int64
 			errRollBack := errors.New("roll back")
-			err = c.InTx(ctx, func(ctx context.Context, tx bq.Tx) error {
+			err := c.InTx(ctx, func(ctx context.Context, tx bq.Tx) error {
 				res, err := shipOrder.EnqueueTx(ctx, c, tx, orderArgs{Order: 2})
 				if err != nil {
 					return err

@@ -29,6 +29,15 @@ type JobOptions[A any] struct {
 	// Priority: higher runs first within a queue and within a key's
 	// blocked line. Default 0.
 	Priority int
+	// Slots is how many slots of each of its concurrency keys the job
+	// takes (a heavy export counts as 3): all at once when every key has
+	// them free, given back all at once, on every path a slot is. At most
+	// MaxSlots, and at most each key's To; more than 1 needs a
+	// concurrency key, and not a Sequence. The Slots option overrides it
+	// for one enqueue. It counts Slots against its queue's MaxActive and
+	// its key's fair share too. See docs/concurrency.md, "Jobs that take
+	// several slots". Default 1.
+	Slots int
 	// MaxAttempts before the job fails for good. Default 25.
 	MaxAttempts int
 	// Backoff returns the delay before retry number `attempt` (1 after
@@ -151,6 +160,9 @@ func (j *Job[A]) validate() error {
 	if err := validatePriority(j.opts.Priority); err != nil {
 		errs = append(errs, err)
 	}
+	if err := j.slotsDefined().problem(); err != nil {
+		errs = append(errs, fmt.Errorf("job option %w", err))
+	}
 	if j.opts.MaxAttempts < 0 {
 		errs = append(errs, fmt.Errorf("MaxAttempts is %d: use 1 or more (0 means the default, %d)", j.opts.MaxAttempts, defaultMaxAttempts))
 	}
@@ -232,6 +244,7 @@ type definition interface {
 	timeout() time.Duration
 	backoff(attempt int) time.Duration
 	adaptiveMin() int
+	rateAdaptiveMin() int
 	definedAt() string
 	middleware() []WorkerMiddleware
 	work(ctx context.Context, args []byte, o worker.WorkOptions) error
@@ -253,6 +266,13 @@ func (j *Job[A]) middleware() []WorkerMiddleware    { return j.opts.Middleware }
 func (j *Job[A]) adaptiveMin() int {
 	if c := j.opts.Concurrency; c != nil && c.Adaptive != nil {
 		return c.Adaptive.Min
+	}
+	return 0
+}
+
+func (j *Job[A]) rateAdaptiveMin() int {
+	if r := j.opts.Rate; r != nil && r.Adaptive != nil {
+		return r.Adaptive.Min
 	}
 	return 0
 }

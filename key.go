@@ -3,6 +3,7 @@ package bq
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/bqueue/bq/internal/driver"
@@ -66,6 +67,38 @@ type KeyState struct {
 	// Adaptive: throttles (bq.Throttled) lowered the key's limit, now
 	// Limit; nil while it runs at its own.
 	Adaptive *AdaptedKey `json:"adaptive,omitempty"`
+	// ReleaseInterval is the key's recent mean time between two releases
+	// of its slots while jobs waited in its line: a job p-th in line is
+	// expected to start p × ReleaseInterval from now (EnqueueResult and
+	// Explanation's ExpectedStart, Concurrency.MaxWait). 0 until one was
+	// measured.
+	ReleaseInterval time.Duration `json:"release_interval,omitzero"`
+}
+
+// expect is the sentence on a blocked job's expected start (setting
+// ExpectedStart), "" while its key has no release interval measured.
+func (e *Explanation) expect(now time.Time) string {
+	iv := e.Key.ReleaseInterval
+	if iv <= 0 || e.Position == 0 {
+		return ""
+	}
+	wait := driver.ExpectedWait(e.Position, iv)
+	e.ExpectedStart = now.Add(wait)
+	about := "about"
+	if e.PositionAtLeast {
+		about = "at least"
+	}
+	return fmt.Sprintf(" It is expected to start in %s %s (at %s): its place in line, %s, × the key's recent release interval %s.",
+		about, roundWait(wait), e.ExpectedStart.UTC().Format("15:04:05.000 UTC"), e.Place(), roundWait(iv))
+}
+
+// roundWait rounds an expected wait for a person: to the millisecond
+// below a second, else to a tenth of a second.
+func roundWait(d time.Duration) time.Duration {
+	if d < time.Second {
+		return d.Round(time.Millisecond)
+	}
+	return d.Round(100 * time.Millisecond)
 }
 
 // KeyState reports a full concurrency key (Group + "/" + Key).
@@ -89,6 +122,7 @@ func (c *Client) keyState(ctx context.Context, key string, line int) (*KeyState,
 	}
 	if ok {
 		k.Exists, k.Limit, k.Free, k.Taken, k.Blocked, k.ExpiresAt = true, s.Limit, s.Value, s.Limit-s.Value, s.Blocked, s.ExpiresAt
+		k.ReleaseInterval = s.Interval
 		l, _, found, err := ex.JobLimitGetLatest(ctx, key)
 		if err != nil {
 			return nil, err
@@ -98,7 +132,8 @@ func (c *Client) keyState(ctx context.Context, key string, line int) (*KeyState,
 	if a, ok, err := ex.KeyAdaptGet(ctx, key); err != nil {
 		return nil, err
 	} else if ok {
-		k.Adaptive = (*AdaptedKey)(&a)
+		ak := adaptedKey(a)
+		k.Adaptive = &ak
 	}
 	holders, err := ex.HolderList(ctx, key, maxHolders)
 	if err != nil {
@@ -200,13 +235,25 @@ func adaptiveProblems[A any](first *Concurrency[A], more []Concurrency[A]) []err
 
 // AdaptedKey is a key whose adaptive limit throttles lowered: it runs at
 // Limit (never below Min) until Successes reach Limit, when it rises by
-// one, up to the key's own limit, where the row goes.
+// one, up to the key's own limit, where the row goes. With Rate, Key is a
+// rate key (Rate.Adaptive) and Limit counts starts per its period.
 type AdaptedKey struct {
 	Key       string    `json:"key"`
+	Rate      bool      `json:"rate,omitzero"`
 	Limit     int       `json:"limit"`
 	Min       int       `json:"min"`
 	Successes int       `json:"successes"`
 	AdaptedAt time.Time `json:"adapted_at"`
+}
+
+// adaptedKey is a stored adaptive limit as reported: a rate key's row,
+// filed under its line key (driver.RateLine), names the rate key.
+func adaptedKey(a driver.KeyAdapt) AdaptedKey {
+	k := AdaptedKey{Key: a.Key, Limit: a.Limit, Min: a.Min, Successes: a.Successes, AdaptedAt: a.AdaptedAt}
+	if rate, ok := strings.CutPrefix(a.Key, driver.RateLinePrefix); ok {
+		k.Key, k.Rate = rate, true
+	}
+	return k
 }
 
 // maxAdaptedKeys bounds Health.AdaptedKeys.

@@ -62,6 +62,7 @@ func (j runDef) Queue() string                     { return j.d.queue() }
 func (j runDef) Timeout() time.Duration            { return j.d.timeout() }
 func (j runDef) Backoff(attempt int) time.Duration { return j.d.backoff(attempt) }
 func (j runDef) AdaptiveMin() int                  { return j.d.adaptiveMin() }
+func (j runDef) RateAdaptiveMin() int              { return j.d.rateAdaptiveMin() }
 
 func (j runDef) Work(ctx context.Context, args []byte, o worker.WorkOptions) error {
 	return j.d.work(ctx, args, o)

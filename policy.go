@@ -54,6 +54,20 @@ type Policy struct {
 	// times the slots of a key of weight 1. 0 means 1; at most
 	// MaxKeyWeight.
 	KeyWeight int
+	// MaxWait is the backpressure bound of keyed jobs of the queue whose
+	// definition sets no Concurrency.MaxWait: an enqueue of a job due now
+	// that would be blocked and is expected to wait longer than MaxWait
+	// for its slot is refused (WaitTooLongError), decided under the key's
+	// lock. Scheduled jobs, retries, promotions and replacing jobs are
+	// never refused. 0 for no bound; whole microseconds.
+	MaxWait time.Duration
+	// Adaptive turns adaptive limits on for the keyed jobs of the queue
+	// whose definition sets no Concurrency.Adaptive: a run returning
+	// Throttled lowers its first key's limit fleet-wide, not below
+	// Adaptive.Min, and completions raise it back (see
+	// docs/flow-control.md, "Limits that adapt"). The kind's own Adaptive
+	// beats it. nil: off.
+	Adaptive *Adaptive
 }
 
 // StoredPolicy is a policy as the database holds it.
@@ -82,7 +96,11 @@ func Key(group, key string) string { return fullKey(group, key) }
 // the same set again writes nothing. A changed MaxActivePerKey applies at
 // once to the keys of the queue's waiting and running jobs, and a changed
 // MaxStartsPerKey or StartsPeriod to the rate keys of its unfinished jobs
-// that leave their rate to it.
+// that leave their rate to it. A changed MaxWait applies to the next
+// enqueue and a changed Adaptive to the next throttle (each reads the
+// policy under the key's lock); a worker process counts completions
+// towards an adaptive policy's recovery within 10s. A policy that stops
+// adapting gives the keys it lowered their own limits back at once.
 func (c *Client) SyncPolicies(ctx context.Context, namespace string, policies []Policy) error {
 	if err := validatePolicies(namespace, policies); err != nil {
 		return fmt.Errorf("sync policies: %w", err)
@@ -103,13 +121,13 @@ func (c *Client) SyncPolicies(ctx context.Context, namespace string, policies []
 		for _, s := range stored {
 			byQueue[s.Queue] = s
 		}
-		var relimit []string
+		var relimit, unadapt []string
 		var rerate []driver.Policy
 		for _, p := range policies {
 			want := driver.Policy{Queue: p.Queue, Namespace: namespace, MaxActive: p.MaxActive,
 				MaxActivePerKey: p.MaxActivePerKey, MaxBlocked: p.MaxBlocked,
 				MaxStartsPerKey: p.MaxStartsPerKey, StartsPeriod: p.StartsPeriod, FairShare: p.FairShare,
-				KeyWeight: p.KeyWeight, UpdatedAt: now}
+				KeyWeight: p.KeyWeight, MaxWait: p.MaxWait, AdaptiveMin: adaptiveMinOf(p.Adaptive), UpdatedAt: now}
 			have, exists := byQueue[p.Queue]
 			switch {
 			case exists && have.Namespace != namespace:
@@ -131,6 +149,9 @@ func (c *Client) SyncPolicies(ctx context.Context, namespace string, policies []
 			if have.MaxActivePerKey != p.MaxActivePerKey {
 				relimit = append(relimit, p.Queue)
 			}
+			if have.AdaptiveMin > 0 && p.Adaptive == nil {
+				unadapt = append(unadapt, p.Queue)
+			}
 			// A removed rate leaves each key its stored one: nothing to apply.
 			if p.MaxStartsPerKey > 0 && (have.MaxStartsPerKey != p.MaxStartsPerKey || have.StartsPeriod != p.StartsPeriod) {
 				rerate = append(rerate, want)
@@ -144,11 +165,19 @@ func (c *Client) SyncPolicies(ctx context.Context, namespace string, policies []
 				if s.MaxActivePerKey != 0 {
 					relimit = append(relimit, s.Queue)
 				}
+				if s.AdaptiveMin > 0 {
+					unadapt = append(unadapt, s.Queue)
+				}
 			}
 		}
 		if woken, err = c.relimitQueues(ctx, ex, relimit, now); err != nil {
 			return err
 		}
+		raised, err := c.unadaptQueues(ctx, ex, unadapt, now)
+		if err != nil {
+			return err
+		}
+		woken.Add(raised)
 		// Rate rows after semaphores, as admission locks them.
 		rated, err := c.rerateQueues(ctx, ex, rerate, now)
 		woken.Add(rated)
@@ -170,7 +199,16 @@ func (c *Client) SyncPolicies(ctx context.Context, namespace string, policies []
 func samePolicy(have, want driver.Policy) bool {
 	return have.MaxActive == want.MaxActive && have.MaxActivePerKey == want.MaxActivePerKey &&
 		have.MaxBlocked == want.MaxBlocked && have.MaxStartsPerKey == want.MaxStartsPerKey &&
-		have.StartsPeriod == want.StartsPeriod && have.FairShare == want.FairShare && have.KeyWeight == want.KeyWeight
+		have.StartsPeriod == want.StartsPeriod && have.FairShare == want.FairShare && have.KeyWeight == want.KeyWeight &&
+		have.MaxWait == want.MaxWait && have.AdaptiveMin == want.AdaptiveMin
+}
+
+// adaptiveMinOf is a's floor as the policy stores it; 0 for nil.
+func adaptiveMinOf(a *Adaptive) int {
+	if a == nil {
+		return 0
+	}
+	return a.Min
 }
 
 // relimitQueues applies a changed MaxActivePerKey to the keys of the
@@ -192,6 +230,57 @@ func (c *Client) relimitQueues(ctx context.Context, ex driver.Executor, queues [
 	slices.SortFunc(keys, func(a, b keyOf) int { return strings.Compare(a.key, b.key) })
 	for _, k := range keys {
 		p, err := semaphore.Resolve(ctx, ex, driver.Limit{Key: k.key}, k.queue, now)
+		if err != nil {
+			return promoted, err
+		}
+		promoted.Add(p)
+	}
+	return promoted, nil
+}
+
+// maxUnadapt bounds the lowered keys unadaptQueues reads.
+const maxUnadapt = 10000
+
+// unadaptQueues restores the own limits of the keys lowered under the
+// queues' policies, which stop adapting (Adaptive removed, or the policy
+// deleted): with no policy counting their completions, nothing would
+// raise them again. A lowered key whose newest waiting or running job
+// is of one of the queues, or that has none (an idle key, whose queue
+// no job says), has its adaptive row deleted under its lock and its
+// limit resolved, promoting what the raise lets in; a key whose kind
+// adapts itself starts again from its own limit. It returns what the
+// raises promoted.
+func (c *Client) unadaptQueues(ctx context.Context, ex driver.Executor, queues []string, now time.Time) (driver.Promotion, error) {
+	var promoted driver.Promotion
+	if len(queues) == 0 {
+		return promoted, nil
+	}
+	lowered, err := ex.KeyAdaptList(ctx, maxUnadapt)
+	if err != nil {
+		return promoted, err
+	}
+	for _, a := range lowered { // in key order, as admission locks keys
+		l, queue, ok, err := ex.JobLimitGetLatest(ctx, a.Key)
+		if err != nil {
+			return promoted, err
+		}
+		if ok && !slices.Contains(queues, queue) {
+			continue
+		}
+		if !ok {
+			l = driver.Limit{Key: a.Key}
+		}
+		// The semaphore's lock first, as a throttle and a recovery take it.
+		if _, _, err := ex.SemaphoreLock(ctx, a.Key, queue); err != nil {
+			return promoted, err
+		}
+		if _, err := ex.KeyAdaptDelete(ctx, a.Key); err != nil {
+			return promoted, err
+		}
+		if !ok {
+			continue // no job of the key: its next admission resolves its limit
+		}
+		p, err := semaphore.Resolve(ctx, ex, l, queue, now)
 		if err != nil {
 			return promoted, err
 		}
@@ -253,6 +342,20 @@ func validatePolicies(namespace string, policies []Policy) error {
 		} else if p.KeyWeight > 0 && !p.FairShare {
 			errs = append(errs, fmt.Errorf("queue %q: KeyWeight %d without FairShare: set FairShare too, or leave KeyWeight 0", p.Queue, p.KeyWeight))
 		}
+		if p.MaxWait < 0 || p.MaxWait%time.Microsecond != 0 {
+			errs = append(errs, fmt.Errorf("queue %q: MaxWait %s: use a positive duration of whole microseconds (the longest a job may be expected to wait for its slot), or 0 for no bound",
+				p.Queue, p.MaxWait))
+		}
+		if a := p.Adaptive; a != nil {
+			switch {
+			case a.Min < 1:
+				errs = append(errs, fmt.Errorf("queue %q: Adaptive.Min %d: use 1 or more (the lowest a throttled key's limit falls to), or leave Adaptive nil for no adaptive limits",
+					p.Queue, a.Min))
+			case p.MaxActivePerKey > 0 && a.Min > p.MaxActivePerKey:
+				errs = append(errs, fmt.Errorf("queue %q: Adaptive.Min %d is above MaxActivePerKey %d: the limit could never fall; set Min at most %d",
+					p.Queue, a.Min, p.MaxActivePerKey, p.MaxActivePerKey))
+			}
+		}
 		if p.MaxStartsPerKey != 0 || p.StartsPeriod != 0 {
 			if err := validateRateNamed(fmt.Sprintf("queue %q: Policy", p.Queue), "MaxStartsPerKey", "StartsPeriod",
 				p.MaxStartsPerKey, p.StartsPeriod); err != nil {
@@ -276,8 +379,12 @@ func (c *Client) ListPolicies(ctx context.Context) ([]StoredPolicy, error) {
 	for i, p := range ps {
 		out[i] = StoredPolicy{
 			Policy: Policy{Queue: p.Queue, MaxActive: p.MaxActive, MaxActivePerKey: p.MaxActivePerKey, MaxBlocked: p.MaxBlocked,
-				MaxStartsPerKey: p.MaxStartsPerKey, StartsPeriod: p.StartsPeriod, FairShare: p.FairShare, KeyWeight: p.KeyWeight},
+				MaxStartsPerKey: p.MaxStartsPerKey, StartsPeriod: p.StartsPeriod, FairShare: p.FairShare, KeyWeight: p.KeyWeight,
+				MaxWait: p.MaxWait},
 			Namespace: p.Namespace, CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt,
+		}
+		if p.AdaptiveMin > 0 {
+			out[i].Adaptive = &Adaptive{Min: p.AdaptiveMin}
 		}
 	}
 	return out, nil

@@ -39,6 +39,15 @@ type Rate[A any] struct {
 	// WithRateKey) with ErrInvalidJob, where an empty key otherwise means
 	// no rate limit for the job. Default false.
 	RequireKey bool
+	// Adaptive lets the rate follow its downstream: a run that returns
+	// Throttled lowers the key's starts per Period fleet-wide
+	// (multiplicatively, not below Adaptive.Min), completions raise it
+	// back by one at a time up to its own limit (Limit, its SetKeyRate
+	// override or its queue policy's MaxStartsPerKey). Min is the fewest
+	// starts per Period, at most Limit when Limit is set. See
+	// docs/flow-control.md, "Limits that adapt". Default: nil, the rate
+	// stays put.
+	Adaptive *Adaptive
 }
 
 // MaxRateLimit is the most starts per period a rate may allow: each is a
@@ -106,6 +115,13 @@ func validateRateSpec[A any](r *Rate[A]) error {
 	}
 	if err := validateGroup(r.Group); err != nil {
 		errs = append(errs, fmt.Errorf("Rate: %w", err))
+	}
+	switch a := r.Adaptive; {
+	case a == nil:
+	case a.Min < 1:
+		errs = append(errs, fmt.Errorf("Rate.Adaptive.Min is %d: give the fewest starts per period the rate may fall to, 1 or more", a.Min))
+	case r.Limit > 0 && a.Min > r.Limit:
+		errs = append(errs, fmt.Errorf("Rate.Adaptive.Min %d is above Rate.Limit %d, the most the rate rises to: lower Min or raise Limit", a.Min, r.Limit))
 	}
 	return errors.Join(errs...)
 }
@@ -261,6 +277,9 @@ type RateState struct {
 	// NextStartAt is when the next waiting job may start; zero when none
 	// waits.
 	NextStartAt time.Time `json:"next_start_at,omitzero"`
+	// Adaptive: throttles (bq.Throttled) lowered the rate (Rate.Adaptive),
+	// now Limit per Period; nil while it runs at its own.
+	Adaptive *AdaptedKey `json:"adaptive,omitempty"`
 }
 
 // RateState reports a full rate key (bq.Key(group, key)).
@@ -292,10 +311,23 @@ func (c *Client) rateOf(ctx context.Context, row driver.Rate, line int) (*RateSt
 	ex := c.drv.Exec()
 	out := &RateState{Key: row.Key, Group: driver.GroupOf(row.Key), Line: []BlockedJob{},
 		Exists: true, Waiting: row.Waiting, NextStartAt: row.NextAt, Overridden: row.Override.Limit > 0}
-	out.Limit, out.Period = ratelimit.Resolve(driver.RateSpec{}, row)
+	base, period := ratelimit.Resolve(driver.RateSpec{}, row)
+	out.Limit, out.Period = driver.Adapted(base, row.Adapt), period
 	_, recent, _, err := ex.RateGet(ctx, row.Key, c.cfg.Now().Add(-out.Period))
 	if err != nil {
 		return nil, err
+	}
+	if row.Adapt > 0 {
+		a, ok, err := ex.KeyAdaptGet(ctx, driver.RateLine(row.Key))
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			ak := adaptedKey(a)
+			out.Adaptive = &ak
+			// Read after the row: a change in between shows in both.
+			out.Limit = driver.Adapted(base, a.Limit)
+		}
 	}
 	out.Recent = recent
 	if line > 0 && out.Waiting > 0 {

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -21,36 +20,38 @@ func TestStatusAndExplainShowAdaptedKeys(t *testing.T) {
 	for _, db := range testDatabases(t) {
 		t.Run(db.name, func(t *testing.T) {
 			dsn, c := migratedClient(t, ctx, db)
-			var blocked int64
-			for range 2 { // a ready job and one blocked behind it (limit 1)
-				res, err := inspectJob.Enqueue(ctx, c, inspectArgs{Account: "a1"})
-				if err != nil {
-					t.Fatal(err)
-				}
-				blocked = res.ID
-			}
-			id := strconv.FormatInt(blocked, 10)
+			id := lastOfLine(t, c, 2) // a ready job and one blocked behind it (limit 1)
 			if text, err := runCmd(runStatus, "--dsn", dsn); err != nil || strings.Contains(text, "ADAPTED KEYS") {
 				t.Errorf("bq status with no key adapted: %v, want no ADAPTED KEYS section\n%s", err, text)
 			}
 			if text, err := runCmd(runExplain, id, "--dsn", dsn); err != nil || strings.Contains(text, "adapts") {
 				t.Errorf("bq explain of a job of a key not adapted: %v\n%s", err, text)
 			}
-			const key = "cli_test.inspect/a1"
-			if err := driver.ClientEngine(c).Exec().KeyAdaptSet(ctx, driver.KeyAdapt{Key: key, Limit: 1, Min: 1, Successes: 0, AdaptedAt: time.Now()}); err != nil {
+			const key, rate = "cli_test.inspect/a1", "cli_test.rate/r1"
+			ex := driver.ClientEngine(c).Exec()
+			if err := ex.KeyAdaptSet(ctx, driver.KeyAdapt{Key: key, Limit: 1, Min: 1, Successes: 0, AdaptedAt: time.Now()}); err != nil {
+				t.Fatal(err)
+			}
+			// A rate's (Rate.Adaptive), filed under its line key: shown as
+			// the rate key, marked a rate, first.
+			if err := ex.KeyAdaptSet(ctx, driver.KeyAdapt{Key: driver.RateLine(rate), Limit: 3, Min: 2, AdaptedAt: time.Now()}); err != nil {
 				t.Fatal(err)
 			}
 			text, err := runCmd(runStatus, "--dsn", dsn)
 			if err != nil {
 				t.Fatal(err)
 			}
-			wantIn(t, text, "\nADAPTED KEYS (limits lowered by bq.Throttled; they rise back with completions)\nKEY                  LIMIT  MIN  SUCCESSES  CHANGED\n"+key+"  1      1    0          ")
+			wantIn(t, text, "\nADAPTED KEYS (limits and rates lowered by bq.Throttled; they rise back with completions)\n"+
+				"KEY                  OF     LIMIT         MIN  SUCCESSES  CHANGED\n"+
+				rate+"     rate   3 per period  2    0          ")
+			wantIn(t, text, "\n"+key+"  slots  1             1    0          ")
 			text, err = runCmd(runStatus, "--dsn", dsn, "--json")
 			if err != nil {
 				t.Fatal(err)
 			}
 			var h bq.Health
-			if err := json.Unmarshal([]byte(text), &h); err != nil || len(h.AdaptedKeys) != 1 || h.AdaptedKeys[0].Key != key || h.AdaptedKeys[0].Limit != 1 ||
+			if err := json.Unmarshal([]byte(text), &h); err != nil || len(h.AdaptedKeys) != 2 || h.AdaptedKeys[1].Key != key || h.AdaptedKeys[1].Limit != 1 ||
+				h.AdaptedKeys[1].Rate || h.AdaptedKeys[0].Key != rate || !h.AdaptedKeys[0].Rate ||
 				!strings.Contains(text, `"adapted_keys": [`) {
 				t.Errorf("bq status --json: %v, adapted keys %v\n%s", err, h.AdaptedKeys, text)
 			}

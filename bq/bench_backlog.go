@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -30,24 +31,27 @@ type backlogState struct {
 
 var backlogRun atomic.Pointer[backlogState]
 
-// backlogJob is the backlog's job kind, defined once per process: its key
-// is a line's name, one at a time; each run holds until the line releases
-// it (or the run stops).
-var backlogJob = bq.Define("bench.backlog", func(ctx context.Context, a benchArgs) error {
-	r := backlogRun.Load()
-	l := r.lines[a.Key]
-	select {
-	case l.started <- time.Now():
-	case <-r.stop:
+// backlogJob is the backlog's job kind, defined once per process on the
+// first backlog run (defined at start-up, every other command's client
+// would warn that it works no queue of it): its key is a line's name, one
+// at a time; each run holds until the line releases it (or the run stops).
+var backlogJob = sync.OnceValue(func() *bq.Job[benchArgs] {
+	return bq.Define("bench.backlog", func(ctx context.Context, a benchArgs) error {
+		r := backlogRun.Load()
+		l := r.lines[a.Key]
+		select {
+		case l.started <- time.Now():
+		case <-r.stop:
+			return nil
+		}
+		select {
+		case <-l.release:
+		case <-r.stop:
+		}
 		return nil
-	}
-	select {
-	case <-l.release:
-	case <-r.stop:
-	}
-	return nil
-}, bq.JobOptions[benchArgs]{Queue: benchQueue, MaxAttempts: 1,
-	Concurrency: &bq.Concurrency[benchArgs]{Key: func(a benchArgs) string { return a.Key }, To: 1}})
+	}, bq.JobOptions[benchArgs]{Queue: benchQueue, MaxAttempts: 1,
+		Concurrency: &bq.Concurrency[benchArgs]{Key: func(a benchArgs) string { return a.Key }, To: 1}})
+})
 
 // backlog measures a handoff: the key's one running job is released, its
 // completion frees the slot and promotes the next blocked job, which the
@@ -61,7 +65,7 @@ func (b *bencher) backlog(ctx context.Context, res *benchResult) error {
 	}
 	stop := make(chan struct{})
 	backlogRun.Store(&backlogState{lines: lines, stop: stop})
-	job := backlogJob
+	job := backlogJob()
 
 	defer func() {
 		close(stop) // let every held job finish

@@ -36,6 +36,21 @@ type bencher struct {
 	profiled bool // the profile was started; one per run
 	stats    *sqlStats
 	plans    *planLog // --plans
+	net      *netDelay
+}
+
+// startNetDelay starts --net-delay's proxy in front of --dsn's server;
+// every client of the run connects through it.
+func (b *bencher) startNetDelay() error {
+	_, target, err := netDelayDSN(b.o.dsn, "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	var once sync.Once
+	b.net, err = startNetDelay(target, b.o.netDelay, func(err error) {
+		once.Do(func() { fmt.Fprintf(b.e.stderr, "%v\n", err) })
+	})
+	return err
 }
 
 func newBencher(e *env, o benchOptions) (*bencher, error) {
@@ -66,6 +81,9 @@ type benchDB struct {
 	schema string
 	admin  *pgxpool.Pool
 	tables *pgstats.Measurement
+	// directDSN is dsn straight to the server, past --net-delay's proxy
+	// (dsn itself without the flag): for the parent's untimed reads.
+	directDSN string
 }
 
 // freshDB creates an empty, migrated database and returns it.
@@ -111,6 +129,15 @@ func (b *bencher) freshDB(ctx context.Context) (*benchDB, error) {
 			}
 			admin.Close()
 		}
+	}
+	db.directDSN = db.dsn
+	if b.net != nil && b.driverName() != "sqlite" {
+		dsn, _, err := netDelayDSN(db.dsn, b.net.addr())
+		if err != nil {
+			db.close()
+			return nil, err
+		}
+		db.dsn = dsn
 	}
 	c, err := db.client(ctx)
 	if err != nil {

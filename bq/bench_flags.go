@@ -43,6 +43,7 @@ type benchOptions struct {
 	window       time.Duration // steady: also report the latency per window of enqueue time (0: not)
 	plans        string        // PostgreSQL: write every statement's plan to this file (auto_explain)
 	fair         bool          // the bench queue's policy has FairShare
+	netDelay     time.Duration // PostgreSQL, MySQL: delay each packet by this much each way through a proxy (0: none)
 }
 
 func (o *benchOptions) validate(f *flagSet) error {
@@ -118,6 +119,10 @@ func (o *benchOptions) validate(f *flagSet) error {
 			o.jobs, o.rateKeys*o.rateLimit, 10*o.rateKeys*o.rateLimit)
 	case o.plans != "" && !strings.HasPrefix(o.dsn, "postgres"):
 		return f.fail("--plans logs PostgreSQL's plans (auto_explain): use a postgres:// DSN")
+	case o.netDelay < 0:
+		return f.fail("--net-delay %s: use a positive duration (e.g. 250us), or leave it out for none", o.netDelay)
+	case o.netDelay > 0 && strings.HasPrefix(o.dsn, "sqlite"):
+		return f.fail("--net-delay delays the packets to a database server, and SQLite has none: use a postgres:// or mysql:// DSN, or leave out --net-delay")
 	case o.processes > 0 && (o.tableStats || o.cpuprofile != "" || o.sqlStats || o.separate || o.plans != ""):
 		return f.fail("--processes measures the fleet: leave out --table-stats, --cpuprofile, --sql-stats, --plans and --separate-producer, which measure one process")
 	}

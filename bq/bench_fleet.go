@@ -204,7 +204,7 @@ func (fl *fleet) checkConnections(ctx context.Context) (int, error) {
 
 // mysql runs f on a pool of the run's database, closed afterwards.
 func (fl *fleet) mysql(ctx context.Context, f func(*sql.DB) error) error {
-	cfg, err := bqmysql.ParseURL(fl.db.dsn)
+	cfg, err := bqmysql.ParseURL(fl.db.directDSN)
 	if err != nil {
 		return err
 	}
@@ -345,7 +345,7 @@ func (fl *fleet) sampleConnections(ctx context.Context) (peak func() int) {
 			return n, err
 		}
 	case "mysql":
-		cfg, err := bqmysql.ParseURL(fl.db.dsn)
+		cfg, err := bqmysql.ParseURL(fl.db.directDSN)
 		if err != nil {
 			return func() int { return 0 }
 		}
@@ -397,7 +397,7 @@ func (fl *fleet) sampleConnections(ctx context.Context) (peak func() int) {
 func (fl *fleet) countWakeups(ctx context.Context) (func() (int, error), error) {
 	switch fl.b.driverName() {
 	case "postgres":
-		conn, err := pgx.Connect(ctx, fl.db.dsn)
+		conn, err := pgx.Connect(ctx, fl.db.directDSN)
 		if err != nil {
 			return nil, fmt.Errorf("bench: count notifications: %w", err)
 		}

@@ -40,6 +40,9 @@ func TestBenchUsage(t *testing.T) {
 		{[]string{"bench", "--dsn", "sqlite", "--plans", "p.txt"}, "--plans logs PostgreSQL's plans"},
 		{[]string{"bench", "--dsn", "postgres://x/y", "--plans", "p.txt", "--processes", "2"}, "leave out --table-stats, --cpuprofile, --sql-stats, --plans"},
 		{[]string{"bench", "--dsn", "sqlite", "--mode", "steady", "--window", "10ms"}, "--window 10ms: use 100ms or more"},
+		{[]string{"bench", "--dsn", "sqlite", "--net-delay", "250us"}, "--net-delay delays the packets to a database server, and SQLite has none: use a postgres:// or mysql:// DSN"},
+		{[]string{"bench", "--dsn", "postgres://x/y", "--net-delay", "-1ms"}, "--net-delay -1ms: use a positive duration"},
+		{[]string{"bench", "--dsn", "mysql://x/y", "--net-delay", "soon"}, `invalid value "soon" for flag --net-delay`},
 	} {
 		code, _, stderr := bqCmd(t, ctx, c.args...)
 		if code != 2 || !strings.Contains(stderr, c.inStderr) {

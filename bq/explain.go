@@ -85,6 +85,10 @@ func printExplanation(w io.Writer, e *bq.Explanation) error {
 	k := e.Key
 	fmt.Fprintf(w, "\nKey %s: limit %d, free %d, %d blocked; this job is number %s in line\n",
 		term(k.Key), k.Limit, k.Free, k.Blocked, e.Place())
+	if !e.ExpectedStart.IsZero() {
+		fmt.Fprintf(w, "Expected start: %s (in %s): place %s × the key's recent release interval %s\n",
+			humanize.Time(e.ExpectedStart), time.Until(e.ExpectedStart).Round(time.Millisecond), e.Place(), k.ReleaseInterval)
+	}
 	if len(k.Line) > 0 {
 		fmt.Fprintf(w, "First in line: %s\n", lineOf(k.Line, k.Blocked))
 	}

@@ -22,8 +22,11 @@ queue across the fleet), MaxActivePerKey (the concurrency limit of keyed
 jobs that set none), MaxBlocked (a key's backlog cap), the default rate
 of rated jobs that set none (MaxStartsPerKey per StartsPeriod), whether
 its slots are shared fairly among its keys (FairShare: "yes", with the
-KeyWeight of its keys that have no weight of their own when set), and
-when it last changed. A 0 or "-" is no limit. Change a policy in the code
+KeyWeight of its keys that have no weight of their own when set), the
+MaxWait of keyed jobs that set none (backpressure: a job expected to
+wait longer for its slot is refused), whether their keys' limits adapt
+(ADAPTIVE: "min N", the floor a throttled key falls to), and when it
+last changed. A 0 or "-" is no limit. Change a policy in the code
 that calls SyncPolicies; override one key at run time with
 client.SetKeyLimit, bq rate set or bq weight set.`)
 	var db dbFlags
@@ -63,6 +66,8 @@ type policyJSON struct {
 	StartsPeriodMS  int64     `json:"starts_period_ms"`
 	FairShare       bool      `json:"fair_share"`
 	KeyWeight       int       `json:"key_weight"`
+	MaxWaitUS       int64     `json:"max_wait_us"`
+	AdaptiveMin     int       `json:"adaptive_min"`
 	CreatedAt       time.Time `json:"created_at"`
 	UpdatedAt       time.Time `json:"updated_at"`
 }
@@ -72,7 +77,10 @@ func policiesJSON(ps []bq.StoredPolicy) []policyJSON {
 	for i, p := range ps {
 		out[i] = policyJSON{Queue: p.Queue, Namespace: p.Namespace, MaxActive: p.MaxActive, MaxActivePerKey: p.MaxActivePerKey,
 			MaxBlocked: p.MaxBlocked, MaxStartsPerKey: p.MaxStartsPerKey, StartsPeriodMS: p.StartsPeriod.Milliseconds(),
-			FairShare: p.FairShare, KeyWeight: p.KeyWeight, CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt}
+			FairShare: p.FairShare, KeyWeight: p.KeyWeight, MaxWaitUS: p.MaxWait.Microseconds(), CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt}
+		if p.Adaptive != nil {
+			out[i].AdaptiveMin = p.Adaptive.Min
+		}
 	}
 	return out
 }
@@ -89,16 +97,34 @@ func printPolicies(w io.Writer, ps []bq.StoredPolicy, now time.Time) {
 		return strconv.Itoa(n)
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "QUEUE\tNAMESPACE\tMAX ACTIVE\tPER KEY\tMAX BLOCKED\tRATE PER KEY\tFAIR SHARE\tCHANGED")
+	fmt.Fprintln(tw, "QUEUE\tNAMESPACE\tMAX ACTIVE\tPER KEY\tMAX BLOCKED\tMAX WAIT\tRATE PER KEY\tFAIR SHARE\tADAPTIVE\tCHANGED")
 	for _, p := range ps {
 		rate := "-"
 		if p.MaxStartsPerKey > 0 {
 			rate = fmt.Sprintf("%d per %s", p.MaxStartsPerKey, p.StartsPeriod)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", term(p.Queue), term(p.Namespace), limit(p.MaxActive),
-			limit(p.MaxActivePerKey), limit(p.MaxBlocked), rate, fairShareCell(p.Policy), ago(p.UpdatedAt, now))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", term(p.Queue), term(p.Namespace), limit(p.MaxActive),
+			limit(p.MaxActivePerKey), limit(p.MaxBlocked), maxWaitCell(p.MaxWait), rate, fairShareCell(p.Policy),
+			adaptiveCell(p.Adaptive), ago(p.UpdatedAt, now))
 	}
 	tw.Flush()
+}
+
+// maxWaitCell is the MAX WAIT column: "-" or the bound.
+func maxWaitCell(d time.Duration) string {
+	if d == 0 {
+		return "-"
+	}
+	return d.String()
+}
+
+// adaptiveCell is the ADAPTIVE column: "-" or "min 2", the floor of the
+// queue's adaptive keys.
+func adaptiveCell(a *bq.Adaptive) string {
+	if a == nil {
+		return "-"
+	}
+	return fmt.Sprintf("min %d", a.Min)
 }
 
 // fairShareCell is the FAIR SHARE column: "-", "yes", or "yes, weight 3"

@@ -133,6 +133,9 @@ func rateCell(r *bq.RateState) string {
 	if r.Overridden {
 		s += " (override)"
 	}
+	if a := r.Adaptive; a != nil {
+		s += fmt.Sprintf(" (adapted, min %d)", a.Min)
+	}
 	return s
 }
 

@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/bqueue/bq"
 )
@@ -116,9 +118,13 @@ func printHealth(w io.Writer, h *bq.Health) error {
 	if len(h.TopKeys) == 0 {
 		fmt.Fprintln(tw, "  nothing is blocked")
 	} else {
-		fmt.Fprintln(tw, "KEY\tLIMIT\tHOLDERS\tFREE\tBLOCKED")
+		fmt.Fprintln(tw, "KEY\tLIMIT\tHOLDERS\tFREE\tBLOCKED\tRELEASE INTERVAL\tLINE CLEARS IN")
 		for _, k := range h.TopKeys {
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\n", term(k.Key), k.Limit, k.Holders, k.Free, k.Blocked)
+			interval, clears := "-", "-" // none measured yet
+			if iv := k.ReleaseInterval; iv > 0 {
+				interval, clears = iv.Round(time.Millisecond).String(), "~"+(time.Duration(k.Blocked)*iv).Round(time.Millisecond).String()
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\t%s\n", term(k.Key), k.Limit, k.Holders, k.Free, k.Blocked, interval, clears)
 		}
 	}
 
@@ -128,10 +134,14 @@ func printHealth(w io.Writer, h *bq.Health) error {
 	}
 
 	if len(h.AdaptedKeys) > 0 {
-		section("ADAPTED KEYS (limits lowered by bq.Throttled; they rise back with completions)")
-		fmt.Fprintln(tw, "KEY\tLIMIT\tMIN\tSUCCESSES\tCHANGED")
+		section("ADAPTED KEYS (limits and rates lowered by bq.Throttled; they rise back with completions)")
+		fmt.Fprintln(tw, "KEY\tOF\tLIMIT\tMIN\tSUCCESSES\tCHANGED")
 		for _, k := range h.AdaptedKeys {
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\n", term(k.Key), k.Limit, k.Min, k.Successes, ago(k.AdaptedAt, h.At))
+			of, limit := "slots", strconv.Itoa(k.Limit)
+			if k.Rate {
+				of, limit = "rate", limit+" per period"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\n", term(k.Key), of, limit, k.Min, k.Successes, ago(k.AdaptedAt, h.At))
 		}
 	}
 

@@ -28,8 +28,14 @@ func TestAdaptedKeyShown(t *testing.T) {
 			if err := ex.KeyAdaptSet(context.Background(), driver.KeyAdapt{Key: key, Limit: 1, Min: 1, Successes: 0, AdaptedAt: time.Now()}); err != nil {
 				t.Fatal(err)
 			}
+			// A rate's (Rate.Adaptive), filed under its line key: linked to
+			// the rate's page, said to be a rate.
+			if err := ex.KeyAdaptSet(context.Background(), driver.KeyAdapt{Key: driver.RateLine("ui.rate/acme"), Limit: 3, Min: 2, AdaptedAt: time.Now()}); err != nil {
+				t.Fatal(err)
+			}
 			code, overview := get(t, c, srv.URL+"/")
-			for _, want := range []string{`id="adapted-keys"`, `href="/key?key=ui.export%2Facme"`, "Adapted keys"} {
+			for _, want := range []string{`id="adapted-keys"`, `href="/key?key=ui.export%2Facme"`, "Adapted keys",
+				`<tr class="rate"><td><a href="/rate?key=ui.rate%2Facme">ui.rate/acme</a></td><td>rate</td><td class="num">3 per period</td>`} {
 				if code != http.StatusOK || !strings.Contains(overview, want) {
 					t.Errorf("overview: %d, lacks %q", code, want)
 				}

@@ -45,16 +45,17 @@ func TestPages(t *testing.T) {
 			if _, body := get(t, c, srv.URL+"/"); strings.Contains(body, `id="policies"`) {
 				t.Error("the overview shows a policies table with no policy stored")
 			}
-			if err := f.client.SyncPolicies(context.Background(), "ui", []bq.Policy{{Queue: "calls", MaxActivePerKey: 3, MaxStartsPerKey: 10, StartsPeriod: time.Second, FairShare: true, KeyWeight: 2},
+			if err := f.client.SyncPolicies(context.Background(), "ui", []bq.Policy{{Queue: "calls", MaxActivePerKey: 3, MaxStartsPerKey: 10, StartsPeriod: time.Second, FairShare: true, KeyWeight: 2,
+				MaxWait: 2 * time.Minute, Adaptive: &bq.Adaptive{Min: 2}},
 				{Queue: "plain", MaxActive: 5}, {Queue: "shared", FairShare: true}}); err != nil {
 				t.Fatal(err)
 			}
 
 			for _, p := range []struct{ path, want string }{
 				{"/", `<tr data-queue="exports">`},
-				{"/", `<tr data-queue="calls"><td>calls</td><td>ui</td><td class="num">–</td><td class="num">3</td><td class="num">–</td><td>10 per 1s</td><td>yes, weight 2</td>`},
+				{"/", `<tr data-queue="calls"><td>calls</td><td>ui</td><td class="num">–</td><td class="num">3</td><td class="num">–</td><td>2m0s</td><td>10 per 1s</td><td>yes, weight 2</td><td>min 2</td>`},
 				{"/", `<tr data-queue="plain"><td>plain</td><td>ui</td><td class="num">5</td><td class="num">–</td><td class="num">–</td><td>–</td><td>–</td>`},
-				{"/", `<tr data-queue="shared"><td>shared</td><td>ui</td><td class="num">–</td><td class="num">–</td><td class="num">–</td><td>–</td><td>yes</td>`},
+				{"/", `<tr data-queue="shared"><td>shared</td><td>ui</td><td class="num">–</td><td class="num">–</td><td class="num">–</td><td>–</td><td>–</td><td>yes</td><td>–</td>`},
 				{"/", `<td class="num blocked"><a href="/blocked">3</a></td>`},
 				{"/", `<span class="n">0</span> waiting in the inbox</span>`},
 				{"/blocked", `<td class="num saturated">1</td>`},

@@ -72,4 +72,12 @@ func TestJobsPage(t *testing.T) {
 	if code != http.StatusOK || !strings.Contains(body, `id="job-metadata"`) || !strings.Contains(body, "tenant=initech") || !strings.Contains(body, `id="job-tags"`) {
 		t.Errorf("the job's page: %d, want its metadata and tags", code)
 	}
+	heavy, err := exportJob.Enqueue(ctx, f.client, exportArgs{Tenant: "slots"}, bq.Slots(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, body = get(t, c, fmt.Sprintf("%s/jobs/%d", srv.URL, heavy.ID))
+	if code != http.StatusOK || !strings.Contains(body, `id="job-slots"`) || !strings.Contains(body, "It takes 2 slots of key") {
+		t.Errorf("the page of a job of 2 slots: %d, want its slots in the facts and the summary", code)
+	}
 }

@@ -50,11 +50,11 @@ func TestCeilingFractions(t *testing.T) {
 		{"PostgreSQL drain: bq work/s ÷ the claim-complete ceiling", []float64{0.5, 0.6, 0.4}},
 		{"PostgreSQL EnqueueMany/s ÷ the enqueue ceiling", []float64{0.5, 0.5, 0.5}},
 	} {
-		i := slices.IndexFunc(targets(), func(tg target) bool { return tg.what == tc.what })
+		i := slices.IndexFunc(targets(0), func(tg target) bool { return tg.what == tc.what })
 		if i < 0 {
 			t.Fatalf("no target %q", tc.what)
 		}
-		tg := targets()[i]
+		tg := targets(0)[i]
 		vals, _ := tg.measure(get)
 		if !slices.Equal(vals, tc.want) {
 			t.Errorf("%s: %v, want %v", tc.what, vals, tc.want)
@@ -77,9 +77,9 @@ func TestFleetTarget(t *testing.T) {
 			"pg/bq/fleet-16": {res(16, 900), res(16, 1400)},
 		},
 	}
-	i := slices.IndexFunc(targets(), func(tg target) bool { return strings.HasPrefix(tg.what, "PostgreSQL fleet: 16 processes ÷ 1") })
-	vals, _ := targets()[i].measure(func(id string) []*result { return r.results[id] })
-	if !slices.Equal(vals, []float64{0.9, 0.7}) || !targets()[i].ok(median(vals)) {
+	i := slices.IndexFunc(targets(0), func(tg target) bool { return strings.HasPrefix(tg.what, "PostgreSQL fleet: 16 processes ÷ 1") })
+	vals, _ := targets(0)[i].measure(func(id string) []*result { return r.results[id] })
+	if !slices.Equal(vals, []float64{0.9, 0.7}) || !targets(0)[i].ok(median(vals)) {
 		t.Errorf("fleet ratios %v (median %.2f), want [0.9 0.7] and met", vals, median(vals))
 	}
 	got := r.fleetTable()

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"strings"
+	"time"
 )
 
 // item is one command of the matrix.
@@ -27,6 +28,15 @@ type sizes struct {
 	fleetJobs, fleetSlots        int
 	fleetPGPool, fleetMySQLPool  int
 	rateJobs, rateLimit          int
+	// netDelay is the --net-delay of the network rows (drain-net,
+	// keyed-net, hotkey-net on PostgreSQL and MySQL); 0 leaves them out.
+	netDelay time.Duration
+}
+
+// durationArg is d as a command-line duration, "250us" rather than
+// Duration.String's "250µs".
+func durationArg(d time.Duration) string {
+	return strings.ReplaceAll(d.String(), "µ", "u")
 }
 
 // selectItems keeps the items whose id contains one of the comma-separated
@@ -129,6 +139,19 @@ func matrix(d, dsn, mysqlDSN string, s sizes, rounds int) []item {
 		// jobs/s); the ratio is of handoffs alternating within one run.
 		backlog.runs = min(s.mysqlBacklogRuns, rounds)
 	}
+	// Across a network: the drain, the keyed drain and the hot key with
+	// every packet to the server delayed (bq bench --net-delay), one after
+	// the other so that each ratio is of runs side by side. SQLite has no
+	// server to be across a network from.
+	var netItems []item
+	if d != "sqlite" && s.netDelay > 0 {
+		delay := durationArg(s.netDelay)
+		netItems = []item{
+			bqItem("drain-net", "--mode", "drain", "--jobs", n(s.drain), "--net-delay", delay),
+			bqItem("keyed-net", "--mode", "keyed", "--jobs", n(s.keyed), "--keys", "1000", "--to", "2", "--net-delay", delay),
+			bqItem("hotkey-net", "--mode", "hotkey", "--jobs", n(s.hotkey), "--to", "50", "--net-delay", delay),
+		}
+	}
 	var pgOnly []item
 	if d == "postgres" {
 		// What bq's defaults leave on the table: a pool sized for the
@@ -176,6 +199,9 @@ func matrix(d, dsn, mysqlDSN string, s sizes, rounds int) []item {
 			// policy has FairShare.
 			bqItem("keyed-fair", "--mode", "keyed", "--jobs", n(s.keyed), "--keys", "1000", "--to", "2", "--fair"),
 			bqItem("hotkey", "--mode", "hotkey", "--jobs", n(s.hotkey), "--to", "50"),
+		)
+		out = append(out, netItems...)
+		out = append(out,
 			bqItem("steady", "--mode", "steady", "--jobs", n(s.steady), "--rate", rate),
 			rateItem,
 			backlog,
@@ -193,6 +219,9 @@ func matrix(d, dsn, mysqlDSN string, s sizes, rounds int) []item {
 		// policy has FairShare.
 		bqItem("keyed-fair", "--mode", "keyed", "--jobs", n(s.keyed), "--keys", "1000", "--to", "2", "--fair"),
 		bqItem("hotkey", "--mode", "hotkey", "--jobs", n(s.hotkey), "--to", "50"),
+	)
+	out = append(out, netItems...)
+	out = append(out,
 		bqItem("steady", "--mode", "steady", "--jobs", n(s.steady), "--rate", rate),
 		riverItem("steady", "--mode", "steady", "--jobs", n(s.steady), "--rate", rate),
 		bqItem("steady-default", "--mode", "steady", "--jobs", n(s.steady), "--rate", rate, "--config", "default"),

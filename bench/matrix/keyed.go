@@ -4,8 +4,9 @@ import "strings"
 
 // keyedBase is the unkeyed run keyed run id is divided by, "" for a run
 // that is not keyed: the drain of the same database (keyed, keyed-second,
-// keyed-fair, hotkey), or for a fleet run the unkeyed fleet drain of as many
-// processes (fleet-keyed-N, fleet-hotkey-N: fleet-N).
+// keyed-fair, hotkey), the drain across the same network for a network run
+// (keyed-net, hotkey-net: drain-net), or for a fleet run the unkeyed fleet
+// drain of as many processes (fleet-keyed-N, fleet-hotkey-N: fleet-N).
 func keyedBase(id string) string {
 	db, rest, ok := strings.Cut(id, "/bq/")
 	if !ok {
@@ -14,6 +15,8 @@ func keyedBase(id string) string {
 	switch {
 	case rest == "keyed" || rest == "keyed-second" || rest == "keyed-fair" || rest == "hotkey":
 		return db + "/bq/drain"
+	case rest == "keyed-net" || rest == "hotkey-net":
+		return db + "/bq/drain-net"
 	case strings.HasPrefix(rest, "fleet-keyed-") || strings.HasPrefix(rest, "fleet-hotkey-"):
 		return db + "/bq/fleet-" + rest[strings.LastIndex(rest, "-")+1:]
 	}
@@ -41,7 +44,8 @@ func (r report) keyedTable() string {
 	}
 	return section("Keyed ÷ unkeyed (same round)",
 		"Every keyed run divided by the unkeyed drain of its round: the one-process keyed runs (1,000 keys, To=2; "+
-			"with a second key per job; one hot key, To=50) by the one-process drain, the fleet's keyed and hot-key "+
+			"with a second key per job; one hot key, To=50) by the one-process drain, those run across a network "+
+			"(`--net-delay`: keyed-net, hotkey-net) by the drain across it (drain-net), the fleet's keyed and hot-key "+
 			"runs by the fleet drain of as many processes. Work is jobs/s worked; EnqueueMany is jobs/s enqueued "+
 			"(keyed jobs are admitted as they are enqueued).",
 		[]string{"run", "÷ unkeyed run", "work ÷ unkeyed", "EnqueueMany ÷ unkeyed", "work jobs/s", "unkeyed work jobs/s"}, rows)

@@ -118,8 +118,10 @@ func run(ctx context.Context) error {
 	flag.IntVar(&s.rateJobs, "rate-jobs", 5000, "jobs of the rate runs (bq bench --mode rate)")
 	flag.IntVar(&s.rateLimit, "rate-limit", 500, "the rate runs' limit: starts per second of their one key")
 	flag.IntVar(&s.mysqlBacklogRuns, "mysql-backlog-runs", 1, "rounds MySQL's backlog runs in (its large line takes minutes to build)")
+	flag.DurationVar(&s.netDelay, "net-delay", 250*time.Microsecond, "the network rows' delay of each packet each way (bq bench --net-delay): drain-net, keyed-net and hotkey-net "+
+		"on PostgreSQL and MySQL (\"--only net\" runs only them); 0 leaves them out")
 	flag.StringVar(&from, "from", "", "re-render the report from this results file of an earlier run, running nothing")
-	flag.StringVar(&only, "only", "", "run only the items whose id contains one of these comma-separated words (e.g. \"ceiling,fleet,rate\"); "+
+	flag.StringVar(&only, "only", "", "run only the items whose id contains one of these comma-separated words (e.g. \"ceiling,fleet,rate\", or \"net\" for the network rows); "+
 		"when they are all dead-rows runs (\"dead\"), rewrite only the dead-rows section and the notes of --out, keeping the rest of it, "+
 		"else write a report of only what ran")
 	flag.Parse()

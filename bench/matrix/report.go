@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -26,7 +27,9 @@ type target struct {
 	measure func(get func(id string) []*result) (vals []float64, unit string)
 }
 
-func targets() []target {
+// targets lists bq's targets; netDelay is the network rows' delay, 0 when
+// the matrix leaves them out (and their targets with them).
+func targets(netDelay time.Duration) []target {
 	work := func(r *result) float64 { return r.WorkPerS }
 	enq := func(r *result) float64 { return r.EnqueuePerS }
 	p50 := func(r *result) float64 { return r.P50MS }
@@ -41,14 +44,14 @@ func targets() []target {
 			return field(get(id), func(r *result) float64 { return r.BacklogRatio }), "×"
 		}
 	}
-	return []target{
+	ts := []target{
 		{"PostgreSQL drain: bq work/s ÷ River work/s", "≥ 1.5", atLeast(1.5), ratio("pg/bq/drain", "pg/river/drain", work)},
 		{"PostgreSQL drain: bq EnqueueMany/s ÷ River InsertMany/s", "≥ 1", atLeast(1), ratio("pg/bq/drain", "pg/river/drain", enq)},
 		{"PostgreSQL drain: bq work/s ÷ the claim-complete ceiling", "≥ 0.6", atLeast(0.6), ratio("pg/bq/drain", "pg/ceiling/claim-complete", work)},
 		{"PostgreSQL EnqueueMany/s ÷ the enqueue ceiling", "≥ 0.6", atLeast(0.6), ratio("pg/bq/drain", "pg/ceiling/enqueue", enq)},
-		{"PostgreSQL keyed (1,000 keys, To=2) ÷ bq unkeyed drain", "≥ 0.7", atLeast(0.7), ratio("pg/bq/keyed", "pg/bq/drain", work)},
-		{"PostgreSQL keyed EnqueueMany/s ÷ unkeyed EnqueueMany/s", "≥ 0.5", atLeast(0.5), ratio("pg/bq/keyed", "pg/bq/drain", enq)},
-		{"PostgreSQL hotkey (1 key, To=50) ÷ bq unkeyed drain", "≥ 0.5", atLeast(0.5), ratio("pg/bq/hotkey", "pg/bq/drain", work)},
+		{"PostgreSQL keyed (1,000 keys, To=2) ÷ bq unkeyed drain", "≥ 0.8", atLeast(0.8), ratio("pg/bq/keyed", "pg/bq/drain", work)},
+		{"PostgreSQL keyed EnqueueMany/s ÷ unkeyed EnqueueMany/s", "≥ 0.6", atLeast(0.6), ratio("pg/bq/keyed", "pg/bq/drain", enq)},
+		{"PostgreSQL hotkey (1 key, To=50) ÷ bq unkeyed drain", "≥ 0.7", atLeast(0.7), ratio("pg/bq/hotkey", "pg/bq/drain", work)},
 		{"PostgreSQL keyed with a second key per job ÷ keyed with one", "≥ 0.7", atLeast(0.7), ratio("pg/bq/keyed-second", "pg/bq/keyed", work)},
 		{"PostgreSQL keyed under fair share ÷ keyed (1,000 keys)", "≥ 0.7", atLeast(0.7), ratio("pg/bq/keyed-fair", "pg/bq/keyed", work)},
 		{"PostgreSQL fleet: 16 processes ÷ 1 (drain work/s, 25 slots each)", "≥ 0.8", atLeast(0.8), ratio("pg/bq/fleet-16", "pg/bq/fleet-1", work)},
@@ -57,11 +60,11 @@ func targets() []target {
 		}},
 		{"MySQL drain: bq work/s ÷ the MariaDB claim-complete ceiling (batch 100)", "≥ 0.5", atLeast(0.5), ratio("mysql/bq/drain", "mysql/ceiling/claim-complete", work)},
 		{"MySQL fleet: 16 processes ÷ 1 (drain work/s, 25 slots each)", "≈ (no target)", atLeast(0), ratio("mysql/bq/fleet-16", "mysql/bq/fleet-1", work)},
-		{"MySQL keyed EnqueueMany/s ÷ unkeyed EnqueueMany/s", "≥ 0.5", atLeast(0.5), ratio("mysql/bq/keyed", "mysql/bq/drain", enq)},
-		{"MySQL keyed (1,000 keys, To=2) ÷ bq unkeyed drain", "≥ 0.7", atLeast(0.7), ratio("mysql/bq/keyed", "mysql/bq/drain", work)},
-		{"SQLite keyed (1,000 keys, To=2) ÷ bq unkeyed drain", "≥ 0.7", atLeast(0.7), ratio("sqlite/bq/keyed", "sqlite/bq/drain", work)},
-		{"SQLite keyed EnqueueMany/s ÷ unkeyed EnqueueMany/s", "≥ 0.5", atLeast(0.5), ratio("sqlite/bq/keyed", "sqlite/bq/drain", enq)},
-		{"SQLite hotkey (1 key, To=50) ÷ bq unkeyed drain", "≥ 0.5", atLeast(0.5), ratio("sqlite/bq/hotkey", "sqlite/bq/drain", work)},
+		{"MySQL keyed EnqueueMany/s ÷ unkeyed EnqueueMany/s", "≥ 0.6", atLeast(0.6), ratio("mysql/bq/keyed", "mysql/bq/drain", enq)},
+		{"MySQL keyed (1,000 keys, To=2) ÷ bq unkeyed drain", "≥ 0.8", atLeast(0.8), ratio("mysql/bq/keyed", "mysql/bq/drain", work)},
+		{"SQLite keyed (1,000 keys, To=2) ÷ bq unkeyed drain", "≥ 0.75", atLeast(0.75), ratio("sqlite/bq/keyed", "sqlite/bq/drain", work)},
+		{"SQLite keyed EnqueueMany/s ÷ unkeyed EnqueueMany/s", "≥ 0.6", atLeast(0.6), ratio("sqlite/bq/keyed", "sqlite/bq/drain", enq)},
+		{"SQLite hotkey (1 key, To=50) ÷ bq unkeyed drain", "≥ 0.7", atLeast(0.7), ratio("sqlite/bq/hotkey", "sqlite/bq/drain", work)},
 		{"SQLite keyed with a second key per job ÷ keyed with one", "≥ 0.7", atLeast(0.7), ratio("sqlite/bq/keyed-second", "sqlite/bq/keyed", work)},
 		{"SQLite keyed under fair share ÷ keyed (1,000 keys)", "≥ 0.7", atLeast(0.7), ratio("sqlite/bq/keyed-fair", "sqlite/bq/keyed", work)},
 		{"MySQL keyed with a second key per job ÷ keyed with one", "≥ 0.7", atLeast(0.7), ratio("mysql/bq/keyed-second", "mysql/bq/keyed", work)},
@@ -97,6 +100,24 @@ func targets() []target {
 		{"PostgreSQL drain: pool_max_conns=16 ÷ pgx's default pool", "≈ (what a bigger pool buys)", atLeast(1), ratio("pg/bq/drain-pool16", "pg/bq/drain", work)},
 		{"PostgreSQL steady p50: producer in another client (woken by LISTEN/NOTIFY) ÷ same client", "≈ (what a cross-process wake-up costs)", atMost(1), ratio("pg/bq/steady-remote", "pg/bq/steady", p50)},
 	}
+	if netDelay <= 0 {
+		return ts
+	}
+	// Across a network (the -net items): the loopback rows' goals, each
+	// row after its database's loopback keyed ratios; MySQL's hot key has
+	// no goal on loopback either.
+	across := " ÷ unkeyed drain across a network (--net-delay " + durationArg(netDelay) + ")"
+	after := func(what string, add ...target) {
+		i := slices.IndexFunc(ts, func(t target) bool { return t.what == what })
+		ts = slices.Insert(ts, i+1, add...) // at the top should the row be gone (i = -1)
+	}
+	after("PostgreSQL hotkey (1 key, To=50) ÷ bq unkeyed drain",
+		target{"PostgreSQL keyed (1,000 keys, To=2)" + across, "≥ 0.8", atLeast(0.8), ratio("pg/bq/keyed-net", "pg/bq/drain-net", work)},
+		target{"PostgreSQL hotkey (1 key, To=50)" + across, "≥ 0.7", atLeast(0.7), ratio("pg/bq/hotkey-net", "pg/bq/drain-net", work)})
+	after("MySQL keyed (1,000 keys, To=2) ÷ bq unkeyed drain",
+		target{"MySQL keyed (1,000 keys, To=2)" + across, "≥ 0.8", atLeast(0.8), ratio("mysql/bq/keyed-net", "mysql/bq/drain-net", work)},
+		target{"MySQL hotkey (1 key, To=50)" + across, "≥ 0.7", atLeast(0.7), ratio("mysql/bq/hotkey-net", "mysql/bq/drain-net", work)})
+	return ts
 }
 
 // report is a run of the matrix (or a re-rendering of one) to write.
@@ -206,7 +227,7 @@ fresh file in a temporary directory.
 
 	fmt.Fprintf(&b, "\n## Targets\n\nEach ratio is taken within a round, then the median over the rounds is shown (per-round values in brackets).\n\n")
 	rows = rows[:0]
-	for _, t := range targets() {
+	for _, t := range targets(s.netDelay) {
 		vals, unit := t.measure(get)
 		if len(vals) == 0 {
 			rows = append(rows, []string{t.what, t.goal, "not run", "–"})

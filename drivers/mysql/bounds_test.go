@@ -132,7 +132,7 @@ func TestFrozenTxEndsOpen(t *testing.T) {
 			t.Errorf("@@SESSION.%s = %d, %v; want %d", v, got, err, n)
 		}
 	}
-	checkFrozenTxEnds(t, d.e, plainDB(t, u))
+	checkFrozenTxEnds(t, d.e(), plainDB(t, u))
 }
 
 // A *sql.DB opened from DSN gets the bound too, through wait_timeout (the
@@ -163,7 +163,7 @@ func TestFrozenTxEndsDSN(t *testing.T) {
 	for _, c := range conns {
 		c.Close()
 	}
-	checkFrozenTxEnds(t, New(db).e, plainDB(t, u))
+	checkFrozenTxEnds(t, New(db).e(), plainDB(t, u))
 }
 
 // A bq statement waiting for a row lock gives up within the bound, as a
@@ -171,10 +171,10 @@ func TestFrozenTxEndsDSN(t *testing.T) {
 func TestLockWaitBounded(t *testing.T) {
 	ctx := context.Background()
 	d, u := openBounded(t)
-	holder := drivertest.LockInTx(t, New(plainDB(t, u)).e, "g/held") // an unbounded session holds the row
+	holder := drivertest.LockInTx(t, New(plainDB(t, u)).e(), "g/held") // an unbounded session holds the row
 	defer holder.Rollback(ctx)
 
-	tx, err := d.e.Begin(ctx)
+	tx, err := d.e().Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,7 +184,7 @@ func TestLockWaitBounded(t *testing.T) {
 	start := time.Now()
 	_, _, err = tx.SemaphoreLock(waitCtx, "g/held", "")
 	waited := time.Since(start)
-	if err == nil || !d.e.Retryable(err) {
+	if err == nil || !d.e().Retryable(err) {
 		t.Fatalf("lock a held row: %v after %s, want a retryable lock wait timeout", err, waited)
 	}
 	if waited > 10*drivertest.TestBound {

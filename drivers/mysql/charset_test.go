@@ -128,11 +128,11 @@ func TestCharsetOnServer(t *testing.T) {
 			}
 			for _, key := range injectionKeys {
 				start := time.Now()
-				err := d.e.Exec().SemaphoreEnsure(ctx, driver.Limit{Key: key, To: 1, Duration: time.Minute}, time.Now())
+				err := d.e().Exec().SemaphoreEnsure(ctx, driver.Limit{Key: key, To: 1, Duration: time.Minute}, time.Now())
 				if took := time.Since(start); err != nil || took >= time.Second {
 					t.Errorf("ensure %q: %v after %s", key, err, took)
 				}
-				if s, ok, err := d.e.Exec().SemaphoreGet(ctx, key); err != nil || !ok || s.Limit != 1 {
+				if s, ok, err := d.e().Exec().SemaphoreGet(ctx, key); err != nil || !ok || s.Limit != 1 {
 					t.Errorf("read %q: %+v, %v, %v", key, s, ok, err)
 				}
 			}
@@ -226,13 +226,13 @@ func TestSessionCheckOnServer(t *testing.T) {
 	keys := []string{`a'b`, `a\'b`, `\`, `\'`, `''`, "\u4e3f' OR SLEEP(1) OR '", `x\`}
 	for _, key := range keys {
 		start := time.Now()
-		if err := d.e.Exec().SemaphoreEnsure(ctx, driver.Limit{Key: key, To: 1, Duration: time.Minute}, time.Now()); err != nil {
+		if err := d.e().Exec().SemaphoreEnsure(ctx, driver.Limit{Key: key, To: 1, Duration: time.Minute}, time.Now()); err != nil {
 			t.Fatalf("ensure %q: %v", key, err)
 		}
 		if took := time.Since(start); took >= time.Second {
 			t.Errorf("ensure %q took %s", key, took)
 		}
-		if s, ok, err := d.e.Exec().SemaphoreGet(ctx, key); err != nil || !ok || s.Key != key {
+		if s, ok, err := d.e().Exec().SemaphoreGet(ctx, key); err != nil || !ok || s.Key != key {
 			t.Errorf("read %q: %+v, %v, %v", key, s, ok, err)
 		}
 	}

@@ -33,6 +33,9 @@ func (c *counting) QueryRowContext(ctx context.Context, q string, args ...any) *
 	return c.Tx.QueryRowContext(ctx, q, args...)
 }
 
+// e is the engine d seals.
+func (d *Driver) e() *engine { return driver.EngineAs[*engine](d) }
+
 // openEngine opens the driver on a fresh migrated database, the URL's
 // query set to query.
 func openEngine(t *testing.T, query string) *engine {
@@ -42,7 +45,7 @@ func openEngine(t *testing.T, query string) *engine {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { d.Close() })
-	return d.e
+	return d.e()
 }
 
 // counted runs fn in a transaction of e's whose statements it counts,
@@ -147,7 +150,7 @@ func TestKeyedCompletionsStatementsPerChunk(t *testing.T) {
 	}
 	var results []lifecycle.Result
 	stmts := counted(t, e, func(tx txExecutor) (err error) {
-		results, err = lifecycle.CompleteMany(ctx, tx, claims, true, now)
+		results, err = lifecycle.CompleteMany(ctx, tx, claims, true, false, now)
 		return err
 	})
 	promoted := 0

@@ -19,15 +19,15 @@ func TestTransactionsReadCommitted(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer opened.Close()
-	if !opened.e.srv.readCommitted {
+	if !opened.e().srv.readCommitted {
 		t.Fatal("Open set the sessions' isolation, but Begin does not know it")
 	}
 	plain := New(plainDB(t, u))
-	if plain.e.srv.readCommitted {
+	if plain.e().srv.readCommitted {
 		t.Fatal("New cannot know a pool's isolation")
 	}
 	other := plainDB(t, u)
-	for name, e := range map[string]*engine{"Open": opened.e, "New": plain.e} {
+	for name, e := range map[string]*engine{"Open": opened.e(), "New": plain.e()} {
 		tx, err := e.Begin(ctx)
 		if err != nil {
 			t.Fatal(err)

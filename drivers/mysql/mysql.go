@@ -157,7 +157,7 @@ func Open(ctx context.Context, rawURL string) (*Driver, error) {
 	db.SetMaxIdleConns(16)
 	db.SetConnMaxIdleTime(connMaxIdleTime(time.Duration(wait) * time.Second))
 	srv := serverCaps{returning: v.mariaDB && !portableOnly, readCommitted: !setTx && !setTxOld}
-	return seal(newDriver(db, true, migrations.DefaultPrefix, srv)), nil
+	return &Driver{driver.Seal(newDriver(db, true, migrations.DefaultPrefix, srv))}, nil
 }
 
 func connect(ctx context.Context, cfg *gomysql.Config) (*sql.DB, error) {
@@ -180,7 +180,7 @@ func connect(ctx context.Context, cfg *gomysql.Config) (*sql.DB, error) {
 // pool's default isolation. The sessions are bounded only if the pool was
 // opened from DSN (see the package documentation).
 func New(db *sql.DB) *Driver {
-	return seal(newDriver(db, false, migrations.DefaultPrefix, serverCaps{}))
+	return &Driver{driver.Seal(newDriver(db, false, migrations.DefaultPrefix, serverCaps{}))}
 }
 
 func newDriver(db *sql.DB, owned bool, prefix string, srv serverCaps) *engine {

@@ -28,6 +28,10 @@ type ownQueries struct {
 	deadProcesses, lockProcesses, deleteProcesses               string
 }
 
+// rateLineHash is the hash of the line key (driver.RateLine) of rate row
+// {t}: its blocked rows' and its adaptive limit's key_hash.
+const rateLineHash = "UNHEX(SHA2(CONCAT('" + driver.RateLinePrefix + "', {t}.rate_key), 256))"
+
 func newQueries(prefix string) (*sqlexec.Queries, *ownQueries) {
 	p := sqltext.Spelling(prefix)
 	// Keys are read by their hash, on the indexes named.
@@ -90,7 +94,8 @@ WHERE id IN ` + list + ` ORDER BY id` + byKey)
 		SkipLocked:    ` FOR UPDATE SKIP LOCKED`,
 		DeleteDecided: `DELETE FROM {p}inbox WHERE {cond} ORDER BY decided_at LIMIT ?`,
 	})
-	q.CountClaimed = p(`SELECT count(*) FROM {p}claimed_executions FORCE INDEX ({p}claimed_queue) WHERE queue = ?`)
+	q.RunningSlots = p(`SELECT coalesce(sum(j.slots), 0) FROM {p}claimed_executions c FORCE INDEX ({p}claimed_queue)
+STRAIGHT_JOIN {p}jobs j ON j.id = c.job_id WHERE c.queue = ?`)
 
 	// Never a plain INSERT caught on its duplicate-key error: that leaves
 	// a shared lock on the row, and two transactions upgrading theirs to
@@ -100,15 +105,12 @@ WHERE id IN ` + list + ` ORDER BY id` + byKey)
 		"VALUES (?, ?, ?, ?, 0, ?, ?) ON DUPLICATE KEY UPDATE `key` = `key`")
 	// The override and the policy come from subqueries, which a locking
 	// read does not lock: only the semaphore row is locked.
-	q.SemLock = p(`SELECT s.value, s.lim, s.blocked, s.multi, s.duration_ms, s.expires_at,
-	coalesce((SELECT k.lim FROM {p}key_limits k WHERE k.key_hash = s.key_hash), 0),
-	coalesce((SELECT a.lim FROM {p}key_adapt a WHERE a.key_hash = s.key_hash), 0),
-	coalesce((SELECT p.queue FROM {p}policies p WHERE p.queue = ?), ''),
-	coalesce((SELECT p.max_active_per_key FROM {p}policies p WHERE p.queue = ?), 0),
-	coalesce((SELECT p.max_blocked FROM {p}policies p WHERE p.queue = ?), 0)
+	q.SemLock = p(`SELECT ` + sqlexec.SemColumns("key_hash", "?", "s.release_interval_us, s.last_release_at") + `
 FROM {p}semaphores s WHERE s.key_hash = ? AND s.` + "`key`" + ` = ? FOR UPDATE`)
 	q.SemTryLock = p(`SELECT 1 FROM {p}semaphores WHERE key_hash = ? AND ` + "`key`" + ` = ? FOR UPDATE SKIP LOCKED`)
-	q.SemSave = p(`UPDATE {p}semaphores SET value = ?, lim = ?, blocked = ?, multi = ?, duration_ms = ?, expires_at = ?
+	q.SemSave = p(`UPDATE {p}semaphores SET value = ?, lim = ?, blocked = ?, multi = ?, duration_ms = ?, expires_at = ?,
+	release_interval_us = CASE WHEN ? THEN ? ELSE release_interval_us END,
+	last_release_at = CASE WHEN ? THEN ? ELSE last_release_at END
 WHERE key_hash = ?`)
 	q.PickBlocked = p(`SELECT job_id, queue, priority FROM {p}blocked_executions FORCE INDEX ({p}blocked_line)
 WHERE concurrency_key_hash = ? ORDER BY priority DESC, job_id LIMIT ?`)
@@ -123,7 +125,7 @@ WHERE concurrency_key_hash = ? ORDER BY priority DESC, job_id LIMIT ?`)
 	// per-key one (PickBlocked), bounded by the line index however long
 	// the line.
 	q.Release = sqlexec.ReleaseQueries{
-		Lock: p(`SELECT t.at, s.value, s.lim, s.blocked, s.multi, s.duration_ms, s.expires_at
+		Lock: p(`SELECT t.at, s.value, s.lim, s.blocked, s.multi, s.duration_ms, s.expires_at, s.release_interval_us, s.last_release_at
 FROM ` + list + ` t STRAIGHT_JOIN {p}semaphores s FORCE INDEX (PRIMARY) ON s.key_hash = t.k ORDER BY t.at FOR UPDATE`),
 		// The hash is cast: a parameter the client does not interpolate
 		// would make the column a string of the connection's character
@@ -133,7 +135,10 @@ FROM ` + list + ` t STRAIGHT_JOIN {p}semaphores s FORCE INDEX (PRIMARY) ON s.key
 		PickBranch: p(`SELECT ? AS at, job_id, queue, priority FROM {p}blocked_executions FORCE INDEX ({p}blocked_line)
 WHERE concurrency_key_hash = ? ORDER BY priority DESC, job_id LIMIT ?`),
 		SaveHead: p("INSERT INTO {p}semaphores (key_hash, `key`, value, lim, blocked, multi, duration_ms, expires_at) VALUES "),
-		SaveTail: "\nON DUPLICATE KEY UPDATE value = VALUES(value), blocked = VALUES(blocked), expires_at = VALUES(expires_at)",
+		TimedHead: p("INSERT INTO {p}semaphores (key_hash, `key`, value, lim, blocked, multi, duration_ms, expires_at,\n" +
+			"release_interval_us, last_release_at) VALUES "),
+		SaveTail: "\nON DUPLICATE KEY UPDATE value = VALUES(value), blocked = VALUES(blocked), expires_at = VALUES(expires_at),\n" +
+			"release_interval_us = VALUES(release_interval_us), last_release_at = VALUES(last_release_at)",
 	}
 	// Set-wise promotion of lines holding multi-key jobs: the try-lock is
 	// the release's lock skipping rows others hold, in key order; each
@@ -145,7 +150,7 @@ FROM ` + list + ` t STRAIGHT_JOIN {p}semaphores s FORCE INDEX (PRIMARY) ON s.key
 		FirstKey: q.Release.FirstKey,
 		NextKey:  q.Release.NextKey,
 		HeadsBranch: p(`SELECT ? AS at, b.job_id, b.queue, b.priority, coalesce(j.concurrency_key, ''), j.concurrency_limit,
-	j.concurrency_duration_ms, j.on_conflict, j.max_blocked, j.more_keys
+	j.concurrency_duration_ms, j.on_conflict, j.max_blocked, j.more_keys, j.slots
 FROM {p}blocked_executions b FORCE INDEX ({p}blocked_line) JOIN {p}jobs j ON j.id = b.job_id
 WHERE b.concurrency_key_hash = ? ORDER BY b.priority DESC, b.job_id LIMIT ?`),
 		PickBranch: q.Release.PickBranch,
@@ -159,12 +164,7 @@ WHERE b.concurrency_key_hash = ? ORDER BY b.priority DESC, b.job_id LIMIT ?`),
 	// from subqueries, which a locking read does not lock.
 	q.Admit = sqlexec.AdmitQueries{
 		EnsureTail: "\nON DUPLICATE KEY UPDATE `key` = `key`",
-		Lock: p(`SELECT t.at, s.value, s.lim, s.blocked, s.multi, s.duration_ms, s.expires_at,
-	coalesce((SELECT k.lim FROM {p}key_limits k WHERE k.key_hash = s.key_hash), 0),
-	coalesce((SELECT a.lim FROM {p}key_adapt a WHERE a.key_hash = s.key_hash), 0),
-	coalesce((SELECT p.queue FROM {p}policies p WHERE p.queue = t.q), ''),
-	coalesce((SELECT p.max_active_per_key FROM {p}policies p WHERE p.queue = t.q), 0),
-	coalesce((SELECT p.max_blocked FROM {p}policies p WHERE p.queue = t.q), 0)
+		Lock: p(`SELECT t.at, ` + sqlexec.SemColumns("key_hash", "t.q", "s.release_interval_us") + `
 FROM ` + list + ` t STRAIGHT_JOIN {p}semaphores s FORCE INDEX (PRIMARY) ON s.key_hash = t.k ORDER BY t.at FOR UPDATE`),
 		FirstKey: `SELECT ? AS at, CAST(? AS BINARY(32)) AS k, CAST(? AS BINARY) AS q`,
 		NextKey:  ` UNION ALL SELECT ?, CAST(? AS BINARY(32)), CAST(? AS BINARY)`,
@@ -199,8 +199,8 @@ ORDER BY s.expires_at LIMIT ? FOR UPDATE SKIP LOCKED`)
 
 	q.LockPolicies += " FOR UPDATE"
 	q.InsertPolicy = p(`INSERT INTO {p}policies (queue, namespace, max_active, max_active_per_key, max_blocked,
-	max_starts_per_key, starts_period_ms, fair_share, key_weight, created_at, updated_at)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON DUPLICATE KEY UPDATE queue = queue`)
+	max_starts_per_key, starts_period_ms, fair_share, key_weight, max_wait_us, adaptive_min, created_at, updated_at)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON DUPLICATE KEY UPDATE queue = queue`)
 	q.Periodic.Lock += " FOR UPDATE"
 	q.Periodic.Insert = p(`INSERT INTO {p}periodic_jobs (name, kind, schedule, next_run_at, created_at, seen_at)
 VALUES (?, ?, ?, ?, ?, ?) ON DUPLICATE KEY UPDATE name = name`)
@@ -231,7 +231,8 @@ VALUES (?, ?, ?, ?, ?, ?) ON DUPLICATE KEY UPDATE name = name`)
 		Upsert: " ON DUPLICATE KEY UPDATE lim = VALUES(lim), period_ms = VALUES(period_ms)," +
 			" updated_at = VALUES(updated_at)",
 		Group:   "SUBSTRING_INDEX(rate_key, '/', 1)",
-		LineOf:  "b.concurrency_key_hash = UNHEX(SHA2(CONCAT('" + driver.RateLinePrefix + "', {t}.rate_key), 256))",
+		LineOf:  "b.concurrency_key_hash = " + rateLineHash,
+		AdaptOf: "a.key_hash = " + rateLineHash,
 		Lock:    " FOR UPDATE",
 		TryLock: " FOR UPDATE SKIP LOCKED",
 	})
@@ -255,9 +256,9 @@ WHERE j.rate_key_hash = ? AND j.finished_at IS NULL ORDER BY j.id DESC LIMIT 1`)
 		"CAST(sum(lim - value) AS SIGNED), CAST(sum(blocked) AS SIGNED),\n" +
 		"CAST(sum(CASE WHEN value <= 0 THEN 1 ELSE 0 END) AS SIGNED)\n" +
 		"FROM {p}semaphores GROUP BY grp ORDER BY grp LIMIT ?")
-	q.TopBlockedKeys = p("SELECT `key`, value, lim, blocked, multi, duration_ms, expires_at FROM {p}semaphores\n" +
+	q.TopBlockedKeys = p("SELECT `key`, value, lim, blocked, multi, duration_ms, expires_at, release_interval_us FROM {p}semaphores\n" +
 		"WHERE blocked > 0 ORDER BY blocked DESC, `key` LIMIT ?")
-	q.ReadSem = p("SELECT value, lim, blocked, multi, duration_ms, expires_at FROM {p}semaphores WHERE key_hash = ? AND `key` = ?")
+	q.ReadSem = p("SELECT value, lim, blocked, multi, duration_ms, expires_at, release_interval_us FROM {p}semaphores WHERE key_hash = ? AND `key` = ?")
 	q.KeyHolders = p(`
 SELECT j.id, j.kind, j.queue, c.job_id IS NOT NULL, coalesce(c.process_id, 0), coalesce(p.name, ''),
 	p.last_heartbeat_at, c.claimed_at, ` + sqltext.HeldColumn + `

@@ -13,7 +13,7 @@ import (
 // pruning: keys sharing a stripe share one row, however many there are.
 func TestUniqueLockRowsAreStripes(t *testing.T) {
 	ctx := context.Background()
-	d := New(plainDB(t, testURL(t))).e
+	d := New(plainDB(t, testURL(t))).e()
 	keys := []string{strings.Repeat("a", 64), "aaaa" + strings.Repeat("b", 60), "aaaa" + strings.Repeat("c", 60), strings.Repeat("b", 64)}
 	for range 3 {
 		for _, k := range keys {

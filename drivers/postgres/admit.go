@@ -39,8 +39,9 @@ ON CONFLICT (key) DO NOTHING`),
 		// the transaction it waited for left it, with no row checked
 		// again (it locked them itself, FOR UPDATE OF s, before).
 		semReadMany: p(`
-SELECT s.key, s.value, s.lim, s.blocked, s.multi, s.duration_ms, s.expires_at,
-	coalesce(k.lim, 0), coalesce((SELECT a.lim FROM {p}key_adapt a WHERE a.key = s.key), 0), coalesce(p.queue, ''), coalesce(p.max_active_per_key, 0), coalesce(p.max_blocked, 0)
+SELECT s.key, s.value, s.lim, s.blocked, s.multi, s.duration_ms, s.expires_at, s.release_interval_us,
+	coalesce(k.lim, 0), coalesce((SELECT a.lim FROM {p}key_adapt a WHERE a.key = s.key), 0), coalesce(p.queue, ''), coalesce(p.max_active_per_key, 0), coalesce(p.max_blocked, 0),
+	coalesce(p.max_wait_us, 0), coalesce(p.adaptive_min, 0)
 FROM {p}semaphores s
 JOIN unnest($1::text[], $2::text[]) AS r(key, queue) ON r.key = s.key
 LEFT JOIN {p}key_limits k ON k.key = s.key
@@ -114,10 +115,11 @@ func (e *executor) lockMany(ctx context.Context, limits []driver.Limit, queues [
 	}
 	seen := make(map[string]bool, len(keys))
 	var s driver.Semaphore
-	var durMS int64
-	_, err = pgx.ForEachRow(rows, []any{&s.Key, &s.Value, &s.Limit, &s.Blocked, &s.Multi, &durMS, &s.ExpiresAt,
-		&s.Override, &s.Adapt, &s.Policy.Queue, &s.Policy.MaxActivePerKey, &s.Policy.MaxBlocked}, func() error {
-		s.Duration = time.Duration(durMS) * time.Millisecond
+	var durMS, intervalUS, waitUS int64
+	_, err = pgx.ForEachRow(rows, []any{&s.Key, &s.Value, &s.Limit, &s.Blocked, &s.Multi, &durMS, &s.ExpiresAt, &intervalUS,
+		&s.Override, &s.Adapt, &s.Policy.Queue, &s.Policy.MaxActivePerKey, &s.Policy.MaxBlocked, &waitUS, &s.Policy.AdaptiveMin}, func() error {
+		s.Duration, s.Interval = time.Duration(durMS)*time.Millisecond, time.Duration(intervalUS)*time.Microsecond
+		s.Policy.MaxWait = time.Duration(waitUS) * time.Microsecond
 		out[at[s.Key]] = s
 		seen[s.Key] = true
 		return nil

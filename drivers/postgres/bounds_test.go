@@ -82,7 +82,7 @@ func TestFrozenTxEndsOpen(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer other.Close(context.Background())
-	checkFrozenTxEnds(t, d.e, other)
+	checkFrozenTxEnds(t, d.e(), other)
 }
 
 // On a pool of the application's own, bq bounds its own transactions
@@ -104,7 +104,7 @@ func TestFrozenTxEndsUserPool(t *testing.T) {
 	}
 	defer other.Close(ctx)
 
-	tx := drivertest.LockInTx(t, d.e, "g/done") // a bq transaction that ends well
+	tx := drivertest.LockInTx(t, d.e(), "g/done") // a bq transaction that ends well
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +127,7 @@ func TestFrozenTxEndsUserPool(t *testing.T) {
 		t.Fatalf("commit the user's transaction: %v", err)
 	}
 
-	checkFrozenTxEnds(t, d.e, other)
+	checkFrozenTxEnds(t, d.e(), other)
 }
 
 // The DSN's own setting wins over bq's.
@@ -139,7 +139,7 @@ func TestOpenKeepsDSNIdleTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { d.Close() })
-	tx := drivertest.LockInTx(t, d.e, "g/k")
+	tx := drivertest.LockInTx(t, d.e(), "g/k")
 	if idle, _, _ := txSettings(t, tx); idle != "1min" {
 		t.Errorf("idle_in_transaction_session_timeout %s, want the DSN's 1min", idle)
 	}

@@ -14,7 +14,7 @@ import (
 
 // claimQueries are the claims' statements.
 type claimQueries struct {
-	claimUncapped, claimReady, claimAmong, claimHandOff, queueGate, lockQueueGate, hasReady, countClaimed string
+	claimUncapped, claimReady, claimAmong, claimHandOff, queueGate, lockQueueGate, hasReady, runningSlots string
 	deleteClaim, completeClaims, completeDelete, lostClaims, lostClaimsOfKey                              string
 }
 
@@ -48,9 +48,10 @@ func newClaimQueries(p func(string) string) claimQueries {
 		// No row, no cap: coalesce(max()) reads 0 rather than no rows.
 		lockQueueGate: p(`SELECT ` + gateOf + `
 FROM (SELECT max_active, fair_share, key_weight FROM {p}policies WHERE queue = $1 FOR UPDATE) p`),
-		hasReady:     p(`SELECT EXISTS (SELECT 1 FROM {p}ready_executions WHERE queue = $1)`),
-		countClaimed: p(`SELECT count(*) FROM {p}claimed_executions WHERE queue = $1`),
-		deleteClaim:  p(`DELETE FROM {p}claimed_executions WHERE job_id = $1 AND fence = $2`),
+		hasReady: p(`SELECT EXISTS (SELECT 1 FROM {p}ready_executions WHERE queue = $1)`),
+		runningSlots: p(`SELECT coalesce(sum(j.slots), 0) FROM {p}claimed_executions c
+JOIN {p}jobs j ON j.id = c.job_id WHERE c.queue = $1`),
+		deleteClaim: p(`DELETE FROM {p}claimed_executions WHERE job_id = $1 AND fence = $2`),
 		// One statement ends a batch of runs: only claims whose fence
 		// still matches are deleted, and only their jobs finish.
 		completeClaims: p(`
@@ -132,14 +133,19 @@ const isPaused = `EXISTS (SELECT 1 FROM {p}paused_queues WHERE queue = $1)`
 // claims reads rows of jobColumns and fence, then claimed_at if the rows
 // have it; without it the claims were made at now.
 func claims(ctx context.Context, db dbtx, withClaimedAt bool, now time.Time, query string, args ...any) ([]*driver.Claim, error) {
-	return collect(ctx, db, func(r pgx.CollectableRow) (*driver.Claim, error) {
+	return collect(ctx, db, claimRow(withClaimedAt, now), query, args...)
+}
+
+// claimRow reads a row of claims.
+func claimRow(withClaimedAt bool, now time.Time) pgx.RowToFunc[*driver.Claim] {
+	return func(r pgx.CollectableRow) (*driver.Claim, error) {
 		c := &driver.Claim{ClaimedAt: now}
 		extra := []any{&c.Fence}
 		if withClaimedAt {
 			extra = append(extra, &c.ClaimedAt)
 		}
 		return c, scanJob(r, &c.Job, extra...)
-	}, query, args...)
+	}
 }
 
 // Claim claims from an uncapped queue in one statement, outside any
@@ -153,10 +159,7 @@ func (d *engine) Claim(ctx context.Context, p driver.ClaimParams) ([]*driver.Cla
 // MaxActive or a pause alone, so uncapped queues pay two index probes
 // for those features.
 func (e *executor) claimUncapped(ctx context.Context, p driver.ClaimParams) ([]*driver.Claim, error) {
-	return collectGeneric(ctx, e, func(r pgx.CollectableRow) (*driver.Claim, error) {
-		c := &driver.Claim{ClaimedAt: p.Now}
-		return c, scanJob(r, &c.Job, &c.Fence)
-	}, e.q.claimUncapped, p.Queue, p.Max, p.ProcessID, p.Now)
+	return collectGeneric(ctx, e, claimRow(false, p.Now), e.q.claimUncapped, p.Queue, p.Max, p.ProcessID, p.Now)
 }
 
 func (e *executor) ReadyClaimHandOff(ctx context.Context, p driver.HandOffParams) ([]*driver.Claim, error) {
@@ -164,6 +167,34 @@ func (e *executor) ReadyClaimHandOff(ctx context.Context, p driver.HandOffParams
 		return nil, nil
 	}
 	return claims(ctx, e.db, false, p.Now, e.q.claimHandOff, p.Queue, p.Max, p.ProcessID, p.Now, p.IDs)
+}
+
+// ReadyClaimHandOffLater queues the hand-off's claim in bq's pipelined
+// transaction (driver.ClaimQueuer): the last statement of a completion
+// batch, it goes out with the COMMIT, one round trip for both.
+func (e *executor) ReadyClaimHandOffLater(ctx context.Context, p driver.HandOffParams, into *[]*driver.Claim) error {
+	if len(p.IDs) == 0 || p.Max <= 0 {
+		return nil
+	}
+	return e.claimLater(ctx, p.Now, into, e.q.claimHandOff, p.Queue, p.Max, p.ProcessID, p.Now, p.IDs)
+}
+
+// ReadyClaimLater queues ReadyClaim's claim (driver.ClaimQueuer): a fair
+// claim's last statement, it goes out with the COMMIT.
+func (e *executor) ReadyClaimLater(ctx context.Context, p driver.ClaimParams, into *[]*driver.Claim) error {
+	if p.Among != nil {
+		return e.claimLater(ctx, p.Now, into, e.q.claimAmong, p.Queue, p.Max, p.ProcessID, p.Now, p.Among)
+	}
+	return e.claimLater(ctx, p.Now, into, e.q.claimReady, p.Queue, p.Max, p.ProcessID, p.Now)
+}
+
+// claimLater queues a claim statement whose rows are jobColumns and the
+// fence, made at now, and sets *into to them once it has gone out.
+func (e *executor) claimLater(ctx context.Context, now time.Time, into *[]*driver.Claim, query string, args ...any) error {
+	return e.queueRead(ctx, query, args, func(rows pgx.Rows) (err error) {
+		*into, err = pgx.CollectRows(rows, claimRow(false, now))
+		return err
+	})
 }
 
 func (e *executor) ReadyClaim(ctx context.Context, p driver.ClaimParams) ([]*driver.Claim, error) {
@@ -193,31 +224,72 @@ func (e *executor) QueueGateGet(ctx context.Context, queue string) (driver.Gate,
 	return g, nil
 }
 
-func (e *executor) RunningCount(ctx context.Context, queue string) (int, error) {
+// QueueGateGetLater queues QueueGateGet's locking read (driver.ClaimQueuer):
+// it goes out with the fair claim's read of the ready jobs.
+func (e *executor) QueueGateGetLater(ctx context.Context, queue string, into *driver.Gate) error {
+	return e.queueRead(ctx, e.q.lockQueueGate, []any{queue}, func(rows pgx.Rows) error {
+		if !rows.Next() {
+			return fmt.Errorf("read the cap and pause of queue %q: no row", queue)
+		}
+		return rows.Scan(&into.MaxActive, &into.Paused, &into.Fair, &into.Weight)
+	})
+}
+
+func (e *executor) RunningSlots(ctx context.Context, queue string) (int, error) {
 	var n int
-	if err := e.db.QueryRow(ctx, e.q.countClaimed, queue).Scan(&n); err != nil {
-		return 0, fmt.Errorf("count running jobs of queue %q: %w", queue, err)
+	if err := e.db.QueryRow(ctx, e.q.runningSlots, queue).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count the slots of queue %q's running jobs: %w", queue, err)
 	}
 	return n, nil
 }
 
 func (e *executor) ClaimCompleteMany(ctx context.Context, claims []*driver.Claim, keep bool, now time.Time) ([]driver.Ended, error) {
-	ids, fences := make([]int64, len(claims)), make([]int64, len(claims))
-	for i, c := range claims {
-		ids[i], fences[i] = c.ID, c.Fence
-	}
-	query, args := e.q.completeClaims, []any{ids, fences, now}
-	if !keep {
-		query, args = e.q.completeDelete, args[:2]
-	}
-	matched, err := collectGeneric(ctx, e, func(row pgx.CollectableRow) (f driver.Ended, err error) {
-		err = row.Scan(&f.JobID, &f.Fence, &f.HasDependents)
-		return f, err
-	}, query, args...)
+	query, args := e.completeQuery(claims, keep, now)
+	matched, err := collectGeneric(ctx, e, scanEnded, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("complete %d jobs: %w", len(claims), err)
 	}
 	return matched, nil
+}
+
+// ClaimCompleteRelease ends the claims and releases keys in one round
+// trip (driver.CompleteReleaser): in bq's pipelined transaction the
+// completion is queued, and goes out with the release's locks and its
+// statement.
+func (e *executor) ClaimCompleteRelease(ctx context.Context, claims []*driver.Claim, keep bool, keys []string, counts []int, now time.Time) ([]driver.Ended, []driver.Promotion, error) {
+	query, args := e.completeQuery(claims, keep, now)
+	var matched []driver.Ended
+	err := e.queueRead(ctx, query, args, func(rows pgx.Rows) (err error) {
+		matched, err = pgx.CollectRows(rows, scanEnded)
+		return err
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("complete %d jobs: %w", len(claims), err)
+	}
+	promoted, err := e.SemaphoreReleaseMany(ctx, keys, counts, now)
+	if err != nil {
+		return nil, nil, err
+	}
+	return matched, promoted, nil
+}
+
+// completeQuery is the statement that ends claims (completeClaims, or
+// completeDelete without keep) and its arguments.
+func (e *executor) completeQuery(claims []*driver.Claim, keep bool, now time.Time) (string, []any) {
+	ids, fences := make([]int64, len(claims)), make([]int64, len(claims))
+	for i, c := range claims {
+		ids[i], fences[i] = c.ID, c.Fence
+	}
+	if !keep {
+		return e.q.completeDelete, []any{ids, fences}
+	}
+	return e.q.completeClaims, []any{ids, fences, now}
+}
+
+// scanEnded reads a row of completeClaims or completeDelete.
+func scanEnded(row pgx.CollectableRow) (f driver.Ended, err error) {
+	err = row.Scan(&f.JobID, &f.Fence, &f.HasDependents)
+	return f, err
 }
 
 func (e *executor) ClaimDelete(ctx context.Context, jobID, fence int64) (bool, error) {

@@ -9,15 +9,10 @@ import (
 
 // Driver is bq's PostgreSQL driver: pass it to bq.NewClient. It shows
 // only what is safe to call; the statements bq runs stay inside.
-type Driver struct {
-	driver.Sealed
-	e *engine
-}
-
-func seal(e *engine) *Driver { return &Driver{Sealed: driver.Seal(e), e: e} }
+type Driver struct{ driver.Sealed }
 
 // Pool returns the underlying pool.
-func (d *Driver) Pool() *pgxpool.Pool { return d.e.pool }
+func (d *Driver) Pool() *pgxpool.Pool { return driver.EngineAs[*engine](d).pool }
 
 // WrappedTx is a transaction of yours wrapped for bq.Job.EnqueueTx.
 type WrappedTx struct{ driver.UserTx }

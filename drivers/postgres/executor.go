@@ -61,6 +61,25 @@ func (e *executor) write(ctx context.Context, sql string, args ...any) error {
 	return err
 }
 
+// queueRead runs query and hands its rows to read: in bq's pipelined
+// transaction, with the next statement, in its round trip (read is
+// called before that statement's results are); elsewhere at once.
+func (e *executor) queueRead(ctx context.Context, query string, args []any, read func(pgx.Rows) error) error {
+	if tx, ok := e.db.(*pipeTx); ok {
+		tx.queueRead(query, args, read)
+		return nil
+	}
+	rows, err := e.db.Query(ctx, query, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	if err := read(rows); err != nil {
+		return err
+	}
+	return rows.Err()
+}
+
 // collect reads every row of query with scan.
 func collect[T any](ctx context.Context, db dbtx, scan pgx.RowToFunc[T], query string, args ...any) ([]T, error) {
 	rows, err := db.Query(ctx, query, args...)
@@ -82,15 +101,16 @@ func found(err error) (bool, error) {
 // scanJob reads jobColumns, then extra.
 func scanJob(row pgx.Row, j *driver.Job, extra ...any) error {
 	var durMS, rateMS int64
-	var conflict, sequence int16
+	var conflict, sequence, slots int16
 	var more []byte
 	dest := append([]any{&j.ID, &j.Kind, &j.Queue, &j.Args, &j.Priority, &j.Attempt, &j.MaxAttempts,
 		&j.Limit.Key, &j.Limit.To, &durMS, &conflict, &j.Limit.MaxBlocked, &j.ScheduledAt, &j.CreatedAt,
-		&j.Metadata, &j.Tags, &j.Rate.Key, &j.Rate.Limit, &rateMS, &more, &sequence, &j.HasDependents}, extra...)
+		&j.Metadata, &j.Tags, &j.Rate.Key, &j.Rate.Limit, &rateMS, &more, &sequence, &j.HasDependents, &slots}, extra...)
 	if err := row.Scan(dest...); err != nil {
 		return err
 	}
 	driver.ScanSequence(j, int(sequence))
+	j.Slots = int(slots)
 	var err error
 	if j.More, err = driver.DecodeMore(more); err != nil {
 		return err

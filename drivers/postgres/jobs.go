@@ -26,15 +26,15 @@ func newJobQueries(p func(string) string) jobQueries {
 WITH input AS (
 	SELECT * FROM unnest($1::text[], $2::text[], $3::jsonb[], $4::int[], $5::int[], $6::text[],
 		$7::int[], $8::bigint[], $9::smallint[], $10::timestamptz[], $11::text[], $13::int[], $14::text[], $15::text[],
-		$16::text[], $17::int[], $18::bigint[], $19::text[], $20::text[], $23::smallint[])
+		$16::text[], $17::int[], $18::bigint[], $19::text[], $20::text[], $23::smallint[], $24::smallint[])
 	WITH ORDINALITY AS t(kind, queue, args, priority, max_attempts, ckey, clim, cdur, conflict, scheduled_at, state, mblocked,
-		meta, tags, rkey, rlim, rperiod, line, more, seq, ord)
+		meta, tags, rkey, rlim, rperiod, line, more, seq, slots, ord)
 ), inserted AS (
 	INSERT INTO {p}jobs (kind, queue, args, priority, max_attempts, concurrency_key, concurrency_limit,
 		concurrency_duration_ms, on_conflict, max_blocked, scheduled_at, created_at, metadata, tags,
-		rate_key, rate_limit, rate_period_ms, more_keys, sequence)
+		rate_key, rate_limit, rate_period_ms, more_keys, sequence, slots)
 	SELECT kind, queue, args, priority, max_attempts, NULLIF(ckey, ''), clim, cdur, conflict, mblocked, scheduled_at, $12,
-		NULLIF(meta, '')::jsonb, NULLIF(tags, '')::jsonb, NULLIF(rkey, ''), rlim, rperiod, NULLIF(more, ''), seq
+		NULLIF(meta, '')::jsonb, NULLIF(tags, '')::jsonb, NULLIF(rkey, ''), rlim, rperiod, NULLIF(more, ''), seq, slots
 	FROM input ORDER BY ord
 	RETURNING id
 ), numbered AS (
@@ -166,7 +166,7 @@ func (e *executor) JobInsertMany(ctx context.Context, now time.Time, jobs []*dri
 		conflicts, states          = make([]int16, n), make([]string, n)
 		scheduled                  = make([]time.Time, n)
 		maxBlocked                 = make([]int32, n)
-		sequences                  = make([]int16, n)
+		sequences, slots           = make([]int16, n), make([]int16, n)
 		metadata, tags             = make([]string, n), make([]string, n)
 		rateKeys, lines            = make([]string, n), make([]string, n)
 		rateLimits                 = make([]int32, n)
@@ -182,7 +182,7 @@ func (e *executor) JobInsertMany(ctx context.Context, now time.Time, jobs []*dri
 		keys[i], limits[i], durations[i] = j.Limit.Key, int32(j.Limit.To), j.Limit.Duration.Milliseconds()
 		conflicts[i], states[i] = int16(j.Limit.OnConflict), string(j.State)
 		maxBlocked[i], sequences[i] = int32(j.Limit.MaxBlocked), int16(driver.SequenceColumn(j.Limit))
-		scheduled[i] = j.ScheduledAt
+		scheduled[i], slots[i] = j.ScheduledAt, int16(driver.SlotsOf(j.Slots))
 		metadata[i], tags[i] = string(j.Metadata), string(j.Tags)
 		rateKeys[i], rateLimits[i], ratePeriods[i], lines[i] = j.Rate.Key, int32(j.Rate.Limit), j.Rate.Period.Milliseconds(), j.Line
 		if len(j.More) == 0 {
@@ -199,11 +199,11 @@ func (e *executor) JobInsertMany(ctx context.Context, now time.Time, jobs []*dri
 	}
 	return e.setIDs(ctx, jobs, e.q.insertJobs, kinds, queues, args, prios, maxAttempts, keys,
 		limits, durations, conflicts, scheduled, states, now, maxBlocked, metadata, tags, rateKeys, rateLimits, ratePeriods, lines,
-		more, keyOrds, keyKeys, sequences)
+		more, keyOrds, keyKeys, sequences, slots)
 }
 
 // isLean reports whether leanInsertJobs writes all of j: no rate,
-// metadata, tags, second key or line of its own, and the state the
+// metadata, tags, second key, second slot or line of its own, and the state the
 // statement gives it: scheduled when due later; when due at now, ready
 // if unkeyed and pending (admission's to place) if keyed.
 func isLean(j *driver.NewJob, now time.Time) bool {
@@ -216,7 +216,7 @@ func isLean(j *driver.NewJob, now time.Time) bool {
 	case due:
 		want = driver.StatePending
 	}
-	return len(j.More) == 0 && j.Rate.Key == "" && j.Metadata == nil && j.Tags == nil && j.Line == "" && j.State == want
+	return len(j.More) == 0 && j.Slots <= 1 && j.Rate.Key == "" && j.Metadata == nil && j.Tags == nil && j.Line == "" && j.State == want
 }
 
 // insertLeanJobs inserts jobs that isLean all passes, with the key's

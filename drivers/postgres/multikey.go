@@ -24,7 +24,7 @@ func newLineQueries(p func(string) string) lineQueries {
 		// job's keys: its first (the jobs columns) and more_keys.
 		lineHeads: p(`
 SELECT b.job_id, b.queue, b.priority, coalesce(j.concurrency_key, ''), j.concurrency_limit,
-	j.concurrency_duration_ms, j.on_conflict, j.max_blocked, j.more_keys
+	j.concurrency_duration_ms, j.on_conflict, j.max_blocked, j.more_keys, j.slots
 FROM (SELECT job_id, queue, priority FROM {p}blocked_executions WHERE concurrency_key = $1
 	ORDER BY priority DESC, job_id LIMIT $2) b
 JOIN {p}jobs j ON j.id = b.job_id
@@ -35,7 +35,7 @@ ORDER BY b.priority DESC, b.job_id`),
 		// ord is the key's place in $1, where its heads go.
 		lineHeadsMany: p(`
 SELECT k.ord, b.job_id, b.queue, b.priority, coalesce(j.concurrency_key, ''), j.concurrency_limit,
-	j.concurrency_duration_ms, j.on_conflict, j.max_blocked, j.more_keys
+	j.concurrency_duration_ms, j.on_conflict, j.max_blocked, j.more_keys, j.slots
 FROM unnest($1::text[], $2::int[]) WITH ORDINALITY AS k(key, n, ord)
 CROSS JOIN LATERAL (SELECT job_id, queue, priority FROM {p}blocked_executions WHERE concurrency_key = k.key
 	ORDER BY priority DESC, job_id LIMIT k.n) b
@@ -76,10 +76,10 @@ func scanLineHead(r pgx.Row, extra ...any) (driver.LineHead, error) {
 	var h driver.LineHead
 	var j driver.Job
 	var durMS int64
-	var conflict int16
+	var conflict, slots int16
 	var more []byte
 	dest := append(extra, &h.JobID, &h.Queue, &h.Priority, &j.Limit.Key, &j.Limit.To, &durMS, &conflict,
-		&j.Limit.MaxBlocked, &more)
+		&j.Limit.MaxBlocked, &more, &slots)
 	if err := r.Scan(dest...); err != nil {
 		return h, err
 	}
@@ -89,7 +89,7 @@ func scanLineHead(r pgx.Row, extra ...any) (driver.LineHead, error) {
 	if j.More, err = driver.DecodeMore(more); err != nil {
 		return h, fmt.Errorf("job %d: %w", h.JobID, err)
 	}
-	h.Keys = j.Keys()
+	h.Keys, h.Slots = j.Keys(), int(slots)
 	return h, nil
 }
 

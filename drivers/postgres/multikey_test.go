@@ -30,7 +30,7 @@ func newMK(t *testing.T) *mkFixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { d.Close() })
-	return &mkFixture{t: t, ctx: ctx, d: d.e}
+	return &mkFixture{t: t, ctx: ctx, d: d.e()}
 }
 
 func (f *mkFixture) must(err error) {
@@ -206,8 +206,8 @@ func TestMultiKeyLineHeadsAndMove(t *testing.T) {
 	heads, err := f.d.Exec().LineListHeads(f.ctx, "g/b", 2)
 	f.must(err)
 	want := []driver.LineHead{
-		{JobID: ids[1], Queue: "q", Priority: 5, Keys: []driver.Limit{b}},
-		{JobID: ids[0], Queue: "q", Priority: 0, Keys: []driver.Limit{a, b}},
+		{JobID: ids[1], Queue: "q", Priority: 5, Keys: []driver.Limit{b}, Slots: 1},
+		{JobID: ids[0], Queue: "q", Priority: 0, Keys: []driver.Limit{a, b}, Slots: 1},
 	}
 	if !reflect.DeepEqual(heads, want) {
 		t.Errorf("LineHeads(g/b, 2) = %+v, want %+v", heads, want)

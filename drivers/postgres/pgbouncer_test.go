@@ -136,10 +136,10 @@ func TestOpenFindsPgBouncer(t *testing.T) {
 		defer d.Close()
 		cfg := d.Pool().Config().ConnConfig
 		_, param := cfg.RuntimeParams[idleTimeoutParam]
-		if want := milliseconds(txIdleTimeout); pooled && (d.e.txIdle != want || param) {
-			t.Errorf("%s: SET LOCAL %q, startup parameter %v; want SET LOCAL %s and no parameter", name, d.e.txIdle, param, want)
-		} else if !pooled && (d.e.txIdle != "" || !param) {
-			t.Errorf("%s: SET LOCAL %q, startup parameter %v; want the session's bound", name, d.e.txIdle, param)
+		if want := milliseconds(txIdleTimeout); pooled && (d.e().txIdle != want || param) {
+			t.Errorf("%s: SET LOCAL %q, startup parameter %v; want SET LOCAL %s and no parameter", name, d.e().txIdle, param, want)
+		} else if !pooled && (d.e().txIdle != "" || !param) {
+			t.Errorf("%s: SET LOCAL %q, startup parameter %v; want the session's bound", name, d.e().txIdle, param)
 		}
 		if cfg.DefaultQueryExecMode != mode {
 			t.Errorf("%s: mode %v, want %v", name, cfg.DefaultQueryExecMode, mode)
@@ -169,7 +169,7 @@ func TestFrozenTxEndsThroughPgBouncer(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { d.Close() })
-	drivertest.Migrate(t, d.e)
+	drivertest.Migrate(t, d.e())
 	other, err := pgx.Connect(ctx, testdb.PostgresBaseDSN())
 	if err != nil {
 		t.Fatal(err)
@@ -182,7 +182,7 @@ func TestFrozenTxEndsThroughPgBouncer(t *testing.T) {
 	if _, err := other.Exec(ctx, "SET search_path TO "+pgx.Identifier{schema}.Sanitize()); err != nil {
 		t.Fatal(err)
 	}
-	checkFrozenTxEnds(t, d.e, other)
+	checkFrozenTxEnds(t, d.e(), other)
 }
 
 // listenFor runs d's listener until the test ends, reporting what it
@@ -217,8 +217,8 @@ func TestListenerThroughPgBouncer(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { d.Close() })
-		d.e.probe = probeTimes{wait: time.Second, recheck: 300 * time.Millisecond}
-		return d.e
+		d.e().probe = probeTimes{wait: time.Second, recheck: 300 * time.Millisecond}
+		return d.e()
 	}
 	expectDeaf := func(d *engine, want ...string) {
 		t.Helper()
@@ -309,7 +309,7 @@ func TestMigrationLockThroughPgBouncer(t *testing.T) {
 		}
 		t.Cleanup(func() { d.Close() })
 		wg.Go(func() {
-			unlock, err := d.e.MigrationLock(ctx)
+			unlock, err := d.e().MigrationLock(ctx)
 			if err != nil {
 				errs <- err
 				return

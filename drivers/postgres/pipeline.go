@@ -42,11 +42,18 @@ type pipeTx struct {
 type queued struct {
 	sql  string
 	args []any
+	read func(pgx.Rows) error // nil for a write: its rows are not read
 }
 
 // queue defers a write until the next statement or the commit.
 func (t *pipeTx) queue(sql string, args []any) {
 	t.pending = append(t.pending, queued{sql: sql, args: args})
+}
+
+// queueRead defers a statement whose rows read takes when it goes out,
+// with the next statement or the commit.
+func (t *pipeTx) queueRead(sql string, args []any, read func(pgx.Rows) error) {
+	t.pending = append(t.pending, queued{sql: sql, args: args, read: read})
 }
 
 // direct reports whether nothing waits to be sent before a statement.
@@ -82,9 +89,19 @@ func (t *pipeTx) send(ctx context.Context, sql string, args []any) (pgx.BatchRes
 		}
 	}
 	for _, q := range pending {
-		if _, err := br.Exec(); err != nil {
+		var err error
+		if q.read == nil {
+			_, err = br.Exec()
+		} else if rows, qerr := br.Query(); qerr != nil {
+			err = qerr
+		} else {
+			err = q.read(rows)
+			rows.Close()
+			err = errors.Join(err, rows.Err())
+		}
+		if err != nil {
 			br.Close()
-			return nil, fmt.Errorf("queued write %q: %w", firstWords(q.sql), err)
+			return nil, fmt.Errorf("queued statement %q: %w", firstWords(q.sql), err)
 		}
 	}
 	return br, nil

@@ -2,6 +2,8 @@ package postgres
 
 import (
 	"context"
+	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -9,9 +11,13 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/bqueue/bq/internal/driver"
+	"github.com/bqueue/bq/internal/lifecycle"
 	"github.com/bqueue/bq/internal/testdb"
 	"github.com/bqueue/bq/migrations"
 )
+
+// e is the engine d seals.
+func (d *Driver) e() *engine { return driver.EngineAs[*engine](d) }
 
 // testDriver returns a driver opened by Open on a fresh, migrated schema,
 // or skips when BQ_TEST_DRIVERS leaves PostgreSQL out.
@@ -22,7 +28,7 @@ func testDriver(t *testing.T) *engine {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { d.Close() })
-	return d.e
+	return d.e()
 }
 
 // testDSN creates a fresh schema, migrates it and returns a DSN whose
@@ -40,7 +46,7 @@ func testDSN(t *testing.T) string {
 	defer pool.Close()
 	d := New(pool)
 	defer d.Close()
-	p, err := migrations.NewProvider(d.e.SQLDB(), "postgres", migrations.DefaultPrefix)
+	p, err := migrations.NewProvider(d.e().SQLDB(), "postgres", migrations.DefaultPrefix)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,5 +167,177 @@ func TestPipelineEmptyTransaction(t *testing.T) {
 		if err := end(tx); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// A keyed completion batch presumes every claim still matches and sends
+// the end of the claims with the release of their keys: with every claim
+// live it ends and promotes what CompleteMany without presuming does; with
+// one stale claim it fails with lifecycle.ErrMismatch and, rolled back,
+// changes nothing, and the batch written again without presuming ends
+// the live claims only.
+func TestCompleteManyPresumed(t *testing.T) {
+	ctx := context.Background()
+	e := testDriver(t)
+	const n = 5
+	now := time.Date(2030, 6, 1, 12, 0, 0, 0, time.UTC)
+	// Each key, limit 1: one job admitted ready, two blocked.
+	var jobs []*driver.NewJob
+	for i := range 3 * n {
+		jobs = append(jobs, &driver.NewJob{Kind: "k", Queue: "q", Args: []byte(`{}`), MaxAttempts: 1, ScheduledAt: now,
+			Limit: driver.Limit{Key: "g/" + strconv.Itoa(i%n), To: 1, Duration: time.Minute}})
+	}
+	if err := driver.InTx(ctx, e, func(ex driver.Executor) error {
+		_, _, err := lifecycle.Admit(ctx, ex, jobs, now)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	claim := func() []*driver.Claim {
+		var claims []*driver.Claim
+		err := driver.InTx(ctx, e, func(ex driver.Executor) (err error) {
+			claims, err = ex.ReadyClaim(ctx, driver.ClaimParams{Queue: "q", Max: n, ProcessID: 1, Now: now})
+			return err
+		})
+		if err != nil || len(claims) != n {
+			t.Fatalf("claimed %d of %d jobs: %v", len(claims), n, err)
+		}
+		return claims
+	}
+	complete := func(claims []*driver.Claim, presume bool) ([]lifecycle.Result, error) {
+		var results []lifecycle.Result
+		err := driver.InTx(ctx, e, func(ex driver.Executor) (err error) {
+			if _, ok := ex.(driver.CompleteReleaser); !ok {
+				t.Fatalf("a transaction's executor (%T) is no driver.CompleteReleaser", ex)
+			}
+			results, err = lifecycle.CompleteMany(ctx, ex, claims, true, presume, now)
+			return err
+		})
+		return results, err
+	}
+	promoted := func(rs []lifecycle.Result) (matched, jobs int) {
+		for _, r := range rs {
+			if r.Matched {
+				matched++
+			}
+			jobs += r.Promoted.Jobs
+		}
+		return matched, jobs
+	}
+
+	rs, err := complete(claim(), true)
+	if m, p := promoted(rs); err != nil || m != n || p != n {
+		t.Fatalf("presumed batch of %d live claims: %d matched, %d promoted, %v; want %d and %d", n, m, p, err, n, n)
+	}
+	claims := claim()
+	stale := *claims[2]
+	stale.Fence += 1000
+	batch := append(append([]*driver.Claim{}, claims[:2]...), &stale)
+	batch = append(batch, claims[3:]...)
+	if _, err := complete(batch, true); !errors.Is(err, lifecycle.ErrMismatch) {
+		t.Fatalf("presumed batch with a stale claim: err = %v, want lifecycle.ErrMismatch", err)
+	}
+	for i := range n {
+		s, ok, err := e.Exec().SemaphoreGet(ctx, "g/"+strconv.Itoa(i))
+		if err != nil || !ok || s.Value != 0 || s.Blocked != 1 {
+			t.Fatalf("after the rolled-back batch, semaphore g/%d = %+v (%v, %v); want value 0, 1 blocked", i, s, ok, err)
+		}
+	}
+	if own, err := e.Exec().ClaimListOfProcess(ctx, 1); err != nil || len(own) != n {
+		t.Fatalf("after the rolled-back batch, %d claims (%v); want %d", len(own), err, n)
+	}
+	rs, err = complete(batch, false)
+	if m, p := promoted(rs); err != nil || m != n-1 || p != n-1 {
+		t.Fatalf("the batch again, not presumed: %d matched, %d promoted, %v; want %d and %d", m, p, err, n-1, n-1)
+	}
+}
+
+// A hand-off's claim queued in the transaction goes out with its COMMIT:
+// nothing is claimed before, the claims hold after a COMMIT, and a
+// transaction rolled back claims nothing.
+func TestHandOffLaterGoesWithTheCommit(t *testing.T) {
+	ctx := context.Background()
+	e := testDriver(t)
+	ids := []int64{insertJob(t, e.Exec(), driver.StateReady), insertJob(t, e.Exec(), driver.StateReady)}
+	p := driver.HandOffParams{Queue: "q", IDs: ids, Max: 5, ProcessID: 7, Now: time.Now()}
+	var got []*driver.Claim
+	rollback := errors.New("roll back")
+	err := driver.InTx(ctx, e, func(ex driver.Executor) error {
+		if err := ex.(driver.ClaimQueuer).ReadyClaimHandOffLater(ctx, p, &got); err != nil {
+			return err
+		}
+		if got != nil {
+			t.Errorf("the hand-off's claims were read before the transaction's end: %v", got)
+		}
+		return rollback
+	})
+	if !errors.Is(err, rollback) || got != nil {
+		t.Fatalf("rolled back: err %v, claims %v; want the rollback and no claim", err, got)
+	}
+	if own, err := e.Exec().ClaimListOfProcess(ctx, 7); err != nil || len(own) != 0 {
+		t.Fatalf("after the rollback process 7 holds %d claims (%v)", len(own), err)
+	}
+	err = driver.InTx(ctx, e, func(ex driver.Executor) error {
+		return ex.(driver.ClaimQueuer).ReadyClaimHandOffLater(ctx, p, &got)
+	})
+	if err != nil || len(got) != 2 || got[0].ID != ids[0] || got[1].ID != ids[1] {
+		t.Fatalf("committed: err %v, claims %v; want jobs %v", err, got, ids)
+	}
+	if own, err := e.Exec().ClaimListOfProcess(ctx, 7); err != nil || len(own) != 2 {
+		t.Fatalf("after the COMMIT process 7 holds %d claims (%v), want 2", len(own), err)
+	}
+}
+
+// A queue fair at its last claim has its gate read with its ready jobs;
+// should the gate say otherwise by then, the claim follows the gate: none
+// while paused, within the cap once capped.
+func TestFairClaimFollowsAChangedGate(t *testing.T) {
+	ctx := context.Background()
+	e := testDriver(t)
+	now := time.Now()
+	var jobs []*driver.NewJob
+	for i := range 6 {
+		jobs = append(jobs, &driver.NewJob{Kind: "k", Queue: "q", Args: []byte(`{}`), MaxAttempts: 1, ScheduledAt: now,
+			Limit: driver.Limit{Key: "f/" + strconv.Itoa(i), To: 5, Duration: time.Minute}})
+	}
+	if err := driver.InTx(ctx, e, func(ex driver.Executor) error {
+		_, _, err := lifecycle.Admit(ctx, ex, jobs, now)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	pol := driver.Policy{Queue: "q", Namespace: "ns", FairShare: true, UpdatedAt: now}
+	if _, err := e.Exec().PolicyInsert(ctx, pol); err != nil {
+		t.Fatal(err)
+	}
+	claim := func(max int) int {
+		t.Helper()
+		cs, err := e.Claim(ctx, driver.ClaimParams{Queue: "q", Max: max, ProcessID: 1, Now: now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(cs)
+	}
+	if n := claim(1); n != 1 {
+		t.Fatalf("the fair queue's first claim took %d jobs, want 1", n)
+	}
+	if _, err := e.Exec().QueuePause(ctx, "q", now); err != nil {
+		t.Fatal(err)
+	}
+	if n := claim(5); n != 0 {
+		t.Fatalf("paused since its last claim, the fair queue gave %d jobs, want none", n)
+	}
+	if _, err := e.Exec().QueueResume(ctx, "q"); err != nil {
+		t.Fatal(err)
+	}
+	pol.MaxActive = 2
+	if err := e.Exec().PolicyUpdate(ctx, pol); err != nil {
+		t.Fatal(err)
+	}
+	if n := claim(5); n != 1 {
+		t.Fatalf("capped at 2 since its last claim (1 running), the fair queue gave %d jobs, want 1", n)
+	}
+	if n := claim(5); n != 0 {
+		t.Fatalf("at its cap, the fair queue gave %d jobs, want none", n)
 	}
 }

@@ -84,7 +84,7 @@ func New(pool *pgxpool.Pool, opts ...Option) *Driver {
 	for _, o := range opts {
 		o(d)
 	}
-	return seal(d)
+	return &Driver{driver.Seal(d)}
 }
 
 // An Option configures the driver New makes.
@@ -154,7 +154,7 @@ func Open(ctx context.Context, dsn string) (*Driver, error) {
 		d.txIdle = milliseconds(txIdleTimeout)
 	}
 	d.listen = listen
-	return seal(d), nil
+	return &Driver{driver.Seal(d)}, nil
 }
 
 // checkSession connects once with cfg and reports whether a pooler

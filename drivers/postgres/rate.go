@@ -21,8 +21,12 @@ type rateQueries struct {
 // rateLine is driver.RateLinePrefix as an SQL literal's text.
 const rateLine = driver.RateLinePrefix
 
+// rateColumns are a rate row's (r), its override's (o) and its adaptive
+// limit's (the key_adapt row of its line key, read by a subquery, which
+// FOR UPDATE OF r does not lock).
 const rateColumns = `r.rate_key, r.lim, r.period_ms, r.waiting, r.next_at,
-	coalesce(o.lim, 0), coalesce(o.period_ms, 0)`
+	coalesce(o.lim, 0), coalesce(o.period_ms, 0),
+	coalesce((SELECT a.lim FROM {p}key_adapt a WHERE a.key = '` + rateLine + `' || r.rate_key), 0)`
 
 func newRateQueries(p func(string) string) rateQueries {
 	read := `SELECT ` + rateColumns + ` FROM {p}rate_limits r
@@ -100,7 +104,7 @@ func scanRate(row pgx.Row, extra ...any) (driver.Rate, error) {
 	var r driver.Rate
 	var periodMS, overrideMS int64
 	var next *time.Time
-	err := row.Scan(append([]any{&r.Key, &r.Limit, &periodMS, &r.Waiting, &next, &r.Override.Limit, &overrideMS}, extra...)...)
+	err := row.Scan(append([]any{&r.Key, &r.Limit, &periodMS, &r.Waiting, &next, &r.Override.Limit, &overrideMS, &r.Adapt}, extra...)...)
 	r.Period = time.Duration(periodMS) * time.Millisecond
 	if next != nil {
 		r.NextAt = *next

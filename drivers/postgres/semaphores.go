@@ -24,16 +24,22 @@ func newSemaphoreQueries(p func(string) string) semaphoreQueries {
 		semEnsure: p(`INSERT INTO {p}semaphores (key, value, lim, blocked, duration_ms, expires_at)
 VALUES ($1, $2, $2, 0, $3, $4) ON CONFLICT (key) DO NOTHING`),
 		semLock: p(`
-SELECT s.value, s.lim, s.blocked, s.multi, s.duration_ms, s.expires_at,
-	coalesce(k.lim, 0), coalesce((SELECT a.lim FROM {p}key_adapt a WHERE a.key = s.key), 0), coalesce(p.queue, ''), coalesce(p.max_active_per_key, 0), coalesce(p.max_blocked, 0)
+SELECT s.value, s.lim, s.blocked, s.multi, s.duration_ms, s.expires_at, s.release_interval_us, s.last_release_at,
+	coalesce(k.lim, 0), coalesce((SELECT a.lim FROM {p}key_adapt a WHERE a.key = s.key), 0), coalesce(p.queue, ''), coalesce(p.max_active_per_key, 0), coalesce(p.max_blocked, 0),
+	coalesce(p.max_wait_us, 0), coalesce(p.adaptive_min, 0)
 FROM {p}semaphores s
 LEFT JOIN {p}key_limits k ON k.key = s.key
 LEFT JOIN {p}policies p ON p.queue = $2
 WHERE s.key = $1
 FOR UPDATE OF s`),
 		semTryLock: p(`SELECT 1 FROM {p}semaphores WHERE key = $1 FOR UPDATE SKIP LOCKED`),
+		// The release interval is written only from a row read with it
+		// ($8, driver.Semaphore.Timed).
 		semSave: p(`UPDATE {p}semaphores SET value = $2, lim = $3, blocked = $4, multi = $5, duration_ms = $6,
-	expires_at = $7 WHERE key = $1`),
+	expires_at = $7,
+	release_interval_us = CASE WHEN $8::boolean THEN $9::bigint ELSE release_interval_us END,
+	last_release_at = CASE WHEN $8::boolean THEN $10::timestamptz ELSE last_release_at END
+WHERE key = $1`),
 		// RETURNING comes in no set order: the moved rows are read back
 		// sorted, so JobIDs are in promotion order.
 		promoteBlocked: p(`
@@ -49,22 +55,24 @@ SELECT job_id, queue FROM moved ORDER BY priority DESC, job_id`),
 		// They hold it while ready, claimed, or waiting in a rate line
 		// (kept from admission), or, a sequence's job, scheduled for its
 		// retry or failed holding its slot; a multi-key job waiting in a concurrency
-		// line holds none of its keys.
+		// line holds none of its keys. A job counts its slots (jobs.slots);
+		// Multi counts the blocked jobs promoted head by head
+		// (driver.HeadByHead).
 		countHolders: p(`
 WITH mine AS MATERIALIZED (
-	SELECT id FROM {p}jobs WHERE concurrency_key = $1 AND finished_at IS NULL AND more_keys IS NULL
+	SELECT id, slots FROM {p}jobs WHERE concurrency_key = $1 AND finished_at IS NULL AND more_keys IS NULL
 	UNION ALL
-	SELECT j.id FROM {p}job_keys jk JOIN {p}jobs j ON j.id = jk.job_id WHERE jk.key = $1 AND j.finished_at IS NULL
+	SELECT j.id, j.slots FROM {p}job_keys jk JOIN {p}jobs j ON j.id = jk.job_id WHERE jk.key = $1 AND j.finished_at IS NULL
 )
 SELECT
-	(SELECT count(*) FROM mine m JOIN {p}ready_executions r ON r.job_id = m.id)
-	+ (SELECT count(*) FROM mine m JOIN {p}claimed_executions c ON c.job_id = m.id)
-	+ (SELECT count(*) FROM mine m JOIN {p}blocked_executions b ON b.job_id = m.id
-		WHERE b.concurrency_key LIKE '` + rateLine + `%')
-	+ (SELECT count(*) FROM mine m JOIN {p}jobs j ON j.id = m.id WHERE ` + sqltext.HeldSlot + `),
+	coalesce((SELECT sum(m.slots) FROM mine m JOIN {p}ready_executions r ON r.job_id = m.id), 0)
+	+ coalesce((SELECT sum(m.slots) FROM mine m JOIN {p}claimed_executions c ON c.job_id = m.id), 0)
+	+ coalesce((SELECT sum(m.slots) FROM mine m JOIN {p}blocked_executions b ON b.job_id = m.id
+		WHERE b.concurrency_key LIKE '` + rateLine + `%'), 0)
+	+ coalesce((SELECT sum(m.slots) FROM mine m JOIN {p}jobs j ON j.id = m.id WHERE ` + sqltext.HeldSlot + `), 0),
 	(SELECT count(*) FROM {p}blocked_executions WHERE concurrency_key = $1),
-	(SELECT count(*) FROM {p}blocked_executions b WHERE b.concurrency_key = $1
-		AND EXISTS (SELECT 1 FROM {p}job_keys jk WHERE jk.job_id = b.job_id))`),
+	(SELECT count(*) FROM {p}blocked_executions b JOIN {p}jobs j ON j.id = b.job_id WHERE b.concurrency_key = $1
+		AND (j.slots > 1 OR EXISTS (SELECT 1 FROM {p}job_keys jk WHERE jk.job_id = b.job_id)))`),
 		// Release many keys at once: first lock their semaphores in key
 		// order (so two batches never deadlock), writing nothing.
 		lockSems: p(`SELECT 1 FROM {p}semaphores WHERE key = ANY($1::text[]) ORDER BY key FOR UPDATE`),
@@ -81,12 +89,21 @@ SELECT
 		// holding multi-key jobs (multi > 0) gets its slots back but is
 		// left to package semaphore, which promotes it head by head: its
 		// keys are read back as LineLeft. settled gathers each key's row
-		// and its moved jobs by one grouping, not a join per key.
+		// and its moved jobs by one grouping, not a join per key. The
+		// release interval follows driver.Released, in whole
+		// microseconds: a release finding the line non-empty samples the
+		// time since the last one that did, shared by its n slots.
 		releasePromote: p(`
 WITH freed AS (
 	SELECT s.key, LEAST(s.value + r.n, s.lim) AS value, s.multi,
-		CASE WHEN s.multi = 0 THEN GREATEST(LEAST(s.value + r.n, s.lim, s.blocked), 0) ELSE 0 END AS take
-	FROM unnest($1::text[], $2::int[]) AS r(key, n) JOIN {p}semaphores s ON s.key = r.key
+		CASE WHEN s.multi = 0 THEN GREATEST(LEAST(s.value + r.n, s.lim, s.blocked), 0) ELSE 0 END AS take,
+		CASE WHEN s.blocked > 0 AND r.n > 0 AND s.last_release_at < $3::timestamptz THEN GREATEST(1,
+			CASE WHEN s.release_interval_us = 0 THEN sample.us
+			ELSE (s.release_interval_us * (4 - LEAST(r.n, 4)) + sample.us * LEAST(r.n, 4)) / 4 END)
+		ELSE s.release_interval_us END AS interval_us,
+		CASE WHEN s.blocked > 0 AND r.n > 0 THEN $3::timestamptz END AS last_release_at
+	FROM unnest($1::text[], $2::int[]) AS r(key, n) JOIN {p}semaphores s ON s.key = r.key,
+		LATERAL (SELECT floor(extract(epoch FROM $3::timestamptz - s.last_release_at) * 1000000)::bigint / NULLIF(r.n, 0) AS us) sample
 ), picked AS (
 	SELECT b.job_id FROM freed f, LATERAL (
 		SELECT job_id FROM {p}blocked_executions WHERE concurrency_key = f.key
@@ -94,11 +111,12 @@ WITH freed AS (
 	WHERE f.take > 0
 )` + movePicked("$3") + `, settled AS (
 	SELECT key, sum(value)::int AS value, sum(take)::int AS take, sum(multi)::int AS multi, count(job_id)::int AS n,
+		sum(interval_us)::bigint AS interval_us, max(last_release_at) AS last_release_at,
 		coalesce(array_agg(DISTINCT queue) FILTER (WHERE queue IS NOT NULL), '{}') AS queues,
 		coalesce(array_agg(job_id) FILTER (WHERE job_id IS NOT NULL), '{}') AS ids
-	FROM (SELECT key, value, take, multi, NULL::bigint AS job_id, NULL::text AS queue FROM freed
+	FROM (SELECT key, value, take, multi, interval_us, last_release_at, NULL::bigint AS job_id, NULL::text AS queue FROM freed
 		UNION ALL
-		SELECT concurrency_key, 0, 0, 0, job_id, queue FROM moved) u
+		SELECT concurrency_key, 0, 0, 0, 0, NULL, job_id, queue FROM moved) u
 	GROUP BY key
 ), done AS (
 	-- Fewer rows than counted: nothing is left blocked (as
@@ -108,7 +126,8 @@ WITH freed AS (
 		blocked = CASE WHEN t.n < t.take THEN 0 ELSE s.blocked - t.n END,
 		expires_at = CASE WHEN t.n > 0 AND s.expires_at < $3::timestamptz + s.duration_ms * interval '0.5 millisecond'
 			THEN $3::timestamptz + s.duration_ms * interval '1 millisecond'
-			ELSE s.expires_at END
+			ELSE s.expires_at END,
+		release_interval_us = t.interval_us, last_release_at = t.last_release_at
 	FROM settled t WHERE s.key = t.key
 	RETURNING s.key, t.n, t.queues, t.ids, t.multi > 0 AS line_left
 )
@@ -160,14 +179,20 @@ func (e *executor) SemaphoreEnsure(ctx context.Context, l driver.Limit, now time
 }
 
 func (e *executor) SemaphoreLock(ctx context.Context, key, queue string) (driver.Semaphore, bool, error) {
-	s := driver.Semaphore{Key: key}
-	var durMS int64
+	s := driver.Semaphore{Key: key, Timed: true}
+	var durMS, intervalUS, waitUS int64
+	var last *time.Time
 	ok, err := found(e.db.QueryRow(ctx, e.q.semLock, key, queue).Scan(&s.Value, &s.Limit, &s.Blocked, &s.Multi, &durMS, &s.ExpiresAt,
-		&s.Override, &s.Adapt, &s.Policy.Queue, &s.Policy.MaxActivePerKey, &s.Policy.MaxBlocked))
+		&intervalUS, &last, &s.Override, &s.Adapt, &s.Policy.Queue, &s.Policy.MaxActivePerKey, &s.Policy.MaxBlocked,
+		&waitUS, &s.Policy.AdaptiveMin))
 	if err != nil {
 		return s, false, fmt.Errorf("lock semaphore %q: %w", key, err)
 	}
-	s.Duration = time.Duration(durMS) * time.Millisecond
+	s.Duration, s.Interval = time.Duration(durMS)*time.Millisecond, time.Duration(intervalUS)*time.Microsecond
+	s.Policy.MaxWait = time.Duration(waitUS) * time.Microsecond
+	if last != nil {
+		s.LastRelease = *last
+	}
 	return s, ok, nil
 }
 
@@ -181,7 +206,12 @@ func (e *executor) SemaphoreTryLock(ctx context.Context, key string) (bool, erro
 }
 
 func (e *executor) SemaphoreSave(ctx context.Context, s driver.Semaphore) error {
-	err := e.write(ctx, e.q.semSave, s.Key, s.Value, s.Limit, s.Blocked, s.Multi, s.Duration.Milliseconds(), s.ExpiresAt)
+	var last *time.Time
+	if !s.LastRelease.IsZero() {
+		last = &s.LastRelease
+	}
+	err := e.write(ctx, e.q.semSave, s.Key, s.Value, s.Limit, s.Blocked, s.Multi, s.Duration.Milliseconds(), s.ExpiresAt,
+		s.Timed, s.Interval.Microseconds(), last)
 	if err != nil {
 		return fmt.Errorf("save semaphore %q: %w", s.Key, err)
 	}

@@ -65,10 +65,10 @@ func (e executor) lockSems(ctx context.Context, x *sqlexec.Executor, limits []dr
 	found := make([]bool, len(want))
 	for rows.Next() {
 		var at int
-		var durMS, expires int64
+		var durMS, expires, intervalUS, waitUS int64
 		var s driver.Semaphore
-		if err := rows.Scan(&at, &s.Value, &s.Limit, &s.Blocked, &s.Multi, &durMS, &expires,
-			&s.Override, &s.Adapt, &s.Policy.Queue, &s.Policy.MaxActivePerKey, &s.Policy.MaxBlocked); err != nil {
+		if err := rows.Scan(&at, &s.Value, &s.Limit, &s.Blocked, &s.Multi, &durMS, &expires, &intervalUS,
+			&s.Override, &s.Adapt, &s.Policy.Queue, &s.Policy.MaxActivePerKey, &s.Policy.MaxBlocked, &waitUS, &s.Policy.AdaptiveMin); err != nil {
 			rows.Close()
 			return nil, err
 		}
@@ -77,6 +77,7 @@ func (e executor) lockSems(ctx context.Context, x *sqlexec.Executor, limits []dr
 			return nil, fmt.Errorf("read key %d of %d", at, len(want))
 		}
 		s.Key, s.Duration, s.ExpiresAt = limits[want[at]].Key, time.Duration(durMS)*time.Millisecond, sqlexec.FromMicros(expires)
+		s.Interval, s.Policy.MaxWait = time.Duration(intervalUS)*time.Microsecond, time.Duration(waitUS)*time.Microsecond
 		out[want[at]], found[at] = s, true
 	}
 	if err := sqlexec.CloseRows(rows); err != nil {

@@ -8,15 +8,10 @@ import (
 
 // Driver is bq's SQLite driver: pass it to bq.NewClient. It shows only
 // what is safe to call; the statements bq runs stay inside.
-type Driver struct {
-	driver.Sealed
-	e *engine
-}
-
-func seal(e *engine) *Driver { return &Driver{Sealed: driver.Seal(e), e: e} }
+type Driver struct{ driver.Sealed }
 
 // DB returns the underlying *sql.DB.
-func (d *Driver) DB() *sql.DB { return d.e.db }
+func (d *Driver) DB() *sql.DB { return driver.EngineAs[*engine](d).db }
 
 // WrappedTx is a transaction of yours wrapped for bq.Job.EnqueueTx.
 type WrappedTx struct{ driver.UserTx }

@@ -19,14 +19,15 @@ func testDriver(t *testing.T) *engine {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { d.Close() })
-	p, err := migrations.NewProvider(d.e.SQLDB(), "sqlite", migrations.DefaultPrefix)
+	e := driver.EngineAs[*engine](d)
+	p, err := migrations.NewProvider(e.SQLDB(), "sqlite", migrations.DefaultPrefix)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := p.Up(ctx); err != nil {
 		t.Fatal(err)
 	}
-	return d.e
+	return e
 }
 
 // JobInsertMany' multi-row inserts give each job its own id, in input

@@ -25,6 +25,10 @@ const inboxNow = `CAST((julianday('now') - 2440587.5) * 86400000000 AS INTEGER)`
 // executor.execRows).
 const rowsMarker = "/*rows*/"
 
+// rateLineKey is the line key (driver.RateLine) of rate row {t}: its
+// blocked rows' concurrency key and its adaptive limit's key.
+const rateLineKey = "'" + driver.RateLinePrefix + "' || {t}.rate_key"
+
 // inRateLine is the condition that blocked row b waits in a rate line,
 // where a job keeps the slots of its keys.
 var inRateLine = "substr(b.concurrency_key, 1, " + strconv.Itoa(len(driver.RateLinePrefix)) + ") = '" + driver.RateLinePrefix + "'"
@@ -70,21 +74,19 @@ ORDER BY priority DESC, job_id LIMIT ?`)
 	q.InsertClaims = p(`INSERT INTO {p}claimed_executions (job_id, queue, process_id, claimed_at)
 SELECT value, ?, ?, ? FROM json_each(?)`)
 	q.DeleteJobs = p(`DELETE FROM {p}jobs WHERE id IN ` + idList)
-	q.CountClaimed = p(`SELECT count(*) FROM {p}claimed_executions WHERE queue = ?`)
+	q.RunningSlots = p(`SELECT coalesce(sum(j.slots), 0) FROM {p}claimed_executions c
+JOIN {p}jobs j ON j.id = c.job_id WHERE c.queue = ?`)
 
 	q.SemEnsure = p(`INSERT INTO {p}semaphores (key, value, lim, blocked, duration_ms, expires_at)
 VALUES (?, ?, ?, 0, ?, ?) ON CONFLICT (key) DO NOTHING`)
-	q.SemLock = p(`SELECT s.value, s.lim, s.blocked, s.multi, s.duration_ms, s.expires_at,
-	coalesce((SELECT k.lim FROM {p}key_limits k WHERE k.key = s.key), 0),
-	coalesce((SELECT a.lim FROM {p}key_adapt a WHERE a.key = s.key), 0),
-	coalesce((SELECT p.queue FROM {p}policies p WHERE p.queue = ?), ''),
-	coalesce((SELECT p.max_active_per_key FROM {p}policies p WHERE p.queue = ?), 0),
-	coalesce((SELECT p.max_blocked FROM {p}policies p WHERE p.queue = ?), 0)
+	q.SemLock = p(`SELECT ` + sqlexec.SemColumns("key", "?", "s.release_interval_us, s.last_release_at") + `
 FROM {p}semaphores s WHERE s.key = ?`)
 	// The transaction's write lock is the database's: nothing else can
 	// hold the row.
 	q.SemTryLock = p(`SELECT 1 FROM {p}semaphores WHERE key = ?`)
-	q.SemSave = p(`UPDATE {p}semaphores SET value = ?, lim = ?, blocked = ?, multi = ?, duration_ms = ?, expires_at = ?
+	q.SemSave = p(`UPDATE {p}semaphores SET value = ?, lim = ?, blocked = ?, multi = ?, duration_ms = ?, expires_at = ?,
+	release_interval_us = CASE WHEN ? THEN ? ELSE release_interval_us END,
+	last_release_at = CASE WHEN ? THEN ? ELSE last_release_at END
 WHERE key = ?`)
 	q.PickBlocked = p(`SELECT job_id, queue, priority FROM {p}blocked_executions WHERE concurrency_key = ?
 ORDER BY priority DESC, job_id LIMIT ?`)
@@ -123,8 +125,9 @@ ORDER BY s.key LIMIT ?`)
 		Ignore:     " ON CONFLICT (rate_key) DO NOTHING",
 		Upsert: " ON CONFLICT (rate_key) DO UPDATE SET lim = excluded.lim, period_ms = excluded.period_ms," +
 			" updated_at = excluded.updated_at",
-		Group:  "substr(rate_key, 1, instr(rate_key, '/') - 1)",
-		LineOf: "b.concurrency_key = '" + driver.RateLinePrefix + "' || {t}.rate_key",
+		Group:   "substr(rate_key, 1, instr(rate_key, '/') - 1)",
+		LineOf:  "b.concurrency_key = " + rateLineKey,
+		AdaptOf: "a.key = " + rateLineKey,
 	})
 
 	// Inspection (read-only).
@@ -156,7 +159,7 @@ RETURNING job_id, fence`),
 		withDependents: p(`SELECT id FROM {p}jobs WHERE has_dependents AND id IN ` + idList),
 		// Set-wise release reads the keys' semaphores, computes release
 		// and promotion in Go, and writes each row once (settleKeys).
-		readSems: p(`SELECT key, value, lim, blocked, multi, duration_ms, expires_at FROM {p}semaphores
+		readSems: p(`SELECT key, value, lim, blocked, multi, duration_ms, expires_at, release_interval_us, last_release_at FROM {p}semaphores
 WHERE key IN ` + idList),
 		// The head of each key's line (a JSON array of keys), at most ?2
 		// per key, as (position in the array, job): SQLite has no LATERAL
@@ -171,17 +174,18 @@ ORDER BY t.key, b.priority DESC, b.job_id`),
 		// pickBlockedOfKeys with LineListHeads' columns.
 		lineHeadsOfKeys: p(`
 SELECT t.key, b.job_id, b.queue, b.priority, coalesce(j.concurrency_key, ''), j.concurrency_limit,
-	j.concurrency_duration_ms, j.on_conflict, j.max_blocked, j.more_keys
+	j.concurrency_duration_ms, j.on_conflict, j.max_blocked, j.more_keys, j.slots
 FROM json_each(?1) t
 JOIN {p}blocked_executions b ON b.job_id IN (
 	SELECT x.job_id FROM {p}blocked_executions x WHERE x.concurrency_key = t.value
 	ORDER BY x.priority DESC, x.job_id LIMIT ?2)
 JOIN {p}jobs j ON j.id = b.job_id
 ORDER BY t.key, b.priority DESC, b.job_id`),
-		// Rows of (key, free slots, blocked left), as saveSems takes them.
-		// It leaves expires_at, and so the expiry index, alone: renewals
-		// go through expireSems.
-		settleKeys: p(`UPDATE {p}semaphores SET value = r.column2, blocked = r.column3
+		// Rows of (key, free slots, blocked left, release interval,
+		// last release), as saveSems takes them. It leaves expires_at, and
+		// so the expiry index, alone: renewals go through expireSems.
+		settleKeys: p(`UPDATE {p}semaphores SET value = r.column2, blocked = r.column3,
+	release_interval_us = r.column4, last_release_at = r.column5
 FROM (VALUES ` + rowsMarker + `) r WHERE {p}semaphores.key = r.column1`),
 		promoteReady: p(`INSERT INTO {p}ready_executions (job_id, queue, priority, created_at)
 SELECT job_id, queue, priority, ? FROM {p}blocked_executions WHERE job_id IN ` + idList + `
@@ -202,8 +206,9 @@ RETURNING job_id`),
 SELECT value->>0, value->>1, value->>1, 0, value->>2, value->>3 FROM json_each(?) WHERE true
 ON CONFLICT (key) DO NOTHING`),
 		lockSems: p(`
-SELECT t.key, s.value, s.lim, s.blocked, s.multi, s.duration_ms, s.expires_at, coalesce(k.lim, 0), coalesce((SELECT a.lim FROM {p}key_adapt a WHERE a.key = s.key), 0),
-	coalesce(p.queue, ''), coalesce(p.max_active_per_key, 0), coalesce(p.max_blocked, 0)
+SELECT t.key, s.value, s.lim, s.blocked, s.multi, s.duration_ms, s.expires_at, s.release_interval_us, coalesce(k.lim, 0), coalesce((SELECT a.lim FROM {p}key_adapt a WHERE a.key = s.key), 0),
+	coalesce(p.queue, ''), coalesce(p.max_active_per_key, 0), coalesce(p.max_blocked, 0),
+	coalesce(p.max_wait_us, 0), coalesce(p.adaptive_min, 0)
 FROM json_each(?) t
 JOIN {p}semaphores s ON s.key = t.value->>0
 LEFT JOIN {p}key_limits k ON k.key = s.key

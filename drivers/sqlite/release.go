@@ -106,6 +106,7 @@ func (e executor) SemaphoreReleaseMany(ctx context.Context, keys []string, count
 			if s == nil {
 				continue // deleted idle: nothing held it
 			}
+			s.interval, s.last = driver.Released(s.interval, s.last, s.blocked, counts[i], now)
 			s.value = min(s.value+counts[i], s.limit)
 			if s.multi > 0 {
 				continue // its line holds multi-key jobs: the caller's to promote
@@ -125,7 +126,7 @@ func (e executor) SemaphoreReleaseMany(ctx context.Context, keys []string, count
 				s.blocked = s.promoted.Jobs // fewer rows than counted: nothing is left blocked
 			}
 		}
-		settle := make([]any, 0, 3*len(sems)) // key, value, blocked
+		settle := make([]any, 0, 5*len(sems)) // key, value, blocked, interval, last
 		var renew []any                       // key, expires_at
 		for i, k := range keys {
 			s := sems[k]
@@ -135,7 +136,11 @@ func (e executor) SemaphoreReleaseMany(ctx context.Context, keys []string, count
 			n := s.promoted.Jobs
 			s.value -= n
 			s.blocked -= n
-			settle = append(settle, k, s.value, s.blocked)
+			var last any // NULL
+			if !s.last.IsZero() {
+				last = sqlexec.Micros(s.last)
+			}
+			settle = append(settle, k, s.value, s.blocked, s.interval.Microseconds(), last)
 			if n > 0 && driver.Renews(s.expires, now, s.duration) {
 				renew = append(renew, k, sqlexec.Micros(now.Add(s.duration)))
 			}
@@ -144,7 +149,7 @@ func (e executor) SemaphoreReleaseMany(ctx context.Context, keys []string, count
 		if len(settle) == 0 {
 			return nil
 		}
-		if err := e.execRows(ctx, x, e.d.dl.own.settleKeys, 3, settle); err != nil {
+		if err := e.execRows(ctx, x, e.d.dl.own.settleKeys, 5, settle); err != nil {
 			return err
 		}
 		return e.execRows(ctx, x, e.d.dl.own.expireSems, 2, renew)
@@ -160,6 +165,8 @@ type semRow struct {
 	value, limit, blocked, multi int
 	duration                     time.Duration
 	expires                      time.Time
+	interval                     time.Duration // the release interval (driver.Released)
+	last                         time.Time
 	promoted                     driver.Promotion
 }
 
@@ -171,13 +178,18 @@ func (e executor) readSems(ctx context.Context, x *sqlexec.Executor, keys []stri
 	sems := make(map[string]*semRow, len(keys))
 	for rows.Next() {
 		var key string
-		var durMS, expires int64
+		var durMS, expires, intervalUS int64
+		var last sql.NullInt64
 		s := &semRow{}
-		if err := rows.Scan(&key, &s.value, &s.limit, &s.blocked, &s.multi, &durMS, &expires); err != nil {
+		if err := rows.Scan(&key, &s.value, &s.limit, &s.blocked, &s.multi, &durMS, &expires, &intervalUS, &last); err != nil {
 			rows.Close()
 			return nil, err
 		}
 		s.duration, s.expires = time.Duration(durMS)*time.Millisecond, sqlexec.FromMicros(expires)
+		s.interval = time.Duration(intervalUS) * time.Microsecond
+		if last.Valid {
+			s.last = sqlexec.FromMicros(last.Int64)
+		}
 		sems[key] = s
 	}
 	return sems, sqlexec.CloseRows(rows)

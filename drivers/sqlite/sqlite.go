@@ -146,7 +146,7 @@ func open(ctx context.Context, path, params string) (*Driver, error) {
 	if !d.memory {
 		d.ckpt = startCheckpointer(db)
 	}
-	return seal(d), nil
+	return &Driver{driver.Seal(d)}, nil
 }
 
 // ping opens the first connection. Switching a new file to WAL takes an
@@ -177,7 +177,7 @@ func New(db *sql.DB) *Driver {
 	d := newDriver(db, false, migrations.DefaultPrefix)
 	d.ckpt = startCheckpointer(db)
 	d.beacons = beaconDirOf(dbPath(context.Background(), db))
-	return seal(d)
+	return &Driver{driver.Seal(d)}
 }
 
 func newDriver(db *sql.DB, owned bool, prefix string) *engine {

@@ -199,7 +199,7 @@ func benchComplete(b *testing.B, c *bq.Client, isKeyed bool, batch int) {
 		some := claims[:batch]
 		claims = claims[batch:]
 		err := driver.InTx(ctx, drv, func(ex driver.Executor) error {
-			res, err := lifecycle.CompleteMany(ctx, ex, some, true, time.Now())
+			res, err := lifecycle.CompleteMany(ctx, ex, some, true, false, time.Now())
 			for i, r := range res {
 				if !r.Matched {
 					return fmt.Errorf("job %d: claim not found", some[i].ID)

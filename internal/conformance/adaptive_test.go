@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -57,27 +58,39 @@ func callDownstream(ctx context.Context, a Args) error {
 
 // downstreamAdd adds delta to the count in file, under an exclusive
 // flock, and returns the new count.
-func downstreamAdd(file string, delta int) (int, error) {
+func downstreamAdd(file string, delta int) (n int, err error) {
+	err = withDownstream(file, func(state string) string {
+		n, _ = strconv.Atoi(strings.TrimSpace(state))
+		n += delta
+		return strconv.Itoa(n)
+	})
+	return n, err
+}
+
+// withDownstream rewrites the state of the fake downstream in file with
+// change, under an exclusive flock: every process's calls see one state.
+func withDownstream(file string, change func(state string) string) error {
 	f, err := os.OpenFile(file, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
-		return 0, fmt.Errorf("open downstream: %w", err)
+		return fmt.Errorf("open downstream: %w", err)
 	}
 	defer f.Close()
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
-		return 0, fmt.Errorf("lock downstream: %w", err)
+		return fmt.Errorf("lock downstream: %w", err)
 	}
 	defer func() { _ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN) }()
-	b := make([]byte, 32)
-	k, _ := f.ReadAt(b, 0)
-	n, _ := strconv.Atoi(strings.TrimSpace(string(b[:k])))
-	n += delta
+	b, err := io.ReadAll(f)
+	if err != nil {
+		return fmt.Errorf("read downstream: %w", err)
+	}
+	next := change(string(b))
 	if err := f.Truncate(0); err != nil {
-		return 0, fmt.Errorf("write downstream: %w", err)
+		return fmt.Errorf("write downstream: %w", err)
 	}
-	if _, err := f.WriteAt([]byte(strconv.Itoa(n)), 0); err != nil {
-		return 0, fmt.Errorf("write downstream: %w", err)
+	if _, err := f.WriteAt([]byte(next), 0); err != nil {
+		return fmt.Errorf("write downstream: %w", err)
 	}
-	return n, nil
+	return nil
 }
 
 // testAdaptiveLimitSettles: a fake downstream answers 429 (bq.Throttled)
@@ -236,21 +249,26 @@ func inFlight(runs []run, last time.Time) (mean float64, peak int, half, end tim
 		}
 		samples = append(samples, c)
 	}
+	mean, peak = meanMax(samples)
+	return mean, peak, half, last
+}
+
+// meanMax is the mean and the most of samples, 0 and 0 for none.
+func meanMax(samples []int) (float64, int) {
 	if len(samples) == 0 {
-		return 0, 0, half, last
+		return 0, 0
 	}
 	sum := 0
 	for _, c := range samples {
 		sum += c
 	}
-	return float64(sum) / float64(len(samples)), slices.Max(samples), half, last
+	return float64(sum) / float64(len(samples)), slices.Max(samples)
 }
 
 // testAdaptiveBadInput: bounds no limit can keep, and a negative
 // retryAfter, are refused before any database sees them, each with an
 // error naming the problem and the fix.
 func testAdaptiveBadInput(t *testing.T, h *harness) {
-	ctx := context.Background()
 	for _, c := range []struct {
 		name string
 		spec bq.Concurrency[Args]
@@ -266,21 +284,8 @@ func testAdaptiveBadInput(t *testing.T, h *harness) {
 			[]string{"MoreConcurrency[0].Adaptive", "move Adaptive to Concurrency"}},
 	} {
 		spec := c.spec
-		j := bq.Define(fmt.Sprintf("c.adaptive.bad.%s.%s", h.test, strings.ReplaceAll(c.name, " ", "-")), behave,
-			bq.JobOptions[Args]{Concurrency: &spec, MoreConcurrency: c.more})
-		err := j.Err()
-		if !errors.Is(err, bq.ErrInvalidJob) {
-			t.Errorf("%s: Define: %v, want bq.ErrInvalidJob", c.name, err)
-			continue
-		}
-		for _, w := range c.want {
-			if !strings.Contains(err.Error(), w) {
-				t.Errorf("%s: error %q does not say %q", c.name, err, w)
-			}
-		}
-		if _, err := j.Enqueue(ctx, h.client, Args{Test: h.test, Key: "k"}); !errors.Is(err, bq.ErrInvalidJob) {
-			t.Errorf("%s: Enqueue: %v, want bq.ErrInvalidJob", c.name, err)
-		}
+		refusedAtDefine(t, h, c.name, bq.Define(fmt.Sprintf("c.adaptive.bad.%s.%s", h.test, strings.ReplaceAll(c.name, " ", "-")), behave,
+			bq.JobOptions[Args]{Concurrency: &spec, MoreConcurrency: c.more}), c.want)
 	}
 	err := bq.Throttled(errors.New("429"), -time.Second)
 	if !errors.Is(err, bq.ErrInvalidArgument) || !strings.Contains(err.Error(), "retryAfter is -1s") || !strings.Contains(err.Error(), "Retry-After") {
@@ -289,4 +294,32 @@ func testAdaptiveBadInput(t *testing.T, h *harness) {
 	if n := h.count(`SELECT count(*) FROM bq_jobs`); n != 0 {
 		t.Errorf("%d jobs stored from refused definitions", n)
 	}
+}
+
+// refusedAtDefine fails unless definition j was refused (bq.ErrInvalidJob)
+// saying each of want, and its enqueue is refused too.
+func refusedAtDefine(t *testing.T, h *harness, what string, j *bq.Job[Args], want []string) {
+	t.Helper()
+	if !invalidSaying(t, what+": Define", j.Err(), want) {
+		return
+	}
+	if _, err := j.Enqueue(context.Background(), h.client, Args{Test: h.test, Key: "k"}); !errors.Is(err, bq.ErrInvalidJob) {
+		t.Errorf("%s: Enqueue: %v, want bq.ErrInvalidJob", what, err)
+	}
+}
+
+// invalidSaying reports whether err is bq.ErrInvalidJob, failing t
+// unless it is and says each of want.
+func invalidSaying(t *testing.T, what string, err error, want []string) bool {
+	t.Helper()
+	if !errors.Is(err, bq.ErrInvalidJob) {
+		t.Errorf("%s: %v, want bq.ErrInvalidJob", what, err)
+		return false
+	}
+	for _, w := range want {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("%s: error %q does not say %q", what, err, w)
+		}
+	}
+	return true
 }

@@ -32,7 +32,7 @@ var _ = register(
 func completeMany(ctx context.Context, h *harness, claims ...*driver.Claim) ([]lifecycle.Result, error) {
 	var res []lifecycle.Result
 	err := driver.InTx(ctx, h.driver(), func(ex driver.Executor) (err error) {
-		res, err = lifecycle.CompleteMany(ctx, ex, claims, true, time.Now())
+		res, err = lifecycle.CompleteMany(ctx, ex, claims, true, false, time.Now())
 		return err
 	})
 	return res, err
@@ -104,7 +104,7 @@ func testBatchCompletion(t *testing.T, h *harness) {
 	batch := func(claims ...*driver.Claim) []lifecycle.Result {
 		var res []lifecycle.Result
 		err := driver.InTx(ctx, h.driver(), func(ex driver.Executor) (err error) {
-			res, err = lifecycle.CompleteMany(ctx, ex, claims, true, time.Now())
+			res, err = lifecycle.CompleteMany(ctx, ex, claims, true, false, time.Now())
 			return err
 		})
 		if err != nil {

@@ -71,7 +71,7 @@ func testCompletionBatchAcrossKeys(t *testing.T, h *harness) {
 
 	var results []lifecycle.Result
 	err = driver.InTx(ctx, h.driver(), func(ex driver.Executor) (err error) {
-		results, err = lifecycle.CompleteMany(ctx, ex, batch, true, time.Now())
+		results, err = lifecycle.CompleteMany(ctx, ex, batch, true, false, time.Now())
 		return err
 	})
 	if err != nil {

@@ -213,17 +213,18 @@ func (h *harness) waitState(id int64, want bq.JobState) {
 // jobs keeping their slot while scheduled or failed), and its blocked count
 // matches the blocked table. Holders are unfinished jobs: the condition
 // lets SQLite use its partial index on live keys. A multi-key job holds
-// each of its keys (job_keys) besides its first (concurrency_key).
+// each of its keys (job_keys) besides its first (concurrency_key); a job
+// holds its slots (jobs.slots) of each.
 func (h *harness) checkSemaphores() {
 	h.t.Helper()
 	rows, err := h.raw.QueryContext(context.Background(), `
 SELECT s.key, s.value, s.lim, s.blocked,
-	(SELECT count(*) FROM bq_jobs j JOIN bq_ready_executions r ON r.job_id = j.id WHERE j.finished_at IS NULL
-		AND (j.concurrency_key = s.key OR j.id IN (SELECT k.job_id FROM bq_job_keys k WHERE k.key = s.key)))
-	+ (SELECT count(*) FROM bq_jobs j JOIN bq_claimed_executions c ON c.job_id = j.id WHERE j.finished_at IS NULL
-		AND (j.concurrency_key = s.key OR j.id IN (SELECT k.job_id FROM bq_job_keys k WHERE k.key = s.key)))
-	+ (SELECT count(*) FROM bq_jobs j WHERE j.finished_at IS NULL AND j.concurrency_key = s.key AND (j.sequence & 2) <> 0
-		AND (j.id IN (SELECT job_id FROM bq_scheduled_executions) OR j.id IN (SELECT job_id FROM bq_failed_executions))),
+	coalesce((SELECT sum(j.slots) FROM bq_jobs j JOIN bq_ready_executions r ON r.job_id = j.id WHERE j.finished_at IS NULL
+		AND (j.concurrency_key = s.key OR j.id IN (SELECT k.job_id FROM bq_job_keys k WHERE k.key = s.key))), 0)
+	+ coalesce((SELECT sum(j.slots) FROM bq_jobs j JOIN bq_claimed_executions c ON c.job_id = j.id WHERE j.finished_at IS NULL
+		AND (j.concurrency_key = s.key OR j.id IN (SELECT k.job_id FROM bq_job_keys k WHERE k.key = s.key))), 0)
+	+ coalesce((SELECT sum(j.slots) FROM bq_jobs j WHERE j.finished_at IS NULL AND j.concurrency_key = s.key AND (j.sequence & 2) <> 0
+		AND (j.id IN (SELECT job_id FROM bq_scheduled_executions) OR j.id IN (SELECT job_id FROM bq_failed_executions))), 0),
 	(SELECT count(*) FROM bq_blocked_executions b WHERE b.concurrency_key = s.key)
 FROM bq_semaphores s`)
 	if err != nil {

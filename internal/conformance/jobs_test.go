@@ -24,7 +24,7 @@ type Args struct {
 	Key     string
 	Seq     int
 	SleepMS int
-	Mode    string // "", "fail-first", "fail-n", "fail", "permanent", "permanent-first", "panic", "wait-ctx", "ignore-ctx", "poll-ctx", "poll-ctx-first", "snooze-first", "snooze-zero", "rerun-n"
+	Mode    string // "", "fail-first", "fail-n", "fail", "permanent", "permanent-first", "panic", "wait-ctx", "ignore-ctx", "poll-ctx", "poll-ctx-first", "snooze-first", "snooze-zero", "throttle-first", "rerun-n"
 	N       int    // for decode tests: the wrong type is written as a string; for snooze-first, the delay in ms; for rerun-n, a later attempt's sleep in ms; for fail-n, the attempts that fail
 	// Until, for poll-ctx: a file whose appearance ends the run early, so
 	// a test can end a long run (and its re-runs) once it has seen enough.
@@ -33,6 +33,11 @@ type Args struct {
 	// flight to a fake downstream that answers 429 (bq.Throttled, retry
 	// after SleepMS) above N of them at once (adaptive_test.go).
 	Downstream string `json:",omitempty"`
+	// PeriodMS, for mode "downstream-rate": the downstream answers 429
+	// (bq.Throttled, retry after PeriodMS) to a call that finds N calls
+	// it accepted within the last PeriodMS; an accepted call takes
+	// SleepMS (adaptiverate_test.go).
+	PeriodMS int `json:",omitempty"`
 }
 
 func keyOf(a Args) string { return a.Key }
@@ -249,8 +254,18 @@ func act(ctx context.Context, a Args, meta bq.JobMeta) error {
 		return nil
 	case "snooze-zero":
 		return bq.Snooze(0)
+	case "throttle-first":
+		// As snooze-first, its first run (in-process) throttled for N ms:
+		// bq.Throttled, which spends no attempt either.
+		r, _ := recorders.LoadOrStore(a.Test, &recorder{})
+		if !slices.ContainsFunc(r.(*recorder).all(), func(rn run) bool { return rn.JobID == meta.ID }) {
+			return bq.Throttled(errors.New("429 Too Many Requests"), time.Duration(a.N)*time.Millisecond)
+		}
+		return nil
 	case "downstream":
 		return callDownstream(ctx, a)
+	case "downstream-rate":
+		return callRatedDownstream(ctx, a)
 	case "rerun-n":
 		// A first attempt sleeps SleepMS, later ones N ms: a re-run that
 		// is still running when its first attempt's late outcome lands.

@@ -505,15 +505,7 @@ func testMultiKeyBadInput(t *testing.T, h *harness) {
 			bq.WithMoreConcurrencyKeys(bq.KeyLimit{Key: "nogroup", To: 1})}, []string{`"nogroup"`, "bq.Key(group, key)"}},
 	} {
 		_, err := mkJob.Enqueue(ctx, h.client, Args{Test: h.test, Key: "A"}, c.opts...)
-		if !errors.Is(err, bq.ErrInvalidJob) {
-			t.Errorf("%s: %v, want ErrInvalidJob", c.what, err)
-			continue
-		}
-		for _, p := range c.parts {
-			if !strings.Contains(err.Error(), p) {
-				t.Errorf("%s: %q does not say %q", c.what, err, p)
-			}
-		}
+		invalidSaying(t, c.what, err, c.parts)
 	}
 	// The same key twice from the definition: known only from the args.
 	dup := bq.Define("c.mk.dup."+h.test, behave, bq.JobOptions[Args]{Concurrency: &mkTenant,

@@ -277,7 +277,12 @@ func testDebounce(t *testing.T, h *harness) {
 	ids := map[int64]int{}
 	debounced := 0
 	var last time.Time
+	// last is when the last enqueue began: the enqueue's own instant,
+	// which its quiet period runs from, lies between its call and its
+	// return (on a loaded machine, 100 ms and more apart), so a start
+	// before last + debounceWait is early for certain.
 	enqueue := func(c *bq.Client, seq int) error {
+		began := time.Now()
 		res, err := debounceJob.Enqueue(ctx, c, Args{Test: h.test, Key: "d", Seq: seq, SleepMS: 10})
 		if err != nil {
 			return err
@@ -291,7 +296,9 @@ func testDebounce(t *testing.T, h *harness) {
 				t.Errorf("a debounced enqueue's result says %s, want scheduled", res.State)
 			}
 		}
-		last = time.Now()
+		if began.After(last) {
+			last = began
+		}
 		return nil
 	}
 	var wg sync.WaitGroup
@@ -381,12 +388,16 @@ func testDebounceMaxWait(t *testing.T, h *harness) {
 	ids := map[int64]bool{}
 	var first time.Time
 	for i := range 20 {
+		// The first enqueue's instant, which its bound runs from, lies
+		// between its call and its return: the call's start bounds an
+		// early start for certain.
+		began := time.Now()
 		res, err := debounceBoundJob.Enqueue(ctx, h.client, Args{Test: h.test, Key: "m", Seq: i, SleepMS: 10})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if i == 0 {
-			first = time.Now()
+			first = began
 			e, err := h.client.Explain(ctx, res.ID)
 			if err != nil || !strings.Contains(e.Summary, "Debounced: each enqueue of its kind on its key joins it and moves it to 1s after that enqueue, but no later than") {
 				t.Errorf("Explain of a waiting debounced job: %v, %v; want it to say what moves it and its bound", e, err)

@@ -2,141 +2,8 @@ package driver
 
 import (
 	"context"
-	"sync"
 	"time"
 )
-
-// ClaimWays are a driver's faster ways to claim; ClaimWithin applies the
-// one claim rule with them. Each driver's Claim names its own, so the
-// engine makes one call whatever the database (the driver suite pins
-// that every way keeps the rule).
-type ClaimWays struct {
-	// OneStatement claims from a queue with no MaxActive that is not
-	// paused in one statement, outside any transaction, and claims
-	// nothing from any other (PostgreSQL's CTE): uncapped queues, the
-	// common case, pay no BEGIN and COMMIT.
-	OneStatement func(ctx context.Context, p ClaimParams) ([]*Claim, error)
-	// InTx claims likewise inside the claim's transaction tx, checking
-	// the gate in the locking read that picks the jobs (MySQL); the gate
-	// is read only when it claims nothing.
-	InTx func(ctx context.Context, tx Executor, p ClaimParams) ([]*Claim, error)
-	// LookFirst looks for ready jobs before taking any lock: a driver
-	// whose write transactions lock the whole database (SQLite) keeps
-	// idle polls from holding up other writers.
-	LookFirst bool
-	// ByRule, when set, remembers the queues whose last gate said they
-	// are claimed by the rule's transaction (capped or fair), so their
-	// claims go straight to it rather than first trying OneStatement or
-	// InTx, which leave such queues alone. The transaction reads the gate
-	// anyway: a stale memory costs one claim its shortcut, never a rule.
-	ByRule *RuleQueues
-}
-
-// RuleQueues is ClaimWays.ByRule: queue -> claimed by the rule's
-// transaction at its last gate.
-type RuleQueues struct{ m sync.Map }
-
-func (r *RuleQueues) is(queue string) bool {
-	if r == nil {
-		return false
-	}
-	v, _ := r.m.Load(queue)
-	return v == true
-}
-
-func (r *RuleQueues) set(queue string, g Gate) {
-	if r != nil {
-		r.m.Store(queue, g.MaxActive > 0 || g.Fair)
-	}
-}
-
-// ClaimWithin takes up to p.Max ready jobs of p.Queue for p.ProcessID,
-// within the queue's MaxActive, and none while the queue is paused: the
-// one claim rule, for every driver's Claim. A capped queue's policy row
-// is locked for the claim's transaction, so its claimers take turns and
-// each counts the claims committed before its turn; the count and the
-// claim are in the same transaction, so no two claimers can both fill
-// the last free run. A fair-share queue's claimers take turns the same
-// way, and each takes the jobs of the keys furthest below their share
-// (claimFair).
-//
-// The claims of a transaction that failed are not returned: it rolled
-// back, or its COMMIT failed and may yet have landed (a connection lost
-// in the reply); a claim that did land is a stray the process's claim
-// check unclaims.
-func ClaimWithin(ctx context.Context, d Driver, p ClaimParams, w ClaimWays) ([]*Claim, error) {
-	ex := d.Exec()
-	byRule := w.ByRule.is(p.Queue)
-	switch {
-	case byRule:
-	case w.OneStatement != nil:
-		claims, err := w.OneStatement(ctx, p)
-		if err != nil || len(claims) > 0 {
-			return claims, err
-		}
-		// Nothing: the queue is empty, paused, capped or fair.
-		gate, err := ex.QueueGateGet(ctx, p.Queue)
-		if err != nil || gate.Paused || (gate.MaxActive == 0 && !gate.Fair) {
-			return nil, err
-		}
-	case w.LookFirst:
-		if any, err := ex.ReadyExists(ctx, p.Queue); err != nil || !any {
-			return nil, err
-		}
-	}
-	var claims []*Claim
-	err := InTx(ctx, d, func(tx Executor) (err error) {
-		claims = nil
-		tried := w.InTx != nil && !byRule
-		if tried {
-			if claims, err = w.InTx(ctx, tx, p); err != nil || len(claims) > 0 {
-				return err
-			}
-		}
-		gate, err := tx.QueueGateGet(ctx, p.Queue)
-		if err != nil {
-			return err
-		}
-		w.ByRule.set(p.Queue, gate)
-		if tried && gate.MaxActive == 0 && !gate.Fair {
-			// Uncapped and tried: empty, or paused.
-			return nil
-		}
-		n, err := claimable(ctx, tx, p, gate)
-		if err != nil || n <= 0 {
-			return err
-		}
-		p := ClaimParams{Queue: p.Queue, Max: n, ProcessID: p.ProcessID, Now: p.Now}
-		if gate.Fair {
-			claims, err = claimFair(ctx, tx, p, gate.Weight)
-			return err
-		}
-		claims, err = tx.ReadyClaim(ctx, p)
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	return claims, nil
-}
-
-// claimable is how many jobs a claim may take past the queue's gate,
-// read in tx: none while the queue is paused, else p.Max, or less when
-// the queue's MaxActive leaves less room beside its running jobs.
-func claimable(ctx context.Context, tx ClaimStore, p ClaimParams, gate Gate) (int, error) {
-	if gate.Paused {
-		return 0, nil
-	}
-	limit := gate.MaxActive
-	if limit == 0 {
-		return p.Max, nil
-	}
-	active, err := tx.RunningCount(ctx, p.Queue)
-	if err != nil {
-		return 0, err
-	}
-	return min(p.Max, limit-active), nil
-}
 
 // Claim is a job taken by a worker; Fence identifies this claim alone, so a
 // completion from an earlier claim of the same job matches nothing.
@@ -191,7 +58,8 @@ type KeyReady struct {
 	Key string
 	// Weight is the key's own weight (KeyWeightSet); 0 when it has none.
 	Weight int
-	// Running counts the key's claimed jobs in the queue.
+	// Running sums the slots of the key's claimed jobs in the queue
+	// (a job of k slots counts k).
 	Running int
 	// Ready counts the key's ready jobs read of the queue's (JobIDs holds the
 	// first of them).
@@ -199,6 +67,9 @@ type KeyReady struct {
 	// JobIDs are the key's first ready jobs in claim order: priority
 	// descending, then id.
 	JobIDs []int64
+	// Slots are the slots each of JobIDs takes (JobOptions.Slots); nil
+	// or short: 1 each.
+	Slots []int
 	// Head is the place of the key's first ready job among the rows read,
 	// in claim order (0 first); -1 when none of its jobs was read.
 	Head int
@@ -256,8 +127,9 @@ type ClaimStore interface {
 	// claimers of a capped queue take turns and each counts the claims of
 	// those before it; outside one it only reads.
 	QueueGateGet(ctx context.Context, queue string) (Gate, error)
-	// RunningCount counts the claimed jobs of queue.
-	RunningCount(ctx context.Context, queue string) (int, error)
+	// RunningSlots sums the slots of queue's claimed jobs (Job.Slots: a
+	// job of k slots counts k against its queue's MaxActive).
+	RunningSlots(ctx context.Context, queue string) (int, error)
 	// ReadyClaimHandOff is the claim of a hand-off: in the transaction
 	// that promoted them, it moves up to p.Max of the jobs p.IDs that
 	// are ready in p.Queue to claimed for p.ProcessID, highest priority
@@ -298,4 +170,31 @@ type ClaimStore interface {
 	// finished_at) or, with keep false, deleted. It returns the claims
 	// that matched.
 	ClaimCompleteMany(ctx context.Context, claims []*Claim, keep bool, now time.Time) ([]Ended, error)
+}
+
+// ClaimQueuer is a ClaimStore that can send a claim with what follows it
+// in the transaction, its COMMIT included: ReadyClaimLater and
+// ReadyClaimHandOffLater queue the claim ReadyClaim or ReadyClaimHandOff
+// would make and set *into to its claims once the statement has gone
+// out, at the transaction's next statement or at its COMMIT at the
+// latest; the claims hold only if that COMMIT succeeds, as any of the
+// transaction's.
+//
+// QueueGateGetLater queues QueueGateGet's locking read likewise: a
+// claim of a queue fair at its last claim sends it with the read of the
+// ready jobs.
+type ClaimQueuer interface {
+	QueueGateGetLater(ctx context.Context, queue string, into *Gate) error
+	ReadyClaimLater(ctx context.Context, p ClaimParams, into *[]*Claim) error
+	ReadyClaimHandOffLater(ctx context.Context, p HandOffParams, into *[]*Claim) error
+}
+
+// CompleteReleaser is an Executor that can end a batch of runs and
+// release their keys in one round trip: ClaimCompleteMany(claims, keep,
+// now), then SemaphoreReleaseMany(keys, counts, now), in that order, in
+// the caller's transaction, with the two results. The caller passes the
+// counts of every claim as if all matched, and rolls the transaction
+// back when fewer did (lifecycle.CompleteMany).
+type CompleteReleaser interface {
+	ClaimCompleteRelease(ctx context.Context, claims []*Claim, keep bool, keys []string, counts []int, now time.Time) ([]Ended, []Promotion, error)
 }

@@ -26,6 +26,18 @@ import (
 // its head is tried again (headUndecided), so such a queue's claims do
 // not pay both reads each time.
 func claimFair(ctx context.Context, tx Executor, p ClaimParams, weight int) ([]*Claim, error) {
+	among, err := pickFair(ctx, tx, p, &weight)
+	if err != nil || len(among) == 0 {
+		return nil, err
+	}
+	p.Among = among
+	return tx.ReadyClaim(ctx, p)
+}
+
+// pickFair is claimFair's pick: the ids of the jobs to claim, none when
+// no job is ready. *weight is read once the ready jobs are: a gate's read
+// queued before them (ClaimQueuer) has set it by then.
+func pickFair(ctx context.Context, tx Executor, p ClaimParams, weight *int) ([]int64, error) {
 	rows := headRows(p.Max)
 	if until, ok := headUndecided.Load(p.Queue); ok && p.Now.Before(until.(time.Time)) {
 		rows = 0
@@ -35,7 +47,7 @@ func claimFair(ctx context.Context, tx Executor, p ClaimParams, weight int) ([]*
 		return nil, err
 	}
 	if !view.Whole {
-		p.Among = PickHead(view, weight, p.Max)
+		p.Among = PickHead(view, *weight, p.Max)
 		if p.Among == nil {
 			headUndecided.Store(p.Queue, p.Now.Add(headPause))
 			if view, err = tx.ReadyByKey(ctx, KeyViewParams{Queue: p.Queue, Max: p.Max}); err != nil {
@@ -46,12 +58,9 @@ func claimFair(ctx context.Context, tx Executor, p ClaimParams, weight int) ([]*
 		}
 	}
 	if p.Among == nil {
-		p.Among = PickFair(view.Keys, weight, p.Max, rand.Shuffle)
+		p.Among = PickFair(view.Keys, *weight, p.Max, rand.Shuffle)
 	}
-	if len(p.Among) == 0 {
-		return nil, nil
-	}
-	return tx.ReadyClaim(ctx, p)
+	return p.Among, nil
 }
 
 // headUndecided holds, by queue, until when its fair claims skip the
@@ -100,9 +109,10 @@ func PickHead(view KeyView, weight, n int) []int64 {
 }
 
 // PickFair picks up to n of the keys' ready jobs, one at a time, each
-// from the key furthest below its share: the key whose running jobs,
-// with those picked so far and this one, are the fewest per unit of its
-// weight ((running+1)/weight, smallest first). A key's weight is its own,
+// from the key furthest below its share: the key whose running slots,
+// with those picked so far and this job's, are the fewest per unit of its
+// weight ((running+slots)/weight, smallest first; a job of k slots counts
+// k). A key's weight is its own,
 // else weight, else 1. Keys equally far below their share are taken in an
 // order shuffle draws anew for each claim, so over many claims each gets
 // its turn. Within a key, jobs go in the order given (priority, then id).
@@ -116,7 +126,7 @@ func PickFair(keys []KeyReady, weight, n int, shuffle func(n int, swap func(i, j
 		if w <= 0 {
 			w = weight
 		}
-		q = append(q, &fairKey{ready: k.JobIDs, held: k.Running, weight: max(w, 1)})
+		q = append(q, &fairKey{ready: k.JobIDs, slots: k.Slots, held: k.Running, weight: max(w, 1)})
 	}
 	shuffle(len(q), func(i, j int) { q[i], q[j] = q[j], q[i] })
 	for i, k := range q {
@@ -127,7 +137,11 @@ func PickFair(keys []KeyReady, weight, n int, shuffle func(n int, swap func(i, j
 	for len(out) < n && len(q) > 0 {
 		k := q[0]
 		out = append(out, k.ready[0])
-		k.ready, k.held = k.ready[1:], k.held+1
+		k.held += k.next()
+		k.ready = k.ready[1:]
+		if len(k.slots) > 0 {
+			k.slots = k.slots[1:]
+		}
 		if len(k.ready) == 0 {
 			heap.Pop(&q)
 		} else {
@@ -137,22 +151,32 @@ func PickFair(keys []KeyReady, weight, n int, shuffle func(n int, swap func(i, j
 	return out
 }
 
-// fairKey is a key in a fair pick: its ready jobs not yet picked, the jobs
-// it holds (running and picked), its weight and its place among equals.
+// fairKey is a key in a fair pick: its ready jobs not yet picked and
+// their slots, the slots it holds (running and picked), its weight and
+// its place among equals.
 type fairKey struct {
 	ready        []int64
+	slots        []int
 	held, weight int
 	turn         int
 }
 
-// fairQueue orders keys by (held+1)/weight, then turn.
+// next is the slots its next ready job takes.
+func (k *fairKey) next() int {
+	if len(k.slots) == 0 {
+		return 1
+	}
+	return SlotsOf(k.slots[0])
+}
+
+// fairQueue orders keys by (held+next)/weight, then turn.
 type fairQueue []*fairKey
 
 func (q fairQueue) Len() int { return len(q) }
 func (q fairQueue) Less(i, j int) bool {
 	a, b := q[i], q[j]
-	// (a.held+1)/a.weight < (b.held+1)/b.weight, in integers.
-	l, r := (a.held+1)*b.weight, (b.held+1)*a.weight
+	// (a.held+a.next)/a.weight < (b.held+b.next)/b.weight, in integers.
+	l, r := (a.held+a.next())*b.weight, (b.held+b.next())*a.weight
 	if l != r {
 		return l < r
 	}

@@ -139,3 +139,25 @@ func TestPickHead(t *testing.T) {
 		}
 	})
 }
+
+// TestPickFairCountsSlots: two keys of equal weight, P's jobs of 2 slots
+// and Q's of 1, nothing running: a pick of 6 gives each 4 slots (P 2
+// jobs, Q 4), not 3 jobs each.
+func TestPickFairCountsSlots(t *testing.T) {
+	keys := []KeyReady{
+		{Key: "P", JobIDs: []int64{1, 2, 3}, Slots: []int{2, 2, 2}},
+		{Key: "Q", JobIDs: []int64{4, 5, 6, 7, 8, 9}, Slots: []int{1, 1, 1, 1, 1, 1}},
+	}
+	got := PickFair(keys, 1, 6, noShuffle)
+	slots := map[string]int{}
+	for _, id := range got {
+		if id <= 3 {
+			slots["P"] += 2
+		} else {
+			slots["Q"]++
+		}
+	}
+	if len(got) != 6 || slots["P"] != 4 || slots["Q"] != 4 {
+		t.Errorf("PickFair = %v: P %d slots, Q %d; want 6 jobs, 4 slots each", got, slots["P"], slots["Q"])
+	}
+}

@@ -19,7 +19,10 @@ type NewJob struct {
 	Limit       Limit
 	// More are the job's further concurrency keys (see MaxKeys), held
 	// together with Limit's; nil for most jobs.
-	More        []Limit
+	More []Limit
+	// Slots is how many slots of each of its keys the job takes (1 for
+	// most jobs; see MaxSlots).
+	Slots       int
 	Rate        RateSpec
 	ScheduledAt time.Time
 	State       JobState // ready, scheduled or blocked: the table it is written to
@@ -83,6 +86,7 @@ type Job struct {
 	MaxAttempts int
 	Limit       Limit
 	More        []Limit // further concurrency keys; see NewJob.More
+	Slots       int     // slots it takes of each of its keys; see NewJob.Slots
 	Rate        RateSpec
 	ScheduledAt time.Time
 	CreatedAt   time.Time

@@ -80,6 +80,17 @@ func DecodeMore(b []byte) ([]Limit, error) {
 	return out, nil
 }
 
+// MaxSlots is the most slots a job may take of each of its keys.
+const MaxSlots = 1000
+
+// SlotsOf is a job's Slots as stored: 0 (unset) is 1.
+func SlotsOf(n int) int { return max(n, 1) }
+
+// HeadByHead reports whether a blocked job waits in a line that package
+// semaphore promotes head by head (counted in its semaphore's Multi): a
+// multi-key job, or one that takes more than one slot of its key.
+func HeadByHead(keys, slots int) bool { return keys > 1 || slots > 1 }
+
 // SortedKeys returns a copy of limits sorted by key: the order keys are
 // locked in.
 func SortedKeys(limits []Limit) []Limit {
@@ -96,16 +107,18 @@ type LineHead struct {
 	// Keys is every concurrency key of the job (Job.Keys): one for a
 	// single-key job.
 	Keys []Limit
+	// Slots: how many slots of each of its keys the job takes.
+	Slots int
 }
 
 // HolderCount is what a key's rows say its semaphore should hold.
 type HolderCount struct {
 	// Holders: the key's ready and claimed jobs and its jobs waiting in a
 	// rate line (they keep their slots), counting every multi-key job
-	// that names the key among its keys.
+	// that names the key among its keys; a job of k slots counts k.
 	Holders int
 	// Blocked: the jobs waiting in the key's line; Multi, how many of
-	// them are multi-key jobs.
+	// them are multi-key jobs or take more than one slot (Heavy).
 	Blocked, Multi int
 }
 

@@ -22,8 +22,14 @@ type Policy struct {
 	// KeyWeight is the weight of the queue's keys that have none of
 	// their own (KeyWeightSet); 0 for 1.
 	KeyWeight int
-	CreatedAt time.Time
-	UpdatedAt time.Time
+	// MaxWait is the default Limit.MaxWait of the queue's keyed jobs due
+	// now whose own is 0 (stored in whole microseconds); 0 for none.
+	MaxWait time.Duration
+	// AdaptiveMin turns adaptive limits on for the first keys of the
+	// queue's jobs whose kind sets none, with that floor; 0 for off.
+	AdaptiveMin int
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
 }
 
 // KeyWeight is a key's fair-share weight (KeyWeightSet).

@@ -34,6 +34,10 @@ type Rate struct {
 	// Read by RateLock, never saved: the key's SetKeyRate override, zero
 	// when none.
 	Override RateSpec
+	// Read by RateLock, never saved: the key's adaptive limit (the
+	// KeyAdapt row of RateLine(Key)), which caps the resolved limit; 0
+	// when none.
+	Adapt int
 }
 
 // RateGroupStats sums one group's rate keys.

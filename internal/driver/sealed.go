@@ -42,6 +42,13 @@ func EngineOf(d any) Driver {
 	return s.sealedEngine()
 }
 
+// EngineAs is EngineOf as the driver's own engine type E (the zero E
+// when d holds none, or another's): what its public type's methods read.
+func EngineAs[E Driver](d any) E {
+	e, _ := EngineOf(d).(E)
+	return e
+}
+
 // ClientEngine returns the engine a *bq.Client runs on, with the client's
 // table prefix, for bq's own white-box tests (the conformance suite, the
 // UI's and the command's tests). The root package sets it; users cannot

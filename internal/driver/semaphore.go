@@ -26,6 +26,11 @@ type Limit struct {
 	// MaxBlocked caps the key's backlog; 0 leaves it to the queue's
 	// policy, else unbounded.
 	MaxBlocked int
+	// MaxWait refuses a new job due now whose expected wait in the key's
+	// line (ExpectedWait) exceeds it; 0 refuses none. It is not stored:
+	// a job once accepted (scheduled, retried, promoted) is never
+	// refused.
+	MaxWait time.Duration
 	// Sequence: the key's jobs run one at a time in enqueue order, and a
 	// failing job keeps its slot, and so its place, through its retries
 	// (a job's primary key only; stored in jobs.sequence).
@@ -99,12 +104,23 @@ type Semaphore struct {
 	Value   int
 	Limit   int
 	Blocked int
-	// Multi counts the multi-key jobs among Blocked (see MultiKeyStore):
-	// while above 0, the line is promoted by package semaphore, head by
+	// Multi counts the multi-key jobs and the jobs of more than one slot
+	// among Blocked (HeadByHead; see MultiKeyStore): while above 0, the line is promoted by package semaphore, head by
 	// head, never by a driver's set-wise promotion.
 	Multi     int
 	Duration  time.Duration
 	ExpiresAt time.Time
+	// Interval is the key's release interval (see Released): the mean
+	// time between two releases of its slots while its line was not
+	// empty; 0 until one was measured. LastRelease is the last release
+	// that found the line non-empty; zero once a release found it empty.
+	// SemaphoreLock, SemaphoreLockMany and SemaphoreGet read Interval;
+	// SemaphoreLock also LastRelease, setting Timed, and SemaphoreSave
+	// writes both only when Timed is set (a row read without them keeps
+	// the stored ones).
+	Interval    time.Duration
+	LastRelease time.Time
+	Timed       bool
 
 	// Read by SemaphoreLock, never saved:
 	Override int    // the key's SetKeyLimit override; 0 when none
@@ -162,6 +178,50 @@ type SemaphoreStore interface {
 	SemaphoreReleaseMany(ctx context.Context, keys []string, counts []int, now time.Time) ([]Promotion, error)
 }
 
+// ReleaseWeight is the most weight, in quarters, one release's sample of
+// a key's release interval gets in its mean (Released).
+const ReleaseWeight = 4
+
+// Released is the release interval and last release of a key after n of
+// its slots are released at once at now, blocked jobs in its line before
+// the release (every release statement of every driver follows this one
+// rule, in whole microseconds). Only a release that finds the line
+// non-empty counts, so an idle gap never enters the mean: it sets last
+// to now, and if the one before it found the line non-empty too, the
+// time between them, shared by the n slots, is a sample s:
+//
+//	interval = s                              the first sample
+//	interval = (interval*(4-w) + s*w) / 4     w = min(n, 4) after it
+//
+// (an exponentially weighted mean, n slots at once counting as n
+// releases: a sample's weight halves in less than 3 releases, so the
+// mean follows a change of run time within about 10), never below 1µs. A release that finds the line empty clears
+// last, so the next sample starts from a release with a line. A saturated
+// key of limit L whose jobs run T releases every T/L: a job p-th in line
+// starts about p × interval from now.
+func Released(interval time.Duration, last time.Time, blocked, n int, now time.Time) (time.Duration, time.Time) {
+	if blocked <= 0 || n <= 0 {
+		return interval, time.Time{}
+	}
+	if !last.IsZero() && now.UnixMicro() > last.UnixMicro() {
+		s := (now.UnixMicro() - last.UnixMicro()) / int64(n)
+		iv := interval.Microseconds()
+		if iv > 0 {
+			w := int64(min(n, ReleaseWeight))
+			s = (iv*(ReleaseWeight-w) + s*w) / ReleaseWeight
+		}
+		interval = time.Duration(max(s, 1)) * time.Microsecond
+	}
+	return interval, now
+}
+
+// ExpectedWait is how long a job place-th in a key's line (1 for next)
+// is expected to wait for its slot, from the key's release interval:
+// place × interval; 0 when the interval is not known yet.
+func ExpectedWait(place int, interval time.Duration) time.Duration {
+	return time.Duration(max(place, 1)) * interval
+}
+
 // ReleaseOne is the per-key release, in three statements (lock, promote,
 // save): the cheaper way for a single key on a database whose set-wise
 // release costs more than that (MySQL, SQLite), and every key's way for
@@ -175,6 +235,7 @@ func ReleaseOne(ctx context.Context, ex SemaphoreStore, key string, count int, n
 	if err != nil || !ok {
 		return Promotion{}, err // not found: deleted idle, nothing held it
 	}
+	row.Interval, row.LastRelease = Released(row.Interval, row.LastRelease, row.Blocked, count, now)
 	row.Value = min(row.Value+count, row.Limit)
 	var p Promotion
 	switch n := min(max(row.Value, 0), row.Blocked); {

@@ -41,21 +41,28 @@ type candidate struct {
 	slot     int    // the rate slot reserved for a ready rated job
 	queue    string
 	priority int
+	slots    int // the slots it takes of each of its keys
 	outcome  driver.JobState
 	reason   string // why it was discarded
 	heldBy   int64  // a holder of the key, when discarded
+	wait     Wait   // a blocked job's expected wait, or why it was refused
+	// fresh: a new job that does not replace (Admit), the only kind its
+	// queue policy's MaxWait may refuse; one accepted once (scheduled,
+	// retried, promoted) or replacing its key's queued jobs never is.
+	fresh bool
 }
 
 func newCandidate(index int, j *driver.Job, outcome driver.JobState) *candidate {
-	return &candidate{index: index, limit: j.Limit, keys: j.Keys(), rate: j.Rate, queue: j.Queue, priority: j.Priority, outcome: outcome}
+	return &candidate{index: index, limit: j.Limit, keys: j.Keys(), rate: j.Rate, queue: j.Queue, priority: j.Priority,
+		slots: driver.SlotsOf(j.Slots), outcome: outcome}
 }
 
 // admit decides each due candidate's outcome. Keys are locked in sorted
 // order, so two transactions admitting overlapping keys cannot deadlock;
 // jobs already blocked on them take any free slot first. Candidates then
 // decide in order, higher priority first, then input order: a job is
-// ready only when every one of its keys has a free slot and an empty
-// line, taking one slot of each; otherwise it blocks in the line of its
+// ready only when every one of its keys has its slots free (one, or its
+// Slots) and an empty line, taking them of each; otherwise it blocks in the line of its
 // first key (in key order) that has none (see package semaphore,
 // multikey.go), or is discarded by the OnConflict or MaxBlocked of a key
 // without one. It returns what the locks promoted.
@@ -113,15 +120,15 @@ func admit(ctx context.Context, ex Store, cands []*candidate, now time.Time) (dr
 // decide admits one keyed candidate against the locked semaphores; a
 // discard names a holder of the key, read once per key (holders).
 func decide(ctx context.Context, ex Store, set *semaphore.Set, c *candidate, holders map[string]*keyHolder) error {
-	var full []driver.Limit // its keys with no slot to give now, in key order
+	var full []driver.Limit // its keys without its slots to give now, in key order
 	for _, l := range driver.SortedKeys(c.keys) {
-		if sem := set.Get(l.Key); sem.Free() == 0 || sem.Blocked() > 0 {
+		if sem := set.Get(l.Key); sem.Free() < c.slots || sem.Blocked() > 0 {
 			full = append(full, l)
 		}
 	}
 	if len(full) == 0 {
 		for _, l := range c.keys {
-			set.Get(l.Key).Wait(1)
+			set.Get(l.Key).Wait(c.slots)
 		}
 		c.outcome = driver.StateReady
 		return nil
@@ -148,8 +155,11 @@ func decide(ctx context.Context, ex Store, set *semaphore.Set, c *candidate, hol
 		c.reason = fmt.Sprintf("concurrency key %q has no free slot%s and already has %d jobs waiting, its MaxBlocked", full[0].Key, h, line.MaxBlocked())
 		return err
 	}
+	if c.waitTooLong(line, full[0].Key) {
+		return nil
+	}
 	c.outcome = driver.StateBlocked
-	if len(c.keys) > 1 {
+	if driver.HeadByHead(len(c.keys), c.slots) {
 		line.BlockMulti()
 		c.line = full[0].Key
 	} else {
@@ -169,6 +179,10 @@ type Verdict struct {
 	// Duplicate: not stored, since job DuplicateOf has its unique key.
 	Duplicate   bool
 	DuplicateOf int64
+	// Wait is a blocked job's expected wait (Wait.Expected zero when its
+	// key's release interval is not known yet); a job MaxWait refused is
+	// discarded with Wait.MaxWait set.
+	Wait Wait
 }
 
 // Admit admits new jobs and keeps every one not discarded (a keyed or
@@ -206,7 +220,8 @@ func Admit(ctx context.Context, ex Store, jobs []*driver.NewJob, now time.Time) 
 		if _, dup := dups[i]; dup {
 			continue
 		}
-		c := newCandidate(i, &driver.Job{Limit: j.Limit, More: j.More, Rate: j.Rate, Queue: j.Queue, Priority: j.Priority}, driver.StateScheduled)
+		c := newCandidate(i, &driver.Job{Limit: j.Limit, More: j.More, Slots: j.Slots, Rate: j.Rate, Queue: j.Queue, Priority: j.Priority}, driver.StateScheduled)
+		c.fresh = !j.Replace && !j.CancelRunning
 		cands[i] = c
 		if w, ok := waits[i]; ok && (w.pending > 0 || w.failed != 0) {
 			// Waiting for its dependencies, or cancelled by one:
@@ -255,7 +270,7 @@ func Admit(ctx context.Context, ex Store, jobs []*driver.NewJob, now time.Time) 
 		if c == nil {
 			continue
 		}
-		results[i] = Verdict{State: c.outcome, Reason: c.reason, HeldBy: c.heldBy}
+		results[i] = Verdict{State: c.outcome, Reason: c.reason, HeldBy: c.heldBy, Wait: c.wait}
 		j := jobs[i]
 		if j.State == driver.StatePending {
 			if c.outcome == driver.StateDiscarded {
@@ -288,92 +303,6 @@ func Admit(ctx context.Context, ex Store, jobs []*driver.NewJob, now time.Time) 
 		results[i] = duplicateVerdict(d, jobs, results)
 	}
 	return results, promoted, nil
-}
-
-// AdmitDue admits up to max scheduled jobs that are due, as if
-// they were enqueued now. It returns the jobs it took, what admission did
-// with each, and what it promoted of the jobs already blocked. A
-// sequence's job that kept its key's slot while scheduled (a retry, a
-// snooze) becomes ready without taking one again: no blocked job could
-// take its place meanwhile.
-func AdmitDue(ctx context.Context, ex Store, max int, now time.Time) ([]*driver.Job, []driver.JobState, driver.Promotion, error) {
-	jobs, err := ex.ScheduledTakeDue(ctx, now, max)
-	if err != nil || len(jobs) == 0 {
-		return nil, nil, driver.Promotion{}, err
-	}
-	var admitted, held []*driver.Job
-	var rows []driver.Execution
-	for _, j := range jobs {
-		if !j.SlotHeld {
-			admitted = append(admitted, j)
-			continue
-		}
-		held = append(held, j)
-		rows = append(rows, driver.Execution{JobID: j.ID, Queue: j.Queue, Priority: j.Priority, At: now})
-	}
-	for _, j := range held {
-		if err := ex.JobHoldSlot(ctx, j.ID, false); err != nil {
-			return nil, nil, driver.Promotion{}, err
-		}
-	}
-	if err := ex.ExecutionInsertMany(ctx, driver.StateReady, rows); err != nil {
-		return nil, nil, driver.Promotion{}, err
-	}
-	outcomes := make([]driver.JobState, 0, len(jobs))
-	var promoted driver.Promotion
-	if len(admitted) > 0 {
-		if outcomes, promoted, err = admitExisting(ctx, ex, admitted, now); err != nil {
-			return nil, nil, promoted, err
-		}
-	}
-	// The held jobs last: outcomes follow the jobs returned.
-	for range held {
-		outcomes = append(outcomes, driver.StateReady)
-	}
-	return append(admitted, held...), outcomes, promoted, nil
-}
-
-// admitExisting admits jobs that are already stored (due scheduled jobs,
-// immediate retries) and writes their new execution rows. A discarded one
-// is finished as discarded: it was accepted once, so it is not deleted.
-func admitExisting(ctx context.Context, ex Store, jobs []*driver.Job, now time.Time) ([]driver.JobState, driver.Promotion, error) {
-	cands := make([]*candidate, len(jobs))
-	for i, j := range jobs {
-		cands[i] = newCandidate(i, j, "")
-	}
-	promoted, err := admit(ctx, ex, cands, now)
-	if err != nil {
-		return nil, promoted, err
-	}
-	rates, err := admitRates(ctx, ex, cands, now)
-	if err != nil {
-		return nil, promoted, err
-	}
-	outcomes := make([]driver.JobState, len(jobs))
-	var rows placement
-	var discarded []Ending
-	for i, c := range cands {
-		j := jobs[i]
-		outcomes[i] = c.outcome
-		if c.outcome == driver.StateDiscarded {
-			if err := ex.JobFinish(ctx, j.ID, now, true); err != nil {
-				return nil, promoted, err
-			}
-			discarded = append(discarded, Ending{JobID: j.ID})
-			continue
-		}
-		rows.place(c, j.ID, j.Queue, j.Priority, j.Limit.Key, now)
-	}
-	if err := rows.write(ctx, ex); err != nil {
-		return nil, promoted, err
-	}
-	if err := rates.finish(ctx, func(c *candidate) int64 { return jobs[c.index].ID }); err != nil {
-		return nil, promoted, err
-	}
-	// A discarded job ended: the jobs waiting for it learn it.
-	more, err := Settle(ctx, ex, discarded, now)
-	promoted.Add(more)
-	return outcomes, promoted, err
 }
 
 // placement gathers the execution rows of admitted jobs by the state

@@ -41,7 +41,8 @@ type Cancellation struct {
 //     the job finishes cancelled, and its slot is released and passed to
 //     the next blocked job;
 //   - blocked: it leaves the line (the blocked count drops; no slot
-//     changes) and finishes cancelled;
+//     changes) and finishes cancelled; a job that kept the jobs behind it
+//     waiting (several slots or keys) lets its line be promoted;
 //   - scheduled or failed: its row is deleted and it finishes cancelled;
 //     a sequence's job holding its key's slot there (a retry, a halting
 //     failure) releases it, passed to the next blocked job, as a ready
@@ -101,7 +102,7 @@ func CancelBecause(ctx context.Context, ex Store, id int64, now time.Time, why s
 		} else if ok {
 			key = line // a multi-key job waits in the line of one of its keys
 		}
-		took, err = semaphore.Leave(ctx, ex, key, len(job.More) > 0, take)
+		took, out.Promoted, err = semaphore.Leave(ctx, ex, key, driver.HeadByHead(len(job.Keys()), job.Slots), take, now)
 	case driver.StateScheduled, driver.StateFailed, driver.StateWaiting:
 		took, err = take()
 	default:

@@ -28,8 +28,8 @@ func (e claimExec) ReadyExists(ctx context.Context, q string) (bool, error) {
 func (e claimExec) QueueGateGet(ctx context.Context, q string) (driver.Gate, error) {
 	return e.s.QueueGateGet(ctx, q)
 }
-func (e claimExec) RunningCount(ctx context.Context, q string) (int, error) {
-	return e.s.RunningCount(ctx, q)
+func (e claimExec) RunningSlots(ctx context.Context, q string) (int, error) {
+	return e.s.RunningSlots(ctx, q)
 }
 func (e claimExec) ReadyClaim(ctx context.Context, p driver.ClaimParams) ([]*driver.Claim, error) {
 	return e.s.ReadyClaim(ctx, p)

@@ -47,21 +47,23 @@ func release(ctx context.Context, ex Store, c *driver.Claim, now time.Time) (dri
 	return releaseJob(ctx, ex, &c.Job, now)
 }
 
-// releaseJob gives back one slot of every key of j, the keys locked in
-// sorted order, all before any line is promoted.
+// releaseJob gives back the slots j holds of every one of its keys (one,
+// or its Slots), the keys locked in sorted order, all before any line is
+// promoted.
 func releaseJob(ctx context.Context, ex Store, j *driver.Job, now time.Time) (driver.Promotion, error) {
 	keys := keyNames(j.Keys())
+	n := driver.SlotsOf(j.Slots)
 	switch len(keys) {
 	case 0:
 		return driver.Promotion{}, nil
 	case 1:
-		return semaphore.Release(ctx, ex, keys[0], now)
+		return semaphore.ReleaseN(ctx, ex, keys[0], n, now)
 	}
-	ones := make([]int, len(keys))
-	for i := range ones {
-		ones[i] = 1
+	counts := make([]int, len(keys))
+	for i := range counts {
+		counts[i] = n
 	}
-	ps, err := semaphore.ReleaseMany(ctx, ex, keys, ones, now)
+	ps, err := semaphore.ReleaseMany(ctx, ex, keys, counts, now)
 	var p driver.Promotion
 	for _, o := range ps {
 		p.Add(o)
@@ -101,56 +103,6 @@ func Complete(ctx context.Context, ex Store, c *driver.Claim, keep bool, now tim
 	more, err := Settle(ctx, ex, []Ending{{JobID: c.ID, Completed: true}}, now)
 	promoted.Add(more)
 	return Result{Matched: true, State: driver.StateCompleted, Promoted: promoted}, err
-}
-
-// CompleteMany records many successful runs in one go: one statement ends
-// every claim whose fence still matches, then each key's semaphore gets
-// back its finished holders' slots, keys in sorted order. Results follow
-// claims; a claim that no longer matched changed nothing.
-func CompleteMany(ctx context.Context, ex Store, claims []*driver.Claim, keep bool, now time.Time) ([]Result, error) {
-	matched, err := ex.ClaimCompleteMany(ctx, claims, keep, now)
-	if err != nil {
-		return nil, err
-	}
-	// By job and fence: a stale claim of a job may share the batch with
-	// the job's live claim, and only the live one releases.
-	done := make(map[driver.Fenced]driver.Ended, len(matched))
-	for _, f := range matched {
-		done[f.Fenced] = f
-	}
-	results := make([]Result, len(claims))
-	first := map[string]int{} // key -> index of its first finished claim
-	count := map[string]int{}
-	for i, c := range claims {
-		f, ok := done[driver.Fenced{JobID: c.ID, Fence: c.Fence}]
-		if !ok {
-			continue
-		}
-		results[i] = Result{Matched: true, State: driver.StateCompleted, HasDependents: f.HasDependents}
-		for _, l := range c.Keys() {
-			if _, ok := first[l.Key]; !ok {
-				first[l.Key] = i
-			}
-			count[l.Key]++
-		}
-	}
-	keys := make([]string, 0, len(count))
-	for k := range count {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	counts := make([]int, len(keys))
-	for i, k := range keys {
-		counts[i] = count[k]
-	}
-	promoted, err := semaphore.ReleaseMany(ctx, ex, keys, counts, now)
-	if err != nil {
-		return nil, err
-	}
-	for i, k := range keys {
-		results[first[k]].Promoted.Add(promoted[i])
-	}
-	return results, nil
 }
 
 // Retry records a failed attempt and schedules the next one at `at`. The

@@ -124,7 +124,7 @@ func TestCompleteManyReleasesEachKeyOnce(t *testing.T) {
 	s := memstore.New()
 	enqueue(t, s, job("k", 2, driver.Block, 0), job("k", 2, driver.Block, 0), job("k", 2, driver.Block, 0), job("k", 2, driver.Block, 0))
 	a, b := claim(t, s), claim(t, s)
-	rs, err := lifecycle.CompleteMany(ctx, s, []*driver.Claim{a, b, a}, true, now)
+	rs, err := lifecycle.CompleteMany(ctx, s, []*driver.Claim{a, b, a}, true, false, now)
 	if err != nil {
 		t.Fatal(err)
 	}

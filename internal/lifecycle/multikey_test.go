@@ -140,7 +140,7 @@ func TestMultiKeyCompleteManyReleasesEveryKey(t *testing.T) {
 	if err != nil || len(cs) != 2 {
 		t.Fatalf("claims %v %v", cs, err)
 	}
-	if _, err := lifecycle.CompleteMany(ctx, s, cs, true, now); err != nil {
+	if _, err := lifecycle.CompleteMany(ctx, s, cs, true, false, now); err != nil {
 		t.Fatal(err)
 	}
 	for _, k := range []string{"a", "b", "c", "d"} {
@@ -196,7 +196,7 @@ func TestMultiKeyCompleteManyPromotesManyLines(t *testing.T) {
 	if err != nil || len(cs) != 3 {
 		t.Fatalf("claims %v %v", cs, err)
 	}
-	rs, err := lifecycle.CompleteMany(ctx, s, cs, true, now)
+	rs, err := lifecycle.CompleteMany(ctx, s, cs, true, false, now)
 	if err != nil {
 		t.Fatal(err)
 	}

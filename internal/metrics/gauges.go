@@ -17,8 +17,9 @@ type Snapshot struct {
 	Rates  []driver.RateGroupStats
 	Fair   []FairQueue
 	// Adapted counts, by limit group, the keys whose adaptive limit
-	// throttles lowered.
-	Adapted map[string]int
+	// throttles lowered; AdaptedRates, by rate group, the rate keys whose
+	// adaptive rate they lowered.
+	Adapted, AdaptedRates map[string]int
 }
 
 // FairQueue is how a fair-share queue shares its slots, with no key
@@ -80,6 +81,11 @@ func (m *Instruments) ObserveGauges(read func(ctx context.Context) (Snapshot, er
 	if err != nil {
 		return nil, err
 	}
+	adaptedRates, err := m.meter.Int64ObservableGauge(AdaptedRates, metric.WithUnit("{key}"),
+		metric.WithDescription("Rate keys of a group whose adaptive rate throttled runs lowered (bq.Rate's Adaptive)."))
+	if err != nil {
+		return nil, err
+	}
 	// Queues seen at an earlier collection, each reported with zeros
 	// once it drains (a queue with no live job is in no count): a gauge
 	// that stops reporting reads as "no data", not 0.
@@ -132,8 +138,11 @@ func (m *Instruments) ObserveGauges(read func(ctx context.Context) (Snapshot, er
 		for g, n := range snap.Adapted {
 			o.ObserveInt64(adapted, int64(n), metric.WithAttributes(attribute.String("group", g)))
 		}
+		for g, n := range snap.AdaptedRates {
+			o.ObserveInt64(adaptedRates, int64(n), metric.WithAttributes(attribute.String("group", g)))
+		}
 		return nil
-	}, queueJobs, active, blocked, saturated, rateWaiting, throttled, fairKeys, fairIndex, adapted)
+	}, queueJobs, active, blocked, saturated, rateWaiting, throttled, fairKeys, fairIndex, adapted, adaptedRates)
 	if err != nil {
 		return nil, err
 	}

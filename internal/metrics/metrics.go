@@ -49,6 +49,7 @@ const (
 	AdaptedKeys   = "bq.group.adapted_keys"
 	RateWaiting   = "bq.rate.waiting"
 	ThrottledKeys = "bq.rate.throttled_keys"
+	AdaptedRates  = "bq.rate.adapted_keys"
 	FairKeys      = "bq.fair_share.keys"
 	FairIndex     = "bq.fair_share.index"
 )
@@ -134,7 +135,7 @@ func New(mp metric.MeterProvider, messaging bool) (*Instruments, error) {
 	m.retried = counter(Retried, "Failed attempts that will run again, and failed jobs retried by hand.")
 	m.reaped = counter(Reaped, "Claims of lost processes returned to ready, failed or (a cancel requested) cancelled by the dispatcher.")
 	m.snoozed = counter(Snoozed, "Runs that ended with bq.Snooze: rescheduled, their attempt not spent.")
-	m.throttled = counter(Throttled, "Runs that ended with bq.Throttled: rescheduled, their attempt not spent; lowered=true when their key's adaptive limit fell.")
+	m.throttled = counter(Throttled, "Runs that ended with bq.Throttled: rescheduled, their attempt not spent; lowered=true when their key's adaptive limit fell, rate_lowered=true when their adaptive rate did.")
 	m.cancelled = counter(Cancelled, "Jobs finished as cancelled: by client.Cancel (from=client) or by their own bq.Cancel (from=job).")
 	m.queueWait = histogram(QueueWait, "Time from a job's due time to its first claim.")
 	m.runDuration = histogram(RunDuration, "Time one run of a job took.")
@@ -254,9 +255,9 @@ func (m *Instruments) Snoozed(ctx context.Context, j Job) {
 }
 
 // Throttled counts a run that ended with bq.Throttled; lowered: its
-// key's adaptive limit fell.
-func (m *Instruments) Throttled(ctx context.Context, j Job, lowered bool) {
-	m.throttled.Add(ctx, 1, j.attrs(attribute.Bool("lowered", lowered)))
+// key's adaptive limit fell; rateLowered: its adaptive rate fell.
+func (m *Instruments) Throttled(ctx context.Context, j Job, lowered, rateLowered bool) {
+	m.throttled.Add(ctx, 1, j.attrs(attribute.Bool("lowered", lowered), attribute.Bool("rate_lowered", rateLowered)))
 }
 
 // Cancelled counts a job finished as cancelled; from says who asked:

@@ -47,6 +47,7 @@ type Store interface {
 type Window struct {
 	ex       Store
 	row      driver.Rate
+	top      int // the resolved limit, before its adaptive cap
 	now      time.Time
 	promoted driver.Promotion
 	// oldest is the ring's earliest instant but the slots about to be
@@ -129,6 +130,14 @@ func TryLock(ctx context.Context, ex Store, key string, now time.Time) (*Window,
 
 func (w *Window) apply(ctx context.Context, spec driver.RateSpec) error {
 	limit, period := Resolve(spec, w.row)
+	// A rate that adapts (bq.Adaptive) runs at most at its lowered
+	// limit: a Lock at admission or start never grows its ring back.
+	w.top, limit = limit, driver.Adapted(limit, w.row.Adapt)
+	return w.resize(ctx, limit, period)
+}
+
+// resize makes the ring limit slots long, keeping its newest starts.
+func (w *Window) resize(ctx context.Context, limit int, period time.Duration) error {
 	if limit != w.row.Limit {
 		if err := w.ex.RateResizeRing(ctx, w.row.Key, w.row.Limit, limit); err != nil {
 			return err

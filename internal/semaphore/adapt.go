@@ -24,19 +24,6 @@ import (
 // A lowered limit below the key's holders leaves its free value at 0 or
 // below: nothing is admitted until enough of them finish.
 
-// Adapted is limit capped at the key's adaptive limit adapt (0: none).
-func Adapted(limit, adapt int) int {
-	if adapt > 0 {
-		return min(limit, adapt)
-	}
-	return limit
-}
-
-// Lowered is the limit a throttle takes cur to, never below floor.
-func Lowered(cur, floor int) int {
-	return max(floor, min(cur-1, (cur*3+3)/4), 1)
-}
-
 // AdaptStore is what adapting a key's limit reads and writes.
 type AdaptStore interface {
 	driver.SemaphoreStore
@@ -47,35 +34,31 @@ type AdaptStore interface {
 // that held one of its slots, claimed at claimedAt, was throttled; floor
 // is the lowest the limit may go (bq.Adaptive's Min). Call it before the
 // job's slot is released, in the same transaction, so the release
-// promotes only what the lowered limit allows. It reports the limit
-// before and after (equal when nothing changed).
-func Throttle(ctx context.Context, ex AdaptStore, l driver.Limit, queue string, floor int, claimedAt, now time.Time) (from, to int, err error) {
-	if floor < 1 {
-		return 0, 0, fmt.Errorf("throttle key %q: adaptive minimum %d: want 1 or more", l.Key, floor)
+// promotes only what the lowered limit allows. floor 0 is the Adaptive
+// Min of queue's policy, read with the lock, never below slots (the
+// throttled job's Slots, which Define keeps at most a kind's own Min):
+// a job of several slots must still fit under the lowered limit, or no
+// completion would ever raise it. A queue whose policy does not adapt
+// changes nothing and reports 0, 0. It reports the limit before and
+// after (equal when nothing changed).
+func Throttle(ctx context.Context, ex AdaptStore, l driver.Limit, queue string, floor, slots int, claimedAt, now time.Time) (from, to int, err error) {
+	if floor < 0 {
+		return 0, 0, fmt.Errorf("throttle key %q: adaptive minimum %d: want 1 or more, or 0 for its queue policy's", l.Key, floor)
 	}
 	l.Duration = cmp.Or(l.Duration, DefaultDuration)
 	s, err := lock(ctx, ex, l, queue, now)
 	if err != nil {
 		return 0, 0, err
 	}
-	a, ok, err := ex.KeyAdaptGet(ctx, l.Key)
-	if err != nil {
-		return 0, 0, err
-	}
 	from = s.row.Limit
-	if ok && claimedAt.Before(a.AdaptedAt) {
-		return from, from, nil // run under an older limit
-	}
-	top := Limit(l, s.row.Override, s.row.Policy)
-	to = min(top, Lowered(from, floor))
-	if to >= top {
-		// At its own limit (a floor at or above it): nothing to adapt.
-		if ok {
-			_, err = ex.KeyAdaptDelete(ctx, l.Key)
+	if floor == 0 {
+		if floor = s.row.Policy.AdaptiveMin; floor < 1 {
+			return 0, 0, nil // neither its kind nor its queue adapts
 		}
-		return from, from, err
+		floor = max(floor, slots)
 	}
-	if err := ex.KeyAdaptSet(ctx, driver.KeyAdapt{Key: l.Key, Limit: to, Min: floor, AdaptedAt: now}); err != nil {
+	to, err = driver.AdaptThrottle(ctx, ex, l.Key, from, Limit(l, s.row.Override, s.row.Policy), floor, claimedAt, now)
+	if err != nil {
 		return 0, 0, err
 	}
 	if to == from {
@@ -99,24 +82,11 @@ func Recover(ctx context.Context, ex AdaptStore, l driver.Limit, queue string, n
 	if err != nil {
 		return driver.Promotion{}, err
 	}
-	a, ok, err := ex.KeyAdaptGet(ctx, l.Key) // again, under the key's lock
-	if err != nil || !ok {
+	raised, err := driver.AdaptRecover(ctx, ex, l.Key, Limit(l, s.row.Override, s.row.Policy), n, now) // under the key's lock
+	if err != nil || raised == 0 {
 		return driver.Promotion{}, err
 	}
-	top := Limit(l, s.row.Override, s.row.Policy)
-	a.Successes += n
-	if a.Successes < a.Limit && a.Limit < top {
-		return driver.Promotion{}, ex.KeyAdaptSet(ctx, a)
-	}
-	a.Limit, a.Successes, a.AdaptedAt = min(a.Limit+1, top), 0, now
-	if a.Limit >= top {
-		if _, err := ex.KeyAdaptDelete(ctx, l.Key); err != nil {
-			return driver.Promotion{}, err
-		}
-	} else if err := ex.KeyAdaptSet(ctx, a); err != nil {
-		return driver.Promotion{}, err
-	}
-	s.setLimit(min(a.Limit, top))
+	s.setLimit(raised)
 	set := NewSet(ex, now)
 	set.add(s)
 	if err := s.PromoteBlocked(ctx); err != nil {

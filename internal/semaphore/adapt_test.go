@@ -10,16 +10,6 @@ import (
 	"github.com/bqueue/bq/internal/semaphore"
 )
 
-func TestLowered(t *testing.T) {
-	for _, c := range []struct{ cur, floor, want int }{
-		{12, 1, 9}, {10, 1, 8}, {6, 1, 5}, {5, 1, 4}, {4, 1, 3}, {3, 1, 2}, {2, 1, 1}, {1, 1, 1}, {12, 10, 10}, {4, 5, 5},
-	} {
-		if got := semaphore.Lowered(c.cur, c.floor); got != c.want {
-			t.Errorf("Lowered(%d, floor %d) = %d, want %d", c.cur, c.floor, got, c.want)
-		}
-	}
-}
-
 // TestThrottleAndRecover: with 6 holders of a To 6 key, a throttle lowers
 // the limit to 5 (free -1: free = limit - holders still), a second
 // throttle of a run claimed before that change does nothing, one
@@ -49,16 +39,16 @@ func TestThrottleAndRecover(t *testing.T) {
 			t.Errorf("%s: limit %d, free %d; want %d, %d", what, row.Limit, row.Value, limit, value)
 		}
 	}
-	from, to, err := semaphore.Throttle(ctx, s, l, "q", 4, now, now.Add(time.Second))
+	from, to, err := semaphore.Throttle(ctx, s, l, "q", 4, 1, now, now.Add(time.Second))
 	if err != nil || from != 6 || to != 5 {
 		t.Fatalf("first throttle: %d -> %d, %v; want 6 -> 5", from, to, err)
 	}
 	check("after the first throttle", 5, -1)
-	if from, to, _ = semaphore.Throttle(ctx, s, l, "q", 4, now, now.Add(2*time.Second)); from != to {
+	if from, to, _ = semaphore.Throttle(ctx, s, l, "q", 4, 1, now, now.Add(2*time.Second)); from != to {
 		t.Errorf("a throttle of a run claimed before the change lowered %d -> %d; want no change", from, to)
 	}
 	for range 2 {
-		if _, to, _ = semaphore.Throttle(ctx, s, l, "q", 4, now.Add(3*time.Second), now.Add(3*time.Second)); to != 4 {
+		if _, to, _ = semaphore.Throttle(ctx, s, l, "q", 4, 1, now.Add(3*time.Second), now.Add(3*time.Second)); to != 4 {
 			t.Errorf("a throttle of a run claimed after the change took the limit to %d; want the floor, 4", to)
 		}
 	}

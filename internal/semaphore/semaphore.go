@@ -58,7 +58,7 @@ func lock(ctx context.Context, ex driver.SemaphoreStore, l driver.Limit, queue s
 		}
 		if ok {
 			s := &Semaphore{ex: ex, row: row, now: now}
-			s.setLimit(Adapted(Limit(l, row.Override, row.Policy), row.Adapt))
+			s.setLimit(driver.Adapted(Limit(l, row.Override, row.Policy), row.Adapt))
 			return s, nil
 		}
 		if err := ex.SemaphoreEnsure(ctx, l, now); err != nil {
@@ -122,7 +122,7 @@ func LockMany(ctx context.Context, ex driver.SemaphoreStore, limits []driver.Lim
 			return nil, fmt.Errorf("lock semaphore %q: the driver returned %q in its place", l.Key, rows[i].Key)
 		}
 		s := &Semaphore{ex: ex, row: rows[i], now: now}
-		s.setLimit(Adapted(Limit(l, s.row.Override, s.row.Policy), s.row.Adapt))
+		s.setLimit(driver.Adapted(Limit(l, s.row.Override, s.row.Policy), s.row.Adapt))
 		s.admitting(l)
 		out[i] = s
 	}
@@ -191,6 +191,10 @@ func (s *Semaphore) Limit() int { return s.row.Limit }
 // MaxBlocked is the key's backlog cap; 0 when unbounded.
 func (s *Semaphore) MaxBlocked() int { return s.maxBlocked }
 
+// PolicyMaxWait is the MaxWait of the policy of the queue the key was
+// locked for; 0 when none.
+func (s *Semaphore) PolicyMaxWait() time.Duration { return s.row.Policy.MaxWait }
+
 // Wait takes up to n free slots and returns how many it took.
 func (s *Semaphore) Wait(n int) int {
 	taken := min(s.Free(), n)
@@ -204,7 +208,9 @@ func (s *Semaphore) Wait(n int) int {
 // Block counts n more jobs waiting in the blocked table.
 func (s *Semaphore) Block(n int) { s.row.Blocked += n }
 
-// BlockMulti counts one more multi-key job waiting in the key's line.
+// BlockMulti counts one more job waiting in the key's line that its
+// promotion walks head by head: a multi-key job or one of several slots
+// (driver.HeadByHead).
 func (s *Semaphore) BlockMulti() {
 	s.row.Blocked++
 	s.row.Multi++
@@ -212,6 +218,16 @@ func (s *Semaphore) BlockMulti() {
 
 // Blocked is the number of jobs waiting in the key's line.
 func (s *Semaphore) Blocked() int { return s.row.Blocked }
+
+// Interval is the key's release interval (driver.Released); 0 until
+// measured.
+func (s *Semaphore) Interval() time.Duration { return s.row.Interval }
+
+// ExpectedWait is the expected wait of a job joining the key's line now,
+// behind every job in it (driver.ExpectedWait); 0 when unknown.
+func (s *Semaphore) ExpectedWait() time.Duration {
+	return driver.ExpectedWait(s.row.Blocked+1, s.row.Interval)
+}
 
 // Save writes the semaphore back.
 func (s *Semaphore) Save(ctx context.Context) error {
@@ -258,161 +274,3 @@ func (s *Semaphore) PromoteBlocked(ctx context.Context) error {
 	}
 	return nil
 }
-
-// Release gives back one slot of key, as a holder finishes, fails or leaves
-// for a later retry, and passes it straight to the next blocked job. The
-// free count never rises above the limit, so a second release of the same
-// holder cannot create a slot. Callers release only after deleting the
-// holder's claim (fence matched) in the same transaction.
-func Release(ctx context.Context, ex driver.SemaphoreStore, key string, now time.Time) (driver.Promotion, error) {
-	return ReleaseN(ctx, ex, key, 1, now)
-}
-
-// ReleaseN gives back n slots of key at once (n holders finished in one
-// transaction), capped at the limit like Release.
-func ReleaseN(ctx context.Context, ex driver.SemaphoreStore, key string, n int, now time.Time) (driver.Promotion, error) {
-	out, err := ReleaseMany(ctx, ex, []string{key}, []int{n}, now)
-	if err != nil {
-		return driver.Promotion{}, err
-	}
-	return out[0], nil
-}
-
-// ReleaseMany gives back counts[i] slots of each of keys (sorted,
-// distinct) in one transaction, as ReleaseN does for one key, and returns
-// what each promoted: one call to the driver, which releases its best
-// way (driver.SemaphoreStore's SemaphoreReleaseMany). A key whose line
-// holds multi-key jobs is handed back (LineLeft) and promoted here, after
-// every key is released (all the blocking locks first).
-func ReleaseMany(ctx context.Context, ex driver.SemaphoreStore, keys []string, counts []int, now time.Time) ([]driver.Promotion, error) {
-	if len(keys) == 0 {
-		return nil, nil // an unkeyed batch: no statement
-	}
-	out, err := ex.SemaphoreReleaseMany(ctx, keys, counts, now)
-	if err != nil {
-		return nil, err
-	}
-	var left []int // keys whose line is ours to promote
-	for i, p := range out {
-		if p.LineLeft {
-			left = append(left, i)
-		}
-	}
-	if len(left) == 0 {
-		return out, nil
-	}
-	set := NewSet(ex, now)
-	// Locked by the release: read back in one statement, waiting for no
-	// one.
-	if err := set.readHeld(ctx, pick(keys, left)); err != nil {
-		return nil, err
-	}
-	var lines []*Semaphore
-	for _, i := range left {
-		if s := set.Get(keys[i]); s != nil {
-			lines = append(lines, s)
-		}
-	}
-	if err := set.PromoteBlocked(ctx, lines); err != nil {
-		return nil, err
-	}
-	for _, i := range left {
-		out[i].LineLeft = false
-		if s := set.Get(keys[i]); s != nil {
-			out[i].Add(s.promoted)
-		}
-	}
-	return out, set.Save(ctx)
-}
-
-// Promote hands a key's free slots to its blocked jobs; the dispatcher
-// runs it for keys that have both, so nothing waits beside a free slot
-// for longer than one dispatcher interval.
-func Promote(ctx context.Context, ex driver.SemaphoreStore, key string, now time.Time) (driver.Promotion, error) {
-	row, ok, err := ex.SemaphoreLock(ctx, key, "")
-	if err != nil || !ok {
-		return driver.Promotion{}, err
-	}
-	set := NewSet(ex, now)
-	s := &Semaphore{ex: ex, row: row, now: now}
-	set.add(s)
-	if err := s.PromoteBlocked(ctx); err != nil {
-		return driver.Promotion{}, err
-	}
-	if p := set.Promoted(); p.Jobs == 0 && len(set.keys) == 1 {
-		return p, nil // nothing changed
-	}
-	return set.Promoted(), set.Save(ctx)
-}
-
-// Reclaim recounts an expired semaphore from the rows it stands for:
-// free = limit - (ready + claimed jobs of the key), and blocked from the
-// blocked table. Slots whose holders are gone come back and pass to
-// blocked jobs; slots of live holders stay taken, so reclaiming never lets
-// a job start beside one that still runs. Callers first return the claims
-// of dead processes to ready (they keep their slots) or fail them.
-func Reclaim(ctx context.Context, ex driver.SemaphoreStore, key string, now time.Time) (driver.Promotion, error) {
-	row, ok, err := ex.SemaphoreLock(ctx, key, "")
-	if err != nil || !ok {
-		return driver.Promotion{}, err
-	}
-	n, err := ex.HolderCount(ctx, key)
-	if err != nil {
-		return driver.Promotion{}, err
-	}
-	s := &Semaphore{ex: ex, row: row, now: now}
-	s.row.Value = s.row.Limit - n.Holders
-	s.row.Blocked, s.row.Multi = n.Blocked, n.Multi
-	s.row.ExpiresAt = now.Add(s.row.Duration)
-	set := NewSet(ex, now)
-	set.add(s)
-	if err := s.PromoteBlocked(ctx); err != nil {
-		return driver.Promotion{}, err
-	}
-	return set.Promoted(), set.Save(ctx)
-}
-
-// Leave takes a blocked job of key out of the line, as it is cancelled:
-// with the semaphore locked (before the blocked row, the order promotion
-// locks them in), take deletes the job's blocked row, and if it did, the
-// blocked count drops by one (and the multi-key count, for a multi-key
-// job). The job held no slot, so the free value is unchanged and nothing
-// is promoted.
-func Leave(ctx context.Context, ex driver.SemaphoreStore, key string, multi bool, take func() (bool, error)) (bool, error) {
-	row, ok, err := ex.SemaphoreLock(ctx, key, "")
-	if err != nil {
-		return false, err
-	}
-	if took, err := take(); !took || err != nil {
-		return false, err
-	}
-	if !ok {
-		return true, nil
-	}
-	row.Blocked = max(row.Blocked-1, 0)
-	if multi {
-		row.Multi = max(row.Multi-1, 0)
-	}
-	return true, ex.SemaphoreSave(ctx, row)
-}
-
-// A multi-key job (driver.MaxKeys) takes a slot of every one of its keys
-// at once or none: it never holds one key's slot while it waits for
-// another's (no hold-and-wait). It waits in the line of one key at a time.
-// When that key's slot frees, the promotion of its line reaches the job
-// at its place (priority, then id: it overtakes no one) and looks at its
-// other keys:
-//
-//   - every other key has a free slot and an empty line: the job takes a
-//     slot of each and becomes ready;
-//   - some other key is full, or its line is not empty: the job moves to
-//     that key's line, at its place there by priority and id, and the
-//     slot goes on to the next in line;
-//   - another transaction holds one of its other keys: the promotion stops
-//     and leaves the line to the dispatcher, which tries again.
-//
-// Deadlock: the keys a transaction waits for are locked in sorted order,
-// all before its first try-lock; the other keys of a line's head are only
-// ever try-locked (a try-lock never waits), so no chain of waits can
-// close. The dispatcher try-locks every key, so a transaction frozen
-// holding one never stalls it.

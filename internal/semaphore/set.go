@@ -182,7 +182,11 @@ func (st *Set) promotePass(ctx context.Context, sems []*Semaphore, most int) ([]
 		stopped, consumed := false, 0
 	walk:
 		for _, h := range heads[i] {
-			if s.Free() <= 0 {
+			need := driver.SlotsOf(h.Slots)
+			if s.Free() < need {
+				// The head waits for its slots of this key: the jobs
+				// behind it wait too (no barging), until a release.
+				stopped = s.Free() > 0
 				break
 			}
 			walked++
@@ -199,7 +203,7 @@ func (st *Set) promotePass(ctx context.Context, sems []*Semaphore, most int) ([]
 				others = append(others, o)
 			}
 			for _, o := range others {
-				if o.Free() > 0 && o.row.Blocked == 0 {
+				if o.Free() >= need && o.row.Blocked == 0 {
 					continue
 				}
 				if inPass[o.row.Key] {
@@ -215,14 +219,14 @@ func (st *Set) promotePass(ctx context.Context, sems []*Semaphore, most int) ([]
 				consumed++
 				continue walk
 			}
-			s.row.Value--
+			s.row.Value -= need
 			s.row.Blocked = max(s.row.Blocked-1, 0)
-			if len(others) > 0 {
+			if driver.HeadByHead(len(h.Keys), need) {
 				s.row.Multi = max(s.row.Multi-1, 0)
 			}
 			s.renew()
 			for _, o := range others {
-				o.row.Value--
+				o.row.Value -= need
 				o.renew()
 			}
 			counts[i]++

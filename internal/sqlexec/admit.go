@@ -21,8 +21,8 @@ type AdmitQueries struct {
 	// duplicate key.
 	EnsureTail string
 	// Lock reads at, value, lim, blocked, multi, duration_ms, expires_at,
-	// the override, and the policy's queue, max_active_per_key and
-	// max_blocked of the keys of its ListMarker, a table of (at, k, q):
+	// the override, and the policy's queue, max_active_per_key,
+	// max_blocked, max_wait_us and adaptive_min of the keys of its ListMarker, a table of (at, k, q):
 	// each key's position in the batch, its KeyIndex and its queue's
 	// Text. It locks the semaphores, and only them, in position order.
 	Lock string
@@ -95,11 +95,11 @@ func (x *Executor) lockChunk(ctx context.Context, limits []driver.Limit, queues 
 		found := make([]bool, len(limits))
 		for rows.Next() {
 			var at int
-			var durMS, expires int64
+			var durMS, expires, intervalUS, waitUS int64
 			var s driver.Semaphore
 			var queue []byte
-			if err := rows.Scan(&at, &s.Value, &s.Limit, &s.Blocked, &s.Multi, &durMS, &expires,
-				&s.Override, &s.Adapt, &queue, &s.Policy.MaxActivePerKey, &s.Policy.MaxBlocked); err != nil {
+			if err := rows.Scan(&at, &s.Value, &s.Limit, &s.Blocked, &s.Multi, &durMS, &expires, &intervalUS,
+				&s.Override, &s.Adapt, &queue, &s.Policy.MaxActivePerKey, &s.Policy.MaxBlocked, &waitUS, &s.Policy.AdaptiveMin); err != nil {
 				rows.Close()
 				return fmt.Errorf("lock %d semaphores: %w", len(want), err)
 			}
@@ -109,6 +109,7 @@ func (x *Executor) lockChunk(ctx context.Context, limits []driver.Limit, queues 
 			}
 			s.Key, s.Policy.Queue = limits[at].Key, string(queue)
 			s.Duration, s.ExpiresAt = fromMillis(durMS), FromMicros(expires)
+			s.Interval, s.Policy.MaxWait = time.Duration(intervalUS)*time.Microsecond, time.Duration(waitUS)*time.Microsecond
 			out[at], found[at] = s, true
 		}
 		if err := CloseRows(rows); err != nil {

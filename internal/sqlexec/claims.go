@@ -93,10 +93,10 @@ func (e *Executor) QueueGateGet(ctx context.Context, queue string) (driver.Gate,
 	return g, nil
 }
 
-func (e *Executor) RunningCount(ctx context.Context, queue string) (int, error) {
+func (e *Executor) RunningSlots(ctx context.Context, queue string) (int, error) {
 	var n int
-	if err := e.db.QueryRowContext(ctx, e.q.CountClaimed, e.d.Text(queue)).Scan(&n); err != nil {
-		return 0, fmt.Errorf("count running jobs of queue %q: %w", queue, err)
+	if err := e.db.QueryRowContext(ctx, e.q.RunningSlots, e.d.Text(queue)).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count the slots of queue %q's running jobs: %w", queue, err)
 	}
 	return n, nil
 }

@@ -12,62 +12,63 @@ import (
 )
 
 // ReadyByKey reads a fair-share queue's first p.Rows ready jobs in claim
-// order (all when 0), keeping each key's first p.Max, then its running
-// jobs by key: two statements of the claim's transaction. A key with
-// running jobs and none read has no JobIDs, a Head of -1 and, when it has
-// a weight of its own, a Weight of 0 (no ready row carried it).
+// order (all when 0), keeping each key's first p.Max, and its running
+// slots by key, in one statement of the claim's transaction
+// (sqltext.ReadyByKey). A key with running jobs and none read has no
+// JobIDs, a Head of -1 and, when it has a weight of its own, a Weight of
+// 0 (no ready row carried it).
 func (s Shared) ReadyByKey(ctx context.Context, p driver.KeyViewParams) (driver.KeyView, error) {
 	type row struct {
-		key               string
-		id                int64
-		weight, maxWeight int
+		running                            bool
+		key                                string
+		id                                 int64
+		slots, weight, maxWeight, priority int
 	}
 	limit := int64(p.Rows)
 	if p.Rows <= 0 {
 		limit = math.MaxInt64
 	}
 	rows, err := collect(ctx, s.c, func(r Row) (x row, err error) {
-		err = r.Scan(&x.key, &x.id, &x.weight, &x.maxWeight)
+		var part int
+		err = r.Scan(&part, &x.key, &x.id, &x.slots, &x.weight, &x.maxWeight, &x.priority)
+		x.running = part == 1
 		return x, err
-	}, s.q.ReadyByKey, s.c.Text(p.Queue), limit)
+	}, s.q.ReadyByKey, s.c.Text(p.Queue), limit, s.c.Text(p.Queue))
 	if err != nil {
 		return driver.KeyView{}, readyByKeyErr(p.Queue, err)
 	}
-	view := driver.KeyView{Whole: p.Rows <= 0 || len(rows) < p.Rows}
+	read := 0
 	at := map[string]int{}
-	for n, x := range rows {
-		view.MaxWeight = x.maxWeight
+	for _, x := range rows {
+		if !x.running {
+			read++
+		}
+	}
+	view := driver.KeyView{Whole: p.Rows <= 0 || read < p.Rows}
+	n := 0
+	for _, x := range rows {
 		i, ok := at[x.key]
 		if !ok {
 			i = len(view.Keys)
 			at[x.key] = i
-			view.Keys = append(view.Keys, driver.KeyReady{Key: x.key, Weight: x.weight, Head: n})
+			view.Keys = append(view.Keys, driver.KeyReady{Key: x.key, Head: -1})
 		}
-		view.Keys[i].Ready++
-		if len(view.Keys[i].JobIDs) < p.Max {
-			view.Keys[i].JobIDs = append(view.Keys[i].JobIDs, x.id)
+		k := &view.Keys[i]
+		if x.running {
+			// Running, perhaps none read: its share counts.
+			k.Running = x.slots
+			continue
 		}
-	}
-	type running struct {
-		key string
-		n   int
-	}
-	counts, err := collect(ctx, s.c, func(r Row) (x running, err error) {
-		err = r.Scan(&x.key, &x.n)
-		return x, err
-	}, s.q.RunningByKey, s.c.Text(p.Queue))
-	if err != nil {
-		return driver.KeyView{}, readyByKeyErr(p.Queue, err)
-	}
-	for _, c := range counts {
-		i, ok := at[c.key]
-		if !ok {
-			// Running, none read: its share counts, it takes nothing.
-			i = len(view.Keys)
-			at[c.key] = i
-			view.Keys = append(view.Keys, driver.KeyReady{Key: c.key, Head: -1})
+		view.MaxWeight = x.maxWeight
+		if k.Head < 0 {
+			k.Weight, k.Head = x.weight, n
 		}
-		view.Keys[i].Running = c.n
+		n++
+		k.Ready++
+		if len(k.JobIDs) < p.Max {
+			k.JobIDs = append(k.JobIDs, x.id)
+			k.Slots = append(k.Slots, x.slots)
+		}
 	}
 	slices.SortFunc(view.Keys, func(a, b driver.KeyReady) int { return strings.Compare(a.Key, b.Key) })
 	return view, nil

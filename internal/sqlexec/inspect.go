@@ -71,7 +71,12 @@ func (s Shared) GroupListStats(ctx context.Context, max int) ([]driver.GroupStat
 }
 
 func (s Shared) SemaphoreListMostBlocked(ctx context.Context, max int) ([]driver.Semaphore, error) {
-	out, err := collect(ctx, s.c, scanSemaphore, s.q.TopBlockedKeys, max)
+	out, err := collect(ctx, s.c, func(r Row) (s driver.Semaphore, err error) {
+		var durMS, intervalUS int64
+		err = r.Scan(&s.Key, &s.Value, &s.Limit, &s.Blocked, &s.Multi, &durMS, At(&s.ExpiresAt), &intervalUS)
+		s.Duration, s.Interval = fromMillis(durMS), time.Duration(intervalUS)*time.Microsecond
+		return s, err
+	}, s.q.TopBlockedKeys, max)
 	if err != nil {
 		return nil, fmt.Errorf("list keys with blocked jobs: %w", err)
 	}
@@ -101,13 +106,13 @@ func (s Shared) KeySearch(ctx context.Context, prefix, suffix string, max int) (
 
 func (s Shared) SemaphoreGet(ctx context.Context, key string) (driver.Semaphore, bool, error) {
 	sem := driver.Semaphore{Key: key}
-	var durMS int64
+	var durMS, intervalUS int64
 	ok, err := found(s.c.QueryRow(ctx, s.q.ReadSem, s.c.KeyArgs(key)...).Scan(&sem.Value, &sem.Limit, &sem.Blocked,
-		&sem.Multi, &durMS, At(&sem.ExpiresAt)))
+		&sem.Multi, &durMS, At(&sem.ExpiresAt), &intervalUS))
 	if err != nil {
 		return sem, false, fmt.Errorf("read semaphore %q: %w", key, err)
 	}
-	sem.Duration = fromMillis(durMS)
+	sem.Duration, sem.Interval = fromMillis(durMS), time.Duration(intervalUS)*time.Microsecond
 	return sem, ok, nil
 }
 

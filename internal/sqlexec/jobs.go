@@ -44,7 +44,7 @@ func (e *Executor) JobInsertMany(ctx context.Context, now time.Time, jobs []*dri
 			}
 		}
 	}
-	const width = 19
+	const width = 20
 	values := make([]any, 0, width*len(jobs))
 	for _, j := range jobs {
 		more, err := driver.EncodeMore(j.More)
@@ -54,7 +54,8 @@ func (e *Executor) JobInsertMany(ctx context.Context, now time.Time, jobs []*dri
 		values = append(values, j.Kind, e.d.Text(j.Queue), string(j.Args), j.Priority, j.MaxAttempts,
 			e.nullKey(j.Limit.Key), j.Limit.To, j.Limit.Duration.Milliseconds(), int(j.Limit.OnConflict),
 			j.Limit.MaxBlocked, Micros(j.ScheduledAt), Micros(now), nullJSON(j.Metadata), nullJSON(j.Tags),
-			e.nullKey(j.Rate.Key), j.Rate.Limit, j.Rate.Period.Milliseconds(), nullJSON(more), driver.SequenceColumn(j.Limit))
+			e.nullKey(j.Rate.Key), j.Rate.Limit, j.Rate.Period.Milliseconds(), nullJSON(more), driver.SequenceColumn(j.Limit),
+			driver.SlotsOf(j.Slots))
 	}
 	return e.Atomic(ctx, func(x *Executor) error {
 		ids, err := x.insertRows(ctx, x.q.InsertJobs, width, values, true)

@@ -31,27 +31,29 @@ func keyStatements(p func(string) string, k KeySpelling) (countHolders, lineHead
 	// a job_keys row (counted there only when its concurrency_key is
 	// another key, so each job once); blocked, it holds only in a rate
 	// line; scheduled or failed, only as a sequence's held job (HeldSlot).
+	// A job counts its slots (jobs.slots); the last count is of the blocked
+	// jobs promoted head by head (driver.HeadByHead).
 	// Args: the key's KeyIndex eight times.
 	countHolders = s(`
 SELECT
-	(SELECT count(*) FROM {jobs} JOIN {p}ready_executions r ON r.job_id = j.id
-		WHERE j.{key} = ? AND j.finished_at IS NULL)
-	+ (SELECT count(*) FROM {jobs} JOIN {p}claimed_executions c ON c.job_id = j.id
-		WHERE j.{key} = ? AND j.finished_at IS NULL)
-	+ (SELECT count(*) FROM {jobs} JOIN {p}blocked_executions b ON b.job_id = j.id
-		WHERE j.{key} = ? AND j.finished_at IS NULL AND {rateLine})
-	+ (SELECT count(*) FROM {jobs} WHERE j.{key} = ? AND j.finished_at IS NULL AND ` + sqltext.HeldSlot + `)
-	+ (SELECT count(*) FROM {p}job_keys k JOIN {p}jobs j ON j.id = k.job_id
+	coalesce((SELECT sum(j.slots) FROM {jobs} JOIN {p}ready_executions r ON r.job_id = j.id
+		WHERE j.{key} = ? AND j.finished_at IS NULL), 0)
+	+ coalesce((SELECT sum(j.slots) FROM {jobs} JOIN {p}claimed_executions c ON c.job_id = j.id
+		WHERE j.{key} = ? AND j.finished_at IS NULL), 0)
+	+ coalesce((SELECT sum(j.slots) FROM {jobs} JOIN {p}blocked_executions b ON b.job_id = j.id
+		WHERE j.{key} = ? AND j.finished_at IS NULL AND {rateLine}), 0)
+	+ coalesce((SELECT sum(j.slots) FROM {jobs} WHERE j.{key} = ? AND j.finished_at IS NULL AND ` + sqltext.HeldSlot + `), 0)
+	+ coalesce((SELECT sum(j.slots) FROM {p}job_keys k JOIN {p}jobs j ON j.id = k.job_id
 		WHERE k.{jk} = ? AND j.{key} <> ? AND j.finished_at IS NULL
 		AND (EXISTS (SELECT 1 FROM {p}ready_executions r WHERE r.job_id = j.id)
 			OR EXISTS (SELECT 1 FROM {p}claimed_executions c WHERE c.job_id = j.id)
-			OR EXISTS (SELECT 1 FROM {p}blocked_executions b WHERE b.job_id = j.id AND {rateLine}))),
+			OR EXISTS (SELECT 1 FROM {p}blocked_executions b WHERE b.job_id = j.id AND {rateLine}))), 0),
 	(SELECT count(*) FROM {line} WHERE {key} = ?),
-	(SELECT count(j.more_keys) FROM {line b} JOIN {p}jobs j ON j.id = b.job_id
-		WHERE b.{key} = ?)`)
+	(SELECT count(*) FROM {line b} JOIN {p}jobs j ON j.id = b.job_id
+		WHERE b.{key} = ? AND (j.more_keys IS NOT NULL OR j.slots > 1))`)
 	// The head of a line by its index, however long the line.
 	lineHeads = s(`SELECT b.job_id, b.queue, b.priority, coalesce(j.concurrency_key, ''), j.concurrency_limit,
-	j.concurrency_duration_ms, j.on_conflict, j.max_blocked, j.more_keys
+	j.concurrency_duration_ms, j.on_conflict, j.max_blocked, j.more_keys, j.slots
 FROM {line b} JOIN {p}jobs j ON j.id = b.job_id
 WHERE b.{key} = ? ORDER BY b.priority DESC, b.job_id LIMIT ?`)
 	latestJobLimit = s(`SELECT ` + sqltext.JobColumns + ` FROM {jobs}

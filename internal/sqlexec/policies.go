@@ -11,10 +11,10 @@ import (
 
 func (s Shared) policies(ctx context.Context, query string, args ...any) ([]driver.Policy, error) {
 	return collect(ctx, s.c, func(r Row) (p driver.Policy, err error) {
-		var periodMS int64
+		var periodMS, waitUS int64
 		err = r.Scan(&p.Queue, &p.Namespace, &p.MaxActive, &p.MaxActivePerKey, &p.MaxBlocked, &p.MaxStartsPerKey, &periodMS,
-			&p.FairShare, &p.KeyWeight, At(&p.CreatedAt), At(&p.UpdatedAt))
-		p.StartsPeriod = fromMillis(periodMS)
+			&p.FairShare, &p.KeyWeight, &waitUS, &p.AdaptiveMin, At(&p.CreatedAt), At(&p.UpdatedAt))
+		p.StartsPeriod, p.MaxWait = fromMillis(periodMS), time.Duration(waitUS)*time.Microsecond
 		return p, err
 	}, query, args...)
 }
@@ -41,7 +41,7 @@ func (s Shared) PolicyList(ctx context.Context) ([]driver.Policy, error) {
 func (s Shared) PolicyInsert(ctx context.Context, p driver.Policy) (bool, error) {
 	n, err := s.c.Write(ctx, s.q.InsertPolicy, s.c.Text(p.Queue), s.c.Text(p.Namespace), p.MaxActive, p.MaxActivePerKey,
 		p.MaxBlocked, p.MaxStartsPerKey, p.StartsPeriod.Milliseconds(), p.FairShare, p.KeyWeight,
-		s.c.Time(p.UpdatedAt), s.c.Time(p.UpdatedAt))
+		p.MaxWait.Microseconds(), p.AdaptiveMin, s.c.Time(p.UpdatedAt), s.c.Time(p.UpdatedAt))
 	if err != nil {
 		return false, fmt.Errorf("insert policy of queue %q: %w", p.Queue, err)
 	}
@@ -50,8 +50,8 @@ func (s Shared) PolicyInsert(ctx context.Context, p driver.Policy) (bool, error)
 
 func (s Shared) PolicyUpdate(ctx context.Context, p driver.Policy) error {
 	if _, err := s.c.Write(ctx, s.q.UpdatePolicy, p.MaxActive, p.MaxActivePerKey, p.MaxBlocked,
-		p.MaxStartsPerKey, p.StartsPeriod.Milliseconds(), p.FairShare, p.KeyWeight, s.c.Time(p.UpdatedAt),
-		s.c.Text(p.Queue)); err != nil {
+		p.MaxStartsPerKey, p.StartsPeriod.Milliseconds(), p.FairShare, p.KeyWeight, p.MaxWait.Microseconds(),
+		p.AdaptiveMin, s.c.Time(p.UpdatedAt), s.c.Text(p.Queue)); err != nil {
 		return fmt.Errorf("update policy of queue %q: %w", p.Queue, err)
 	}
 	return nil

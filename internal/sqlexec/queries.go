@@ -20,7 +20,7 @@ type Queries struct {
 
 	FinishJob, DeleteJobs, RecordError, InsertFailed string
 
-	HasReady, Gate, CountClaimed, PickReady, PickAmong, PickHandOff, DeleteReady, InsertClaims, SelectClaims string
+	HasReady, Gate, RunningSlots, PickReady, PickAmong, PickHandOff, DeleteReady, InsertClaims, SelectClaims string
 	DeleteClaim                                                                                              string
 	// The set-wise end of claims (ClaimCompleteMany; a dialect ending them its
 	// own way, SQLite, leaves them empty). LockEnding reads fence, job_id,
@@ -76,7 +76,7 @@ func Common(spell func(string) string, keys KeySpelling) Queries {
 		Spell:         spell,
 		InsertJobs: p(`INSERT INTO {p}jobs (kind, queue, args, priority, max_attempts, concurrency_key,
 	concurrency_limit, concurrency_duration_ms, on_conflict, max_blocked, scheduled_at, created_at,
-	metadata, tags, rate_key, rate_limit, rate_period_ms, more_keys, sequence) VALUES `),
+	metadata, tags, rate_key, rate_limit, rate_period_ms, more_keys, sequence, slots) VALUES `),
 		InsertReady:     p(`INSERT INTO {p}ready_executions (job_id, queue, priority, created_at) VALUES `),
 		InsertScheduled: p(`INSERT INTO {p}scheduled_executions (job_id, queue, priority, scheduled_at) VALUES `),
 		InsertBlocked:   p(`INSERT INTO {p}blocked_executions (job_id, queue, priority, concurrency_key, created_at) VALUES `),

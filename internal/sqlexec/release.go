@@ -18,7 +18,7 @@ var _ driver.SemaphoreStore = (*Executor)(nil)
 // empty). Keys travel as their KeyIndex.
 type ReleaseQueries struct {
 	// Lock reads position, value, lim, blocked, multi, duration_ms,
-	// expires_at of the keys of its ListMarker, a table of (at, k): each
+	// expires_at, release_interval_us, last_release_at of the keys of its ListMarker, a table of (at, k): each
 	// key's position in the batch and its KeyIndex. It locks them in
 	// position order, the keys' sorted order.
 	Lock string
@@ -32,8 +32,10 @@ type ReleaseQueries struct {
 	// SaveHead and SaveTail enclose the VALUES rows (key index, key,
 	// value, lim, blocked, multi, duration_ms, expires_at) of the
 	// semaphores written back; the release's SaveTail leaves multi as it
-	// is (the release changes no multi-key job's line).
-	SaveHead, SaveTail string
+	// is (the release changes no multi-key job's line). The release
+	// writes its rows with TimedHead: SaveHead's columns, then
+	// release_interval_us and last_release_at (driver.Released).
+	SaveHead, TimedHead, SaveTail string
 }
 
 // releasing is one key of a SemaphoreReleaseMany: its locked row and what the
@@ -42,6 +44,8 @@ type releasing struct {
 	key            string
 	give           int // slots given back
 	found          bool
+	interval       time.Duration // the release interval (driver.Released)
+	last           time.Time
 	value, lim     int
 	blocked, take  int
 	multi          int // multi-key jobs in the line: left to the caller
@@ -113,8 +117,9 @@ func (x *Executor) releaseChunk(ctx context.Context, batch []*releasing, now tim
 	}
 	for rows.Next() {
 		var at, value, lim, blocked, multi int
-		var durMS, expires int64
-		if err := rows.Scan(&at, &value, &lim, &blocked, &multi, &durMS, &expires); err != nil {
+		var durMS, expires, intervalUS int64
+		var last sql.NullInt64
+		if err := rows.Scan(&at, &value, &lim, &blocked, &multi, &durMS, &expires, &intervalUS, &last); err != nil {
 			rows.Close()
 			return err
 		}
@@ -124,6 +129,7 @@ func (x *Executor) releaseChunk(ctx context.Context, batch []*releasing, now tim
 		}
 		r := batch[at]
 		r.found, r.value, r.lim, r.blocked, r.multi, r.durMS, r.expires = true, value, lim, blocked, multi, durMS, expires
+		r.interval, r.last = driver.Released(time.Duration(intervalUS)*time.Microsecond, optMicros(last), blocked, r.give, now)
 	}
 	if err := CloseRows(rows); err != nil {
 		return fmt.Errorf("lock the semaphores: %w", err)
@@ -187,7 +193,7 @@ func (x *Executor) releaseChunk(ctx context.Context, batch []*releasing, now tim
 		}
 	}
 
-	values := make([]any, 0, 8*len(batch))
+	values := make([]any, 0, 10*len(batch))
 	n := 0
 	for _, r := range batch {
 		if !r.found {
@@ -204,13 +210,14 @@ func (x *Executor) releaseChunk(ctx context.Context, batch []*releasing, now tim
 		if moved > 0 && driver.Renews(FromMicros(r.expires), now, time.Duration(r.durMS)*time.Millisecond) {
 			r.expires = Micros(now) + r.durMS*1000
 		}
-		values = append(values, x.d.KeyIndex(r.key), x.d.Text(r.key), r.value, r.lim, r.blocked, r.multi, r.durMS, r.expires)
+		values = append(values, x.d.KeyIndex(r.key), x.d.Text(r.key), r.value, r.lim, r.blocked, r.multi, r.durMS, r.expires,
+			r.interval.Microseconds(), lastMicros(r.last))
 		n++
 	}
 	if n == 0 {
 		return nil
 	}
-	if _, err := x.db.ExecContext(ctx, q.SaveHead+Values(n, 8)+q.SaveTail, values...); err != nil {
+	if _, err := x.db.ExecContext(ctx, q.TimedHead+Values(n, 10)+q.SaveTail, values...); err != nil {
 		return fmt.Errorf("save the semaphores: %w", err)
 	}
 	return nil

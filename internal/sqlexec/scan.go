@@ -15,7 +15,7 @@ func ScanJob(scan func(...any) error, j *driver.Job, extra ...any) error {
 	var args, more []byte
 	dest := append([]any{&j.ID, &j.Kind, &j.Queue, &args, &j.Priority, &j.Attempt, &j.MaxAttempts,
 		&j.Limit.Key, &j.Limit.To, &durMS, &conflict, &j.Limit.MaxBlocked, At(&j.ScheduledAt), At(&j.CreatedAt),
-		&j.Metadata, &j.Tags, &j.Rate.Key, &j.Rate.Limit, &rateMS, &more, &sequence, &j.HasDependents}, extra...)
+		&j.Metadata, &j.Tags, &j.Rate.Key, &j.Rate.Limit, &rateMS, &more, &sequence, &j.HasDependents, &j.Slots}, extra...)
 	if err := scan(dest...); err != nil {
 		return err
 	}

@@ -14,6 +14,25 @@ func (e *Executor) key(key string, more ...any) []any {
 	return append(e.d.KeyArgs(key), more...)
 }
 
+// SemColumns are what SemaphoreLock reads of semaphore s, in the order
+// it scans them, and what AdmitQueries.Lock reads after at: the row, the
+// key's override and adaptive limit (the key_limits and key_adapt rows
+// whose keyColumn, "key" or "key_hash", is s's) and the policy of the
+// queue that queue names ("?" or a column); row names more of s's
+// columns, read after expires_at. The subqueries lock nothing in a
+// locking read: only the semaphore row is locked.
+func SemColumns(keyColumn, queue, row string) string {
+	k, q := keyColumn, queue
+	return `s.value, s.lim, s.blocked, s.multi, s.duration_ms, s.expires_at, ` + row + `,
+	coalesce((SELECT k.lim FROM {p}key_limits k WHERE k.` + k + ` = s.` + k + `), 0),
+	coalesce((SELECT a.lim FROM {p}key_adapt a WHERE a.` + k + ` = s.` + k + `), 0),
+	coalesce((SELECT p.queue FROM {p}policies p WHERE p.queue = ` + q + `), ''),
+	coalesce((SELECT p.max_active_per_key FROM {p}policies p WHERE p.queue = ` + q + `), 0),
+	coalesce((SELECT p.max_blocked FROM {p}policies p WHERE p.queue = ` + q + `), 0),
+	coalesce((SELECT p.max_wait_us FROM {p}policies p WHERE p.queue = ` + q + `), 0),
+	coalesce((SELECT p.adaptive_min FROM {p}policies p WHERE p.queue = ` + q + `), 0)`
+}
+
 func (e *Executor) SemaphoreEnsure(ctx context.Context, l driver.Limit, now time.Time) error {
 	if err := e.d.CheckKey(l.Key); err != nil {
 		return fmt.Errorf("create semaphore: %w", err)
@@ -29,15 +48,19 @@ func (e *Executor) SemaphoreEnsure(ctx context.Context, l driver.Limit, now time
 // transaction the lock ends with the statement), or, on a single writer,
 // a plain one: the write lock its transaction holds is the lock.
 func (e *Executor) SemaphoreLock(ctx context.Context, key, queue string) (driver.Semaphore, bool, error) {
-	s := driver.Semaphore{Key: key}
-	var durMS, expires int64
+	s := driver.Semaphore{Key: key, Timed: true}
+	var durMS, expires, intervalUS, waitUS int64
+	var last sql.NullInt64
 	q := e.d.Text(queue)
-	ok, err := found(e.db.QueryRowContext(ctx, e.q.SemLock, append([]any{q, q, q}, e.d.KeyArgs(key)...)...).Scan(&s.Value,
-		&s.Limit, &s.Blocked, &s.Multi, &durMS, &expires, &s.Override, &s.Adapt, &s.Policy.Queue, &s.Policy.MaxActivePerKey, &s.Policy.MaxBlocked))
+	ok, err := found(e.db.QueryRowContext(ctx, e.q.SemLock, append([]any{q, q, q, q, q}, e.d.KeyArgs(key)...)...).Scan(&s.Value,
+		&s.Limit, &s.Blocked, &s.Multi, &durMS, &expires, &intervalUS, &last,
+		&s.Override, &s.Adapt, &s.Policy.Queue, &s.Policy.MaxActivePerKey, &s.Policy.MaxBlocked, &waitUS, &s.Policy.AdaptiveMin))
 	if err != nil {
 		return s, false, fmt.Errorf("lock semaphore %q: %w", key, err)
 	}
+	s.Policy.MaxWait = time.Duration(waitUS) * time.Microsecond
 	s.Duration, s.ExpiresAt = fromMillis(durMS), FromMicros(expires)
+	s.Interval, s.LastRelease = time.Duration(intervalUS)*time.Microsecond, optMicros(last)
 	return s, ok, nil
 }
 
@@ -51,8 +74,12 @@ func (e *Executor) SemaphoreTryLock(ctx context.Context, key string) (bool, erro
 }
 
 func (e *Executor) SemaphoreSave(ctx context.Context, s driver.Semaphore) error {
+	timed := 0
+	if s.Timed {
+		timed = 1
+	}
 	_, err := e.exec(ctx, e.q.SemSave, s.Value, s.Limit, s.Blocked, s.Multi, s.Duration.Milliseconds(), Micros(s.ExpiresAt),
-		e.d.KeyIndex(s.Key))
+		timed, s.Interval.Microseconds(), timed, lastMicros(s.LastRelease), e.d.KeyIndex(s.Key))
 	if err != nil {
 		return fmt.Errorf("save semaphore %q: %w", s.Key, err)
 	}
@@ -119,7 +146,7 @@ func ScanLineHead(scan func(...any) error, h *driver.LineHead, before ...any) er
 	var conflict int
 	var more []byte
 	if err := scan(append(before, &h.JobID, &h.Queue, &h.Priority, &j.Limit.Key, &j.Limit.To, &durMS, &conflict,
-		&j.Limit.MaxBlocked, &more)...); err != nil {
+		&j.Limit.MaxBlocked, &more, &h.Slots)...); err != nil {
 		return err
 	}
 	j.Limit.Duration, j.Limit.OnConflict = fromMillis(durMS), driver.OnConflict(conflict)

@@ -26,7 +26,7 @@ type SharedQueries struct {
 	PolicyRate, PolicyRateKeys, SetKeyLimit, DeleteKeyLimit              string
 	// Fair share: a queue's ready jobs by key and its running jobs by
 	// key (ReadyByKey), and the keys' weights.
-	ReadyByKey, RunningByKey, SetKeyWeight, DeleteKeyWeight, KeyWeights string
+	ReadyByKey, SetKeyWeight, DeleteKeyWeight, KeyWeights string
 	// A debounced enqueue joining a waiting job: its scheduled row moved
 	// if still not due, then its row's due time and args.
 	DebounceScheduled, DebounceJob string
@@ -83,10 +83,11 @@ ON CONFLICT (key) DO UPDATE SET lim = excluded.lim, min_lim = excluded.min_lim, 
 		LockPolicies: p(`SELECT ` + sqltext.PolicyColumns + ` FROM {p}policies
 WHERE namespace = ? OR queue IN ` + ListMarker + ` ORDER BY queue`),
 		InsertPolicy: p(`INSERT INTO {p}policies (queue, namespace, max_active, max_active_per_key, max_blocked,
-	max_starts_per_key, starts_period_ms, fair_share, key_weight, created_at, updated_at)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (queue) DO NOTHING`),
+	max_starts_per_key, starts_period_ms, fair_share, key_weight, max_wait_us, adaptive_min, created_at, updated_at)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (queue) DO NOTHING`),
 		UpdatePolicy: p(`UPDATE {p}policies SET max_active = ?, max_active_per_key = ?, max_blocked = ?,
-	max_starts_per_key = ?, starts_period_ms = ?, fair_share = ?, key_weight = ?, updated_at = ? WHERE queue = ?`),
+	max_starts_per_key = ?, starts_period_ms = ?, fair_share = ?, key_weight = ?, max_wait_us = ?, adaptive_min = ?,
+	updated_at = ? WHERE queue = ?`),
 		DeletePolicy: p(`DELETE FROM {p}policies WHERE queue = ?`),
 		ListPolicies: p(`SELECT ` + sqltext.PolicyColumns + ` FROM {p}policies ORDER BY queue`),
 		PolicyRate:   p(`SELECT max_starts_per_key, starts_period_ms FROM {p}policies WHERE queue = ?`),
@@ -96,8 +97,7 @@ AND rate_key IS NOT NULL AND finished_at IS NULL ORDER BY 1`),
 ON CONFLICT (key) DO UPDATE SET lim = excluded.lim, updated_at = excluded.updated_at`),
 		DeleteKeyLimit: p(`DELETE FROM {p}key_limits WHERE key = ?`),
 
-		ReadyByKey:   p(sqltext.ReadyByKey(`w.key = j.concurrency_key`, sqltext.KeyNotPausedOf(`{p}ready_executions.job_id`))),
-		RunningByKey: p(sqltext.RunningByKey),
+		ReadyByKey: p(sqltext.ReadyByKey(`w.key = j.concurrency_key`, sqltext.KeyNotPausedOf(`{p}ready_executions.job_id`))),
 		SetKeyWeight: p(`INSERT INTO {p}key_weights (key, weight, updated_at) VALUES (?, ?, ?)
 ON CONFLICT (key) DO UPDATE SET weight = excluded.weight, updated_at = excluded.updated_at`),
 		DeleteKeyWeight: p(`DELETE FROM {p}key_weights WHERE key = ?`),
@@ -120,9 +120,9 @@ FROM {p}claimed_executions WHERE process_id = ?`),
 		GetJob:        p(`SELECT ` + sqltext.JobInfoColumns + ` FROM {p}jobs j WHERE j.id = ?`),
 		SchemaVersion: p(`SELECT coalesce(max(version_id), 0) FROM {p}schema_migrations WHERE is_applied`),
 		ReadyAges:     p(`SELECT queue, min(created_at) FROM {p}ready_executions GROUP BY queue ORDER BY queue`),
-		TopBlockedKeys: p(`SELECT key, value, lim, blocked, multi, duration_ms, expires_at FROM {p}semaphores
+		TopBlockedKeys: p(`SELECT key, value, lim, blocked, multi, duration_ms, expires_at, release_interval_us FROM {p}semaphores
 WHERE blocked > 0 ORDER BY blocked DESC, key LIMIT ?`),
-		ReadSem: p(`SELECT value, lim, blocked, multi, duration_ms, expires_at FROM {p}semaphores WHERE key = ?`),
+		ReadSem: p(`SELECT value, lim, blocked, multi, duration_ms, expires_at, release_interval_us FROM {p}semaphores WHERE key = ?`),
 		BlockedAhead: p(`SELECT count(*) FROM (SELECT 1 FROM {p}blocked_executions
 WHERE concurrency_key = ? AND (priority > ? OR (priority = ? AND job_id < ?)) LIMIT ?) ahead`),
 		BlockedLine: p(`

@@ -256,3 +256,11 @@ func optMicros(v sql.NullInt64) time.Time {
 	}
 	return FromMicros(v.Int64)
 }
+
+// lastMicros writes a nullable time column: NULL for the zero time.
+func lastMicros(t time.Time) sql.NullInt64 {
+	if t.IsZero() {
+		return sql.NullInt64{}
+	}
+	return sql.NullInt64{Int64: Micros(t), Valid: true}
+}

@@ -19,7 +19,7 @@ const (
 	jobColumnsHead = `j.id, j.kind, j.queue, j.args, j.priority, j.attempt, j.max_attempts,
 	coalesce(j.concurrency_key, ''), j.concurrency_limit, j.concurrency_duration_ms, j.on_conflict,
 	j.max_blocked, `
-	jobColumnsTail = `, j.created_at, j.metadata, j.tags, coalesce(j.rate_key, ''), j.rate_limit, j.rate_period_ms, j.more_keys, j.sequence, j.has_dependents`
+	jobColumnsTail = `, j.created_at, j.metadata, j.tags, coalesce(j.rate_key, ''), j.rate_limit, j.rate_period_ms, j.more_keys, j.sequence, j.has_dependents, j.slots`
 )
 
 // ClaimedByRule is the condition on a queue's policy row c under which
@@ -28,23 +28,29 @@ const (
 const ClaimedByRule = `(c.max_active > 0 OR c.fair_share = TRUE)`
 
 // ReadyByKey reads a fair-share queue's first ready jobs in claim order
-// (priority, then id: the ready line's index order, so nothing is
-// sorted) with each one's key (empty for none), the key's weight (0:
-// none) and the largest weight any key has (0: none has), weightOn
-// joining key_weights w to job j. The caller keeps each key's first jobs
+// (priority, then id: the ready line's index order) with each one's key
+// (empty for none), the key's weight (0: none) and the largest weight any
+// key has (0: none has), weightOn joining key_weights w to job j; then,
+// in the same statement, the slots its running jobs use by key (as
+// RunningByKey): one round trip of the claim's transaction, which holds
+// the queue's policy row. A column tells the parts apart: 0 for a ready
+// job (key, job id, slots, weight, largest weight), 1 for a key's running
+// slots (key, 0, slots, 0, 0). The caller keeps each key's first jobs
 // (driver.ReadyByKey): a window ranking them in SQL sorts the rows by key
 // and costs twice the read. The jobs and weights are joined to the rows
 // taken only, so a claim that reads the line's head pays for the head.
 // Jobs of a paused key are left out (notPaused, KeyNotPaused of
 // {p}ready_executions.job_id): they take no share. Args: queue, the most
-// rows to read.
+// rows to read, queue.
 func ReadyByKey(weightOn, notPaused string) string {
-	return `SELECT coalesce(j.concurrency_key, ''), r.job_id, coalesce(w.weight, 0),
-	(SELECT coalesce(max(mw.weight), 0) FROM {p}key_weights mw)
+	return `SELECT 0, coalesce(j.concurrency_key, ''), r.job_id, j.slots, coalesce(w.weight, 0),
+	(SELECT coalesce(max(mw.weight), 0) FROM {p}key_weights mw), r.priority
 FROM (SELECT job_id, priority FROM {p}ready_executions WHERE queue = ? AND ` + notPaused + `
 	ORDER BY priority DESC, job_id LIMIT ?) r
 JOIN {p}jobs j ON j.id = r.job_id LEFT JOIN {p}key_weights w ON ` + weightOn + `
-ORDER BY r.priority DESC, r.job_id`
+UNION ALL
+` + runningByKey + `
+ORDER BY 1, 7 DESC, 3`
 }
 
 // KeyNotPaused is the condition that the job whose id is the expression
@@ -74,14 +80,15 @@ func KeyNotPausedOf(id string) string {
 	return KeyNotPaused(id, `pk.key = pj.concurrency_key`, `pk.key = jk.key`)
 }
 
-// RunningByKey counts a queue's claimed jobs by key (empty for those
-// with none). Args: queue.
-const RunningByKey = `SELECT coalesce(j.concurrency_key, ''), count(*)
+// runningByKey is ReadyByKey's second part: the slots of a queue's
+// claimed jobs summed by key (empty for those with none), a job of k
+// slots using k of the key's share. Args: queue.
+const runningByKey = `SELECT 1, coalesce(j.concurrency_key, ''), 0, sum(j.slots), 0, 0, 0
 FROM {p}claimed_executions c JOIN {p}jobs j ON j.id = c.job_id WHERE c.queue = ? GROUP BY j.concurrency_key`
 
 // PolicyColumns are the columns of a policy row, in scanning order.
 const PolicyColumns = `queue, namespace, max_active, max_active_per_key, max_blocked,
-	max_starts_per_key, starts_period_ms, fair_share, key_weight, created_at, updated_at`
+	max_starts_per_key, starts_period_ms, fair_share, key_weight, max_wait_us, adaptive_min, created_at, updated_at`
 
 // PeriodicColumns are the columns of a periodic schedule's row, in
 // scanning order.

@@ -156,7 +156,8 @@ func compare(key string, row driver.Semaphore, n driver.HolderCount) []Drift {
 		out = append(out, Drift{Kind: Blocked, Key: key,
 			Detail: fmt.Sprintf("blocked %d (multi-key %d), want %d (%d) as in its line", row.Blocked, row.Multi, n.Blocked, n.Multi)})
 	}
-	// A line holding multi-key jobs waits on their other keys too.
+	// A line holding multi-key jobs waits on their other keys too, and one
+	// holding a job of several slots may have fewer free than its head needs.
 	if want > 0 && n.Blocked > 0 && n.Multi == 0 {
 		out = append(out, Drift{Kind: Stuck, Key: key,
 			Detail: fmt.Sprintf("%d free slots while %d jobs wait in its line", want, n.Blocked)})

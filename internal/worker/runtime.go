@@ -124,6 +124,9 @@ type Runtime struct {
 	// line (rateWaits).
 	rateWake chan struct{}
 
+	// policies: which queues adapt by their policy (queueAdapts).
+	policies policyCache
+
 	mu       sync.Mutex
 	wakers   map[string][]chan struct{} // queue -> workers of this process
 	announce *announcer                 // started on first use
@@ -344,104 +347,4 @@ func Queues() []string {
 		}
 	}
 	return out
-}
-
-// PermanentError marks an error that must not be retried (bq.Permanent).
-type PermanentError struct{ Err error }
-
-func (e *PermanentError) Error() string { return e.Err.Error() }
-func (e *PermanentError) Unwrap() error { return e.Err }
-
-// Permanent wraps err so its job fails at once.
-func Permanent(err error) error { return &PermanentError{Err: err} }
-
-// IsPermanent reports whether err asks for no retry.
-func IsPermanent(err error) bool {
-	var p *PermanentError
-	return errors.As(err, &p)
-}
-
-// SnoozeError asks for the job to run again after Delay (bq.Snooze).
-type SnoozeError struct{ Delay time.Duration }
-
-func (e *SnoozeError) Error() string { return fmt.Sprintf("bq.Snooze: run again in %s", e.Delay) }
-
-// SnoozeOf is the delay a run asked for with a SnoozeError, if it did.
-func SnoozeOf(err error) (time.Duration, bool) {
-	var s *SnoozeError
-	if errors.As(err, &s) {
-		return s.Delay, true
-	}
-	return 0, false
-}
-
-// CancelError is a run's own request to end cancelled (bq.Cancel); it
-// unwraps to Sentinel (bq.ErrCancelled) and to Err.
-type CancelError struct {
-	Err      error
-	Sentinel error
-}
-
-func (e *CancelError) Error() string {
-	if e.Err == nil {
-		return "bq.Cancel"
-	}
-	return e.Err.Error()
-}
-
-// Unwrap lets errors.Is and errors.As see both the sentinel and the
-// wrapped error.
-func (e *CancelError) Unwrap() []error {
-	if e.Err == nil {
-		return []error{e.Sentinel}
-	}
-	return []error{e.Sentinel, e.Err}
-}
-
-// CancelOf reports whether a run asked to be cancelled.
-func CancelOf(err error) bool {
-	var c *CancelError
-	return errors.As(err, &c)
-}
-
-// ThrottleError asks for the job to run again after Delay, its key's
-// limit lowered if it adapts (bq.Throttled); Err is what the downstream
-// answered, maybe nil.
-type ThrottleError struct {
-	Err   error
-	Delay time.Duration
-}
-
-func (e *ThrottleError) Error() string {
-	if e.Err == nil {
-		return fmt.Sprintf("bq.Throttled: run again in %s", e.Delay)
-	}
-	return fmt.Sprintf("bq.Throttled: run again in %s: %v", e.Delay, e.Err)
-}
-
-func (e *ThrottleError) Unwrap() error { return e.Err }
-
-// ThrottleOf is the delay a run asked for with a ThrottleError, if it
-// did.
-func ThrottleOf(err error) (time.Duration, bool) {
-	var t *ThrottleError
-	if errors.As(err, &t) {
-		return t.Delay, true
-	}
-	return 0, false
-}
-
-// Adaptive is a Job whose key's limit adapts (bq.Adaptive).
-type Adaptive interface {
-	// AdaptiveMin is the floor of its key's limit; 0 when it does not
-	// adapt.
-	AdaptiveMin() int
-}
-
-// adaptiveMin is def's AdaptiveMin, 0 for a Job without one.
-func adaptiveMin(def Job) int {
-	if a, ok := def.(Adaptive); ok {
-		return a.AdaptiveMin()
-	}
-	return 0
 }

@@ -533,7 +533,13 @@ func (w *queueWorker) finish(runCtx context.Context, l *lease, meta Meta, def Jo
 	e := outcome{claim: cl, runErr: runErr, cause: context.Cause(runCtx), ran: ran, now: w.c.cfg.Now(), shutdown: shutdown, fenced: fenced, startedLate: startedLate}
 	now := e.now
 	if runErr == nil {
-		w.completer.complete(cl, adaptiveMin(def) > 0, func(res lifecycle.Result, err error) {
+		// A key adapts by its kind's Adaptive, else by its queue's policy
+		// (counted as a floor of 1: recovery reads no floor).
+		adaptive := adaptiveOf(def)
+		if adaptive.Key == 0 && cl.Limit.Key != "" && w.c.queueAdapts(cl.Queue) {
+			adaptive.Key = 1
+		}
+		w.completer.complete(cl, adaptive, func(res lifecycle.Result, err error) {
 			done(w.report(ctx, e, res, err))
 		})
 		return
@@ -571,9 +577,13 @@ func (w *queueWorker) finish(runCtx context.Context, l *lease, meta Meta, def Jo
 		action = func(ex driver.Executor) (lifecycle.Result, error) { return lifecycle.Reap(ctx, ex, cl, msg, now) }
 	case e.snoozed && e.throttled:
 		e.retryAt = now.Add(snooze)
-		floor := adaptiveMin(def)
+		floors := adaptiveOf(def)
 		action = func(ex driver.Executor) (res lifecycle.Result, err error) {
-			res, e.adapted, err = lifecycle.Throttle(ctx, ex, cl, floor, e.retryAt, now)
+			// floors.Key 0: the queue's policy says, read under the key's lock.
+			res, e.adapted, err = lifecycle.Throttle(ctx, ex, cl, floors, e.retryAt, now)
+			if floors.Key == 0 && e.adapted.Key != "" {
+				w.c.queueAdapted(cl.Queue) // count its completions from now
+			}
 			return res, err
 		}
 	case e.snoozed:
@@ -662,7 +672,8 @@ func (w *queueWorker) report(ctx context.Context, e outcome, res lifecycle.Resul
 	case e.snoozed && e.throttled:
 		outcome = "throttled"
 		log.Info("job throttled by its downstream; its slot released, it runs again when due, no attempt spent",
-			"error", runErr, "duration", ran, "run_at", e.retryAt, "limit_from", e.adapted.From, "limit_to", e.adapted.To)
+			"error", runErr, "duration", ran, "run_at", e.retryAt, "limit_from", e.adapted.From, "limit_to", e.adapted.To,
+			"rate_from", e.adapted.RateFrom, "rate_to", e.adapted.RateTo)
 	case e.snoozed:
 		outcome = "snoozed"
 		log.Debug("job snoozed; its slot released, it runs again when due", "duration", ran, "run_at", e.retryAt)
@@ -686,7 +697,7 @@ func (w *queueWorker) report(ctx context.Context, e outcome, res lifecycle.Resul
 	switch {
 	case outcome == "cancelled":
 	case e.snoozed && e.throttled:
-		w.c.met.Throttled(ctx, job, e.adapted.To < e.adapted.From)
+		w.c.met.Throttled(ctx, job, e.adapted.To < e.adapted.From, e.adapted.RateTo < e.adapted.RateFrom)
 	case e.snoozed:
 		w.c.met.Snoozed(ctx, job)
 	case e.startedLate:
@@ -746,245 +757,6 @@ func errorText(s string) string {
 func asciiText(s string) string {
 	q := strconv.QuoteToASCII(s)
 	return q[1 : len(q)-1]
-}
-
-// maxCompletionBatch bounds the runs one completion statement ends.
-const maxCompletionBatch = 1000
-
-// completer records successful runs in batches, group-commit style: while
-// one batch commits, the completions that arrive queue up and go in the
-// next, in one statement. Nothing waits for a timer: an idle completer
-// writes a lone completion at once, so batching adds no latency and a
-// freed slot passes to the next blocked job as soon as it would alone.
-type completer struct {
-	c   *Runtime
-	ctx context.Context // ends when a stop gives up on the database
-	in  chan *completion
-	// proc and workers (by queue) take hand-offs: jobs a batch promotes
-	// into slots it released, claimed in its transaction.
-	proc    *process
-	workers map[string]*queueWorker
-
-	mu      sync.RWMutex // held to send, so stop cannot close in under a sender
-	stopped bool
-	exited  chan struct{}
-}
-
-type completion struct {
-	claim *driver.Claim
-	// adaptive: the claim's key adapts (bq.Adaptive); its completion
-	// counts towards raising its limit (lifecycle.RecoverMany).
-	adaptive bool
-	then     func(lifecycle.Result, error)
-}
-
-// startCompleter starts a completer; stop it once no worker records.
-func startCompleter(c *Runtime, ctx context.Context) *completer {
-	cp := &completer{c: c, ctx: ctx, in: make(chan *completion, maxCompletionBatch), exited: make(chan struct{})}
-	go cp.run()
-	return cp
-}
-
-// complete records one successful run in the next batch and calls then
-// with its result once the batch has committed (or been given up on), on
-// the completer's goroutine: then must be quick and must not complete.
-// A run that ends after stop (unclaimed at shutdown) is written alone,
-// before complete returns.
-func (cp *completer) complete(claim *driver.Claim, adaptive bool, then func(lifecycle.Result, error)) {
-	c := &completion{claim: claim, adaptive: adaptive, then: then}
-	cp.mu.RLock()
-	if cp.stopped {
-		cp.mu.RUnlock()
-		cp.write([]*completion{c})
-		return
-	}
-	cp.in <- c
-	cp.mu.RUnlock()
-}
-
-// stop writes what is queued and ends run.
-func (cp *completer) stop() {
-	cp.mu.Lock()
-	cp.stopped = true
-	close(cp.in)
-	cp.mu.Unlock()
-	<-cp.exited
-}
-
-// run writes batches until in is closed and drained.
-func (cp *completer) run() {
-	defer close(cp.exited)
-	for first := range cp.in {
-		batch := []*completion{first}
-	fill:
-		for len(batch) < maxCompletionBatch {
-			select {
-			case next, ok := <-cp.in:
-				if !ok {
-					break fill
-				}
-				batch = append(batch, next)
-			default:
-				break fill
-			}
-		}
-		cp.write(batch)
-	}
-}
-
-func anyKeyed(claims []*driver.Claim) bool {
-	for _, c := range claims {
-		if c.Limit.Key != "" || c.HasDependents {
-			return true
-		}
-	}
-	return false
-}
-
-// write commits one batch and tells each completion its result.
-// handOffTo lets the completer hand jobs off to the workers of proc.
-func (cp *completer) handOffTo(proc *process, workers []*queueWorker) {
-	cp.proc = proc
-	cp.workers = make(map[string]*queueWorker, len(workers))
-	for _, w := range workers {
-		cp.workers[w.queue] = w
-	}
-}
-
-// reserve promises, for each queue of the batch's keyed claims that this
-// process works, as many free slots as the batch has keyed claims of it
-// (at most one promotion per slot released): the room of its hand-offs.
-func (cp *completer) reserve(claims []*driver.Claim) map[string]int {
-	var room map[string]int
-	for _, c := range claims {
-		if c.Limit.Key == "" {
-			continue
-		}
-		if room == nil {
-			room = map[string]int{}
-		}
-		room[c.Queue]++
-	}
-	for q, n := range room {
-		if w := cp.workers[q]; w != nil {
-			room[q] = w.reserveHandOff(n)
-		} else {
-			room[q] = 0
-		}
-		if room[q] == 0 {
-			delete(room, q)
-		}
-	}
-	return room
-}
-
-func (cp *completer) write(batch []*completion) {
-	ctx := cp.ctx
-	keep := cp.c.cfg.Retention != NoRetention
-	claims := make([]*driver.Claim, len(batch))
-	var adaptive []bool // nil while the batch has no adaptive key
-	for i, b := range batch {
-		claims[i] = b.claim
-		if b.adaptive && adaptive == nil {
-			adaptive = make([]bool, len(batch))
-		}
-		if b.adaptive {
-			adaptive[i] = true
-		}
-	}
-	room := cp.reserve(claims)
-	if len(room) > 0 {
-		// Until the runs hold leases, the hand-offs are claims in
-		// flight: the process's claim check must not take them for
-		// strays.
-		cp.proc.claiming.RLock()
-		defer cp.proc.claiming.RUnlock()
-	}
-	var results []lifecycle.Result
-	var handed map[string][]*driver.Claim
-	var raised driver.Promotion // by adaptive limits' raises
-	tries := 0
-	err := cp.c.retryDB(ctx, "record completions", func() error {
-		tries++
-		run, inTx := driver.InTx, true
-		if !anyKeyed(claims) {
-			// No slot to release and no job waiting for them, as they
-			// were claimed: ending the claims is one write.
-			run, inTx = driver.Atomic, false
-		}
-		return run(ctx, cp.c.drv, func(ex driver.Executor) (err error) {
-			now := cp.c.cfg.Now()
-			handed, raised = nil, driver.Promotion{}
-			if results, err = lifecycle.CompleteMany(ctx, ex, claims, keep, now); err != nil {
-				return err
-			}
-			if inTx {
-				if err = lifecycle.SettleMany(ctx, ex, results, claims, now); err != nil {
-					return err
-				}
-			}
-			if len(room) > 0 {
-				if handed, err = lifecycle.HandOff(ctx, ex, results, room, cp.proc.ID(), now); err != nil {
-					return err
-				}
-			}
-			if adaptive != nil {
-				raised, err = lifecycle.RecoverMany(ctx, ex, claims, adaptive, results, now)
-			}
-			return err
-		})
-	})
-	if err != nil {
-		handed = nil
-	} else {
-		cp.settleLate(results, claims)
-	}
-	cp.c.ReadyAll(raised.Queues)
-	if len(room) > 0 && (err != nil || tries > 1) {
-		// An attempt failed: its COMMIT may have landed unseen, with
-		// hand-off claims no run holds; the next claim check unclaims
-		// them.
-		cp.proc.suspectStrays()
-	}
-	for q, n := range room {
-		cp.workers[q].handed(ctx, handed[q], n)
-	}
-	for i, b := range batch {
-		if err != nil {
-			b.then(lifecycle.Result{}, err)
-		} else {
-			b.then(results[i], nil)
-		}
-	}
-}
-
-// settleLate settles, in a transaction of its own, the completed jobs
-// that others came to wait for while they ran, which one write ended
-// without a transaction (write): rare, as a dependent is enqueued on a
-// running job. Should it fail, or the process die first, the
-// dispatcher's repair settles them (lifecycle.SettleEnded).
-func (cp *completer) settleLate(results []lifecycle.Result, claims []*driver.Claim) {
-	ctx := cp.ctx
-	for i := range results {
-		if !results[i].HasDependents {
-			continue
-		}
-		err := cp.c.retryDB(ctx, "settle the jobs waiting for a completed job", func() error {
-			return driver.InTx(ctx, cp.c.drv, func(ex driver.Executor) error {
-				r := []lifecycle.Result{{HasDependents: true}}
-				if err := lifecycle.SettleMany(ctx, ex, r, claims[i:i+1], cp.c.cfg.Now()); err != nil {
-					return err
-				}
-				results[i].Promoted.Add(r[0].Promoted)
-				return nil
-			})
-		})
-		if err != nil {
-			cp.c.log.Warn("bq: could not settle the jobs waiting for a completed job; the dispatcher will",
-				"job_id", claims[i].ID, "err", err)
-		}
-		results[i].HasDependents = false
-	}
 }
 
 // ErrStartedLate ends a rated run that did not begin by its claim's

@@ -61,6 +61,10 @@ class Unique:
     by_states: Sequence[JobState] = ()
 
 
+# MAX_SLOTS is bq.MaxSlots: the most slots a job takes of each of its keys.
+MAX_SLOTS = 1000
+
+
 def _ms(d: timedelta, what: str) -> int:
     if not isinstance(d, timedelta):
         raise TypeError(f"{what} is a {type(d).__name__}: give a datetime.timedelta")
@@ -74,6 +78,7 @@ class Options:
 
     queue: Optional[str] = None  # bq.Queue
     priority: Optional[int] = None  # bq.Priority: higher runs first
+    slots: Optional[int] = None  # bq.Slots: slots taken of each concurrency key, 1 to 1000
     run_at: Optional[datetime] = None  # bq.At: aware datetime
     run_in: Optional[timedelta] = None  # bq.In
     concurrency_key: Optional[ConcurrencyKey] = None  # bq.WithConcurrencyKey
@@ -94,6 +99,12 @@ class Options:
             if isinstance(self.priority, bool) or not isinstance(self.priority, int):
                 raise TypeError(f"priority is a {type(self.priority).__name__}: give an int")
             o["priority"] = self.priority
+        if self.slots is not None:
+            if isinstance(self.slots, bool) or not isinstance(self.slots, int):
+                raise TypeError(f"slots is a {type(self.slots).__name__}: give an int")
+            if not 0 <= self.slots <= MAX_SLOTS:
+                raise ValueError(f"Slots is {self.slots}: use 1 to {MAX_SLOTS} (bq.MaxSlots), or 0 for 1")
+            o["slots"] = self.slots
         if self.run_at is not None and self.run_in is not None:
             raise ValueError("run_at and run_in are both set: give one")
         if self.run_at is not None:

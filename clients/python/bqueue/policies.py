@@ -47,10 +47,20 @@ class Policy:
     max_blocked: int = 0
     max_starts_per_key: int = 0
     starts_period: Optional[timedelta] = None
+    # Policy.MaxWait: the backpressure bound of keyed jobs that set no
+    # Concurrency.MaxWait (whole microseconds); None for none.
+    max_wait: Optional[timedelta] = None
+    # Policy.Adaptive's Min: adaptive limits for keyed jobs that set no
+    # Concurrency.Adaptive, with this floor; 0 for off.
+    adaptive_min: int = 0
 
     @property
     def starts_period_ms(self) -> int:
         return 0 if self.starts_period is None else int(self.starts_period / timedelta(milliseconds=1))
+
+    @property
+    def max_wait_us(self) -> int:
+        return 0 if self.max_wait is None else self.max_wait // timedelta(microseconds=1)
 
 
 @dataclass(frozen=True)
@@ -62,16 +72,18 @@ class StoredPolicy(Policy):
     updated_at: Optional[datetime] = None
 
 
-_COLUMNS = "queue, namespace, max_active, max_active_per_key, max_blocked, max_starts_per_key, starts_period_ms, created_at, updated_at"
+_COLUMNS = ("queue, namespace, max_active, max_active_per_key, max_blocked, max_starts_per_key, starts_period_ms, "
+            "max_wait_us, adaptive_min, created_at, updated_at")
 
 
 def _stored(db: DB, r: tuple[Any, ...]) -> StoredPolicy:
-    period = int(r[6])
+    period, wait = int(r[6]), int(r[7])
     return StoredPolicy(
         queue=text(r[0]), namespace=text(r[1]), max_active=int(r[2]), max_active_per_key=int(r[3]),
         max_blocked=int(r[4]), max_starts_per_key=int(r[5]),
         starts_period=timedelta(milliseconds=period) if period else None,
-        created_at=db.read_time(r[7]), updated_at=db.read_time(r[8]),
+        max_wait=timedelta(microseconds=wait) if wait else None, adaptive_min=int(r[8]),
+        created_at=db.read_time(r[9]), updated_at=db.read_time(r[10]),
     )
 
 
@@ -98,6 +110,21 @@ def _validate(namespace: str, policies: Sequence[Policy]) -> None:
                 f"queue {_q(p.queue)}: MaxActive {p.max_active}, MaxActivePerKey {p.max_active_per_key}, "
                 f"MaxBlocked {p.max_blocked}: use 0 (no limit) or more"
             )
+        if p.max_wait is not None and (p.max_wait < timedelta(0) or p.max_wait % timedelta(microseconds=1)):
+            errs.append(
+                f"queue {_q(p.queue)}: MaxWait {p.max_wait}: use a positive duration of whole microseconds "
+                "(the longest a job may be expected to wait for its slot), or 0 for no bound"
+            )
+        if p.adaptive_min < 0:
+            errs.append(
+                f"queue {_q(p.queue)}: Adaptive.Min {p.adaptive_min}: use 1 or more (the lowest a throttled key's "
+                "limit falls to), or leave Adaptive nil for no adaptive limits"
+            )
+        elif p.max_active_per_key > 0 and p.adaptive_min > p.max_active_per_key:
+            errs.append(
+                f"queue {_q(p.queue)}: Adaptive.Min {p.adaptive_min} is above MaxActivePerKey {p.max_active_per_key}: "
+                f"the limit could never fall; set Min at most {p.max_active_per_key}"
+            )
         if p.max_starts_per_key != 0 or p.starts_period is not None:
             what = f"queue {_q(p.queue)}: Policy"
             if not 1 <= p.max_starts_per_key <= MAX_RATE_LIMIT:
@@ -110,9 +137,14 @@ def _validate(namespace: str, policies: Sequence[Policy]) -> None:
         raise InvalidArgument("sync policies: " + "\n".join(errs))
 
 
+def _values(p: Policy) -> list[int]:
+    """The limit columns of p, in _COLUMNS' order."""
+    return [p.max_active, p.max_active_per_key, p.max_blocked, p.max_starts_per_key, p.starts_period_ms,
+            p.max_wait_us, p.adaptive_min]
+
+
 def _same(have: StoredPolicy, want: Policy) -> bool:
-    return (have.max_active, have.max_active_per_key, have.max_blocked, have.max_starts_per_key, have.starts_period_ms) == (
-        want.max_active, want.max_active_per_key, want.max_blocked, want.max_starts_per_key, want.starts_period_ms)
+    return _values(have) == _values(want)
 
 
 def sync_policies(conn: Any, namespace: str, policies: Sequence[Policy], *, prefix: str = DEFAULT_PREFIX) -> None:
@@ -137,7 +169,7 @@ def sync_policies(conn: Any, namespace: str, policies: Sequence[Policy], *, pref
     written: list[str] = []  # queues whose keys and workers the Go side must bring in line
     for p in policies:
         have = by_queue.get(p.queue)
-        values = [p.max_active, p.max_active_per_key, p.max_blocked, p.max_starts_per_key, p.starts_period_ms]
+        values = _values(p)
         if have is not None and have.namespace != namespace:
             raise PolicyConflict(
                 f"sync policies of namespace {_q(namespace)}: queue policy owned by another namespace: queue {_q(p.queue)} "
@@ -147,11 +179,12 @@ def sync_policies(conn: Any, namespace: str, policies: Sequence[Policy], *, pref
             continue
         if have is not None:
             db.execute("UPDATE {p}policies SET max_active = ?, max_active_per_key = ?, max_blocked = ?, "
-                       "max_starts_per_key = ?, starts_period_ms = ?, updated_at = ? WHERE queue = ?",
+                       "max_starts_per_key = ?, starts_period_ms = ?, max_wait_us = ?, adaptive_min = ?, updated_at = ? "
+                       "WHERE queue = ?",
                        [*values, now, p.queue]).close()
         else:
             conflict = " ON DUPLICATE KEY UPDATE queue = queue" if db.dialect == MYSQL else " ON CONFLICT (queue) DO NOTHING"
-            cur = db.execute("INSERT INTO {p}policies (" + _COLUMNS + ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)" + conflict,
+            cur = db.execute("INSERT INTO {p}policies (" + _COLUMNS + ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)" + conflict,
                              [p.queue, namespace, *values, now, now])
             inserted = cur.rowcount == 1
             cur.close()

@@ -26,6 +26,15 @@ def count(conn, query: str) -> int:
     return int(n)
 
 
+def check_outcomes(conn, want: dict) -> None:
+    """Each handle's outcome is want's word, its detail holding want's text (None: any)."""
+    for h, (word, detail) in want.items():
+        got = bqueue.wait(conn, h)
+        assert got.outcome == word, (h, got)
+        if detail:
+            assert detail in (got.detail or ""), (h, got)
+
+
 def test_rolled_back_transaction_leaves_nothing(db: Database) -> None:
     conn = db.connect()
     cur = conn.cursor()
@@ -84,11 +93,7 @@ def test_outcomes_are_the_go_enqueues(db: Database) -> None:
         missing: ("refused", 'field "n"'),
         bad_key: ("refused", "NUL"),
     }
-    for h, (word, detail) in want.items():
-        got = bqueue.wait(conn, h)
-        assert got.outcome == word, (h, got)
-        if detail:
-            assert detail in (got.detail or ""), (h, got)
+    check_outcomes(conn, want)
     assert bqueue.wait(conn, dup2).job_id == bqueue.wait(conn, dup1).job_id
 
 
@@ -106,6 +111,27 @@ def test_bad_input_refused_before_the_database(db: Database) -> None:
     with pytest.raises(TypeError):
         bqueue.enqueue(conn, "py.charge", {"x": object()})
     conn.rollback()
+
+
+def test_slots(db: Database) -> None:
+    conn = db.connect()
+    db.worker()
+    key = bqueue.ConcurrencyKey("s", to=3, on_conflict="block")
+    heavy, blocked = bqueue.enqueue_many(conn, "py.charge", [Charge("s", 1), Charge("s", 2)], bqueue.Options(concurrency_key=key, slots=2))
+    too_many = bqueue.enqueue(conn, "py.charge", Charge("s", 3), bqueue.Options(concurrency_key=key, slots=4))
+    no_key = bqueue.enqueue(conn, "py.charge", Charge("s", 4), bqueue.Options(concurrency_key=bqueue.ConcurrencyKey("", to=3), slots=2))
+    conn.commit()
+    want = {
+        heavy: ("ready", None), blocked: ("blocked", None),
+        too_many: ("refused", "could never start: raise To to at least 4 or lower Slots"),
+        no_key: ("refused", "give the job a Concurrency key, or drop Slots"),
+    }
+    check_outcomes(conn, want)
+    with pytest.raises(ValueError, match="use 1 to 1000"):
+        bqueue.Options(slots=1001).to_json()
+    with pytest.raises(TypeError):
+        bqueue.Options(slots=1.5).to_json()  # type: ignore[arg-type]
+    assert bqueue.Options(slots=3).to_json() == '{"slots":3}'
 
 
 def test_unknown_kind_waits_and_health_counts_it(db: Database) -> None:

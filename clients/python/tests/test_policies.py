@@ -42,6 +42,27 @@ def test_sync_list_and_conflict(db: Database) -> None:
     conn.rollback()
 
 
+def test_max_wait_and_adaptive(db: Database) -> None:
+    """Policy.MaxWait and Policy.Adaptive: stored and read back as Go's
+    SyncPolicies stores them, refused where Go refuses them."""
+    conn = db.connect()
+    bqueue.sync_policies(conn, "svc", [Policy("mw", max_active_per_key=4, max_wait=timedelta(milliseconds=1500), adaptive_min=2)])
+    conn.commit()
+    got = bqueue.list_policies(conn)
+    assert [(p.queue, p.max_wait, p.adaptive_min) for p in got] == [("mw", timedelta(milliseconds=1500), 2)]
+    bqueue.sync_policies(conn, "svc", [Policy("mw", max_active_per_key=4)])
+    conn.commit()
+    assert [(p.max_wait, p.adaptive_min) for p in bqueue.list_policies(conn)] == [(None, 0)]
+    conn.commit()
+    with pytest.raises(bqueue.InvalidArgument, match="MaxWait -1 day.*0 for no bound"):
+        bqueue.sync_policies(conn, "svc", [Policy("x", max_wait=timedelta(seconds=-1))])
+    with pytest.raises(bqueue.InvalidArgument, match="Adaptive.Min 5 is above MaxActivePerKey 4"):
+        bqueue.sync_policies(conn, "svc", [Policy("x", max_active_per_key=4, adaptive_min=5)])
+    with pytest.raises(bqueue.InvalidArgument, match="Adaptive.Min -1"):
+        bqueue.sync_policies(conn, "svc", [Policy("x", adaptive_min=-1)])
+    conn.rollback()
+
+
 def test_raised_per_key_limit_promotes(db: Database) -> None:
     conn = db.connect()
     db.worker()

@@ -13,4 +13,4 @@ export type { Policy, StoredPolicy } from "./policies";
 export { health } from "./health";
 export type { Health, InboxKindHealth, QueueHealth } from "./health";
 export { BqError, InboxRowNotFoundError, InvalidArgumentError, PolicyConflictError, WaitTimeoutError } from "./errors";
-export { MAX_ARGS_BYTES, MAX_CONCURRENCY_KEYS, MAX_KEY_BYTES, MAX_RATE_LIMIT } from "./validate";
+export { MAX_ARGS_BYTES, MAX_CONCURRENCY_KEYS, MAX_KEY_BYTES, MAX_RATE_LIMIT, MAX_SLOTS } from "./validate";

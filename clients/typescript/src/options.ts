@@ -4,7 +4,7 @@
 // mirrors one of bq's Go EnqueueOptions; every field is optional.
 
 import {
-  checkInt, checkKey, checkLabel, checkOnConflict, checkPriority, checkQueue, checkRate, checkTo, fail, quoted,
+  checkInt, checkKey, checkLabel, checkOnConflict, checkPriority, checkSlots, checkQueue, checkRate, checkTo, fail, quoted,
   MAX_CONCURRENCY_KEYS, MAX_METADATA_BYTES, MAX_METADATA_ENTRIES, MAX_TAGS, UNIQUE_STATES, utf8Length,
 } from "./validate";
 
@@ -63,6 +63,8 @@ export interface EnqueueOptions {
   queue?: string;
   /** bq.Priority: higher runs first. */
   priority?: number;
+  /** bq.Slots: how many slots of each of its concurrency keys the job takes (1 to 1000; 0 for 1). */
+  slots?: number;
   /** bq.At: run no earlier than this instant (a Date, or an RFC 3339 string). */
   runAt?: Date | string;
   /** bq.In: run no earlier than this many ms after the Go side admits the row. */
@@ -85,7 +87,7 @@ export interface EnqueueOptions {
   evenIfDependenciesFail?: boolean;
 }
 
-const KNOWN = new Set(["queue", "priority", "runAt", "runInMs", "concurrencyKey", "moreConcurrencyKeys", "rateKey", "unique", "metadata", "tags",
+const KNOWN = new Set(["queue", "priority", "slots", "runAt", "runInMs", "concurrencyKey", "moreConcurrencyKeys", "rateKey", "unique", "metadata", "tags",
   "dependsOn", "evenIfDependenciesFail"]);
 
 /** refuseUnknown refuses fields a typo or a snake_case name slipped in (plain JS callers). */
@@ -183,6 +185,7 @@ export function encodeOptions(options: EnqueueOptions = {}): string {
   const out: Record<string, unknown> = {};
   if (o.queue !== undefined) out.queue = checkQueue(o.queue, "options.queue");
   if (o.priority !== undefined) out.priority = checkPriority(o.priority);
+  if (o.slots !== undefined) out.slots = checkSlots(o.slots);
   if (o.runAt !== undefined && o.runInMs !== undefined) {
     fail("options set both runAt and runInMs: give one (runAt for an instant, runInMs for a delay)");
   }

@@ -20,6 +20,14 @@ export interface Policy {
   /** Default rate of the queue's rated jobs: starts per startsPeriodMs (set both, or neither). */
   maxStartsPerKey?: number;
   startsPeriodMs?: number;
+  /**
+   * Backpressure of keyed jobs whose definition sets no Concurrency.MaxWait:
+   * a job due now expected to wait longer for its slot is refused (whole
+   * milliseconds; a Go policy's sub-millisecond part reads as a fraction).
+   */
+  maxWaitMs?: number;
+  /** Adaptive limits for keyed jobs whose definition sets no Concurrency.Adaptive: the floor a throttled key's limit falls to (Adaptive.Min); 0 for off. */
+  adaptiveMin?: number;
 }
 
 /** A policy as the database holds it (bq.StoredPolicy). */
@@ -30,14 +38,15 @@ export interface StoredPolicy extends Required<Policy> {
 }
 
 const INT32_MAX = 2147483647;
-const COLUMNS = "queue, namespace, max_active, max_active_per_key, max_blocked, max_starts_per_key, starts_period_ms, created_at, updated_at";
+const COLUMNS = "queue, namespace, max_active, max_active_per_key, max_blocked, max_starts_per_key, starts_period_ms, max_wait_us, adaptive_min, created_at, updated_at";
 
 type Limits = Required<Omit<Policy, "queue">>;
 
 function limitsOf(p: Policy): Limits {
   return {
     maxActive: p.maxActive ?? 0, maxActivePerKey: p.maxActivePerKey ?? 0, maxBlocked: p.maxBlocked ?? 0,
-    maxStartsPerKey: p.maxStartsPerKey ?? 0, startsPeriodMs: p.startsPeriodMs ?? 0,
+    maxStartsPerKey: p.maxStartsPerKey ?? 0, startsPeriodMs: p.startsPeriodMs ?? 0, maxWaitMs: p.maxWaitMs ?? 0,
+    adaptiveMin: p.adaptiveMin ?? 0,
   };
 }
 
@@ -58,7 +67,7 @@ function checkPolicies(namespace: string, policies: Policy[]): void {
   const seen = new Set<string>();
   for (const p of policies) {
     if (p === null || typeof p !== "object") {
-      errs.push(`a policy is ${quoted(p)}: give {queue, maxActive?, maxActivePerKey?, maxBlocked?, maxStartsPerKey?, startsPeriodMs?}`);
+      errs.push(`a policy is ${quoted(p)}: give {queue, maxActive?, maxActivePerKey?, maxBlocked?, maxStartsPerKey?, startsPeriodMs?, maxWaitMs?, adaptiveMin?}`);
       continue;
     }
     if (seen.has(p.queue)) errs.push(`queue ${quoted(p.queue)} has two policies: give each queue one`);
@@ -67,6 +76,13 @@ function checkPolicies(namespace: string, policies: Policy[]): void {
     const l = limitsOf(p);
     for (const f of ["maxActive", "maxActivePerKey", "maxBlocked"] as const) {
       note(() => checkInt(l[f], `queue ${quoted(p.queue)}: ${f}`, 0, INT32_MAX, "use 0 (no limit) or more"));
+    }
+    note(() => checkInt(l.maxWaitMs, `queue ${quoted(p.queue)}: maxWaitMs`, 0, Number.MAX_SAFE_INTEGER / 1000,
+      "use whole milliseconds (the longest a job may be expected to wait for its slot), or 0 for no bound"));
+    note(() => checkInt(l.adaptiveMin, `queue ${quoted(p.queue)}: adaptiveMin`, 0, INT32_MAX,
+      "use 1 or more (the lowest a throttled key's limit falls to), or 0 for no adaptive limits"));
+    if (l.maxActivePerKey > 0 && l.adaptiveMin > l.maxActivePerKey) {
+      errs.push(`queue ${quoted(p.queue)}: Adaptive.Min ${l.adaptiveMin} is above MaxActivePerKey ${l.maxActivePerKey}: the limit could never fall; set Min at most ${l.maxActivePerKey}`);
     }
     note(() => checkRate(`queue ${quoted(p.queue)}: Policy`, "maxStartsPerKey", "startsPeriodMs", l.maxStartsPerKey, l.startsPeriodMs,
       "for no default rate"));
@@ -83,13 +99,15 @@ function storedOf(db: Database, r: Record<string, unknown>): StoredPolicy {
   return {
     queue: text(r.queue), namespace: text(r.namespace), maxActive: Number(r.max_active), maxActivePerKey: Number(r.max_active_per_key),
     maxBlocked: Number(r.max_blocked), maxStartsPerKey: Number(r.max_starts_per_key), startsPeriodMs: Number(r.starts_period_ms),
+    maxWaitMs: Number(r.max_wait_us) / 1000, adaptiveMin: Number(r.adaptive_min),
     createdAt: stamp(db, r.created_at), updatedAt: stamp(db, r.updated_at),
   };
 }
 
 function same(have: StoredPolicy, want: Limits): boolean {
   return have.maxActive === want.maxActive && have.maxActivePerKey === want.maxActivePerKey && have.maxBlocked === want.maxBlocked &&
-    have.maxStartsPerKey === want.maxStartsPerKey && have.startsPeriodMs === want.startsPeriodMs;
+    have.maxStartsPerKey === want.maxStartsPerKey && have.startsPeriodMs === want.startsPeriodMs &&
+    have.maxWaitMs === want.maxWaitMs && have.adaptiveMin === want.adaptiveMin;
 }
 
 /** bind spells the nth placeholder (from 1) of db's dialect. */
@@ -125,15 +143,16 @@ export async function syncPolicies(conn: Conn, namespace: string, policies: Poli
     for (const p of policies) {
       const want = limitsOf(p);
       const have = byQueue.get(p.queue);
-      const limits = [want.maxActive, want.maxActivePerKey, want.maxBlocked, want.maxStartsPerKey, want.startsPeriodMs];
+      const limits = [want.maxActive, want.maxActivePerKey, want.maxBlocked, want.maxStartsPerKey, want.startsPeriodMs,
+        want.maxWaitMs * 1000, want.adaptiveMin];
       if (have && have.namespace !== namespace) {
         throw new PolicyConflictError(`sync policies of namespace ${quoted(namespace)}: queue policy owned by another namespace: queue ${quoted(p.queue)} belongs to namespace ${quoted(have.namespace)}, so namespace ${quoted(namespace)} cannot set it: remove it from ${quoted(have.namespace)}'s policies first`, p.queue, have.namespace);
       } else if (have && same(have, want)) {
         continue;
       } else if (have) {
-        const set = ["max_active", "max_active_per_key", "max_blocked", "max_starts_per_key", "starts_period_ms", "updated_at"]
-          .map((c, i) => `${c} = ${bind(db, i + 1)}`).join(", ");
-        await db.query(`UPDATE ${t} SET ${set} WHERE queue = ${bind(db, 7)}`, [...limits, now, p.queue]);
+        const set = ["max_active", "max_active_per_key", "max_blocked", "max_starts_per_key", "starts_period_ms", "max_wait_us",
+          "adaptive_min", "updated_at"].map((c, i) => `${c} = ${bind(db, i + 1)}`).join(", ");
+        await db.query(`UPDATE ${t} SET ${set} WHERE queue = ${bind(db, 9)}`, [...limits, now, p.queue]);
       } else if (!(await insertPolicy(db, t, [p.queue, namespace, ...limits, now, now]))) {
         throw new PolicyConflictError(`sync policies of namespace ${quoted(namespace)}: queue policy owned by another namespace: queue ${quoted(p.queue)} got a policy from another namespace meanwhile`, p.queue, "");
       }

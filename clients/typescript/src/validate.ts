@@ -101,6 +101,17 @@ export function checkPriority(p: unknown): number {
   return checkInt(p, "priority", INT32_MIN, INT32_MAX, `use a whole number between ${INT32_MIN} and ${INT32_MAX}`);
 }
 
+/** MAX_SLOTS is bq.MaxSlots: the most slots a job takes of each of its keys. */
+export const MAX_SLOTS = 1000;
+
+/** checkSlots is the range rule of Go's Slots (the rules that need the job's keys are checked by the Go side). */
+export function checkSlots(k: unknown): number {
+  if (typeof k !== "number" || !Number.isInteger(k) || k < 0 || k > MAX_SLOTS) {
+    fail(`Slots is ${quoted(k)}: use 1 to ${MAX_SLOTS} (bq.MaxSlots), or 0 for 1`);
+  }
+  return k;
+}
+
 /** checkOnConflict is Go's OnConflict: "block" (the default), "discard", "replace" or "cancel_running". */
 export function checkOnConflict(v: unknown, what: string): "block" | "discard" | "replace" | "cancel_running" {
   if (v !== "block" && v !== "discard" && v !== "replace" && v !== "cancel_running") {

@@ -103,6 +103,10 @@ describe("bad input is refused before the database", () => {
     refused(() => bq.encodeOptions({ rateKey: { key: "api", limit: 10 } }), /periodMs is 0: set it to the window/);
     refused(() => bq.encodeOptions({ rateKey: { key: "api", limit: 10001, periodMs: 1000 } }), /at most 10000 starts per period \(bq\.MaxRateLimit\)/);
     refused(() => bq.encodeOptions({ priority: 1.5 }), /priority is 1\.5/);
+    refused(() => bq.encodeOptions({ slots: 1.5 }), /Slots is 1\.5/);
+    refused(() => bq.encodeOptions({ slots: -1 }), /Slots is -1: use 1 to 1000 \(bq\.MaxSlots\), or 0 for 1/);
+    refused(() => bq.encodeOptions({ slots: 1001 }), /Slots is 1001/);
+    assert.deepEqual(JSON.parse(bq.encodeOptions({ slots: 3 })), { slots: 3 });
     refused(() => bq.encodeOptions({ runAt: new Date(), runInMs: 5 }), /both runAt and runInMs: give one/);
     refused(() => bq.encodeOptions({ runAt: "tomorrow" }), /RFC 3339/);
   });
@@ -113,7 +117,7 @@ describe("bad input is refused before the database", () => {
     refused(() => bq.encodeOptions({ unique: { byStates: ["done"] } }), /"done", no job state/);
     refused(() => bq.encodeOptions({ metadata: { "bad key": "v" } }), /metadata key "bad key" is invalid/);
     refused(() => bq.encodeOptions({ tags: ["ok", ""] }), /tag "" is invalid/);
-    refused(() => bq.encodeOptions({ run_at: "2026-12-06T10:00:00Z" }), /options has no field "run_at": use queue, priority, runAt/);
+    refused(() => bq.encodeOptions({ run_at: "2026-12-06T10:00:00Z" }), /options has no field "run_at": use queue, priority, slots, runAt/);
   });
 
   it("a bad table prefix", () => {

@@ -24,8 +24,8 @@ for (const dialect of dialects()) {
       ]);
       const ps = await bq.listPolicies(c);
       assert.deepEqual(strip(ps), [
-        { queue: "billing", namespace: "svc-a", maxActive: 0, maxActivePerKey: 0, maxBlocked: 100, maxStartsPerKey: 10, startsPeriodMs: 1000 },
-        { queue: "mail", namespace: "svc-a", maxActive: 20, maxActivePerKey: 3, maxBlocked: 0, maxStartsPerKey: 0, startsPeriodMs: 0 },
+        { queue: "billing", namespace: "svc-a", maxActive: 0, maxActivePerKey: 0, maxBlocked: 100, maxStartsPerKey: 10, startsPeriodMs: 1000, maxWaitMs: 0, adaptiveMin: 0 },
+        { queue: "mail", namespace: "svc-a", maxActive: 20, maxActivePerKey: 3, maxBlocked: 0, maxStartsPerKey: 0, startsPeriodMs: 0, maxWaitMs: 0, adaptiveMin: 0 },
       ]);
       for (const p of ps) {
         assert.ok(p.createdAt instanceof Date && Math.abs(p.createdAt.getTime() - Date.now()) < 60_000, `createdAt ${p.createdAt}`);
@@ -48,7 +48,7 @@ for (const dialect of dialects()) {
       await bq.syncPolicies(c, "svc-a", [{ queue: "mail", maxActive: 5, maxActivePerKey: 3 }]);
       const after = await bq.listPolicies(c);
       assert.deepEqual(strip(after), [
-        { queue: "mail", namespace: "svc-a", maxActive: 5, maxActivePerKey: 3, maxBlocked: 0, maxStartsPerKey: 0, startsPeriodMs: 0 },
+        { queue: "mail", namespace: "svc-a", maxActive: 5, maxActivePerKey: 3, maxBlocked: 0, maxStartsPerKey: 0, startsPeriodMs: 0, maxWaitMs: 0, adaptiveMin: 0 },
       ]);
       assert.ok(after[0].updatedAt > before[1].updatedAt, "updated_at moved");
       assert.equal(after[0].createdAt.getTime(), before[1].createdAt.getTime(), "created_at kept");
@@ -82,6 +82,26 @@ for (const dialect of dialects()) {
           assert.match(e.message, /maxActive is -1: use 0 \(no limit\) or more/);
           assert.match(e.message, /queue "x" has two policies/);
           assert.match(e.message, /startsPeriodMs is 0: set it to the window.*or set maxStartsPerKey and startsPeriodMs both to 0 for no default rate/);
+          return true;
+        },
+      );
+    });
+
+    it("maxWaitMs and adaptiveMin round trip, read by Go's bq policy list, and are refused where Go refuses them", async () => {
+      await bq.syncPolicies(c, "svc-w", [{ queue: "waits", maxActivePerKey: 4, maxWaitMs: 1500, adaptiveMin: 2 }]);
+      const got = (await bq.listPolicies(c)).find((p) => p.queue === "waits");
+      assert.equal(got.maxWaitMs, 1500);
+      assert.equal(got.adaptiveMin, 2);
+      const goView = JSON.parse(bqCommand(["policy", "list", "--json", "--dsn", tdb.url])).find((p) => p.queue === "waits");
+      assert.equal(goView.max_wait_us, 1500000);
+      assert.equal(goView.adaptive_min, 2);
+      await bq.syncPolicies(c, "svc-w", []);
+      await assert.rejects(
+        bq.syncPolicies(c, "svc-w", [{ queue: "w", maxWaitMs: -1 }, { queue: "v", maxActivePerKey: 2, adaptiveMin: 3 }]),
+        (e) => {
+          assert.ok(e instanceof bq.InvalidArgumentError, e.message);
+          assert.match(e.message, /maxWaitMs is -1: use whole milliseconds.*or 0 for no bound/);
+          assert.match(e.message, /Adaptive.Min 3 is above MaxActivePerKey 2: .*set Min at most 2/);
           return true;
         },
       );

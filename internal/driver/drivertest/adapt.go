@@ -8,7 +8,8 @@ import (
 )
 
 // Adaptive limits (AdaptStore): a key's lowered limit, read back by
-// every semaphore lock (Semaphore.Adapt).
+// every semaphore lock (Semaphore.Adapt); a rate key's, the row of its
+// line key, by every read of its rate row (Rate.Adapt).
 var _ = add("adapt",
 	test{"KeyAdaptSetGetListDelete", func(t *testing.T, f *fixture) {
 		if _, ok, err := f.ex().KeyAdaptGet(f.ctx, "g/k"); ok || err != nil {
@@ -74,6 +75,45 @@ var _ = add("adapt",
 		}
 		if s := f.sem("g/k"); s.Limit != 6 || s.Value != 3 {
 			t.Errorf("g/k = %+v after reads; want its row unchanged (6, 3 free): the lock reads, the engine applies", s)
+		}
+	}},
+	test{"RateLockReadsTheAdaptiveLimit", func(t *testing.T, f *fixture) {
+		f.rateEnsure("g/k", 6, time.Second)
+		f.rateEnsure("g/other", 6, time.Second)
+		// A concurrency key of the same name is another limit.
+		f.must(f.ex().KeyAdaptSet(f.ctx, driver.KeyAdapt{Key: "g/k", Limit: 1, Min: 1, AdaptedAt: T0}))
+		read := func() (lock, try, get, list int) {
+			f.tx(func(ex driver.Executor) error {
+				r, _, err := ex.RateLock(f.ctx, "g/k")
+				lock = r.Adapt
+				return err
+			})
+			f.tx(func(ex driver.Executor) error {
+				r, _, err := ex.RateTryLock(f.ctx, "g/k")
+				try = r.Adapt
+				return err
+			})
+			r, _, _, err := f.ex().RateGet(f.ctx, "g/k", T0)
+			f.must(err)
+			rows, err := f.ex().RateList(f.ctx, "g/j", 1)
+			f.must(err)
+			if len(rows) != 1 || rows[0].Key != "g/k" {
+				t.Fatalf("RateList(g/j, 1) = %+v, want g/k", rows)
+			}
+			return lock, try, r.Adapt, rows[0].Adapt
+		}
+		if a, b, c, d := read(); a != 0 || b != 0 || c != 0 || d != 0 {
+			t.Errorf("Adapt of a rate never throttled = %d, %d, %d, %d (lock, try lock, get, list); want 0", a, b, c, d)
+		}
+		f.must(f.ex().KeyAdaptSet(f.ctx, driver.KeyAdapt{Key: driver.RateLine("g/k"), Limit: 3, Min: 2, AdaptedAt: T0}))
+		if a, b, c, d := read(); a != 3 || b != 3 || c != 3 || d != 3 {
+			t.Errorf("Adapt of a rate lowered to 3 = %d, %d, %d, %d (lock, try lock, get, list); want 3", a, b, c, d)
+		}
+		if r, _ := f.readRate("g/other", T0); r.Adapt != 0 {
+			t.Errorf("Adapt of another rate key = %d, want 0", r.Adapt)
+		}
+		if r, _ := f.readRate("g/k", T0); r.Limit != 6 {
+			t.Errorf("g/k = %+v after reads; want its row unchanged (6): the lock reads, the engine applies", r)
 		}
 	}},
 )

@@ -68,7 +68,7 @@ var _ = add("claims",
 		}
 	}},
 	// MaxActive is the engine's rule (lifecycle.Claim) on the driver's
-	// primitives: QueueCap locked in the claim's transaction, RunningCount,
+	// primitives: QueueCap locked in the claim's transaction, RunningSlots,
 	// an uncapped ReadyClaim.
 	test{"ClaimKeepsWithinMaxActive", func(t *testing.T, f *fixture) {
 		f.insert(T0, append(jobs(6, "capped"), jobs(3, "free")...)...)
@@ -92,6 +92,26 @@ var _ = add("claims",
 		}
 		if next := f.engineClaim("capped", 5, 1, T0); len(next) != 1 {
 			t.Errorf("claim after one claim ended took %d, want the one freed place", len(next))
+		}
+	}},
+	// A job of k slots counts k against its queue's MaxActive, and one
+	// that does not fit keeps its place: the lighter jobs behind it wait.
+	test{"ClaimKeepsWithinMaxActiveBySlots", func(t *testing.T, f *fixture) {
+		ids := f.insert(T0, job("capped", slots(2)), job("capped", slots(2)), job("capped"))
+		_, err := f.ex().PolicyInsert(f.ctx, driver.Policy{Queue: "capped", Namespace: "ns", MaxActive: 3, UpdatedAt: T0})
+		f.must(err)
+		first := f.engineClaim("capped", 5, 1, T0)
+		if got := claimIDs(first); !slices.Equal(got, ids[:1]) {
+			t.Fatalf("claim of a queue capped at 3 slots took %v, want %v: the second job's 2 slots do not fit beside the first's", got, ids[:1])
+		}
+		if more := f.engineClaim("capped", 5, 1, T0); len(more) != 0 {
+			t.Errorf("with 1 slot of the cap left, a claim took %v: the head needs 2, and the 1-slot job behind it must wait", claimIDs(more))
+		}
+		if ok, err := f.ex().ClaimDelete(f.ctx, first[0].ID, first[0].Fence); err != nil || !ok {
+			t.Fatalf("ClaimDelete: %v, %v", ok, err)
+		}
+		if got := claimIDs(f.engineClaim("capped", 5, 1, T0)); !slices.Equal(got, ids[1:]) {
+			t.Errorf("claim after the first job ended took %v, want %v (2 + 1 slots)", got, ids[1:])
 		}
 	}},
 	test{"ClaimMaxActiveHoldsAcrossConcurrentClaimers", func(t *testing.T, f *fixture) {

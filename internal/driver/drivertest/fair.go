@@ -14,14 +14,15 @@ import (
 // claims through the rule's transaction, and the keys' weights.
 var _ = add("fair",
 	test{"ReadyByKeyGroupsTheQueuesReadyJobs", func(t *testing.T, f *fixture) {
-		a := f.insert(T0, job("f", keyed("g/a", 9)), job("f", keyed("g/a", 9), prio(5)), job("f", keyed("g/a", 9)), job("f", keyed("g/a", 9)))
+		a := f.insert(T0, job("f", keyed("g/a", 9)), job("f", keyed("g/a", 9), prio(5)), job("f", keyed("g/a", 9), slots(2)), job("f", keyed("g/a", 9)))
 		b := f.insert(T0, job("f", keyed("g/b", 9)))
 		plain := f.insert(T0, job("f"), job("f"), job("f"))
-		d := f.insert(T0, job("f", keyed("g/d", 9)))
+		d := f.insert(T0, job("f", keyed("g/d", 9), slots(3))) // running, it counts 3
 		f.insert(T0, job("other", keyed("g/a", 9)), job("f", keyed("g/c", 9), blocked))
 		f.must(f.ex().KeyWeightSet(f.ctx, "g/b", 3, T0))
 		// a's first job by priority (a[1]) runs, one plain job, and d's
-		// only job: d has work (a share) and nothing ready.
+		// only job, of 3 slots: d has work (a share), nothing ready, and
+		// uses 3 of the queue's slots.
 		f.tx(func(ex driver.Executor) error {
 			_, err := ex.ReadyClaim(f.ctx, driver.ClaimParams{Queue: "f", Max: 5, ProcessID: 1, Now: T0, Among: []int64{a[1], plain[2], d[0]}})
 			return err
@@ -34,15 +35,16 @@ var _ = add("fair",
 			return v
 		}
 		same := func(x, y driver.KeyReady) bool {
-			return x.Key == y.Key && x.Weight == y.Weight && x.Running == y.Running && x.Ready == y.Ready && slices.Equal(x.JobIDs, y.JobIDs) && x.Head == y.Head
+			return x.Key == y.Key && x.Weight == y.Weight && x.Running == y.Running && x.Ready == y.Ready && slices.Equal(x.JobIDs, y.JobIDs) &&
+				slices.Equal(x.Slots, y.Slots) && x.Head == y.Head
 		}
 		// The ready line in claim order: a[0], a[2], a[3], b, plain[0], plain[1].
 		got := view(0)
 		want := []driver.KeyReady{
-			{Key: "", Running: 1, Ready: 2, JobIDs: plain[:2], Head: 4},
-			{Key: "g/a", Running: 1, Ready: 3, JobIDs: []int64{a[0], a[2]}, Head: 0},
-			{Key: "g/b", Weight: 3, Ready: 1, JobIDs: b, Head: 3},
-			{Key: "g/d", Running: 1, Head: -1},
+			{Key: "", Running: 1, Ready: 2, JobIDs: plain[:2], Slots: []int{1, 1}, Head: 4},
+			{Key: "g/a", Running: 1, Ready: 3, JobIDs: []int64{a[0], a[2]}, Slots: []int{1, 2}, Head: 0},
+			{Key: "g/b", Weight: 3, Ready: 1, JobIDs: b, Slots: []int{1}, Head: 3},
+			{Key: "g/d", Running: 3, Head: -1},
 		}
 		if !slices.EqualFunc(got.Keys, want, same) || !got.Whole || got.MaxWeight != 3 {
 			t.Fatalf("ReadyByKey = %+v\nwant %+v, whole, max weight 3", got, want)
@@ -51,9 +53,9 @@ var _ = add("fair",
 		got = view(4)
 		want = []driver.KeyReady{
 			{Key: "", Running: 1, Head: -1},
-			{Key: "g/a", Running: 1, Ready: 3, JobIDs: []int64{a[0], a[2]}, Head: 0},
-			{Key: "g/b", Weight: 3, Ready: 1, JobIDs: b, Head: 3},
-			{Key: "g/d", Running: 1, Head: -1},
+			{Key: "g/a", Running: 1, Ready: 3, JobIDs: []int64{a[0], a[2]}, Slots: []int{1, 2}, Head: 0},
+			{Key: "g/b", Weight: 3, Ready: 1, JobIDs: b, Slots: []int{1}, Head: 3},
+			{Key: "g/d", Running: 3, Head: -1},
 		}
 		if !slices.EqualFunc(got.Keys, want, same) || got.Whole || got.MaxWeight != 3 {
 			t.Fatalf("ReadyByKey of the first 4 = %+v\nwant %+v, not whole, max weight 3", got, want)

@@ -31,7 +31,8 @@ var _ = add("lockbatch",
 		// is new with To 0 (limit 1).
 		f.semaphore("g/a", 1, 3, 2, T0.Add(time.Hour))
 		f.must(f.ex().KeyLimitSet(f.ctx, "g/a", 7, T0))
-		_, err := f.ex().PolicyInsert(f.ctx, driver.Policy{Queue: "q", Namespace: "ns", MaxActivePerKey: 4, MaxBlocked: 5, UpdatedAt: T0})
+		_, err := f.ex().PolicyInsert(f.ctx, driver.Policy{Queue: "q", Namespace: "ns", MaxActivePerKey: 4, MaxBlocked: 5,
+			MaxWait: 250 * time.Millisecond, AdaptiveMin: 3, UpdatedAt: T0})
 		f.must(err)
 		limits := []driver.Limit{
 			{Key: "g/a", To: 9, Duration: time.Second},
@@ -51,8 +52,9 @@ var _ = add("lockbatch",
 				t.Errorf("existing g/a = %+v; want the row as saved, override 7, no policy", a)
 			}
 			if b := got[1]; b.Key != "g/b" || b.Value != 2 || b.Limit != 2 || b.Blocked != 0 || b.Duration != 2*time.Minute ||
-				b.Override != 0 || b.Policy.Queue != "q" || b.Policy.MaxActivePerKey != 4 || b.Policy.MaxBlocked != 5 {
-				t.Errorf("new g/b = %+v; want 2 of 2 free, Duration 2m, q's policy", b)
+				b.Override != 0 || b.Policy.Queue != "q" || b.Policy.MaxActivePerKey != 4 || b.Policy.MaxBlocked != 5 ||
+				b.Policy.MaxWait != 250*time.Millisecond || b.Policy.AdaptiveMin != 3 {
+				t.Errorf("new g/b = %+v; want 2 of 2 free, Duration 2m, q's policy (MaxWait 250ms, AdaptiveMin 3 too)", b)
 			} else {
 				f.sameTime("g/b ExpiresAt", b.ExpiresAt, T0.Add(2*time.Minute))
 			}

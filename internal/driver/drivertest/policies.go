@@ -12,7 +12,8 @@ import (
 // leave their limit to them.
 var _ = add("policies",
 	test{"InsertUpdateDeleteList", func(t *testing.T, f *fixture) {
-		b := driver.Policy{Queue: "b", Namespace: "ns", MaxActive: 5, MaxActivePerKey: 2, MaxBlocked: 9, UpdatedAt: T0}
+		b := driver.Policy{Queue: "b", Namespace: "ns", MaxActive: 5, MaxActivePerKey: 2, MaxBlocked: 9,
+			MaxWait: 1500 * time.Microsecond, AdaptiveMin: 2, UpdatedAt: T0}
 		a := driver.Policy{Queue: "a", Namespace: "other", MaxActive: 1, UpdatedAt: T0}
 		for _, p := range []driver.Policy{b, a} {
 			if ok, err := f.ex().PolicyInsert(f.ctx, p); !ok || err != nil {
@@ -22,16 +23,23 @@ var _ = add("policies",
 		if ok, err := f.ex().PolicyInsert(f.ctx, driver.Policy{Queue: "b", Namespace: "x", MaxActive: 1, UpdatedAt: T0}); ok || err != nil {
 			t.Errorf("InsertPolicy of a queue that has one = %v, %v; want false", ok, err)
 		}
-		later := T0.Add(time.Hour)
-		b2 := driver.Policy{Queue: "b", Namespace: "ns", MaxActive: 6, MaxActivePerKey: 3, MaxBlocked: 0, UpdatedAt: later}
-		f.must(f.ex().PolicyUpdate(f.ctx, b2))
 		list, err := f.ex().PolicyList(f.ctx)
+		f.must(err)
+		if len(list) != 2 || list[1].MaxWait != b.MaxWait || list[1].AdaptiveMin != 2 {
+			t.Errorf("inserted policy b = %+v; want MaxWait %s (whole microseconds) and AdaptiveMin 2", list, b.MaxWait)
+		}
+		later := T0.Add(time.Hour)
+		b2 := driver.Policy{Queue: "b", Namespace: "ns", MaxActive: 6, MaxActivePerKey: 3, MaxBlocked: 0,
+			MaxWait: 2 * time.Hour, AdaptiveMin: 0, UpdatedAt: later}
+		f.must(f.ex().PolicyUpdate(f.ctx, b2))
+		list, err = f.ex().PolicyList(f.ctx)
 		f.must(err)
 		if len(list) != 2 || list[0].Queue != "a" || list[1].Queue != "b" {
 			t.Fatalf("ListPolicies = %+v, want a then b", list)
 		}
 		got := list[1]
-		if got.Namespace != "ns" || got.MaxActive != 6 || got.MaxActivePerKey != 3 || got.MaxBlocked != 0 {
+		if got.Namespace != "ns" || got.MaxActive != 6 || got.MaxActivePerKey != 3 || got.MaxBlocked != 0 ||
+			got.MaxWait != 2*time.Hour || got.AdaptiveMin != 0 {
 			t.Errorf("updated policy = %+v, want %+v", got, b2)
 		}
 		f.sameTime("CreatedAt", got.CreatedAt, T0)

@@ -80,7 +80,8 @@ var _ = add("semaphores",
 			t.Errorf("SemaphoreLock of a missing key = %v, %v; want false, nil", ok, err)
 		}
 		f.semaphore("g/k", 1, 3, 2, T0.Add(time.Hour))
-		_, err := f.ex().PolicyInsert(f.ctx, driver.Policy{Queue: "q", Namespace: "ns", MaxActive: 9, MaxActivePerKey: 4, MaxBlocked: 5, UpdatedAt: T0})
+		_, err := f.ex().PolicyInsert(f.ctx, driver.Policy{Queue: "q", Namespace: "ns", MaxActive: 9, MaxActivePerKey: 4, MaxBlocked: 5,
+			MaxWait: 3 * time.Second, AdaptiveMin: 2, UpdatedAt: T0})
 		f.must(err)
 		f.tx(func(ex driver.Executor) error {
 			s, ok, err := ex.SemaphoreLock(f.ctx, "g/k", "")
@@ -98,8 +99,9 @@ var _ = add("semaphores",
 			if err != nil {
 				return err
 			}
-			if s.Override != 7 || s.Policy.Queue != "q" || s.Policy.MaxActivePerKey != 4 || s.Policy.MaxBlocked != 5 {
-				t.Errorf("SemaphoreLock(g/k, q) = override %d, policy %+v; want 7 and q's policy", s.Override, s.Policy)
+			if s.Override != 7 || s.Policy.Queue != "q" || s.Policy.MaxActivePerKey != 4 || s.Policy.MaxBlocked != 5 ||
+				s.Policy.MaxWait != 3*time.Second || s.Policy.AdaptiveMin != 2 {
+				t.Errorf("SemaphoreLock(g/k, q) = override %d, policy %+v; want 7 and q's policy (MaxWait 3s, AdaptiveMin 2 too)", s.Override, s.Policy)
 			}
 			return nil
 		})

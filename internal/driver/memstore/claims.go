@@ -19,8 +19,12 @@ func (s *Store) QueueGateGet(_ context.Context, queue string) (driver.Gate, erro
 	return driver.Gate{MaxActive: pol.MaxActive, Paused: paused, Fair: pol.FairShare, Weight: pol.KeyWeight}, nil
 }
 
-func (s *Store) RunningCount(_ context.Context, queue string) (int, error) {
-	return len(s.sorted(func(r *Row) bool { return r.State == driver.StateRunning && r.Queue == queue })), nil
+func (s *Store) RunningSlots(_ context.Context, queue string) (int, error) {
+	n := 0
+	for _, r := range s.sorted(func(r *Row) bool { return r.State == driver.StateRunning && r.Queue == queue }) {
+		n += driver.SlotsOf(r.Slots)
+	}
+	return n, nil
 }
 
 // ReadyClaim takes up to p.Max ready jobs of p.Queue (of p.Among, if
@@ -62,6 +66,7 @@ func (s *Store) ReadyByKey(_ context.Context, p driver.KeyViewParams) (driver.Ke
 		view.Keys[i].Ready++
 		if len(view.Keys[i].JobIDs) < p.Max {
 			view.Keys[i].JobIDs = append(view.Keys[i].JobIDs, r.ID)
+			view.Keys[i].Slots = append(view.Keys[i].Slots, driver.SlotsOf(r.Slots))
 		}
 	}
 	for _, r := range s.sorted(func(r *Row) bool { return r.State == driver.StateRunning && r.Queue == p.Queue }) {
@@ -71,7 +76,7 @@ func (s *Store) ReadyByKey(_ context.Context, p driver.KeyViewParams) (driver.Ke
 			at[r.Limit.Key] = i
 			view.Keys = append(view.Keys, driver.KeyReady{Key: r.Limit.Key, Head: -1})
 		}
-		view.Keys[i].Running++
+		view.Keys[i].Running += driver.SlotsOf(r.Slots)
 	}
 	slices.SortFunc(view.Keys, func(a, b driver.KeyReady) int { return cmp.Compare(a.Key, b.Key) })
 	return view, nil

@@ -98,7 +98,7 @@ func (s *Store) JobInsertMany(_ context.Context, now time.Time, jobs []*driver.N
 		s.nextID++
 		j.ID = s.nextID
 		s.Jobs[j.ID] = &Row{State: j.State, Job: driver.Job{ID: j.ID, Kind: j.Kind, Queue: j.Queue, Args: j.Args,
-			Priority: j.Priority, MaxAttempts: j.MaxAttempts, Limit: j.Limit, More: j.More, Rate: j.Rate, ScheduledAt: j.ScheduledAt,
+			Priority: j.Priority, MaxAttempts: j.MaxAttempts, Limit: j.Limit, More: j.More, Slots: j.Slots, Rate: j.Rate, ScheduledAt: j.ScheduledAt,
 			CreatedAt: now, Metadata: j.Metadata, Tags: j.Tags}, Line: j.Line}
 	}
 	return nil
@@ -271,16 +271,16 @@ func (s *Store) HolderCount(_ context.Context, key string) (driver.HolderCount, 
 		switch {
 		case r.State == driver.StateBlocked && r.line() == key:
 			n.Blocked++ // in key's line
-			if len(r.More) > 0 {
+			if driver.HeadByHead(len(r.Keys()), r.Slots) {
 				n.Multi++
 			}
 		case !r.has(key):
 		case r.State == driver.StateReady || r.State == driver.StateRunning:
-			n.Holders++
+			n.Holders += driver.SlotsOf(r.Slots)
 		case (r.State == driver.StateScheduled || r.State == driver.StateFailed) && r.SlotHeld:
-			n.Holders++ // a sequence's retry or halting failure, keeping its slot
+			n.Holders += driver.SlotsOf(r.Slots) // a sequence's retry or halting failure, keeping its slot
 		case r.State == driver.StateBlocked && strings.HasPrefix(r.line(), driver.RateLinePrefix):
-			n.Holders++ // waiting in a rate line, its slots kept
+			n.Holders += driver.SlotsOf(r.Slots) // waiting in a rate line, its slots kept
 		}
 	}
 	return n, nil
@@ -292,7 +292,7 @@ func (s *Store) LineListHeads(_ context.Context, key string, n int) ([]driver.Li
 		if len(out) == n {
 			break
 		}
-		out = append(out, driver.LineHead{JobID: r.ID, Queue: r.Queue, Priority: r.Priority, Keys: r.Keys()})
+		out = append(out, driver.LineHead{JobID: r.ID, Queue: r.Queue, Priority: r.Priority, Keys: r.Keys(), Slots: driver.SlotsOf(r.Slots)})
 	}
 	return out, nil
 }

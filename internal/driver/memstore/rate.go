@@ -41,6 +41,7 @@ func (s *Store) RateLock(_ context.Context, key string) (driver.Rate, bool, erro
 	if o, ok := s.RateLimits[key]; ok {
 		out.Override = o
 	}
+	out.Adapt = s.Adapts[driver.RateLine(key)].Limit
 	return out, true, nil
 }
 
@@ -54,7 +55,7 @@ func (s *Store) RateTryLock(ctx context.Context, key string) (driver.Rate, bool,
 }
 
 func (s *Store) RateSave(_ context.Context, r driver.Rate, _ time.Time) error {
-	r.Override = driver.RateSpec{}
+	r.Override, r.Adapt = driver.RateSpec{}, 0
 	s.Rates[r.Key] = &r
 	return nil
 }
