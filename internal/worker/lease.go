@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -19,6 +20,11 @@ type lease struct {
 	bound  time.Duration
 	seq    uint64 // order of creation, for verifyClaims
 	cancel context.CancelCauseFunc
+	// fencing runs the fence once; a caller that comes while it runs
+	// waits for it, so no check returns before the context is cancelled.
+	fencing sync.Once
+	// fenced: the run's context is cancelled for good (set after the
+	// cancel, so a check that reads it can trust ctx.Err()).
 	fenced atomic.Bool
 	// cancelled: a cancel of the job cancelled the run (ErrCancelled).
 	// Unlike fenced, the claim is still the run's: its end records.
@@ -45,11 +51,14 @@ func (l *lease) lapsed(s time.Duration) error {
 		l.proc.c.cfg.LeaseLost, s.Round(time.Millisecond), l.bound)
 }
 
-// fence cancels the run with cause, once.
+// fence cancels the run with cause, once. A fence that another goroutine
+// (the watchdog) began is waited for: a run that checks ctx right after a
+// resume must see it cancelled, not a cancel still under way.
 func (l *lease) fence(cause error) {
-	if l.fenced.CompareAndSwap(false, true) {
+	l.fencing.Do(func() {
 		l.cancel(cause)
-	}
+		l.fenced.Store(true)
+	})
 }
 
 // runContext is the context a job runs with. Err and Done compare the

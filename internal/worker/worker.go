@@ -790,7 +790,7 @@ func MayBegin(ctx context.Context) error {
 		if cause := context.Cause(rc); cause != nil {
 			return cause
 		}
-		return l.proc.c.cfg.LeaseLost // fenced by another goroutine, its cancel still under way
+		return l.proc.c.cfg.LeaseLost // fenced before the cause was set: never, as fence sets fenced after the cancel
 	}
 	if by := l.claim.StartBy; !by.IsZero() && l.proc.c.cfg.Now().After(by) {
 		return ErrStartedLate
