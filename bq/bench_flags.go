@@ -33,6 +33,7 @@ type benchOptions struct {
 	progress     bool
 	cpuprofile   string
 	sqlStats     bool
+	waitEvents   bool          // PostgreSQL drains: sample pg_stat_activity while the run works
 	tableStats   bool          // PostgreSQL drains: measure the tables (dead rows, size)
 	autovacuum   string        // with tableStats: "on" (the server's) or "off" on the run's tables
 	processes    int           // drain, steady: worker processes (0: the one client in this process)
@@ -100,6 +101,10 @@ func (o *benchOptions) validate(f *flagSet) error {
 		return f.fail("--table-stats reads PostgreSQL's statistics: use a postgres:// DSN")
 	case o.tableStats && o.mode != "drain" && o.mode != "keyed" && o.mode != "hotkey":
 		return f.fail("--table-stats measures a drain: use --mode drain, keyed or hotkey")
+	case o.waitEvents && !strings.HasPrefix(o.dsn, "postgres"):
+		return f.fail("--wait-events reads PostgreSQL's pg_stat_activity: use a postgres:// DSN")
+	case o.waitEvents && o.mode != "drain" && o.mode != "keyed" && o.mode != "hotkey":
+		return f.fail("--wait-events samples a drain: use --mode drain, keyed or hotkey")
 	case f.given("processes") && (o.processes < 1 || o.processes > maxProcesses):
 		return f.fail("--processes must be from 1 to %d, got %d (leave it out to work the jobs in this process)", maxProcesses, o.processes)
 	case o.pool < 0 || o.pool > 0 && o.processes == 0:
@@ -123,8 +128,8 @@ func (o *benchOptions) validate(f *flagSet) error {
 		return f.fail("--net-delay %s: use a positive duration (e.g. 250us), or leave it out for none", o.netDelay)
 	case o.netDelay > 0 && strings.HasPrefix(o.dsn, "sqlite"):
 		return f.fail("--net-delay delays the packets to a database server, and SQLite has none: use a postgres:// or mysql:// DSN, or leave out --net-delay")
-	case o.processes > 0 && (o.tableStats || o.cpuprofile != "" || o.sqlStats || o.separate || o.plans != ""):
-		return f.fail("--processes measures the fleet: leave out --table-stats, --cpuprofile, --sql-stats, --plans and --separate-producer, which measure one process")
+	case o.processes > 0 && (o.tableStats || o.waitEvents || o.cpuprofile != "" || o.sqlStats || o.separate || o.plans != ""):
+		return f.fail("--processes measures the fleet: leave out --table-stats, --wait-events, --cpuprofile, --sql-stats, --plans and --separate-producer, which measure one process")
 	}
 	return nil
 }

@@ -37,7 +37,7 @@ func TestBenchFleetUsage(t *testing.T) {
 		{[]string{"bench", "--dsn", "sqlite", "--processes", "-3"}, "--processes must be from 1 to 256, got -3"},
 		{[]string{"bench", "--dsn", "sqlite", "--processes", "257"}, "--processes must be from 1 to 256"},
 		{[]string{"bench", "--dsn", "sqlite", "--processes", "2", "--mode", "backlog"}, "--mode drain, steady, keyed or hotkey, not backlog"},
-		{[]string{"bench", "--dsn", "sqlite", "--processes", "2", "--cpuprofile", "x"}, "leave out --table-stats, --cpuprofile"},
+		{[]string{"bench", "--dsn", "sqlite", "--processes", "2", "--cpuprofile", "x"}, "leave out --table-stats, --wait-events, --cpuprofile"},
 		{[]string{"bench", "--dsn", "postgres://x/y", "--processes", "2", "--sql-stats"}, "measure one process"},
 		{[]string{"bench", "--dsn", "sqlite", "--processes", "two"}, `invalid value "two" for flag --processes`},
 		{[]string{"bench", "--dsn", "sqlite", "--pool", "3"}, "give --processes"},

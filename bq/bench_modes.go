@@ -321,7 +321,9 @@ func (b *bencher) drain(ctx context.Context, res *benchResult) error {
 		return err
 	}
 
+	waits := b.sampleWaits(ctx, db)
 	work, err := b.work(ctx, c, t)
+	waits.end(b.e.stderr)
 	if err != nil {
 		return err
 	}
