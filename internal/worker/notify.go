@@ -139,3 +139,13 @@ func (c *Runtime) listen(ctx context.Context) {
 		c.dbFailed("notifications (polling until they are back)", err)
 	})
 }
+
+// rateWaits tells this process's dispatcher, if it runs one, that a job
+// went to a rate line, so it looks at the lines now rather than at its
+// next poll.
+func (c *Runtime) rateWaits() {
+	select {
+	case c.rateWake <- struct{}{}:
+	default:
+	}
+}

@@ -1,6 +1,9 @@
 package worker
 
 import (
+	"context"
+	"errors"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -123,4 +126,43 @@ func (o *outage) ok(c *Runtime, what string, wrote time.Time) {
 	close(o.back)
 	c.log.Warn("database calls succeed again", "service", what,
 		"outage", c.cfg.Now().Sub(o.since).Round(time.Millisecond), "failed_calls", o.failures)
+}
+
+// retryDB runs fn until it succeeds, backing off while the database is
+// unreachable or locked, until ctx ends. An outcome is never given up on
+// while the process lives: silence its process shares with the database
+// is no ground to reap its claim, so an outcome dropped here would strand
+// the claim and its slot.
+func (c *Runtime) retryDB(ctx context.Context, what string, fn func() error) error {
+	return c.retryDBWhile(ctx, what, func(error) bool { return true }, fn)
+}
+
+// retryDBWhile is retryDB for the errors worth trying again for; any
+// other error returns at once.
+func (c *Runtime) retryDBWhile(ctx context.Context, what string, worth func(error) bool, fn func() error) error {
+	backoff := 50 * time.Millisecond
+	for {
+		began := c.cfg.Now()
+		err := fn()
+		if err == nil {
+			c.dbOK(what, began)
+			return nil
+		}
+		if ctx.Err() != nil || !worth(err) {
+			return err
+		}
+		c.dbFailed(what, err)
+		wait := backoff/2 + rand.N(backoff)
+		select {
+		case <-time.After(wait):
+		case <-c.outage.recovered():
+			// Another call got through (heartbeats retry every 100 ms):
+			// try again now rather than at the end of the backoff.
+			backoff = 50 * time.Millisecond
+			continue
+		case <-ctx.Done():
+			return errors.Join(err, ctx.Err())
+		}
+		backoff = min(backoff*2, 2*time.Second)
+	}
 }
