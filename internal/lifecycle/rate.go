@@ -250,7 +250,8 @@ func StartedLate(ctx context.Context, ex Store, c *driver.Claim, now time.Time) 
 	}
 	period := w.Row().Period
 	claimed := c.StartBy.Add(-ratelimit.StartSlack(period))
-	if _, err := ex.RateSlotUnstamp(ctx, driver.RateUnstampParams{Key: c.Rate.Key, Slot: c.RateSlot, Stamped: c.StartBy, To: claimed.Add(-period)}); err != nil {
+	stamped := ratelimit.Counted(c.StartBy, period)
+	if _, err := ex.RateSlotUnstamp(ctx, driver.RateUnstampParams{Key: c.Rate.Key, Slot: c.RateSlot, Stamped: stamped, To: claimed.Add(-period)}); err != nil {
 		return Result{}, err
 	}
 	if err := w.PromoteLine(ctx); err != nil {

@@ -8,11 +8,13 @@
 // slot are a Period apart, and Limit+1 starts need a slot twice.
 //
 // The instant a start records is not the claim's but the latest the run
-// may begin, the claim plus StartSlack: a run that has not begun by then
-// (its process froze, its machine stalled) does not run but goes back to
-// the line, giving its start back (lifecycle.StartedLate), so no start
-// the job itself observes is earlier than a Period after the slot's last
-// one.
+// may begin, the claim plus StartSlack, plus StartSlack again: a run that
+// has not begun by the first (its process froze, its machine stalled)
+// does not run but goes back to the line, giving its start back
+// (lifecycle.StartedLate); the second covers the time between the run's
+// begin gate and the job's own first reading of the clock (goroutine
+// scheduling on a loaded machine). So no start the job itself observes
+// is earlier than a Period after the slot's last one.
 //
 // Slots are reserved for the jobs admission makes ready (Reserve), so a
 // burst never makes more jobs ready than may start; a job that reaches
@@ -31,7 +33,8 @@ import (
 
 // StartSlack is how long after its claim a rate-limited run may begin:
 // a fiftieth of the period, within 5 to 15 ms. The ring records the claim
-// plus this, so it costs at most that fraction of the rate.
+// plus twice this (Counted), so it costs at most twice that fraction of
+// the rate.
 func StartSlack(period time.Duration) time.Duration {
 	return min(max(period/50, 5*time.Millisecond), 15*time.Millisecond)
 }
@@ -179,18 +182,26 @@ func (w *Window) Reserve(ctx context.Context, slots []int, jobIDs []int64) error
 	return w.ex.RateSlotSetMany(ctx, driver.RateSlotsParams{Key: w.row.Key, Slots: slots, JobIDs: jobIDs, At: driver.Reserved})
 }
 
-// StartBy is the instant a run claimed at `at` must begin by: the
-// instant its start is stamped with.
+// StartBy is the instant a run claimed at `at` must begin by (its begin
+// gate).
 func (w *Window) StartBy(at time.Time) time.Time { return at.Add(StartSlack(w.row.Period)) }
 
+// Counted is the instant the start of a run claimed at `at` is stamped
+// with: its StartBy plus the slack again, the most the job's own first
+// reading of the clock may lag its begin gate.
+func Counted(startBy time.Time, period time.Duration) time.Time {
+	return startBy.Add(StartSlack(period))
+}
+
 // Stamp counts starts on slots, each claimed at `at` and stamped with
-// StartBy(at). A slot is a start's only after the window's check (Free,
-// or its job's reservation).
+// Counted(StartBy(at)). A slot is a start's only after the window's check
+// (Free, or its job's reservation).
 func (w *Window) Stamp(ctx context.Context, slots []int, at time.Time) error {
 	if len(slots) == 0 {
 		return nil
 	}
-	return w.ex.RateSlotSetMany(ctx, driver.RateSlotsParams{Key: w.row.Key, Slots: slots, JobIDs: make([]int64, len(slots)), At: w.StartBy(at)})
+	return w.ex.RateSlotSetMany(ctx, driver.RateSlotsParams{Key: w.row.Key, Slots: slots, JobIDs: make([]int64, len(slots)),
+		At: Counted(w.StartBy(at), w.row.Period)})
 }
 
 // Recount sets the jobs counted in the key's line to n, counted from
@@ -281,7 +292,7 @@ func (w *Window) SaveStamping(ctx context.Context, stamps []int, at time.Time) e
 			at = w.now
 		}
 		// A stamped slot frees a Period after its stamp.
-		if free := w.StartBy(at).Add(w.row.Period); w.row.Waiting > 0 && free.Before(w.row.NextAt) {
+		if free := Counted(w.StartBy(at), w.row.Period).Add(w.row.Period); w.row.Waiting > 0 && free.Before(w.row.NextAt) {
 			w.row.NextAt = free
 		}
 		if err := w.Stamp(ctx, stamps, at); err != nil {
