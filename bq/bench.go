@@ -165,7 +165,7 @@ schema's set-up and drop and the untimed statistics reads (--table-stats,
 	f.BoolVar(&o.progress, "progress", true, "draw progress bars on stderr when it is a terminal")
 	f.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the measured phases to `file`")
 	f.BoolVar(&o.sqlStats, "sql-stats", false, "PostgreSQL: print the statements by total client-side time to stderr")
-	f.BoolVar(&o.waitEvents, "wait-events", false, "PostgreSQL drains: sample the run's server connections (pg_stat_activity) while it works and print what they wait for to stderr")
+	f.BoolVar(&o.waitEvents, "wait-events", false, "PostgreSQL and MySQL drains (with --processes too): sample the run's server connections while it works and print what they do and wait for to stderr")
 	f.BoolVar(&o.tableStats, "table-stats", false, "PostgreSQL drains: report each table's inserts, updates, deletes, dead tuples and size")
 	f.StringVar(&o.autovacuum, "autovacuum", "on", "with --table-stats: on (as the server has it) or off on the run's tables")
 	f.IntVar(&o.processes, "processes", 0, "drain, steady, keyed, hotkey: work the jobs in `N` child processes of --slots slots each (default --slots 25 then)")

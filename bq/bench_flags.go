@@ -101,8 +101,8 @@ func (o *benchOptions) validate(f *flagSet) error {
 		return f.fail("--table-stats reads PostgreSQL's statistics: use a postgres:// DSN")
 	case o.tableStats && o.mode != "drain" && o.mode != "keyed" && o.mode != "hotkey":
 		return f.fail("--table-stats measures a drain: use --mode drain, keyed or hotkey")
-	case o.waitEvents && !strings.HasPrefix(o.dsn, "postgres"):
-		return f.fail("--wait-events reads PostgreSQL's pg_stat_activity: use a postgres:// DSN")
+	case o.waitEvents && strings.HasPrefix(o.dsn, "sqlite"):
+		return f.fail("--wait-events samples a database server's connections, and SQLite has none: use a postgres:// or mysql:// DSN")
 	case o.waitEvents && o.mode != "drain" && o.mode != "keyed" && o.mode != "hotkey":
 		return f.fail("--wait-events samples a drain: use --mode drain, keyed or hotkey")
 	case f.given("processes") && (o.processes < 1 || o.processes > maxProcesses):
@@ -128,8 +128,8 @@ func (o *benchOptions) validate(f *flagSet) error {
 		return f.fail("--net-delay %s: use a positive duration (e.g. 250us), or leave it out for none", o.netDelay)
 	case o.netDelay > 0 && strings.HasPrefix(o.dsn, "sqlite"):
 		return f.fail("--net-delay delays the packets to a database server, and SQLite has none: use a postgres:// or mysql:// DSN, or leave out --net-delay")
-	case o.processes > 0 && (o.tableStats || o.waitEvents || o.cpuprofile != "" || o.sqlStats || o.separate || o.plans != ""):
-		return f.fail("--processes measures the fleet: leave out --table-stats, --wait-events, --cpuprofile, --sql-stats, --plans and --separate-producer, which measure one process")
+	case o.processes > 0 && (o.tableStats || o.cpuprofile != "" || o.sqlStats || o.separate || o.plans != ""):
+		return f.fail("--processes measures the fleet: leave out --table-stats, --cpuprofile, --sql-stats, --plans and --separate-producer, which measure one process")
 	}
 	return nil
 }

@@ -119,6 +119,7 @@ func (b *bencher) runFleet(ctx context.Context) (*benchResult, error) {
 		return nil, err
 	}
 	peak := fl.sampleConnections(ctx)
+	waits := b.sampleWaits(ctx, db)
 	t0 := time.Now()
 	if b.o.mode != "steady" {
 		err = c.ResumeQueue(ctx, benchQueue)
@@ -132,6 +133,7 @@ func (b *bencher) runFleet(ctx context.Context) (*benchResult, error) {
 		err = waitIdle(ctx, c)
 	}
 	work := time.Since(t0)
+	waits.end(b.e.stderr)
 	res.Fleet.ConnsPeak = peak()
 	wakeups, werr := wake()
 	if err := errors.Join(err, werr); err != nil {

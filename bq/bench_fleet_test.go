@@ -37,7 +37,7 @@ func TestBenchFleetUsage(t *testing.T) {
 		{[]string{"bench", "--dsn", "sqlite", "--processes", "-3"}, "--processes must be from 1 to 256, got -3"},
 		{[]string{"bench", "--dsn", "sqlite", "--processes", "257"}, "--processes must be from 1 to 256"},
 		{[]string{"bench", "--dsn", "sqlite", "--processes", "2", "--mode", "backlog"}, "--mode drain, steady, keyed or hotkey, not backlog"},
-		{[]string{"bench", "--dsn", "sqlite", "--processes", "2", "--cpuprofile", "x"}, "leave out --table-stats, --wait-events, --cpuprofile"},
+		{[]string{"bench", "--dsn", "sqlite", "--processes", "2", "--cpuprofile", "x"}, "leave out --table-stats, --cpuprofile"},
 		{[]string{"bench", "--dsn", "postgres://x/y", "--processes", "2", "--sql-stats"}, "measure one process"},
 		{[]string{"bench", "--dsn", "sqlite", "--processes", "two"}, `invalid value "two" for flag --processes`},
 		{[]string{"bench", "--dsn", "sqlite", "--pool", "3"}, "give --processes"},
@@ -86,6 +86,9 @@ func TestBenchFleet(t *testing.T) {
 					args = append(args, "--window", "100ms")
 				case "keyed":
 					args = append(args, "--keys", "5", "--to", "2")
+					if server {
+						args = append(args, "--wait-events") // samples the children's connections too
+					}
 				case "hotkey":
 					args = append(args, "--to", "3")
 				}
@@ -96,6 +99,9 @@ func TestBenchFleet(t *testing.T) {
 				var r benchResult
 				if err := json.Unmarshal([]byte(stdout), &r); err != nil {
 					t.Fatalf("--mode %s: %v\n%s", mode, err, stdout)
+				}
+				if mode == "keyed" && server && !strings.Contains(stderr, "connections busy on average") {
+					t.Errorf("--mode keyed --wait-events: no samples printed:\n%s", stderr)
 				}
 				f := r.Fleet
 				if f == nil || f.Processes != 2 || r.Slots != 4 || r.Jobs != 120 || r.WorkPerS <= 0 || r.EnqueuePerS <= 0 {

@@ -2,28 +2,36 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"io"
+	"regexp"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5"
 
+	bqmysql "github.com/bqueue/bq/drivers/mysql"
 	"github.com/bqueue/bq/internal/pgstats"
 )
 
 // waitInterval is how often --wait-events samples the run's connections.
-// A sample is a read of pg_stat_activity from a connection of its own;
-// every 2 ms it keeps that connection under a tenth of a core.
+// A sample is one read of the server's list of connections, from a
+// connection of its own; every 2 ms it keeps that connection under a
+// tenth of a core.
 const waitInterval = 2 * time.Millisecond
 
-// waitSampler is --wait-events: while a drain works, it samples what
-// each of the run's connections is doing (pg_stat_activity): running on
-// the CPU, waiting for an event (a lock, the WAL's flush, ...), or idle
-// inside a transaction, waiting for the client's next statement (a round
-// trip with locks held). Counted by state and statement, printed after the
-// run: where the server's side of the time goes, measured.
+// waitSampler is --wait-events: while a run works, it samples what each
+// of the run's server connections (of this process or of --processes
+// workers) is doing: on PostgreSQL (pg_stat_activity) running on the CPU,
+// waiting for an event (a lock, the WAL's flush, ...), or idle inside a
+// transaction, waiting for the client's next statement (a round trip
+// with locks held); on MySQL/MariaDB (processlist and innodb_trx) the
+// thread's state, a row lock wait, or idle inside a transaction. Counted
+// by state and statement, printed after the run: where the server's side
+// of the time goes, measured.
 type waitSampler struct {
 	mu      sync.Mutex
 	counts  map[waitKey]int
@@ -36,56 +44,109 @@ type waitSampler struct {
 
 type waitKey struct{ state, stmt string }
 
-// sampleWaits starts sampling db's run connections (named by
-// pgstats.AppName) through its admin pool; stop it before the clients
-// close. It samples nothing when --wait-events is off.
+// waitRead reads one sample: each busy connection's state and statement.
+type waitRead func(ctx context.Context) ([]waitKey, error)
+
+// sampleWaits starts sampling db's run connections; end stops it. It
+// samples nothing when --wait-events is off.
 func (b *bencher) sampleWaits(ctx context.Context, db *benchDB) *waitSampler {
-	if !b.o.waitEvents || db.admin == nil {
+	if !b.o.waitEvents {
 		return nil
 	}
-	ctx, stop := context.WithCancel(ctx)
-	s := &waitSampler{counts: map[waitKey]int{}, stop: stop, done: make(chan struct{})}
-	go s.run(ctx, db.admin, pgstats.AppName(db.schema))
+	s := &waitSampler{counts: map[waitKey]int{}, done: make(chan struct{})}
+	read, closeRead, err := b.waitReader(db)
+	if err != nil {
+		s.err = err
+		close(s.done)
+		s.stop = func() {}
+		return s
+	}
+	ctx, s.stop = context.WithCancel(ctx)
+	go func() {
+		defer closeRead()
+		s.run(ctx, read)
+	}()
 	return s
 }
 
-// sampleQuery reads each run connection not idle outside a transaction:
-// its state, its wait event (none: on the CPU) and its statement's start.
-const sampleQuery = `SELECT CASE WHEN state = 'active' THEN coalesce(wait_event_type || ': ' || wait_event, 'on CPU')
-	ELSE state || coalesce(' (' || wait_event || ')', '') END,
-	left(regexp_replace(query, '\s+', ' ', 'g'), 70)
+// pgWaits reads the connections named for the run (pgstats.AppName),
+// every one not idle outside a transaction.
+const pgWaits = `SELECT CASE WHEN state = 'active' THEN coalesce(wait_event_type || ': ' || wait_event, 'on CPU')
+	ELSE state || coalesce(' (' || wait_event || ')', '') END, coalesce(query, '')
 FROM pg_stat_activity WHERE application_name = $1 AND state <> 'idle'`
 
-func (s *waitSampler) run(ctx context.Context, pool *pgxpool.Pool, app string) {
+// mysqlWaits reads the connections to the run's database, every one
+// running a statement or inside a transaction, but its own.
+const mysqlWaits = `SELECT CASE WHEN t.trx_state = 'LOCK WAIT' THEN 'lock wait'
+	WHEN p.command = 'Sleep' THEN 'idle in transaction'
+	ELSE coalesce(nullif(p.state, ''), p.command) END,
+	coalesce(p.info, t.trx_query, '')
+FROM information_schema.processlist p LEFT JOIN information_schema.innodb_trx t ON t.trx_mysql_thread_id = p.id
+WHERE p.db = ? AND p.id <> CONNECTION_ID() AND (p.command <> 'Sleep' OR t.trx_id IS NOT NULL)`
+
+// waitReader is the sample read of db's server, and what closes it.
+func (b *bencher) waitReader(db *benchDB) (waitRead, func(), error) {
+	if b.driverName() == "postgres" {
+		app := pgstats.AppName(db.schema)
+		return func(ctx context.Context) ([]waitKey, error) {
+			rows, err := db.admin.Query(ctx, pgWaits, app)
+			if err != nil {
+				return nil, err
+			}
+			return pgx.CollectRows(rows, func(r pgx.CollectableRow) (k waitKey, err error) {
+				err = r.Scan(&k.state, &k.stmt)
+				return k, err
+			})
+		}, func() {}, nil
+	}
+	cfg, err := bqmysql.ParseURL(db.directDSN)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--wait-events: %w", err)
+	}
+	admin, err := sql.Open("mysql", cfg.FormatDSN())
+	if err != nil {
+		return nil, nil, fmt.Errorf("--wait-events: %w", err)
+	}
+	admin.SetMaxOpenConns(1)
+	return func(ctx context.Context) ([]waitKey, error) {
+		rows, err := admin.QueryContext(ctx, mysqlWaits, cfg.DBName)
+		if err != nil {
+			return nil, err
+		}
+		defer rows.Close()
+		var out []waitKey
+		for rows.Next() {
+			var k waitKey
+			if err := rows.Scan(&k.state, &k.stmt); err != nil {
+				return nil, err
+			}
+			out = append(out, k)
+		}
+		return out, rows.Err()
+	}, func() { admin.Close() }, nil
+}
+
+func (s *waitSampler) run(ctx context.Context, read waitRead) {
 	defer close(s.done)
 	t := time.NewTicker(waitInterval)
 	defer t.Stop()
 	for {
-		rows, err := pool.Query(ctx, sampleQuery, app)
-		if err == nil {
-			s.mu.Lock()
-			s.samples++
-			for rows.Next() {
-				var k waitKey
-				if err = rows.Scan(&k.state, &k.stmt); err != nil {
-					break
-				}
-				s.counts[k]++
-				s.busy++
-			}
-			s.mu.Unlock()
-			rows.Close()
-			if err == nil {
-				err = rows.Err()
-			}
-		}
+		keys, err := read(ctx)
 		if ctx.Err() != nil {
 			return
 		}
 		if err != nil {
-			s.err = fmt.Errorf("sample pg_stat_activity: %w", err)
+			s.err = fmt.Errorf("--wait-events: sample the server's connections: %w", err)
 			return
 		}
+		s.mu.Lock()
+		s.samples++
+		for _, k := range keys {
+			k.stmt = statementHead(k.stmt)
+			s.counts[k]++
+			s.busy++
+		}
+		s.mu.Unlock()
 		select {
 		case <-ctx.Done():
 			return
@@ -93,6 +154,23 @@ func (s *waitSampler) run(ctx context.Context, pool *pgxpool.Pool, app string) {
 		}
 	}
 }
+
+// statementHead is a statement's first 70 characters, its white space
+// runs made one space and its numbers one ? (MySQL's id lists are
+// written into the statement: every batch would count apart).
+func statementHead(q string) string {
+	q = strings.Join(strings.Fields(q), " ")
+	q = numberRun.ReplaceAllString(numbers.ReplaceAllString(q, "?"), "?")
+	if len(q) > 70 {
+		q = q[:70]
+	}
+	return q
+}
+
+var (
+	numbers   = regexp.MustCompile(`\b[0-9]+\b`)
+	numberRun = regexp.MustCompile(`\?(, \?)+`)
+)
 
 // end stops sampling and writes what was seen to w, most frequent first.
 func (s *waitSampler) end(w io.Writer) {
@@ -104,7 +182,7 @@ func (s *waitSampler) end(w io.Writer) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.err != nil {
-		fmt.Fprintf(w, "bench: --wait-events: %v\n", s.err)
+		fmt.Fprintf(w, "bench: %v\n", s.err)
 	}
 	if s.samples == 0 {
 		fmt.Fprintln(w, "bench: --wait-events: no sample was taken")
