@@ -31,6 +31,7 @@ type benchResult struct {
 	SecondKeys  int     `json:"second_keys,omitempty"`
 	To          int     `json:"to"`
 	NetDelayMS  float64 `json:"net_delay_ms,omitempty"` // --net-delay, each way
+	MaxActive   int     `json:"max_active,omitempty"`   // --max-active
 	Rate        float64 `json:"rate,omitempty"`
 	EnqueuePerS float64 `json:"enqueue_per_s"`
 	WorkPerS    float64 `json:"work_per_s"`
@@ -155,6 +156,7 @@ schema's set-up and drop and the untimed statistics reads (--table-stats,
 	f.Float64Var(&o.rate, "rate", 500, "steady: enqueue rate, jobs per second in total")
 	f.IntVar(&o.batch, "batch", 1000, "jobs per EnqueueMany")
 	f.BoolVar(&o.fair, "fair", false, "the bench queue's policy has FairShare: its claims go key by key (docs/limits.md, Fair share)")
+	f.IntVar(&o.maxActive, "max-active", 0, "the bench queue's policy caps its running jobs at `N` across every process (Policy.MaxActive): its claims go through the cap; 0 for none")
 	f.IntVar(&o.producers, "producers", 2, "goroutines enqueueing the batches at once (the enqueue ceiling uses 2 connections)")
 	f.IntVar(&o.backlogSmall, "backlog-small", 1000, "backlog: jobs blocked on the key, small case")
 	f.IntVar(&o.backlogLarge, "backlog-large", 1000000, "backlog: jobs blocked on the key, large case")
@@ -257,6 +259,9 @@ func printBenchResult(w io.Writer, r *benchResult) {
 	if r.Keys > 0 {
 		fmt.Fprintf(w, ", %d keys of limit %d", r.Keys, r.To)
 	}
+	if r.MaxActive > 0 {
+		fmt.Fprintf(w, ", the queue capped at %d running", r.MaxActive)
+	}
 	if r.SecondKeys > 0 {
 		fmt.Fprintf(w, ", a second key each out of %d", r.SecondKeys)
 	}
@@ -310,5 +315,5 @@ func (b *bencher) startProfile() func() {
 
 func newResult(o benchOptions, driver string) *benchResult {
 	return &benchResult{System: "bq", Mode: o.mode, Driver: driver, Config: o.config, Jobs: o.jobs,
-		Slots: o.slots, Keys: o.keys, SecondKeys: o.secondKeys, To: o.to, NetDelayMS: ms(o.netDelay), GoVersion: runtime.Version(), CPUs: runtime.NumCPU()}
+		Slots: o.slots, Keys: o.keys, SecondKeys: o.secondKeys, To: o.to, NetDelayMS: ms(o.netDelay), MaxActive: o.maxActive, GoVersion: runtime.Version(), CPUs: runtime.NumCPU()}
 }

@@ -148,10 +148,10 @@ func (b *bencher) freshDB(ctx context.Context) (*benchDB, error) {
 		db.close()
 		return nil, err
 	}
-	if b.o.fair {
-		if err := c.SyncPolicies(ctx, "bench", []bq.Policy{{Queue: benchQueue, FairShare: true}}); err != nil {
+	if b.o.fair || b.o.maxActive > 0 {
+		if err := c.SyncPolicies(ctx, "bench", []bq.Policy{{Queue: benchQueue, FairShare: b.o.fair, MaxActive: b.o.maxActive}}); err != nil {
 			db.close()
-			return nil, fmt.Errorf("bench: store the fair-share policy: %w", err)
+			return nil, fmt.Errorf("bench: store the queue's policy: %w", err)
 		}
 	}
 	if b.o.tableStats {

@@ -44,6 +44,7 @@ type benchOptions struct {
 	window       time.Duration // steady: also report the latency per window of enqueue time (0: not)
 	plans        string        // PostgreSQL: write every statement's plan to this file (auto_explain)
 	fair         bool          // the bench queue's policy has FairShare
+	maxActive    int           // the bench queue's policy's MaxActive (0: none)
 	netDelay     time.Duration // PostgreSQL, MySQL: delay each packet by this much each way through a proxy (0: none)
 }
 
@@ -124,6 +125,8 @@ func (o *benchOptions) validate(f *flagSet) error {
 			o.jobs, o.rateKeys*o.rateLimit, 10*o.rateKeys*o.rateLimit)
 	case o.plans != "" && !strings.HasPrefix(o.dsn, "postgres"):
 		return f.fail("--plans logs PostgreSQL's plans (auto_explain): use a postgres:// DSN")
+	case o.maxActive < 0:
+		return f.fail("--max-active %d: use a cap of 1 or more running jobs, or 0 (the default) for none", o.maxActive)
 	case o.netDelay < 0:
 		return f.fail("--net-delay %s: use a positive duration (e.g. 250us), or leave it out for none", o.netDelay)
 	case o.netDelay > 0 && strings.HasPrefix(o.dsn, "sqlite"):

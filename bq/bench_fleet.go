@@ -71,6 +71,8 @@ type fleet struct {
 	b        *bencher
 	db       *benchDB
 	children []*fleetChild
+	// stderr is the parent's, shared with the children's copies.
+	stderr *lockedWriter
 }
 
 type fleetChild struct {
@@ -90,7 +92,7 @@ func (b *bencher) runFleet(ctx context.Context) (*benchResult, error) {
 		return nil, err
 	}
 	defer db.close()
-	fl := &fleet{b: b, db: db}
+	fl := &fleet{b: b, db: db, stderr: &lockedWriter{w: b.e.stderr}}
 	defer fl.kill()
 	if res.Fleet.ConnsPerProcess, err = fl.checkConnections(ctx); err != nil {
 		return nil, err
@@ -133,7 +135,7 @@ func (b *bencher) runFleet(ctx context.Context) (*benchResult, error) {
 		err = waitIdle(ctx, c)
 	}
 	work := time.Since(t0)
-	waits.end(b.e.stderr)
+	waits.end(fl.stderr) // the children may be writing to stderr
 	res.Fleet.ConnsPeak = peak()
 	wakeups, werr := wake()
 	if err := errors.Join(err, werr); err != nil {
@@ -237,12 +239,11 @@ func (fl *fleet) start(ctx context.Context) error {
 	args := []string{"bench", "--mode", fl.b.o.mode, "--slots", strconv.Itoa(fl.b.o.slots),
 		"--jobs", strconv.Itoa(fl.b.o.jobs), "--config", fl.b.o.config, "--schema", fl.db.schema, "--pool", strconv.Itoa(fl.b.o.pool),
 		"--to", strconv.Itoa(fl.b.o.to), "--second-keys", strconv.Itoa(fl.b.o.secondKeys)}
-	stderr := &lockedWriter{w: fl.b.e.stderr}
 	for range fl.b.o.processes {
 		cmd := exec.CommandContext(ctx, exe, args...)
 		// The DSN goes in the environment, out of ps.
 		cmd.Env = append(os.Environ(), fleetWorkerEnv+"=1", "BQ_DSN="+fl.workerDSN())
-		cmd.Stderr = stderr
+		cmd.Stderr = fl.stderr
 		stdin, err := cmd.StdinPipe()
 		if err != nil {
 			return fmt.Errorf("bench: %w", err)

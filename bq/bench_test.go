@@ -39,6 +39,7 @@ func TestBenchUsage(t *testing.T) {
 		{[]string{"bench", "--dsn", "sqlite", "--mode", "rate", "--processes", "2"}, "--processes runs --mode drain, steady, keyed or hotkey"},
 		{[]string{"bench", "--dsn", "sqlite", "--mode", "drain", "--window", "10s"}, "--window 10s: use 100ms or more with --mode steady"},
 		{[]string{"bench", "--dsn", "sqlite", "--plans", "p.txt"}, "--plans logs PostgreSQL's plans"},
+		{[]string{"bench", "--dsn", "sqlite", "--max-active", "-1"}, "--max-active -1: use a cap of 1 or more running jobs, or 0 (the default) for none"},
 		{[]string{"bench", "--dsn", "sqlite", "--wait-events"}, "--wait-events samples a database server's connections, and SQLite has none: use a postgres:// or mysql:// DSN"},
 		{[]string{"bench", "--dsn", "postgres://x/y", "--mode", "steady", "--wait-events"}, "--wait-events samples a drain: use --mode drain, keyed or hotkey"},
 		{[]string{"bench", "--dsn", "postgres://x/y", "--plans", "p.txt", "--processes", "2"}, "leave out --table-stats, --cpuprofile, --sql-stats, --plans"},
@@ -311,5 +312,31 @@ func TestBenchPlans(t *testing.T) {
 				t.Errorf("--plans file lacks %q:\n%.2000s", want, plans)
 			}
 		}
+	}
+}
+
+// TestBenchMaxActive: --max-active stores the cap in the bench queue's
+// policy (with --fair too) and the run reports it; the jobs all run
+// through the capped claim.
+func TestBenchMaxActive(t *testing.T) {
+	for _, db := range testDatabases(t) {
+		t.Run(db.name, func(t *testing.T) {
+			dsn := map[string]string{"sqlite": "sqlite", "postgres": postgresDSN(), "mysql": mysqlDSN()}[db.name]
+			for _, fair := range []bool{false, true} {
+				args := []string{"bench", "--dsn", dsn, "--mode", "keyed", "--keys", "5", "--to", "2", "--jobs", "60",
+					"--slots", "8", "--max-active", "3", "--json", "--progress=false", "--fair=" + strconv.FormatBool(fair)}
+				code, stdout, stderr := bqCmd(t, context.Background(), args...)
+				if code != 0 {
+					t.Fatalf("fair %v: exit %d\n%s", fair, code, stderr)
+				}
+				var r benchResult
+				if err := json.Unmarshal([]byte(stdout), &r); err != nil {
+					t.Fatalf("fair %v: %v\n%s", fair, err, stdout)
+				}
+				if r.MaxActive != 3 || r.Jobs != 60 || r.WorkPerS <= 0 {
+					t.Errorf("fair %v: %+v; want max_active 3 and the 60 jobs worked", fair, r)
+				}
+			}
+		})
 	}
 }
