@@ -21,7 +21,7 @@ var _ = register(
 const keyPauseSlack = 50 * time.Millisecond
 
 // testKeyPause: two worker processes (4 slots each, 10 s polls) run the
-// jobs of keys k and l (limit 2, 150 ms each) while a third client pauses
+// jobs of keys k and l (20 each, limit 2, 150 ms each) while a third client pauses
 // k: no job of k starts after PauseKey returns (but for a claim in flight
 // as it committed), l's go on, k's jobs keep their states (its ready
 // jobs their slots); Explain says why; ResumeKey wakes the workers, whose
@@ -36,12 +36,26 @@ func testKeyPause(t *testing.T, h *harness) {
 		return h.count(`SELECT count(*) FROM bq_processes`) == 2
 	})
 	k := bq.Key(limit2Job.Name(), "k") // runs record the key as enqueued: "k", "l"
-	var ids []int64
-	for i := range 12 {
-		ids = append(ids, enqueue(t, h, limit2Job, Args{Key: "k", Seq: i, SleepMS: 150}).ID)
-		ids = append(ids, enqueue(t, h, limit2Job, Args{Key: "l", Seq: 100 + i, SleepMS: 150}).ID)
+	// One EnqueueMany, and the pause once k's first run has started: a
+	// loaded machine that enqueued one job at a time ran all of k's jobs
+	// before the pause (CI, SQLite).
+	const perKey = 20
+	var args []Args
+	for i := range perKey {
+		args = append(args, Args{Key: "k", Seq: i, SleepMS: 150}, Args{Key: "l", Seq: 100 + i, SleepMS: 150})
 	}
-	time.Sleep(400 * time.Millisecond) // k runs: two at a time
+	res, err := limit2Job.EnqueueMany(ctx, h.client, args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []int64
+	for _, r := range res {
+		ids = append(ids, r.ID)
+	}
+	h.eventually(20*time.Second, "a run of k to start", func() bool {
+		return h.count(`SELECT count(*) FROM test_runs WHERE jkey = 'k'`) > 0
+	})
+	time.Sleep(200 * time.Millisecond) // k runs: two at a time
 	if err := h.client.PauseKey(ctx, k); err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +75,7 @@ func testKeyPause(t *testing.T, h *harness) {
 	if kLate > 0 {
 		t.Errorf("%d runs of key k started more than %s after PauseKey returned", kLate, keyPauseSlack)
 	}
-	if kBefore == 0 || kBefore >= 12 {
+	if kBefore == 0 || kBefore >= perKey {
 		t.Fatalf("%d runs of k before the pause, want some and not all (the scenario's timing)", kBefore)
 	}
 	if lAfter == 0 {
