@@ -50,6 +50,10 @@ type ClaimParams struct {
 	ProcessID int64
 	Now       time.Time
 	Among     []int64
+	// Capped, when not nil, is set to true when the queue's MaxActive
+	// left room for fewer than Max jobs: a claim that comes back short
+	// then says the cap binds, not that the queue has no ready job.
+	Capped *bool
 }
 
 // KeyReady is one key's part of a fair-share queue's ready jobs

@@ -193,6 +193,9 @@ func claimable(ctx context.Context, tx ClaimStore, p ClaimParams, gate Gate) (n,
 	if err != nil {
 		return 0, 0, err
 	}
+	if limit-active < p.Max && p.Capped != nil {
+		*p.Capped = true
+	}
 	return min(p.Max, limit-active), limit - active, nil
 }
 

@@ -174,7 +174,10 @@ func (w *queueWorker) claimLoop(ctx context.Context) {
 	defer w.closeRuns()
 	poll := time.NewTimer(0)
 	defer poll.Stop()
-	drained := false
+	// capped: the last claim came back short because the queue's
+	// MaxActive binds, not because it was drained: any run of this
+	// worker that ends may free room, so it is claimed again then.
+	drained, capped := false, false
 	for {
 		if free := w.reserve(w.slots); free > 0 && (drained || !w.proc.canClaim()) {
 			w.unreserve(free, false)
@@ -186,14 +189,14 @@ func (w *queueWorker) claimLoop(ctx context.Context) {
 			// committed while its caller gave up would wait to be reaped.
 			claimCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), claimTimeout)
 			began := w.c.cfg.Now()
-			claims, got, err := w.claim(claimCtx, free)
+			claims, got, err := w.claim(claimCtx, free, &capped)
 			cancel()
 			switch {
 			case err != nil:
 				// No claim of a failed claim is run (lifecycle.Claim);
 				// one whose COMMIT landed unseen is a stray, which the
 				// process's next claim check returns to ready.
-				claims = nil
+				claims, capped = nil, false
 				w.proc.suspectStrays()
 				if ctx.Err() == nil {
 					w.c.dbFailed("claim jobs of queue "+w.queue, err)
@@ -204,7 +207,7 @@ func (w *queueWorker) claimLoop(ctx context.Context) {
 					began = time.Time{} // maybe nothing written
 				}
 				w.c.dbOK("claim jobs", began)
-				drained = got < free
+				drained = got < free && !capped
 				w.empty.Store(drained)
 			}
 			for _, cl := range claims {
@@ -223,6 +226,9 @@ func (w *queueWorker) claimLoop(ctx context.Context) {
 			drained = false
 			poll.Reset(w.c.cfg.PollInterval)
 		case <-w.done:
+			if capped {
+				drained = false
+			}
 		}
 	}
 }
@@ -230,9 +236,12 @@ func (w *queueWorker) claimLoop(ctx context.Context) {
 // claimTimeout bounds one claim statement.
 const claimTimeout = 30 * time.Second
 
-func (w *queueWorker) claim(ctx context.Context, n int) (claims []*driver.Claim, got int, err error) {
+// claim claims up to n jobs; *capped says whether the queue's MaxActive
+// left room for fewer.
+func (w *queueWorker) claim(ctx context.Context, n int, capped *bool) (claims []*driver.Claim, got int, err error) {
+	*capped = false
 	claims, err = lifecycle.Claim(ctx, w.c.drv, driver.ClaimParams{
-		Queue: w.queue, Max: n, ProcessID: w.proc.ID(), Now: w.c.cfg.Now(),
+		Queue: w.queue, Max: n, ProcessID: w.proc.ID(), Now: w.c.cfg.Now(), Capped: capped,
 	})
 	got = len(claims)
 	if err != nil || !slices.ContainsFunc(claims, func(c *driver.Claim) bool { return c.Rate.Key != "" }) {

@@ -94,6 +94,36 @@ var _ = add("claims",
 			t.Errorf("claim after one claim ended took %d, want the one freed place", len(next))
 		}
 	}},
+	// A claim says when the cap, not an empty queue, made it short
+	// (ClaimParams.Capped): its worker then claims again as its runs
+	// end, rather than waiting for new work to be announced.
+	test{"ClaimSaysWhenTheCapBinds", func(t *testing.T, f *fixture) {
+		f.insert(T0, append(jobs(6, "capped"), jobs(2, "free")...)...)
+		_, err := f.ex().PolicyInsert(f.ctx, driver.Policy{Queue: "capped", Namespace: "ns", MaxActive: 3, UpdatedAt: T0})
+		f.must(err)
+		claim := func(q string, max int) (int, bool) {
+			t.Helper()
+			var capped bool
+			claims, err := lifecycle.Claim(f.ctx, f.d, driver.ClaimParams{Queue: q, Max: max, ProcessID: 1, Now: T0, Capped: &capped})
+			f.must(err)
+			return len(claims), capped
+		}
+		for _, c := range []struct {
+			queue     string
+			max, want int
+			capped    bool
+		}{
+			{"capped", 2, 2, false}, // room 3 for 2: the cap does not bind
+			{"capped", 5, 1, true},  // room 1 for 5
+			{"capped", 5, 0, true},  // at the cap
+			{"free", 5, 2, false},   // uncapped and drained
+			{"free", 5, 0, false},
+		} {
+			if n, capped := claim(c.queue, c.max); n != c.want || capped != c.capped {
+				t.Errorf("claim of %d from %q: %d jobs, capped %v; want %d, capped %v", c.max, c.queue, n, capped, c.want, c.capped)
+			}
+		}
+	}},
 	// A job of k slots counts k against its queue's MaxActive, and one
 	// that does not fit keeps its place: the lighter jobs behind it wait.
 	test{"ClaimKeepsWithinMaxActiveBySlots", func(t *testing.T, f *fixture) {
