@@ -350,6 +350,21 @@ func (b *bencher) freshMySQL(db *benchDB, suffix string) error {
 	return nil
 }
 
+// openMySQLAdmin opens one connection's pool on the MySQL database of
+// dsn, for a run's untimed reads, and returns the database's name.
+func openMySQLAdmin(dsn string) (*sql.DB, string, error) {
+	cfg, err := bqmysql.ParseURL(dsn)
+	if err != nil {
+		return nil, "", err
+	}
+	db, err := sql.Open("mysql", cfg.FormatDSN())
+	if err != nil {
+		return nil, "", err
+	}
+	db.SetMaxOpenConns(1)
+	return db, cfg.DBName, nil
+}
+
 // planLog is --plans: auto_explain, loaded in every connection of the
 // run's clients, logs the plan of each statement the connection runs as
 // a notice, which goes to the file with the time and the backend.

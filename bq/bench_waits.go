@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"io"
 	"regexp"
@@ -13,7 +12,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	bqmysql "github.com/bqueue/bq/drivers/mysql"
 	"github.com/bqueue/bq/internal/pgstats"
 )
 
@@ -99,17 +97,12 @@ func (b *bencher) waitReader(db *benchDB) (waitRead, func(), error) {
 			})
 		}, func() {}, nil
 	}
-	cfg, err := bqmysql.ParseURL(db.directDSN)
+	admin, name, err := openMySQLAdmin(db.directDSN)
 	if err != nil {
 		return nil, nil, fmt.Errorf("--wait-events: %w", err)
 	}
-	admin, err := sql.Open("mysql", cfg.FormatDSN())
-	if err != nil {
-		return nil, nil, fmt.Errorf("--wait-events: %w", err)
-	}
-	admin.SetMaxOpenConns(1)
 	return func(ctx context.Context) ([]waitKey, error) {
-		rows, err := admin.QueryContext(ctx, mysqlWaits, cfg.DBName)
+		rows, err := admin.QueryContext(ctx, mysqlWaits, name)
 		if err != nil {
 			return nil, err
 		}

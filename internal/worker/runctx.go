@@ -90,10 +90,7 @@ func MayBegin(ctx context.Context) error {
 	}
 	l := rc.lease
 	if l.check(); l.fenced.Load() {
-		if cause := context.Cause(rc); cause != nil {
-			return cause
-		}
-		return l.proc.c.cfg.LeaseLost // fenced before the cause was set: never, as fence sets fenced after the cancel
+		return context.Cause(rc) // set: fence marks fenced after its cancel
 	}
 	if by := l.claim.StartBy; !by.IsZero() && l.proc.c.cfg.Now().After(by) {
 		return ErrStartedLate
