@@ -31,7 +31,11 @@ WHERE namespace = $1 OR queue = ANY($2::text[]) ORDER BY queue FOR UPDATE`)
 		Before:     `{col} < now() - ? * interval '1 millisecond'`,
 		SkipLocked: ` FOR UPDATE SKIP LOCKED`,
 	})
-	q.ReadyByKey = sqltext.Rebind(p(sqltext.ReadyByKey(`w.key = j.concurrency_key`, keyNotPaused(`{p}ready_executions.job_id`))))
+	// Each row taken probes its job (LATERAL ... LIMIT 1, which the
+	// planner cannot turn into a join): joined, the planner hashed the
+	// whole jobs table for a head of 136 rows while the table was small
+	// (9.6 ms a read of 20,000 jobs, against 1.0 ms probing).
+	q.ReadyByKey = sqltext.Rebind(p(sqltext.ReadyByKey(`CROSS JOIN LATERAL (SELECT concurrency_key, slots FROM {p}jobs WHERE id = r.job_id LIMIT 1) j`, `w.key = j.concurrency_key`, keyNotPaused(`{p}ready_executions.job_id`))))
 	q.CountByQueue = p(sqltext.CountByQueue(func(col string) string { return "sum(" + col + ")::int" }))
 	// The time now, not the transaction's start (now()).
 	q.ClockNow = `SELECT clock_timestamp()`

@@ -30,7 +30,7 @@ const ClaimedByRule = `(c.max_active > 0 OR c.fair_share = TRUE)`
 // ReadyByKey reads a fair-share queue's first ready jobs in claim order
 // (priority, then id: the ready line's index order) with each one's key
 // (empty for none), the key's weight (0: none) and the largest weight any
-// key has (0: none has), weightOn joining key_weights w to job j; then,
+// key has (0: none has), weightOn matching key_weights w to job j; then,
 // in the same statement, the slots its running jobs use by key (as
 // RunningByKey): one round trip of the claim's transaction, which holds
 // the queue's policy row. A column tells the parts apart: 0 for a ready
@@ -40,18 +40,28 @@ const ClaimedByRule = `(c.max_active > 0 OR c.fair_share = TRUE)`
 // and costs twice the read. The jobs and weights are joined to the rows
 // taken only, so a claim that reads the line's head pays for the head.
 // Jobs of a paused key are left out (notPaused, KeyNotPaused of
-// {p}ready_executions.job_id): they take no share. Args: queue, the most
-// rows to read, queue.
-func ReadyByKey(weightOn, notPaused string) string {
-	return `SELECT 0, coalesce(j.concurrency_key, ''), r.job_id, j.slots, coalesce(w.weight, 0),
-	(SELECT coalesce(max(mw.weight), 0) FROM {p}key_weights mw), r.priority
+// {p}ready_executions.job_id): they take no share. jobsOf joins each
+// row r taken to its job j (ReadyJobs, or a dialect's spelling that keeps
+// it a probe per row). Args: queue, the most rows to read, queue.
+func ReadyByKey(jobsOf, weightOn, notPaused string) string {
+	return `SELECT 0, coalesce(j.concurrency_key, ''), r.job_id, j.slots,
+	CASE WHEN ` + maxWeight + ` > 0 THEN coalesce((SELECT w.weight FROM {p}key_weights w WHERE ` + weightOn + `), 0) ELSE 0 END,
+	` + maxWeight + `, r.priority
 FROM (SELECT job_id, priority FROM {p}ready_executions WHERE queue = ? AND ` + notPaused + `
 	ORDER BY priority DESC, job_id LIMIT ?) r
-JOIN {p}jobs j ON j.id = r.job_id LEFT JOIN {p}key_weights w ON ` + weightOn + `
+` + jobsOf + `
 UNION ALL
 ` + runningByKey + `
 ORDER BY 1, 7 DESC, 3`
 }
+
+// maxWeight is the largest weight a key has of its own (0: none has).
+// ReadyByKey reads each row's key weight only when some key has one: a
+// probe a row of an empty table cost 0.5 ms of a 4.4 ms head read.
+const maxWeight = `(SELECT coalesce(max(mw.weight), 0) FROM {p}key_weights mw)`
+
+// ReadyJobs is ReadyByKey's join of the rows taken r to their jobs j.
+const ReadyJobs = `JOIN {p}jobs j ON j.id = r.job_id`
 
 // KeyNotPaused is the condition that the job whose id is the expression
 // id has no paused key (PauseKey): neither its concurrency key nor, for a
