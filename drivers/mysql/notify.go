@@ -105,9 +105,6 @@ func (d *engine) Listen(ctx context.Context, _ string, ready func(queue string),
 		if err == nil {
 			err = l.probe(ctx, now)
 		}
-		if err == nil {
-			err = l.inbox(ctx)
-		}
 		l.report(ctx, &l.down, err)
 		if !pruning && now.Sub(lastPrune) >= pruneEvery {
 			lastPrune, pruning = now, true
@@ -186,10 +183,13 @@ func (l *listener) poll(ctx context.Context, now time.Time) error {
 			}
 		}
 		inGaps := len(ids)
-		if err := readSignals(ctx, l.d.db, "SELECT id, queue FROM "+l.d.prefix+"signal_log WHERE id > ? ORDER BY id LIMIT ?",
-			[]any{l.t.last, maxRows}, &ids, queues); err != nil {
+		// The tail, with the inbox's highest id (inbox) in the same
+		// statement: one round trip a tick where it took two.
+		inbox, err := l.readTail(ctx, &ids, queues)
+		if err != nil {
 			return err
 		}
+		l.inbox(inbox)
 		slices.Sort(ids)
 		l.t.read(ids, now)
 		for q := range queues {
@@ -199,6 +199,31 @@ func (l *listener) poll(ctx context.Context, now time.Time) error {
 			return nil
 		}
 	}
+}
+
+// readTail reads the signals past the last id read, at most maxRows,
+// into ids and queues, and returns the inbox's highest id (0: none).
+func (l *listener) readTail(ctx context.Context, ids *[]int64, queues map[string]bool) (inbox int64, err error) {
+	rows, err := l.d.db.QueryContext(ctx, "(SELECT id, queue FROM "+l.d.prefix+"signal_log WHERE id > ? ORDER BY id LIMIT ?)"+
+		" UNION ALL (SELECT coalesce(max(id), 0), NULL FROM "+l.d.prefix+"inbox)", l.t.last, maxRows)
+	if err != nil {
+		return 0, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id int64
+		var queue sql.NullString
+		if err := rows.Scan(&id, &queue); err != nil {
+			return 0, err
+		}
+		if !queue.Valid {
+			inbox = id
+			continue
+		}
+		*ids = append(*ids, id)
+		queues[queue.String] = true
+	}
+	return inbox, rows.Err()
 }
 
 func readSignals(ctx context.Context, db sqlexec.DB, query string, args []any, ids *[]int64, queues map[string]bool) error {

@@ -65,11 +65,10 @@ func (d *Dispatcher) reapClaims(ctx context.Context) error {
 // fleet every DispatchInterval, it cost more of the server's time than
 // any other statement of a pass (bench/matrix/notes.md, "Fleet").
 func (d *Dispatcher) mayHaveReapable(ctx context.Context) (bool, error) {
-	var procs []driver.Process
-	err := driver.Atomic(ctx, d.drv, func(ex driver.Executor) (err error) {
-		procs, err = ex.ProcessList(ctx)
-		return err
-	})
+	// A read of its own, outside a transaction: on MySQL and SQLite a
+	// transaction would add its BEGIN and COMMIT to every pass of every
+	// process.
+	procs, err := d.drv.Exec().ProcessList(ctx)
 	if err != nil {
 		return false, err
 	}
