@@ -117,14 +117,26 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	}
 }
 
-// Pass runs every maintenance step once.
+// Pass runs every maintenance step once. One read first says which
+// steps have work (PassLook): most passes of most processes of a fleet
+// find none, and each step's own look was a statement a pass.
 func (d *Dispatcher) Pass(ctx context.Context) error {
+	look, err := d.drv.Exec().PassLook(ctx, d.cfg.Now())
+	if err != nil {
+		return err
+	}
+	step := func(has bool, run func(context.Context) error) error {
+		if !has {
+			return nil
+		}
+		return run(ctx)
+	}
 	errs := []error{
-		d.admitDue(ctx),
+		step(look.ScheduledDue, d.admitDue),
 		d.reapClaims(ctx),
-		d.reclaimExpired(ctx),
-		d.promoteBlocked(ctx),
-		d.settleEnded(ctx),
+		step(look.SemaphoresExpired, d.reclaimExpired),
+		step(look.SemaphoresPromotable, d.promoteBlocked),
+		step(look.DependenciesEnded, d.settleEnded),
 		d.snapshotHistory(ctx),
 	}
 	if now := d.cfg.Now(); now.Sub(d.lastCleanup) >= d.cfg.CleanupInterval {
@@ -142,10 +154,8 @@ func (d *Dispatcher) inTx(ctx context.Context, fn func(ex driver.Executor) error
 // them: a completion whose settling was left to a transaction of its own
 // that never ran (its process died between the two).
 func (d *Dispatcher) settleEnded(ctx context.Context) error {
-	// Look before taking a write lock: there is almost never any.
-	if ids, err := d.drv.Exec().DependencyListEnded(ctx, 1); err != nil || len(ids) == 0 {
-		return err
-	}
+	// Run only when the pass's look found such a job: there is almost
+	// never any.
 	var woken driver.Promotion
 	var n int
 	err := d.inTx(ctx, func(ex driver.Executor) (err error) {
@@ -164,10 +174,7 @@ func (d *Dispatcher) settleEnded(ctx context.Context) error {
 
 // admitDue admits due scheduled jobs, a batch per transaction.
 func (d *Dispatcher) admitDue(ctx context.Context) error {
-	// Look before taking a write lock: most passes find nothing due.
-	if due, err := d.drv.Exec().ScheduledDueExists(ctx, d.cfg.Now()); err != nil || !due {
-		return err
-	}
+	// Run only when the pass's look found one due: most passes find none.
 	for {
 		var jobs []*driver.Job
 		var states []driver.JobState

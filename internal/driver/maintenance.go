@@ -8,6 +8,9 @@ import (
 // Maintenance is what the dispatcher's passes run: due scheduled jobs,
 // expired and promotable semaphores, lost claims, old rows.
 type Maintenance interface {
+	// PassLook reports, in one read, which of a dispatcher pass's steps
+	// have work at now.
+	PassLook(ctx context.Context, now time.Time) (PassWork, error)
 	// ScheduledDueExists reports whether a scheduled job is due at now.
 	ScheduledDueExists(ctx context.Context, now time.Time) (bool, error)
 	// SemaphoreListExpired lists keys after `after` whose semaphore expired.
@@ -35,4 +38,21 @@ type Maintenance interface {
 	ClaimListReapableOfKey(ctx context.Context, key string, now time.Time, silence time.Duration) ([]*Claim, error)
 	// JobDeleteFinished removes up to max jobs finished before `before`.
 	JobDeleteFinished(ctx context.Context, before time.Time, max int) (int, error)
+}
+
+// PassWork is what a dispatcher pass finds to do (PassLook): each field
+// says whether the rows its step reads exist, so a pass in a process of a
+// fleet that finds nothing sends one read, not one a step.
+type PassWork struct {
+	// ScheduledDue: a scheduled job is due (ScheduledDueExists).
+	ScheduledDue bool
+	// SemaphoresExpired: a semaphore expired with a slot taken or a job
+	// blocked (SemaphoreListExpired).
+	SemaphoresExpired bool
+	// SemaphoresPromotable: a semaphore has a free slot and a blocked
+	// job (SemaphoreListPromotable).
+	SemaphoresPromotable bool
+	// DependenciesEnded: a job that ended still has dependents' edges
+	// (DependencyListEnded).
+	DependenciesEnded bool
 }

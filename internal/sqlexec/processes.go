@@ -76,6 +76,16 @@ func (s Shared) ProcessDeregister(ctx context.Context, processID int64) error {
 	return nil
 }
 
+func (s Shared) PassLook(ctx context.Context, now time.Time) (driver.PassWork, error) {
+	var w driver.PassWork
+	at := s.c.Time(now)
+	err := s.c.QueryRow(ctx, s.q.PassLook, at, at).Scan(&w.ScheduledDue, &w.SemaphoresExpired, &w.SemaphoresPromotable, &w.DependenciesEnded)
+	if err != nil {
+		return driver.PassWork{}, fmt.Errorf("look for a dispatcher pass's work: %w", err)
+	}
+	return w, nil
+}
+
 func (s Shared) ProcessList(ctx context.Context) ([]driver.Process, error) {
 	out, err := collect(ctx, s.c, func(r Row) (p driver.Process, err error) {
 		var hbMS, deadMS int64

@@ -35,6 +35,12 @@ type SharedQueries struct {
 
 	Periodic PeriodicQueries // periodic.go
 
+	// PassLook is driver.PassLook's read, one EXISTS a step: args now,
+	// now (the conditions of HasDueScheduled, the dialects'
+	// SemaphoreListExpired and SemaphoreListPromotable, and
+	// Dependencies.ListEnded).
+	PassLook string
+
 	// RegisterProcess is a one-row INSERT, up to VALUES (Conn.InsertID).
 	RegisterProcess, ClaimsOfProcess, DeregisterProcess, ListProcesses string
 
@@ -114,6 +120,12 @@ ON CONFLICT (key) DO UPDATE SET weight = excluded.weight, updated_at = excluded.
 		ClaimsOfProcess: p(`SELECT job_id, fence, claimed_at, cancel_requested_at IS NOT NULL
 FROM {p}claimed_executions WHERE process_id = ?`),
 		DeregisterProcess: p(`DELETE FROM {p}processes WHERE id = ?`),
+		PassLook: p(`SELECT EXISTS (SELECT 1 FROM {p}scheduled_executions WHERE scheduled_at <= ?),
+	EXISTS (SELECT 1 FROM {p}semaphores WHERE expires_at < ? AND (value < lim OR blocked > 0)),
+	EXISTS (SELECT 1 FROM {p}semaphores WHERE value > 0 AND blocked > 0),
+	EXISTS (SELECT 1 FROM {p}dependencies d LEFT JOIN {p}jobs j ON j.id = d.depends_on
+		WHERE j.id IS NULL OR j.finished_at IS NOT NULL
+		OR EXISTS (SELECT 1 FROM {p}failed_executions f WHERE f.job_id = d.depends_on))`),
 		ListProcesses: p(`SELECT id, kind, name, hostname, pid, queues, heartbeat_interval_ms, dead_after_ms,
 	started_at, last_heartbeat_at, beating_since FROM {p}processes ORDER BY id`),
 

@@ -46,6 +46,35 @@ var _ = add("maintenance",
 		f.wantState("", taken...) // in no table: the engine admits them next
 		f.wantState(driver.StateScheduled, ids[3])
 	}},
+	test{"PassLookSaysWhichStepsHaveWork", func(t *testing.T, f *fixture) {
+		look := func(at time.Time, want driver.PassWork, what string) {
+			t.Helper()
+			got, err := f.ex().PassLook(f.ctx, at)
+			f.must(err)
+			if got != want {
+				t.Errorf("PassLook at %v with %s = %+v, want %+v", at, what, got, want)
+			}
+		}
+		look(T0, driver.PassWork{}, "nothing stored")
+		due := T0.Add(time.Minute)
+		f.insert(T0, job("q", dueAt(due)))
+		f.semaphore("g/idle", 1, 1, 0, T0.Add(-time.Second)) // expired, nothing to reclaim
+		f.semaphore("g/full", 0, 1, 2, T0.Add(time.Hour))    // blocked jobs, no free slot
+		look(T0, driver.PassWork{}, "a job not due yet, an idle expired semaphore, a full one")
+		look(due, driver.PassWork{ScheduledDue: true}, "the job due")
+		f.semaphore("g/taken", 0, 1, 0, T0.Add(-time.Second)) // expired with its slot taken
+		f.semaphore("g/free", 1, 2, 1, T0.Add(time.Hour))     // a free slot and a blocked job
+		look(T0, driver.PassWork{SemaphoresExpired: true, SemaphoresPromotable: true}, "a taken expired semaphore and a promotable one")
+		ids := f.insert(T0, job("d"), job("d"))
+		claims := f.claim(f.ex(), "d", 1, 1, T0)
+		_, err := f.ex().ClaimCompleteMany(f.ctx, claims, true, T0)
+		f.must(err)
+		f.tx(func(ex driver.Executor) error {
+			return ex.DependencyInsertMany(f.ctx, []driver.Dependency{{JobID: ids[1], DependsOn: claims[0].ID}})
+		})
+		look(T0, driver.PassWork{SemaphoresExpired: true, SemaphoresPromotable: true, DependenciesEnded: true},
+			"a completed job a waiting job depends on")
+	}},
 	test{"ExpiredSemaphoresPageInKeyOrder", func(t *testing.T, f *fixture) {
 		past, future := T0.Add(-time.Second), T0.Add(time.Minute)
 		f.semaphore("g/d", 0, 1, 0, past)
