@@ -121,9 +121,10 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 // steps have work (PassLook): most passes of most processes of a fleet
 // find none, and each step's own look was a statement a pass.
 func (d *Dispatcher) Pass(ctx context.Context) error {
-	look, err := d.drv.Exec().PassLook(ctx, d.cfg.Now())
-	if err != nil {
-		return err
+	look, lookErr := d.drv.Exec().PassLook(ctx, d.cfg.Now())
+	if lookErr != nil {
+		// Every step then runs, and finds what work there is itself.
+		look = driver.PassWork{ScheduledDue: true, SemaphoresExpired: true, SemaphoresPromotable: true, DependenciesEnded: true}
 	}
 	step := func(has bool, run func(context.Context) error) error {
 		if !has {
@@ -132,6 +133,7 @@ func (d *Dispatcher) Pass(ctx context.Context) error {
 		return run(ctx)
 	}
 	errs := []error{
+		lookErr,
 		step(look.ScheduledDue, d.admitDue),
 		d.reapClaims(ctx),
 		step(look.SemaphoresExpired, d.reclaimExpired),
