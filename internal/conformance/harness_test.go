@@ -180,6 +180,32 @@ func (h *harness) eventually(timeout time.Duration, what string, cond func() boo
 	}
 }
 
+// progressing waits until count reaches want, failing only when count has
+// not risen for stall: a loaded machine may run a large batch slowly, and
+// what a scenario judges is the order of its runs, not their pace; a stall
+// (no job finishing for stall) is a failure and says how far the work got.
+func (h *harness) progressing(stall time.Duration, what string, count func() int, want int) {
+	h.t.Helper()
+	last, since := -1, time.Now()
+	for {
+		n := count()
+		if n >= want {
+			return
+		}
+		if n != last {
+			last, since = n, time.Now()
+		} else if time.Since(since) > stall {
+			// Where the rest waits, for the reader of a failed run.
+			stats, err := h.client.QueueStats(context.Background())
+			h.t.Logf("queues at the stall: %+v (err %v)", stats, err)
+			report, err := h.client.Verify(context.Background(), bq.VerifyOptions{})
+			h.t.Logf("verify at the stall: %+v (err %v)", report, err)
+			h.t.Fatalf("stalled waiting for %s: %d of %d for %s", what, n, want, stall)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 func (h *harness) state(id int64) bq.JobState {
 	h.t.Helper()
 	info, err := h.client.Job(context.Background(), id)

@@ -290,7 +290,7 @@ func testNoStarvation(t *testing.T, h *harness) {
 	}
 	worker(h, 8)
 	rec := h.recorder()
-	h.eventually(3*time.Minute, "every job to run", func() bool { return len(rec.all()) == unkeyed+keyed })
+	h.progressing(time.Minute, "every job to run", func() int { return len(rec.all()) }, unkeyed+keyed)
 	started := map[int64]time.Time{}
 	var unkeyedRuns []run
 	for _, r := range rec.all() {
