@@ -179,4 +179,16 @@ func (e executor) ProcessList(ctx context.Context) ([]driver.Process, error) {
 	return out, err
 }
 
+// PassLook reports a beacon fresher than the row as the last beat, as
+// ProcessList does.
+func (e executor) PassLook(ctx context.Context, now time.Time) (driver.PassWork, error) {
+	w, err := e.Executor.PassLook(ctx, now)
+	for i, b := range w.Beats {
+		if at := e.d.beaconAt(b.ID); at.After(b.LastHeartbeatAt) {
+			w.Beats[i].LastHeartbeatAt = at
+		}
+	}
+	return w, err
+}
+
 var _ driver.Beaconer = (*engine)(nil)

@@ -123,7 +123,8 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 func (d *Dispatcher) Pass(ctx context.Context) error {
 	look, lookErr := d.drv.Exec().PassLook(ctx, d.cfg.Now())
 	if lookErr != nil {
-		// Every step then runs, and finds what work there is itself.
+		// Every step then runs, and finds what work there is itself;
+		// the reaper reads the processes itself (Beats nil).
 		look = driver.PassWork{ScheduledDue: true, SemaphoresExpired: true, SemaphoresPromotable: true, DependenciesEnded: true}
 	}
 	step := func(has bool, run func(context.Context) error) error {
@@ -135,7 +136,7 @@ func (d *Dispatcher) Pass(ctx context.Context) error {
 	errs := []error{
 		lookErr,
 		step(look.ScheduledDue, d.admitDue),
-		d.reapClaims(ctx),
+		d.reapClaims(ctx, look.Beats, lookErr == nil),
 		step(look.SemaphoresExpired, d.reclaimExpired),
 		step(look.SemaphoresPromotable, d.promoteBlocked),
 		step(look.DependenciesEnded, d.settleEnded),

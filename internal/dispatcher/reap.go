@@ -15,8 +15,8 @@ import (
 // dead only on evidence (driver package doc): silent for longer than
 // ProcessDeadAfter and its own bound while others' heartbeats landed, so
 // an outage or a locked database every process shared kills none.
-func (d *Dispatcher) reapClaims(ctx context.Context) error {
-	if look, err := d.mayHaveReapable(ctx); err != nil || !look {
+func (d *Dispatcher) reapClaims(ctx context.Context, beats []driver.ProcessBeat, read bool) error {
+	if look, err := d.mayHaveReapable(ctx, beats, read); err != nil || !look {
 		return err
 	}
 	// Look first: most passes find nothing to reap.
@@ -64,18 +64,25 @@ func (d *Dispatcher) reapClaims(ctx context.Context) error {
 // fills with the entries of deleted claims: made by every process of a
 // fleet every DispatchInterval, it cost more of the server's time than
 // any other statement of a pass (bench/matrix/notes.md, "Fleet").
-func (d *Dispatcher) mayHaveReapable(ctx context.Context) (bool, error) {
-	// A read of its own, outside a transaction: on MySQL and SQLite a
-	// transaction would add its BEGIN and COMMIT to every pass of every
-	// process.
-	procs, err := d.drv.Exec().ProcessList(ctx)
-	if err != nil {
-		return false, err
+//
+// beats are the process rows the pass's look read (PassLook), when read;
+// otherwise they are read here, outside a transaction: on MySQL and
+// SQLite a transaction would add its BEGIN and COMMIT to every pass of
+// every process.
+func (d *Dispatcher) mayHaveReapable(ctx context.Context, beats []driver.ProcessBeat, read bool) (bool, error) {
+	if !read {
+		procs, err := d.drv.Exec().ProcessList(ctx)
+		if err != nil {
+			return false, err
+		}
+		for _, p := range procs {
+			beats = append(beats, driver.ProcessBeat{ID: p.ID, LastHeartbeatAt: p.LastHeartbeatAt})
+		}
 	}
 	now := d.cfg.Now()
 	look := now.Sub(d.lookedForReapable) >= d.cfg.ProcessDeadAfter || now.Before(d.lookedForReapable)
-	seen := make(map[int64]bool, len(procs))
-	for _, p := range procs {
+	seen := make(map[int64]bool, len(beats))
+	for _, p := range beats {
 		seen[p.ID] = true
 		// Silent for ProcessDeadAfter is needed, not enough: the look
 		// decides (each process's own DeadAfter, evidence that others

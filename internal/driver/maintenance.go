@@ -55,4 +55,14 @@ type PassWork struct {
 	// DependenciesEnded: a job that ended still has dependents' edges
 	// (DependencyListEnded).
 	DependenciesEnded bool
+	// Beats: every registered process's id and last heartbeat, in id
+	// order, as ProcessList reads them: the reaper's look (which claims
+	// may be lost) in the same read.
+	Beats []ProcessBeat
+}
+
+// ProcessBeat is a process's id and last heartbeat (PassWork.Beats).
+type ProcessBeat struct {
+	ID              int64
+	LastHeartbeatAt time.Time
 }

@@ -2,6 +2,7 @@ package sqlexec
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"time"
 
@@ -79,9 +80,20 @@ func (s Shared) ProcessDeregister(ctx context.Context, processID int64) error {
 func (s Shared) PassLook(ctx context.Context, now time.Time) (driver.PassWork, error) {
 	var w driver.PassWork
 	at := s.c.Time(now)
-	err := s.c.QueryRow(ctx, s.q.PassLook, at, at).Scan(&w.ScheduledDue, &w.SemaphoresExpired, &w.SemaphoresPromotable, &w.DependenciesEnded)
+	rows, err := collect(ctx, s.c, func(r Row) (b driver.ProcessBeat, err error) {
+		var id sql.NullInt64
+		err = r.Scan(&w.ScheduledDue, &w.SemaphoresExpired, &w.SemaphoresPromotable, &w.DependenciesEnded,
+			&id, At(&b.LastHeartbeatAt))
+		b.ID = id.Int64 // 0: the row of no process
+		return b, err
+	}, s.q.PassLook, at, at)
 	if err != nil {
 		return driver.PassWork{}, fmt.Errorf("look for a dispatcher pass's work: %w", err)
+	}
+	for _, b := range rows {
+		if b.ID != 0 {
+			w.Beats = append(w.Beats, b)
+		}
 	}
 	return w, nil
 }

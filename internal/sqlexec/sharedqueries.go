@@ -120,12 +120,18 @@ ON CONFLICT (key) DO UPDATE SET weight = excluded.weight, updated_at = excluded.
 		ClaimsOfProcess: p(`SELECT job_id, fence, claimed_at, cancel_requested_at IS NOT NULL
 FROM {p}claimed_executions WHERE process_id = ?`),
 		DeregisterProcess: p(`DELETE FROM {p}processes WHERE id = ?`),
-		PassLook: p(`SELECT EXISTS (SELECT 1 FROM {p}scheduled_executions WHERE scheduled_at <= ?),
-	EXISTS (SELECT 1 FROM {p}semaphores WHERE expires_at < ? AND (value < lim OR blocked > 0)),
-	EXISTS (SELECT 1 FROM {p}semaphores WHERE value > 0 AND blocked > 0),
+		// The flags in one row, joined to every process's id and beat:
+		// at least one row, its process columns NULL when none is
+		// registered.
+		PassLook: p(`SELECT f.due, f.expired, f.promotable, f.ended, p.id, p.last_heartbeat_at FROM (SELECT
+	EXISTS (SELECT 1 FROM {p}scheduled_executions WHERE scheduled_at <= ?) AS due,
+	EXISTS (SELECT 1 FROM {p}semaphores WHERE expires_at < ? AND (value < lim OR blocked > 0)) AS expired,
+	EXISTS (SELECT 1 FROM {p}semaphores WHERE value > 0 AND blocked > 0) AS promotable,
 	EXISTS (SELECT 1 FROM {p}dependencies d LEFT JOIN {p}jobs j ON j.id = d.depends_on
 		WHERE j.id IS NULL OR j.finished_at IS NOT NULL
-		OR EXISTS (SELECT 1 FROM {p}failed_executions f WHERE f.job_id = d.depends_on))`),
+		OR EXISTS (SELECT 1 FROM {p}failed_executions f WHERE f.job_id = d.depends_on)) AS ended) f
+LEFT JOIN {p}processes p ON 1 = 1
+ORDER BY p.id`),
 		ListProcesses: p(`SELECT id, kind, name, hostname, pid, queues, heartbeat_interval_ms, dead_after_ms,
 	started_at, last_heartbeat_at, beating_since FROM {p}processes ORDER BY id`),
 
