@@ -340,3 +340,21 @@ func TestBenchMaxActive(t *testing.T) {
 		})
 	}
 }
+
+func TestIdleWaitSpacesReadsWhileMuchIsLeft(t *testing.T) {
+	for _, c := range []struct {
+		live, last  int
+		since, want time.Duration
+	}{
+		{100, 5000, time.Second, 2 * time.Millisecond},               // few left: read often
+		{10000, -1, 0, 50 * time.Millisecond},                        // no pace yet
+		{8000, 8000, 100 * time.Millisecond, 50 * time.Millisecond},  // no progress
+		{8000, 9000, 100 * time.Millisecond, 400 * time.Millisecond}, // 800 ms left at 10k/s
+		{9000, 10000, 2 * time.Second, time.Second},                  // capped
+		{1000, 1100, time.Microsecond, 2 * time.Millisecond},         // floored
+	} {
+		if got := idleWait(c.live, c.last, c.since); got != c.want {
+			t.Errorf("idleWait(%d, %d, %s) = %s, want %s", c.live, c.last, c.since, got, c.want)
+		}
+	}
+}
