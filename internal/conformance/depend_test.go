@@ -88,14 +88,16 @@ func testDependsDiamondKill9(t *testing.T, h *harness) {
 type diamond struct{ a, b, c, d int64 }
 
 // enqueueDiamonds enqueues a diamond of unkeyed jobs (runs of sleep() ms)
-// every 300 ms for 6 s, and sends them all once done.
+// every 300 ms for 6 s, and on until 8 are in (at most 30 s: an enqueue
+// may wait out a frozen SQLite writer, and a loaded machine made 4 in
+// 6 s), and sends them all once done.
 func (h *harness) enqueueDiamonds(t *testing.T, sleep func() int) <-chan []diamond {
 	out := make(chan []diamond, 1)
 	go func() {
 		ctx := context.Background()
 		var diamonds []diamond
 		defer func() { out <- diamonds }()
-		for start := time.Now(); time.Since(start) < 6*time.Second; {
+		for start := time.Now(); time.Since(start) < 6*time.Second || len(diamonds) < 8 && time.Since(start) < 30*time.Second; {
 			in := func(opts ...bq.EnqueueOption) int64 {
 				res, err := unkeyedJob.Enqueue(ctx, h.client, Args{Test: h.test, SleepMS: sleep()}, opts...)
 				if err != nil {
