@@ -173,5 +173,7 @@ bench: ensure-databases ensure-pgbench
 	$(GO) build -o .artifacts/bench/bq ./bq
 	$(GO) build -o .artifacts/bench/ceiling ./bench/ceiling
 	cd bench/river && $(GO) build -o ../../.artifacts/bench/river-bench .
+	cd bench/graphile && npm ci --no-audit --no-fund --silent
 	$(GO) run ./bench/matrix --bq .artifacts/bench/bq --river .artifacts/bench/river-bench --ceiling .artifacts/bench/ceiling \
+		--graphile bench/graphile/bench.js \
 		--dsn "$(BQ_TEST_POSTGRES_DSN)" --mysql-dsn "$(BQ_TEST_MYSQL_DSN)" --out docs/benchmarks.md $(BENCH_FLAGS)

@@ -125,6 +125,15 @@ func TestMatrixItems(t *testing.T) {
 	if !slices.Contains(ids(items), "mysql/bq/backlog") {
 		t.Error("no MySQL backlog item")
 	}
+	// Graphile Worker: PostgreSQL only, right after River's drain, with
+	// bq's slots and jobs.
+	if sel := ids(selectItems(items, "graphile")); !slices.Equal(sel, []string{"pg/graphile/drain"}) {
+		t.Errorf("--only graphile selected %v, want pg/graphile/drain alone", sel)
+	}
+	if i := slices.IndexFunc(items, func(it item) bool { return it.id == "pg/graphile/drain" }); i < 1 || items[i-1].id != "pg/river/drain" ||
+		items[i].bin != "graphile" || !strings.Contains(strings.Join(items[i].args, " "), "--slots 100 --jobs 100") {
+		t.Errorf("the Graphile item is not beside River's drain with bq's slots and jobs: %+v", items[max(i, 0)])
+	}
 	for _, it := range items {
 		args := strings.Join(it.args, " ")
 		switch {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -11,7 +12,7 @@ type item struct {
 	id   string // e.g. "pg/bq/drain"
 	name string
 	args []string // after the binary
-	bin  string   // "bq", "river" or "ceiling"
+	bin  string   // "bq", "river", "ceiling" or "graphile"
 	runs int      // rounds it runs in (the first ones)
 	// tables: a --table-stats run, reported in the dead-rows section
 	// rather than among the timings.
@@ -83,6 +84,12 @@ func matrix(d, dsn, mysqlDSN string, s sizes, rounds int) []item {
 	riverItem := func(id string, extra ...string) item {
 		args := append([]string{"--dsn", arg, "--json", "--slots", slots}, extra...)
 		return item{id: short + "/river/" + id, name: "river-bench " + strings.Join(extra, " ") + " on " + d, args: args, bin: "river", runs: rounds}
+	}
+	// Graphile Worker (bench/graphile, Node), PostgreSQL only, with its
+	// best settings (bench.js says which).
+	graphileItem := func(id string, extra ...string) item {
+		args := append([]string{"--dsn", arg, "--slots", slots}, extra...)
+		return item{id: short + "/graphile/" + id, name: "bench/graphile " + strings.Join(extra, " ") + " on " + d, args: args, bin: "graphile", runs: rounds}
 	}
 	// The database alone (bench/ceiling), on a fresh database each run;
 	// SQLite has no ceiling program.
@@ -220,6 +227,10 @@ func matrix(d, dsn, mysqlDSN string, s sizes, rounds int) []item {
 		bqItem("keyed-fair", "--mode", "keyed", "--jobs", n(s.keyed), "--keys", "1000", "--to", "2", "--fair"),
 		bqItem("hotkey", "--mode", "hotkey", "--jobs", n(s.hotkey), "--to", "50"),
 	)
+	if d == "postgres" {
+		out = slices.Insert(out, slices.IndexFunc(out, func(it item) bool { return it.id == "pg/river/drain" })+1,
+			graphileItem("drain", "--jobs", n(s.drain)))
+	}
 	out = append(out, netItems...)
 	out = append(out,
 		bqItem("steady", "--mode", "steady", "--jobs", n(s.steady), "--rate", rate),

@@ -89,12 +89,13 @@ func main() {
 
 func run(ctx context.Context) error {
 	var (
-		bqBin, riverBin, ceilingBin, dsn, mysqlDSN, out, raw, drivers, from, only string
-		rounds                                                                    int
-		s                                                                         sizes
+		bqBin, riverBin, ceilingBin, graphileJS, dsn, mysqlDSN, out, raw, drivers, from, only string
+		rounds                                                                                int
+		s                                                                                     sizes
 	)
 	flag.StringVar(&bqBin, "bq", "", "the bq binary")
 	flag.StringVar(&riverBin, "river", "", "the bench/river binary")
+	flag.StringVar(&graphileJS, "graphile", "", "bench/graphile/bench.js, its modules installed (npm ci), run with node")
 	flag.StringVar(&ceilingBin, "ceiling", "", "the bench/ceiling binary (needed by the */ceiling/* items)")
 	flag.StringVar(&dsn, "dsn", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable", "PostgreSQL server DSN")
 	flag.StringVar(&mysqlDSN, "mysql-dsn", "mysql://root@127.0.0.1:3306/test", "MySQL/MariaDB server DSN")
@@ -148,6 +149,9 @@ func run(ctx context.Context) error {
 	if ceilingBin == "" && slices.ContainsFunc(items, func(it item) bool { return it.bin == "ceiling" }) {
 		return errors.New("--ceiling is required by the */ceiling/* items (or leave them out with --only)")
 	}
+	if graphileJS == "" && slices.ContainsFunc(items, func(it item) bool { return it.bin == "graphile" }) {
+		return errors.New("--graphile is required by the */graphile/* items (or leave them out with --only)")
+	}
 	if err := os.MkdirAll(filepath.Dir(raw), 0o755); err != nil {
 		return err
 	}
@@ -164,15 +168,17 @@ func run(ctx context.Context) error {
 			if round >= it.runs {
 				continue
 			}
-			bin := bqBin
+			bin, args := bqBin, it.args
 			switch it.bin {
 			case "river":
 				bin = riverBin
 			case "ceiling":
 				bin = ceilingBin
+			case "graphile":
+				bin, args = "node", append([]string{graphileJS}, it.args...)
 			}
 			fmt.Fprintf(os.Stderr, "[round %d/%d, %s] %s\n", round+1, rounds, time.Since(t0).Round(time.Second), it.name)
-			res, line, err := runOne(ctx, bin, it.args)
+			res, line, err := runOne(ctx, bin, args)
 			if err != nil {
 				return fmt.Errorf("%s: %w", it.name, err)
 			}

@@ -47,6 +47,8 @@ func targets(netDelay time.Duration) []target {
 	ts := []target{
 		{"PostgreSQL drain: bq work/s ÷ River work/s", "≥ 1.5", atLeast(1.5), ratio("pg/bq/drain", "pg/river/drain", work)},
 		{"PostgreSQL drain: bq EnqueueMany/s ÷ River InsertMany/s", "≥ 1", atLeast(1), ratio("pg/bq/drain", "pg/river/drain", enq)},
+		{"PostgreSQL drain: bq work/s ÷ Graphile Worker work/s (its best settings)", "≥ 1.2", atLeast(1.2), ratio("pg/bq/drain", "pg/graphile/drain", work)},
+		{"PostgreSQL drain: bq EnqueueMany/s ÷ Graphile Worker addJobs/s", "≥ 1", atLeast(1), ratio("pg/bq/drain", "pg/graphile/drain", enq)},
 		{"PostgreSQL drain: bq work/s ÷ the claim-complete ceiling", "≥ 0.6", atLeast(0.6), ratio("pg/bq/drain", "pg/ceiling/claim-complete", work)},
 		{"PostgreSQL EnqueueMany/s ÷ the enqueue ceiling", "≥ 0.6", atLeast(0.6), ratio("pg/bq/drain", "pg/ceiling/enqueue", enq)},
 		{"PostgreSQL keyed (1,000 keys, To=2) ÷ bq unkeyed drain", "≥ 0.8", atLeast(0.8), ratio("pg/bq/keyed", "pg/bq/drain", work)},
@@ -185,7 +187,11 @@ EnqueueMany, River InsertMany: `+"`--producers 2`"+`, as the enqueue
 ceiling uses 2 connections), then worked.
 bq runs with `+"`--config tuned`"+` (PollInterval 50ms, DispatchInterval 100ms,
 both documented Config fields) unless the row says default; River v0.51.2
-runs with FetchCooldown 1ms and FetchPollInterval 50ms (bench/river).
+runs with FetchCooldown 1ms and FetchPollInterval 50ms (bench/river);
+Graphile Worker 0.17.3 (Node) with its best settings: concurrency equal
+to bq's slots, localQueue 2,000 jobs fetched ahead, refetchDelay 10 ms,
+completeJobBatchDelay 0 (bench/graphile), its jobs enqueued 1,000 at a
+time by one producer (addJobs).
 Work is timed from starting the workers until the database shows no
 unfinished job. `+"`$PG`"+` is the PostgreSQL server; each run makes a fresh
 schema `+"`bench_<random>`"+` and drops it afterwards, and each SQLite run a
@@ -274,6 +280,8 @@ func (r report) command(it item) string {
 		return "(cd bench/river && go run . " + strings.Join(shown, " ") + ")"
 	case "ceiling":
 		return "go run ./bench/ceiling " + strings.Join(shown, " ")
+	case "graphile":
+		return "(cd bench/graphile && npm ci && node bench.js " + strings.Join(shown, " ") + ")"
 	}
 	return "bq " + strings.Join(shown, " ")
 }
