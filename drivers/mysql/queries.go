@@ -242,8 +242,7 @@ VALUES (?, ?, ?, ?, ?, ?) ON DUPLICATE KEY UPDATE name = name`)
 WHERE key_hash = ? AND job_id IS NULL AND started_at <= ? ORDER BY started_at LIMIT ?`)
 	q.Rate.PickIdle += " FOR UPDATE SKIP LOCKED"
 	q.Rate.DeleteIdle += " ORDER BY key_hash" + byKey
-	q.Rate.Due = p(`SELECT rate_key FROM {p}rate_limits FORCE INDEX ({p}rate_limits_next)
-WHERE waiting > 0 AND next_at IS NOT NULL AND next_at <= ? ORDER BY next_at LIMIT ?`)
+	q.Rate.Due = p(sqlexec.RateDueRead("{p}rate_limits FORCE INDEX ({p}rate_limits_next)"))
 	q.Rate.LatestJob = p(`SELECT j.rate_key, j.rate_limit, j.rate_period_ms, ` + sqlexec.LatestJobPolicy + `
 FROM {p}jobs j FORCE INDEX ({p}jobs_live_rate)
 WHERE j.rate_key_hash = ? AND j.finished_at IS NULL ORDER BY j.id DESC LIMIT 1`)

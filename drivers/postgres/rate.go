@@ -62,8 +62,12 @@ WHERE s.rate_key = $1 AND s.job_id IS NOT NULL
 	AND NOT EXISTS (SELECT 1 FROM {p}claimed_executions x WHERE x.job_id = s.job_id)`),
 		oldest: p(`SELECT started_at FROM {p}rate_starts WHERE rate_key = $1 AND NOT slot = ANY($2::int[])
 ORDER BY started_at LIMIT 1`),
-		due: p(`SELECT rate_key FROM {p}rate_limits WHERE next_at IS NOT NULL AND next_at <= $1 AND waiting > 0
-ORDER BY next_at LIMIT $2`),
+		// The due keys, then one row with no key and the earliest
+		// NextAt after now (driver.RateDue).
+		due: p(`(SELECT rate_key, next_at FROM {p}rate_limits WHERE next_at IS NOT NULL AND next_at <= $1 AND waiting > 0
+ORDER BY next_at LIMIT $2)
+UNION ALL
+SELECT NULL, min(next_at) FROM {p}rate_limits WHERE next_at IS NOT NULL AND next_at > $1 AND waiting > 0`),
 		next: p(`SELECT next_at FROM {p}rate_limits WHERE next_at IS NOT NULL AND waiting > 0 ORDER BY next_at LIMIT 1`),
 		deleteIdle: p(`
 WITH idle AS (
@@ -257,12 +261,25 @@ func (e *executor) RateSlotGetOldest(ctx context.Context, key string, except []i
 	return at, nil
 }
 
-func (e *executor) RateListDue(ctx context.Context, now time.Time, max int) ([]string, error) {
-	keys, err := collect(ctx, e.db, pgx.RowTo[string], e.q.rate.due, now, max)
-	if err != nil {
-		return nil, fmt.Errorf("read due rate keys: %w", err)
+func (e *executor) RateListDue(ctx context.Context, now time.Time, max int) (driver.RateDue, error) {
+	var due driver.RateDue
+	type row struct {
+		Key *string
+		At  *time.Time
 	}
-	return keys, nil
+	rows, err := collect(ctx, e.db, pgx.RowToStructByPos[row], e.q.rate.due, now, max)
+	if err != nil {
+		return due, fmt.Errorf("read due rate keys: %w", err)
+	}
+	for _, r := range rows {
+		switch {
+		case r.Key != nil:
+			due.Keys = append(due.Keys, *r.Key)
+		case r.At != nil:
+			due.Later, due.LaterOK = *r.At, true
+		}
+	}
+	return due, nil
 }
 
 func (e *executor) RateNextAt(ctx context.Context) (time.Time, bool, error) {

@@ -51,11 +51,11 @@ func (d *Dispatcher) rateLoop(ctx context.Context) {
 // slots allow, and returns how long to wait before looking again.
 func (d *Dispatcher) promoteRates(ctx context.Context, repaired map[string]time.Time) (time.Duration, error) {
 	now := d.cfg.Now()
-	keys, err := d.drv.Exec().RateListDue(ctx, now, d.cfg.BatchSize)
+	due, err := d.drv.Exec().RateListDue(ctx, now, d.cfg.BatchSize)
 	if err != nil {
 		return 0, err
 	}
-	for _, key := range keys {
+	for _, key := range due.Keys {
 		repair := now.Sub(repaired[key]) >= repairEvery
 		if repair {
 			repaired[key] = now
@@ -74,9 +74,17 @@ func (d *Dispatcher) promoteRates(ctx context.Context, repaired map[string]time.
 			delete(repaired, key)
 		}
 	}
-	next, ok, err := d.drv.Exec().RateNextAt(ctx)
-	if err != nil || !ok {
-		return ratePoll, err
+	// With none due, the read said when the next key is: most looks of
+	// most processes find nothing, and a second read was a statement
+	// each. After promotions the keys' NextAt moved: read it again.
+	next, ok := due.Later, due.LaterOK
+	if len(due.Keys) > 0 {
+		if next, ok, err = d.drv.Exec().RateNextAt(ctx); err != nil {
+			return ratePoll, err
+		}
+	}
+	if !ok {
+		return ratePoll, nil
 	}
 	return min(max(next.Sub(d.cfg.Now()), rateCoalesce), ratePoll), nil
 }

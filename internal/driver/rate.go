@@ -98,8 +98,9 @@ type RateStore interface {
 	// when every slot left is reserved, or none is left.
 	RateSlotGetOldest(ctx context.Context, key string, except []int) (time.Time, error)
 	// RateListDue lists up to max keys whose jobs wait and whose NextAt is
-	// at or before now, earliest first.
-	RateListDue(ctx context.Context, now time.Time, max int) ([]string, error)
+	// at or before now, earliest first, and, in the same read, the
+	// earliest NextAt after now of a key whose jobs wait (RateDue.Later).
+	RateListDue(ctx context.Context, now time.Time, max int) (RateDue, error)
 	// RateNextAt is the earliest NextAt of any key; ok false when no job
 	// waits for a rate.
 	RateNextAt(ctx context.Context) (at time.Time, ok bool, err error)
@@ -151,4 +152,15 @@ type RateUnstampParams struct {
 	Slot    int
 	Stamped time.Time
 	To      time.Time
+}
+
+// RateDue is what RateListDue reads: the keys due, and when the next key
+// after them is due, so that a rate loop that finds none due knows how
+// long to sleep without a second read.
+type RateDue struct {
+	Keys []string
+	// Later is the earliest NextAt after now of a key whose jobs wait;
+	// LaterOK false when there is none.
+	Later   time.Time
+	LaterOK bool
 }

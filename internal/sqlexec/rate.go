@@ -115,9 +115,8 @@ WHERE ` + k + ` = ? AND job_id IS NOT NULL
 		OldestSlot:   p(`SELECT slot, started_at FROM {p}rate_starts WHERE ` + k + ` = ? ORDER BY started_at LIMIT ?`),
 		SetSlotsHead: p(`UPDATE {p}rate_starts SET started_at = ?, job_id = CASE slot`),
 		SetSlotsTail: p(` ELSE job_id END WHERE ` + k + ` = ? AND slot IN ` + ListMarker),
-		Due: p(`SELECT rate_key FROM {p}rate_limits WHERE waiting > 0 AND next_at IS NOT NULL AND next_at <= ?
-ORDER BY next_at LIMIT ?`),
-		NextAt: p(`SELECT min(next_at) FROM {p}rate_limits WHERE next_at IS NOT NULL AND waiting > 0`),
+		Due:          p(RateDueRead("{p}rate_limits")),
+		NextAt:       p(`SELECT min(next_at) FROM {p}rate_limits WHERE next_at IS NOT NULL AND waiting > 0`),
 		// Args: now, max. The pick locks what it returns where there are
 		// row locks (a dialect appends its SKIP LOCKED); the deletes check
 		// idleness again under those locks (args: now, then the keys).
@@ -172,12 +171,41 @@ func scanRate(scan func(...any) error, r *driver.Rate, key *[]byte, extra ...any
 	return nil
 }
 
-func (e *Executor) RateListDue(ctx context.Context, now time.Time, max int) ([]string, error) {
-	keys, err := Column[string](ctx, e.db, e.q.Rate.Due, Micros(now), max)
+// RateDueRead is RateListDue's read of rates (the table, with any index
+// hint a dialect adds): the due keys, earliest first, then one row with
+// no key and the earliest NextAt after now. Args: now, max, now.
+func RateDueRead(rates string) string {
+	return `SELECT d.rate_key, d.next_at FROM (SELECT rate_key, next_at FROM ` + rates + `
+	WHERE waiting > 0 AND next_at IS NOT NULL AND next_at <= ? ORDER BY next_at LIMIT ?) d
+UNION ALL
+SELECT NULL, min(next_at) FROM ` + rates + ` WHERE waiting > 0 AND next_at IS NOT NULL AND next_at > ?`
+}
+
+func (e *Executor) RateListDue(ctx context.Context, now time.Time, max int) (driver.RateDue, error) {
+	var due driver.RateDue
+	us := Micros(now)
+	rows, err := e.db.QueryContext(ctx, e.q.Rate.Due, us, max, us)
 	if err != nil {
-		return nil, fmt.Errorf("list due rates: %w", err)
+		return due, fmt.Errorf("list due rates: %w", err)
 	}
-	return keys, nil
+	defer rows.Close()
+	for rows.Next() {
+		var key sql.NullString
+		var at sql.NullInt64
+		if err := rows.Scan(&key, &at); err != nil {
+			return due, fmt.Errorf("list due rates: %w", err)
+		}
+		switch {
+		case key.Valid:
+			due.Keys = append(due.Keys, key.String)
+		case at.Valid:
+			due.Later, due.LaterOK = optMicros(at), true
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return due, fmt.Errorf("list due rates: %w", err)
+	}
+	return due, nil
 }
 
 func (e *Executor) RateNextAt(ctx context.Context) (time.Time, bool, error) {

@@ -243,16 +243,23 @@ var _ = add("rate",
 			t.Fatalf("NextRateAt found none")
 		}
 		f.sameTime("NextRateAt", at, T0.Add(time.Second))
-		due := func(now time.Time, max int, want ...string) {
+		// later: the NextAt after now the same read gives (zero: none).
+		dueLater := func(now time.Time, max int, later time.Time, want ...string) {
 			t.Helper()
 			got, err := f.ex().RateListDue(f.ctx, now, max)
 			f.must(err)
-			if !slices.Equal(got, want) && !(len(got) == 0 && len(want) == 0) {
-				t.Errorf("DueRates(T0%+v, %d) = %q, want %q", now.Sub(T0), max, got, want)
+			if !slices.Equal(got.Keys, want) && !(len(got.Keys) == 0 && len(want) == 0) {
+				t.Errorf("DueRates(T0%+v, %d) = %q, want %q", now.Sub(T0), max, got.Keys, want)
+			}
+			if got.LaterOK != !later.IsZero() {
+				t.Errorf("DueRates(T0%+v, %d) later %v (%v), want %v", now.Sub(T0), max, got.Later, got.LaterOK, later)
+			} else if got.LaterOK {
+				f.sameTime("DueRates' later", got.Later, later)
 			}
 		}
-		due(T0, 10)
-		due(T0.Add(time.Second), 10, "g/b")
+		due := func(now time.Time, max int, want ...string) { t.Helper(); dueLater(now, max, time.Time{}, want...) }
+		dueLater(T0, 10, T0.Add(time.Second))
+		dueLater(T0.Add(time.Second), 10, T0.Add(2*time.Second), "g/b")
 		due(T0.Add(time.Hour), 10, "g/b", "g/a")
 		due(T0.Add(time.Hour), 1, "g/b")
 		f.must(f.ex().RateSave(f.ctx, driver.Rate{Key: "g/b", Limit: 1, Period: time.Minute}, T0))

@@ -166,19 +166,23 @@ func (s *Store) RateSlotGetOldest(_ context.Context, key string, except []int) (
 	return oldest, nil
 }
 
-func (s *Store) RateListDue(_ context.Context, now time.Time, n int) ([]string, error) {
+func (s *Store) RateListDue(_ context.Context, now time.Time, n int) (driver.RateDue, error) {
 	var out []*driver.Rate
+	due := driver.RateDue{Keys: []string{}}
 	for _, r := range s.Rates {
-		if r.Waiting > 0 && !r.NextAt.IsZero() && !r.NextAt.After(now) {
+		switch {
+		case r.Waiting == 0 || r.NextAt.IsZero():
+		case !r.NextAt.After(now):
 			out = append(out, r)
+		case !due.LaterOK || r.NextAt.Before(due.Later):
+			due.Later, due.LaterOK = r.NextAt, true
 		}
 	}
 	slices.SortFunc(out, func(a, b *driver.Rate) int { return a.NextAt.Compare(b.NextAt) })
-	keys := []string{}
 	for _, r := range out[:min(n, len(out))] {
-		keys = append(keys, r.Key)
+		due.Keys = append(due.Keys, r.Key)
 	}
-	return keys, nil
+	return due, nil
 }
 
 func (s *Store) RateNextAt(context.Context) (time.Time, bool, error) {
