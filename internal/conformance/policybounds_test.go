@@ -222,9 +222,16 @@ func testPolicyAdaptive(t *testing.T, h *harness) {
 	for i := range 3 {
 		enqueue(t, h, policyAdaptJob, Args{Key: "p", Seq: i + 1})
 	}
+	var seen *bq.KeyState
+	defer func() {
+		if t.Failed() && seen != nil {
+			// One CI run timed out here; what the key showed last.
+			t.Logf("the policy-adaptive key when last read: limit %d, adaptive %+v, taken %d, blocked %d", seen.Limit, seen.Adaptive, seen.Taken, seen.Blocked)
+		}
+	}()
 	h.eventually(30*time.Second, "the policy-adaptive key back at its own limit", func() bool {
-		k := keyState(policyAdaptJob, "p")
-		return k.Adaptive == nil && k.Limit == 4
+		seen = keyState(policyAdaptJob, "p")
+		return seen.Adaptive == nil && seen.Limit == 4
 	})
 	// Lowered again, then the policy stops adapting: with nothing left to
 	// count its completions, the key's own limit comes back at once.
