@@ -164,3 +164,14 @@ type RateDue struct {
 	Later   time.Time
 	LaterOK bool
 }
+
+// Add takes one row of the read into d: a due key, or (key nil) the
+// later NextAt, nil when there is none.
+func (d *RateDue) Add(key *string, at *time.Time) {
+	switch {
+	case key != nil:
+		d.Keys = append(d.Keys, *key)
+	case at != nil:
+		d.Later, d.LaterOK = *at, true
+	}
+}

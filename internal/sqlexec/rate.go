@@ -184,26 +184,15 @@ SELECT NULL, min(next_at) FROM ` + rates + ` WHERE waiting > 0 AND next_at IS NO
 func (e *Executor) RateListDue(ctx context.Context, now time.Time, max int) (driver.RateDue, error) {
 	var due driver.RateDue
 	us := Micros(now)
-	rows, err := e.db.QueryContext(ctx, e.q.Rate.Due, us, max, us)
+	_, err := Collect(ctx, e.db, func(rows *sql.Rows) (struct{}, error) {
+		var key *string
+		var at *time.Time
+		err := rows.Scan(&key, OptAt(&at))
+		due.Add(key, at)
+		return struct{}{}, err
+	}, e.q.Rate.Due, us, max, us)
 	if err != nil {
-		return due, fmt.Errorf("list due rates: %w", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var key sql.NullString
-		var at sql.NullInt64
-		if err := rows.Scan(&key, &at); err != nil {
-			return due, fmt.Errorf("list due rates: %w", err)
-		}
-		switch {
-		case key.Valid:
-			due.Keys = append(due.Keys, key.String)
-		case at.Valid:
-			due.Later, due.LaterOK = optMicros(at), true
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return due, fmt.Errorf("list due rates: %w", err)
+		return driver.RateDue{}, fmt.Errorf("list due rates: %w", err)
 	}
 	return due, nil
 }
