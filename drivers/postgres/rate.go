@@ -272,12 +272,7 @@ func (e *executor) RateListDue(ctx context.Context, now time.Time, max int) (dri
 		return due, fmt.Errorf("read due rate keys: %w", err)
 	}
 	for _, r := range rows {
-		switch {
-		case r.Key != nil:
-			due.Keys = append(due.Keys, *r.Key)
-		case r.At != nil:
-			due.Later, due.LaterOK = *r.At, true
-		}
+		due.Add(r.Key, r.At)
 	}
 	return due, nil
 }
