@@ -3,6 +3,8 @@ package postgres
 import (
 	"context"
 	"errors"
+	"strconv"
+	"strings"
 	"sync/atomic"
 
 	"github.com/jackc/pgx/v5"
@@ -77,4 +79,37 @@ func collectGeneric[T any](ctx context.Context, e *executor, scan pgx.RowToFunc[
 		return collect(ctx, e.db, scan, query, args...)
 	}
 	return out, err
+}
+
+// genericOnSQL and genericOffSQL bracket statements of bq's pipelined
+// transaction that are to run their generic plans (executor.generic):
+// the first keeps the transaction's plan_cache_mode in a setting of bq's
+// own and forces generic plans, the second puts the kept value back.
+// Both are local to the transaction.
+const (
+	genericOnSQL  = "select set_config('bq.plan_cache_mode', current_setting('plan_cache_mode'), true), set_config('plan_cache_mode', 'force_generic_plan', true)"
+	genericOffSQL = "select set_config('plan_cache_mode', current_setting('bq.plan_cache_mode'), true)"
+)
+
+// generic runs run, whose statements go out in bq's pipelined
+// transaction, with their generic plans: both switches are queued, so
+// they add no round trip. Elsewhere, or on a server without
+// plan_cache_mode (before PostgreSQL 12), it is run.
+func (e *executor) generic(run func() error) error {
+	tx, ok := e.db.(*pipeTx)
+	if !ok || !takesPlanCacheMode(tx.conn.Conn().PgConn()) {
+		return run()
+	}
+	tx.queue(genericOnSQL, nil)
+	err := run()
+	tx.queue(genericOffSQL, nil)
+	return err
+}
+
+// takesPlanCacheMode is whether the server of c has plan_cache_mode
+// (PostgreSQL 12 and later), from the version it reported at connect.
+func takesPlanCacheMode(c *pgconn.PgConn) bool {
+	major, _, _ := strings.Cut(c.ParameterStatus("server_version"), ".")
+	n, err := strconv.Atoi(major)
+	return err == nil && n >= 12
 }

@@ -75,3 +75,36 @@ func TestHotPlansUseIndexes(t *testing.T) {
 		t.Errorf("jit: %q in bq's transaction, want off", jitInTx)
 	}
 }
+
+// TestGenericBracketsItsStatements: in bq's pipelined transaction, the
+// statements executor.generic runs use their generic plans, and the
+// transaction's own plan_cache_mode (here one it set) is back for what
+// follows.
+func TestGenericBracketsItsStatements(t *testing.T) {
+	d := testDriver(t)
+	ctx := context.Background()
+	tx, err := d.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	e := tx.(*txExecutor)
+	if _, err := e.db.Exec(ctx, "SET LOCAL plan_cache_mode = force_custom_plan"); err != nil {
+		t.Fatal(err)
+	}
+	mode := func() string {
+		t.Helper()
+		var m string
+		if err := e.db.QueryRow(ctx, "SELECT current_setting('plan_cache_mode')").Scan(&m); err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	var inside string
+	if err := e.generic(func() error { inside = mode(); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if after := mode(); inside != "force_generic_plan" || after != "force_custom_plan" {
+		t.Errorf("plan_cache_mode: %q inside generic, %q after it; want force_generic_plan, then force_custom_plan", inside, after)
+	}
+}
