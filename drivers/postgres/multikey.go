@@ -56,7 +56,7 @@ WITH picked AS (
 	SELECT b.job_id FROM unnest($1::text[], $2::int[]) AS w(key, n), LATERAL (
 		SELECT job_id FROM {p}blocked_executions WHERE concurrency_key = w.key
 		ORDER BY priority DESC, job_id LIMIT w.n) b
-)` + movePicked("$3") + `
+)` + movePicked("$3", false) + `
 SELECT concurrency_key, job_id, queue FROM moved ORDER BY priority DESC, job_id`),
 	}
 }

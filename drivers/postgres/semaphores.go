@@ -46,7 +46,7 @@ WHERE key = $1`),
 WITH picked AS (
 	SELECT job_id FROM {p}blocked_executions WHERE concurrency_key = $1
 	ORDER BY priority DESC, job_id LIMIT $2
-)` + movePicked("$3") + `
+)` + movePicked("$3", false) + `
 SELECT job_id, queue FROM moved ORDER BY priority DESC, job_id`),
 		// The live jobs of the key: the single-key jobs whose key it is
 		// and the multi-key jobs naming it in job_keys (every key of
@@ -109,7 +109,7 @@ WITH freed AS (
 		SELECT job_id FROM {p}blocked_executions WHERE concurrency_key = f.key
 		ORDER BY priority DESC, job_id LIMIT f.take) b
 	WHERE f.take > 0
-)` + movePicked("$3") + `, settled AS (
+)` + movePicked("$3", true) + `, settled AS (
 	SELECT key, sum(value)::int AS value, sum(take)::int AS take, sum(multi)::int AS multi, count(job_id)::int AS n,
 		sum(interval_us)::bigint AS interval_us, max(last_release_at) AS last_release_at,
 		coalesce(array_agg(DISTINCT queue) FILTER (WHERE queue IS NOT NULL), '{}') AS queues,
@@ -157,15 +157,28 @@ DELETE FROM {p}semaphores WHERE key IN (
 // movePicked follows a CTE picked(job_id) of blocked jobs: it moves
 // them to ready (created at the parameter now) as moved(job_id,
 // queue, priority, concurrency_key), the promotion of every
-// statement that promotes.
-func movePicked(now string) string {
+// statement that promotes. Each ready row takes its job's key
+// (readyKey); with lineIsKey the caller vouches that every picked job
+// waited in the line of its own key (a concurrency line holding no
+// multi-key job, semaphores.multi = 0), which is then that key.
+func movePicked(now string, lineIsKey bool) string {
+	key := readyKey(`moved.job_id`)
+	if lineIsKey {
+		key = `moved.concurrency_key`
+	}
 	return `, moved AS (
 	DELETE FROM {p}blocked_executions b USING picked WHERE b.job_id = picked.job_id
 	RETURNING b.job_id, b.queue, b.priority, b.concurrency_key
 ), ins AS (
-	INSERT INTO {p}ready_executions (job_id, queue, priority, created_at)
-	SELECT job_id, queue, priority, ` + now + ` FROM moved
+	INSERT INTO {p}ready_executions (job_id, queue, priority, created_at, concurrency_key)
+	SELECT job_id, queue, priority, ` + now + `, ` + key + ` FROM moved
 )`
+}
+
+// readyKey is the key a ready row of job id takes (migration 00027):
+// its job's concurrency key, the empty string for none.
+func readyKey(id string) string {
+	return `coalesce((SELECT rj.concurrency_key FROM {p}jobs rj WHERE rj.id = ` + id + `), '')`
 }
 
 func (e *executor) SemaphoreEnsure(ctx context.Context, l driver.Limit, now time.Time) error {

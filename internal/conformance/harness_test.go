@@ -88,6 +88,7 @@ func newHarness(t *testing.T, db database) *harness {
 		t.Fatalf("migrate: %v", err)
 	}
 	h := &harness{t: t, db: db.name, dsn: dsn, client: client, raw: driver.ClientEngine(client).SQLDB(), test: randomHex(8)}
+	testdb.CheckReadyKeys(t, db.name, h.raw, driver.ClientEngine(client).Prefix())
 	for _, ddl := range []string{
 		`CREATE TABLE test_runs (
 		job_id BIGINT NOT NULL, test TEXT NOT NULL, kind TEXT NOT NULL, jkey TEXT NOT NULL, pid BIGINT NOT NULL,

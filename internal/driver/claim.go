@@ -82,9 +82,15 @@ type KeyReady struct {
 // KeyViewParams asks ReadyByKey for a fair-share queue's view: each key's
 // first Max ready jobs, from the queue's first Rows ready jobs in claim
 // order (all of them when Rows is 0).
+//
+// With PerKey, each key's first Max ready jobs, wherever they stand in
+// the line (Rows is not read): Whole is true, and Ready counts the jobs
+// read, at most Max a key. A driver whose ready rows do not carry their
+// key reads the whole line then.
 type KeyViewParams struct {
 	Queue     string
 	Max, Rows int
+	PerKey    bool
 }
 
 // KeyView is a fair-share queue's view by key (ReadyByKey).
@@ -97,6 +103,9 @@ type KeyView struct {
 	// MaxWeight is the largest weight any key has of its own (0: none
 	// has), read with the ready jobs.
 	MaxWeight int
+	// PerKey: asked PerKey, the driver read each key's first jobs, not
+	// the whole line.
+	PerKey bool
 }
 
 // HandOffParams asks a hand-off's claim: up to Max of the jobs IDs, just

@@ -19,12 +19,15 @@ import (
 // claim order): when that holds p.Max keys with nothing running and the
 // queue's weight, which no key can be further below its share than, the
 // head's pick (PickHead) is PickFair's, and the claim costs O(p.Max) rows
-// rather than O(ready jobs). Otherwise it reads the whole line.
+// rather than O(ready jobs). Otherwise it reads every key with ready
+// jobs (completeRead): the whole line, or where the ready rows carry
+// their key (PostgreSQL) and the line is deep, each key's first few jobs
+// (KeyViewParams.PerKey), O(keys) rather than O(ready jobs).
 //
 // A queue whose head could not decide (one key's backlog ahead, weights
-// above the policy's) is claimed by the whole line for headPause before
-// its head is tried again (headUndecided), so such a queue's claims do
-// not pay both reads each time.
+// above the policy's) is claimed by that read for headPause before its
+// head is tried again (headUndecided), so such a queue's claims do not
+// pay both reads each time.
 func claimFair(ctx context.Context, tx Executor, p ClaimParams, weight int) ([]*Claim, error) {
 	among, err := pickFair(ctx, tx, p, &weight)
 	if err != nil || len(among) == 0 {
@@ -38,11 +41,11 @@ func claimFair(ctx context.Context, tx Executor, p ClaimParams, weight int) ([]*
 // no job is ready. *weight is read once the ready jobs are: a gate's read
 // queued before them (ClaimQueuer) has set it by then.
 func pickFair(ctx context.Context, tx Executor, p ClaimParams, weight *int) ([]int64, error) {
-	rows := headRows(p.Max)
+	read := KeyViewParams{Queue: p.Queue, Max: p.Max, Rows: headRows(p.Max)}
 	if until, ok := headUndecided.Load(p.Queue); ok && p.Now.Before(until.(time.Time)) {
-		rows = 0
+		read = completeRead(p)
 	}
-	view, err := tx.ReadyByKey(ctx, KeyViewParams{Queue: p.Queue, Max: p.Max, Rows: rows})
+	view, err := tx.ReadyByKey(ctx, read)
 	if err != nil {
 		return nil, err
 	}
@@ -50,18 +53,109 @@ func pickFair(ctx context.Context, tx Executor, p ClaimParams, weight *int) ([]i
 		p.Among = PickHead(view, *weight, p.Max)
 		if p.Among == nil {
 			headUndecided.Store(p.Queue, p.Now.Add(headPause))
-			if view, err = tx.ReadyByKey(ctx, KeyViewParams{Queue: p.Queue, Max: p.Max}); err != nil {
+			read = completeRead(p)
+			if view, err = tx.ReadyByKey(ctx, read); err != nil {
 				return nil, err
 			}
 		} else {
 			headUndecided.Delete(p.Queue)
 		}
 	}
-	if p.Among == nil {
+	if p.Among != nil {
+		return p.Among, nil
+	}
+	p.Among = PickFair(view.Keys, *weight, p.Max, rand.Shuffle)
+	if read.PerKey && read.Max < p.Max && exhausted(view, p.Among, read.Max) {
+		// A key got every job read of it and may have more: its share
+		// may be larger than the read allowed for. Read each key's
+		// first p.Max, which no pick of p.Max can exhaust.
+		read.Max = p.Max
+		if view, err = tx.ReadyByKey(ctx, read); err != nil {
+			return nil, err
+		}
 		p.Among = PickFair(view.Keys, *weight, p.Max, rand.Shuffle)
 	}
+	last, _ := perKeyPays.Load(p.Queue)
+	hint, _ := last.(perKeyHint)
+	hint.whole = hint.whole || read.PerKey && !view.PerKey // the driver's, for good
+	hint.deep, hint.keys = deepLine(view, read)
+	perKeyPays.Store(p.Queue, hint)
 	return p.Among, nil
 }
+
+// completeRead is the read of a view holding every key with ready work:
+// the whole line or, when the queue's last complete view found its keys
+// deep (perKeyPays), each key's first jobs (PerKey): at most twice a
+// key's even part of p.Max among the keys that view held, 4 at least, so
+// a read over many deep keys takes a few jobs of each, not p.Max.
+func completeRead(p ClaimParams) KeyViewParams {
+	h, _ := perKeyPays.Load(p.Queue)
+	hint, _ := h.(perKeyHint)
+	if !hint.deep || hint.whole {
+		return KeyViewParams{Queue: p.Queue, Max: p.Max}
+	}
+	return KeyViewParams{Queue: p.Queue, Max: min(p.Max, max(4, (2*p.Max+hint.keys-1)/max(hint.keys, 1))), PerKey: true}
+}
+
+// exhausted reports whether the pick took every job view holds of some
+// key that had max of them read, so may have more.
+func exhausted(view KeyView, picked []int64, max int) bool {
+	taken := make(map[int64]bool, len(picked))
+	for _, id := range picked {
+		taken[id] = true
+	}
+	for _, k := range view.Keys {
+		if len(k.JobIDs) >= max && !slices.ContainsFunc(k.JobIDs, func(id int64) bool { return !taken[id] }) {
+			return true
+		}
+	}
+	return false
+}
+
+// perKeyPays holds, by queue, a perKeyHint from its last complete view.
+// A hint, as headUndecided: both reads give PickFair the same jobs.
+var perKeyPays sync.Map
+
+// perKeyHint is what a queue's last complete view said: whether its
+// ready jobs stood deep in few keys (deepLine), so that reading each
+// key's first jobs costs less than the whole line, and how many keys
+// with ready jobs it held; whole, that the driver answered a per-key read
+// with the whole line (its ready rows do not carry their key), so the
+// queue is read whole from then on.
+type perKeyHint struct {
+	deep, whole bool
+	keys        int
+}
+
+// deepLine tells from a complete view v, read by r, whether each key's
+// first jobs cost less to read than the whole line: where the ready rows
+// carry their key (PostgreSQL), a key costs the per-key read about what
+// 20 rows cost the whole line's (a step of the skip over the keys and
+// the start of its walk, 16 and 10 µs, against 1.4 µs a row), so a whole
+// line must hold perKeyRows ready jobs a key. A per-key read counts at
+// most r.Max a key: it stays while most keys had that many, and a line
+// whose keys mostly had fewer is read whole again, which measures it.
+func deepLine(v KeyView, r KeyViewParams) (deep bool, keys int) {
+	ready, full := 0, 0
+	for _, k := range v.Keys {
+		if k.Ready == 0 {
+			continue
+		}
+		keys++
+		ready += k.Ready
+		if k.Ready >= r.Max {
+			full++
+		}
+	}
+	if r.PerKey {
+		return keys > 0 && 2*full >= keys, keys
+	}
+	return keys > 0 && ready >= perKeyRows*keys, keys
+}
+
+// perKeyRows is how many ready jobs a key must average for a per-key
+// read to pay (deepLine).
+const perKeyRows = 32
 
 // headUndecided holds, by queue, until when its fair claims skip the
 // head read: the last one found that the head could not decide. A hint

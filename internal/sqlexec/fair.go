@@ -14,7 +14,8 @@ import (
 // ReadyByKey reads a fair-share queue's first p.Rows ready jobs in claim
 // order (all when 0), keeping each key's first p.Max, and its running
 // slots by key, in one statement of the claim's transaction
-// (sqltext.ReadyByKey). A key with running jobs and none read has no
+// (sqltext.ReadyByKey); with p.PerKey, each key's first p.Max
+// (ReadyPerKey), or where the dialect has no such read, all. A key with running jobs and none read has no
 // JobIDs, a Head of -1 and, when it has a weight of its own, a Weight of
 // 0 (no ready row carried it).
 func (s Shared) ReadyByKey(ctx context.Context, p driver.KeyViewParams) (driver.KeyView, error) {
@@ -24,8 +25,11 @@ func (s Shared) ReadyByKey(ctx context.Context, p driver.KeyViewParams) (driver.
 		id                                 int64
 		slots, weight, maxWeight, priority int
 	}
-	limit := int64(p.Rows)
-	if p.Rows <= 0 {
+	limit, query, perKey := int64(p.Rows), s.q.ReadyByKey, p.PerKey && s.q.ReadyPerKey != ""
+	switch {
+	case perKey:
+		limit, query = int64(p.Max), s.q.ReadyPerKey
+	case p.PerKey || p.Rows <= 0:
 		limit = math.MaxInt64
 	}
 	rows, err := collect(ctx, s.c, func(r Row) (x row, err error) {
@@ -33,7 +37,7 @@ func (s Shared) ReadyByKey(ctx context.Context, p driver.KeyViewParams) (driver.
 		err = r.Scan(&part, &x.key, &x.id, &x.slots, &x.weight, &x.maxWeight, &x.priority)
 		x.running = part == 1
 		return x, err
-	}, s.q.ReadyByKey, s.c.Text(p.Queue), limit, s.c.Text(p.Queue))
+	}, query, s.c.Text(p.Queue), limit, s.c.Text(p.Queue))
 	if err != nil {
 		return driver.KeyView{}, readyByKeyErr(p.Queue, err)
 	}
@@ -44,7 +48,7 @@ func (s Shared) ReadyByKey(ctx context.Context, p driver.KeyViewParams) (driver.
 			read++
 		}
 	}
-	view := driver.KeyView{Whole: p.Rows <= 0 || read < p.Rows}
+	view := driver.KeyView{Whole: p.PerKey || p.Rows <= 0 || read < p.Rows, PerKey: perKey}
 	n := 0
 	for _, x := range rows {
 		i, ok := at[x.key]
@@ -64,7 +68,9 @@ func (s Shared) ReadyByKey(ctx context.Context, p driver.KeyViewParams) (driver.
 			k.Weight, k.Head = x.weight, n
 		}
 		n++
-		k.Ready++
+		if !p.PerKey || k.Ready < p.Max {
+			k.Ready++
+		}
 		if len(k.JobIDs) < p.Max {
 			k.JobIDs = append(k.JobIDs, x.id)
 			k.Slots = append(k.Slots, x.slots)

@@ -25,8 +25,11 @@ type SharedQueries struct {
 	LockPolicies, InsertPolicy, UpdatePolicy, DeletePolicy, ListPolicies string
 	PolicyRate, PolicyRateKeys, SetKeyLimit, DeleteKeyLimit              string
 	// Fair share: a queue's ready jobs by key and its running jobs by
-	// key (ReadyByKey), and the keys' weights.
-	ReadyByKey, SetKeyWeight, DeleteKeyWeight, KeyWeights string
+	// key (ReadyByKey), and the keys' weights. ReadyPerKey, where a
+	// dialect has it (its ready rows carry their key), is ReadyByKey
+	// reading each key's first jobs (driver.KeyViewParams.PerKey), its
+	// LIMIT a key's.
+	ReadyByKey, ReadyPerKey, SetKeyWeight, DeleteKeyWeight, KeyWeights string
 	// A debounced enqueue joining a waiting job: its scheduled row moved
 	// if still not due, then its row's due time and args.
 	DebounceScheduled, DebounceJob string

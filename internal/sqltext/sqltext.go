@@ -45,20 +45,20 @@ const ClaimedByRule = `(c.max_active > 0 OR c.fair_share = TRUE)`
 // it a probe per row). Args: queue, the most rows to read, queue.
 func ReadyByKey(jobsOf, weightOn, notPaused string) string {
 	return `SELECT 0, coalesce(j.concurrency_key, ''), r.job_id, j.slots,
-	CASE WHEN ` + maxWeight + ` > 0 THEN coalesce((SELECT w.weight FROM {p}key_weights w WHERE ` + weightOn + `), 0) ELSE 0 END,
-	` + maxWeight + `, r.priority
+	CASE WHEN ` + MaxWeight + ` > 0 THEN coalesce((SELECT w.weight FROM {p}key_weights w WHERE ` + weightOn + `), 0) ELSE 0 END,
+	` + MaxWeight + `, r.priority
 FROM (SELECT job_id, priority FROM {p}ready_executions WHERE queue = ? AND ` + notPaused + `
 	ORDER BY priority DESC, job_id LIMIT ?) r
 ` + jobsOf + `
 UNION ALL
-` + runningByKey + `
+` + RunningByKey + `
 ORDER BY 1, 7 DESC, 3`
 }
 
-// maxWeight is the largest weight a key has of its own (0: none has).
+// MaxWeight is the largest weight a key has of its own (0: none has).
 // ReadyByKey reads each row's key weight only when some key has one: a
 // probe a row of an empty table cost 0.5 ms of a 4.4 ms head read.
-const maxWeight = `(SELECT coalesce(max(mw.weight), 0) FROM {p}key_weights mw)`
+const MaxWeight = `(SELECT coalesce(max(mw.weight), 0) FROM {p}key_weights mw)`
 
 // ReadyJobs is ReadyByKey's join of the rows taken r to their jobs j.
 const ReadyJobs = `JOIN {p}jobs j ON j.id = r.job_id`
@@ -90,10 +90,10 @@ func KeyNotPausedOf(id string) string {
 	return KeyNotPaused(id, `pk.key = pj.concurrency_key`, `pk.key = jk.key`)
 }
 
-// runningByKey is ReadyByKey's second part: the slots of a queue's
+// RunningByKey is ReadyByKey's second part: the slots of a queue's
 // claimed jobs summed by key (empty for those with none), a job of k
 // slots using k of the key's share. Args: queue.
-const runningByKey = `SELECT 1, coalesce(j.concurrency_key, ''), 0, sum(j.slots), 0, 0, 0
+const RunningByKey = `SELECT 1, coalesce(j.concurrency_key, ''), 0, sum(j.slots), 0, 0, 0
 FROM {p}claimed_executions c JOIN {p}jobs j ON j.id = c.job_id WHERE c.queue = ? GROUP BY j.concurrency_key`
 
 // PolicyColumns are the columns of a policy row, in scanning order.

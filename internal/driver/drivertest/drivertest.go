@@ -403,6 +403,8 @@ func ExerciseDatabase(t *testing.T, kind string) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { d.Close() })
-		return Migrate(t, driver.EngineOf(d))
+		e := Migrate(t, driver.EngineOf(d))
+		testdb.CheckReadyKeys(t, kind, e.SQLDB(), e.Prefix())
+		return e
 	})
 }

@@ -60,6 +60,25 @@ var _ = add("fair",
 		if !slices.EqualFunc(got.Keys, want, same) || got.Whole || got.MaxWeight != 3 {
 			t.Fatalf("ReadyByKey of the first 4 = %+v\nwant %+v, not whole, max weight 3", got, want)
 		}
+		// Each key's first 2, wherever they stand (PerKey): g/a's third
+		// is not read.
+		f.tx(func(ex driver.Executor) (err error) {
+			got, err = ex.ReadyByKey(f.ctx, driver.KeyViewParams{Queue: "f", Max: 2, PerKey: true})
+			return err
+		})
+		want = []driver.KeyReady{
+			{Key: "", Running: 1, Ready: 2, JobIDs: plain[:2], Slots: []int{1, 1}},
+			{Key: "g/a", Running: 1, Ready: 2, JobIDs: []int64{a[0], a[2]}, Slots: []int{1, 2}},
+			{Key: "g/b", Weight: 3, Ready: 1, JobIDs: b, Slots: []int{1}},
+			{Key: "g/d", Running: 3, Head: -1},
+		}
+		sameButHead := func(x, y driver.KeyReady) bool {
+			y.Head = x.Head
+			return same(x, y) && (x.Head < 0) == (len(x.JobIDs) == 0)
+		}
+		if !slices.EqualFunc(got.Keys, want, sameButHead) || !got.Whole || got.MaxWeight != 3 {
+			t.Fatalf("ReadyByKey of each key's first 2 = %+v\nwant %+v, whole, max weight 3", got, want)
+		}
 		// 6 rows read of 6 cannot tell the line ended; 7 can.
 		if v := view(6); v.Whole || len(v.Keys) != 4 {
 			t.Errorf("ReadyByKey of the first 6 = %+v, want the 4 keys, not whole", v)

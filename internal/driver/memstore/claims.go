@@ -44,7 +44,8 @@ func (s *Store) ReadyClaim(_ context.Context, p driver.ClaimParams) ([]*driver.C
 	return out, nil
 }
 
-// ReadyByKey groups the queue's first p.Rows ready jobs by their first key.
+// ReadyByKey groups the queue's first p.Rows ready jobs (all with
+// p.PerKey, counting at most p.Max a key) by their first key.
 func (s *Store) ReadyByKey(_ context.Context, p driver.KeyViewParams) (driver.KeyView, error) {
 	var view driver.KeyView
 	for _, w := range s.Weights {
@@ -52,7 +53,7 @@ func (s *Store) ReadyByKey(_ context.Context, p driver.KeyViewParams) (driver.Ke
 	}
 	at := map[string]int{}
 	ready := s.sorted(func(r *Row) bool { return r.State == driver.StateReady && r.Queue == p.Queue })
-	view.Whole = p.Rows <= 0 || len(ready) < p.Rows
+	view.Whole = p.PerKey || p.Rows <= 0 || len(ready) < p.Rows
 	if !view.Whole {
 		ready = ready[:p.Rows]
 	}
@@ -63,7 +64,9 @@ func (s *Store) ReadyByKey(_ context.Context, p driver.KeyViewParams) (driver.Ke
 			at[r.Limit.Key] = i
 			view.Keys = append(view.Keys, driver.KeyReady{Key: r.Limit.Key, Weight: s.Weights[r.Limit.Key], Head: n})
 		}
-		view.Keys[i].Ready++
+		if !p.PerKey || view.Keys[i].Ready < p.Max {
+			view.Keys[i].Ready++
+		}
 		if len(view.Keys[i].JobIDs) < p.Max {
 			view.Keys[i].JobIDs = append(view.Keys[i].JobIDs, r.ID)
 			view.Keys[i].Slots = append(view.Keys[i].Slots, driver.SlotsOf(r.Slots))
