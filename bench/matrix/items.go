@@ -205,6 +205,8 @@ func matrix(d, dsn, mysqlDSN string, s sizes, rounds int) []item {
 			// The cost of fair share (issue 35): the keyed drain in a queue whose
 			// policy has FairShare.
 			bqItem("keyed-fair", "--mode", "keyed", "--jobs", n(s.keyed), "--keys", "1000", "--to", "2", "--fair"),
+			bqItem("keyed-deep", "--mode", "keyed", "--jobs", n(s.keyed), "--keys", "10", "--to", "1000"),
+			bqItem("keyed-fair-deep", "--mode", "keyed", "--jobs", n(s.keyed), "--keys", "10", "--to", "1000", "--fair"),
 			bqItem("hotkey", "--mode", "hotkey", "--jobs", n(s.hotkey), "--to", "50"),
 		)
 		out = append(out, netItems...)
@@ -225,6 +227,10 @@ func matrix(d, dsn, mysqlDSN string, s sizes, rounds int) []item {
 		// The cost of fair share (issue 35): the keyed drain in a queue whose
 		// policy has FairShare.
 		bqItem("keyed-fair", "--mode", "keyed", "--jobs", n(s.keyed), "--keys", "1000", "--to", "2", "--fair"),
+		// And on a backlog deep in 10 keys whose limits never bind: the
+		// claims whose head cannot decide read every key's first jobs.
+		bqItem("keyed-deep", "--mode", "keyed", "--jobs", n(s.keyed), "--keys", "10", "--to", "1000"),
+		bqItem("keyed-fair-deep", "--mode", "keyed", "--jobs", n(s.keyed), "--keys", "10", "--to", "1000", "--fair"),
 		bqItem("hotkey", "--mode", "hotkey", "--jobs", n(s.hotkey), "--to", "50"),
 	)
 	if d == "postgres" {

@@ -4,7 +4,7 @@ import "strings"
 
 // keyedBase is the unkeyed run keyed run id is divided by, "" for a run
 // that is not keyed: the drain of the same database (keyed, keyed-second,
-// keyed-fair, hotkey), the drain across the same network for a network run
+// keyed-fair, keyed-deep, keyed-fair-deep, hotkey), the drain across the same network for a network run
 // (keyed-net, hotkey-net: drain-net), or for a fleet run the unkeyed fleet
 // drain of as many processes (fleet-keyed-N, fleet-hotkey-N: fleet-N).
 func keyedBase(id string) string {
@@ -13,7 +13,7 @@ func keyedBase(id string) string {
 		return ""
 	}
 	switch {
-	case rest == "keyed" || rest == "keyed-second" || rest == "keyed-fair" || rest == "hotkey":
+	case rest == "keyed" || rest == "keyed-second" || rest == "keyed-fair" || rest == "keyed-deep" || rest == "keyed-fair-deep" || rest == "hotkey":
 		return db + "/bq/drain"
 	case rest == "keyed-net" || rest == "hotkey-net":
 		return db + "/bq/drain-net"

@@ -56,6 +56,7 @@ func targets(netDelay time.Duration) []target {
 		{"PostgreSQL hotkey (1 key, To=50) ÷ bq unkeyed drain", "≥ 0.7", atLeast(0.7), ratio("pg/bq/hotkey", "pg/bq/drain", work)},
 		{"PostgreSQL keyed with a second key per job ÷ keyed with one", "≥ 0.7", atLeast(0.7), ratio("pg/bq/keyed-second", "pg/bq/keyed", work)},
 		{"PostgreSQL keyed under fair share ÷ keyed (1,000 keys)", "≥ 0.7", atLeast(0.7), ratio("pg/bq/keyed-fair", "pg/bq/keyed", work)},
+		{"PostgreSQL keyed under fair share ÷ keyed (10 keys, deep)", "≥ 0.7", atLeast(0.7), ratio("pg/bq/keyed-fair-deep", "pg/bq/keyed-deep", work)},
 		{"PostgreSQL fleet: 16 processes ÷ 1 (drain work/s, 25 slots each)", "≥ 0.8", atLeast(0.8), ratio("pg/bq/fleet-16", "pg/bq/fleet-1", work)},
 		{"PostgreSQL rate limit: starts/s achieved ÷ the configured rate (500/s)", "≥ 0.95", atLeast(0.95), func(get func(string) []*result) ([]float64, string) {
 			return field(get("pg/bq/rate"), func(r *result) float64 { return r.RateRatio }), "×"
@@ -69,8 +70,10 @@ func targets(netDelay time.Duration) []target {
 		{"SQLite hotkey (1 key, To=50) ÷ bq unkeyed drain", "≥ 0.7", atLeast(0.7), ratio("sqlite/bq/hotkey", "sqlite/bq/drain", work)},
 		{"SQLite keyed with a second key per job ÷ keyed with one", "≥ 0.7", atLeast(0.7), ratio("sqlite/bq/keyed-second", "sqlite/bq/keyed", work)},
 		{"SQLite keyed under fair share ÷ keyed (1,000 keys)", "≥ 0.7", atLeast(0.7), ratio("sqlite/bq/keyed-fair", "sqlite/bq/keyed", work)},
+		{"SQLite keyed under fair share ÷ keyed (10 keys, deep)", "≥ 0.7", atLeast(0.7), ratio("sqlite/bq/keyed-fair-deep", "sqlite/bq/keyed-deep", work)},
 		{"MySQL keyed with a second key per job ÷ keyed with one", "≥ 0.7", atLeast(0.7), ratio("mysql/bq/keyed-second", "mysql/bq/keyed", work)},
 		{"MySQL keyed under fair share ÷ keyed (1,000 keys)", "≥ 0.7", atLeast(0.7), ratio("mysql/bq/keyed-fair", "mysql/bq/keyed", work)},
+		{"MySQL keyed under fair share ÷ keyed (10 keys, deep)", "≥ 0.7", atLeast(0.7), ratio("mysql/bq/keyed-fair-deep", "mysql/bq/keyed-deep", work)},
 		{"PostgreSQL steady p50: bq ÷ River", "≤ 1", atMost(1), ratio("pg/bq/steady", "pg/river/steady", p50)},
 		{"PostgreSQL steady p99: bq ÷ River", "≤ 1", atMost(1), ratio("pg/bq/steady", "pg/river/steady", p99)},
 		{"SQLite drain: bq work/s ÷ River (riversqlite) work/s", "≥ 2", atLeast(2), ratio("sqlite/bq/drain", "sqlite/river/drain", work)},
