@@ -77,21 +77,30 @@ func pickFair(ctx context.Context, tx Executor, p ClaimParams, weight *int) ([]i
 	}
 	last, _ := perKeyPays.Load(p.Queue)
 	hint, _ := last.(perKeyHint)
-	hint.whole = hint.whole || read.PerKey && !view.PerKey // the driver's, for good
-	hint.deep, hint.keys = deepLine(view, read)
+	switch {
+	case read.PerKey:
+		hint.whole = hint.whole || !view.PerKey // the driver's, for good
+	case view.Whole:
+		// The whole line read: it measures the line.
+		hint.until, hint.keys = time.Time{}, 0
+		if deep, keys := deepLine(view); deep {
+			hint.until, hint.keys = p.Now.Add(perKeyFor), keys
+		}
+	}
 	perKeyPays.Store(p.Queue, hint)
 	return p.Among, nil
 }
 
 // completeRead is the read of a view holding every key with ready work:
-// the whole line or, when the queue's last complete view found its keys
+// the whole line or, for perKeyFor after a whole line's read found it
 // deep (perKeyPays), each key's first jobs (PerKey): at most twice a
-// key's even part of p.Max among the keys that view held, 4 at least, so
-// a read over many deep keys takes a few jobs of each, not p.Max.
+// key's even part of p.Max among the keys that read held, 4 at least, so
+// a read over many deep keys takes a few jobs of each, not p.Max. A
+// deep line is read whole again each perKeyFor, which measures it anew.
 func completeRead(p ClaimParams) KeyViewParams {
 	h, _ := perKeyPays.Load(p.Queue)
 	hint, _ := h.(perKeyHint)
-	if !hint.deep || hint.whole {
+	if hint.whole || !p.Now.Before(hint.until) {
 		return KeyViewParams{Queue: p.Queue, Max: p.Max}
 	}
 	return KeyViewParams{Queue: p.Queue, Max: min(p.Max, max(4, (2*p.Max+hint.keys-1)/max(hint.keys, 1))), PerKey: true}
@@ -116,39 +125,35 @@ func exhausted(view KeyView, picked []int64, max int) bool {
 // A hint, as headUndecided: both reads give PickFair the same jobs.
 var perKeyPays sync.Map
 
-// perKeyHint is what a queue's last complete view said: whether its
-// ready jobs stood deep in few keys (deepLine), so that reading each
+// perKeyHint is what a queue's last whole read said: until when its
+// ready jobs stand deep in few keys (deepLine), so that reading each
 // key's first jobs costs less than the whole line, and how many keys
 // with ready jobs it held; whole, that the driver answered a per-key read
 // with the whole line (its ready rows do not carry their key), so the
 // queue is read whole from then on.
 type perKeyHint struct {
-	deep, whole bool
-	keys        int
+	until time.Time
+	keys  int
+	whole bool
 }
 
-// deepLine tells from a complete view v, read by r, whether each key's
-// first jobs cost less to read than the whole line: where the ready rows
-// carry their key (PostgreSQL), a key costs the per-key read about what
-// 20 rows cost the whole line's (a step of the skip over the keys and
-// the start of its walk, 16 and 10 µs, against 1.4 µs a row), so a whole
-// line must hold perKeyRows ready jobs a key. A per-key read counts at
-// most r.Max a key: it stays while most keys had that many, and a line
-// whose keys mostly had fewer is read whole again, which measures it.
-func deepLine(v KeyView, r KeyViewParams) (deep bool, keys int) {
-	ready, full := 0, 0
+// perKeyFor is how long a whole read that found the line deep sends the
+// queue's complete reads per key.
+const perKeyFor = time.Second
+
+// deepLine tells from a whole line's view v whether each key's first
+// jobs cost less to read than the whole line: where the ready rows carry
+// their key (PostgreSQL), a key costs the per-key read about what 20 rows
+// cost the whole line's (a step of the skip over the keys and the start
+// of its walk, 16 and 10 µs, against 1.4 µs a row), so the line must hold
+// perKeyRows ready jobs a key.
+func deepLine(v KeyView) (deep bool, keys int) {
+	ready := 0
 	for _, k := range v.Keys {
-		if k.Ready == 0 {
-			continue
+		if k.Ready > 0 {
+			keys++
+			ready += k.Ready
 		}
-		keys++
-		ready += k.Ready
-		if k.Ready >= r.Max {
-			full++
-		}
-	}
-	if r.PerKey {
-		return keys > 0 && 2*full >= keys, keys
 	}
 	return keys > 0 && ready >= perKeyRows*keys, keys
 }

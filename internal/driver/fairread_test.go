@@ -47,9 +47,10 @@ func TestFairReadFollowsTheLinesDepth(t *testing.T) {
 		}
 		return l
 	}
+	now := time.Now()
 	claim := func(l *lineOf, queue string, n int) []int64 {
 		t.Helper()
-		got, err := pickFair(context.Background(), l, ClaimParams{Queue: queue, Max: n, Now: time.Now()}, new(int))
+		got, err := pickFair(context.Background(), l, ClaimParams{Queue: queue, Max: n, Now: now}, new(int))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -69,6 +70,19 @@ func TestFairReadFollowsTheLinesDepth(t *testing.T) {
 	if len(first) != 10 || len(second) != 10 {
 		t.Errorf("picks = %v then %v, want 10 each", first, second)
 	}
+	// Within perKeyFor of the whole read only: then, as the head is
+	// tried again (headPause), the line is read whole, which measures it
+	// anew (here, still deep).
+	now = now.Add(perKeyFor - time.Millisecond)
+	l.reads = nil
+	claim(l, "deep", 10)
+	now = now.Add(time.Millisecond)
+	claim(l, "deep", 10)
+	claim(l, "deep", 10)
+	if len(l.reads) != 4 || !l.reads[0].PerKey || l.reads[1].Rows == 0 || l.reads[2].PerKey || l.reads[2].Rows != 0 || !l.reads[3].PerKey {
+		t.Errorf("reads around perKeyFor = %+v, want per key; the head, then the whole line; per key", l.reads)
+	}
+	now = now.Add(perKeyFor)
 
 	// A newcomer with nothing running takes all 4 read of it: its share
 	// may be more, so each key's first 10 are read, and it gets them.
