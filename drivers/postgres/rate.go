@@ -8,6 +8,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/bqueue/bq/internal/driver"
+	"github.com/bqueue/bq/internal/sqlexec"
+	"github.com/bqueue/bq/internal/sqltext"
 )
 
 // rateQueries are the rate keys' statements (driver.RateStore).
@@ -62,12 +64,7 @@ WHERE s.rate_key = $1 AND s.job_id IS NOT NULL
 	AND NOT EXISTS (SELECT 1 FROM {p}claimed_executions x WHERE x.job_id = s.job_id)`),
 		oldest: p(`SELECT started_at FROM {p}rate_starts WHERE rate_key = $1 AND NOT slot = ANY($2::int[])
 ORDER BY started_at LIMIT 1`),
-		// The due keys, then one row with no key and the earliest
-		// NextAt after now (driver.RateDue).
-		due: p(`(SELECT rate_key, next_at FROM {p}rate_limits WHERE next_at IS NOT NULL AND next_at <= $1 AND waiting > 0
-ORDER BY next_at LIMIT $2)
-UNION ALL
-SELECT NULL, min(next_at) FROM {p}rate_limits WHERE next_at IS NOT NULL AND next_at > $1 AND waiting > 0`),
+		due:  sqltext.Rebind(p(sqlexec.RateDueRead("{p}rate_limits"))),
 		next: p(`SELECT next_at FROM {p}rate_limits WHERE next_at IS NOT NULL AND waiting > 0 ORDER BY next_at LIMIT 1`),
 		deleteIdle: p(`
 WITH idle AS (
@@ -267,7 +264,7 @@ func (e *executor) RateListDue(ctx context.Context, now time.Time, max int) (dri
 		Key *string
 		At  *time.Time
 	}
-	rows, err := collect(ctx, e.db, pgx.RowToStructByPos[row], e.q.rate.due, now, max)
+	rows, err := collect(ctx, e.db, pgx.RowToStructByPos[row], e.q.rate.due, now, max, now)
 	if err != nil {
 		return due, fmt.Errorf("read due rate keys: %w", err)
 	}

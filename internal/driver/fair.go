@@ -107,21 +107,21 @@ func completeRead(p ClaimParams) KeyViewParams {
 }
 
 // exhausted reports whether the pick took every job view holds of some
-// key that had max of them read, so may have more.
-func exhausted(view KeyView, picked []int64, max int) bool {
+// key that had n of them read, so may have more.
+func exhausted(view KeyView, picked []int64, n int) bool {
 	taken := make(map[int64]bool, len(picked))
 	for _, id := range picked {
 		taken[id] = true
 	}
 	for _, k := range view.Keys {
-		if len(k.JobIDs) >= max && !slices.ContainsFunc(k.JobIDs, func(id int64) bool { return !taken[id] }) {
+		if len(k.JobIDs) >= n && !slices.ContainsFunc(k.JobIDs, func(id int64) bool { return !taken[id] }) {
 			return true
 		}
 	}
 	return false
 }
 
-// perKeyPays holds, by queue, a perKeyHint from its last complete view.
+// perKeyPays holds, by queue, a perKeyHint from its last whole read.
 // A hint, as headUndecided: both reads give PickFair the same jobs.
 var perKeyPays sync.Map
 
@@ -168,7 +168,7 @@ const perKeyRows = 32
 var headUndecided sync.Map
 
 // headPause is how long a queue whose head could not decide is claimed by
-// its whole line before the head is tried again.
+// its complete read (completeRead) before the head is tried again.
 const headPause = time.Second
 
 // headRows is how many ready jobs a fair claim of n reads first: enough

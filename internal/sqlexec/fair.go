@@ -15,9 +15,9 @@ import (
 // order (all when 0), keeping each key's first p.Max, and its running
 // slots by key, in one statement of the claim's transaction
 // (sqltext.ReadyByKey); with p.PerKey, each key's first p.Max
-// (ReadyPerKey), or where the dialect has no such read, all. A key with running jobs and none read has no
-// JobIDs, a Head of -1 and, when it has a weight of its own, a Weight of
-// 0 (no ready row carried it).
+// (ReadyPerKey), or all where the dialect has no such read. A key with
+// running jobs and none read has no JobIDs, a Head of -1 and, when it has
+// a weight of its own, a Weight of 0 (no ready row carried it).
 func (s Shared) ReadyByKey(ctx context.Context, p driver.KeyViewParams) (driver.KeyView, error) {
 	type row struct {
 		running                            bool
