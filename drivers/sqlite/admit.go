@@ -3,7 +3,6 @@ package sqlite
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/bqueue/bq/internal/driver"
@@ -120,7 +119,7 @@ func (e executor) execRows(ctx context.Context, x *sqlexec.Executor, query strin
 	n := len(values) / width
 	for done := 0; done < n; {
 		size := e.d.dl.Batch(n-done, false)
-		text := strings.Replace(query, rowsMarker, sqlexec.Values(size, width), 1)
+		text := sqlexec.WithRows(query, size, width)
 		if _, err := x.DB().ExecContext(ctx, text, values[done*width:(done+size)*width]...); err != nil {
 			return err
 		}

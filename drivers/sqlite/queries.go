@@ -23,7 +23,7 @@ const inboxNow = `CAST((julianday('now') - 2440587.5) * 86400000000 AS INTEGER)`
 
 // rowsMarker is where a statement takes rows of bound values (see
 // executor.execRows).
-const rowsMarker = "/*rows*/"
+const rowsMarker = sqlexec.RowsMarker
 
 // rateLineKey is the line key (driver.RateLine) of rate row {t}: its
 // blocked rows' concurrency key and its adaptive limit's key.
@@ -32,6 +32,14 @@ const rateLineKey = "'" + driver.RateLinePrefix + "' || {t}.rate_key"
 // inRateLine is the condition that blocked row b waits in a rate line,
 // where a job keeps the slots of its keys.
 var inRateLine = "substr(b.concurrency_key, 1, " + strconv.Itoa(len(driver.RateLinePrefix)) + ") = '" + driver.RateLinePrefix + "'"
+
+// readyKeyOf is the concurrency key a ready row of job id in queue
+// carries (migration 00025): its job's key, empty for none, when the queue's
+// policy has fair share, else NULL, which keeps the row out of ready_key.
+func readyKeyOf(id, queue string) string {
+	return `CASE WHEN EXISTS (SELECT 1 FROM {p}policies fp WHERE fp.queue = ` + queue + ` AND fp.fair_share)
+	THEN coalesce((SELECT kj.concurrency_key FROM {p}jobs kj WHERE kj.id = ` + id + `), '') END`
+}
 
 // deadFor is the condition that process p (the row, aliased p) is dead at
 // ?1 after a silence of silenceMS: it has been silent that long, and
@@ -58,6 +66,9 @@ func newQueries(prefix string) (*sqlexec.Queries, *ownQueries) {
 	q := sqlexec.Common(p, sqlexec.KeySpelling{Column: "concurrency_key", JobKeysColumn: "key", InRateLine: inRateLine})
 
 	q.InsertJobKeys = p(`INSERT INTO {p}job_keys (job_id, key) VALUES `)
+	q.InsertReady = p(`INSERT INTO {p}ready_executions (job_id, queue, priority, created_at, concurrency_key)
+SELECT v.column1, v.column2, v.column3, v.column4, ` + readyKeyOf("v.column1", "v.column2") + `
+FROM (VALUES ` + rowsMarker + `) v`)
 	// The inbox's times are Unix microseconds, of the host's clock as the
 	// column's default reads it; the write transaction is the lock.
 	q.Inbox = sqlexec.InboxStatements(p, sqlexec.InboxSpelling{
@@ -114,6 +125,36 @@ ORDER BY s.key LIMIT ?`)
 	q.DeleteFinished = p(`DELETE FROM {p}jobs WHERE id IN (
 	SELECT id FROM {p}jobs WHERE finished_at < ? ORDER BY finished_at LIMIT ?)`)
 
+	// Each key's first ?2 ready jobs of fair-share queue ?1
+	// (KeyViewParams.PerKey): a recursive skip over the keys of ready_key
+	// (migration 00025), then each key's first jobs from the same index,
+	// so the read costs the keys and the jobs taken, not the line. SQLite
+	// has no LATERAL: the key's jobs are an IN list cut at ?2. The
+	// terms on concurrency_key imply its IS NOT NULL, so the partial index
+	// serves them. A paused key is passed over whole; a job paused by a
+	// further key of its own is left out as in ReadyByKey.
+	q.ReadyPerKey = p(`
+WITH RECURSIVE keys(k) AS (
+	SELECT (SELECT concurrency_key FROM {p}ready_executions WHERE queue = ?1 AND concurrency_key IS NOT NULL
+		ORDER BY concurrency_key LIMIT 1)
+	UNION ALL
+	SELECT (SELECT r.concurrency_key FROM {p}ready_executions r WHERE r.queue = ?1 AND r.concurrency_key > keys.k
+		ORDER BY r.concurrency_key LIMIT 1)
+	FROM keys WHERE keys.k IS NOT NULL
+)
+SELECT 0, x.concurrency_key, x.job_id, j.slots,
+	CASE WHEN ` + sqltext.MaxWeight + ` > 0 THEN coalesce((SELECT w.weight FROM {p}key_weights w WHERE w.key = x.concurrency_key), 0) ELSE 0 END,
+	` + sqltext.MaxWeight + `, x.priority
+FROM keys JOIN {p}ready_executions x ON x.job_id IN (
+	SELECT r.job_id FROM {p}ready_executions r
+	WHERE r.queue = ?1 AND r.concurrency_key = keys.k AND ` + sqltext.KeyNotPausedOf(`r.job_id`) + `
+	ORDER BY r.priority DESC, r.job_id LIMIT ?2)
+JOIN {p}jobs j ON j.id = x.job_id
+WHERE keys.k IS NOT NULL
+	AND NOT EXISTS (SELECT 1 FROM {p}paused_keys pk WHERE pk.key = keys.k)
+UNION ALL
+` + sqltext.RunningByKey + `
+ORDER BY 1, 7 DESC, 3`)
 	q.CountByQueue = p(sqltext.CountByQueue(func(col string) string { return "sum(" + col + ")" }))
 	// The policies, pauses and key overrides are sqlexec's shared
 	// statements: PolicyLockMany reads, the write transaction is the lock.
@@ -187,8 +228,9 @@ ORDER BY t.key, b.priority DESC, b.job_id`),
 		settleKeys: p(`UPDATE {p}semaphores SET value = r.column2, blocked = r.column3,
 	release_interval_us = r.column4, last_release_at = r.column5
 FROM (VALUES ` + rowsMarker + `) r WHERE {p}semaphores.key = r.column1`),
-		promoteReady: p(`INSERT INTO {p}ready_executions (job_id, queue, priority, created_at)
-SELECT job_id, queue, priority, ? FROM {p}blocked_executions WHERE job_id IN ` + idList + `
+		promoteReady: p(`INSERT INTO {p}ready_executions (job_id, queue, priority, created_at, concurrency_key)
+SELECT b.job_id, b.queue, b.priority, ?, ` + readyKeyOf("b.job_id", "b.queue") + `
+FROM {p}blocked_executions b WHERE b.job_id IN ` + idList + `
 RETURNING job_id`),
 
 		// Set-wise admission: lockSems reads the semaphores of a JSON

@@ -112,6 +112,20 @@ func Anys[T any](list []T) []any {
 	return out
 }
 
+// RowsMarker is where a statement takes its rows of bound values, made a
+// VALUES list of Values by the code that runs it; a statement without it
+// takes them at its end (an INSERT's head up to VALUES).
+const RowsMarker = "/*rows*/"
+
+// WithRows is query with n rows of width placeholders at its RowsMarker,
+// or at its end when it has none.
+func WithRows(query string, n, width int) string {
+	if strings.Contains(query, RowsMarker) {
+		return strings.Replace(query, RowsMarker, Values(n, width), 1)
+	}
+	return query + Values(n, width)
+}
+
 // Values returns n rows of a multi-row VALUES list, each of width
 // placeholders.
 func Values(n, width int) string {

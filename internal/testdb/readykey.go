@@ -7,18 +7,20 @@ import (
 	"testing"
 )
 
-// CheckReadyKeys makes db, a PostgreSQL database migrated with table
-// prefix prefix, refuse a ready row whose key is not its job's (migration
-// 00027: a ready row carries its job's concurrency key, empty for none), so
-// every test on it checks every path that makes jobs ready. A ready row
-// of a job that does not exist is left alone. A test-only trigger: bq
-// never installs it. Other databases: nothing.
+// CheckReadyKeys makes db, a database migrated with table prefix prefix,
+// refuse a ready row whose key is not the one it must carry, so every
+// test on it checks every path that makes jobs ready. On PostgreSQL
+// (migration 00027) every ready row carries its job's concurrency key,
+// empty for none; on SQLite (migration 00025) a row of a queue whose
+// policy has fair share carries it, any other row NULL. A ready row of a
+// job that does not exist is left alone. A test-only trigger: bq never
+// installs it. MySQL: nothing.
 func CheckReadyKeys(t testing.TB, kind string, db *sql.DB, prefix string) {
 	t.Helper()
-	if kind != Postgres {
-		return
-	}
-	for _, ddl := range []string{`
+	var ddls []string
+	switch kind {
+	case Postgres:
+		ddls = []string{`
 CREATE FUNCTION {p}check_ready_key() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE k TEXT;
 BEGIN
@@ -28,9 +30,21 @@ BEGIN
 	END IF;
 	RETURN NEW;
 END $$`,
-		`CREATE TRIGGER {p}check_ready_key BEFORE INSERT OR UPDATE ON {p}ready_executions
+			`CREATE TRIGGER {p}check_ready_key BEFORE INSERT OR UPDATE ON {p}ready_executions
 FOR EACH ROW EXECUTE FUNCTION {p}check_ready_key()`,
-	} {
+		}
+	case SQLite:
+		for _, on := range []string{"INSERT", "UPDATE"} {
+			ddls = append(ddls, `CREATE TRIGGER {p}check_ready_key_`+strings.ToLower(on)+` BEFORE `+on+` ON {p}ready_executions
+WHEN EXISTS (SELECT 1 FROM {p}jobs j WHERE j.id = NEW.job_id)
+	AND NEW.concurrency_key IS NOT (CASE WHEN EXISTS (SELECT 1 FROM {p}policies c WHERE c.queue = NEW.queue AND c.fair_share)
+		THEN coalesce((SELECT j.concurrency_key FROM {p}jobs j WHERE j.id = NEW.job_id), '') END)
+BEGIN
+	SELECT RAISE(ABORT, 'ready row whose key is not the one its queue and job give it');
+END`)
+		}
+	}
+	for _, ddl := range ddls {
 		if _, err := db.ExecContext(context.Background(), strings.ReplaceAll(ddl, "{p}", prefix)); err != nil {
 			t.Fatalf("install the ready rows' key check: %v", err)
 		}

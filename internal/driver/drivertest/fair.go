@@ -15,6 +15,11 @@ import (
 var _ = add("fair",
 	test{"ReadyByKeyGroupsTheQueuesReadyJobs", func(t *testing.T, f *fixture) {
 		a := f.insert(T0, job("f", keyed("g/a", 9)), job("f", keyed("g/a", 9), prio(5)), job("f", keyed("g/a", 9), slots(2)), job("f", keyed("g/a", 9)))
+		// The queue turns fair with jobs ready in it, and more come after.
+		fair := driver.Policy{Queue: "f", Namespace: "ns", FairShare: true, UpdatedAt: T0}
+		if _, err := f.ex().PolicyInsert(f.ctx, fair); err != nil {
+			t.Fatal(err)
+		}
 		b := f.insert(T0, job("f", keyed("g/b", 9)))
 		plain := f.insert(T0, job("f"), job("f"), job("f"))
 		d := f.insert(T0, job("f", keyed("g/d", 9), slots(3))) // running, it counts 3
@@ -85,6 +90,53 @@ var _ = add("fair",
 		}
 		if v := view(7); !v.Whole {
 			t.Errorf("ReadyByKey of the first 7 = %+v, want whole", v)
+		}
+		// Fair share off, a job ready meanwhile, and on again: the same
+		// read, and the new job's key read with the others'.
+		fair.FairShare = false
+		f.must(f.ex().PolicyUpdate(f.ctx, fair))
+		e := f.insert(T0, job("f", keyed("g/e", 9)))
+		fair.FairShare = true
+		f.must(f.ex().PolicyUpdate(f.ctx, fair))
+		f.tx(func(ex driver.Executor) (err error) {
+			got, err = ex.ReadyByKey(f.ctx, driver.KeyViewParams{Queue: "f", Max: 2, PerKey: true})
+			return err
+		})
+		want = append(want, driver.KeyReady{Key: "g/e", Ready: 1, JobIDs: e, Slots: []int{1}})
+		if !slices.EqualFunc(got.Keys, want, sameButHead) || !got.Whole {
+			t.Fatalf("ReadyByKey of each key's first 2, fair share turned off and on = %+v\nwant %+v, whole", got, want)
+		}
+	}},
+	test{"FairQueuesPromotedJobsAreReadByKey", func(t *testing.T, f *fixture) {
+		_, err := f.ex().PolicyInsert(f.ctx, driver.Policy{Queue: "f", Namespace: "ns", FairShare: true, UpdatedAt: T0})
+		f.must(err)
+		ids := f.insert(T0, job("f", keyed("g/a", 1), blocked), job("f", keyed("g/b", 1), blocked), job("f", keyed("g/b", 1), blocked),
+			job("f", keyed("g/c", 1), blocked))
+		f.semaphore("g/a", 0, 1, 1, T0.Add(time.Hour))
+		f.semaphore("g/b", 0, 1, 2, T0.Add(time.Hour))
+		f.semaphore("g/c", 0, 1, 1, T0.Add(time.Hour))
+		// g/a's and g/b's first jobs made ready set-wise, g/c's key by
+		// key: the two ways a release promotes.
+		f.tx(func(ex driver.Executor) error {
+			_, err := ex.SemaphoreReleaseMany(f.ctx, []string{"g/a", "g/b"}, []int{1, 1}, T0)
+			return err
+		})
+		f.tx(func(ex driver.Executor) error {
+			_, err := releaseEach(f, ex, []string{"g/c"}, []int{1}, T0)
+			return err
+		})
+		f.wantState(driver.StateReady, ids[0], ids[1], ids[3])
+		var got driver.KeyView
+		f.tx(func(ex driver.Executor) (err error) {
+			got, err = ex.ReadyByKey(f.ctx, driver.KeyViewParams{Queue: "f", Max: 2, PerKey: true})
+			return err
+		})
+		var read []string
+		for _, k := range got.Keys {
+			read = append(read, fmt.Sprint(k.Key, k.JobIDs))
+		}
+		if want := []string{fmt.Sprint("g/a", ids[:1]), fmt.Sprint("g/b", ids[1:2]), fmt.Sprint("g/c", ids[3:])}; !slices.Equal(read, want) {
+			t.Errorf("ReadyByKey of each key's first 2 after the releases read %v, want %v", read, want)
 		}
 	}},
 	test{"ReadyClaimAmongTakesOnlyThoseReadyInTheQueue", func(t *testing.T, f *fixture) {
