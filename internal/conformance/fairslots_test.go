@@ -18,6 +18,7 @@ var _ = register(scenario{"FairShareCountsSlots", testFairShareCountsSlots})
 // slots, Q 4), which is what counting running jobs instead of their
 // slots settles at.
 func testFairShareCountsSlots(t *testing.T, h *harness) {
+	fleetTurn(t, h)
 	ctx := context.Background()
 	if err := h.client.SyncPolicies(ctx, "conformance", []bq.Policy{{Queue: "fair", FairShare: true, MaxActive: 12}}); err != nil {
 		t.Fatal(err)
