@@ -50,6 +50,11 @@ WHERE r.queue = ?` + condition + ` AND ` + keyNotPaused(`r.job_id`) + `
 ORDER BY r.priority DESC, r.job_id LIMIT ? FOR UPDATE SKIP LOCKED`
 }
 
+// emptyKeyHash is the hash a keyless job's ready row carries in a
+// fair-share queue (FillReadyKeys): that of the empty key, the one fair
+// share gives such jobs.
+const emptyKeyHash = `UNHEX(SHA2('', 256))`
+
 // keyNotPaused is sqltext.KeyNotPaused as MySQL spells it: keys matched
 // by their hash, then byte for byte.
 func keyNotPaused(id string) string {

@@ -32,6 +32,11 @@ func (s Shared) ReadyByKey(ctx context.Context, p driver.KeyViewParams) (driver.
 	case p.PerKey || p.Rows <= 0:
 		limit = math.MaxInt64
 	}
+	if perKey && s.q.FillReadyKeys != "" {
+		if _, err := s.c.Write(ctx, s.q.FillReadyKeys, s.c.Text(p.Queue)); err != nil {
+			return driver.KeyView{}, readyByKeyErr(p.Queue, fmt.Errorf("fill the ready rows' keys: %w", err))
+		}
+	}
 	rows, err := collect(ctx, s.c, func(r Row) (x row, err error) {
 		var part int
 		err = r.Scan(&part, &x.key, &x.id, &x.slots, &x.weight, &x.maxWeight, &x.priority)

@@ -100,8 +100,8 @@ func (e *Executor) JobInsertMany(ctx context.Context, now time.Time, jobs []*dri
 
 // insertRows inserts the rows of values (width values each) with
 // multi-row INSERTs of the sizes the dialect's Batch gives: head is the
-// statement up to VALUES, or with a RowsMarker where its rows go. With ids it returns the new rows' ids in input
-// order.
+// statement up to VALUES, or with a RowsMarker where its rows go. With
+// ids it returns the new rows' ids in input order.
 func (e *Executor) insertRows(ctx context.Context, head string, width int, values []any, ids bool) ([]int64, error) {
 	n := len(values) / width
 	var out []int64

@@ -28,8 +28,11 @@ type SharedQueries struct {
 	// key (ReadyByKey), and the keys' weights. ReadyPerKey, where a
 	// dialect has it (its ready rows carry their key), is ReadyByKey
 	// reading each key's first jobs (driver.KeyViewParams.PerKey), its
-	// LIMIT a key's.
-	ReadyByKey, ReadyPerKey, SetKeyWeight, DeleteKeyWeight, KeyWeights string
+	// LIMIT a key's. FillReadyKeys, where a dialect has it, runs before
+	// ReadyPerKey in the same transaction and gives the queue's ready
+	// rows that lack it their key (MySQL: its ready rows are made
+	// without); args: queue.
+	ReadyByKey, ReadyPerKey, FillReadyKeys, SetKeyWeight, DeleteKeyWeight, KeyWeights string
 	// A debounced enqueue joining a waiting job: its scheduled row moved
 	// if still not due, then its row's due time and args.
 	DebounceScheduled, DebounceJob string

@@ -12,9 +12,10 @@ import (
 // test on it checks every path that makes jobs ready. On PostgreSQL
 // (migration 00027) every ready row carries its job's concurrency key,
 // empty for none; on SQLite (migration 00025) a row of a queue whose
-// policy has fair share carries it, any other row NULL. A ready row of a
-// job that does not exist is left alone. A test-only trigger: bq never
-// installs it. MySQL: nothing.
+// policy has fair share carries it, any other row NULL; on MySQL
+// (migration 00025) a row carries NULL or its job's key hash (the empty
+// key's for none). A ready row of a job that does not exist is left
+// alone. A test-only trigger: bq never installs it.
 func CheckReadyKeys(t testing.TB, kind string, db *sql.DB, prefix string) {
 	t.Helper()
 	var ddls []string
@@ -41,6 +42,16 @@ WHEN EXISTS (SELECT 1 FROM {p}jobs j WHERE j.id = NEW.job_id)
 		THEN coalesce((SELECT j.concurrency_key FROM {p}jobs j WHERE j.id = NEW.job_id), '') END)
 BEGIN
 	SELECT RAISE(ABORT, 'ready row whose key is not the one its queue and job give it');
+END`)
+		}
+	case MySQL:
+		for _, on := range []string{"INSERT", "UPDATE"} {
+			ddls = append(ddls, `CREATE TRIGGER {p}check_ready_key_`+strings.ToLower(on)+` BEFORE `+on+` ON {p}ready_executions
+FOR EACH ROW BEGIN
+	IF NEW.concurrency_key_hash IS NOT NULL AND EXISTS (SELECT 1 FROM {p}jobs j WHERE j.id = NEW.job_id)
+		AND NOT NEW.concurrency_key_hash <=> (SELECT coalesce(j.concurrency_key_hash, UNHEX(SHA2('', 256))) FROM {p}jobs j WHERE j.id = NEW.job_id) THEN
+		SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'ready row whose key hash is not its job''s';
+	END IF;
 END`)
 		}
 	}
