@@ -112,7 +112,7 @@ func (e executor) SemaphoreSaveMany(ctx context.Context, sems []driver.Semaphore
 	return nil
 }
 
-// execRows runs query with its rowsMarker made rows of width values,
+// execRows runs query with its sqlexec.RowsMarker made rows of width values,
 // cut into the dialect's Batch sizes, so a handful of texts serve every
 // count and each stays prepared.
 func (e executor) execRows(ctx context.Context, x *sqlexec.Executor, query string, width int, values []any) error {

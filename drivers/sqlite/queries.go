@@ -21,10 +21,6 @@ const idList = `(SELECT value FROM json_each(?))`
 // created_at default reads it (migrations/sqlite/00014_inbox.sql).
 const inboxNow = `CAST((julianday('now') - 2440587.5) * 86400000000 AS INTEGER)`
 
-// rowsMarker is where a statement takes rows of bound values (see
-// executor.execRows).
-const rowsMarker = sqlexec.RowsMarker
-
 // rateLineKey is the line key (driver.RateLine) of rate row {t}: its
 // blocked rows' concurrency key and its adaptive limit's key.
 const rateLineKey = "'" + driver.RateLinePrefix + "' || {t}.rate_key"
@@ -68,7 +64,7 @@ func newQueries(prefix string) (*sqlexec.Queries, *ownQueries) {
 	q.InsertJobKeys = p(`INSERT INTO {p}job_keys (job_id, key) VALUES `)
 	q.InsertReady = p(`INSERT INTO {p}ready_executions (job_id, queue, priority, created_at, concurrency_key)
 SELECT v.column1, v.column2, v.column3, v.column4, ` + readyKeyOf("v.column1", "v.column2") + `
-FROM (VALUES ` + rowsMarker + `) v`)
+FROM (VALUES ` + sqlexec.RowsMarker + `) v`)
 	// The inbox's times are Unix microseconds, of the host's clock as the
 	// column's default reads it; the write transaction is the lock.
 	q.Inbox = sqlexec.InboxStatements(p, sqlexec.InboxSpelling{
@@ -227,7 +223,7 @@ ORDER BY t.key, b.priority DESC, b.job_id`),
 		// so the expiry index, alone: renewals go through expireSems.
 		settleKeys: p(`UPDATE {p}semaphores SET value = r.column2, blocked = r.column3,
 	release_interval_us = r.column4, last_release_at = r.column5
-FROM (VALUES ` + rowsMarker + `) r WHERE {p}semaphores.key = r.column1`),
+FROM (VALUES ` + sqlexec.RowsMarker + `) r WHERE {p}semaphores.key = r.column1`),
 		promoteReady: p(`INSERT INTO {p}ready_executions (job_id, queue, priority, created_at, concurrency_key)
 SELECT b.job_id, b.queue, b.priority, ?, ` + readyKeyOf("b.job_id", "b.queue") + `
 FROM {p}blocked_executions b WHERE b.job_id IN ` + idList + `
@@ -258,9 +254,9 @@ LEFT JOIN {p}policies p ON p.queue = t.value->>1
 ORDER BY t.key`),
 		saveSems: p(`UPDATE {p}semaphores SET value = r.column2, lim = r.column3, blocked = r.column4, multi = r.column5,
 	duration_ms = r.column6
-FROM (VALUES ` + rowsMarker + `) r WHERE {p}semaphores.key = r.column1`),
+FROM (VALUES ` + sqlexec.RowsMarker + `) r WHERE {p}semaphores.key = r.column1`),
 		expireSems: p(`UPDATE {p}semaphores SET expires_at = r.column2
-FROM (VALUES ` + rowsMarker + `) r WHERE {p}semaphores.key = r.column1 AND {p}semaphores.expires_at <> r.column2`),
+FROM (VALUES ` + sqlexec.RowsMarker + `) r WHERE {p}semaphores.key = r.column1 AND {p}semaphores.expires_at <> r.column2`),
 		// The try-lock of a key list (JSON): the write transaction is the
 		// lock, so it reads.
 		tryLockSems: p(`
