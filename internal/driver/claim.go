@@ -12,10 +12,13 @@ type Claim struct {
 	Fence     int64
 	ClaimedAt time.Time
 	// StartBy: a run of a rated job must begin by then, or not at all
-	// (lifecycle.StartRated); zero when unbounded. RateSlot is the slot
-	// of its key's ring its start was stamped on.
-	StartBy  time.Time
-	RateSlot int
+	// (lifecycle.StartRated); zero when unbounded. StartSlack is how long
+	// after its claim's stamp that is (its start is counted at StartBy
+	// plus StartSlack); RateSlot is the slot of its key's ring its start
+	// was stamped on.
+	StartBy    time.Time
+	StartSlack time.Duration
+	RateSlot   int
 }
 
 // Fenced names one claim: a job and the fence of that claim of it.

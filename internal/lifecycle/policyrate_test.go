@@ -109,7 +109,7 @@ func TestPolicyRateRemoved(t *testing.T) {
 		t.Fatalf("admit the due job with no rate left: %v, %v; want ready", outcomes, err)
 	}
 	claims := claimAll(t, s, due)
-	starts, _, err := lifecycle.StartRated(ctx, s, claims, func() time.Time { return due })
+	starts, _, err := lifecycle.StartRated(ctx, s, claims, func() time.Time { return due }, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -101,9 +101,11 @@ func (ra *rateAdmission) finish(ctx context.Context, idOf func(*candidate) int64
 // RateStart is what StartRated did with one claim.
 type RateStart struct {
 	// Run: the claim may run; it must begin by StartBy (zero for a job
-	// with no rate key: no bound), its start stamped on Slot.
+	// with no rate key: no bound), Slack after its start's stamp, its
+	// start stamped on Slot.
 	Run     bool
 	StartBy time.Time
+	Slack   time.Duration
 	Slot    int
 }
 
@@ -114,8 +116,11 @@ type RateStart struct {
 // starts are stamped last, at a clock read then, so the slack a run has
 // to begin in is not spent on the transaction's own statements. It
 // returns, per claim, whether to run it and by when, and what the keys'
-// lines promoted into slots still free.
-func StartRated(ctx context.Context, ex Store, claims []*driver.Claim, clock func() time.Time) ([]RateStart, driver.Promotion, error) {
+// lines promoted into slots still free. lag is how late after their
+// claims the process's rated runs lately began: the slack widens to
+// cover it (ratelimit.Slack), so a slow process's runs begin rather
+// than go back to the line again and again.
+func StartRated(ctx context.Context, ex Store, claims []*driver.Claim, clock func() time.Time, lag time.Duration) ([]RateStart, driver.Promotion, error) {
 	out := make([]RateStart, len(claims))
 	byKey := map[string][]int{}
 	for i, c := range claims {
@@ -149,6 +154,7 @@ func StartRated(ctx context.Context, ex Store, claims []*driver.Claim, clock fun
 			}
 			continue
 		}
+		w.Cover(lag)
 		rated, windows = append(rated, key), append(windows, w)
 	}
 	keys = rated
@@ -201,10 +207,10 @@ func StartRated(ctx context.Context, ex Store, claims []*driver.Claim, clock fun
 		if err := w.SaveStamping(ctx, stamps[i], now); err != nil {
 			return nil, promoted, err
 		}
-		startBy := w.StartBy(now)
+		startBy, slack := w.StartBy(now), w.Slack()
 		for _, ci := range byKey[key] {
 			if out[ci].Run {
-				out[ci].StartBy = startBy
+				out[ci].StartBy, out[ci].Slack = startBy, slack
 			}
 		}
 	}
@@ -249,8 +255,8 @@ func StartedLate(ctx context.Context, ex Store, c *driver.Claim, now time.Time) 
 		return Result{}, err
 	}
 	period := w.Row().Period
-	claimed := c.StartBy.Add(-ratelimit.StartSlack(period))
-	stamped := ratelimit.Counted(c.StartBy, period)
+	claimed := c.StartBy.Add(-c.StartSlack)
+	stamped := ratelimit.Counted(c.StartBy, c.StartSlack)
 	if _, err := ex.RateSlotUnstamp(ctx, driver.RateUnstampParams{Key: c.Rate.Key, Slot: c.RateSlot, Stamped: stamped, To: claimed.Add(-period)}); err != nil {
 		return Result{}, err
 	}

@@ -84,7 +84,7 @@ func TestStartRatedCountsStartsAndFilesTheRest(t *testing.T) {
 	}
 	claims := claimAll(t, s, rateNow)
 	clock := func() time.Time { return rateNow }
-	starts, _, err := lifecycle.StartRated(ctx, s, claims, clock)
+	starts, _, err := lifecycle.StartRated(ctx, s, claims, clock, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,11 +135,11 @@ func TestStartedLateGoesBackToTheLine(t *testing.T) {
 		t.Fatal(err)
 	}
 	claims := claimAll(t, s, rateNow)
-	starts, _, err := lifecycle.StartRated(ctx, s, claims, func() time.Time { return rateNow })
+	starts, _, err := lifecycle.StartRated(ctx, s, claims, func() time.Time { return rateNow }, 0)
 	if err != nil || !starts[0].Run {
 		t.Fatalf("StartRated: %+v, %v", starts, err)
 	}
-	claims[0].StartBy, claims[0].RateSlot = starts[0].StartBy, starts[0].Slot
+	claims[0].StartBy, claims[0].StartSlack, claims[0].RateSlot = starts[0].StartBy, starts[0].Slack, starts[0].Slot
 	late := rateNow.Add(2 * time.Second)
 	res, err := lifecycle.StartedLate(ctx, s, claims[0], late)
 	if err != nil || !res.Matched {
@@ -156,6 +156,53 @@ func TestStartedLateGoesBackToTheLine(t *testing.T) {
 	// A start stamped since on the slot (a long freeze) is not given back.
 	if ok, err := s.RateSlotUnstamp(ctx, driver.RateUnstampParams{Key: "g/k", Slot: starts[0].Slot, Stamped: starts[0].StartBy, To: rateNow}); err != nil || ok {
 		t.Errorf("UnstampSlot of a slot no longer holding the start = %v, %v; want false", ok, err)
+	}
+}
+
+// A process whose rated runs lately began late claims with a slack wide
+// enough to cover it, at most an eighth of the period: the ring counts
+// the wider slack (the line moves a period after claim plus twice the
+// slack, not before), and a run late even so gives back the very start
+// its claim stamped.
+func TestStartRatedWidensTheSlackOfALaggingProcess(t *testing.T) {
+	for _, tc := range []struct {
+		lag, slack time.Duration
+	}{
+		{0, ratelimit.StartSlack(time.Second)},
+		{4 * time.Millisecond, ratelimit.StartSlack(time.Second)},
+		{40 * time.Millisecond, 60 * time.Millisecond},
+		{time.Minute, time.Second / 8},
+	} {
+		t.Run(tc.lag.String(), func(t *testing.T) {
+			ctx := context.Background()
+			s := memstore.New()
+			if _, _, err := lifecycle.Admit(ctx, s, rated(2, "g/k", 1, time.Second), rateNow); err != nil {
+				t.Fatal(err)
+			}
+			claims := claimAll(t, s, rateNow)
+			starts, _, err := lifecycle.StartRated(ctx, s, claims, func() time.Time { return rateNow }, tc.lag)
+			if err != nil || len(starts) != 1 || !starts[0].Run {
+				t.Fatalf("StartRated: %+v, %v; want one run", starts, err)
+			}
+			if st := starts[0]; st.Slack != tc.slack || !st.StartBy.Equal(rateNow.Add(tc.slack)) {
+				t.Fatalf("lag %s: start by %s with slack %s; want slack %s", tc.lag, st.StartBy.Sub(rateNow), st.Slack, tc.slack)
+			}
+			p, err := lifecycle.PromoteRate(ctx, s, "g/k", false, rateNow.Add(time.Second+2*tc.slack-time.Microsecond))
+			if err != nil || p.Jobs != 0 {
+				t.Fatalf("promotion inside the counted slack: %+v, %v; want nothing", p, err)
+			}
+			c := claims[0]
+			c.StartBy, c.StartSlack, c.RateSlot = starts[0].StartBy, starts[0].Slack, starts[0].Slot
+			res, err := lifecycle.StartedLate(ctx, s, c, c.StartBy.Add(time.Millisecond))
+			if err != nil || !res.Matched {
+				t.Fatalf("StartedLate: %+v, %v; want matched", res, err)
+			}
+			// The start given back, the slot is free: the second job is
+			// promoted into it at once.
+			if res.Promoted.Jobs != 1 {
+				t.Errorf("after a late start with slack %s: promoted %+v, want the other job (its start given back)", tc.slack, res.Promoted)
+			}
+		})
 	}
 }
 

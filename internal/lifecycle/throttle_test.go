@@ -87,7 +87,7 @@ func TestThrottleLowersTheRateAndCompletionsRaiseIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	claims := claimAll(t, s, rateNow)
-	if _, _, err := lifecycle.StartRated(ctx, s, claims, func() time.Time { return rateNow }); err != nil || len(claims) != 4 {
+	if _, _, err := lifecycle.StartRated(ctx, s, claims, func() time.Time { return rateNow }, 0); err != nil || len(claims) != 4 {
 		t.Fatalf("start %d claims: %v; want 4", len(claims), err)
 	}
 	floors := lifecycle.Adaptive{Rate: 2}
@@ -171,7 +171,7 @@ func TestThrottleLowersBothTheKeyAndTheRate(t *testing.T) {
 	}
 	enqueue(t, s, jobs...)
 	claims := claimAll(t, s, now)
-	if _, _, err := lifecycle.StartRated(ctx, s, claims, func() time.Time { return now }); err != nil || len(claims) != 4 {
+	if _, _, err := lifecycle.StartRated(ctx, s, claims, func() time.Time { return now }, 0); err != nil || len(claims) != 4 {
 		t.Fatalf("start %d claims: %v; want 4", len(claims), err)
 	}
 	both := lifecycle.Adaptive{Key: 1, Rate: 1}

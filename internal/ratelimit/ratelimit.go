@@ -8,7 +8,7 @@
 // slot are a Period apart, and Limit+1 starts need a slot twice.
 //
 // The instant a start records is not the claim's but the latest the run
-// may begin, the claim plus StartSlack, plus StartSlack again: a run that
+// may begin, the claim plus its slack, plus the slack again: a run that
 // has not begun by the first (its process froze, its machine stalled)
 // does not run but goes back to the line, giving its start back
 // (lifecycle.StartedLate); the second covers the time between the run's
@@ -31,12 +31,29 @@ import (
 	"github.com/bqueue/bq/internal/driver"
 )
 
-// StartSlack is how long after its claim a rate-limited run may begin:
-// a fiftieth of the period, within 5 to 15 ms. The ring records the claim
-// plus twice this (Counted), so it costs at most twice that fraction of
-// the rate.
+// StartSlack is how long after its claim a rate-limited run may begin
+// when its process starts its runs promptly: a fiftieth of the period,
+// within 5 to 15 ms. The ring records the claim plus twice the slack
+// (Counted), so it costs at most twice that fraction of the rate.
 func StartSlack(period time.Duration) time.Duration {
 	return min(max(period/50, 5*time.Millisecond), 15*time.Millisecond)
+}
+
+// MaxStartSlack is the most a claim's slack widens to on a process whose
+// runs begin late (Slack): an eighth of the period, at most a second,
+// never below StartSlack. It costs at most a quarter of the rate, and
+// only while the process is slow.
+func MaxStartSlack(period time.Duration) time.Duration {
+	return max(StartSlack(period), min(period/8, time.Second))
+}
+
+// Slack is the start slack of a claim made by a process whose rated runs
+// lately began up to lag after their claims (a CPU-starved container, a
+// loaded machine): half as much again as the lag, within StartSlack and
+// MaxStartSlack. A run's slack only bounds when it may begin; the ring
+// counts whatever slack its claim was given, so the rate stays exact.
+func Slack(period, lag time.Duration) time.Duration {
+	return min(max(lag+lag/2, StartSlack(period)), MaxStartSlack(period))
 }
 
 // Store is what a window reads and writes: the key's row and ring, and
@@ -57,6 +74,9 @@ type Window struct {
 	// stamped, once Prepare read it.
 	oldest   time.Time
 	prepared bool
+	// slack: how long after its claim a run this window starts may
+	// begin (Slack); StartSlack of the period until Cover sets it.
+	slack time.Duration
 }
 
 // Resolve is the key's limit and period: an override (SetKeyRate) beats
@@ -182,15 +202,27 @@ func (w *Window) Reserve(ctx context.Context, slots []int, jobIDs []int64) error
 	return w.ex.RateSlotSetMany(ctx, driver.RateSlotsParams{Key: w.row.Key, Slots: slots, JobIDs: jobIDs, At: driver.Reserved})
 }
 
+// Cover widens the slack of the runs this window starts to cover the
+// lag its process's runs lately began with (Slack).
+func (w *Window) Cover(lag time.Duration) { w.slack = Slack(w.row.Period, lag) }
+
+// Slack is how long after its claim a run this window starts may begin.
+func (w *Window) Slack() time.Duration {
+	if w.slack == 0 {
+		return StartSlack(w.row.Period)
+	}
+	return w.slack
+}
+
 // StartBy is the instant a run claimed at `at` must begin by (its begin
 // gate).
-func (w *Window) StartBy(at time.Time) time.Time { return at.Add(StartSlack(w.row.Period)) }
+func (w *Window) StartBy(at time.Time) time.Time { return at.Add(w.Slack()) }
 
-// Counted is the instant the start of a run claimed at `at` is stamped
-// with: its StartBy plus the slack again, the most the job's own first
-// reading of the clock may lag its begin gate.
-func Counted(startBy time.Time, period time.Duration) time.Time {
-	return startBy.Add(StartSlack(period))
+// Counted is the instant the start of a run that must begin by startBy,
+// with slack, is stamped with: its StartBy plus the slack again, the most
+// the job's own first reading of the clock may lag its begin gate.
+func Counted(startBy time.Time, slack time.Duration) time.Time {
+	return startBy.Add(slack)
 }
 
 // Stamp counts starts on slots, each claimed at `at` and stamped with
@@ -201,7 +233,7 @@ func (w *Window) Stamp(ctx context.Context, slots []int, at time.Time) error {
 		return nil
 	}
 	return w.ex.RateSlotSetMany(ctx, driver.RateSlotsParams{Key: w.row.Key, Slots: slots, JobIDs: make([]int64, len(slots)),
-		At: Counted(w.StartBy(at), w.row.Period)})
+		At: Counted(w.StartBy(at), w.Slack())})
 }
 
 // Recount sets the jobs counted in the key's line to n, counted from
@@ -292,7 +324,7 @@ func (w *Window) SaveStamping(ctx context.Context, stamps []int, at time.Time) e
 			at = w.now
 		}
 		// A stamped slot frees a Period after its stamp.
-		if free := Counted(w.StartBy(at), w.row.Period).Add(w.row.Period); w.row.Waiting > 0 && free.Before(w.row.NextAt) {
+		if free := Counted(w.StartBy(at), w.Slack()).Add(w.row.Period); w.row.Waiting > 0 && free.Before(w.row.NextAt) {
 			w.row.NextAt = free
 		}
 		if err := w.Stamp(ctx, stamps, at); err != nil {

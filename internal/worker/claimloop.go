@@ -102,7 +102,7 @@ func (w *queueWorker) claim(ctx context.Context, n int, capped *bool) (claims []
 	var starts []lifecycle.RateStart
 	var promoted driver.Promotion
 	err = driver.InTx(ctx, w.c.drv, func(ex driver.Executor) (err error) {
-		starts, promoted, err = lifecycle.StartRated(ctx, ex, claims, w.c.cfg.Now)
+		starts, promoted, err = lifecycle.StartRated(ctx, ex, claims, w.c.cfg.Now, w.c.startLag.read(w.c.cfg.Now()))
 		return err
 	})
 	if err != nil {
@@ -112,7 +112,7 @@ func (w *queueWorker) claim(ctx context.Context, n int, capped *bool) (claims []
 	run := claims[:0]
 	for i, cl := range claims {
 		if starts[i].Run {
-			cl.StartBy, cl.RateSlot = starts[i].StartBy, starts[i].Slot
+			cl.StartBy, cl.StartSlack, cl.RateSlot = starts[i].StartBy, starts[i].Slack, starts[i].Slot
 			run = append(run, cl)
 		}
 	}

@@ -174,8 +174,8 @@ func (w *queueWorker) report(ctx context.Context, e outcome, res lifecycle.Resul
 		w.c.met.Cancelled(ctx, job, from)
 	case e.startedLate:
 		outcome = "requeued"
-		log.Warn("rate-limited job did not begin within its start slack of the claim (the process stalled); back in its rate line, not run",
-			"rate_key", cl.Rate.Key, "start_by", cl.StartBy)
+		log.Warn("rate-limited job did not begin within its start slack of the claim (the process stalled); back in its rate line, not run; the process's next claims allow for the lag",
+			"rate_key", cl.Rate.Key, "start_by", cl.StartBy, "start_slack", cl.StartSlack, "late_by", e.now.Sub(cl.StartBy))
 	case e.shutdown:
 		outcome = "returned"
 		log.Info("job cut short by shutdown; returned to ready with its slot", "duration", ran)

@@ -92,8 +92,13 @@ func MayBegin(ctx context.Context) error {
 	if l.check(); l.fenced.Load() {
 		return context.Cause(rc) // set: fence marks fenced after its cancel
 	}
-	if by := l.claim.StartBy; !by.IsZero() && l.proc.c.cfg.Now().After(by) {
-		return ErrStartedLate
+	if by := l.claim.StartBy; !by.IsZero() {
+		c := l.proc.c
+		now := c.cfg.Now()
+		c.startLag.see(now, now.Sub(by.Add(-l.claim.StartSlack)))
+		if now.After(by) {
+			return ErrStartedLate
+		}
 	}
 	return nil
 }

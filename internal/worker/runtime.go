@@ -123,6 +123,9 @@ type Runtime struct {
 	// rateWake tells this process's dispatcher that a job went to a rate
 	// line (rateWaits).
 	rateWake chan struct{}
+	// startLag: how late this process's rated runs lately began, which
+	// their claims' start slack covers.
+	startLag startLag
 
 	// policies: which queues adapt by their policy (queueAdapts).
 	policies policyCache
