@@ -46,19 +46,27 @@ var _ = add("keypause",
 				t.Errorf("claim of queue %s with g/p paused took %v, want %v (not g/p's %d, nor %d whose further key is g/p)", q, got, free, paused[0], paused[1])
 			}
 			f.wantState(driver.StateReady, paused...)
+			if q != "fair" {
+				continue
+			}
+			// A free job left ready beside the paused ones, so a read that
+			// lists nothing at all fails.
+			other := f.insert(T0, job(q, keyed("g/r", 9)))[0]
 			for _, perKey := range []bool{false, true} {
-				if q != "fair" {
-					break
-				}
 				var view driver.KeyView
 				f.tx(func(ex driver.Executor) (err error) {
 					view, err = ex.ReadyByKey(f.ctx, driver.KeyViewParams{Queue: q, Max: 5, PerKey: perKey})
 					return err
 				})
+				listed := false
 				for _, k := range view.Keys {
-					if len(k.JobIDs) > 0 && (slices.Contains(k.JobIDs, paused[0]) || slices.Contains(k.JobIDs, paused[1])) {
+					listed = listed || slices.Contains(k.JobIDs, other)
+					if slices.Contains(k.JobIDs, paused[0]) || slices.Contains(k.JobIDs, paused[1]) {
 						t.Errorf("ReadyByKey (PerKey %v) with g/p paused lists its jobs: %+v", perKey, view.Keys)
 					}
+				}
+				if !listed {
+					t.Errorf("ReadyByKey (PerKey %v) with g/p paused: %+v, want g/r's job %d listed", perKey, view.Keys, other)
 				}
 			}
 		}
