@@ -101,29 +101,13 @@ func (e executor) SemaphoreSaveMany(ctx context.Context, sems []driver.Semaphore
 		expiries = append(expiries, s.Key, sqlexec.Micros(s.ExpiresAt))
 	}
 	err := e.Atomic(ctx, func(x *sqlexec.Executor) error {
-		if err := e.execRows(ctx, x, e.d.dl.own.saveSems, 6, rows); err != nil {
+		if err := x.ExecRows(ctx, e.d.dl.own.saveSems, 6, rows); err != nil {
 			return err
 		}
-		return e.execRows(ctx, x, e.d.dl.own.expireSems, 2, expiries)
+		return x.ExecRows(ctx, e.d.dl.own.expireSems, 2, expiries)
 	})
 	if err != nil {
 		return fmt.Errorf("save %d semaphores: %w", len(sems), err)
-	}
-	return nil
-}
-
-// execRows runs query with its sqlexec.RowsMarker made rows of width values,
-// cut into the dialect's Batch sizes, so a handful of texts serve every
-// count and each stays prepared.
-func (e executor) execRows(ctx context.Context, x *sqlexec.Executor, query string, width int, values []any) error {
-	n := len(values) / width
-	for done := 0; done < n; {
-		size := e.d.dl.Batch(n-done, false)
-		text := sqlexec.WithRows(query, size, width)
-		if _, err := x.DB().ExecContext(ctx, text, values[done*width:(done+size)*width]...); err != nil {
-			return err
-		}
-		done += size
 	}
 	return nil
 }

@@ -149,10 +149,10 @@ func (e executor) SemaphoreReleaseMany(ctx context.Context, keys []string, count
 		if len(settle) == 0 {
 			return nil
 		}
-		if err := e.execRows(ctx, x, e.d.dl.own.settleKeys, 5, settle); err != nil {
+		if err := x.ExecRows(ctx, e.d.dl.own.settleKeys, 5, settle); err != nil {
 			return err
 		}
-		return e.execRows(ctx, x, e.d.dl.own.expireSems, 2, renew)
+		return x.ExecRows(ctx, e.d.dl.own.expireSems, 2, renew)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("release %d keys: %w", len(keys), err)

@@ -98,6 +98,15 @@ func (e *Executor) JobInsertMany(ctx context.Context, now time.Time, jobs []*dri
 	})
 }
 
+// ExecRows runs query with the rows of values (width values each) where
+// its RowsMarker stands, or after its VALUES, in the sizes the dialect's
+// Batch gives, so a handful of texts serve every count and each stays
+// prepared.
+func (e *Executor) ExecRows(ctx context.Context, query string, width int, values []any) error {
+	_, err := e.insertRows(ctx, query, width, values, false)
+	return err
+}
+
 // insertRows inserts the rows of values (width values each) with
 // multi-row INSERTs of the sizes the dialect's Batch gives: head is the
 // statement up to VALUES, or with a RowsMarker where its rows go. With
