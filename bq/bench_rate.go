@@ -202,7 +202,7 @@ func printRate(w io.Writer, r *benchResult) {
 	fmt.Fprintf(w, "  most starts of one key in one period: %d (limit %d)\n", r.RateMaxWindow, r.RateLimit)
 	fmt.Fprintf(w, "  a ring slot is reused after %.1f ms on average, %.1f ms at least: %.1f starts/s once the first burst is past\n",
 		r.RateSlotGapMS, r.RateMinSlotGapMS, r.RateSteadyPerS)
-	fmt.Fprintf(w, "  %d runs began later than their start slack (%gms) after the claim: sent back to the line unrun, their starts given back\n",
+	fmt.Fprintf(w, "  %d runs began later than their start slack (at least %gms) after the claim: sent back to the line unrun, their starts given back\n",
 		r.RateLate, ms(ratelimit.StartSlack(time.Duration(r.RatePeriodMS*float64(time.Millisecond)))))
 	fmt.Fprintf(w, "  enqueue %.0f jobs/s (%.2fs), work %.2fs\n", r.EnqueuePerS, r.EnqueueS, r.WorkS)
 }
