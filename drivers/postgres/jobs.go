@@ -40,11 +40,11 @@ WITH input AS (
 ), numbered AS (
 	SELECT id, row_number() OVER (ORDER BY id) AS ord FROM inserted
 ), placed AS (
-	SELECT n.id, i.queue, i.priority, coalesce(NULLIF(i.line, ''), i.ckey) AS line, i.ckey, i.scheduled_at, i.state
+	SELECT n.id, i.queue, i.priority, coalesce(NULLIF(i.line, ''), i.ckey) AS line, i.ckey, i.scheduled_at, i.state, i.slots
 	FROM numbered n JOIN input i ON i.ord = n.ord
 ), r AS (
-	INSERT INTO {p}ready_executions (job_id, queue, priority, created_at, concurrency_key)
-	SELECT id, queue, priority, $12, ckey FROM placed WHERE state = 'ready'
+	INSERT INTO {p}ready_executions (job_id, queue, priority, created_at, concurrency_key, slots)
+	SELECT id, queue, priority, $12, ckey, slots FROM placed WHERE state = 'ready'
 ), s AS (
 	INSERT INTO {p}scheduled_executions (job_id, queue, priority, scheduled_at)
 	SELECT id, queue, priority, scheduled_at FROM placed WHERE state = 'scheduled'
@@ -59,10 +59,10 @@ WITH input AS (
 SELECT id FROM numbered ORDER BY ord`),
 		insertPlainJobs: p(leanInsertJobs(false)),
 		insertKeyedJobs: p(leanInsertJobs(true)),
-		// A ready row takes its job's key (readyKey).
-		insertReady: p(`INSERT INTO {p}ready_executions (job_id, queue, priority, created_at, concurrency_key)
-SELECT t.id, t.queue, t.priority, t.at, ` + readyKey(`t.id`) + `
-FROM unnest($1::bigint[], $2::text[], $3::int[], $4::timestamptz[]) AS t(id, queue, priority, at)`),
+		// A ready row takes its job's key and slots (readyJob).
+		insertReady: p(`INSERT INTO {p}ready_executions (job_id, queue, priority, created_at, concurrency_key, slots)
+SELECT t.id, t.queue, t.priority, t.at, rj.concurrency_key, rj.slots
+FROM unnest($1::bigint[], $2::text[], $3::int[], $4::timestamptz[]) AS t(id, queue, priority, at)` + readyJob(`t.id`)),
 		insertScheduled: p(`INSERT INTO {p}scheduled_executions (job_id, queue, priority, scheduled_at)
 SELECT * FROM unnest($1::bigint[], $2::text[], $3::int[], $4::timestamptz[])`),
 		insertBlocked: p(`INSERT INTO {p}blocked_executions (job_id, queue, priority, concurrency_key, created_at)

@@ -157,28 +157,32 @@ DELETE FROM {p}semaphores WHERE key IN (
 // movePicked follows a CTE picked(job_id) of blocked jobs: it moves
 // them to ready (created at the parameter now) as moved(job_id,
 // queue, priority, concurrency_key), the promotion of every
-// statement that promotes. Each ready row takes its job's key
-// (readyKey); with lineIsKey the caller vouches that every picked job
-// waited in the line of its own key (a concurrency line holding no
-// multi-key job, semaphores.multi = 0), which is then that key.
+// statement that promotes. Each ready row takes its job's key and slots
+// (readyJob); with lineIsKey the caller vouches that every picked job
+// waited in the line of its own key holding no multi-key job and no job
+// of more than one slot (semaphores.multi = 0), so the key is the line's
+// and the slots 1, with no probe of the jobs.
 func movePicked(now string, lineIsKey bool) string {
-	key := readyKey(`moved.job_id`)
-	if lineIsKey {
-		key = `moved.concurrency_key`
+	ins := `SELECT job_id, queue, priority, ` + now + `, concurrency_key, 1 FROM moved`
+	if !lineIsKey {
+		ins = `SELECT moved.job_id, moved.queue, moved.priority, ` + now + `, rj.concurrency_key, rj.slots FROM moved` + readyJob(`moved.job_id`)
 	}
 	return `, moved AS (
 	DELETE FROM {p}blocked_executions b USING picked WHERE b.job_id = picked.job_id
 	RETURNING b.job_id, b.queue, b.priority, b.concurrency_key
 ), ins AS (
-	INSERT INTO {p}ready_executions (job_id, queue, priority, created_at, concurrency_key)
-	SELECT job_id, queue, priority, ` + now + `, ` + key + ` FROM moved
+	INSERT INTO {p}ready_executions (job_id, queue, priority, created_at, concurrency_key, slots)
+	` + ins + `
 )`
 }
 
-// readyKey is the key a ready row of job id takes (migration 00027):
-// its job's concurrency key, the empty string for none.
-func readyKey(id string) string {
-	return `coalesce((SELECT rj.concurrency_key FROM {p}jobs rj WHERE rj.id = ` + id + `), '')`
+// readyJob joins rj, what a ready row of job id takes of its job
+// (migrations 00027 and 00028): its concurrency key (empty for none) and its
+// slots (1 should the job be gone).
+func readyJob(id string) string {
+	return `
+CROSS JOIN LATERAL (SELECT coalesce(max(j.concurrency_key), '') AS concurrency_key, coalesce(max(j.slots), 1) AS slots
+	FROM {p}jobs j WHERE j.id = ` + id + `) rj`
 }
 
 func (e *executor) SemaphoreEnsure(ctx context.Context, l driver.Limit, now time.Time) error {

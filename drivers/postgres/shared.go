@@ -32,11 +32,12 @@ WHERE namespace = $1 OR queue = ANY($2::text[]) ORDER BY queue FOR UPDATE`)
 		Before:     `{col} < now() - ? * interval '1 millisecond'`,
 		SkipLocked: ` FOR UPDATE SKIP LOCKED`,
 	})
-	// Each row taken probes its job (LATERAL ... LIMIT 1, which the
-	// planner cannot turn into a join): joined, the planner hashed the
-	// whole jobs table for a head of 136 rows while the table was small
-	// (9.6 ms a read of 20,000 jobs, against 1.0 ms probing).
-	q.ReadyByKey = sqltext.Rebind(p(sqltext.ReadyByKey(`CROSS JOIN LATERAL (SELECT concurrency_key, slots FROM {p}jobs WHERE id = r.job_id LIMIT 1) j`, `w.key = j.concurrency_key`, keyNotPaused(`{p}ready_executions.job_id`))))
+	// A ready row carries its job's key and slots (migrations 00027 and
+	// 00028), so the head is read from the ready rows alone: probing
+	// each row's job cost about two thirds of the read (1.1 of 2.0 ms for
+	// 372 rows). The rows are fetched from the heap either way (the
+	// line's index is not visible to an index-only scan under churn).
+	q.ReadyByKey = sqltext.Rebind(p(sqltext.ReadyByKey(`CROSS JOIN LATERAL (SELECT r.concurrency_key, r.slots) j`, `w.key = j.concurrency_key`, keyNotPaused(`{p}ready_executions.job_id`), ", concurrency_key, slots")))
 	// Each key's first $2 ready jobs (KeyViewParams.PerKey), its keys
 	// found by a skip over the ready rows' key index (ready_key,
 	// migration 00027): a recursive step a key, then the key's first
@@ -58,10 +59,10 @@ SELECT 0, x.concurrency_key, x.job_id, j.slots,
 	CASE WHEN ` + sqltext.MaxWeight + ` > 0 THEN coalesce((SELECT w.weight FROM {p}key_weights w WHERE w.key = x.concurrency_key), 0) ELSE 0 END,
 	` + sqltext.MaxWeight + `, x.priority
 FROM keys CROSS JOIN LATERAL (
-	SELECT r.job_id, r.priority, r.concurrency_key FROM {p}ready_executions r
+	SELECT r.job_id, r.priority, r.concurrency_key, r.slots FROM {p}ready_executions r
 	WHERE r.queue = $1 AND r.concurrency_key = keys.k AND ` + keyNotPaused(`r.job_id`) + `
 	ORDER BY r.priority DESC, r.job_id LIMIT $2) x
-CROSS JOIN LATERAL (SELECT slots FROM {p}jobs WHERE id = x.job_id LIMIT 1) j
+CROSS JOIN LATERAL (SELECT x.slots) j
 WHERE keys.k IS NOT NULL
 	AND NOT EXISTS (SELECT 1 FROM {p}paused_keys pk WHERE pk.key = keys.k)
 UNION ALL

@@ -42,12 +42,14 @@ const ClaimedByRule = `(c.max_active > 0 OR c.fair_share = TRUE)`
 // Jobs of a paused key are left out (notPaused, KeyNotPaused of
 // {p}ready_executions.job_id): they take no share. jobsOf joins each
 // row r taken to its job j (ReadyJobs, or a dialect's spelling that keeps
-// it a probe per row). Args: queue, the most rows to read, queue.
-func ReadyByKey(jobsOf, weightOn, notPaused string) string {
+// it a probe per row, or one that reads the row's own columns: readCols
+// are further columns of the ready rows r holds). Args: queue, the most
+// rows to read, queue.
+func ReadyByKey(jobsOf, weightOn, notPaused, readCols string) string {
 	return `SELECT 0, coalesce(j.concurrency_key, ''), r.job_id, j.slots,
 	CASE WHEN ` + MaxWeight + ` > 0 THEN coalesce((SELECT w.weight FROM {p}key_weights w WHERE ` + weightOn + `), 0) ELSE 0 END,
 	` + MaxWeight + `, r.priority
-FROM (SELECT job_id, priority FROM {p}ready_executions WHERE queue = ? AND ` + notPaused + `
+FROM (SELECT job_id, priority` + readCols + ` FROM {p}ready_executions WHERE queue = ? AND ` + notPaused + `
 	ORDER BY priority DESC, job_id LIMIT ?) r
 ` + jobsOf + `
 UNION ALL

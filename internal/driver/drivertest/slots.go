@@ -1,9 +1,9 @@
 package drivertest
 
 import (
-	"time"
-
+	"maps"
 	"testing"
+	"time"
 
 	"github.com/bqueue/bq/internal/driver"
 )
@@ -63,6 +63,47 @@ var _ = add("slots",
 		} {
 			if got := f.count(key); got != want {
 				t.Errorf("CountHolders(%s) = %+v, want %+v (a job counts its slots; Multi, its blocked jobs of several slots or keys)", key, got, want)
+			}
+		}
+	}}, test{"PromotedJobsKeepTheirSlots", func(t *testing.T, f *fixture) {
+		// A fair queue, so every driver's ready rows carry what its read
+		// of the line needs.
+		_, err := f.ex().PolicyInsert(f.ctx, driver.Policy{Queue: "f", Namespace: "ns", FairShare: true, UpdatedAt: T0})
+		f.must(err)
+		ids := f.insert(T0,
+			job("f", keyed("g/s", 5), slots(2), blocked),
+			job("f", keyed("g/s", 5), blocked),
+			job("f", keyed("g/m", 5), also(5, "g/s"), slots(3), blocked, inLine("g/s")),
+			job("f", keyed("g/u", 5), slots(4), blocked),
+		)
+		f.tx(func(ex driver.Executor) error {
+			_, err := ex.LinePromote(f.ctx, "g/s", 3, T0)
+			return err
+		})
+		f.tx(func(ex driver.Executor) (err error) {
+			if b, ok := ex.(driver.MultiBatcher); ok {
+				_, err = b.LinePromoteFirst(f.ctx, []string{"g/u"}, []int{1}, T0)
+			} else {
+				_, err = ex.LinePromote(f.ctx, "g/u", 1, T0)
+			}
+			return err
+		})
+		f.wantState(driver.StateReady, ids...)
+		want := map[int64]int{ids[0]: 2, ids[1]: 1, ids[2]: 3, ids[3]: 4}
+		for _, perKey := range []bool{false, true} {
+			var view driver.KeyView
+			f.tx(func(ex driver.Executor) (err error) {
+				view, err = ex.ReadyByKey(f.ctx, driver.KeyViewParams{Queue: "f", Max: 5, PerKey: perKey})
+				return err
+			})
+			got := map[int64]int{}
+			for _, k := range view.Keys {
+				for i, id := range k.JobIDs {
+					got[id] = k.Slots[i]
+				}
+			}
+			if !maps.Equal(got, want) {
+				t.Errorf("ReadyByKey (PerKey %v) of the promoted jobs: slots %v, want %v", perKey, got, want)
 			}
 		}
 	}},
