@@ -216,7 +216,8 @@ VALUES (?, ?, ?, ?, ?, ?) ON DUPLICATE KEY UPDATE name = name`)
 	q.SetKeyLimit = p("INSERT INTO {p}key_limits (key_hash, `key`, lim, updated_at) VALUES (?, ?, ?, ?)\n" +
 		"ON DUPLICATE KEY UPDATE lim = VALUES(lim), updated_at = VALUES(updated_at)")
 	q.DeleteKeyLimit = p("DELETE FROM {p}key_limits WHERE key_hash = ? AND `key` = ?")
-	q.ReadyByKey = p(sqltext.ReadyByKey(sqltext.ReadyJobs, "w.key_hash = j.concurrency_key_hash AND w.`key` = j.concurrency_key", keyNotPaused(`{p}ready_executions.job_id`), ""))
+	q.ReadyByKey = p(sqltext.ReadyByKey(sqltext.FairRead{JobsOf: sqltext.ReadyJobs,
+		WeightOn: "w.key_hash = j.concurrency_key_hash AND w.`key` = j.concurrency_key", NotPaused: keyNotPaused(`{p}ready_executions.job_id`)}))
 	// A fair claim about to read per key first gives the queue's ready
 	// rows made since its last such read their key's hash (the hash of
 	// '' for a keyless job), each probing its job: the rows are made

@@ -58,9 +58,9 @@ func newClaimQueries(p func(string) string) claimQueries {
 		lockQueueGate: p(`SELECT ` + gateOf + `
 FROM (SELECT max_active, fair_share, key_weight FROM {p}policies WHERE queue = $1 FOR UPDATE) p`),
 		hasReady: p(`SELECT EXISTS (SELECT 1 FROM {p}ready_executions WHERE queue = $1)`),
-		runningSlots: p(`SELECT coalesce(sum(j.slots), 0) FROM {p}claimed_executions c
-JOIN {p}jobs j ON j.id = c.job_id WHERE c.queue = $1`),
-		deleteClaim: p(`DELETE FROM {p}claimed_executions WHERE job_id = $1 AND fence = $2`),
+		// A claimed row carries its job's slots (migration 00028).
+		runningSlots: p(`SELECT coalesce(sum(slots), 0) FROM {p}claimed_executions WHERE queue = $1`),
+		deleteClaim:  p(`DELETE FROM {p}claimed_executions WHERE job_id = $1 AND fence = $2`),
 		// One statement ends a batch of runs: only claims whose fence
 		// still matches are deleted, and only their jobs finish.
 		completeClaims: p(`
@@ -129,10 +129,10 @@ func claimPicked(pick string) string {
 	return `
 WITH taken AS (
 	DELETE FROM {p}ready_executions r WHERE r.job_id = ANY(ARRAY(` + pick + `))
-	RETURNING r.job_id
+	RETURNING r.job_id, r.concurrency_key, r.slots
 ), claimed AS (
-	INSERT INTO {p}claimed_executions (job_id, queue, process_id, claimed_at)
-	SELECT job_id, $1, $3, $4 FROM taken RETURNING job_id, fence
+	INSERT INTO {p}claimed_executions (job_id, queue, process_id, claimed_at, concurrency_key, slots)
+	SELECT job_id, $1, $3, $4, concurrency_key, slots FROM taken RETURNING job_id, fence
 )
 SELECT ` + jobColumns + `, c.fence
 FROM {p}jobs j JOIN claimed c ON c.job_id = j.id

@@ -37,7 +37,10 @@ WHERE namespace = $1 OR queue = ANY($2::text[]) ORDER BY queue FOR UPDATE`)
 	// each row's job cost about two thirds of the read (1.1 of 2.0 ms for
 	// 372 rows). The rows are fetched from the heap either way (the
 	// line's index is not visible to an index-only scan under churn).
-	q.ReadyByKey = sqltext.Rebind(p(sqltext.ReadyByKey(`CROSS JOIN LATERAL (SELECT r.concurrency_key, r.slots) j`, `w.key = j.concurrency_key`, keyNotPaused(`{p}ready_executions.job_id`), ", concurrency_key, slots")))
+	// The running slots likewise from the claimed rows alone.
+	q.ReadyByKey = sqltext.Rebind(p(sqltext.ReadyByKey(sqltext.FairRead{JobsOf: `CROSS JOIN LATERAL (SELECT r.concurrency_key, r.slots) j`,
+		WeightOn: `w.key = j.concurrency_key`, NotPaused: keyNotPaused(`{p}ready_executions.job_id`),
+		ReadCols: ", concurrency_key, slots", Running: runningByKey})))
 	// Each key's first $2 ready jobs (KeyViewParams.PerKey), its keys
 	// found by a skip over the ready rows' key index (ready_key,
 	// migration 00027): a recursive step a key, then the key's first
@@ -66,7 +69,7 @@ CROSS JOIN LATERAL (SELECT x.slots) j
 WHERE keys.k IS NOT NULL
 	AND NOT EXISTS (SELECT 1 FROM {p}paused_keys pk WHERE pk.key = keys.k)
 UNION ALL
-` + strings.Replace(sqltext.RunningByKey, "?", "$3", 1) + `
+` + strings.Replace(runningByKey, "?", "$3", 1) + `
 ORDER BY 1, 7 DESC, 3`)
 	q.CountByQueue = p(sqltext.CountByQueue(func(col string) string { return "sum(" + col + ")::int" }))
 	// The time now, not the transaction's start (now()).
@@ -161,3 +164,8 @@ func (r rows) Close() error {
 	r.Rows.Close()
 	return nil
 }
+
+// runningByKey is sqltext.RunningByKey summed from the claimed rows
+// alone: each carries its job's key and slots (migration 00028).
+const runningByKey = `SELECT 1, c.concurrency_key, 0, sum(c.slots), 0, 0, 0
+FROM {p}claimed_executions c WHERE c.queue = ? GROUP BY c.concurrency_key`

@@ -109,7 +109,8 @@ AND rate_key IS NOT NULL AND finished_at IS NULL ORDER BY 1`),
 ON CONFLICT (key) DO UPDATE SET lim = excluded.lim, updated_at = excluded.updated_at`),
 		DeleteKeyLimit: p(`DELETE FROM {p}key_limits WHERE key = ?`),
 
-		ReadyByKey: p(sqltext.ReadyByKey(sqltext.ReadyJobs, `w.key = j.concurrency_key`, sqltext.KeyNotPausedOf(`{p}ready_executions.job_id`), "")),
+		ReadyByKey: p(sqltext.ReadyByKey(sqltext.FairRead{JobsOf: sqltext.ReadyJobs, WeightOn: `w.key = j.concurrency_key`,
+			NotPaused: sqltext.KeyNotPausedOf(`{p}ready_executions.job_id`)})),
 		SetKeyWeight: p(`INSERT INTO {p}key_weights (key, weight, updated_at) VALUES (?, ?, ?)
 ON CONFLICT (key) DO UPDATE SET weight = excluded.weight, updated_at = excluded.updated_at`),
 		DeleteKeyWeight: p(`DELETE FROM {p}key_weights WHERE key = ?`),

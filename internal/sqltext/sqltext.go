@@ -3,7 +3,10 @@
 // that a rule such as which table means which job state is written once.
 package sqltext
 
-import "strings"
+import (
+	"cmp"
+	"strings"
+)
 
 // Spelling returns a function splicing prefix in for {p} in a statement,
 // then making the changes of more (old, new, old, new, ...).
@@ -30,31 +33,44 @@ const ClaimedByRule = `(c.max_active > 0 OR c.fair_share = TRUE)`
 // ReadyByKey reads a fair-share queue's first ready jobs in claim order
 // (priority, then id: the ready line's index order) with each one's key
 // (empty for none), the key's weight (0: none) and the largest weight any
-// key has (0: none has), weightOn matching key_weights w to job j; then,
-// in the same statement, the slots its running jobs use by key (as
-// RunningByKey): one round trip of the claim's transaction, which holds
-// the queue's policy row. A column tells the parts apart: 0 for a ready
-// job (key, job id, slots, weight, largest weight), 1 for a key's running
-// slots (key, 0, slots, 0, 0). The caller keeps each key's first jobs
-// (driver.ReadyByKey): a window ranking them in SQL sorts the rows by key
-// and costs twice the read. The jobs and weights are joined to the rows
-// taken only, so a claim that reads the line's head pays for the head.
-// Jobs of a paused key are left out (notPaused, KeyNotPaused of
-// {p}ready_executions.job_id): they take no share. jobsOf joins each
-// row r taken to its job j (ReadyJobs, or a dialect's spelling that keeps
-// it a probe per row, or one that reads the row's own columns: readCols
-// are further columns of the ready rows r holds). Args: queue, the most
-// rows to read, queue.
-func ReadyByKey(jobsOf, weightOn, notPaused, readCols string) string {
+// key has (0: none has); then, in the same statement, the slots its
+// running jobs use by key (as RunningByKey): one round trip of the claim's
+// transaction, which holds the queue's policy row. A column tells the
+// parts apart: 0 for a ready job (key, job id, slots, weight, largest
+// weight), 1 for a key's running slots (key, 0, slots, 0, 0). The caller
+// keeps each key's first jobs (driver.ReadyByKey): a window ranking them
+// in SQL sorts the rows by key and costs twice the read. The jobs and
+// weights are joined to the rows taken only, so a claim that reads the
+// line's head pays for the head. Jobs of a paused key are left out: they
+// take no share. Args: queue, the most rows to read, queue.
+func ReadyByKey(f FairRead) string {
+	running := cmp.Or(f.Running, RunningByKey)
 	return `SELECT 0, coalesce(j.concurrency_key, ''), r.job_id, j.slots,
-	CASE WHEN ` + MaxWeight + ` > 0 THEN coalesce((SELECT w.weight FROM {p}key_weights w WHERE ` + weightOn + `), 0) ELSE 0 END,
+	CASE WHEN ` + MaxWeight + ` > 0 THEN coalesce((SELECT w.weight FROM {p}key_weights w WHERE ` + f.WeightOn + `), 0) ELSE 0 END,
 	` + MaxWeight + `, r.priority
-FROM (SELECT job_id, priority` + readCols + ` FROM {p}ready_executions WHERE queue = ? AND ` + notPaused + `
+FROM (SELECT job_id, priority` + f.ReadCols + ` FROM {p}ready_executions WHERE queue = ? AND ` + f.NotPaused + `
 	ORDER BY priority DESC, job_id LIMIT ?) r
-` + jobsOf + `
+` + f.JobsOf + `
 UNION ALL
-` + RunningByKey + `
+` + running + `
 ORDER BY 1, 7 DESC, 3`
+}
+
+// FairRead is how a dialect spells ReadyByKey's parts.
+type FairRead struct {
+	// JobsOf joins each ready row r taken to j, its job's concurrency_key
+	// and slots (ReadyJobs, or a dialect's spelling that keeps it a probe
+	// per row, or one that reads the row's own columns).
+	JobsOf string
+	// WeightOn matches key_weights w to j.
+	WeightOn string
+	// NotPaused leaves out jobs of paused keys (KeyNotPaused of
+	// {p}ready_executions.job_id).
+	NotPaused string
+	// ReadCols are further columns of the ready rows r holds (", a, b").
+	ReadCols string
+	// Running is the running part (RunningByKey when empty).
+	Running string
 }
 
 // MaxWeight is the largest weight a key has of its own (0: none has).

@@ -10,8 +10,8 @@ import (
 // CheckReadyKeys makes db, a database migrated with table prefix prefix,
 // refuse a ready row whose key is not the one it must carry, so every
 // test on it checks every path that makes jobs ready. On PostgreSQL
-// (migrations 00027 and 00028) every ready row carries its job's
-// concurrency key, empty for none, and its job's slots; on SQLite (migration 00025) a row of a queue whose
+// (migrations 00027 and 00028) every ready and claimed row carries its
+// job's concurrency key, empty for none, and its job's slots; on SQLite (migration 00025) a row of a queue whose
 // policy has fair share carries it, any other row NULL; on MySQL
 // (migration 00025) a row carries NULL or its job's key hash (the empty
 // key's for none). A ready row of a job that does not exist is left
@@ -27,14 +27,16 @@ DECLARE k TEXT; n INT;
 BEGIN
 	SELECT coalesce(concurrency_key, ''), slots INTO k, n FROM {p}jobs WHERE id = NEW.job_id;
 	IF FOUND AND NEW.concurrency_key <> k THEN
-		RAISE EXCEPTION 'ready row of job % carries key %, its job''s key is %', NEW.job_id, NEW.concurrency_key, k;
+		RAISE EXCEPTION '% row of job % carries key %, its job''s key is %', TG_TABLE_NAME, NEW.job_id, NEW.concurrency_key, k;
 	END IF;
 	IF FOUND AND NEW.slots <> n THEN
-		RAISE EXCEPTION 'ready row of job % carries % slots, its job takes %', NEW.job_id, NEW.slots, n;
+		RAISE EXCEPTION '% row of job % carries % slots, its job takes %', TG_TABLE_NAME, NEW.job_id, NEW.slots, n;
 	END IF;
 	RETURN NEW;
 END $$`,
 			`CREATE TRIGGER {p}check_ready_key BEFORE INSERT OR UPDATE ON {p}ready_executions
+FOR EACH ROW EXECUTE FUNCTION {p}check_ready_key()`,
+			`CREATE TRIGGER {p}check_claimed_key BEFORE INSERT OR UPDATE ON {p}claimed_executions
 FOR EACH ROW EXECUTE FUNCTION {p}check_ready_key()`,
 		}
 	case SQLite:
