@@ -108,6 +108,7 @@ STRAIGHT_JOIN {p}jobs j ON j.id = c.job_id WHERE c.queue = ?`)
 	q.SemLock = p(`SELECT ` + sqlexec.SemColumns("key_hash", "?", "s.release_interval_us, s.last_release_at") + `
 FROM {p}semaphores s WHERE s.key_hash = ? AND s.` + "`key`" + ` = ? FOR UPDATE`)
 	q.SemTryLock = p(`SELECT 1 FROM {p}semaphores WHERE key_hash = ? AND ` + "`key`" + ` = ? FOR UPDATE SKIP LOCKED`)
+	q.SemLockRow = p(`SELECT 1 FROM {p}semaphores WHERE key_hash = ? AND ` + "`key`" + ` = ? FOR UPDATE`)
 	q.SemSave = p(`UPDATE {p}semaphores SET value = ?, lim = ?, blocked = ?, multi = ?, duration_ms = ?, expires_at = ?,
 	release_interval_us = CASE WHEN ? THEN ? ELSE release_interval_us END,
 	last_release_at = CASE WHEN ? THEN ? ELSE last_release_at END

@@ -15,7 +15,7 @@ import (
 // rateQueries are the rate keys' statements (driver.RateStore).
 type rateQueries struct {
 	ensure, ring, lock, tryLock, save, grow, shrink, free, setSlots, cancelReservation                    string
-	reserved, unstamp                                                                                     string
+	reserved, unstamp, lockRow                                                                            string
 	repair, oldest, due, next, deleteIdle, setOverride, deleteOverride, latestJob, read, list, blockedKey string
 	groups, strays                                                                                        string
 }
@@ -39,6 +39,7 @@ ON CONFLICT (rate_key) DO NOTHING`),
 		ring: p(`INSERT INTO {p}rate_starts (rate_key, slot, started_at)
 SELECT $1, s, 'epoch'::timestamptz FROM generate_series(0, $2 - 1) AS s`),
 		lock:    p(read + ` FOR UPDATE OF r`),
+		lockRow: p(`SELECT 1 FROM {p}rate_limits WHERE rate_key = $1 FOR UPDATE`),
 		tryLock: p(read + ` FOR UPDATE OF r SKIP LOCKED`),
 		save: p(`UPDATE {p}rate_limits SET lim = $2, period_ms = $3, waiting = $4, next_at = $5, updated_at = $6
 WHERE rate_key = $1`),
@@ -133,7 +134,14 @@ func (e *executor) RateEnsure(ctx context.Context, spec driver.RateSpec, now tim
 	return nil
 }
 
+// RateLock locks the key's row in a statement of its own (queued with
+// the read in bq's pipelined transaction), then reads it with its
+// override and adaptive limit, as the transaction it may have waited for
+// left them (see SemaphoreLock).
 func (e *executor) RateLock(ctx context.Context, key string) (driver.Rate, bool, error) {
+	if err := e.write(ctx, e.q.rate.lockRow, key); err != nil {
+		return driver.Rate{}, false, fmt.Errorf("lock rate key %q: %w", key, err)
+	}
 	return e.rateLock(ctx, e.q.rate.lock, key)
 }
 

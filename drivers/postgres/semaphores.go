@@ -14,15 +14,18 @@ import (
 // semaphoreQueries are the semaphores' statements: one key at a time, a
 // release of many, and the dispatcher's passes over them.
 type semaphoreQueries struct {
-	semEnsure, semLock, semTryLock, semSave, promoteBlocked, countHolders string
-	lockSems, lockFirstSem, releasePromote                                string
-	expiredSems, promotableSems, deleteIdleSems, allSems                  string
+	semEnsure, semLockRow, semLock, semTryLock, semSave, promoteBlocked, countHolders string
+	lockSems, lockFirstSem, releasePromote                                            string
+	expiredSems, promotableSems, deleteIdleSems, allSems                              string
 }
 
 func newSemaphoreQueries(p func(string) string) semaphoreQueries {
 	return semaphoreQueries{
 		semEnsure: p(`INSERT INTO {p}semaphores (key, value, lim, blocked, duration_ms, expires_at)
 VALUES ($1, $2, $2, 0, $3, $4) ON CONFLICT (key) DO NOTHING`),
+		// The row is locked first, in a statement of its own, and read
+		// in the next (SemaphoreLock).
+		semLockRow: p(`SELECT 1 FROM {p}semaphores WHERE key = $1 FOR UPDATE`),
 		semLock: p(`
 SELECT s.value, s.lim, s.blocked, s.multi, s.duration_ms, s.expires_at, s.release_interval_us, s.last_release_at,
 	coalesce(k.lim, 0), coalesce((SELECT a.lim FROM {p}key_adapt a WHERE a.key = s.key), 0), coalesce(p.queue, ''), coalesce(p.max_active_per_key, 0), coalesce(p.max_blocked, 0),
@@ -195,10 +198,19 @@ func (e *executor) SemaphoreEnsure(ctx context.Context, l driver.Limit, now time
 	return nil
 }
 
+// SemaphoreLock locks the key's row in a statement of its own (queued
+// with the read, in bq's pipelined transaction), then reads it with the
+// key's override, adaptive limit and policy: read in the locking
+// statement, they would come from the snapshot it took before waiting
+// for the lock (READ COMMITTED re-reads the locked row alone), not as
+// the transaction it waited for left them.
 func (e *executor) SemaphoreLock(ctx context.Context, key, queue string) (driver.Semaphore, bool, error) {
 	s := driver.Semaphore{Key: key, Timed: true}
 	var durMS, intervalUS, waitUS int64
 	var last *time.Time
+	if err := e.write(ctx, e.q.semLockRow, key); err != nil {
+		return s, false, fmt.Errorf("lock semaphore %q: %w", key, err)
+	}
 	ok, err := found(e.db.QueryRow(ctx, e.q.semLock, key, queue).Scan(&s.Value, &s.Limit, &s.Blocked, &s.Multi, &durMS, &s.ExpiresAt,
 		&intervalUS, &last, &s.Override, &s.Adapt, &s.Policy.Queue, &s.Policy.MaxActivePerKey, &s.Policy.MaxBlocked,
 		&waitUS, &s.Policy.AdaptiveMin))

@@ -32,6 +32,9 @@ type Queries struct {
 	Multi                                MultiQueries   // multibatch.go
 
 	SemEnsure, SemLock, SemTryLock, SemSave, PickBlocked, DeleteBlocked, CountHolders string
+	// SemLockRow locks a semaphore's row alone, before SemLock reads it
+	// (empty on a single writer, whose transaction holds the one lock).
+	SemLockRow string
 	// LineListHeads reads the first blocked rows of a key's line (args: its
 	// KeyIndex, how many) as job_id, queue, priority, then the job's
 	// Limit columns and more_keys. LineMove sets a blocked row's key

@@ -21,7 +21,10 @@ type RateQueries struct {
 	// Lock reads a key's row and override, locking the row where the
 	// dialect has row locks; TryLock skips a row another transaction
 	// holds; Read locks nothing and also counts the ring's recent starts.
-	Lock, TryLock, Read, Save                          string
+	Lock, TryLock, Read, Save string
+	// LockRow locks a key's row alone, before Lock reads it (empty where
+	// the transaction's write lock is the lock).
+	LockRow                                            string
 	MaxSlot, Oldest, DropSlots, Free, SetSlot          string
 	Reserved, Unstamp                                  string
 	CancelReservation, Repair, OldestSlot, Due, NextAt string
@@ -88,6 +91,7 @@ func Rates(p func(string) string, s RateSpelling) RateQueries {
 VALUES (` + marks + `, ?, ?, 0, NULL, ?)` + s.Ignore),
 		Slots:   p(`INSERT INTO {p}rate_starts (` + k + `, slot, started_at) VALUES `),
 		Lock:    p(`SELECT ` + cols + ` FROM {p}rate_limits r WHERE r.` + k + ` = ?` + s.Lock),
+		LockRow: lockRow(p(`SELECT 1 FROM {p}rate_limits WHERE `+k+` = ?`), s.Lock),
 		TryLock: p(`SELECT ` + cols + ` FROM {p}rate_limits r WHERE r.` + k + ` = ?` + s.TryLock),
 		// Args: since, key.
 		Read: p(`SELECT ` + cols + `,
@@ -315,4 +319,13 @@ func (e *Executor) RateListStrayLines(ctx context.Context, max int) ([]string, e
 		return nil, fmt.Errorf("find rate lines counted empty: %w", err)
 	}
 	return keys, nil
+}
+
+// lockRow is query ended by lock, a locking read of a row alone, or
+// empty where lock is (the transaction's write lock is the lock).
+func lockRow(query, lock string) string {
+	if lock == "" {
+		return ""
+	}
+	return query + lock
 }

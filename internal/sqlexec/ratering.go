@@ -68,7 +68,16 @@ func (e *Executor) rateLock(ctx context.Context, query, key string) (driver.Rate
 	return r, true, nil
 }
 
+// RateLock locks the key's row in a statement of its own (LockRow),
+// then reads it with its override and adaptive limit, as the
+// transaction it may have waited for left them (see SemaphoreLock).
 func (e *Executor) RateLock(ctx context.Context, key string) (driver.Rate, bool, error) {
+	if e.q.Rate.LockRow != "" {
+		var one int
+		if _, err := found(e.db.QueryRowContext(ctx, e.q.Rate.LockRow, e.d.KeyIndex(key)).Scan(&one)); err != nil {
+			return driver.Rate{}, false, fmt.Errorf("lock rate %q: %w", key, err)
+		}
+	}
 	return e.rateLock(ctx, e.q.Rate.Lock, key)
 }
 

@@ -46,12 +46,22 @@ func (e *Executor) SemaphoreEnsure(ctx context.Context, l driver.Limit, now time
 
 // SemaphoreLock reads the row with a locking read (FOR UPDATE; outside a
 // transaction the lock ends with the statement), or, on a single writer,
-// a plain one: the write lock its transaction holds is the lock.
+// a plain one: the write lock its transaction holds is the lock. The row
+// is locked first, in a statement of its own (SemLockRow), and read in
+// the next: a read that waited for the lock in its own statement would
+// take the key's override and adaptive limit from the snapshot it began
+// with, not as the transaction it waited for left them.
 func (e *Executor) SemaphoreLock(ctx context.Context, key, queue string) (driver.Semaphore, bool, error) {
 	s := driver.Semaphore{Key: key, Timed: true}
 	var durMS, expires, intervalUS, waitUS int64
 	var last sql.NullInt64
 	q := e.d.Text(queue)
+	if e.q.SemLockRow != "" {
+		var one int
+		if _, err := found(e.db.QueryRowContext(ctx, e.q.SemLockRow, e.d.KeyArgs(key)...).Scan(&one)); err != nil {
+			return s, false, fmt.Errorf("lock semaphore %q: %w", key, err)
+		}
+	}
 	ok, err := found(e.db.QueryRowContext(ctx, e.q.SemLock, append([]any{q, q, q, q, q}, e.d.KeyArgs(key)...)...).Scan(&s.Value,
 		&s.Limit, &s.Blocked, &s.Multi, &durMS, &expires, &intervalUS, &last,
 		&s.Override, &s.Adapt, &s.Policy.Queue, &s.Policy.MaxActivePerKey, &s.Policy.MaxBlocked, &waitUS, &s.Policy.AdaptiveMin))

@@ -209,3 +209,68 @@ var _ = add("lockbatch",
 		}
 	}},
 )
+
+// A lock that waited for another transaction reads the key as that one
+// left it: the key's adaptive limit and override too, not as they were
+// when the lock began to wait. (Read in the locking statement, they came
+// from its snapshot: a recovery that raised a key to its own limit and
+// deleted its adaptive row, committed while an admission waited, had
+// the admission write the lowered limit back, for good.)
+var _ = add("lockfresh",
+	test{"SemaphoreLockReadsWhatItsHolderLeft", func(t *testing.T, f *fixture) {
+		f.needRowLocks()
+		f.semaphore("g/a", 3, 3, 0, T0.Add(time.Hour))
+		f.must(f.ex().KeyAdaptSet(f.ctx, driver.KeyAdapt{Key: "g/a", Limit: 3, Min: 1, AdaptedAt: T0}))
+		holder := f.begin()
+		if _, ok, err := holder.SemaphoreLock(f.ctx, "g/a", ""); !ok || err != nil {
+			t.Fatalf("SemaphoreLock: %v, %v", ok, err)
+		}
+		var got driver.Semaphore
+		waiting, wait := waits(func() error {
+			return driver.InTx(f.ctx, f.d, func(ex driver.Executor) (err error) {
+				got, _, err = ex.SemaphoreLock(f.ctx, "g/a", "")
+				return err
+			})
+		})
+		if !waiting {
+			t.Fatal("SemaphoreLock returned while another transaction held the key")
+		}
+		if _, err := holder.KeyAdaptDelete(f.ctx, "g/a"); err != nil {
+			t.Fatal(err)
+		}
+		f.must(holder.KeyLimitSet(f.ctx, "g/a", 4, T0))
+		f.must(holder.Commit(f.ctx))
+		f.must(wait())
+		if got.Adapt != 0 || got.Override != 4 {
+			t.Errorf("SemaphoreLock after the holder deleted the adaptive limit and set an override of 4: adapt %d, override %d; want 0 and 4", got.Adapt, got.Override)
+		}
+	}}, test{"RateLockReadsWhatItsHolderLeft", func(t *testing.T, f *fixture) {
+		f.needRowLocks()
+		spec := driver.RateSpec{Key: "g/r", Limit: 3, Period: time.Second}
+		f.must(f.ex().RateEnsure(f.ctx, spec, T0))
+		f.must(f.ex().KeyAdaptSet(f.ctx, driver.KeyAdapt{Key: driver.RateLine("g/r"), Limit: 2, Min: 1, AdaptedAt: T0}))
+		holder := f.begin()
+		if _, ok, err := holder.RateLock(f.ctx, "g/r"); !ok || err != nil {
+			t.Fatalf("RateLock: %v, %v", ok, err)
+		}
+		var got driver.Rate
+		waiting, wait := waits(func() error {
+			return driver.InTx(f.ctx, f.d, func(ex driver.Executor) (err error) {
+				got, _, err = ex.RateLock(f.ctx, "g/r")
+				return err
+			})
+		})
+		if !waiting {
+			t.Fatal("RateLock returned while another transaction held the key")
+		}
+		if _, err := holder.KeyAdaptDelete(f.ctx, driver.RateLine("g/r")); err != nil {
+			t.Fatal(err)
+		}
+		f.must(holder.KeyRateSet(f.ctx, driver.RateSpec{Key: "g/r", Limit: 5, Period: time.Minute}, T0))
+		f.must(holder.Commit(f.ctx))
+		f.must(wait())
+		if got.Adapt != 0 || got.Override.Limit != 5 {
+			t.Errorf("RateLock after the holder deleted the adaptive limit and set an override of 5: adapt %d, override %+v; want 0 and 5", got.Adapt, got.Override)
+		}
+	}},
+)
