@@ -272,5 +272,35 @@ var _ = add("lockfresh",
 		if got.Adapt != 0 || got.Override.Limit != 5 {
 			t.Errorf("RateLock after the holder deleted the adaptive limit and set an override of 5: adapt %d, override %+v; want 0 and 5", got.Adapt, got.Override)
 		}
+	}}, test{"SemaphoreLockManyReadsWhatItsHolderLeft", func(t *testing.T, f *fixture) {
+		f.needRowLocks()
+		f.needBatchLock()
+		f.semaphore("g/a", 3, 3, 0, T0.Add(time.Hour))
+		f.semaphore("g/b", 3, 3, 0, T0.Add(time.Hour))
+		f.must(f.ex().KeyAdaptSet(f.ctx, driver.KeyAdapt{Key: "g/b", Limit: 3, Min: 1, AdaptedAt: T0}))
+		holder := f.begin()
+		if _, ok, err := holder.SemaphoreLock(f.ctx, "g/b", ""); !ok || err != nil {
+			t.Fatalf("SemaphoreLock: %v, %v", ok, err)
+		}
+		limits := []driver.Limit{{Key: "g/a", To: 4, Duration: time.Minute}, {Key: "g/b", To: 4, Duration: time.Minute}}
+		var got []driver.Semaphore
+		waiting, wait := waits(func() error {
+			return driver.InTx(f.ctx, f.d, func(ex driver.Executor) (err error) {
+				got, err = ex.(driver.BatchLocker).SemaphoreLockMany(f.ctx, limits, []string{"", ""}, T0)
+				return err
+			})
+		})
+		if !waiting {
+			t.Fatal("SemaphoreLockMany returned while another transaction held g/b")
+		}
+		if _, err := holder.KeyAdaptDelete(f.ctx, "g/b"); err != nil {
+			t.Fatal(err)
+		}
+		f.must(holder.KeyLimitSet(f.ctx, "g/b", 4, T0))
+		f.must(holder.Commit(f.ctx))
+		f.must(wait())
+		if len(got) != 2 || got[1].Adapt != 0 || got[1].Override != 4 {
+			t.Errorf("SemaphoreLockMany after the holder of g/b deleted its adaptive limit and set an override of 4: %+v; want g/b's adapt 0 and override 4", got)
+		}
 	}},
 )
